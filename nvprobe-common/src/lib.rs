@@ -1,0 +1,446 @@
+//! Raw `#[repr(C)]` records shared by the BPF programs (`nvprobe-ebpf`) and the
+//! collector (`nvprobe`). Every record starts with [`Header`], so the decoder can
+//! dispatch on `kind` before it touches the payload. Kind numbers are fixed: a
+//! retired number is never reused.
+//!
+//! These are wire types, not the JSON output types: those live in
+//! `nvprobe::output` and carry a schema version.
+#![no_std]
+
+pub const COMM_LEN: usize = 16;
+/// Bytes of an ioctl parameter struct captured from its start.
+pub const HEAD_LEN: usize = 64;
+/// Bytes captured from the end of a parameter struct larger than [`HEAD_LEN`]
+/// (where structs like `UVM_MAP_EXTERNAL_ALLOCATION_PARAMS` keep `rmStatus`).
+pub const TAIL_LEN: usize = 16;
+/// Longest path captured for opens, stats and accesses.
+pub const PATH_LEN: usize = 128;
+/// Number of slots in the per-CPU lost-event counter (indexed by [`EventKind`]).
+pub const LOST_SLOTS: u32 = 8;
+
+/// Record kinds. Fixed numbers; never reuse a retired one.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    Ioctl = 1,
+    Path = 2,
+    Fd = 3,
+    Mmap = 4,
+}
+
+impl EventKind {
+    pub fn from_u32(v: u32) -> Option<Self> {
+        Some(match v {
+            1 => Self::Ioctl,
+            2 => Self::Path,
+            3 => Self::Fd,
+            4 => Self::Mmap,
+            _ => return None,
+        })
+    }
+}
+
+/// What kind of NVIDIA file an fd refers to, as the kernel side classified it.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DevKind {
+    /// Not an NVIDIA file (path events for failed opens, or a lookalike).
+    None = 0,
+    /// `/dev/nvidiactl` (195:255).
+    Ctl = 1,
+    /// `/dev/nvidiaN` (195:0..=247).
+    Gpu = 2,
+    /// `/dev/nvidia-uvm` (uvm major, minor 0).
+    Uvm = 3,
+    /// `/dev/nvidia-uvm-tools` (uvm major, minor 1).
+    UvmTools = 4,
+    /// `/dev/nvidia-modeset` (195:254).
+    Modeset = 5,
+    /// `/dev/nvidia-caps/*` (nvidia-caps major).
+    Caps = 6,
+    /// Another minor of major 195 (248..=253).
+    Other = 7,
+}
+
+impl DevKind {
+    pub fn from_u8(v: u8) -> Self {
+        match v {
+            1 => Self::Ctl,
+            2 => Self::Gpu,
+            3 => Self::Uvm,
+            4 => Self::UvmTools,
+            5 => Self::Modeset,
+            6 => Self::Caps,
+            7 => Self::Other,
+            _ => Self::None,
+        }
+    }
+}
+
+/// Which system call produced a [`PathEvent`].
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathOp {
+    Open = 1,
+    Openat = 2,
+    Openat2 = 3,
+    Stat = 4,
+    Lstat = 5,
+    Newfstatat = 6,
+    Statx = 7,
+    Access = 8,
+    Faccessat = 9,
+    Faccessat2 = 10,
+}
+
+impl PathOp {
+    pub fn from_u32(v: u32) -> Option<Self> {
+        Some(match v {
+            1 => Self::Open,
+            2 => Self::Openat,
+            3 => Self::Openat2,
+            4 => Self::Stat,
+            5 => Self::Lstat,
+            6 => Self::Newfstatat,
+            7 => Self::Statx,
+            8 => Self::Access,
+            9 => Self::Faccessat,
+            10 => Self::Faccessat2,
+            _ => return None,
+        })
+    }
+    pub fn is_open(self) -> bool {
+        matches!(self, Self::Open | Self::Openat | Self::Openat2)
+    }
+}
+
+/// Which system call produced an [`FdEvent`].
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FdOp {
+    Close = 1,
+    Dup = 2,
+    Dup2 = 3,
+    Dup3 = 4,
+    FcntlDupfd = 5,
+    FcntlDupfdCloexec = 6,
+}
+
+impl FdOp {
+    pub fn from_u32(v: u32) -> Option<Self> {
+        Some(match v {
+            1 => Self::Close,
+            2 => Self::Dup,
+            3 => Self::Dup2,
+            4 => Self::Dup3,
+            5 => Self::FcntlDupfd,
+            6 => Self::FcntlDupfdCloexec,
+            _ => return None,
+        })
+    }
+}
+
+/// Common prefix of every record.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct Header {
+    /// [`EventKind`] as u32.
+    pub kind: u32,
+    pub cpu: u32,
+    /// `bpf_ktime_get_ns()` when the record was made (CLOCK_MONOTONIC).
+    pub ktime_ns: u64,
+    /// Host pid (thread-group id) and thread id.
+    pub tgid: u32,
+    pub tid: u32,
+    /// The same ids in the task's own pid namespace (equal to the host ids
+    /// when the task is in the initial namespace).
+    pub ns_tgid: u32,
+    pub ns_tid: u32,
+    /// Depth of the task's pid namespace (0 = the host's).
+    pub pidns_level: u32,
+    pub uid: u32,
+    pub comm: [u8; COMM_LEN],
+}
+
+/// Identity of the file behind an fd, read from the kernel's fd table.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FileId {
+    /// `inode->i_rdev` in the kernel's encoding (major << 20 | minor).
+    pub rdev: u32,
+    /// `inode->i_sb->s_dev` (kernel encoding); 0 unless extra devices are set.
+    pub sdev: u32,
+    /// `inode->i_ino`; 0 unless extra devices are set.
+    pub ino: u64,
+    /// `inode->i_mode`.
+    pub mode: u16,
+    /// [`DevKind`] as u8.
+    pub kind: u8,
+    /// 1 when the fd resolved to a file.
+    pub valid: u8,
+    pub _pad: u32,
+}
+
+/// Flags in [`IoctlEvent::flags`].
+pub mod ioctl_flags {
+    /// The command was `NV_ESC_IOCTL_XFER_CMD`; `xfer_*` hold the inner call.
+    pub const XFER: u32 = 1;
+    /// The XFER wrapper could not be read at entry.
+    pub const XFER_FAULT: u32 = 2;
+    /// The parameter head could not be read at exit.
+    pub const HEAD_FAULT: u32 = 4;
+    /// The parameter tail could not be read at exit.
+    pub const TAIL_FAULT: u32 = 8;
+    /// The kernel side knew no parameter size for this command (UVM command
+    /// missing from the size table), so nothing was read.
+    pub const SIZE_UNKNOWN: u32 = 16;
+}
+
+/// One ioctl on an NVIDIA file, emitted at syscall exit.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct IoctlEvent {
+    pub hdr: Header,
+    pub file: FileId,
+    pub start_ns: u64,
+    pub duration_ns: u64,
+    pub arg: u64,
+    /// Return value of the syscall (0 or -errno).
+    pub ret: i64,
+    pub fd: i32,
+    pub cmd: u32,
+    /// Inner escape, size and pointer of an XFER-wrapped call.
+    pub xfer_cmd: u32,
+    pub xfer_size: u32,
+    pub xfer_ptr: u64,
+    /// Size of the parameter struct the captures were bounded by.
+    pub param_size: u32,
+    pub head_len: u32,
+    pub tail_off: u32,
+    pub tail_len: u32,
+    pub flags: u32,
+    pub _pad: u32,
+    pub head: [u8; HEAD_LEN],
+    pub tail: [u8; TAIL_LEN],
+}
+
+/// An open, stat or access of an NVIDIA path, or an open that yielded an
+/// NVIDIA file by any path. Emitted at syscall exit.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct PathEvent {
+    pub hdr: Header,
+    /// For successful opens: the file the new fd refers to.
+    pub file: FileId,
+    pub start_ns: u64,
+    pub duration_ns: u64,
+    /// fd, 0 or -errno.
+    pub ret: i64,
+    /// [`PathOp`] as u32.
+    pub op: u32,
+    /// open flags, AT_* flags or the access mode.
+    pub flags: u32,
+    pub mode: u32,
+    pub dfd: i32,
+    /// Bytes of `path` in use (without the NUL); `PATH_LEN` means truncated.
+    pub path_len: u32,
+    /// 1 when `st_mode`/`st_rdev` were read from a successful stat.
+    pub stat_valid: u32,
+    /// `st_rdev` in user-space encoding (for statx: major << 32 | minor).
+    pub st_rdev: u64,
+    pub st_mode: u32,
+    pub _pad: u32,
+    pub path: [u8; PATH_LEN],
+}
+
+/// close/dup/fcntl(F_DUPFD*) on an NVIDIA fd. Emitted at syscall exit.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct FdEvent {
+    pub hdr: Header,
+    pub file: FileId,
+    pub start_ns: u64,
+    pub duration_ns: u64,
+    /// New fd, 0 or -errno.
+    pub ret: i64,
+    /// [`FdOp`] as u32.
+    pub op: u32,
+    pub fd: i32,
+    /// Requested new fd (dup2/dup3) or lowest fd (fcntl).
+    pub arg: u64,
+}
+
+/// mmap of an NVIDIA fd. Emitted at syscall exit.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct MmapEvent {
+    pub hdr: Header,
+    pub file: FileId,
+    pub start_ns: u64,
+    pub duration_ns: u64,
+    /// Mapped address or -errno.
+    pub ret: i64,
+    pub addr: u64,
+    pub len: u64,
+    pub off: u64,
+    pub prot: u32,
+    pub flags: u32,
+    pub fd: i32,
+    pub _pad: u32,
+}
+
+/// Per-thread state kept between a syscall's entry and exit.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct Inflight {
+    /// [`EventKind`] of the record the exit will make.
+    pub kind: u32,
+    /// [`PathOp`] / [`FdOp`], or 0.
+    pub op: u32,
+    pub start_ns: u64,
+    pub a0: u64,
+    pub a1: u64,
+    pub a2: u64,
+    pub a3: u64,
+    pub fd: i32,
+    pub cmd: u32,
+    pub xfer_cmd: u32,
+    pub xfer_size: u32,
+    pub xfer_ptr: u64,
+    pub flags: u32,
+    pub _pad: u32,
+    pub file: FileId,
+}
+
+/// Key of the map of extra files treated as NVIDIA devices (`--device`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ExtraKey {
+    pub sdev: u32,
+    pub _pad: u32,
+    pub ino: u64,
+}
+
+/// Run-time configuration of the BPF programs, set as one global at load
+/// time. Struct offsets come from the running kernel's BTF, so the BPF side
+/// needs no CO-RE.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Config {
+    pub task_files: u32,
+    pub task_thread_pid: u32,
+    pub task_group_leader: u32,
+    pub files_fdt: u32,
+    pub fdt_max_fds: u32,
+    pub fdt_fd: u32,
+    pub file_inode: u32,
+    pub inode_mode: u32,
+    pub inode_rdev: u32,
+    pub inode_ino: u32,
+    pub inode_sb: u32,
+    pub sb_dev: u32,
+    pub pid_level: u32,
+    pub pid_numbers: u32,
+    pub upid_size: u32,
+    pub upid_nr: u32,
+    /// Dynamic majors from /proc/devices (0 = not present).
+    pub uvm_major: u32,
+    pub caps_major: u32,
+    /// 1 when only tgids in the PID_FILTER map are traced.
+    pub pid_filter: u32,
+    /// Number of entries in EXTRA_FILES (0 skips the superblock reads).
+    pub extra_files: u32,
+    /// nvprobe's own tgid: its reads of /proc/driver/nvidia are not traced.
+    pub self_tgid: u32,
+    pub _pad: u32,
+}
+
+/// Kernel-internal dev_t helpers (`MAJOR()`/`MINOR()` in linux/kdev_t.h).
+pub const fn kdev_major(dev: u32) -> u32 {
+    dev >> 20
+}
+pub const fn kdev_minor(dev: u32) -> u32 {
+    dev & 0xfffff
+}
+pub const fn kdev_make(major: u32, minor: u32) -> u32 {
+    (major << 20) | (minor & 0xfffff)
+}
+
+pub const NVIDIA_MAJOR: u32 = 195;
+pub const NV_CTL_MINOR: u32 = 255;
+pub const NV_MODESET_MINOR: u32 = 254;
+pub const NV_GPU_MINOR_MAX: u32 = 247;
+
+/// Classify a char device number the way nvidia.ko / nvidia-uvm.ko register
+/// them (ABI reference §8).
+pub fn classify_rdev(rdev: u32, uvm_major: u32, caps_major: u32) -> DevKind {
+    let major = kdev_major(rdev);
+    let minor = kdev_minor(rdev);
+    if major == NVIDIA_MAJOR {
+        if minor == NV_CTL_MINOR {
+            DevKind::Ctl
+        } else if minor == NV_MODESET_MINOR {
+            DevKind::Modeset
+        } else if minor <= NV_GPU_MINOR_MAX {
+            DevKind::Gpu
+        } else {
+            DevKind::Other
+        }
+    } else if uvm_major != 0 && major == uvm_major {
+        if minor == 0 {
+            DevKind::Uvm
+        } else {
+            DevKind::UvmTools
+        }
+    } else if caps_major != 0 && major == caps_major {
+        DevKind::Caps
+    } else {
+        DevKind::None
+    }
+}
+
+#[cfg(feature = "user")]
+mod pod {
+    use super::*;
+    // SAFETY: all of these are repr(C), made of integers and byte arrays,
+    // with explicit padding fields, so every bit pattern is valid.
+    unsafe impl aya::Pod for Config {}
+    unsafe impl aya::Pod for ExtraKey {}
+    unsafe impl aya::Pod for Inflight {}
+    unsafe impl aya::Pod for FileId {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::mem::size_of;
+
+    #[test]
+    fn layouts_have_no_hidden_padding() {
+        assert_eq!(size_of::<Header>(), 56);
+        assert_eq!(size_of::<FileId>(), 24);
+        assert_eq!(
+            size_of::<IoctlEvent>(),
+            56 + 24 + 8 * 4 + 8 + 8 + 8 + 24 + 64 + 16
+        );
+        assert_eq!(size_of::<PathEvent>(), 56 + 24 + 24 + 24 + 16 + 128);
+        assert_eq!(size_of::<FdEvent>(), 56 + 24 + 24 + 8 + 8);
+        assert_eq!(size_of::<MmapEvent>(), 56 + 24 + 24 + 24 + 16);
+        assert_eq!(size_of::<Config>(), 22 * 4);
+    }
+
+    #[test]
+    fn classify_follows_the_driver_numbering() {
+        assert_eq!(classify_rdev(kdev_make(195, 255), 238, 0), DevKind::Ctl);
+        assert_eq!(classify_rdev(kdev_make(195, 0), 238, 0), DevKind::Gpu);
+        assert_eq!(classify_rdev(kdev_make(195, 247), 238, 0), DevKind::Gpu);
+        assert_eq!(classify_rdev(kdev_make(195, 250), 238, 0), DevKind::Other);
+        assert_eq!(classify_rdev(kdev_make(195, 254), 238, 0), DevKind::Modeset);
+        assert_eq!(classify_rdev(kdev_make(238, 0), 238, 0), DevKind::Uvm);
+        assert_eq!(classify_rdev(kdev_make(238, 1), 238, 0), DevKind::UvmTools);
+        assert_eq!(classify_rdev(kdev_make(237, 1), 238, 237), DevKind::Caps);
+        // No uvm module: major 0 must never match.
+        assert_eq!(classify_rdev(kdev_make(0, 0), 0, 0), DevKind::None);
+        assert_eq!(classify_rdev(kdev_make(1, 3), 238, 237), DevKind::None);
+    }
+}

@@ -1,0 +1,191 @@
+//! Reading kernel structures through offsets that user space found in the
+//! running kernel's BTF (aya has no CO-RE for Rust programs).
+//!
+//! Assumed shapes (include/linux/sched.h, fdtable.h, fs.h, pid.h):
+//!   task_struct { struct files_struct *files; struct pid *thread_pid;
+//!                 struct task_struct *group_leader; }
+//!   files_struct { struct fdtable *fdt; }
+//!   fdtable { unsigned int max_fds; struct file **fd; }
+//!   file { struct inode *f_inode; }
+//!   inode { umode_t i_mode; dev_t i_rdev; unsigned long i_ino; struct super_block *i_sb; }
+//!   super_block { dev_t s_dev; }
+//!   pid { unsigned int level; struct upid numbers[]; }  upid { int nr; ... }
+
+use aya_ebpf::helpers::{
+    bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_current_uid_gid, bpf_probe_read_kernel,
+    generated,
+};
+use nvprobe_common::{Config, DevKind, EventKind, ExtraKey, FileId, Header, classify_rdev};
+
+use crate::maps::{EXTRA_FILES, PID_FILTER};
+
+/// Overridden by user space at load time (`EbpfLoader::override_global`).
+#[unsafe(no_mangle)]
+static CONFIG: Config = Config {
+    task_files: 0,
+    task_thread_pid: 0,
+    task_group_leader: 0,
+    files_fdt: 0,
+    fdt_max_fds: 0,
+    fdt_fd: 0,
+    file_inode: 0,
+    inode_mode: 0,
+    inode_rdev: 0,
+    inode_ino: 0,
+    inode_sb: 0,
+    sb_dev: 0,
+    pid_level: 0,
+    pid_numbers: 0,
+    upid_size: 0,
+    upid_nr: 0,
+    uvm_major: 0,
+    caps_major: 0,
+    pid_filter: 0,
+    extra_files: 0,
+    self_tgid: 0,
+    _pad: 0,
+};
+
+#[inline(always)]
+fn rd(p: *const u32) -> u32 {
+    // SAFETY: `p` points into the CONFIG global. The read is volatile so the
+    // compiler cannot fold the zero initialiser the loader rewrites.
+    unsafe { core::ptr::read_volatile(p) }
+}
+
+macro_rules! cfg {
+    ($f:ident) => {
+        rd(&raw const CONFIG.$f)
+    };
+}
+
+const S_IFMT: u16 = 0o170000;
+const S_IFCHR: u16 = 0o020000;
+const MAX_PIDNS_LEVEL: u32 = 32;
+
+#[inline(always)]
+unsafe fn kread<T: Copy>(base: u64, off: u32) -> Option<T> {
+    // SAFETY: probe read of kernel memory; faults are reported, not taken.
+    unsafe { bpf_probe_read_kernel((base + off as u64) as *const T) }.ok()
+}
+
+#[inline(always)]
+fn current_task() -> u64 {
+    // SAFETY: helper without arguments.
+    unsafe { generated::bpf_get_current_task() }
+}
+
+#[inline(always)]
+pub fn pid_allowed() -> bool {
+    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    if tgid == cfg!(self_tgid) {
+        return false;
+    }
+    if cfg!(pid_filter) == 0 {
+        return true;
+    }
+    // SAFETY: plain lookup.
+    unsafe { PID_FILTER.get(&tgid) }.is_some()
+}
+
+/// Resolve `fd` of the current task to the file it refers to now, the way the
+/// kernel would: current->files->fdt->fd[fd]->f_inode. No bookkeeping of
+/// opens, dups or closes, so inherited, dup'ed, received (SCM_RIGHTS) and
+/// pidfd_getfd'ed descriptors all resolve, and closed ones never do.
+#[inline(always)]
+pub fn resolve_fd(fd: i32) -> Option<FileId> {
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: every dereference goes through bpf_probe_read_kernel.
+    unsafe {
+        let task = current_task();
+        let files: u64 = kread(task, cfg!(task_files))?;
+        if files == 0 {
+            return None;
+        }
+        let fdt: u64 = kread(files, cfg!(files_fdt))?;
+        let max_fds: u32 = kread(fdt, cfg!(fdt_max_fds))?;
+        if fd as u32 >= max_fds {
+            return None;
+        }
+        let fdarr: u64 = kread(fdt, cfg!(fdt_fd))?;
+        let file: u64 = kread(fdarr, (fd as u32) * 8)?;
+        if file == 0 {
+            return None;
+        }
+        let inode: u64 = kread(file, cfg!(file_inode))?;
+        let mode: u16 = kread(inode, cfg!(inode_mode))?;
+        let rdev: u32 = kread(inode, cfg!(inode_rdev))?;
+        let mut id = FileId {
+            rdev,
+            sdev: 0,
+            ino: 0,
+            mode,
+            kind: DevKind::None as u8,
+            valid: 1,
+            _pad: 0,
+        };
+        if mode & S_IFMT == S_IFCHR {
+            id.kind = classify_rdev(rdev, cfg!(uvm_major), cfg!(caps_major)) as u8;
+        }
+        if id.kind == DevKind::None as u8 && cfg!(extra_files) != 0 {
+            let sb: u64 = kread(inode, cfg!(inode_sb))?;
+            id.sdev = kread(sb, cfg!(sb_dev))?;
+            id.ino = kread(inode, cfg!(inode_ino))?;
+            let key = ExtraKey {
+                sdev: id.sdev,
+                _pad: 0,
+                ino: id.ino,
+            };
+            if let Some(k) = EXTRA_FILES.get(&key) {
+                id.kind = *k;
+            }
+        }
+        Some(id)
+    }
+}
+
+/// Fill the common header, including the ids in the task's own pid
+/// namespace (containers), read from task->thread_pid->numbers[level].
+#[inline(always)]
+pub unsafe fn fill_header(h: *mut Header, kind: EventKind) {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tgid = (pid_tgid >> 32) as u32;
+    let tid = pid_tgid as u32;
+    // SAFETY: `h` points into a reserved ring-buffer record.
+    unsafe {
+        (*h).kind = kind as u32;
+        (*h).cpu = generated::bpf_get_smp_processor_id();
+        (*h).ktime_ns = generated::bpf_ktime_get_ns();
+        (*h).tgid = tgid;
+        (*h).tid = tid;
+        (*h).ns_tgid = tgid;
+        (*h).ns_tid = tid;
+        (*h).pidns_level = 0;
+        (*h).uid = bpf_get_current_uid_gid() as u32;
+        (*h).comm = bpf_get_current_comm().unwrap_or([0u8; 16]);
+
+        let task = current_task();
+        let Some(pid) = kread::<u64>(task, cfg!(task_thread_pid)) else {
+            return;
+        };
+        let Some(level) = kread::<u32>(pid, cfg!(pid_level)) else {
+            return;
+        };
+        if level == 0 || level > MAX_PIDNS_LEVEL {
+            return;
+        }
+        let upid_off = cfg!(pid_numbers) + level * cfg!(upid_size) + cfg!(upid_nr);
+        (*h).pidns_level = level;
+        if let Some(nr) = kread::<u32>(pid, upid_off) {
+            (*h).ns_tid = nr;
+        }
+        if let Some(leader) = kread::<u64>(task, cfg!(task_group_leader))
+            && let Some(lpid) = kread::<u64>(leader, cfg!(task_thread_pid))
+            && let Some(nr) = kread::<u32>(lpid, upid_off)
+        {
+            (*h).ns_tgid = nr;
+        }
+    }
+}

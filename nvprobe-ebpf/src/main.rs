@@ -1,0 +1,668 @@
+//! nvprobe's kernel side: syscall tracepoints that capture calls on NVIDIA
+//! device files and hand raw bytes to user space through one ring buffer.
+//!
+//! Policy lives in user space. Here we only filter cheaply (ioctl command
+//! shape, then the fd's device number read from the task's fd table) and
+//! copy bytes. Every program is a thin wrapper around a `try_*` function.
+//!
+//! Assumed syscall tracepoint layout (include/trace/events/syscalls.h and
+//! the `format` files): 8 bytes of common fields, `__syscall_nr` at 8, then
+//! each argument in an 8-byte slot from offset 16; `ret` of sys_exit_* at 16.
+#![no_std]
+#![no_main]
+
+mod fdres;
+mod maps;
+mod paths;
+
+use aya_ebpf::{
+    helpers::{bpf_ktime_get_ns, bpf_probe_read_user, generated},
+    macros::tracepoint,
+    programs::TracePointContext,
+};
+use nvprobe_common::{
+    DevKind, EventKind, FdEvent, FdOp, HEAD_LEN, Inflight, IoctlEvent, MmapEvent, PathEvent,
+    PathOp, TAIL_LEN, ioctl_flags,
+};
+
+use crate::{
+    fdres::{fill_header, pid_allowed, resolve_fd},
+    maps::{EVENTS, INFLIGHT, UVM_SIZES, count_lost},
+};
+
+const ARG0: usize = 16;
+const ARG1: usize = 24;
+const ARG2: usize = 32;
+const ARG3: usize = 40;
+const ARG4: usize = 48;
+const ARG5: usize = 56;
+const RET: usize = 16;
+
+/// `NV_IOCTL_MAGIC` ('F') and `NV_ESC_IOCTL_XFER_CMD` (nv-ioctl-numbers.h).
+const NV_IOCTL_MAGIC: u32 = 0x46;
+const NV_ESC_IOCTL_XFER_CMD: u32 = 0xD3;
+/// `UVM_INITIALIZE` / `UVM_DEINITIALIZE` (uvm_linux_ioctl.h).
+const UVM_INITIALIZE: u32 = 0x3000_0001;
+const UVM_DEINITIALIZE: u32 = 0x3000_0002;
+/// Highest plain UVM command number (`UVM_IS_8_SUPPORTED` = 2047).
+const UVM_MAX_PLAIN: u32 = 0x7ff;
+/// `NVKMS_IOCTL_IOWR` (nvkms-ioctl.h) and its parameter size.
+const NVKMS_IOCTL_IOWR: u32 = 0xC010_6D00;
+const NVKMS_PARAMS_SIZE: u32 = 16;
+
+const F_DUPFD: u64 = 0;
+const F_DUPFD_CLOEXEC: u64 = 1030;
+const MAP_ANONYMOUS: u64 = 0x20;
+
+#[inline(always)]
+fn now() -> u64 {
+    // SAFETY: helper with no arguments.
+    unsafe { bpf_ktime_get_ns() }
+}
+
+#[inline(always)]
+fn tid() -> u32 {
+    aya_ebpf::helpers::bpf_get_current_pid_tgid() as u32
+}
+
+#[inline(always)]
+fn arg<T>(ctx: &TracePointContext, off: usize) -> Result<T, i64> {
+    // SAFETY: offsets are those of the syscall tracepoint format.
+    unsafe { ctx.read_at::<T>(off) }.map_err(|e| e as i64)
+}
+
+/// Cheap test on the command word, before any fd-table read. Every NVIDIA
+/// escape is `_IOWR('F', nr, size)`; UVM commands are small plain numbers
+/// or the two 0x3000000x values; nvidia-modeset takes exactly one command.
+#[inline(always)]
+fn nvidia_shaped(cmd: u32) -> bool {
+    ((cmd >> 8) & 0xff) == NV_IOCTL_MAGIC
+        || cmd <= UVM_MAX_PLAIN
+        || cmd == UVM_INITIALIZE
+        || cmd == UVM_DEINITIALIZE
+        || cmd == NVKMS_IOCTL_IOWR
+}
+
+#[inline(always)]
+fn zeroed_inflight() -> Inflight {
+    // SAFETY: Inflight is plain integers; all-zero is a valid value.
+    unsafe { core::mem::zeroed() }
+}
+
+// ---------------------------------------------------------------------------
+// ioctl: long ioctl(unsigned int fd, unsigned int cmd, unsigned long arg)
+// ---------------------------------------------------------------------------
+
+#[tracepoint]
+pub fn nvprobe_ioctl_enter(ctx: TracePointContext) -> u32 {
+    let _ = try_ioctl_enter(&ctx);
+    0
+}
+
+fn try_ioctl_enter(ctx: &TracePointContext) -> Result<(), i64> {
+    let cmd = arg::<u64>(ctx, ARG1)? as u32;
+    if !nvidia_shaped(cmd) || !pid_allowed() {
+        return Ok(());
+    }
+    let fd = arg::<u64>(ctx, ARG0)? as i32;
+    let file = resolve_fd(fd).ok_or(0i64)?;
+    if file.kind == DevKind::None as u8 {
+        return Ok(());
+    }
+    let argp = arg::<u64>(ctx, ARG2)?;
+    let mut inf = zeroed_inflight();
+    inf.kind = EventKind::Ioctl as u32;
+    inf.start_ns = now();
+    inf.fd = fd;
+    inf.cmd = cmd;
+    inf.a0 = argp;
+    inf.file = file;
+    if ((cmd >> 8) & 0xff) == NV_IOCTL_MAGIC && (cmd & 0xff) == NV_ESC_IOCTL_XFER_CMD {
+        // nv_ioctl_xfer_t { NvU32 cmd; NvU32 size; NvP64 ptr; } (nv-ioctl.h)
+        inf.flags |= ioctl_flags::XFER;
+        // SAFETY: reading user memory through the helper, which handles faults.
+        match unsafe { bpf_probe_read_user(argp as *const [u64; 2]) } {
+            Ok(x) => {
+                inf.xfer_cmd = x[0] as u32;
+                inf.xfer_size = (x[0] >> 32) as u32;
+                inf.xfer_ptr = x[1];
+            }
+            Err(_) => inf.flags |= ioctl_flags::XFER_FAULT,
+        }
+    }
+    INFLIGHT.insert(&tid(), &inf, 0).map_err(|e| e as i64)
+}
+
+#[tracepoint]
+pub fn nvprobe_ioctl_exit(ctx: TracePointContext) -> u32 {
+    let _ = try_ioctl_exit(&ctx);
+    0
+}
+
+fn try_ioctl_exit(ctx: &TracePointContext) -> Result<(), i64> {
+    let tid = tid();
+    // SAFETY: the value is copied out before the entry is removed.
+    let inf = match unsafe { INFLIGHT.get(&tid) } {
+        Some(v) => *v,
+        None => return Ok(()),
+    };
+    let _ = INFLIGHT.remove(&tid);
+    if inf.kind != EventKind::Ioctl as u32 {
+        return Ok(());
+    }
+    let ret = arg::<i64>(ctx, RET)?;
+    let end = now();
+
+    // Where the parameter struct is and how big it is.
+    let mut flags = inf.flags;
+    let (ptr, size) = if flags & ioctl_flags::XFER != 0 {
+        if flags & ioctl_flags::XFER_FAULT != 0 {
+            (0u64, 0u32)
+        } else {
+            (inf.xfer_ptr, inf.xfer_size)
+        }
+    } else if ((inf.cmd >> 8) & 0xff) == NV_IOCTL_MAGIC {
+        (inf.a0, (inf.cmd >> 16) & 0x3fff)
+    } else if inf.cmd == NVKMS_IOCTL_IOWR {
+        (inf.a0, NVKMS_PARAMS_SIZE)
+    } else {
+        // UVM commands carry no size; user space loads the driver version's
+        // sizes into UVM_SIZES.
+        // SAFETY: plain map lookup of a u32.
+        match unsafe { UVM_SIZES.get(&inf.cmd) } {
+            Some(s) => (inf.a0, *s),
+            None => {
+                flags |= ioctl_flags::SIZE_UNKNOWN;
+                (inf.a0, 0)
+            }
+        }
+    };
+
+    let Some(mut entry) = EVENTS.reserve::<IoctlEvent>(0) else {
+        count_lost(EventKind::Ioctl);
+        return Ok(());
+    };
+    let ev = entry.as_mut_ptr();
+    // SAFETY: `ev` points at a reserved ring-buffer record of the right size;
+    // every field is written before submit.
+    unsafe {
+        fill_header(&raw mut (*ev).hdr, EventKind::Ioctl);
+        (*ev).file = inf.file;
+        (*ev).start_ns = inf.start_ns;
+        (*ev).duration_ns = end.saturating_sub(inf.start_ns);
+        (*ev).arg = inf.a0;
+        (*ev).ret = ret;
+        (*ev).fd = inf.fd;
+        (*ev).cmd = inf.cmd;
+        (*ev).xfer_cmd = inf.xfer_cmd;
+        (*ev).xfer_size = inf.xfer_size;
+        (*ev).xfer_ptr = inf.xfer_ptr;
+        (*ev).param_size = size;
+        (*ev)._pad = 0;
+
+        let head_len = if size < HEAD_LEN as u32 {
+            size
+        } else {
+            HEAD_LEN as u32
+        };
+        (*ev).head = [0u8; HEAD_LEN];
+        (*ev).tail = [0u8; TAIL_LEN];
+        (*ev).head_len = 0;
+        if head_len > 0 && ptr != 0 {
+            let rc = generated::bpf_probe_read_user(
+                (*ev).head.as_mut_ptr().cast(),
+                head_len,
+                ptr as *const _,
+            );
+            if rc == 0 {
+                (*ev).head_len = head_len;
+            } else {
+                flags |= ioctl_flags::HEAD_FAULT;
+            }
+        }
+        (*ev).tail_off = 0;
+        (*ev).tail_len = 0;
+        if size > HEAD_LEN as u32 && ptr != 0 {
+            let off = size - TAIL_LEN as u32;
+            let rc = generated::bpf_probe_read_user(
+                (*ev).tail.as_mut_ptr().cast(),
+                TAIL_LEN as u32,
+                (ptr + off as u64) as *const _,
+            );
+            if rc == 0 {
+                (*ev).tail_off = off;
+                (*ev).tail_len = TAIL_LEN as u32;
+            } else {
+                flags |= ioctl_flags::TAIL_FAULT;
+            }
+        }
+        (*ev).flags = flags;
+    }
+    entry.submit(0);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// open / openat / openat2: remember the path pointer; decide at exit, when
+// the new fd's device is known.
+// ---------------------------------------------------------------------------
+
+#[inline(always)]
+fn open_enter(op: PathOp, dfd: i32, path: u64, flags: u64, mode: u64) -> Result<(), i64> {
+    if !pid_allowed() {
+        return Ok(());
+    }
+    let mut inf = zeroed_inflight();
+    inf.kind = EventKind::Path as u32;
+    inf.op = op as u32;
+    inf.start_ns = now();
+    inf.fd = dfd;
+    inf.a0 = path;
+    inf.a1 = flags;
+    inf.a2 = mode;
+    INFLIGHT.insert(&tid(), &inf, 0).map_err(|e| e as i64)
+}
+
+#[tracepoint]
+pub fn nvprobe_open_enter(ctx: TracePointContext) -> u32 {
+    // long open(const char *filename, int flags, umode_t mode)
+    let _ = (|| {
+        open_enter(
+            PathOp::Open,
+            -100,
+            arg(&ctx, ARG0)?,
+            arg(&ctx, ARG1)?,
+            arg(&ctx, ARG2)?,
+        )
+    })();
+    0
+}
+
+#[tracepoint]
+pub fn nvprobe_openat_enter(ctx: TracePointContext) -> u32 {
+    // long openat(int dfd, const char *filename, int flags, umode_t mode)
+    let _ = (|| {
+        open_enter(
+            PathOp::Openat,
+            arg::<u64>(&ctx, ARG0)? as i32,
+            arg(&ctx, ARG1)?,
+            arg(&ctx, ARG2)?,
+            arg(&ctx, ARG3)?,
+        )
+    })();
+    0
+}
+
+#[tracepoint]
+pub fn nvprobe_openat2_enter(ctx: TracePointContext) -> u32 {
+    // long openat2(int dfd, const char *filename, struct open_how *how, size_t usize)
+    // struct open_how { __u64 flags; __u64 mode; __u64 resolve; }
+    let _ = (|| {
+        let how: u64 = arg(&ctx, ARG2)?;
+        // SAFETY: user read through the helper.
+        let hv = unsafe { bpf_probe_read_user(how as *const [u64; 2]) }.unwrap_or([0, 0]);
+        open_enter(
+            PathOp::Openat2,
+            arg::<u64>(&ctx, ARG0)? as i32,
+            arg(&ctx, ARG1)?,
+            hv[0],
+            hv[1],
+        )
+    })();
+    0
+}
+
+// ---------------------------------------------------------------------------
+// stat / access family: only NVIDIA-looking paths (prefix test at entry).
+// ---------------------------------------------------------------------------
+
+#[inline(always)]
+fn stat_enter(op: PathOp, dfd: i32, path: u64, flags: u64, buf: u64) -> Result<(), i64> {
+    if !paths::nvidia_path(path) || !pid_allowed() {
+        return Ok(());
+    }
+    let mut inf = zeroed_inflight();
+    inf.kind = EventKind::Path as u32;
+    inf.op = op as u32;
+    inf.start_ns = now();
+    inf.fd = dfd;
+    inf.a0 = path;
+    inf.a1 = flags;
+    inf.a3 = buf;
+    INFLIGHT.insert(&tid(), &inf, 0).map_err(|e| e as i64)
+}
+
+#[tracepoint]
+pub fn nvprobe_stat_enter(ctx: TracePointContext) -> u32 {
+    // long newstat(const char *filename, struct stat *statbuf)
+    let _ = (|| stat_enter(PathOp::Stat, -100, arg(&ctx, ARG0)?, 0, arg(&ctx, ARG1)?))();
+    0
+}
+
+#[tracepoint]
+pub fn nvprobe_lstat_enter(ctx: TracePointContext) -> u32 {
+    // long newlstat(const char *filename, struct stat *statbuf)
+    let _ = (|| stat_enter(PathOp::Lstat, -100, arg(&ctx, ARG0)?, 0, arg(&ctx, ARG1)?))();
+    0
+}
+
+#[tracepoint]
+pub fn nvprobe_fstatat_enter(ctx: TracePointContext) -> u32 {
+    // long newfstatat(int dfd, const char *filename, struct stat *statbuf, int flag)
+    let _ = (|| {
+        stat_enter(
+            PathOp::Newfstatat,
+            arg::<u64>(&ctx, ARG0)? as i32,
+            arg(&ctx, ARG1)?,
+            arg(&ctx, ARG3)?,
+            arg(&ctx, ARG2)?,
+        )
+    })();
+    0
+}
+
+#[tracepoint]
+pub fn nvprobe_statx_enter(ctx: TracePointContext) -> u32 {
+    // long statx(int dfd, const char *filename, unsigned flags, unsigned mask, struct statx *buffer)
+    let _ = (|| {
+        stat_enter(
+            PathOp::Statx,
+            arg::<u64>(&ctx, ARG0)? as i32,
+            arg(&ctx, ARG1)?,
+            arg(&ctx, ARG2)?,
+            arg(&ctx, ARG4)?,
+        )
+    })();
+    0
+}
+
+#[tracepoint]
+pub fn nvprobe_access_enter(ctx: TracePointContext) -> u32 {
+    // long access(const char *filename, int mode)
+    let _ = (|| stat_enter(PathOp::Access, -100, arg(&ctx, ARG0)?, arg(&ctx, ARG1)?, 0))();
+    0
+}
+
+#[tracepoint]
+pub fn nvprobe_faccessat_enter(ctx: TracePointContext) -> u32 {
+    // long faccessat(int dfd, const char *filename, int mode)
+    let _ = (|| {
+        stat_enter(
+            PathOp::Faccessat,
+            arg::<u64>(&ctx, ARG0)? as i32,
+            arg(&ctx, ARG1)?,
+            arg(&ctx, ARG2)?,
+            0,
+        )
+    })();
+    0
+}
+
+#[tracepoint]
+pub fn nvprobe_faccessat2_enter(ctx: TracePointContext) -> u32 {
+    // long faccessat2(int dfd, const char *filename, int mode, int flags)
+    let _ = (|| {
+        stat_enter(
+            PathOp::Faccessat2,
+            arg::<u64>(&ctx, ARG0)? as i32,
+            arg(&ctx, ARG1)?,
+            arg(&ctx, ARG2)?,
+            0,
+        )
+    })();
+    0
+}
+
+// ---------------------------------------------------------------------------
+// close / dup* / fcntl(F_DUPFD*) / mmap on NVIDIA fds.
+// ---------------------------------------------------------------------------
+
+#[inline(always)]
+fn fd_enter(op: FdOp, fd: i32, extra: u64, kind: EventKind) -> Result<(), i64> {
+    if fd < 0 || !pid_allowed() {
+        return Ok(());
+    }
+    let file = resolve_fd(fd).ok_or(0i64)?;
+    if file.kind == DevKind::None as u8 {
+        return Ok(());
+    }
+    let mut inf = zeroed_inflight();
+    inf.kind = kind as u32;
+    inf.op = op as u32;
+    inf.start_ns = now();
+    inf.fd = fd;
+    inf.a0 = extra;
+    inf.file = file;
+    INFLIGHT.insert(&tid(), &inf, 0).map_err(|e| e as i64)
+}
+
+#[tracepoint]
+pub fn nvprobe_close_enter(ctx: TracePointContext) -> u32 {
+    // long close(unsigned int fd)
+    let _ = (|| {
+        fd_enter(
+            FdOp::Close,
+            arg::<u64>(&ctx, ARG0)? as i32,
+            0,
+            EventKind::Fd,
+        )
+    })();
+    0
+}
+
+#[tracepoint]
+pub fn nvprobe_dup_enter(ctx: TracePointContext) -> u32 {
+    // long dup(unsigned int fildes)
+    let _ = (|| fd_enter(FdOp::Dup, arg::<u64>(&ctx, ARG0)? as i32, 0, EventKind::Fd))();
+    0
+}
+
+#[tracepoint]
+pub fn nvprobe_dup2_enter(ctx: TracePointContext) -> u32 {
+    // long dup2(unsigned int oldfd, unsigned int newfd)
+    let _ = (|| {
+        fd_enter(
+            FdOp::Dup2,
+            arg::<u64>(&ctx, ARG0)? as i32,
+            arg(&ctx, ARG1)?,
+            EventKind::Fd,
+        )
+    })();
+    0
+}
+
+#[tracepoint]
+pub fn nvprobe_dup3_enter(ctx: TracePointContext) -> u32 {
+    // long dup3(unsigned int oldfd, unsigned int newfd, int flags)
+    let _ = (|| {
+        fd_enter(
+            FdOp::Dup3,
+            arg::<u64>(&ctx, ARG0)? as i32,
+            arg(&ctx, ARG1)?,
+            EventKind::Fd,
+        )
+    })();
+    0
+}
+
+#[tracepoint]
+pub fn nvprobe_fcntl_enter(ctx: TracePointContext) -> u32 {
+    // long fcntl(unsigned int fd, unsigned int cmd, unsigned long arg)
+    let _ = (|| {
+        let cmd: u64 = arg(&ctx, ARG1)?;
+        let op = match cmd {
+            F_DUPFD => FdOp::FcntlDupfd,
+            F_DUPFD_CLOEXEC => FdOp::FcntlDupfdCloexec,
+            _ => return Ok(()),
+        };
+        fd_enter(
+            op,
+            arg::<u64>(&ctx, ARG0)? as i32,
+            arg(&ctx, ARG2)?,
+            EventKind::Fd,
+        )
+    })();
+    0
+}
+
+#[tracepoint]
+pub fn nvprobe_mmap_enter(ctx: TracePointContext) -> u32 {
+    // long mmap(unsigned long addr, unsigned long len, unsigned long prot,
+    //           unsigned long flags, unsigned long fd, unsigned long off)
+    let _ = (|| -> Result<(), i64> {
+        let flags: u64 = arg(&ctx, ARG3)?;
+        let fd = arg::<u64>(&ctx, ARG4)? as i32;
+        if flags & MAP_ANONYMOUS != 0 || fd < 0 || !pid_allowed() {
+            return Ok(());
+        }
+        let file = resolve_fd(fd).ok_or(0i64)?;
+        if file.kind == DevKind::None as u8 {
+            return Ok(());
+        }
+        let mut inf = zeroed_inflight();
+        inf.kind = EventKind::Mmap as u32;
+        inf.start_ns = now();
+        inf.fd = fd;
+        inf.a0 = arg(&ctx, ARG0)?;
+        inf.a1 = arg(&ctx, ARG1)?;
+        inf.a2 = arg::<u64>(&ctx, ARG2)? | (flags << 32);
+        inf.a3 = arg(&ctx, ARG5)?;
+        inf.file = file;
+        INFLIGHT.insert(&tid(), &inf, 0).map_err(|e| e as i64)
+    })();
+    0
+}
+
+// ---------------------------------------------------------------------------
+// One exit program for every non-ioctl syscall above: it finds the state the
+// entry left and makes the record.
+// ---------------------------------------------------------------------------
+
+#[tracepoint]
+pub fn nvprobe_exit(ctx: TracePointContext) -> u32 {
+    let _ = try_exit(&ctx);
+    0
+}
+
+fn try_exit(ctx: &TracePointContext) -> Result<(), i64> {
+    let tid = tid();
+    // SAFETY: copied out before removal.
+    let inf = match unsafe { INFLIGHT.get(&tid) } {
+        Some(v) => *v,
+        None => return Ok(()),
+    };
+    let _ = INFLIGHT.remove(&tid);
+    let ret = arg::<i64>(ctx, RET)?;
+    let end = now();
+    match EventKind::from_u32(inf.kind) {
+        Some(EventKind::Path) => exit_path(&inf, ret, end),
+        Some(EventKind::Fd) => exit_fd(&inf, ret, end),
+        Some(EventKind::Mmap) => exit_mmap(&inf, ret, end),
+        _ => Ok(()),
+    }
+}
+
+fn exit_path(inf: &Inflight, ret: i64, end: u64) -> Result<(), i64> {
+    let op = PathOp::from_u32(inf.op).ok_or(0i64)?;
+    let mut file = nvprobe_common::FileId::default();
+    if op.is_open() {
+        if ret >= 0 {
+            if let Some(f) = resolve_fd(ret as i32) {
+                file = f;
+            }
+        }
+        // Keep opens that produced an NVIDIA file by any path, and opens of
+        // NVIDIA-looking paths whatever they produced (failures included).
+        if file.kind == DevKind::None as u8 && !paths::nvidia_path(inf.a0) {
+            return Ok(());
+        }
+    }
+    let Some(mut entry) = EVENTS.reserve::<PathEvent>(0) else {
+        count_lost(EventKind::Path);
+        return Ok(());
+    };
+    let ev = entry.as_mut_ptr();
+    // SAFETY: reserved record; all fields written before submit.
+    unsafe {
+        fill_header(&raw mut (*ev).hdr, EventKind::Path);
+        (*ev).file = file;
+        (*ev).start_ns = inf.start_ns;
+        (*ev).duration_ns = end.saturating_sub(inf.start_ns);
+        (*ev).ret = ret;
+        (*ev).op = inf.op;
+        (*ev).flags = inf.a1 as u32;
+        (*ev).mode = inf.a2 as u32;
+        (*ev).dfd = inf.fd;
+        (*ev).stat_valid = 0;
+        (*ev).st_rdev = 0;
+        (*ev).st_mode = 0;
+        (*ev)._pad = 0;
+        if ret == 0 && inf.a3 != 0 {
+            paths::read_stat(op, inf.a3, &mut *ev);
+        }
+        let n = generated::bpf_probe_read_user_str(
+            (*ev).path.as_mut_ptr().cast(),
+            nvprobe_common::PATH_LEN as u32,
+            inf.a0 as *const _,
+        );
+        (*ev).path_len = if n > 0 { (n - 1) as u32 } else { 0 };
+    }
+    entry.submit(0);
+    Ok(())
+}
+
+fn exit_fd(inf: &Inflight, ret: i64, end: u64) -> Result<(), i64> {
+    let Some(mut entry) = EVENTS.reserve::<FdEvent>(0) else {
+        count_lost(EventKind::Fd);
+        return Ok(());
+    };
+    let ev = entry.as_mut_ptr();
+    // SAFETY: reserved record; all fields written before submit.
+    unsafe {
+        fill_header(&raw mut (*ev).hdr, EventKind::Fd);
+        (*ev).file = inf.file;
+        (*ev).start_ns = inf.start_ns;
+        (*ev).duration_ns = end.saturating_sub(inf.start_ns);
+        (*ev).ret = ret;
+        (*ev).op = inf.op;
+        (*ev).fd = inf.fd;
+        (*ev).arg = inf.a0;
+    }
+    entry.submit(0);
+    Ok(())
+}
+
+fn exit_mmap(inf: &Inflight, ret: i64, end: u64) -> Result<(), i64> {
+    let Some(mut entry) = EVENTS.reserve::<MmapEvent>(0) else {
+        count_lost(EventKind::Mmap);
+        return Ok(());
+    };
+    let ev = entry.as_mut_ptr();
+    // SAFETY: reserved record; all fields written before submit.
+    unsafe {
+        fill_header(&raw mut (*ev).hdr, EventKind::Mmap);
+        (*ev).file = inf.file;
+        (*ev).start_ns = inf.start_ns;
+        (*ev).duration_ns = end.saturating_sub(inf.start_ns);
+        (*ev).ret = ret;
+        (*ev).addr = inf.a0;
+        (*ev).len = inf.a1;
+        (*ev).prot = inf.a2 as u32;
+        (*ev).flags = (inf.a2 >> 32) as u32;
+        (*ev).off = inf.a3;
+        (*ev).fd = inf.fd;
+        (*ev)._pad = 0;
+    }
+    entry.submit(0);
+    Ok(())
+}
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 4] = *b"GPL\0";

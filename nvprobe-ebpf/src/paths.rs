@@ -1,0 +1,81 @@
+//! Path tests for the open/stat/access tracepoints.
+
+use aya_ebpf::helpers::generated;
+use nvprobe_common::{PathEvent, PathOp};
+
+const PROBE: usize = 24;
+
+/// Path prefixes that make a stat/access/open worth reporting even when it
+/// fails: the device nodes, their /dev/char links, and the driver's /proc
+/// and /sys trees (what libcuda and nvidia-modprobe look at).
+const PREFIXES: [&[u8]; 4] = [
+    b"/dev/nvidia",
+    b"/dev/char/195:",
+    b"/proc/driver/nvidia",
+    b"/sys/module/nvidia",
+];
+
+#[inline(always)]
+fn starts_with(buf: &[u8; PROBE], p: &[u8]) -> bool {
+    let mut i = 0;
+    while i < p.len() && i < PROBE {
+        if buf[i] != p[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// Does the user string at `ptr` start with one of [`PREFIXES`]?
+#[inline(always)]
+pub fn nvidia_path(ptr: u64) -> bool {
+    if ptr == 0 {
+        return false;
+    }
+    let mut buf = [0u8; PROBE];
+    // SAFETY: bounded user string read through the helper.
+    let n = unsafe {
+        generated::bpf_probe_read_user_str(buf.as_mut_ptr().cast(), PROBE as u32, ptr as *const _)
+    };
+    if n <= 0 {
+        return false;
+    }
+    starts_with(&buf, PREFIXES[0])
+        || starts_with(&buf, PREFIXES[1])
+        || starts_with(&buf, PREFIXES[2])
+        || starts_with(&buf, PREFIXES[3])
+}
+
+/// After a successful stat, record the mode and device number the caller
+/// saw. x86_64 `struct stat`: st_mode u32 @24, st_rdev u64 @40.
+/// `struct statx`: stx_mode u16 @28, stx_rdev_major @128, stx_rdev_minor @132.
+#[inline(always)]
+pub unsafe fn read_stat(op: PathOp, buf: u64, ev: &mut PathEvent) {
+    // SAFETY: user reads through the helper.
+    unsafe {
+        match op {
+            PathOp::Stat | PathOp::Lstat | PathOp::Newfstatat => {
+                if let (Ok(mode), Ok(rdev)) = (
+                    aya_ebpf::helpers::bpf_probe_read_user((buf + 24) as *const u32),
+                    aya_ebpf::helpers::bpf_probe_read_user((buf + 40) as *const u64),
+                ) {
+                    ev.st_mode = mode;
+                    ev.st_rdev = rdev;
+                    ev.stat_valid = 1;
+                }
+            }
+            PathOp::Statx => {
+                if let (Ok(mode), Ok(rdev)) = (
+                    aya_ebpf::helpers::bpf_probe_read_user((buf + 28) as *const u16),
+                    aya_ebpf::helpers::bpf_probe_read_user((buf + 128) as *const [u32; 2]),
+                ) {
+                    ev.st_mode = mode as u32;
+                    ev.st_rdev = ((rdev[0] as u64) << 32) | rdev[1] as u64;
+                    ev.stat_valid = 2;
+                }
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,453 @@
+//! Which probes run, the checks before loading, and attaching with
+//! fallbacks. Every hook is declared once in [`PROBES`]. A required probe
+//! that cannot attach stops the tool with a reason; an optional one is
+//! reported once and the tool carries on.
+
+use std::{
+    io,
+    path::{Path, PathBuf},
+};
+
+use aya::{
+    Ebpf, EbpfLoader,
+    maps::{HashMap as BpfHashMap, MapType},
+    programs::TracePoint,
+};
+use nvprobe_common::{Config, ExtraKey};
+use serde::Serialize;
+
+use crate::{
+    btf::{Btf, kernel_offsets},
+    decode::{uvm, version::VersionCtx},
+    host::ExtraDevice,
+};
+
+/// The eBPF object, built by build.rs (aya-build) and embedded.
+static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/nvprobe"));
+
+/// One syscall tracepoint pair: the entry program and the exit program.
+pub struct Probe {
+    pub syscall: &'static str,
+    pub enter: &'static str,
+    pub exit: &'static str,
+    /// Without a required probe nvprobe has nothing to show.
+    pub required: bool,
+    pub what: &'static str,
+}
+
+const fn p(
+    syscall: &'static str,
+    enter: &'static str,
+    exit: &'static str,
+    required: bool,
+    what: &'static str,
+) -> Probe {
+    Probe {
+        syscall,
+        enter,
+        exit,
+        required,
+        what,
+    }
+}
+
+/// The syscall layer. Assumed prototypes are in nvprobe-ebpf/src/main.rs.
+pub const PROBES: &[Probe] = &[
+    p(
+        "ioctl",
+        "nvprobe_ioctl_enter",
+        "nvprobe_ioctl_exit",
+        true,
+        "NVIDIA escapes and UVM commands",
+    ),
+    p(
+        "openat",
+        "nvprobe_openat_enter",
+        "nvprobe_exit",
+        false,
+        "opens of NVIDIA nodes",
+    ),
+    p(
+        "open",
+        "nvprobe_open_enter",
+        "nvprobe_exit",
+        false,
+        "opens (legacy open(2))",
+    ),
+    p(
+        "openat2",
+        "nvprobe_openat2_enter",
+        "nvprobe_exit",
+        false,
+        "opens (openat2)",
+    ),
+    p(
+        "close",
+        "nvprobe_close_enter",
+        "nvprobe_exit",
+        false,
+        "closes of NVIDIA fds",
+    ),
+    p(
+        "dup",
+        "nvprobe_dup_enter",
+        "nvprobe_exit",
+        false,
+        "dup of NVIDIA fds",
+    ),
+    p(
+        "dup2",
+        "nvprobe_dup2_enter",
+        "nvprobe_exit",
+        false,
+        "dup2 of NVIDIA fds",
+    ),
+    p(
+        "dup3",
+        "nvprobe_dup3_enter",
+        "nvprobe_exit",
+        false,
+        "dup3 of NVIDIA fds",
+    ),
+    p(
+        "fcntl",
+        "nvprobe_fcntl_enter",
+        "nvprobe_exit",
+        false,
+        "fcntl(F_DUPFD*) of NVIDIA fds",
+    ),
+    p(
+        "mmap",
+        "nvprobe_mmap_enter",
+        "nvprobe_exit",
+        false,
+        "mmaps of NVIDIA fds",
+    ),
+    p(
+        "newstat",
+        "nvprobe_stat_enter",
+        "nvprobe_exit",
+        false,
+        "stat of NVIDIA paths",
+    ),
+    p(
+        "newlstat",
+        "nvprobe_lstat_enter",
+        "nvprobe_exit",
+        false,
+        "lstat of NVIDIA paths",
+    ),
+    p(
+        "newfstatat",
+        "nvprobe_fstatat_enter",
+        "nvprobe_exit",
+        false,
+        "fstatat of NVIDIA paths",
+    ),
+    p(
+        "statx",
+        "nvprobe_statx_enter",
+        "nvprobe_exit",
+        false,
+        "statx of NVIDIA paths",
+    ),
+    p(
+        "access",
+        "nvprobe_access_enter",
+        "nvprobe_exit",
+        false,
+        "access of NVIDIA paths",
+    ),
+    p(
+        "faccessat",
+        "nvprobe_faccessat_enter",
+        "nvprobe_exit",
+        false,
+        "faccessat of NVIDIA paths",
+    ),
+    p(
+        "faccessat2",
+        "nvprobe_faccessat2_enter",
+        "nvprobe_exit",
+        false,
+        "faccessat2 of NVIDIA paths",
+    ),
+];
+
+/// A reason nvprobe cannot start, with what the user should do. Each maps
+/// to an exit code (see `main.rs`).
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(
+        "nvprobe must run as root (euid is {0}): it loads BPF programs and reads other processes' \
+         ioctl arguments. Run it with sudo."
+    )]
+    NotRoot(u32),
+    #[error(
+        "the kernel refused the bpf() system call ({0}). BPF may be disabled (CONFIG_BPF_SYSCALL), \
+         blocked by a seccomp profile (containers: run privileged or allow bpf), or by lockdown."
+    )]
+    NoBpf(String),
+    #[error(
+        "this kernel has no BPF ring buffer (BPF_MAP_TYPE_RINGBUF needs Linux 5.8 or newer); \
+         nvprobe needs it to deliver events"
+    )]
+    NoRingBuf,
+    #[error(
+        "tracefs is not mounted and mounting it at {path} failed: {err}. Mount it by hand: mount -t tracefs tracefs {path}"
+    )]
+    Tracefs { path: String, err: String },
+    #[error(
+        "this kernel has no syscall tracepoints ({0} is missing; CONFIG_FTRACE_SYSCALLS is off). \
+         nvprobe's syscall layer needs them"
+    )]
+    NoSyscallTracepoints(String),
+    #[error(
+        "cannot read kernel BTF from {path}: {err}. nvprobe needs CONFIG_DEBUG_INFO_BTF=y to find \
+         the struct offsets it uses to resolve file descriptors in the kernel"
+    )]
+    NoBtf { path: String, err: String },
+    #[error("loading the BPF programs failed: {0}")]
+    Load(String),
+    #[error("attaching the required {syscall} probe failed: {err}")]
+    Required { syscall: String, err: String },
+}
+
+/// The state of one probe after attaching, for the start record.
+#[derive(Clone, Debug, Serialize)]
+pub struct ProbeState {
+    pub name: String,
+    pub target: String,
+    pub layer: &'static str,
+    pub attached: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A probe the kernel refused; reported once, then tracing goes on.
+#[derive(Clone, Debug)]
+pub struct Refusal {
+    pub probe: String,
+    pub reason: String,
+}
+
+pub struct Settings<'a> {
+    pub uvm_major: u32,
+    pub caps_major: u32,
+    pub pids: &'a [u32],
+    pub extra: &'a [(ExtraDevice, (u32, u64))],
+    pub ringbuf_bytes: u32,
+    pub version: VersionCtx,
+}
+
+pub struct Loaded {
+    pub ebpf: Ebpf,
+    pub probes: Vec<ProbeState>,
+    pub refusals: Vec<Refusal>,
+    pub tracefs: PathBuf,
+}
+
+pub fn check_root() -> Result<(), StartError> {
+    let euid = nix::unistd::geteuid().as_raw();
+    if euid != 0 {
+        return Err(StartError::NotRoot(euid));
+    }
+    Ok(())
+}
+
+pub fn check_bpf() -> Result<(), StartError> {
+    match aya::sys::is_map_supported(MapType::RingBuf) {
+        Ok(true) => Ok(()),
+        Ok(false) => match aya::sys::is_map_supported(MapType::Array) {
+            Ok(true) => Err(StartError::NoRingBuf),
+            Ok(false) => Err(StartError::NoBpf("no map type can be created".into())),
+            Err(e) => Err(StartError::NoBpf(e.to_string())),
+        },
+        Err(e) => Err(StartError::NoBpf(e.to_string())),
+    }
+}
+
+const TRACEFS_PATHS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
+
+fn tracefs_ready(p: &Path) -> bool {
+    p.join("events").is_dir()
+}
+
+/// Find tracefs, mounting it at /sys/kernel/tracing when it is not mounted
+/// (a fresh container or VM often has it unmounted). Must run before the
+/// first tracepoint attach: aya looks for tracefs once.
+pub fn ensure_tracefs() -> Result<(PathBuf, bool), StartError> {
+    for p in TRACEFS_PATHS {
+        if tracefs_ready(Path::new(p)) {
+            return Ok((PathBuf::from(p), false));
+        }
+    }
+    let target = Path::new(TRACEFS_PATHS[0]);
+    let res = nix::mount::mount(
+        Some("tracefs"),
+        target,
+        Some("tracefs"),
+        nix::mount::MsFlags::MS_NOSUID
+            | nix::mount::MsFlags::MS_NODEV
+            | nix::mount::MsFlags::MS_NOEXEC,
+        None::<&str>,
+    );
+    match res {
+        Ok(()) if tracefs_ready(target) => Ok((target.to_path_buf(), true)),
+        Ok(()) => Err(StartError::Tracefs {
+            path: target.display().to_string(),
+            err: "mounted, but it has no events directory".into(),
+        }),
+        Err(e) => Err(StartError::Tracefs {
+            path: target.display().to_string(),
+            err: e.desc().to_owned(),
+        }),
+    }
+}
+
+pub fn check_syscall_tracepoints(tracefs: &Path) -> Result<(), StartError> {
+    let p = tracefs.join("events/syscalls/sys_enter_ioctl");
+    if !p.is_dir() {
+        return Err(StartError::NoSyscallTracepoints(p.display().to_string()));
+    }
+    Ok(())
+}
+
+pub fn kernel_config() -> Result<Config, StartError> {
+    let path = Path::new("/sys/kernel/btf/vmlinux");
+    let btf = Btf::from_file(path).map_err(|e| StartError::NoBtf {
+        path: path.display().to_string(),
+        err: e.to_string(),
+    })?;
+    kernel_offsets(&btf).map_err(|e| StartError::NoBtf {
+        path: path.display().to_string(),
+        err: e.to_string(),
+    })
+}
+
+/// Load the object with this host's configuration and attach the probe
+/// table. The caller has run the checks above.
+pub fn load_and_attach(
+    mut cfg: Config,
+    s: &Settings<'_>,
+    tracefs: PathBuf,
+) -> Result<Loaded, StartError> {
+    cfg.uvm_major = s.uvm_major;
+    cfg.caps_major = s.caps_major;
+    cfg.pid_filter = u32::from(!s.pids.is_empty());
+    cfg.extra_files = s.extra.len() as u32;
+    cfg.self_tgid = std::process::id();
+
+    let mut ebpf = EbpfLoader::new()
+        .override_global("CONFIG", &cfg, true)
+        .map_max_entries("EVENTS", s.ringbuf_bytes)
+        .load(EBPF_OBJECT)
+        .map_err(|e| StartError::Load(format!("{e:#}")))?;
+
+    if let Err(e) = aya_log::EbpfLogger::init(&mut ebpf) {
+        log::debug!("no BPF-side logger: {e}");
+    }
+
+    fill_maps(&mut ebpf, s).map_err(|e| StartError::Load(format!("{e:#}")))?;
+
+    let mut probes = Vec::new();
+    let mut refusals = Vec::new();
+    let mut loaded_progs: Vec<&'static str> = Vec::new();
+    for pr in PROBES {
+        let enter_tp = format!("sys_enter_{}", pr.syscall);
+        let exit_tp = format!("sys_exit_{}", pr.syscall);
+        let res = (|| -> Result<(), String> {
+            if !tracefs.join("events/syscalls").join(&enter_tp).is_dir() {
+                return Err(format!(
+                    "tracepoint syscalls/{enter_tp} does not exist on this kernel"
+                ));
+            }
+            // Exit first: an entry without its exit would fill INFLIGHT.
+            for (prog, tp) in [(pr.exit, &exit_tp), (pr.enter, &enter_tp)] {
+                let program: &mut TracePoint = ebpf
+                    .program_mut(prog)
+                    .ok_or_else(|| format!("program {prog} missing from the object"))?
+                    .try_into()
+                    .map_err(|e| format!("{prog}: {e}"))?;
+                if !loaded_progs.contains(&prog) {
+                    program
+                        .load()
+                        .map_err(|e| format!("loading {prog}: {e:#}"))?;
+                    loaded_progs.push(prog);
+                }
+                program
+                    .attach("syscalls", tp)
+                    .map_err(|e| format!("attaching syscalls/{tp}: {e:#}"))?;
+            }
+            Ok(())
+        })();
+        let target = format!("syscalls/sys_{{enter,exit}}_{}", pr.syscall);
+        match res {
+            Ok(()) => probes.push(ProbeState {
+                name: pr.syscall.into(),
+                target,
+                layer: "syscall",
+                attached: true,
+                error: None,
+            }),
+            Err(err) if pr.required => {
+                return Err(StartError::Required {
+                    syscall: pr.syscall.into(),
+                    err,
+                });
+            }
+            Err(err) => {
+                refusals.push(Refusal {
+                    probe: pr.syscall.into(),
+                    reason: format!("{err}; without it nvprobe misses {}", pr.what),
+                });
+                probes.push(ProbeState {
+                    name: pr.syscall.into(),
+                    target,
+                    layer: "syscall",
+                    attached: false,
+                    error: Some(err),
+                });
+            }
+        }
+    }
+    Ok(Loaded {
+        ebpf,
+        probes,
+        refusals,
+        tracefs,
+    })
+}
+
+fn fill_maps(ebpf: &mut Ebpf, s: &Settings<'_>) -> anyhow::Result<()> {
+    let mut sizes: BpfHashMap<_, u32, u32> = BpfHashMap::try_from(
+        ebpf.map_mut("UVM_SIZES")
+            .ok_or_else(|| io::Error::other("UVM_SIZES missing"))?,
+    )?;
+    for (cmd, size) in uvm::sizes(&s.version) {
+        sizes.insert(cmd, size, 0)?;
+    }
+    let mut pids: BpfHashMap<_, u32, u8> = BpfHashMap::try_from(
+        ebpf.map_mut("PID_FILTER")
+            .ok_or_else(|| io::Error::other("PID_FILTER missing"))?,
+    )?;
+    for &pid in s.pids {
+        pids.insert(pid, 1, 0)?;
+    }
+    let mut extra: BpfHashMap<_, ExtraKey, u8> = BpfHashMap::try_from(
+        ebpf.map_mut("EXTRA_FILES")
+            .ok_or_else(|| io::Error::other("EXTRA_FILES missing"))?,
+    )?;
+    for (dev, (sdev, ino)) in s.extra {
+        extra.insert(
+            ExtraKey {
+                sdev: *sdev,
+                _pad: 0,
+                ino: *ino,
+            },
+            dev.kind as u8,
+            0,
+        )?;
+    }
+    Ok(())
+}

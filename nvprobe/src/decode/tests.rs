@@ -1,0 +1,377 @@
+//! Decoder tests on constructed raw records, including malformed ones.
+
+use super::*;
+use crate::decode::version::DriverVersion;
+use nvprobe_common::{ioctl_flags, kdev_make};
+use proptest::prelude::*;
+
+fn ctx580() -> Context {
+    let mut c = Context::new(VersionCtx::from_version(Some(DriverVersion::new(
+        580, 159, 4,
+    ))));
+    c.uvm_major = 238;
+    c.nodes.insert(kdev_make(195, 255), "/dev/nvidiactl".into());
+    c.nodes.insert(kdev_make(238, 0), "/dev/nvidia-uvm".into());
+    c
+}
+
+fn bytes_of<T>(v: &T) -> Vec<u8> {
+    // SAFETY: plain-old-data records.
+    unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), size_of::<T>()).to_vec() }
+}
+
+fn header(kind: EventKind) -> Header {
+    let mut comm = [0u8; 16];
+    comm[..7].copy_from_slice(b"python3");
+    Header {
+        kind: kind as u32,
+        cpu: 1,
+        ktime_ns: 1_000_000,
+        tgid: 4242,
+        tid: 4243,
+        ns_tgid: 4242,
+        ns_tid: 4243,
+        pidns_level: 0,
+        uid: 0,
+        comm,
+    }
+}
+
+fn ioctl(cmd: u32, rdev: u32, kind: DevKind, params: &[u8], ret: i64) -> IoctlEvent {
+    // SAFETY: all-zero is a valid IoctlEvent.
+    let mut ev: IoctlEvent = unsafe { std::mem::zeroed() };
+    ev.hdr = header(EventKind::Ioctl);
+    ev.file = FileId {
+        rdev,
+        sdev: 0,
+        ino: 0,
+        mode: 0o020660,
+        kind: kind as u8,
+        valid: 1,
+        _pad: 0,
+    };
+    ev.fd = 5;
+    ev.cmd = cmd;
+    ev.ret = ret;
+    ev.start_ns = 10;
+    ev.duration_ns = 1234;
+    ev.param_size = params.len() as u32;
+    let n = params.len().min(64);
+    ev.head[..n].copy_from_slice(&params[..n]);
+    ev.head_len = n as u32;
+    if params.len() > 64 {
+        let off = params.len() - 16;
+        ev.tail.copy_from_slice(&params[off..]);
+        ev.tail_off = off as u32;
+        ev.tail_len = 16;
+    }
+    ev
+}
+
+fn put(b: &mut [u8], off: usize, v: u32) {
+    b[off..off + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+#[test]
+fn rm_control_with_failing_status() {
+    let mut p = [0u8; 32];
+    put(&mut p, 0, 0xc1d0_0001);
+    put(&mut p, 4, 0xc1d0_0001);
+    put(&mut p, 8, 0x215);
+    put(&mut p, 28, 0x26); // NV_ERR_INVALID_DEVICE
+    let ev = ioctl(0xc020_462a, kdev_make(195, 255), DevKind::Ctl, &p, 0);
+    let Event::Ioctl(d) = decode(&bytes_of(&ev), &ctx580()).expect("decodes") else {
+        panic!("not an ioctl")
+    };
+    assert_eq!(d.name, Some("NV_ESC_RM_CONTROL"));
+    assert_eq!(d.family, "escape");
+    assert_eq!(d.device.kind, "ctl");
+    assert_eq!(d.device.node.as_deref(), Some("/dev/nvidiactl"));
+    assert_eq!(d.args["control_name"], "NV0000_CTRL_CMD_GPU_ATTACH_IDS");
+    let st = d.status.expect("status");
+    assert_eq!(st.name, Some("NV_ERR_INVALID_DEVICE"));
+    assert_eq!(st.offset, 28);
+    assert_eq!(st.layout, LayoutBasis::Stable);
+    assert!(!d.ok, "a non-benign status is a failure");
+    assert_eq!(d.duration_ns, 1234);
+    assert_eq!(d.proc.comm, "python3");
+}
+
+#[test]
+fn benign_not_supported_is_ok() {
+    let mut p = [0u8; 32];
+    put(&mut p, 28, 0x56);
+    let ev = ioctl(0xc020_462a, kdev_make(195, 255), DevKind::Ctl, &p, 0);
+    let Event::Ioctl(d) = decode(&bytes_of(&ev), &ctx580()).expect("decodes") else {
+        panic!()
+    };
+    assert_eq!(d.status.expect("status").name, Some("NV_ERR_NOT_SUPPORTED"));
+    assert!(d.ok);
+}
+
+#[test]
+fn errno_only_escape_never_shows_a_status() {
+    let p = [0u8; 8];
+    let ev = ioctl(0xc008_46d6, kdev_make(195, 255), DevKind::Ctl, &p, -16);
+    let Event::Ioctl(d) = decode(&bytes_of(&ev), &ctx580()).expect("decodes") else {
+        panic!()
+    };
+    assert_eq!(d.name, Some("NV_ESC_SYS_PARAMS"));
+    assert_eq!(d.errno.as_deref(), Some("EBUSY"));
+    assert!(d.status.is_none());
+    assert!(!d.ok);
+    // ret 0: still no status, with the reason.
+    let ev = ioctl(0xc008_46d6, kdev_make(195, 255), DevKind::Ctl, &p, 0);
+    let Event::Ioctl(d) = decode(&bytes_of(&ev), &ctx580()).expect("decodes") else {
+        panic!()
+    };
+    assert!(d.status.is_none());
+    assert!(d.status_note.expect("note").contains("errno is the result"));
+    assert!(d.ok);
+}
+
+#[test]
+fn uvm_status_from_the_tail_of_a_large_struct() {
+    let mut p = vec![0u8; 9264];
+    put(&mut p, 9248, 7); // rmCtrlFd
+    put(&mut p, 9252, 0xc1d0_0002);
+    put(&mut p, 9256, 0x5c00_0010);
+    put(&mut p, 9260, 0x1f); // NV_ERR_INVALID_ARGUMENT
+    let ev = ioctl(33, kdev_make(238, 0), DevKind::Uvm, &p, 0);
+    let Event::Ioctl(d) = decode(&bytes_of(&ev), &ctx580()).expect("decodes") else {
+        panic!()
+    };
+    assert_eq!(d.name, Some("UVM_MAP_EXTERNAL_ALLOCATION"));
+    assert_eq!(d.family, "uvm");
+    assert_eq!(d.device.node.as_deref(), Some("/dev/nvidia-uvm"));
+    assert_eq!(
+        d.status.expect("status").name,
+        Some("NV_ERR_INVALID_ARGUMENT")
+    );
+    assert_eq!(d.args["hMemory"], "0x5c000010");
+    assert_eq!(d.args["rmCtrlFd"], 7);
+}
+
+#[test]
+fn uvm_initialize_and_mm_initialize() {
+    let mut p = [0u8; 16];
+    p[0] = 1;
+    put(&mut p, 8, 0);
+    let ev = ioctl(0x3000_0001, kdev_make(238, 0), DevKind::Uvm, &p, 0);
+    let Event::Ioctl(d) = decode(&bytes_of(&ev), &ctx580()).expect("decodes") else {
+        panic!()
+    };
+    assert_eq!(d.name, Some("UVM_INITIALIZE"));
+    assert_eq!(d.status.expect("status").name, Some("NV_OK"));
+    assert_eq!(d.args["flag_names"][0], "DISABLE_HMM");
+
+    let mut p = [0u8; 8];
+    put(&mut p, 0, 9);
+    put(&mut p, 4, 0x10006);
+    let ev = ioctl(75, kdev_make(238, 0), DevKind::Uvm, &p, 0);
+    let Event::Ioctl(d) = decode(&bytes_of(&ev), &ctx580()).expect("decodes") else {
+        panic!()
+    };
+    assert_eq!(
+        d.status.expect("status").name,
+        Some("NV_WARN_NOTHING_TO_DO")
+    );
+    assert!(d.ok, "NOTHING_TO_DO is the normal answer");
+    assert_eq!(d.args["uvmFd"], 9);
+}
+
+#[test]
+fn xfer_is_unwrapped() {
+    let mut p = [0u8; 32];
+    put(&mut p, 8, 0x101);
+    put(&mut p, 28, 0x1b);
+    let mut ev = ioctl(0xc010_46d3, kdev_make(195, 255), DevKind::Ctl, &p, 0);
+    ev.flags = ioctl_flags::XFER;
+    ev.xfer_cmd = 0x2a;
+    ev.xfer_size = 32;
+    ev.xfer_ptr = 0x7fff_0000;
+    let Event::Ioctl(d) = decode(&bytes_of(&ev), &ctx580()).expect("decodes") else {
+        panic!()
+    };
+    assert_eq!(d.name, Some("NV_ESC_IOCTL_XFER_CMD"));
+    assert_eq!(
+        d.xfer.as_ref().and_then(|x| x.name),
+        Some("NV_ESC_RM_CONTROL")
+    );
+    assert_eq!(
+        d.status.expect("status").name,
+        Some("NV_ERR_INSUFFICIENT_PERMISSIONS")
+    );
+}
+
+#[test]
+fn unknown_numbers_stay_raw() {
+    let ev = ioctl(0xc008_46ee, kdev_make(195, 255), DevKind::Ctl, &[0u8; 8], 0);
+    let Event::Ioctl(d) = decode(&bytes_of(&ev), &ctx580()).expect("decodes") else {
+        panic!()
+    };
+    assert_eq!(d.name, None);
+    assert_eq!(d.request, "0xc00846ee");
+    assert!(d.status.is_none());
+    let ev = ioctl(1999, kdev_make(238, 0), DevKind::Uvm, &[], 0);
+    let Event::Ioctl(d) = decode(&bytes_of(&ev), &ctx580()).expect("decodes") else {
+        panic!()
+    };
+    assert_eq!((d.family, d.name), ("uvm", None));
+    assert!(d.status_note.expect("note").contains("unknown UVM command"));
+}
+
+#[test]
+fn unreadable_parameters_are_reported() {
+    let mut ev = ioctl(
+        0xc020_462a,
+        kdev_make(195, 255),
+        DevKind::Ctl,
+        &[0u8; 32],
+        0,
+    );
+    ev.head_len = 0;
+    ev.flags = ioctl_flags::HEAD_FAULT;
+    let Event::Ioctl(d) = decode(&bytes_of(&ev), &ctx580()).expect("decodes") else {
+        panic!()
+    };
+    assert!(d.status.is_none());
+    assert!(d.status_note.expect("note").contains("not readable"));
+}
+
+#[test]
+fn malformed_records_are_errors() {
+    let ctx = ctx580();
+    assert_eq!(decode(&[], &ctx), Err(DecodeError::Short(0)));
+    assert_eq!(decode(&[1, 0, 0], &ctx), Err(DecodeError::Short(3)));
+    let mut b = vec![0u8; 64];
+    b[0] = 99;
+    assert_eq!(decode(&b, &ctx), Err(DecodeError::Kind(99)));
+    let ev = ioctl(0xc020_462a, 0, DevKind::Ctl, &[0u8; 32], 0);
+    let full = bytes_of(&ev);
+    assert!(matches!(
+        decode(&full[..full.len() - 1], &ctx),
+        Err(DecodeError::Size { kind: "ioctl", .. })
+    ));
+}
+
+#[test]
+fn hostile_comm_and_path_are_escaped() {
+    let mut ev = ioctl(
+        0xc020_462a,
+        kdev_make(195, 255),
+        DevKind::Ctl,
+        &[0u8; 32],
+        0,
+    );
+    ev.hdr.comm = *b"\x1b[31mevil\n\"x\xff\0\0\0";
+    let Event::Ioctl(d) = decode(&bytes_of(&ev), &ctx580()).expect("decodes") else {
+        panic!()
+    };
+    assert_eq!(d.proc.comm, "\\x1b[31mevil\\x0a\"x\\xff");
+    let json = serde_json::to_string(&Event::Ioctl(d)).expect("serializes");
+    let back: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+    assert_eq!(back["comm"], "\\x1b[31mevil\\x0a\"x\\xff");
+}
+
+fn path_event(op: PathOp, path: &str, ret: i64, file: FileId) -> PathEvent {
+    // SAFETY: all-zero is valid.
+    let mut ev: PathEvent = unsafe { std::mem::zeroed() };
+    ev.hdr = header(EventKind::Path);
+    ev.op = op as u32;
+    ev.ret = ret;
+    ev.flags = 0o2000002;
+    ev.path[..path.len()].copy_from_slice(path.as_bytes());
+    ev.path_len = path.len() as u32;
+    ev.file = file;
+    ev
+}
+
+#[test]
+fn failed_open_and_wrong_device() {
+    let ev = path_event(PathOp::Openat, "/dev/nvidia-uvm", -1, FileId::default());
+    let Event::Open(d) = decode(&bytes_of(&ev), &ctx580()).expect("decodes") else {
+        panic!()
+    };
+    assert_eq!(d.errno.as_deref(), Some("EPERM"));
+    assert_eq!(d.flags, "O_RDWR|O_CLOEXEC");
+    assert!(!d.ok);
+
+    // /dev/nvidiactl that is really /dev/null (1:3).
+    let f = FileId {
+        rdev: kdev_make(1, 3),
+        mode: 0o020666,
+        valid: 1,
+        ..Default::default()
+    };
+    let ev = path_event(PathOp::Openat, "/dev/nvidiactl", 4, f);
+    let Event::Open(d) = decode(&bytes_of(&ev), &ctx580()).expect("decodes") else {
+        panic!()
+    };
+    assert_eq!(d.fd, Some(4));
+    assert!(d.mismatch.as_deref().expect("flagged").contains("1:3"));
+    assert!(!d.ok);
+
+    // The real thing is not flagged.
+    let f = FileId {
+        rdev: kdev_make(195, 255),
+        mode: 0o020666,
+        kind: DevKind::Ctl as u8,
+        valid: 1,
+        ..Default::default()
+    };
+    let ev = path_event(PathOp::Openat, "/dev/nvidiactl", 4, f);
+    let Event::Open(d) = decode(&bytes_of(&ev), &ctx580()).expect("decodes") else {
+        panic!()
+    };
+    assert_eq!(d.mismatch, None);
+    assert!(d.ok);
+    assert_eq!(d.device.expect("device").kind, "ctl");
+}
+
+#[test]
+fn stat_of_missing_node() {
+    let ev = path_event(PathOp::Newfstatat, "/dev/nvidia0", -2, FileId::default());
+    let Event::Stat(d) = decode(&bytes_of(&ev), &ctx580()).expect("decodes") else {
+        panic!()
+    };
+    assert_eq!(d.syscall, "newfstatat");
+    assert_eq!(d.errno.as_deref(), Some("ENOENT"));
+}
+
+#[test]
+fn hex_roundtrip() {
+    let b = [0u8, 1, 0xab, 0xff];
+    assert_eq!(hex_decode(&hex_encode(&b)).as_deref(), Some(&b[..]));
+    assert_eq!(hex_decode("abc"), None);
+    assert_eq!(hex_decode("zz"), None);
+    assert_eq!(hex_decode("é1"), None);
+}
+
+proptest! {
+    /// Whatever the kernel side (or a corrupted replay file) hands over,
+    /// decoding never panics and always yields valid JSON.
+    #[test]
+    fn arbitrary_records_never_panic(kind in 0u32..6, mut body in proptest::collection::vec(any::<u8>(), 0..400)) {
+        if body.len() >= 4 {
+            body[..4].copy_from_slice(&kind.to_le_bytes());
+        }
+        let ctx = ctx580();
+        if let Ok(ev) = decode(&body, &ctx) {
+            let s = serde_json::to_string(&ev).expect("serializes");
+            let _: serde_json::Value = serde_json::from_str(&s).expect("valid JSON");
+        }
+    }
+
+    #[test]
+    fn arbitrary_ioctls_decode(cmd in any::<u32>(), kind in 0u8..8, params in proptest::collection::vec(any::<u8>(), 0..200), ret in -600i64..2, flags in 0u32..32) {
+        let mut ev = ioctl(cmd, kdev_make(195, 255), DevKind::from_u8(kind), &params, ret);
+        ev.flags = flags;
+        ev.xfer_cmd = cmd.rotate_left(8);
+        ev.xfer_size = cmd >> 20;
+        ev.tail_off = ev.tail_off.wrapping_add(cmd & 3);
+        let d = decode(&bytes_of(&ev), &ctx580()).expect("well-sized record decodes");
+        let s = serde_json::to_string(&d).expect("serializes");
+        let _: serde_json::Value = serde_json::from_str(&s).expect("valid JSON");
+    }
+}

@@ -1,0 +1,222 @@
+//! What the host says about its NVIDIA driver: version, dynamic majors,
+//! device nodes, and the extra files `--device` declares.
+
+use std::{
+    collections::HashMap,
+    fs,
+    path::{Path, PathBuf},
+};
+
+use anyhow::{Context as _, bail};
+use nix::sys::stat::{SFlag, major, minor, stat};
+use nvprobe_common::{DevKind, kdev_make};
+use procfs::FromRead as _;
+
+use crate::decode::version::{DriverInfo, DriverVersion, parse_proc_version};
+
+/// `/proc/driver/nvidia/version`, else `/sys/module/nvidia/version`.
+pub fn driver_info(root: &Path) -> Option<DriverInfo> {
+    if let Ok(text) = fs::read_to_string(root.join("proc/driver/nvidia/version"))
+        && let Some(info) = parse_proc_version(&text)
+    {
+        return Some(info);
+    }
+    let text = fs::read_to_string(root.join("sys/module/nvidia/version")).ok()?;
+    let version: DriverVersion = text.trim().parse().ok()?;
+    Some(DriverInfo {
+        version,
+        flavor: "unknown".into(),
+    })
+}
+
+/// Character majors registered by the NVIDIA modules, from /proc/devices.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Majors {
+    /// 195 when nvidia.ko is loaded ("nvidia-frontend"/"nvidia"/"nvidiactl").
+    pub nvidia: Option<u32>,
+    pub uvm: Option<u32>,
+    pub caps: Option<u32>,
+}
+
+pub fn majors(root: &Path) -> Majors {
+    let Ok(devs) = procfs::Devices::from_file(root.join("proc/devices")) else {
+        return Majors::default();
+    };
+    let find = |name: &str| {
+        devs.char_devices
+            .iter()
+            .find(|d| d.name == name)
+            .map(|d| d.major)
+    };
+    Majors {
+        nvidia: find("nvidiactl")
+            .or_else(|| find("nvidia"))
+            .or_else(|| find("nvidia-frontend")),
+        uvm: find("nvidia-uvm"),
+        caps: find("nvidia-caps"),
+    }
+}
+
+/// Char device nodes under /dev whose name says NVIDIA:
+/// kernel-encoded rdev -> path.
+pub fn device_nodes(root: &Path) -> HashMap<u32, String> {
+    let mut out = HashMap::new();
+    let mut scan = |dir: PathBuf, shown: &str| {
+        let Ok(rd) = fs::read_dir(&dir) else { return };
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !name.starts_with("nvidia") {
+                continue;
+            }
+            if let Ok(st) = stat(&e.path())
+                && SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) == SFlag::S_IFCHR
+            {
+                let k = kdev_make(major(st.st_rdev) as u32, minor(st.st_rdev) as u32);
+                out.entry(k).or_insert_with(|| format!("{shown}{name}"));
+            }
+        }
+    };
+    scan(root.join("dev"), "/dev/");
+    scan(root.join("dev/nvidia-caps"), "/dev/nvidia-caps/");
+    out
+}
+
+/// A `--device PATH[=KIND]` argument.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExtraDevice {
+    pub path: PathBuf,
+    pub kind: DevKind,
+}
+
+impl std::str::FromStr for ExtraDevice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (path, kind) = match s.rsplit_once('=') {
+            Some((p, k)) => (p, Some(k)),
+            None => (s, None),
+        };
+        if path.is_empty() {
+            return Err("empty path".into());
+        }
+        let kind = match kind {
+            Some("ctl") => DevKind::Ctl,
+            Some("gpu") => DevKind::Gpu,
+            Some("uvm") => DevKind::Uvm,
+            Some(other) => {
+                return Err(format!(
+                    "unknown device kind {other:?}: use ctl, gpu or uvm (e.g. --device /tmp/fake=ctl)"
+                ));
+            }
+            None => guess_kind(path).ok_or_else(|| {
+                format!(
+                    "cannot tell what kind of NVIDIA device {path} stands for: add =ctl, =gpu or =uvm"
+                )
+            })?,
+        };
+        Ok(Self {
+            path: path.into(),
+            kind,
+        })
+    }
+}
+
+fn guess_kind(path: &str) -> Option<DevKind> {
+    let name = Path::new(path).file_name()?.to_str()?;
+    match name {
+        "nvidiactl" => Some(DevKind::Ctl),
+        "nvidia-uvm" => Some(DevKind::Uvm),
+        n if n
+            .strip_prefix("nvidia")
+            .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())) =>
+        {
+            Some(DevKind::Gpu)
+        }
+        _ => None,
+    }
+}
+
+/// Identity of an extra file as the BPF side sees it: (s_dev, ino), both in
+/// the kernel's encoding.
+pub fn file_identity(path: &Path) -> anyhow::Result<(u32, u64)> {
+    let st = stat(path).with_context(|| {
+        format!(
+            "--device {}: cannot stat it (does it exist, and is the FUSE/test server running?)",
+            path.display()
+        )
+    })?;
+    let dev = st.st_dev;
+    if st.st_ino == 0 {
+        bail!("--device {}: the file has no inode number", path.display());
+    }
+    Ok((kdev_make(major(dev) as u32, minor(dev) as u32), st.st_ino))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_device_args() {
+        let d: ExtraDevice = "/tmp/x/nvidiactl".parse().expect("guessed");
+        assert_eq!(d.kind, DevKind::Ctl);
+        let d: ExtraDevice = "/tmp/x/nvidia3".parse().expect("guessed");
+        assert_eq!(d.kind, DevKind::Gpu);
+        let d: ExtraDevice = "/tmp/weird=uvm".parse().expect("explicit");
+        assert_eq!(
+            (d.path.to_str(), d.kind),
+            (Some("/tmp/weird"), DevKind::Uvm)
+        );
+        let d: ExtraDevice = "/tmp/a=b=gpu".parse().expect("last = splits");
+        assert_eq!(d.path.to_str(), Some("/tmp/a=b"));
+        assert!(
+            "/tmp/weird"
+                .parse::<ExtraDevice>()
+                .unwrap_err()
+                .contains("=ctl")
+        );
+        assert!(
+            "/tmp/x=modeset"
+                .parse::<ExtraDevice>()
+                .unwrap_err()
+                .contains("unknown device kind")
+        );
+        assert!("=ctl".parse::<ExtraDevice>().is_err());
+    }
+
+    #[test]
+    fn reads_driver_from_a_host_tree() {
+        let dir = std::env::temp_dir().join(format!("nvprobe-host-{}", std::process::id()));
+        fs::create_dir_all(dir.join("proc/driver/nvidia")).expect("mkdir");
+        fs::create_dir_all(dir.join("sys/module/nvidia")).expect("mkdir");
+        assert_eq!(driver_info(&dir), None);
+        fs::write(dir.join("sys/module/nvidia/version"), "570.86.16\n").expect("write");
+        assert_eq!(
+            driver_info(&dir).map(|d| d.version),
+            Some(DriverVersion::new(570, 86, 16))
+        );
+        fs::write(
+            dir.join("proc/driver/nvidia/version"),
+            "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build\n",
+        )
+        .expect("write");
+        let d = driver_info(&dir).expect("found");
+        assert_eq!(
+            (d.version, d.flavor.as_str()),
+            (DriverVersion::new(580, 159, 4), "open")
+        );
+        fs::write(
+            dir.join("proc/devices"),
+            "Character devices:\n  1 mem\n195 nvidia-frontend\n238 nvidia-uvm\n237 nvidia-caps\n\nBlock devices:\n  7 loop\n",
+        )
+        .expect("write");
+        assert_eq!(
+            majors(&dir),
+            Majors {
+                nvidia: Some(195),
+                uvm: Some(238),
+                caps: Some(237)
+            }
+        );
+        fs::remove_dir_all(&dir).expect("cleanup");
+    }
+}

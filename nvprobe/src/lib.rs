@@ -1,0 +1,13 @@
+//! nvprobe: an eBPF tracer for NVIDIA GPU driver calls.
+//!
+//! Data flows one way: kernel probes -> one ring buffer -> [`decode`] ->
+//! [`output`]. [`attach`] decides which probes run, [`collect`] drains the
+//! ring buffer, [`host`] reads what the host says about its driver.
+
+pub mod attach;
+pub mod btf;
+pub mod collect;
+pub mod decode;
+pub mod host;
+pub mod output;
+pub mod summary;

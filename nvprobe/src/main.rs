@@ -1,0 +1,483 @@
+//! nvprobe command line.
+//!
+//! Exit codes: 0 success; 1 runtime error; 2 bad usage or input;
+//! 3 the kernel lacks something nvprobe needs; 4 not permitted (not root,
+//! BPF refused).
+
+use std::{
+    collections::HashSet,
+    fs::File,
+    io::{self, BufRead, BufReader, Write},
+    path::{Path, PathBuf},
+    process::ExitCode,
+    time::Duration,
+};
+
+use anyhow::Context as _;
+use clap::{Args, Parser, Subcommand};
+use nvprobe::{
+    attach::{self, Settings, StartError},
+    collect::{self, Filters, RunOpts},
+    decode::{
+        self, Context,
+        version::{DriverInfo, DriverVersion, VersionCtx, version_warning},
+    },
+    host::{self, ExtraDevice},
+    output::{self, Clock, Format, Note, Output},
+    summary::Stats,
+};
+use serde_json::{Value, json};
+
+#[derive(Parser)]
+#[command(
+    name = "nvprobe",
+    version,
+    about = "Trace NVIDIA GPU driver calls system-wide with eBPF: decoded escapes, UVM commands and NV_STATUS",
+    long_about = None
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Trace every process's calls to /dev/nvidia* (needs root).
+    Watch(WatchArgs),
+    /// Decode a recording made with `watch --json --raw` (no root needed).
+    Decode(DecodeArgs),
+    /// Print the JSON Schema of the NDJSON output.
+    Schema,
+}
+
+#[derive(Args)]
+struct OutputArgs {
+    /// NDJSON output (schema: `nvprobe schema`) instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Write to FILE instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Decode struct layouts as for this driver version (default: the
+    /// running driver's, from /proc/driver/nvidia/version).
+    #[arg(long, value_name = "VERSION")]
+    driver_version: Option<DriverVersion>,
+}
+
+#[derive(Args)]
+struct WatchArgs {
+    /// Only this process (thread-group id); repeatable. Filtered in the kernel.
+    #[arg(long, value_name = "PID")]
+    pid: Vec<u32>,
+    /// Only processes with this name (comm); repeatable.
+    #[arg(long, value_name = "COMM")]
+    comm: Vec<String>,
+    /// Treat PATH as an NVIDIA device file of KIND (ctl, gpu or uvm), for odd
+    /// setups and tests; repeatable. KIND is guessed from names like nvidiactl.
+    #[arg(long, value_name = "PATH[=KIND]")]
+    device: Vec<ExtraDevice>,
+    /// Keep each kernel record (hex) in the JSON, so `nvprobe decode` can
+    /// decode the recording again later.
+    #[arg(long)]
+    raw: bool,
+    /// Ring buffer size in bytes (a power of two, at least one page).
+    #[arg(long, value_name = "BYTES", default_value_t = 16 * 1024 * 1024, value_parser = parse_ringbuf)]
+    ringbuf_size: u32,
+    /// Measure each BPF program's run count and time (BPF_ENABLE_STATS) and
+    /// report them in the summary: what nvprobe costs the traced host.
+    #[arg(long)]
+    bpf_stats: bool,
+    /// Stop after this many seconds (default: run until Ctrl-C / SIGTERM).
+    #[arg(long, value_name = "SECS")]
+    duration: Option<f64>,
+    #[command(flatten)]
+    out: OutputArgs,
+}
+
+#[derive(Args)]
+struct DecodeArgs {
+    /// NDJSON file written by `nvprobe watch --json --raw` ("-" for stdin).
+    file: PathBuf,
+    #[command(flatten)]
+    out: OutputArgs,
+}
+
+fn parse_ringbuf(s: &str) -> Result<u32, String> {
+    let v: u32 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a byte count"))?;
+    let page = 4096;
+    if v < page || !v.is_power_of_two() {
+        return Err(format!(
+            "{v} must be a power of two of at least {page} (e.g. 16777216)"
+        ));
+    }
+    Ok(v)
+}
+
+/// An error with the exit code it deserves.
+struct Fail(u8, anyhow::Error);
+
+impl<E: Into<anyhow::Error>> From<E> for Fail {
+    fn from(e: E) -> Self {
+        Fail(1, e.into())
+    }
+}
+
+fn start_fail(e: StartError) -> Fail {
+    let code = match e {
+        StartError::NotRoot(_) | StartError::NoBpf(_) => 4,
+        StartError::NoRingBuf
+        | StartError::Tracefs { .. }
+        | StartError::NoSyscallTracepoints(_)
+        | StartError::NoBtf { .. } => 3,
+        StartError::Load(_) | StartError::Required { .. } => 3,
+    };
+    Fail(code, e.into())
+}
+
+fn open_output(path: &Option<PathBuf>) -> anyhow::Result<Box<dyn Write + Send>> {
+    Ok(match path {
+        Some(p) => Box::new(
+            File::create(p)
+                .with_context(|| format!("cannot create output file {}", p.display()))?,
+        ),
+        None => Box::new(io::stdout()),
+    })
+}
+
+fn version_ctx(arg: Option<DriverVersion>, driver: Option<&DriverInfo>) -> VersionCtx {
+    VersionCtx::from_version(arg.or(driver.map(|d| d.version)))
+}
+
+fn watch(a: WatchArgs) -> Result<(), Fail> {
+    if let Some(d) = a.duration
+        && !(d.is_finite() && d > 0.0)
+    {
+        return Err(Fail(
+            2,
+            anyhow::anyhow!("--duration must be a positive number of seconds"),
+        ));
+    }
+    let mut extra = Vec::new();
+    for d in &a.device {
+        let id = host::file_identity(&d.path).map_err(|e| Fail(2, e))?;
+        extra.push((d.clone(), id));
+    }
+    attach::check_root().map_err(start_fail)?;
+
+    let root = Path::new("/");
+    let driver = host::driver_info(root);
+    let vctx = version_ctx(a.out.driver_version, driver.as_ref());
+    let majors = host::majors(root);
+    let nodes = host::device_nodes(root);
+
+    attach::check_bpf().map_err(start_fail)?;
+    let (tracefs, mounted) = attach::ensure_tracefs().map_err(start_fail)?;
+    attach::check_syscall_tracepoints(&tracefs).map_err(start_fail)?;
+    let cfg = attach::kernel_config().map_err(start_fail)?;
+
+    let format = if a.out.json {
+        Format::Json
+    } else {
+        Format::Text
+    };
+    let clock = Clock::now();
+    let mut out = Output::new(
+        open_output(&a.out.output).map_err(|e| Fail(2, e))?,
+        format,
+        clock,
+    );
+
+    let settings = Settings {
+        uvm_major: majors.uvm.unwrap_or(0),
+        caps_major: majors.caps.unwrap_or(0),
+        pids: &a.pid,
+        extra: &extra,
+        ringbuf_bytes: a.ringbuf_size,
+        version: vctx,
+    };
+    let mut loaded =
+        attach::load_and_attach(cfg, &settings, tracefs.clone()).map_err(start_fail)?;
+
+    let mut ctx = Context::new(vctx);
+    ctx.keep_raw = a.raw;
+    ctx.uvm_major = settings.uvm_major;
+    ctx.caps_major = settings.caps_major;
+    ctx.nodes = nodes;
+    for (d, id) in &extra {
+        ctx.extra.insert(*id, d.path.display().to_string());
+    }
+
+    let start = json!({
+        "tool_version": env!("CARGO_PKG_VERSION"),
+        "kernel": nix::sys::utsname::uname().map(|u| u.release().to_string_lossy().into_owned()).unwrap_or_default(),
+        "driver": driver,
+        "decode_version": vctx.version.to_string(),
+        "layouts": if vctx.known { "known" } else { "assumed" },
+        "nvidia_major": majors.nvidia,
+        "uvm_major": majors.uvm,
+        "caps_major": majors.caps,
+        "nodes": ctx.nodes.iter().map(|(k, v)| (format!("{}:{}", nvprobe_common::kdev_major(*k), nvprobe_common::kdev_minor(*k)), json!(v))).collect::<serde_json::Map<_, _>>(),
+        "extra_devices": extra.iter().map(|(d, (sdev, ino))| json!({"path": d.path.display().to_string(), "kind": decode::dev_kind_name(d.kind), "sdev": sdev, "ino": ino})).collect::<Vec<_>>(),
+        "probes": loaded.probes,
+        "ringbuf_bytes": a.ringbuf_size,
+        "filters": { "pid": a.pid, "comm": a.comm },
+        "tracefs": tracefs.display().to_string(),
+        "tracefs_mounted_by_nvprobe": mounted,
+    });
+    let now = Clock::mono_now();
+    out.note(now, &Note::Start(&start))?;
+
+    let attached = loaded.probes.iter().filter(|p| p.attached).count();
+    let mut warnings: Vec<(&str, String)> = Vec::new();
+    if let Some(w) = version_warning(driver.as_ref()) {
+        if a.out.driver_version.is_none() {
+            warnings.push(("driver_version", w));
+        }
+    }
+    if majors.uvm.is_none() && driver.is_some() {
+        warnings.push((
+            "no_uvm",
+            "nvidia-uvm is not loaded (no nvidia-uvm in /proc/devices): CUDA needs it, and cuInit will fail; \
+             load it with `modprobe nvidia-uvm`"
+                .into(),
+        ));
+    }
+    for r in &loaded.refusals {
+        warnings.push((
+            "probe_refused",
+            format!("probe {} not attached: {}", r.probe, r.reason),
+        ));
+    }
+    for (id, msg) in &warnings {
+        eprintln!("nvprobe: warning: {msg}");
+        if format == Format::Json || a.out.output.is_some() {
+            out.note(now, &Note::Warning { id, message: msg })?;
+        }
+    }
+    eprintln!(
+        "nvprobe {}: tracing NVIDIA driver calls ({}; decoding as {}{}); {attached}/{} probes attached{}. Ctrl-C to stop.",
+        env!("CARGO_PKG_VERSION"),
+        driver.as_ref().map_or_else(
+            || "no NVIDIA driver loaded".to_owned(),
+            |d| format!("driver {} {}", d.version, d.flavor)
+        ),
+        vctx.version,
+        if vctx.known { "" } else { ", assumed" },
+        loaded.probes.len(),
+        if mounted { "; mounted tracefs" } else { "" },
+    );
+    out.flush()?;
+
+    let filters = Filters {
+        comms: a.comm.iter().cloned().collect::<HashSet<_>>(),
+    };
+    // Stats are collected while this fd is open.
+    let _stats_fd = if a.bpf_stats {
+        match aya::sys::enable_stats(aya::sys::Stats::RunTime) {
+            Ok(fd) => Some(fd),
+            Err(e) => {
+                eprintln!(
+                    "nvprobe: warning: --bpf-stats: the kernel refused BPF_ENABLE_STATS ({e}); no BPF cost figures"
+                );
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let opts = RunOpts {
+        duration: a.duration.map(Duration::from_secs_f64),
+        tick: Duration::from_millis(200),
+        bpf_stats: _stats_fd.is_some(),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let summary = rt.block_on(collect::run(
+        &mut loaded.ebpf,
+        &ctx,
+        &filters,
+        &mut out,
+        &opts,
+    ))?;
+    drop(loaded);
+    let total: u64 = summary.events.values().sum();
+    if format == Format::Json || a.out.output.is_some() {
+        eprintln!(
+            "nvprobe: stopped after {:.1} s: {total} events, {} failed, {} lost, {} processes",
+            summary.duration_s,
+            summary.failed,
+            summary.lost.total,
+            summary.processes.len()
+        );
+    }
+    if summary.lost.total > 0 {
+        eprintln!(
+            "nvprobe: {} events were lost because the ring buffer was full; raise --ringbuf-size or narrow with --pid",
+            summary.lost.total
+        );
+    }
+    Ok(())
+}
+
+/// Re-decode a `--json --raw` recording.
+fn decode_file(a: DecodeArgs) -> Result<(), Fail> {
+    let reader: Box<dyn BufRead> = if a.file.as_os_str() == "-" {
+        Box::new(BufReader::new(io::stdin()))
+    } else {
+        Box::new(BufReader::new(
+            File::open(&a.file)
+                .with_context(|| format!("cannot open {}", a.file.display()))
+                .map_err(|e| Fail(2, e))?,
+        ))
+    };
+    let format = if a.out.json {
+        Format::Json
+    } else {
+        Format::Text
+    };
+    let mut out = Output::new(
+        open_output(&a.out.output).map_err(|e| Fail(2, e))?,
+        format,
+        Clock::fixed(0),
+    );
+    let mut ctx: Option<Context> = None;
+    let mut stats = Stats::default();
+    let (mut bad, mut without_raw, mut lineno) = (0u64, 0u64, 0u64);
+    for line in reader.lines() {
+        lineno += 1;
+        let line = line.with_context(|| format!("reading line {lineno}"))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: Value = match serde_json::from_str(&line) {
+            Ok(v) => v,
+            Err(e) => {
+                eprintln!(
+                    "nvprobe: {}:{lineno}: not a JSON record: {e}",
+                    a.file.display()
+                );
+                bad += 1;
+                continue;
+            }
+        };
+        if v["type"] == "start" {
+            ctx = Some(context_from_start(&v, a.out.driver_version));
+            continue;
+        }
+        let Some(raw) = v.get("raw").and_then(Value::as_str) else {
+            if v.get("pid").is_some() {
+                without_raw += 1;
+            }
+            continue;
+        };
+        let ctx = ctx.get_or_insert_with(|| {
+            eprintln!("nvprobe: {}: no start record before the first event; decoding with default layouts", a.file.display());
+            let mut c = Context::new(VersionCtx::from_version(a.out.driver_version));
+            c.keep_raw = true;
+            c
+        });
+        let Some(bytes) = decode::hex_decode(raw) else {
+            eprintln!(
+                "nvprobe: {}:{lineno}: raw field is not hex",
+                a.file.display()
+            );
+            bad += 1;
+            continue;
+        };
+        match decode::decode(&bytes, ctx) {
+            Ok(ev) => {
+                stats.record(&ev);
+                let t = v["mono_ns"]
+                    .as_u64()
+                    .or_else(|| decode::record_ktime(&bytes))
+                    .unwrap_or(0);
+                out.event(t, &ev)?;
+            }
+            Err(e) => {
+                eprintln!("nvprobe: {}:{lineno}: {e}", a.file.display());
+                stats.decode_error();
+                bad += 1;
+            }
+        }
+    }
+    let summary = stats.finish(0.0, Default::default());
+    out.note(0, &Note::Summary(&summary))?;
+    out.flush()?;
+    if without_raw > 0 {
+        eprintln!(
+            "nvprobe: {without_raw} event(s) had no raw record and were skipped: record with `watch --json --raw` to decode again"
+        );
+    }
+    if bad > 0 {
+        return Err(Fail(
+            2,
+            anyhow::anyhow!("{bad} line(s) of {} could not be decoded", a.file.display()),
+        ));
+    }
+    Ok(())
+}
+
+fn context_from_start(v: &Value, arg: Option<DriverVersion>) -> Context {
+    let recorded: Option<DriverVersion> = v["decode_version"].as_str().and_then(|s| s.parse().ok());
+    let known = v["layouts"] == "known";
+    let vctx = match arg {
+        Some(a) => VersionCtx::from_version(Some(a)),
+        None if known => VersionCtx::from_version(recorded),
+        None => VersionCtx::assumed(),
+    };
+    let mut ctx = Context::new(vctx);
+    ctx.keep_raw = true;
+    ctx.uvm_major = v["uvm_major"].as_u64().unwrap_or(0) as u32;
+    ctx.caps_major = v["caps_major"].as_u64().unwrap_or(0) as u32;
+    if let Some(nodes) = v["nodes"].as_object() {
+        for (k, p) in nodes {
+            if let (Some((ma, mi)), Some(p)) = (k.split_once(':'), p.as_str())
+                && let (Ok(ma), Ok(mi)) = (ma.parse(), mi.parse())
+            {
+                ctx.nodes
+                    .insert(nvprobe_common::kdev_make(ma, mi), p.to_owned());
+            }
+        }
+    }
+    if let Some(extra) = v["extra_devices"].as_array() {
+        for e in extra {
+            if let (Some(s), Some(i), Some(p)) =
+                (e["sdev"].as_u64(), e["ino"].as_u64(), e["path"].as_str())
+            {
+                ctx.extra.insert((s as u32, i), p.to_owned());
+            }
+        }
+    }
+    ctx
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let cli = Cli::parse();
+    let res = match cli.cmd {
+        Cmd::Watch(a) => watch(a),
+        Cmd::Decode(a) => decode_file(a),
+        Cmd::Schema => {
+            let s = serde_json::to_string_pretty(&output::schema::schema()).unwrap_or_default();
+            println!("{s}");
+            Ok(())
+        }
+    };
+    match res {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Fail(code, e)) => {
+            // A closed pipe (`nvprobe watch | head`) is a normal way to stop.
+            if e.downcast_ref::<io::Error>()
+                .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
+            {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("nvprobe: error: {e:#}");
+            ExitCode::from(code)
+        }
+    }
+}

@@ -1,0 +1,181 @@
+//! One line per call, for people: strace's shape, with NVIDIA names,
+//! NV_STATUS and durations.
+//!
+//! `03:31:13.123456 python3[4242/4243] ioctl(5</dev/nvidiactl>, NV_ESC_RM_CONTROL{control=NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION hClient=0xc1d00004 …}) = 0 NV_OK <12µs>`
+
+use std::fmt::Write as _;
+
+use serde_json::Value;
+
+use super::{Clock, Note};
+use crate::decode::{Device, Event, Proc, version::LayoutBasis};
+
+fn time_of(clock: &Clock, mono_ns: u64) -> String {
+    let s = clock.rfc3339(mono_ns);
+    // 2026-11-30T03:31:13.123456Z -> 03:31:13.123456
+    s.get(11..26).map(str::to_owned).unwrap_or(s)
+}
+
+fn who(p: &Proc) -> String {
+    let mut s = format!("{}[{}", p.comm, p.pid);
+    if p.tid != p.pid {
+        let _ = write!(s, "/{}", p.tid);
+    }
+    if let Some(ns) = p.ns_pid {
+        let _ = write!(s, " ns:{ns}");
+    }
+    s.push(']');
+    s
+}
+
+fn dur(ns: u64) -> String {
+    if ns >= 1_000_000_000 {
+        format!("{:.3}s", ns as f64 / 1e9)
+    } else if ns >= 1_000_000 {
+        format!("{:.3}ms", ns as f64 / 1e6)
+    } else if ns >= 1_000 {
+        format!("{:.1}µs", ns as f64 / 1e3)
+    } else {
+        format!("{ns}ns")
+    }
+}
+
+fn dev(d: &Device) -> String {
+    match &d.node {
+        Some(n) => n.clone(),
+        None => format!("{} {}:{}", d.kind, d.major, d.minor),
+    }
+}
+
+fn args_text(args: &serde_json::Map<String, Value>) -> String {
+    let mut out = String::new();
+    for (k, v) in args {
+        // `control` + `control_name` show as one field: the name.
+        if args.contains_key(&format!("{k}_name")) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        let key = k.strip_suffix("_name").unwrap_or(k);
+        match v {
+            Value::String(s) => {
+                let _ = write!(out, "{key}={s}");
+            }
+            other => {
+                let _ = write!(out, "{key}={other}");
+            }
+        }
+    }
+    out
+}
+
+fn result(ret: i64, errno: &Option<String>) -> String {
+    match errno {
+        Some(e) => format!("-1 {e}"),
+        None => ret.to_string(),
+    }
+}
+
+pub fn event_line(clock: &Clock, mono_ns: u64, ev: &Event) -> String {
+    let mut s = format!("{} {} ", time_of(clock, mono_ns), who(ev.proc()));
+    match ev {
+        Event::Ioctl(e) => {
+            let name = match (e.name, &e.xfer) {
+                (Some(n), Some(x)) => format!(
+                    "{n}→{}",
+                    x.name.map(str::to_owned).unwrap_or_else(|| x.cmd.clone())
+                ),
+                (Some(n), None) => n.to_owned(),
+                (None, _) => format!("{} {}", e.family, e.request),
+            };
+            let _ = write!(s, "ioctl({}<{}>, {name}", e.fd, dev(&e.device));
+            let a = args_text(&e.args);
+            if !a.is_empty() {
+                let _ = write!(s, "{{{a}}}");
+            }
+            let _ = write!(s, ") = {}", result(e.ret, &e.errno));
+            if let Some(st) = &e.status {
+                let assumed = if st.layout == LayoutBasis::Assumed {
+                    "?"
+                } else {
+                    ""
+                };
+                match st.name {
+                    Some(n) => {
+                        let _ = write!(s, " {n}{assumed}");
+                    }
+                    None => {
+                        let _ = write!(s, " status={}{assumed}", st.code);
+                    }
+                }
+            }
+            let _ = write!(s, " <{}>", dur(e.duration_ns));
+        }
+        Event::Open(e) | Event::Stat(e) | Event::Access(e) => {
+            let _ = write!(
+                s,
+                "{}(\"{}\", {}) = {}",
+                e.syscall,
+                e.path,
+                e.flags,
+                result(e.ret, &e.errno)
+            );
+            if let Some(d) = &e.device {
+                let _ = write!(s, " [{} {}:{}]", d.kind, d.major, d.minor);
+            }
+            let _ = write!(s, " <{}>", dur(e.duration_ns));
+            if let Some(m) = &e.mismatch {
+                let _ = write!(s, " !! {m}");
+            }
+        }
+        Event::Close(e) | Event::Dup(e) => {
+            let _ = write!(
+                s,
+                "{}({}<{}>) = {}",
+                e.syscall,
+                e.fd,
+                dev(&e.device),
+                result(e.ret, &e.errno)
+            );
+        }
+        Event::Mmap(e) => {
+            let _ = write!(
+                s,
+                "mmap({}, {}, {}, {}, {}<{}>, {}) = {}",
+                e.addr,
+                e.length,
+                e.prot,
+                e.flags,
+                e.fd,
+                dev(&e.device),
+                e.offset,
+                e.errno
+                    .as_ref()
+                    .map_or_else(|| e.ret.clone(), |er| format!("-1 {er}"))
+            );
+        }
+    }
+    s
+}
+
+pub fn note_text(clock: &Clock, mono_ns: u64, note: &Note<'_>) -> String {
+    match note {
+        // The start banner goes to stderr in text mode (main.rs).
+        Note::Start(_) => String::new(),
+        Note::Warning { message, .. } => {
+            format!("{} !! warning: {message}", time_of(clock, mono_ns))
+        }
+        Note::Lost {
+            cpu,
+            kind,
+            count,
+            total,
+        } => format!(
+            "{} !! lost {count} {kind} event(s) on CPU {cpu} ({total} in all): the ring buffer was full. \
+             Raise --ringbuf-size or narrow with --pid.",
+            time_of(clock, mono_ns)
+        ),
+        Note::Summary(sm) => sm.to_text(),
+    }
+}

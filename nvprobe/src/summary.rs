@@ -1,0 +1,236 @@
+//! Counts kept while tracing, and the summary printed at the end.
+
+use std::{collections::BTreeMap, fmt::Write as _};
+
+use serde::Serialize;
+
+use crate::decode::Event;
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ProcSummary {
+    pub pid: u32,
+    pub comm: String,
+    pub events: u64,
+    pub ioctls: u64,
+    pub failed: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_failure: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct CallSummary {
+    pub name: String,
+    pub count: u64,
+    pub failed: u64,
+    pub total_ns: u64,
+    pub max_ns: u64,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct LostSummary {
+    pub total: u64,
+    pub per_cpu: Vec<u64>,
+    pub per_kind: BTreeMap<String, u64>,
+}
+
+/// Run-time cost of one BPF program (`--bpf-stats`, BPF_ENABLE_STATS).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ProgStats {
+    pub program: String,
+    pub run_count: u64,
+    pub run_time_ns: u64,
+    pub ns_per_run: f64,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Summary {
+    pub duration_s: f64,
+    pub events: BTreeMap<String, u64>,
+    pub failed: u64,
+    pub lost: LostSummary,
+    pub decode_errors: u64,
+    pub processes: Vec<ProcSummary>,
+    pub calls: Vec<CallSummary>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub bpf: Vec<ProgStats>,
+}
+
+/// Accumulates per-process and per-call counts. Keyed by pid *and* comm so
+/// that an exec (new comm) or a reused pid shows as its own row.
+#[derive(Default)]
+pub struct Stats {
+    events: BTreeMap<String, u64>,
+    failed: u64,
+    decode_errors: u64,
+    procs: BTreeMap<(u32, String), ProcSummary>,
+    calls: BTreeMap<String, CallSummary>,
+}
+
+fn failure_text(ev: &Event) -> Option<String> {
+    match ev {
+        Event::Ioctl(e) if !e.ok => {
+            let name = e.name.unwrap_or("ioctl");
+            let why = e
+                .errno
+                .clone()
+                .or_else(|| {
+                    e.status
+                        .as_ref()
+                        .map(|s| s.name.map_or_else(|| s.code.clone(), str::to_owned))
+                })
+                .unwrap_or_default();
+            Some(format!("{name} {why}"))
+        }
+        Event::Open(e) | Event::Stat(e) | Event::Access(e) if !e.ok => Some(format!(
+            "{} {} {}",
+            e.syscall,
+            e.path,
+            e.errno
+                .clone()
+                .or_else(|| e.mismatch.clone())
+                .unwrap_or_default()
+        )),
+        _ => None,
+    }
+}
+
+impl Stats {
+    pub fn record(&mut self, ev: &Event) {
+        *self.events.entry(ev.type_name().to_owned()).or_default() += 1;
+        let p = ev.proc();
+        let ps = self
+            .procs
+            .entry((p.pid, p.comm.clone()))
+            .or_insert_with(|| ProcSummary {
+                pid: p.pid,
+                comm: p.comm.clone(),
+                ..Default::default()
+            });
+        ps.events += 1;
+        if !ev.ok() {
+            self.failed += 1;
+            ps.failed += 1;
+            ps.last_failure = failure_text(ev);
+        }
+        if let Event::Ioctl(e) = ev {
+            ps.ioctls += 1;
+            let name = match (e.name, &e.xfer) {
+                (_, Some(x)) => x
+                    .name
+                    .map_or_else(|| format!("XFER {}", x.cmd), str::to_owned),
+                (Some(n), None) => n.to_owned(),
+                (None, None) => format!("{} {}", e.family, e.request),
+            };
+            let c = self
+                .calls
+                .entry(name.clone())
+                .or_insert_with(|| CallSummary {
+                    name,
+                    ..Default::default()
+                });
+            c.count += 1;
+            c.failed += u64::from(!e.ok);
+            c.total_ns += e.duration_ns;
+            c.max_ns = c.max_ns.max(e.duration_ns);
+        }
+    }
+
+    pub fn decode_error(&mut self) {
+        self.decode_errors += 1;
+    }
+
+    pub fn total_events(&self) -> u64 {
+        self.events.values().sum()
+    }
+
+    pub fn finish(&self, duration_s: f64, lost: LostSummary) -> Summary {
+        let mut calls: Vec<_> = self.calls.values().cloned().collect();
+        calls.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.name.cmp(&b.name)));
+        Summary {
+            duration_s,
+            events: self.events.clone(),
+            failed: self.failed,
+            lost,
+            decode_errors: self.decode_errors,
+            processes: self.procs.values().cloned().collect(),
+            calls,
+            bpf: Vec::new(),
+        }
+    }
+}
+
+impl Summary {
+    pub fn to_text(&self) -> String {
+        let total: u64 = self.events.values().sum();
+        let mut s = format!(
+            "--- nvprobe summary: {total} events in {:.1} s, {} failed, {} lost, {} undecodable ---\n",
+            self.duration_s, self.failed, self.lost.total, self.decode_errors
+        );
+        if self.lost.total > 0 {
+            let per_cpu: Vec<String> = self
+                .lost
+                .per_cpu
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| **n > 0)
+                .map(|(c, n)| format!("cpu{c}={n}"))
+                .collect();
+            let _ = writeln!(s, "lost per CPU: {}", per_cpu.join(" "));
+        }
+        if !self.processes.is_empty() {
+            let _ = writeln!(
+                s,
+                "{:>8}  {:<16} {:>8} {:>8} {:>7}  last failure",
+                "pid", "comm", "events", "ioctls", "failed"
+            );
+            for p in &self.processes {
+                let _ = writeln!(
+                    s,
+                    "{:>8}  {:<16} {:>8} {:>8} {:>7}  {}",
+                    p.pid,
+                    p.comm,
+                    p.events,
+                    p.ioctls,
+                    p.failed,
+                    p.last_failure.as_deref().unwrap_or("-")
+                );
+            }
+        }
+        if !self.calls.is_empty() {
+            let _ = writeln!(
+                s,
+                "{:>8} {:>7} {:>12} {:>12}  call",
+                "count", "failed", "total", "max"
+            );
+            for c in self.calls.iter().take(20) {
+                let _ = writeln!(
+                    s,
+                    "{:>8} {:>7} {:>10.3}ms {:>10.3}ms  {}",
+                    c.count,
+                    c.failed,
+                    c.total_ns as f64 / 1e6,
+                    c.max_ns as f64 / 1e6,
+                    c.name
+                );
+            }
+        }
+        if !self.bpf.is_empty() {
+            let _ = writeln!(
+                s,
+                "{:>12} {:>14} {:>10}  BPF program",
+                "runs", "run time", "ns/run"
+            );
+            for b in &self.bpf {
+                let _ = writeln!(
+                    s,
+                    "{:>12} {:>12.3}ms {:>10.1}  {}",
+                    b.run_count,
+                    b.run_time_ns as f64 / 1e6,
+                    b.ns_per_run,
+                    b.program
+                );
+            }
+        }
+        s
+    }
+}

@@ -1,0 +1,200 @@
+//! Tight loops for `cargo xtask bench`: the cost of one traced NVIDIA ioctl,
+//! of a non-NVIDIA ioctl and of a plain syscall, and an event flood for the
+//! drain rate. Prints one JSON object; timing is done here, around the loop
+//! only, so process start-up does not count.
+
+use std::{
+    os::fd::{AsRawFd, OwnedFd},
+    time::Instant,
+};
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+use nix::fcntl::{OFlag, open};
+use nix::sys::stat::Mode;
+use serde_json::json;
+
+#[derive(Parser)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+    /// Iterations per batch.
+    #[arg(long, default_value_t = 20000)]
+    iters: u64,
+    /// Batches; the median batch is reported.
+    #[arg(long, default_value_t = 5)]
+    batches: u32,
+    /// Threads running the loop at once (for the drain rate).
+    #[arg(long, default_value_t = 1)]
+    threads: u32,
+    /// Pace each thread to this many operations per second (0: as fast as
+    /// possible). For the drain rate: a steady event rate, not a burst.
+    #[arg(long, default_value_t = 0)]
+    rate: u64,
+}
+
+/// Sleep until operation `i` is due at `rate` per second.
+fn pace(t0: Instant, i: u64, rate: u64) {
+    if rate == 0 || i % 256 != 0 {
+        return;
+    }
+    let due = std::time::Duration::from_nanos(i.saturating_mul(1_000_000_000) / rate);
+    let now = t0.elapsed();
+    if due > now {
+        std::thread::sleep(due - now);
+    }
+}
+
+#[derive(Subcommand, Clone)]
+enum Cmd {
+    /// ioctl(fd, CMD, buf) on PATH, buf of SIZE bytes (result ignored).
+    Ioctl {
+        #[arg(long)]
+        path: String,
+        #[arg(long, value_parser = parse_hex)]
+        cmd: u64,
+        #[arg(long, default_value_t = 32)]
+        size: usize,
+    },
+    /// On a real /dev/nvidiactl: allocate an RM client, then loop
+    /// NV_ESC_RM_CONTROL with the NULL control on it (a cheap real RM call).
+    RmNullControl {
+        #[arg(long, default_value = "/dev/nvidiactl")]
+        path: String,
+    },
+    /// ioctl(TCGETS) on /dev/null: a non-NVIDIA ioctl (ENOTTY).
+    Tcgets,
+    /// getppid(): a syscall nvprobe does not trace.
+    Getppid,
+}
+
+fn parse_hex(s: &str) -> Result<u64, String> {
+    u64::from_str_radix(s.trim_start_matches("0x"), 16).map_err(|e| e.to_string())
+}
+
+const NV_ESC_RM_ALLOC_NVOS21: u64 = 0xc020_462b;
+const NV_ESC_RM_CONTROL: u64 = 0xc020_462a;
+const NV_ESC_RM_FREE: u64 = 0xc010_4629;
+
+fn ioctl(fd: i32, cmd: u64, buf: *mut u8) -> i64 {
+    // SAFETY: buf points to a buffer at least as large as the command's size.
+    unsafe { libc::ioctl(fd, cmd as _, buf) as i64 }
+}
+
+fn rw(path: &str) -> anyhow::Result<OwnedFd> {
+    open(path, OFlag::O_RDWR | OFlag::O_CLOEXEC, Mode::empty())
+        .with_context(|| format!("open {path}"))
+}
+
+/// Run `f` for `iters` iterations on `threads` threads, `batches` times;
+/// return ns per operation of each batch.
+fn measure(iters: u64, batches: u32, threads: u32, f: impl Fn(u64) + Sync) -> Vec<f64> {
+    (0..batches)
+        .map(|_| {
+            let t0 = Instant::now();
+            std::thread::scope(|s| {
+                for _ in 0..threads {
+                    s.spawn(|| f(iters));
+                }
+            });
+            t0.elapsed().as_nanos() as f64 / iters as f64
+        })
+        .collect()
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let (mut per_batch, extra) = match cli.cmd.clone() {
+        Cmd::Ioctl { path, cmd, size } => {
+            let fd = rw(&path)?;
+            let raw = fd.as_raw_fd();
+            let rate = cli.rate;
+            let v = measure(cli.iters, cli.batches, cli.threads, |n| {
+                let mut buf = vec![0u8; size.max(8)];
+                let t0 = Instant::now();
+                for i in 0..n {
+                    pace(t0, i, rate);
+                    ioctl(raw, cmd, buf.as_mut_ptr());
+                }
+            });
+            (v, json!({ "path": path, "cmd": format!("{cmd:#x}") }))
+        }
+        Cmd::RmNullControl { path } => {
+            let fd = rw(&path)?;
+            let raw = fd.as_raw_fd();
+            // NVOS21: hRoot, hObjectParent, hObjectNew, hClass(0 -> NV01_ROOT_CLIENT), pAllocParms, paramsSize, status
+            let mut alloc = [0u8; 32];
+            if ioctl(raw, NV_ESC_RM_ALLOC_NVOS21, alloc.as_mut_ptr()) != 0 {
+                bail!(
+                    "RM_ALLOC of a root client failed: {}",
+                    std::io::Error::last_os_error()
+                );
+            }
+            let status = u32::from_le_bytes(alloc[28..32].try_into()?);
+            let h = u32::from_le_bytes(alloc[8..12].try_into()?);
+            if status != 0 {
+                bail!("RM_ALLOC of a root client returned NV_STATUS {status:#x}");
+            }
+            let mut probe = [0u8; 32];
+            probe[0..4].copy_from_slice(&h.to_le_bytes());
+            probe[4..8].copy_from_slice(&h.to_le_bytes());
+            ioctl(raw, NV_ESC_RM_CONTROL, probe.as_mut_ptr());
+            let control_status = u32::from_le_bytes(probe[28..32].try_into()?);
+            let v = measure(cli.iters, cli.batches, cli.threads, |n| {
+                let mut p = [0u8; 32];
+                for _ in 0..n {
+                    p[0..4].copy_from_slice(&h.to_le_bytes());
+                    p[4..8].copy_from_slice(&h.to_le_bytes());
+                    ioctl(raw, NV_ESC_RM_CONTROL, p.as_mut_ptr());
+                }
+            });
+            let mut free = [0u8; 16];
+            free[0..4].copy_from_slice(&h.to_le_bytes());
+            free[4..8].copy_from_slice(&h.to_le_bytes());
+            free[8..12].copy_from_slice(&h.to_le_bytes());
+            ioctl(raw, NV_ESC_RM_FREE, free.as_mut_ptr());
+            (
+                v,
+                json!({ "hClient": format!("{h:#x}"), "control_status": format!("{control_status:#x}") }),
+            )
+        }
+        Cmd::Tcgets => {
+            let fd = rw("/dev/null")?;
+            let raw = fd.as_raw_fd();
+            let v = measure(cli.iters, cli.batches, cli.threads, |n| {
+                let mut buf = [0u8; 64];
+                for _ in 0..n {
+                    ioctl(raw, libc::TCGETS as u64, buf.as_mut_ptr());
+                }
+            });
+            (v, json!({}))
+        }
+        Cmd::Getppid => {
+            let v = measure(cli.iters, cli.batches, cli.threads, |n| {
+                for _ in 0..n {
+                    // SAFETY: no arguments.
+                    unsafe { libc::getppid() };
+                }
+            });
+            (v, json!({}))
+        }
+    };
+    let ops = cli.iters * u64::from(cli.batches) * u64::from(cli.threads);
+    let med = median(&mut per_batch);
+    println!(
+        "{}",
+        json!({
+            "ns_per_op": med,
+            "batches_ns_per_op": per_batch,
+            "ops": ops,
+            "threads": cli.threads,
+            "extra": extra,
+        })
+    );
+    Ok(())
+}

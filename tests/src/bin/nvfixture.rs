@@ -1,0 +1,405 @@
+//! A process that makes NVIDIA-style calls, for nvprobe's root tests.
+//!
+//! `nvfixture serve DIR` mounts the FUSE stand-in for the device files at
+//! DIR. `nvfixture run SCENARIO --dir DIR` runs one scenario against it and
+//! prints one JSON line saying what it did (pids, fds), for the test to
+//! compare with what nvprobe saw.
+
+use std::{
+    io::{BufRead, IoSlice, IoSliceMut, Write},
+    os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd},
+    path::{Path, PathBuf},
+};
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+use nix::{
+    fcntl::{FcntlArg, OFlag, fcntl, open},
+    sys::{
+        socket::{
+            AddressFamily, ControlMessage, ControlMessageOwned, MsgFlags, SockFlag, SockType,
+            recvmsg, sendmsg, socketpair,
+        },
+        stat::Mode,
+        wait::waitpid,
+    },
+    unistd::{ForkResult, Pid, close, dup, dup3, fork},
+};
+use serde_json::{Value, json};
+
+#[derive(Parser)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Mount the FUSE stand-in at DIR; print "ready"; serve until stdin closes
+    /// or SIGTERM.
+    Serve { dir: PathBuf },
+    /// Run a scenario.
+    Run {
+        scenario: String,
+        #[arg(long)]
+        dir: PathBuf,
+        /// For `after-exec`: fds inherited across exec.
+        #[arg(long, value_delimiter = ',')]
+        fds: Vec<i32>,
+        /// For `threads`: how many threads.
+        #[arg(long, default_value_t = 4)]
+        threads: u32,
+        /// For `flood`: ioctls to make.
+        #[arg(long, default_value_t = 10000)]
+        count: u64,
+    },
+}
+
+const RM_ALLOC21: u64 = 0xc020_462b;
+const RM_CONTROL: u64 = 0xc020_462a;
+const RM_FREE: u64 = 0xc010_4629;
+const SYS_PARAMS: u64 = 0xc008_46d6;
+const CARD_INFO: u64 = 0xc090_46c8; // 2 entries
+const XFER: u64 = 0xc010_46d3;
+const UNKNOWN_ESCAPE: u64 = 0xc008_46ee;
+
+fn ioctl(fd: RawFd, cmd: u64, buf: &mut [u8]) -> i64 {
+    // SAFETY: buf is at least _IOC_SIZE(cmd) bytes (checked by callers).
+    let r = unsafe { libc::ioctl(fd, cmd as _, buf.as_mut_ptr()) };
+    if r < 0 {
+        -(std::io::Error::last_os_error().raw_os_error().unwrap_or(0) as i64)
+    } else {
+        r as i64
+    }
+}
+
+fn control(fd: RawFd, h: u32, cmd: u32) -> (i64, u32) {
+    let mut p = [0u8; 32];
+    p[0..4].copy_from_slice(&h.to_le_bytes());
+    p[4..8].copy_from_slice(&h.to_le_bytes());
+    p[8..12].copy_from_slice(&cmd.to_le_bytes());
+    let r = ioctl(fd, RM_CONTROL, &mut p);
+    (r, u32::from_le_bytes(p[28..32].try_into().expect("4")))
+}
+
+fn open_rw(p: &Path, cloexec: bool) -> anyhow::Result<OwnedFd> {
+    let mut f = OFlag::O_RDWR;
+    if cloexec {
+        f |= OFlag::O_CLOEXEC;
+    }
+    open(p, f, Mode::empty()).with_context(|| format!("open {}", p.display()))
+}
+
+fn ctl(dir: &Path) -> PathBuf {
+    dir.join("nvidiactl")
+}
+
+fn basic(dir: &Path) -> anyhow::Result<Value> {
+    let fd = open_rw(&ctl(dir), true)?;
+    let f = fd.as_raw_fd();
+    let mut sys = crate_sys_params();
+    let sys_ret = ioctl(f, SYS_PARAMS, &mut sys);
+    let mut card = vec![0u8; 144];
+    let card_ret = ioctl(f, CARD_INFO, &mut card);
+    let mut alloc = [0u8; 32];
+    let alloc_ret = ioctl(f, RM_ALLOC21, &mut alloc);
+    let h = u32::from_le_bytes(alloc[8..12].try_into()?);
+    let ok = control(f, h, 0x101);
+    let attach = control(f, h, 0x215);
+    let gid = control(f, h, 0x2080_014A);
+    let slow = control(f, h, 0x2080_0110);
+    // XFER: the outer word is NV_ESC_IOCTL_XFER_CMD; the inner NVOS54 lives
+    // at `ptr`. The stand-in cannot write through `ptr`, so the fixture puts
+    // there what the driver would: a control that failed with
+    // NV_ERR_INSUFFICIENT_PERMISSIONS.
+    let mut inner = [0u8; 32];
+    inner[0..4].copy_from_slice(&h.to_le_bytes());
+    inner[4..8].copy_from_slice(&h.to_le_bytes());
+    inner[8..12].copy_from_slice(&0x214u32.to_le_bytes());
+    inner[28..32].copy_from_slice(&0x1bu32.to_le_bytes());
+    let mut xfer = [0u8; 16];
+    xfer[0..4].copy_from_slice(&0x2au32.to_le_bytes());
+    xfer[4..8].copy_from_slice(&32u32.to_le_bytes());
+    xfer[8..16].copy_from_slice(&(inner.as_ptr() as u64).to_le_bytes());
+    let xfer_ret = ioctl(f, XFER, &mut xfer);
+    let mut unk = [0u8; 8];
+    let unk_ret = ioctl(f, UNKNOWN_ESCAPE, &mut unk);
+    let mut free = [0u8; 16];
+    free[0..4].copy_from_slice(&h.to_le_bytes());
+    free[8..12].copy_from_slice(&h.to_le_bytes());
+    let free_ret = ioctl(f, RM_FREE, &mut free);
+    // The real nodes are absent on a machine without the driver: the open
+    // and stat failures must show.
+    let uvm = open(
+        "/dev/nvidia-uvm",
+        OFlag::O_RDWR | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .err()
+    .map(|e| e as i32);
+    let st = nix::sys::stat::stat("/dev/nvidia0").err().map(|e| e as i32);
+    Ok(json!({
+        "fd": f, "hClient": h, "sys_ret": sys_ret, "card_ret": card_ret, "alloc_ret": alloc_ret,
+        "ok": ok, "attach": attach, "gid": gid, "slow": slow, "xfer_ret": xfer_ret, "unknown_ret": unk_ret,
+        "free_ret": free_ret, "uvm_open_errno": uvm, "stat_errno": st,
+    }))
+}
+
+fn crate_sys_params() -> [u8; 8] {
+    // A memblock size the stand-in refuses (-EBUSY), as nv.c does when
+    // another value was set system-wide.
+    0x1000_0000u64.to_le_bytes()
+}
+
+fn wait_child(pid: Pid) -> anyhow::Result<()> {
+    waitpid(pid, None).context("waitpid")?;
+    Ok(())
+}
+
+fn fork_scenario(dir: &Path) -> anyhow::Result<Value> {
+    let fd = open_rw(&ctl(dir), true)?;
+    // SAFETY: single-threaded here; the child only does async-signal-safe
+    // work (ioctl) and _exit.
+    match unsafe { fork() }? {
+        ForkResult::Child => {
+            let (r, _) = control(fd.as_raw_fd(), 0xc1d0_0001, 0x101);
+            // SAFETY: immediate exit in the child.
+            unsafe { libc::_exit(if r == 0 { 0 } else { 1 }) }
+        }
+        ForkResult::Parent { child } => {
+            wait_child(child)?;
+            Ok(json!({ "fd": fd.as_raw_fd(), "child": child.as_raw() }))
+        }
+    }
+}
+
+fn dup_scenario(dir: &Path) -> anyhow::Result<Value> {
+    let fd = open_rw(&ctl(dir), true)?;
+    let a = fd.as_raw_fd();
+    let b = dup(&fd)?.into_raw_fd();
+    let c = fcntl(&fd, FcntlArg::F_DUPFD_CLOEXEC(100))?;
+    // SAFETY: 200 is not in use in this process.
+    let mut target = unsafe { OwnedFd::from_raw_fd(200) };
+    dup3(&fd, &mut target, OFlag::O_CLOEXEC)?;
+    let d = target.into_raw_fd();
+    let mut rets = Vec::new();
+    for x in [b, c, d] {
+        rets.push(control(x, 0xc1d0_0001, 0x101).0);
+    }
+    for x in [b, c, d] {
+        close(x)?;
+    }
+    Ok(json!({ "fd": a, "dups": [b, c, d], "rets": rets }))
+}
+
+fn scm_scenario(dir: &Path) -> anyhow::Result<Value> {
+    let (p, c) = socketpair(
+        AddressFamily::Unix,
+        SockType::Stream,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )?;
+    // SAFETY: see fork_scenario.
+    match unsafe { fork() }? {
+        ForkResult::Child => {
+            drop(p);
+            let mut buf = [0u8; 1];
+            let mut iov = [IoSliceMut::new(&mut buf)];
+            let mut space = nix::cmsg_space!([RawFd; 1]);
+            let msg = recvmsg::<()>(c.as_raw_fd(), &mut iov, Some(&mut space), MsgFlags::empty());
+            let mut code = 1;
+            if let Ok(msg) = msg
+                && let Ok(mut cmsgs) = msg.cmsgs()
+                && let Some(ControlMessageOwned::ScmRights(fds)) = cmsgs.next()
+                && let Some(&fd) = fds.first()
+            {
+                let (r, _) = control(fd, 0xc1d0_0001, 0x101);
+                let _ = std::io::stdout().write_all(format!("{fd}\n").as_bytes());
+                code = i32::from(r != 0);
+            }
+            // SAFETY: exit in the child.
+            unsafe { libc::_exit(code) }
+        }
+        ForkResult::Parent { child } => {
+            drop(c);
+            let fd = open_rw(&ctl(dir), true)?;
+            let fds = [fd.as_raw_fd()];
+            let cmsg = [ControlMessage::ScmRights(&fds)];
+            sendmsg::<()>(
+                p.as_raw_fd(),
+                &[IoSlice::new(b"x")],
+                &cmsg,
+                MsgFlags::empty(),
+                None,
+            )?;
+            drop(fd);
+            wait_child(child)?;
+            Ok(json!({ "child": child.as_raw() }))
+        }
+    }
+}
+
+fn pidfd_scenario(dir: &Path) -> anyhow::Result<Value> {
+    let (r, w) = nix::unistd::pipe()?;
+    // SAFETY: see fork_scenario.
+    match unsafe { fork() }? {
+        ForkResult::Child => {
+            drop(r);
+            let fd = open_rw(&ctl(dir), false)
+                .map(IntoRawFd::into_raw_fd)
+                .unwrap_or(-1);
+            let _ = nix::unistd::write(&w, &fd.to_le_bytes());
+            // Keep the fd open until the parent kills us.
+            loop {
+                // SAFETY: plain pause.
+                unsafe { libc::pause() };
+            }
+        }
+        ForkResult::Parent { child } => {
+            drop(w);
+            let mut b = [0u8; 4];
+            nix::unistd::read(&r, &mut b)?;
+            let target_fd = i32::from_le_bytes(b);
+            // SAFETY: raw syscalls with valid arguments.
+            let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, child.as_raw(), 0) } as i32;
+            if pidfd < 0 {
+                bail!("pidfd_open: {}", std::io::Error::last_os_error());
+            }
+            // SAFETY: as above.
+            let got = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd, target_fd, 0) } as i32;
+            if got < 0 {
+                bail!("pidfd_getfd: {}", std::io::Error::last_os_error());
+            }
+            let (ret, _) = control(got, 0xc1d0_0001, 0x101);
+            nix::sys::signal::kill(child, nix::sys::signal::Signal::SIGKILL)?;
+            wait_child(child)?;
+            Ok(json!({ "child": child.as_raw(), "fd": got, "ret": ret }))
+        }
+    }
+}
+
+fn closed_scenario(dir: &Path) -> anyhow::Result<Value> {
+    let fd = open_rw(&ctl(dir), true)?.into_raw_fd();
+    close(fd)?;
+    let (r, _) = control(fd, 0xc1d0_0001, 0x101);
+    Ok(json!({ "fd": fd, "ret": r }))
+}
+
+fn exec_scenario(dir: &Path) -> anyhow::Result<Value> {
+    let keep = open_rw(&ctl(dir), false)?.into_raw_fd();
+    let cloexec = open_rw(&ctl(dir), true)?.into_raw_fd();
+    let exe = std::env::current_exe()?;
+    let err = exec_self(&exe, dir, keep, cloexec);
+    bail!("exec failed: {err}")
+}
+
+fn exec_self(exe: &Path, dir: &Path, keep: i32, cloexec: i32) -> std::io::Error {
+    use std::os::unix::process::CommandExt;
+    std::process::Command::new(exe)
+        .args(["run", "after-exec", "--dir"])
+        .arg(dir)
+        .arg("--fds")
+        .arg(format!("{keep},{cloexec}"))
+        .exec()
+}
+
+fn after_exec(fds: &[i32]) -> Value {
+    let rets: Vec<i64> = fds
+        .iter()
+        .map(|&fd| control(fd, 0xc1d0_0001, 0x101).0)
+        .collect();
+    json!({ "fds": fds, "rets": rets })
+}
+
+fn threads_scenario(dir: &Path, n: u32) -> anyhow::Result<Value> {
+    let fd = open_rw(&ctl(dir), true)?;
+    let f = fd.as_raw_fd();
+    let tids: Vec<i32> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..n)
+            .map(|_| {
+                s.spawn(move || {
+                    for _ in 0..5 {
+                        control(f, 0xc1d0_0001, 0x101);
+                    }
+                    nix::unistd::gettid().as_raw()
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().expect("thread")).collect()
+    });
+    Ok(json!({ "tids": tids }))
+}
+
+fn preopen_scenario(dir: &Path) -> anyhow::Result<Value> {
+    let fd = open_rw(&ctl(dir), true)?;
+    println!("{}", json!({ "ready": true, "fd": fd.as_raw_fd() }));
+    std::io::stdout().flush()?;
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line)?;
+    let (r, st) = control(fd.as_raw_fd(), 0xc1d0_0001, 0x215);
+    Ok(json!({ "fd": fd.as_raw_fd(), "ret": r, "status": st }))
+}
+
+/// Wait for a line on stdin, then make `count` RM_CONTROL calls as fast as
+/// possible on PATH (for the lost-event accounting test).
+fn flood_scenario(dir: &Path, count: u64, threads: u32) -> anyhow::Result<Value> {
+    let fd = open_rw(dir, true)?;
+    println!("{}", json!({ "ready": true }));
+    std::io::stdout().flush()?;
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line)?;
+    let f = fd.as_raw_fd();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(move || {
+                let mut p = [0u8; 32];
+                for _ in 0..count {
+                    ioctl(f, RM_CONTROL, &mut p);
+                }
+            });
+        }
+    });
+    Ok(json!({ "ioctls": count * u64::from(threads) }))
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().cmd {
+        Cmd::Serve { dir } => {
+            std::fs::create_dir_all(&dir)?;
+            let session =
+                nvprobe_tests::fakedrv::mount(&dir).context("mounting the FUSE stand-in")?;
+            println!("ready");
+            std::io::stdout().flush()?;
+            let mut sink = String::new();
+            while std::io::stdin().lock().read_line(&mut sink)? > 0 {}
+            drop(session);
+            Ok(())
+        }
+        Cmd::Run {
+            scenario,
+            dir,
+            fds,
+            threads,
+            count,
+        } => {
+            let v = match scenario.as_str() {
+                "basic" => basic(&dir)?,
+                "fork" => fork_scenario(&dir)?,
+                "dup" => dup_scenario(&dir)?,
+                "scm" => scm_scenario(&dir)?,
+                "pidfd" => pidfd_scenario(&dir)?,
+                "closed" => closed_scenario(&dir)?,
+                "exec" => exec_scenario(&dir)?,
+                "after-exec" => after_exec(&fds),
+                "threads" => threads_scenario(&dir, threads)?,
+                "preopen" => preopen_scenario(&dir)?,
+                "flood" => flood_scenario(&dir, count, threads)?,
+                other => bail!("unknown scenario {other}"),
+            };
+            let mut v = v;
+            v["pid"] = json!(std::process::id());
+            println!("{v}");
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,11 @@
+//! Test support for nvprobe.
+//!
+//! [`fakedrv`] is a FUSE file system whose files answer `_IOWR('F', …)`
+//! ioctls the way nvidia.ko does: ret 0 with an NV_STATUS written back into
+//! the parameter struct, or an errno for the escapes that have no status.
+//! It is a test fixture, not a driver model: it cannot serve UVM commands
+//! (not `_IOC`-encoded) or a real major number. [`harness`] runs the nvprobe
+//! binary and collects its NDJSON.
+
+pub mod fakedrv;
+pub mod harness;

@@ -1,0 +1,380 @@
+//! `cargo xtask bench`: interleaved runs of each workload untraced, under
+//! nvprobe and under strace, reported as medians and ratios.
+//!
+//! Runs rotate the order of the modes every round, so that drift on a noisy
+//! machine spreads over all modes. Nothing here asserts on time: it
+//! measures and reports.
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Untraced,
+    Nvprobe,
+    Strace,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Untraced => "untraced",
+            Mode::Nvprobe => "nvprobe",
+            Mode::Strace => "strace -f",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub enum Metric {
+    /// `ns_per_op` from the workload's JSON.
+    NsPerOp,
+    /// A seconds field from the workload's JSON.
+    Seconds(&'static str),
+    /// Wall time of the whole process.
+    Wall,
+}
+
+#[derive(Clone, Debug)]
+pub struct Workload {
+    pub name: String,
+    pub argv: Vec<String>,
+    /// Lighter argv under strace (a tight loop at ~100 µs per call).
+    pub argv_strace: Option<Vec<String>>,
+    pub metric: Metric,
+    pub modes: Vec<Mode>,
+    pub nvprobe_args: Vec<String>,
+}
+
+pub struct Env {
+    pub nvprobe: PathBuf,
+    pub strace: Option<PathBuf>,
+    pub tmp: PathBuf,
+    /// Extra environment for strace (LD_LIBRARY_PATH when it is carried).
+    pub strace_env: Vec<(String, String)>,
+}
+
+#[derive(Default, Debug, Clone)]
+pub struct Samples {
+    pub values: Vec<f64>,
+    pub lost: u64,
+    pub events: u64,
+    /// ns per run of each BPF program, from nvprobe --bpf-stats.
+    pub bpf: Vec<(String, f64, u64)>,
+}
+
+struct Probe {
+    child: Child,
+    out: PathBuf,
+}
+
+fn start_nvprobe(env: &Env, extra: &[String], tag: &str) -> anyhow::Result<Probe> {
+    let tag: String = tag
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let out = env.tmp.join(format!("bench-{tag}.ndjson"));
+    let _ = fs::remove_file(&out);
+    let mut child = Command::new(&env.nvprobe)
+        .args(["watch", "--json", "--bpf-stats", "-o"])
+        .arg(&out)
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting {}", env.nvprobe.display()))?;
+    let t0 = Instant::now();
+    loop {
+        if fs::read_to_string(&out).is_ok_and(|t| t.contains("\"type\":\"start\"")) {
+            return Ok(Probe { child, out });
+        }
+        if let Ok(Some(st)) = child.try_wait() {
+            bail!("nvprobe exited ({st}) before it attached");
+        }
+        if t0.elapsed() > Duration::from_secs(60) {
+            bail!("nvprobe did not start within 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn stop_nvprobe(mut p: Probe) -> anyhow::Result<Value> {
+    std::thread::sleep(Duration::from_millis(200));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(p.child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )?;
+    let st = p.child.wait()?;
+    if !st.success() {
+        bail!("nvprobe exited with {st}");
+    }
+    let text = fs::read_to_string(&p.out)?;
+    let summary = text
+        .lines()
+        .rev()
+        .find(|l| l.contains("\"type\":\"summary\""))
+        .context("nvprobe wrote no summary")?;
+    let v: Value = serde_json::from_str(summary)?;
+    let _ = fs::remove_file(&p.out);
+    Ok(v)
+}
+
+fn run_workload(env: &Env, w: &Workload, mode: Mode) -> anyhow::Result<(f64, Option<Value>)> {
+    let argv = match (mode, &w.argv_strace) {
+        (Mode::Strace, Some(a)) => a.clone(),
+        _ => w.argv.clone(),
+    };
+    let probe = if mode == Mode::Nvprobe {
+        Some(start_nvprobe(
+            env,
+            &w.nvprobe_args,
+            &w.name.replace(' ', "_"),
+        )?)
+    } else {
+        None
+    };
+    let mut cmd = match mode {
+        Mode::Strace => {
+            let s = env.strace.as_ref().context("strace is not available")?;
+            let mut c = Command::new(s);
+            c.args(["-f", "-qq", "-o", "/dev/null", "--"]).args(&argv);
+            c.envs(env.strace_env.iter().cloned());
+            c
+        }
+        _ => {
+            let mut c = Command::new(&argv[0]);
+            c.args(&argv[1..]);
+            c
+        }
+    };
+    let t0 = Instant::now();
+    let out = cmd
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("running {argv:?}"))?;
+    let wall = t0.elapsed().as_secs_f64();
+    let summary = match probe {
+        Some(p) => Some(stop_nvprobe(p)?),
+        None => None,
+    };
+    if !out.status.success() {
+        bail!(
+            "{} ({}) failed: {}",
+            w.name,
+            mode.name(),
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let json: Value = text
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or(Value::Null);
+    let value = match &w.metric {
+        Metric::NsPerOp => json["ns_per_op"]
+            .as_f64()
+            .context("no ns_per_op in the output")?,
+        Metric::Seconds(k) => json[*k]
+            .as_f64()
+            .with_context(|| format!("no {k} in {text}"))?,
+        Metric::Wall => wall,
+    };
+    Ok((value, summary))
+}
+
+pub fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    if s.is_empty() {
+        return f64::NAN;
+    }
+    s[s.len() / 2]
+}
+
+/// Run every workload `rounds` times in each of its modes, interleaved.
+pub fn run(
+    env: &Env,
+    workloads: &[Workload],
+    rounds: u32,
+) -> anyhow::Result<Vec<(Workload, Vec<(Mode, Samples)>)>> {
+    let mut results: Vec<(Workload, Vec<(Mode, Samples)>)> = workloads
+        .iter()
+        .map(|w| {
+            (
+                w.clone(),
+                w.modes.iter().map(|m| (*m, Samples::default())).collect(),
+            )
+        })
+        .collect();
+    for round in 0..rounds {
+        for (w, per_mode) in results.iter_mut() {
+            let n = per_mode.len();
+            for i in 0..n {
+                let idx = (i + round as usize) % n;
+                let mode = per_mode[idx].0;
+                let (v, summary) = run_workload(env, w, mode)?;
+                let s = &mut per_mode[idx].1;
+                s.values.push(v);
+                if let Some(sm) = summary {
+                    s.lost += sm["lost"]["total"].as_u64().unwrap_or(0);
+                    s.events += sm["events"]
+                        .as_object()
+                        .map_or(0, |o| o.values().filter_map(Value::as_u64).sum());
+                    for b in sm["bpf"].as_array().into_iter().flatten() {
+                        s.bpf.push((
+                            b["program"].as_str().unwrap_or("?").to_owned(),
+                            b["ns_per_run"].as_f64().unwrap_or(0.0),
+                            b["run_count"].as_u64().unwrap_or(0),
+                        ));
+                    }
+                }
+                eprintln!("round {round}: {} [{}] = {v:.4}", w.name, mode.name());
+            }
+        }
+    }
+    Ok(results)
+}
+
+/// The drain rate: traced ioctls (on /dev/null declared an NVIDIA ctl
+/// node) at a paced `rate` per second (0: as fast as one thread can), with
+/// `--json` going to a file. Reports what arrived and what was lost.
+pub fn drain(env: &Env, nvbench: &Path, rate: u64, iters: u64) -> anyhow::Result<Value> {
+    let threads = 1u32;
+    let probe = start_nvprobe(env, &["--device".into(), "/dev/null=ctl".into()], "drain")?;
+    let t0 = Instant::now();
+    let out = Command::new(nvbench)
+        .args([
+            "--threads",
+            &threads.to_string(),
+            "--iters",
+            &iters.to_string(),
+            "--batches",
+            "1",
+        ])
+        .args(["--rate", &rate.to_string()])
+        .args(["ioctl", "--path", "/dev/null", "--cmd", "c020462a"])
+        .output()?;
+    let loop_s = t0.elapsed().as_secs_f64();
+    // Time for the collector to empty the ring buffer after the flood.
+    let summary = stop_nvprobe(probe)?;
+    if !out.status.success() {
+        bail!("drain flood failed");
+    }
+    let ioctls = summary["events"]["ioctl"].as_u64().unwrap_or(0);
+    let lost = summary["lost"]["total"].as_u64().unwrap_or(0);
+    let issued = u64::from(threads) * iters;
+    Ok(json!({
+        "target_rate": rate,
+        "threads": threads,
+        "issued": issued,
+        "received_ioctl_events": ioctls,
+        "lost": lost,
+        "loop_seconds": loop_s,
+        "events_per_second": ioctls as f64 / loop_s,
+    }))
+}
+
+/// Markdown table of the results.
+pub fn table(results: &[(Workload, Vec<(Mode, Samples)>)]) -> String {
+    let mut s = String::from(
+        "| workload | metric | untraced (median) | nvprobe (median) | nvprobe / untraced | nvprobe − untraced | strace -f (median) | strace / untraced | runs | lost |\n|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for (w, per_mode) in results {
+        let get = |m: Mode| per_mode.iter().find(|(x, _)| *x == m).map(|(_, s)| s);
+        let base = get(Mode::Untraced).map(|s| median(&s.values));
+        let nv = get(Mode::Nvprobe).map(|s| median(&s.values));
+        let st = get(Mode::Strace).map(|s| median(&s.values));
+        let unit = match w.metric {
+            Metric::NsPerOp => "ns/op",
+            _ => "s",
+        };
+        let fmt = |v: Option<f64>| match (v, &w.metric) {
+            (Some(x), Metric::NsPerOp) => format!("{x:.0}"),
+            (Some(x), _) => format!("{x:.3}"),
+            (None, _) => "–".into(),
+        };
+        let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) if b > 0.0 => format!("{:.2}×", a / b),
+            _ => "–".into(),
+        };
+        let delta = match (nv, base, &w.metric) {
+            (Some(a), Some(b), Metric::NsPerOp) => format!("{:+.0} ns", a - b),
+            (Some(a), Some(b), _) => format!("{:+.3} s", a - b),
+            _ => "–".into(),
+        };
+        let runs = per_mode.first().map_or(0, |(_, s)| s.values.len());
+        let lost = get(Mode::Nvprobe).map_or("–".into(), |s| s.lost.to_string());
+        s.push_str(&format!(
+            "| {} | {unit} | {} | {} | {} | {} | {} | {} | {runs} | {lost} |\n",
+            w.name,
+            fmt(base),
+            fmt(nv),
+            ratio(nv, base),
+            delta,
+            fmt(st),
+            ratio(st, base),
+        ));
+    }
+    s
+}
+
+/// Median ns per run of each BPF program across the nvprobe runs of a workload.
+pub fn bpf_table(results: &[(Workload, Vec<(Mode, Samples)>)]) -> String {
+    let mut s = String::from(
+        "| workload | BPF program | runs (median per nvprobe run) | ns per run (median) |\n|---|---|---|---|\n",
+    );
+    for (w, per_mode) in results {
+        let Some((_, sm)) = per_mode.iter().find(|(m, _)| *m == Mode::Nvprobe) else {
+            continue;
+        };
+        let mut names: Vec<&str> = sm.bpf.iter().map(|b| b.0.as_str()).collect();
+        names.sort();
+        names.dedup();
+        for n in names {
+            let ns: Vec<f64> = sm.bpf.iter().filter(|b| b.0 == n).map(|b| b.1).collect();
+            let runs: Vec<f64> = sm
+                .bpf
+                .iter()
+                .filter(|b| b.0 == n)
+                .map(|b| b.2 as f64)
+                .collect();
+            s.push_str(&format!(
+                "| {} | {n} | {:.0} | {:.0} |\n",
+                w.name,
+                median(&runs),
+                median(&ns)
+            ));
+        }
+    }
+    s
+}
+
+pub fn to_json(results: &[(Workload, Vec<(Mode, Samples)>)]) -> Value {
+    Value::Array(
+        results
+            .iter()
+            .map(|(w, per_mode)| {
+                json!({
+                    "workload": w.name,
+                    "modes": per_mode.iter().map(|(m, s)| json!({
+                        "mode": m.name(),
+                        "values": s.values,
+                        "median": median(&s.values),
+                        "lost": s.lost,
+                        "events": s.events,
+                        "bpf": s.bpf.iter().map(|b| json!({"program": b.0, "ns_per_run": b.1, "runs": b.2})).collect::<Vec<_>>(),
+                    })).collect::<Vec<_>>()
+                })
+            })
+            .collect(),
+    )
+}

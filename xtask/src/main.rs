@@ -1,0 +1,415 @@
+//! Project tasks that cargo alone does not do: installing the eBPF
+//! toolchain, running nvprobe as root, the test tiers, and benchmarks.
+//!
+//!   cargo xtask setup            install nightly + rust-src + bpf-linker 0.10.3
+//!   cargo xtask run -- ARGS      setup, build (release), run nvprobe ARGS as root
+//!   cargo xtask test             setup, fmt, clippy, build every binary, all tests
+//!   cargo xtask bench [--gpu]    interleaved benchmarks (see docs/BENCHMARKS.md)
+
+mod bench;
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+};
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+
+const BPF_LINKER_VERSION: &str = "0.10.3";
+
+#[derive(Parser)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Install what building the eBPF programs needs (idempotent).
+    Setup {
+        /// Also install the benchmark tools (strace).
+        #[arg(long)]
+        bench: bool,
+    },
+    /// Build nvprobe in release mode and run it as root with ARGS.
+    Run {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Run every test tier this machine can run.
+    Test {
+        /// Skip cargo fmt/clippy (they run by default).
+        #[arg(long)]
+        no_lint: bool,
+    },
+    /// Benchmarks: nvprobe vs untraced vs strace, interleaved.
+    Bench {
+        /// GPU-machine workloads (real /dev/nvidiactl and libcuda).
+        #[arg(long)]
+        gpu: bool,
+        #[arg(long, default_value_t = 7)]
+        rounds: u32,
+        /// Directory holding prebuilt nvprobe and nvbench (default: build
+        /// them in release mode).
+        #[arg(long)]
+        bin_dir: Option<PathBuf>,
+        /// strace to compare with (default: from PATH).
+        #[arg(long)]
+        strace: Option<PathBuf>,
+        /// LD_LIBRARY_PATH for a carried strace.
+        #[arg(long)]
+        strace_libs: Option<String>,
+        /// Python and the cudawork.py script (--gpu).
+        #[arg(long, default_value = "python3")]
+        python: String,
+        #[arg(long, default_value = "tests/scripts/cudawork.py")]
+        cudawork: PathBuf,
+        /// Write the raw results as JSON here.
+        #[arg(long)]
+        json_out: Option<PathBuf>,
+    },
+}
+
+fn root_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+fn sh(cmd: &mut Command) -> anyhow::Result<()> {
+    eprintln!("xtask: {cmd:?}");
+    let st = cmd.status().with_context(|| format!("running {cmd:?}"))?;
+    if !st.success() {
+        bail!("{cmd:?} failed with {st}");
+    }
+    Ok(())
+}
+
+fn output(cmd: &mut Command) -> Option<String> {
+    cmd.stderr(Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+fn setup(bench: bool) -> anyhow::Result<()> {
+    let have_nightly = output(Command::new("rustup").args(["toolchain", "list"]))
+        .is_some_and(|t| t.contains("nightly"));
+    if !have_nightly {
+        sh(Command::new("rustup").args([
+            "toolchain",
+            "install",
+            "nightly",
+            "--profile",
+            "minimal",
+            "--component",
+            "rust-src",
+        ]))?;
+    }
+    let has_src = output(Command::new("rustup").args([
+        "component",
+        "list",
+        "--toolchain",
+        "nightly",
+        "--installed",
+    ]))
+    .is_some_and(|t| t.lines().any(|l| l.starts_with("rust-src")));
+    if !has_src {
+        sh(Command::new("rustup").args([
+            "component",
+            "add",
+            "rust-src",
+            "--toolchain",
+            "nightly",
+        ]))?;
+    }
+    let linker = output(Command::new("bpf-linker").arg("--version"));
+    if !linker
+        .as_deref()
+        .is_some_and(|v| v.contains(BPF_LINKER_VERSION))
+    {
+        // bpf-linker's default feature links the nightly toolchain's own LLVM.
+        sh(Command::new("cargo").args([
+            "+nightly",
+            "install",
+            &format!("bpf-linker@{BPF_LINKER_VERSION}"),
+            "--locked",
+            "--force",
+        ]))?;
+    }
+    if bench && output(Command::new("strace").arg("-V")).is_none() {
+        if !is_root() {
+            bail!("strace is missing and installing it needs root: sudo apt-get install strace");
+        }
+        sh(Command::new("apt-get").arg("update").stdout(Stdio::null()))?;
+        sh(Command::new("apt-get")
+            .args(["install", "-y", "strace"])
+            .stdout(Stdio::null()))?;
+    }
+    Ok(())
+}
+
+fn cargo() -> Command {
+    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    c.current_dir(root_dir());
+    c
+}
+
+fn build_release() -> anyhow::Result<PathBuf> {
+    sh(cargo().args([
+        "build",
+        "--release",
+        "-p",
+        "nvprobe",
+        "-p",
+        "nvprobe-tests",
+        "--bins",
+    ]))?;
+    Ok(root_dir().join("target/release"))
+}
+
+fn run(args: Vec<String>) -> anyhow::Result<()> {
+    setup(false)?;
+    let dir = build_release()?;
+    let bin = dir.join("nvprobe");
+    let mut cmd = if is_root() {
+        Command::new(&bin)
+    } else {
+        eprintln!("xtask: nvprobe needs root; running it with sudo");
+        let mut c = Command::new("sudo");
+        c.arg(&bin);
+        c
+    };
+    let st = cmd.args(&args).status().context("running nvprobe")?;
+    std::process::exit(st.code().unwrap_or(1));
+}
+
+fn test(no_lint: bool) -> anyhow::Result<()> {
+    setup(false)?;
+    if !no_lint {
+        sh(cargo().args(["fmt", "--all", "--", "--check"]))?;
+        sh(cargo().args(["clippy", "--all-targets", "--", "-D", "warnings"]))?;
+    }
+    // The root tests run the nvprobe and nvfixture binaries.
+    sh(cargo().args(["build", "--workspace", "--bins"]))?;
+    if !is_root() {
+        eprintln!(
+            "xtask: not root: the tests that load BPF programs will say `skipping` (run as root for all tiers)"
+        );
+    }
+    sh(cargo().args(["test", "--workspace", "--", "--test-threads=1"]))
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    output(Command::new("sh").args(["-c", &format!("command -v {name}")]))
+        .map(|s| PathBuf::from(s.trim()))
+}
+
+fn s(v: &[&str]) -> Vec<String> {
+    v.iter().map(|x| (*x).to_owned()).collect()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn bench_cmd(
+    gpu: bool,
+    rounds: u32,
+    bin_dir: Option<PathBuf>,
+    strace: Option<PathBuf>,
+    strace_libs: Option<String>,
+    python: String,
+    cudawork: PathBuf,
+    json_out: Option<PathBuf>,
+) -> anyhow::Result<()> {
+    if !is_root() {
+        bail!("benchmarks load BPF programs: run them as root");
+    }
+    let dir = match bin_dir {
+        Some(d) => d,
+        None => {
+            setup(true)?;
+            build_release()?
+        }
+    };
+    let tmp = std::env::temp_dir().join(format!("nvprobe-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp)?;
+    let env = bench::Env {
+        nvprobe: dir.join("nvprobe"),
+        strace: strace.or_else(|| which("strace")),
+        tmp: tmp.clone(),
+        strace_env: strace_libs
+            .map(|l| vec![("LD_LIBRARY_PATH".to_owned(), l)])
+            .unwrap_or_default(),
+    };
+    let nvbench = dir.join("nvbench").display().to_string();
+    use bench::{Metric, Mode::*, Workload};
+    let loop_w = |name: &str, args: &[&str], modes: Vec<bench::Mode>, nv: &[&str]| Workload {
+        name: name.into(),
+        argv: [
+            vec![nvbench.clone(), "--iters".into(), "20000".into()],
+            s(args),
+        ]
+        .concat(),
+        argv_strace: Some(
+            [
+                vec![nvbench.clone(), "--iters".into(), "2000".into()],
+                s(args),
+            ]
+            .concat(),
+        ),
+        metric: Metric::NsPerOp,
+        modes,
+        nvprobe_args: s(nv),
+    };
+    let mut workloads = Vec::new();
+    let mut fuse = None;
+    if gpu {
+        workloads.push(loop_w(
+            "RM_CONTROL (NULL control) on /dev/nvidiactl",
+            &["rm-null-control"],
+            vec![Untraced, Nvprobe, Strace],
+            &[],
+        ));
+        let cw = cudawork.display().to_string();
+        let py = |name: &str, args: &[&str], metric: Metric| Workload {
+            name: name.into(),
+            argv: [vec![python.clone(), cw.clone()], s(args)].concat(),
+            argv_strace: None,
+            metric,
+            modes: vec![Untraced, Nvprobe, Strace],
+            nvprobe_args: vec![],
+        };
+        workloads.push(py(
+            "python + cuInit (process wall)",
+            &["cuinit"],
+            Metric::Wall,
+        ));
+        workloads.push(py(
+            "20 x cuCtxCreate/Destroy (loop)",
+            &["ctx", "20"],
+            Metric::Seconds("seconds"),
+        ));
+        workloads.push(py(
+            "2000 x cuMemAlloc/Free 64 MiB (loop)",
+            &["mem", "2000"],
+            Metric::Seconds("seconds"),
+        ));
+    } else {
+        // The FUSE stand-in for /dev/nvidiactl (tests/src/fakedrv.rs).
+        let mnt = tmp.join("fakedrv");
+        let mut child = Command::new(dir.join("nvfixture"))
+            .arg("serve")
+            .arg(&mnt)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .context("starting the FUSE stand-in")?;
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().context("stdout")?),
+            &mut line,
+        )?;
+        let ctl = mnt.join("nvidiactl").display().to_string();
+        workloads.push(loop_w(
+            "RM_CONTROL on the FUSE stand-in",
+            &["ioctl", "--path", &ctl, "--cmd", "c020462a"],
+            vec![Untraced, Nvprobe, Strace],
+            &["--device", &format!("{ctl}=ctl")],
+        ));
+        workloads.push(loop_w(
+            "RM_CONTROL on /dev/null declared ctl (ENOTTY)",
+            &["ioctl", "--path", "/dev/null", "--cmd", "c020462a"],
+            vec![Untraced, Nvprobe, Strace],
+            &["--device", "/dev/null=ctl"],
+        ));
+        fuse = Some((child, mnt));
+    }
+    workloads.push(loop_w(
+        "non-NVIDIA ioctl (TCGETS on /dev/null)",
+        &["tcgets"],
+        vec![Untraced, Nvprobe],
+        &[],
+    ));
+    workloads.push(loop_w(
+        "getppid()",
+        &["getppid"],
+        vec![Untraced, Nvprobe],
+        &[],
+    ));
+
+    let results = bench::run(&env, &workloads, rounds)?;
+    // Paced runs at and above the 500k events/s target, then one burst as
+    // fast as one thread can issue them; ~4 s each.
+    let mut drains = Vec::new();
+    for (rate, iters) in [
+        (500_000u64, 2_000_000u64),
+        (750_000, 3_000_000),
+        (1_000_000, 4_000_000),
+        (0, 4_000_000),
+    ] {
+        drains.push(bench::drain(&env, Path::new(&nvbench), rate, iters)?);
+    }
+    if let Some((mut child, mnt)) = fuse {
+        drop(child.stdin.take());
+        let _ = child.wait();
+        let _ = nix::mount::umount2(&mnt, nix::mount::MntFlags::MNT_DETACH);
+    }
+    println!("{}", bench::table(&results));
+    println!("{}", bench::bpf_table(&results));
+    println!(
+        "| target rate (events/s) | ioctls issued | events received | lost | loop s | events/s received |\n|---|---|---|---|---|---|"
+    );
+    for d in &drains {
+        println!(
+            "| {} | {} | {} | {} | {:.3} | {:.0} |",
+            match d["target_rate"].as_u64() {
+                Some(0) | None => "unpaced (1 thread)".to_owned(),
+                Some(r) => r.to_string(),
+            },
+            d["issued"],
+            d["received_ioctl_events"],
+            d["lost"],
+            d["loop_seconds"].as_f64().unwrap_or(0.0),
+            d["events_per_second"].as_f64().unwrap_or(0.0)
+        );
+    }
+    if let Some(p) = json_out {
+        let v = serde_json::json!({ "results": bench::to_json(&results), "drain": drains, "rounds": rounds, "gpu": gpu });
+        std::fs::write(&p, serde_json::to_string_pretty(&v)?)?;
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+    Ok(())
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().cmd {
+        Cmd::Setup { bench } => setup(bench),
+        Cmd::Run { args } => run(args),
+        Cmd::Test { no_lint } => test(no_lint),
+        Cmd::Bench {
+            gpu,
+            rounds,
+            bin_dir,
+            strace,
+            strace_libs,
+            python,
+            cudawork,
+            json_out,
+        } => bench_cmd(
+            gpu,
+            rounds,
+            bin_dir,
+            strace,
+            strace_libs,
+            python,
+            cudawork,
+            json_out,
+        ),
+    }
+}
