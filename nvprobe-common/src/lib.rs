@@ -15,8 +15,16 @@ pub const HEAD_LEN: usize = 64;
 pub const TAIL_LEN: usize = 16;
 /// Longest path captured for opens, stats and accesses.
 pub const PATH_LEN: usize = 128;
-/// Number of slots in the per-CPU lost-event counter (indexed by [`EventKind`]).
+/// Number of slots in the per-CPU lost-event counter (indexed by [`EventKind`],
+/// plus [`LOST_SLOT_COLLISION`]).
 pub const LOST_SLOTS: u32 = 8;
+/// Lost-counter slot for calls whose in-flight slot another thread took
+/// (two threads with tids equal modulo [`INFLIGHT_SLOTS`] in a traced
+/// syscall at the same time).
+pub const LOST_SLOT_COLLISION: u32 = 7;
+/// Per-thread syscall state lives in an array indexed by tid modulo this
+/// (a power of two): no hash-map insert or delete on the hot path.
+pub const INFLIGHT_SLOTS: u32 = 32768;
 
 /// Record kinds. Fixed numbers; never reuse a retired one.
 #[repr(u32)]
@@ -308,7 +316,8 @@ pub struct Inflight {
     pub xfer_size: u32,
     pub xfer_ptr: u64,
     pub flags: u32,
-    pub _pad: u32,
+    /// Thread that owns the slot (0: free).
+    pub tid: u32,
     pub file: FileId,
 }
 
@@ -352,7 +361,10 @@ pub struct Config {
     pub extra_files: u32,
     /// nvprobe's own tgid: its reads of /proc/driver/nvidia are not traced.
     pub self_tgid: u32,
-    pub _pad: u32,
+    /// Wake the collector only once this many bytes wait in the ring
+    /// buffer; below that it drains on its own timer. Saves an irq_work
+    /// and a wake-up per event.
+    pub wakeup_bytes: u32,
 }
 
 /// Kernel-internal dev_t helpers (`MAJOR()`/`MINOR()` in linux/kdev_t.h).

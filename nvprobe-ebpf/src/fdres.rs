@@ -43,7 +43,7 @@ static CONFIG: Config = Config {
     pid_filter: 0,
     extra_files: 0,
     self_tgid: 0,
-    _pad: 0,
+    wakeup_bytes: 0,
 };
 
 #[inline(always)]
@@ -73,6 +73,11 @@ unsafe fn kread<T: Copy>(base: u64, off: u32) -> Option<T> {
 fn current_task() -> u64 {
     // SAFETY: helper without arguments.
     unsafe { generated::bpf_get_current_task() }
+}
+
+#[inline(always)]
+pub fn wakeup_bytes() -> u32 {
+    cfg!(wakeup_bytes)
 }
 
 #[inline(always)]

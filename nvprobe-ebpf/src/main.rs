@@ -26,8 +26,8 @@ use nvprobe_common::{
 };
 
 use crate::{
-    fdres::{fill_header, pid_allowed, resolve_fd},
-    maps::{EVENTS, INFLIGHT, UVM_SIZES, count_lost},
+    fdres::{fill_header, pid_allowed, resolve_fd, wakeup_bytes},
+    maps::{EVENTS, UVM_SIZES, claim_slot, count_lost, take_slot, wakeup_flags},
 };
 
 const ARG0: usize = 16;
@@ -83,6 +83,17 @@ fn nvidia_shaped(cmd: u32) -> bool {
         || cmd == NVKMS_IOCTL_IOWR
 }
 
+/// Keep `inf` as the current thread's pending call.
+#[inline(always)]
+fn store(mut inf: Inflight) -> Result<(), i64> {
+    let tid = tid();
+    inf.tid = tid;
+    let p = claim_slot(tid).ok_or(0i64)?;
+    // SAFETY: pointer into the INFLIGHT array value.
+    unsafe { *p = inf };
+    Ok(())
+}
+
 #[inline(always)]
 fn zeroed_inflight() -> Inflight {
     // SAFETY: Inflight is plain integers; all-zero is a valid value.
@@ -130,7 +141,7 @@ fn try_ioctl_enter(ctx: &TracePointContext) -> Result<(), i64> {
             Err(_) => inf.flags |= ioctl_flags::XFER_FAULT,
         }
     }
-    INFLIGHT.insert(&tid(), &inf, 0).map_err(|e| e as i64)
+    store(inf)
 }
 
 #[tracepoint]
@@ -140,16 +151,9 @@ pub fn nvprobe_ioctl_exit(ctx: TracePointContext) -> u32 {
 }
 
 fn try_ioctl_exit(ctx: &TracePointContext) -> Result<(), i64> {
-    let tid = tid();
-    // SAFETY: the value is copied out before the entry is removed.
-    let inf = match unsafe { INFLIGHT.get(&tid) } {
-        Some(v) => *v,
-        None => return Ok(()),
-    };
-    let _ = INFLIGHT.remove(&tid);
-    if inf.kind != EventKind::Ioctl as u32 {
+    let Some(inf) = take_slot(tid(), Some(EventKind::Ioctl as u32)) else {
         return Ok(());
-    }
+    };
     let ret = arg::<i64>(ctx, RET)?;
     let end = now();
 
@@ -238,7 +242,10 @@ fn try_ioctl_exit(ctx: &TracePointContext) -> Result<(), i64> {
         }
         (*ev).flags = flags;
     }
-    entry.submit(0);
+    entry.submit(wakeup_flags(
+        wakeup_bytes(),
+        core::mem::size_of::<IoctlEvent>(),
+    ));
     Ok(())
 }
 
@@ -260,7 +267,7 @@ fn open_enter(op: PathOp, dfd: i32, path: u64, flags: u64, mode: u64) -> Result<
     inf.a0 = path;
     inf.a1 = flags;
     inf.a2 = mode;
-    INFLIGHT.insert(&tid(), &inf, 0).map_err(|e| e as i64)
+    store(inf)
 }
 
 #[tracepoint]
@@ -329,7 +336,7 @@ fn stat_enter(op: PathOp, dfd: i32, path: u64, flags: u64, buf: u64) -> Result<(
     inf.a0 = path;
     inf.a1 = flags;
     inf.a3 = buf;
-    INFLIGHT.insert(&tid(), &inf, 0).map_err(|e| e as i64)
+    store(inf)
 }
 
 #[tracepoint]
@@ -433,7 +440,7 @@ fn fd_enter(op: FdOp, fd: i32, extra: u64, kind: EventKind) -> Result<(), i64> {
     inf.fd = fd;
     inf.a0 = extra;
     inf.file = file;
-    INFLIGHT.insert(&tid(), &inf, 0).map_err(|e| e as i64)
+    store(inf)
 }
 
 #[tracepoint]
@@ -528,7 +535,7 @@ pub fn nvprobe_mmap_enter(ctx: TracePointContext) -> u32 {
         inf.a2 = arg::<u64>(&ctx, ARG2)? | (flags << 32);
         inf.a3 = arg(&ctx, ARG5)?;
         inf.file = file;
-        INFLIGHT.insert(&tid(), &inf, 0).map_err(|e| e as i64)
+        store(inf)
     })();
     0
 }
@@ -545,13 +552,9 @@ pub fn nvprobe_exit(ctx: TracePointContext) -> u32 {
 }
 
 fn try_exit(ctx: &TracePointContext) -> Result<(), i64> {
-    let tid = tid();
-    // SAFETY: copied out before removal.
-    let inf = match unsafe { INFLIGHT.get(&tid) } {
-        Some(v) => *v,
-        None => return Ok(()),
+    let Some(inf) = take_slot(tid(), None) else {
+        return Ok(());
     };
-    let _ = INFLIGHT.remove(&tid);
     let ret = arg::<i64>(ctx, RET)?;
     let end = now();
     match EventKind::from_u32(inf.kind) {
@@ -607,7 +610,10 @@ fn exit_path(inf: &Inflight, ret: i64, end: u64) -> Result<(), i64> {
         );
         (*ev).path_len = if n > 0 { (n - 1) as u32 } else { 0 };
     }
-    entry.submit(0);
+    entry.submit(wakeup_flags(
+        wakeup_bytes(),
+        core::mem::size_of::<PathEvent>(),
+    ));
     Ok(())
 }
 
@@ -628,7 +634,10 @@ fn exit_fd(inf: &Inflight, ret: i64, end: u64) -> Result<(), i64> {
         (*ev).fd = inf.fd;
         (*ev).arg = inf.a0;
     }
-    entry.submit(0);
+    entry.submit(wakeup_flags(
+        wakeup_bytes(),
+        core::mem::size_of::<FdEvent>(),
+    ));
     Ok(())
 }
 
@@ -653,7 +662,10 @@ fn exit_mmap(inf: &Inflight, ret: i64, end: u64) -> Result<(), i64> {
         (*ev).fd = inf.fd;
         (*ev)._pad = 0;
     }
-    entry.submit(0);
+    entry.submit(wakeup_flags(
+        wakeup_bytes(),
+        core::mem::size_of::<MmapEvent>(),
+    ));
     Ok(())
 }
 

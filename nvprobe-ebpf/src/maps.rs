@@ -2,10 +2,13 @@
 //! `nvprobe::attach` (looked up by name there).
 
 use aya_ebpf::{
+    bindings::{BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
     macros::map,
-    maps::{HashMap, LruHashMap, PerCpuArray, RingBuf},
+    maps::{Array, HashMap, PerCpuArray, RingBuf},
 };
-use nvprobe_common::{EventKind, ExtraKey, Inflight, LOST_SLOTS};
+use nvprobe_common::{
+    EventKind, ExtraKey, INFLIGHT_SLOTS, Inflight, LOST_SLOT_COLLISION, LOST_SLOTS,
+};
 
 /// The one ring buffer every record goes through. User space may resize it
 /// (`--ringbuf-size`) before load.
@@ -16,10 +19,11 @@ pub static EVENTS: RingBuf = RingBuf::with_byte_size(16 * 1024 * 1024, 0);
 #[map]
 pub static LOST: PerCpuArray<u64> = PerCpuArray::with_max_entries(LOST_SLOTS, 0);
 
-/// Syscall state between entry and exit, keyed by thread id. LRU so that a
-/// thread that dies inside a syscall cannot leak an entry for ever.
+/// Syscall state between entry and exit, one slot per tid modulo
+/// INFLIGHT_SLOTS. Array lookups are inlined by the verifier and take no
+/// lock, unlike hash-map insert/delete on every traced call.
 #[map]
-pub static INFLIGHT: LruHashMap<u32, Inflight> = LruHashMap::with_max_entries(16384, 0);
+pub static INFLIGHT: Array<Inflight> = Array::with_max_entries(INFLIGHT_SLOTS, 0);
 
 /// Tgids to trace when Config::pid_filter is set.
 #[map]
@@ -35,9 +39,61 @@ pub static EXTRA_FILES: HashMap<ExtraKey, u8> = HashMap::with_max_entries(256, 0
 pub static UVM_SIZES: HashMap<u32, u32> = HashMap::with_max_entries(512, 0);
 
 #[inline(always)]
-pub fn count_lost(kind: EventKind) {
-    if let Some(p) = LOST.get_ptr_mut(kind as u32) {
+fn count_slot(slot: u32) {
+    if let Some(p) = LOST.get_ptr_mut(slot) {
         // SAFETY: per-CPU slot, no concurrent writer on this CPU.
         unsafe { *p += 1 };
+    }
+}
+
+#[inline(always)]
+pub fn count_lost(kind: EventKind) {
+    count_slot(kind as u32);
+}
+
+/// The slot of thread `tid`, claimed for a new call. A slot still held by
+/// another thread's call is taken over, and that call counted as lost.
+#[inline(always)]
+pub fn claim_slot(tid: u32) -> Option<*mut Inflight> {
+    let p = INFLIGHT.get_ptr_mut(tid & (INFLIGHT_SLOTS - 1))?;
+    // SAFETY: pointer into the array map's value.
+    unsafe {
+        if (*p).kind != 0 && (*p).tid != tid {
+            count_slot(LOST_SLOT_COLLISION);
+        }
+    }
+    Some(p)
+}
+
+/// Take thread `tid`'s pending call of `kind` (or any kind when None),
+/// freeing the slot.
+#[inline(always)]
+pub fn take_slot(tid: u32, kind: Option<u32>) -> Option<Inflight> {
+    let p = INFLIGHT.get_ptr_mut(tid & (INFLIGHT_SLOTS - 1))?;
+    // SAFETY: pointer into the array map's value; copied, then released.
+    unsafe {
+        if (*p).tid != tid || (*p).kind == 0 || kind.is_some_and(|k| k != (*p).kind) {
+            return None;
+        }
+        let v = *p;
+        (*p).kind = 0;
+        Some(v)
+    }
+}
+
+/// Submit flags for a record of `size` bytes: wake the collector only when
+/// this record makes the backlog cross `threshold` bytes. Waking on every
+/// record above the threshold would cost an irq_work per event exactly when
+/// the collector is busiest; below it the collector drains on its timer,
+/// and its poll() sees any data left, so no wake-up is lost.
+#[inline(always)]
+pub fn wakeup_flags(threshold: u32, size: usize) -> u64 {
+    // Includes the record being submitted (reserved space counts).
+    let avail = EVENTS.query(BPF_RB_AVAIL_DATA as u64);
+    let t = threshold as u64;
+    if avail >= t && avail < t + size as u64 + 8 {
+        BPF_RB_FORCE_WAKEUP as u64
+    } else {
+        BPF_RB_NO_WAKEUP as u64
     }
 }

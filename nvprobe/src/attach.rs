@@ -23,7 +23,7 @@ use crate::{
 };
 
 /// The eBPF object, built by build.rs (aya-build) and embedded.
-static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/nvprobe"));
+static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/nvprobe-bpf"));
 
 /// One syscall tracepoint pair: the entry program and the exit program.
 pub struct Probe {
@@ -337,6 +337,7 @@ pub fn load_and_attach(
     cfg.pid_filter = u32::from(!s.pids.is_empty());
     cfg.extra_files = s.extra.len() as u32;
     cfg.self_tgid = std::process::id();
+    cfg.wakeup_bytes = (s.ringbuf_bytes / 8).min(1 << 20);
 
     let mut ebpf = EbpfLoader::new()
         .override_global("CONFIG", &cfg, true)

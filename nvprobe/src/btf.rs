@@ -25,7 +25,7 @@ pub enum BtfError {
     NoMember(String, String),
 }
 
-const BTF_MAGIC: u16 = 0xeB9F;
+const BTF_MAGIC: u16 = 0xEB9F;
 
 const KIND_INT: u32 = 1;
 const KIND_ARRAY: u32 = 3;

@@ -35,6 +35,7 @@ fn kind_name(slot: usize) -> &'static str {
         2 => "path",
         3 => "fd",
         4 => "mmap",
+        s if s == nvprobe_common::LOST_SLOT_COLLISION as usize => "slot_collision",
         _ => "other",
     }
 }
@@ -108,7 +109,11 @@ impl LostCounter {
 
 pub struct RunOpts {
     pub duration: Option<Duration>,
+    /// How often the ring buffer is drained without a wake-up (the BPF side
+    /// wakes the collector only once a backlog builds up).
     pub tick: Duration,
+    /// How often the lost counters are read.
+    pub lost_every: u32,
     /// Report each BPF program's run count and time (stats must have been
     /// enabled with BPF_ENABLE_STATS before the run).
     pub bpf_stats: bool,
@@ -196,6 +201,8 @@ pub async fn run(
     let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut tick = interval(opts.tick);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut ticks = 0u32;
     let mut stats = Stats::default();
     let started = Instant::now();
     let deadline = opts.duration.map(|d| started + d);
@@ -212,7 +219,14 @@ pub async fn run(
                 out.flush()?;
             }
             _ = tick.tick() => {
-                lost.poll(out)?;
+                let rb = ring.get_mut();
+                while let Some(item) = rb.next() {
+                    handle(&item, ctx, filters, out, &mut stats)?;
+                }
+                ticks += 1;
+                if ticks.is_multiple_of(opts.lost_every.max(1)) {
+                    lost.poll(out)?;
+                }
                 out.flush()?;
                 if deadline.is_some_and(|d| Instant::now() >= d) {
                     break;
@@ -233,6 +247,6 @@ pub async fn run(
         summary.bpf = prog_stats(ebpf);
     }
     out.note(Clock::mono_now(), &Note::Summary(&summary))?;
-    out.flush()?;
+    out.finish()?;
     Ok(summary)
 }

@@ -204,9 +204,9 @@ fn watch(a: WatchArgs) -> Result<(), Fail> {
     ctx.keep_raw = a.raw;
     ctx.uvm_major = settings.uvm_major;
     ctx.caps_major = settings.caps_major;
-    ctx.nodes = nodes;
+    ctx.nodes = nodes.into_iter().map(|(k, v)| (k, v.into())).collect();
     for (d, id) in &extra {
-        ctx.extra.insert(*id, d.path.display().to_string());
+        ctx.extra.insert(*id, d.path.display().to_string().into());
     }
 
     let start = json!({
@@ -231,9 +231,17 @@ fn watch(a: WatchArgs) -> Result<(), Fail> {
 
     let attached = loaded.probes.iter().filter(|p| p.attached).count();
     let mut warnings: Vec<(&str, String)> = Vec::new();
-    if let Some(w) = version_warning(driver.as_ref()) {
-        if a.out.driver_version.is_none() {
-            warnings.push(("driver_version", w));
+    match a.out.driver_version {
+        // An explicit version the tables do not cover still warns.
+        Some(v) if !vctx.known => warnings.push((
+            "driver_version",
+            format!("--driver-version {v} is outside the versions nvprobe's tables cover: statuses are decoded with the newest layouts and marked \"assumed\""),
+        )),
+        Some(_) => {}
+        None => {
+            if let Some(w) = version_warning(driver.as_ref()) {
+                warnings.push(("driver_version", w));
+            }
         }
     }
     if majors.uvm.is_none() && driver.is_some() {
@@ -289,7 +297,8 @@ fn watch(a: WatchArgs) -> Result<(), Fail> {
     };
     let opts = RunOpts {
         duration: a.duration.map(Duration::from_secs_f64),
-        tick: Duration::from_millis(200),
+        tick: Duration::from_millis(20),
+        lost_every: 10,
         bpf_stats: _stats_fd.is_some(),
     };
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -406,7 +415,7 @@ fn decode_file(a: DecodeArgs) -> Result<(), Fail> {
     }
     let summary = stats.finish(0.0, Default::default());
     out.note(0, &Note::Summary(&summary))?;
-    out.flush()?;
+    out.finish()?;
     if without_raw > 0 {
         eprintln!(
             "nvprobe: {without_raw} event(s) had no raw record and were skipped: record with `watch --json --raw` to decode again"
@@ -439,7 +448,7 @@ fn context_from_start(v: &Value, arg: Option<DriverVersion>) -> Context {
                 && let (Ok(ma), Ok(mi)) = (ma.parse(), mi.parse())
             {
                 ctx.nodes
-                    .insert(nvprobe_common::kdev_make(ma, mi), p.to_owned());
+                    .insert(nvprobe_common::kdev_make(ma, mi), p.into());
             }
         }
     }
@@ -448,7 +457,7 @@ fn context_from_start(v: &Value, arg: Option<DriverVersion>) -> Context {
             if let (Some(s), Some(i), Some(p)) =
                 (e["sdev"].as_u64(), e["ino"].as_u64(), e["path"].as_str())
             {
-                ctx.extra.insert((s as u32, i), p.to_owned());
+                ctx.extra.insert((s as u32, i), p.into());
             }
         }
     }

@@ -1,6 +1,9 @@
 //! Counts kept while tracing, and the summary printed at the end.
 
-use std::{collections::BTreeMap, fmt::Write as _};
+use std::{
+    collections::{BTreeMap, HashMap},
+    fmt::Write as _,
+};
 
 use serde::Serialize;
 
@@ -55,15 +58,23 @@ pub struct Summary {
     pub bpf: Vec<ProgStats>,
 }
 
+/// How a call is counted: by its decoded name, or by its raw number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum CallKey {
+    Named(&'static str),
+    Raw(&'static str, u32),
+}
+
 /// Accumulates per-process and per-call counts. Keyed by pid *and* comm so
-/// that an exec (new comm) or a reused pid shows as its own row.
+/// that an exec (new comm) or a reused pid shows as its own row. Nothing on
+/// the per-event path allocates once a process and a call were seen.
 #[derive(Default)]
 pub struct Stats {
-    events: BTreeMap<String, u64>,
+    events: HashMap<&'static str, u64>,
     failed: u64,
     decode_errors: u64,
-    procs: BTreeMap<(u32, String), ProcSummary>,
-    calls: BTreeMap<String, CallSummary>,
+    procs: HashMap<u32, Vec<ProcSummary>>,
+    calls: HashMap<CallKey, CallSummary>,
 }
 
 fn failure_text(ev: &Event) -> Option<String> {
@@ -96,16 +107,21 @@ fn failure_text(ev: &Event) -> Option<String> {
 
 impl Stats {
     pub fn record(&mut self, ev: &Event) {
-        *self.events.entry(ev.type_name().to_owned()).or_default() += 1;
+        *self.events.entry(ev.type_name()).or_default() += 1;
         let p = ev.proc();
-        let ps = self
-            .procs
-            .entry((p.pid, p.comm.clone()))
-            .or_insert_with(|| ProcSummary {
-                pid: p.pid,
-                comm: p.comm.clone(),
-                ..Default::default()
-            });
+        let rows = self.procs.entry(p.pid).or_default();
+        let i = match rows.iter().position(|r| r.comm == p.comm) {
+            Some(i) => i,
+            None => {
+                rows.push(ProcSummary {
+                    pid: p.pid,
+                    comm: p.comm.clone(),
+                    ..Default::default()
+                });
+                rows.len() - 1
+            }
+        };
+        let ps = &mut rows[i];
         ps.events += 1;
         if !ev.ok() {
             self.failed += 1;
@@ -114,20 +130,21 @@ impl Stats {
         }
         if let Event::Ioctl(e) = ev {
             ps.ioctls += 1;
-            let name = match (e.name, &e.xfer) {
-                (_, Some(x)) => x
-                    .name
-                    .map_or_else(|| format!("XFER {}", x.cmd), str::to_owned),
-                (Some(n), None) => n.to_owned(),
-                (None, None) => format!("{} {}", e.family, e.request),
+            let key = match (e.name, &e.xfer) {
+                (_, Some(x)) => x.name.map_or(CallKey::Raw("XFER", 0), CallKey::Named),
+                (Some(n), None) => CallKey::Named(n),
+                (None, None) => CallKey::Raw(
+                    e.family,
+                    u32::from_str_radix(e.request.trim_start_matches("0x"), 16).unwrap_or(0),
+                ),
             };
-            let c = self
-                .calls
-                .entry(name.clone())
-                .or_insert_with(|| CallSummary {
-                    name,
-                    ..Default::default()
-                });
+            let c = self.calls.entry(key).or_insert_with(|| CallSummary {
+                name: match key {
+                    CallKey::Named(n) => n.to_owned(),
+                    CallKey::Raw(f, r) => format!("{f} {r:#x}"),
+                },
+                ..Default::default()
+            });
             c.count += 1;
             c.failed += u64::from(!e.ok);
             c.total_ns += e.duration_ns;
@@ -146,13 +163,19 @@ impl Stats {
     pub fn finish(&self, duration_s: f64, lost: LostSummary) -> Summary {
         let mut calls: Vec<_> = self.calls.values().cloned().collect();
         calls.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.name.cmp(&b.name)));
+        let mut processes: Vec<ProcSummary> = self.procs.values().flatten().cloned().collect();
+        processes.sort_by(|a, b| a.pid.cmp(&b.pid).then_with(|| a.comm.cmp(&b.comm)));
         Summary {
             duration_s,
-            events: self.events.clone(),
+            events: self
+                .events
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), *v))
+                .collect(),
             failed: self.failed,
             lost,
             decode_errors: self.decode_errors,
-            processes: self.procs.values().cloned().collect(),
+            processes,
             calls,
             bpf: Vec::new(),
         }

@@ -68,6 +68,31 @@ if [[ $WHAT == *record* ]]; then
   tar -C /sys/kernel/btf -czf $OUT/btf.tar.gz nvidia nvidia_uvm 2>/dev/null || echo "no module BTF"
 fi
 
+if [[ $WHAT == *scenarios* ]]; then
+  # Failure scenarios (real driver, real libcuda) for the cuInit stage
+  # tracker: no visible devices, /dev/nvidia-uvm masked by another device,
+  # a harness timeout killing cuInit, 16 processes at once.
+  mkdir -p /tmp/fx2
+  rec2() {
+    local name=$1; shift
+    nvprobe watch --json --raw -o /tmp/fx2/$name.ndjson 2>/tmp/fx2/$name.stderr &
+    local p=$!
+    for _ in $(seq 300); do grep -q '"type":"start"' /tmp/fx2/$name.ndjson 2>/dev/null && break; sleep 0.05; done
+    echo "== scenario $name: $*"
+    "$@" 2>&1 | tail -3; echo "exit=${PIPESTATUS[0]}"
+    sleep 0.5
+    kill -INT $p; wait $p
+    cat /tmp/fx2/$name.stderr
+  }
+  rec2 novisible env CUDA_VISIBLE_DEVICES= $PY tests/scripts/cudawork.py cuinit
+  rec2 uvm-masked unshare -m sh -c "mount --bind /dev/null /dev/nvidia-uvm && exec $PY tests/scripts/cudawork.py cuinit"
+  rec2 timeout-kill timeout -s TERM 0.15 $PY tests/scripts/cudawork.py cuinit
+  rec2 concurrent16 sh -c "for i in \$(seq 16); do $PY tests/scripts/cudawork.py cuinit & done; wait"
+  # The masked node as a person sees it.
+  nvprobe decode /tmp/fx2/uvm-masked.ndjson | grep -E 'nvidia-uvm|!!' | head -20
+  tar -C /tmp/fx2 -czf $OUT/fixtures2.tar.gz .
+fi
+
 if [[ $WHAT == *bench* ]]; then
   echo "== bench"
   xtask bench --gpu --rounds $ROUNDS --bin-dir $BIN --strace $BIN/strace \

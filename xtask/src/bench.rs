@@ -61,6 +61,9 @@ pub struct Env {
     pub strace_env: Vec<(String, String)>,
 }
 
+/// Each workload with its samples per mode.
+pub type Results = Vec<(Workload, Vec<(Mode, Samples)>)>;
+
 #[derive(Default, Debug, Clone)]
 pub struct Samples {
     pub values: Vec<f64>,
@@ -201,12 +204,8 @@ pub fn median(v: &[f64]) -> f64 {
 }
 
 /// Run every workload `rounds` times in each of its modes, interleaved.
-pub fn run(
-    env: &Env,
-    workloads: &[Workload],
-    rounds: u32,
-) -> anyhow::Result<Vec<(Workload, Vec<(Mode, Samples)>)>> {
-    let mut results: Vec<(Workload, Vec<(Mode, Samples)>)> = workloads
+pub fn run(env: &Env, workloads: &[Workload], rounds: u32) -> anyhow::Result<Results> {
+    let mut results: Results = workloads
         .iter()
         .map(|w| {
             (

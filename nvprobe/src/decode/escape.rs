@@ -7,10 +7,10 @@
 //! src/common/sdk/nvidia/inc/nvos.h (515.43.04 … 595.45.04); ABI reference
 //! §1.2, §2.1, §2.2, §2.4.
 
-use serde_json::{Map, Value, json};
-
 use super::{
-    Bytes, StatusLoc, class, control,
+    Bytes, StatusLoc,
+    args::{Arg, Args},
+    class, control,
     version::{DriverVersion, VersionCtx},
 };
 
@@ -345,52 +345,41 @@ fn rm_alloc_status(size: u32, v: &VersionCtx) -> Result<StatusLoc, String> {
     }
 }
 
-fn hex(v: u64) -> Value {
-    Value::String(format!("{v:#x}"))
-}
-
-fn named(map: &mut Map<String, Value>, key: &str, code: u32, name: Option<&str>) {
-    map.insert(key.into(), hex(code.into()));
-    if let Some(n) = name {
-        map.insert(format!("{key}_name"), Value::String(n.into()));
-    }
-}
-
 /// Decode the fields that identify an escape call, from the bytes captured
 /// at syscall exit (`head` starts at offset 0 of the struct).
-pub fn args(nr: u32, size: u32, head: &Bytes) -> Map<String, Value> {
-    let mut m = Map::new();
+pub fn args(nr: u32, size: u32, head: &Bytes) -> Args {
+    let mut m = Args::new();
     let u32_at = |o| head.u32(o);
     match nr {
         NV_ESC_RM_CONTROL if size == 32 => {
             if let (Some(hc), Some(ho), Some(cmd)) = (u32_at(0), u32_at(4), u32_at(8)) {
-                m.insert("hClient".into(), hex(hc.into()));
-                m.insert("hObject".into(), hex(ho.into()));
-                named(&mut m, "control", cmd, control::name(cmd));
+                m.insert("hClient", Arg::Hex(hc.into()));
+                m.insert("hObject", Arg::Hex(ho.into()));
+                m.named("control", "control_name", cmd, control::name(cmd));
             }
             if let Some(ps) = u32_at(24) {
-                m.insert("paramsSize".into(), json!(ps));
+                m.insert("paramsSize", Arg::from(ps));
             }
         }
         NV_ESC_RM_ALLOC if matches!(size, 32 | 40 | 48) => {
             if let (Some(r), Some(p), Some(n), Some(c)) =
                 (u32_at(0), u32_at(4), u32_at(8), u32_at(12))
             {
-                m.insert("hRoot".into(), hex(r.into()));
-                m.insert("hParent".into(), hex(p.into()));
-                m.insert("hObjectNew".into(), hex(n.into()));
-                named(&mut m, "hClass", c, class::name(c));
+                m.insert("hRoot", Arg::Hex(r.into()));
+                m.insert("hParent", Arg::Hex(p.into()));
+                m.insert("hObjectNew", Arg::Hex(n.into()));
+                m.named("hClass", "hClass_name", c, class::name(c));
                 m.insert(
-                    "struct".into(),
-                    Value::String(if size == 32 { "NVOS21" } else { "NVOS64" }.into()),
+                    "struct",
+                    Arg::Text(if size == 32 { "NVOS21" } else { "NVOS64" }.into()),
                 );
             }
         }
         NV_ESC_RM_FREE if size == 16 => {
             if let (Some(r), Some(p), Some(o)) = (u32_at(0), u32_at(4), u32_at(8)) {
-                m.insert("hRoot".into(), hex(r.into()));
-                m.insert("hParent".into(), hex(p.into()));
-                m.insert("hObjectOld".into(), hex(o.into()));
+                m.insert("hRoot", Arg::Hex(r.into()));
+                m.insert("hParent", Arg::Hex(p.into()));
+                m.insert("hObjectOld", Arg::Hex(o.into()));
             }
         }
         0x27 if size == 56 => {
@@ -398,67 +387,64 @@ pub fn args(nr: u32, size: u32, head: &Bytes) -> Map<String, Value> {
             if let (Some(r), Some(p), Some(n), Some(c)) =
                 (u32_at(0), u32_at(4), u32_at(8), u32_at(12))
             {
-                m.insert("hRoot".into(), hex(r.into()));
-                m.insert("hParent".into(), hex(p.into()));
-                m.insert("hObjectNew".into(), hex(n.into()));
-                named(&mut m, "hClass", c, class::name(c));
+                m.insert("hRoot", Arg::Hex(r.into()));
+                m.insert("hParent", Arg::Hex(p.into()));
+                m.insert("hObjectNew", Arg::Hex(n.into()));
+                m.named("hClass", "hClass_name", c, class::name(c));
             }
             if let Some(fd) = head.i32(48) {
-                m.insert("fd".into(), json!(fd));
+                m.insert("fd", Arg::from(fd));
             }
         }
         0x4E if size == 56 => {
             // nv_ioctl_nvos33_parameters_with_fd
             if let (Some(c), Some(d), Some(mem)) = (u32_at(0), u32_at(4), u32_at(8)) {
-                m.insert("hClient".into(), hex(c.into()));
-                m.insert("hDevice".into(), hex(d.into()));
-                m.insert("hMemory".into(), hex(mem.into()));
+                m.insert("hClient", Arg::Hex(c.into()));
+                m.insert("hDevice", Arg::Hex(d.into()));
+                m.insert("hMemory", Arg::Hex(mem.into()));
             }
             if let (Some(off), Some(len)) = (head.u64(16), head.u64(24)) {
-                m.insert("offset".into(), hex(off));
-                m.insert("length".into(), hex(len));
+                m.insert("offset", Arg::Hex(off));
+                m.insert("length", Arg::Hex(len));
             }
             if let Some(fd) = head.i32(48) {
-                m.insert("fd".into(), json!(fd));
+                m.insert("fd", Arg::from(fd));
             }
         }
         0xC8 => {
             // nv_ioctl_card_info_t[N]: show N and the first entry.
-            m.insert("entries".into(), json!(size / 72));
+            m.insert("entries", Arg::from(size / 72));
             if let (Some(valid), Some(dom), Some(bus), Some(slot), Some(func)) =
                 (head.u8(0), u32_at(4), head.u8(8), head.u8(9), head.u8(10))
             {
-                m.insert("valid0".into(), json!(valid != 0));
+                m.insert("valid0", Arg::from(valid != 0));
                 if valid != 0 {
                     m.insert(
-                        "pci0".into(),
-                        Value::String(format!("{dom:04x}:{bus:02x}:{slot:02x}.{func:x}")),
+                        "pci0",
+                        Arg::Text(format!("{dom:04x}:{bus:02x}:{slot:02x}.{func:x}")),
                     );
                     if let (Some(ven), Some(dev)) = (head.u16(12), head.u16(14)) {
-                        m.insert(
-                            "pci_id0".into(),
-                            Value::String(format!("{ven:04x}:{dev:04x}")),
-                        );
+                        m.insert("pci_id0", Arg::Text(format!("{ven:04x}:{dev:04x}")));
                     }
                     if let Some(id) = u32_at(16) {
-                        m.insert("gpu_id0".into(), hex(id.into()));
+                        m.insert("gpu_id0", Arg::Hex(id.into()));
                     }
                     if let Some(minor) = u32_at(56) {
-                        m.insert("minor0".into(), json!(minor));
+                        m.insert("minor0", Arg::from(minor));
                     }
                 }
             }
         }
         0xC9 => {
             if let Some(fd) = head.i32(0) {
-                m.insert("ctl_fd".into(), json!(fd));
+                m.insert("ctl_fd", Arg::from(fd));
             }
         }
         0xCE | 0xCF if size == 16 => {
             if let (Some(c), Some(d), Some(fd)) = (u32_at(0), u32_at(4), head.i32(8)) {
-                m.insert("hClient".into(), hex(c.into()));
-                m.insert("hDevice".into(), hex(d.into()));
-                m.insert("fd".into(), json!(fd));
+                m.insert("hClient", Arg::Hex(c.into()));
+                m.insert("hDevice", Arg::Hex(d.into()));
+                m.insert("fd", Arg::from(fd));
             }
         }
         0xD2 => {
@@ -469,29 +455,29 @@ pub fn args(nr: u32, size: u32, head: &Bytes) -> Map<String, Value> {
                     0x32 => "query",
                     _ => "unknown",
                 };
-                m.insert("mode".into(), Value::String(how.into()));
-                m.insert("reply".into(), json!(reply));
+                m.insert("mode", Arg::Text(how.into()));
+                m.insert("reply", Arg::from(reply));
             }
             if let Some(s) = head.cstr(8, 56) {
-                m.insert("version".into(), Value::String(s));
+                m.insert("version", Arg::Text(s));
             }
         }
         0xD4 => {
             let n = (size / 4).min(16);
-            let ids: Vec<Value> = (0..n)
+            let ids: Vec<u64> = (0..n)
                 .filter_map(|i| u32_at(i * 4))
-                .map(|x| hex(x.into()))
+                .map(u64::from)
                 .collect();
-            m.insert("gpu_ids".into(), Value::Array(ids));
+            m.insert("gpu_ids", Arg::HexList(ids));
         }
         0xD6 => {
             if let Some(b) = head.u64(0) {
-                m.insert("memblock_size".into(), hex(b));
+                m.insert("memblock_size", Arg::Hex(b));
             }
         }
         0xD7 => {
             if let (Some(nid), Some(state)) = (head.i32(0), u32_at(4)) {
-                m.insert("nid".into(), json!(nid));
+                m.insert("nid", Arg::from(nid));
                 let s = match state {
                     0 => "disabled",
                     1 => "offline",
@@ -502,12 +488,12 @@ pub fn args(nr: u32, size: u32, head: &Bytes) -> Map<String, Value> {
                     6 => "offline_failed",
                     _ => "unknown",
                 };
-                m.insert("numa_state".into(), Value::String(s.into()));
+                m.insert("numa_state", Arg::Text(s.into()));
             }
         }
         0xDA => {
             if let Some(rc) = head.i32(0) {
-                m.insert("rc".into(), json!(rc));
+                m.insert("rc", Arg::from(rc));
             }
         }
         _ => {}
@@ -585,7 +571,7 @@ mod tests {
         b[4..8].copy_from_slice(&0xc1d0_0004u32.to_le_bytes());
         b[8..12].copy_from_slice(&0x101u32.to_le_bytes());
         b[24..28].copy_from_slice(&40u32.to_le_bytes());
-        let m = args(0x2A, 32, &Bytes::new(&b));
+        let m = args(0x2A, 32, &Bytes::new(&b)).to_json();
         assert_eq!(m["control"], "0x101");
         assert_eq!(
             m["control_name"],
@@ -596,11 +582,11 @@ mod tests {
 
         let mut a = [0u8; 48];
         a[12..16].copy_from_slice(&0x41u32.to_le_bytes());
-        let m = args(0x2B, 48, &Bytes::new(&a));
+        let m = args(0x2B, 48, &Bytes::new(&a)).to_json();
         assert_eq!(m["hClass_name"], "NV01_ROOT_CLIENT");
         assert_eq!(m["struct"], "NVOS64");
         // Truncated capture: no fields rather than garbage.
-        let m = args(0x2A, 32, &Bytes::new(&b[..6]));
+        let m = args(0x2A, 32, &Bytes::new(&b[..6])).to_json();
         assert!(m.get("control").is_none());
     }
 }

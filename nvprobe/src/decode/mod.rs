@@ -5,6 +5,7 @@
 //! running driver's layout says. Unknown numbers decode to their raw value,
 //! never to a guess.
 
+pub mod args;
 pub mod class;
 pub mod control;
 pub mod escape;
@@ -12,16 +13,18 @@ pub mod status;
 pub mod uvm;
 pub mod version;
 
-use std::{collections::HashMap, mem::size_of};
+use std::{collections::HashMap, mem::size_of, sync::Arc};
 
 use nvprobe_common::{
     DevKind, EventKind, FdEvent, FdOp, FileId, Header, IoctlEvent, MmapEvent, PathEvent, PathOp,
     ioctl_flags, kdev_major, kdev_minor,
 };
 use serde::Serialize;
-use serde_json::{Map, Value};
 
-use self::version::{LayoutBasis, VersionCtx};
+use self::{
+    args::{Arg, Args},
+    version::{LayoutBasis, VersionCtx},
+};
 
 /// A bounds-checked little-endian view of captured bytes. Reads past the
 /// end give None, so a truncated capture decodes to fewer fields, never to
@@ -117,9 +120,9 @@ pub enum DecodeError {
 pub struct Context {
     pub version: VersionCtx,
     /// Kernel-encoded rdev -> device node path.
-    pub nodes: HashMap<u32, String>,
+    pub nodes: HashMap<u32, Arc<str>>,
     /// (s_dev, ino) of `--device` files -> their path.
-    pub extra: HashMap<(u32, u64), String>,
+    pub extra: HashMap<(u32, u64), Arc<str>>,
     /// Keep the raw record (hex) in each event, for `nvprobe decode`.
     pub keep_raw: bool,
     /// Dynamic majors of nvidia-uvm and nvidia-caps (0 = absent).
@@ -160,7 +163,7 @@ pub struct Device {
     /// ctl, gpu, uvm, uvm-tools, modeset, caps, other, or none.
     pub kind: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub node: Option<String>,
+    pub node: Option<Arc<str>>,
     /// True for a file declared with `--device`.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub extra: bool,
@@ -199,7 +202,7 @@ pub struct Ioctl {
     pub xfer: Option<Xfer>,
     /// Size of the parameter struct.
     pub size: u32,
-    pub args: Map<String, Value>,
+    pub args: Args,
     pub start_ns: u64,
     pub duration_ns: u64,
     pub ret: i64,
@@ -366,20 +369,30 @@ pub fn decode(bytes: &[u8], ctx: &Context) -> Result<Event, DecodeError> {
 }
 
 pub fn hex_encode(b: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(b.len() * 2);
-    for x in b {
-        s.push_str(&format!("{x:02x}"));
+    for &x in b {
+        s.push(DIGITS[(x >> 4) as usize] as char);
+        s.push(DIGITS[(x & 0xf) as usize] as char);
     }
     s
 }
 
 pub fn hex_decode(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 || !s.is_ascii() {
+    fn nib(c: u8) -> Option<u8> {
+        match c {
+            b'0'..=b'9' => Some(c - b'0'),
+            b'a'..=b'f' => Some(c - b'a' + 10),
+            b'A'..=b'F' => Some(c - b'A' + 10),
+            _ => None,
+        }
+    }
+    let b = s.as_bytes();
+    if !b.len().is_multiple_of(2) {
         return None;
     }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).ok())
+    b.chunks(2)
+        .map(|p| Some(nib(p[0])? << 4 | nib(p[1])?))
         .collect()
 }
 
@@ -428,7 +441,7 @@ fn device_of(f: &FileId, ctx: &Context) -> Device {
 }
 
 pub fn errno_name(ret: i64) -> Option<String> {
-    if ret >= 0 || ret < -4095 {
+    if !(-4095..0).contains(&ret) {
         return None;
     }
     let e = nix::errno::Errno::from_raw((-ret) as i32);
@@ -455,7 +468,7 @@ fn decode_ioctl(ev: &IoctlEvent, ctx: &Context, raw: Option<String>) -> Event {
     let mut family = "unknown";
     let mut name = None;
     let mut xfer = None;
-    let mut args = Map::new();
+    let mut args = Args::new();
     let mut loc: Result<StatusLoc, String> = Err("unknown command: no layout".into());
     let size = ev.param_size;
 
@@ -473,8 +486,8 @@ fn decode_ioctl(ev: &IoctlEvent, ctx: &Context, raw: Option<String>) -> Event {
         name = (ev.cmd == 0xC010_6D00).then_some("NVKMS_IOCTL_IOWR");
         loc = Err("nvidia-modeset returns its result as errno".into());
         if let (Some(c), Some(s)) = (head.u32(0), head.u32(4)) {
-            args.insert("nvkms_cmd".into(), Value::from(c));
-            args.insert("nvkms_size".into(), Value::from(s));
+            args.insert("nvkms_cmd", Arg::from(c));
+            args.insert("nvkms_size", Arg::from(s));
         }
     } else if ioc_type == escape::NV_IOCTL_MAGIC {
         family = "escape";
@@ -652,7 +665,7 @@ fn expected_for_path(path: &str) -> Option<(DevKind, Option<u32>)> {
 
 fn check_mismatch(path: &str, dev: Option<&Device>, is_chr: bool) -> Option<String> {
     let (want, minor) = expected_for_path(path)?;
-    let Some(d) = dev else { return None };
+    let d = dev?;
     if !is_chr {
         return Some(format!(
             "{path} is not a character device: this is not the NVIDIA {} node",
@@ -698,9 +711,17 @@ fn decode_path(ev: &PathEvent, ctx: &Context, raw: Option<String>) -> Event {
     let errno = errno_name(ev.ret);
     let (mut device, mut fd, mut is_chr) = (None, None, false);
     if op.is_some_and(PathOp::is_open) && ev.ret >= 0 && ev.file.valid != 0 {
-        device = Some(device_of(&ev.file, ctx));
         fd = Some(ev.ret as i32);
         is_chr = ev.file.mode & 0o170000 == 0o020000;
+        // A device only for device nodes and --device files: a /proc file
+        // has no device worth showing.
+        let d = device_of(&ev.file, ctx);
+        if is_chr || d.extra {
+            device = Some(d);
+        } else if expected_for_path(&path).is_some() {
+            // A /dev/nvidia* name that is not a device at all.
+            device = Some(d);
+        }
     } else if ev.stat_valid != 0 {
         // A stat tells what the name resolves to without opening it.
         let (major, minor) = if ev.stat_valid == 2 {

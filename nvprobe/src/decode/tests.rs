@@ -87,7 +87,10 @@ fn rm_control_with_failing_status() {
     assert_eq!(d.family, "escape");
     assert_eq!(d.device.kind, "ctl");
     assert_eq!(d.device.node.as_deref(), Some("/dev/nvidiactl"));
-    assert_eq!(d.args["control_name"], "NV0000_CTRL_CMD_GPU_ATTACH_IDS");
+    assert_eq!(
+        d.args.to_json()["control_name"],
+        "NV0000_CTRL_CMD_GPU_ATTACH_IDS"
+    );
     let st = d.status.expect("status");
     assert_eq!(st.name, Some("NV_ERR_INVALID_DEVICE"));
     assert_eq!(st.offset, 28);
@@ -148,8 +151,8 @@ fn uvm_status_from_the_tail_of_a_large_struct() {
         d.status.expect("status").name,
         Some("NV_ERR_INVALID_ARGUMENT")
     );
-    assert_eq!(d.args["hMemory"], "0x5c000010");
-    assert_eq!(d.args["rmCtrlFd"], 7);
+    assert_eq!(d.args.to_json()["hMemory"], "0x5c000010");
+    assert_eq!(d.args.to_json()["rmCtrlFd"], 7);
 }
 
 #[test]
@@ -163,7 +166,7 @@ fn uvm_initialize_and_mm_initialize() {
     };
     assert_eq!(d.name, Some("UVM_INITIALIZE"));
     assert_eq!(d.status.expect("status").name, Some("NV_OK"));
-    assert_eq!(d.args["flag_names"][0], "DISABLE_HMM");
+    assert_eq!(d.args.to_json()["flag_names"][0], "DISABLE_HMM");
 
     let mut p = [0u8; 8];
     put(&mut p, 0, 9);
@@ -177,7 +180,7 @@ fn uvm_initialize_and_mm_initialize() {
         Some("NV_WARN_NOTHING_TO_DO")
     );
     assert!(d.ok, "NOTHING_TO_DO is the normal answer");
-    assert_eq!(d.args["uvmFd"], 9);
+    assert_eq!(d.args.to_json()["uvmFd"], 9);
 }
 
 #[test]

@@ -6,10 +6,9 @@
 //! Sources: kernel-open/nvidia-uvm/uvm_ioctl.h, uvm_linux_ioctl.h, uvm.c,
 //! uvm_tools.c (515.43.04 … 595.45.04); ABI reference §5.3–§5.5.
 
-use serde_json::{Map, Value, json};
-
 use super::{
     Bytes, StatusLoc,
+    args::{Arg, Args},
     version::{DriverVersion, LayoutBasis, VersionCtx},
 };
 
@@ -322,10 +321,6 @@ pub fn status_loc(cmd: u32, v: &VersionCtx) -> Result<StatusLoc, String> {
     }
 }
 
-fn hex(v: u64) -> Value {
-    Value::String(format!("{v:#x}"))
-}
-
 /// `NvProcessorUuid` as nvidia-smi prints GPU UUIDs.
 pub fn uuid(b: &[u8; 16]) -> String {
     format!(
@@ -350,85 +345,85 @@ pub fn uuid(b: &[u8; 16]) -> String {
 }
 
 /// Fields that identify a UVM call (§5.2, §5.4).
-pub fn args(cmd: u32, head: &Bytes, tail: &Bytes, tail_off: u32) -> Map<String, Value> {
-    let mut m = Map::new();
+pub fn args(cmd: u32, head: &Bytes, tail: &Bytes, tail_off: u32) -> Args {
+    let mut m = Args::new();
     match cmd {
         UVM_INITIALIZE => {
             if let Some(f) = head.u64(0) {
-                m.insert("flags".into(), hex(f));
+                m.insert("flags", Arg::Hex(f));
                 let mut names = Vec::new();
                 if f & 1 != 0 {
-                    names.push(json!("DISABLE_HMM"));
+                    names.push("DISABLE_HMM".to_owned());
                 }
                 if f & 2 != 0 {
-                    names.push(json!("MULTI_PROCESS_SHARING_MODE"));
+                    names.push("MULTI_PROCESS_SHARING_MODE".to_owned());
                 }
                 if f & !3 != 0 {
-                    names.push(json!(format!("{:#x}", f & !3)));
+                    names.push(format!("{:#x}", f & !3));
                 }
-                m.insert("flag_names".into(), Value::Array(names));
+                m.insert("flag_names", Arg::StrList(names));
             }
         }
         UVM_MM_INITIALIZE => {
             if let Some(fd) = head.i32(0) {
-                m.insert("uvmFd".into(), json!(fd));
+                m.insert("uvmFd", Arg::from(fd));
             }
         }
         UVM_PAGEABLE_MEM_ACCESS => {
             if let Some(b) = head.u8(0) {
-                m.insert("pageableMemAccess".into(), json!(b != 0));
+                m.insert("pageableMemAccess", Arg::from(b != 0));
             }
         }
         UVM_REGISTER_GPU => {
             if let Some(id) = head.array16(0) {
-                m.insert("gpu_uuid".into(), json!(uuid(&id)));
+                m.insert("gpu_uuid", Arg::from(uuid(&id)));
             }
             if let (Some(numa), Some(node), Some(fd), Some(hc)) =
                 (head.u8(16), head.i32(20), head.i32(24), head.u32(28))
             {
-                m.insert("numaEnabled".into(), json!(numa != 0));
-                m.insert("numaNodeId".into(), json!(node));
-                m.insert("rmCtrlFd".into(), json!(fd));
-                m.insert("hClient".into(), hex(hc.into()));
+                m.insert("numaEnabled", Arg::from(numa != 0));
+                m.insert("numaNodeId", Arg::from(node));
+                m.insert("rmCtrlFd", Arg::from(fd));
+                m.insert("hClient", Arg::Hex(hc.into()));
             }
         }
         // REGISTER_GPU_VASPACE, REGISTER_CHANNEL: uuid, rmCtrlFd, hClient, handle.
         25 | 27 => {
             if let Some(id) = head.array16(0) {
-                m.insert("gpu_uuid".into(), json!(uuid(&id)));
+                m.insert("gpu_uuid", Arg::from(uuid(&id)));
             }
             if let (Some(fd), Some(hc), Some(h)) = (head.i32(16), head.u32(20), head.u32(24)) {
-                m.insert("rmCtrlFd".into(), json!(fd));
-                m.insert("hClient".into(), hex(hc.into()));
+                m.insert("rmCtrlFd", Arg::from(fd));
+                m.insert("hClient", Arg::Hex(hc.into()));
                 let key = if cmd == 25 { "hVaSpace" } else { "hChannel" };
-                m.insert(key.into(), hex(h.into()));
+                m.insert(key, Arg::Hex(h.into()));
             }
         }
         // UNREGISTER_GPU, PAGEABLE_MEM_ACCESS_ON_GPU, MAP_DYNAMIC_PARALLELISM_REGION's uuid at 16.
         38 | 70 => {
             if let Some(id) = head.array16(0) {
-                m.insert("gpu_uuid".into(), json!(uuid(&id)));
+                m.insert("gpu_uuid", Arg::from(uuid(&id)));
             }
             if cmd == 70
                 && let Some(b) = head.u8(16)
             {
-                m.insert("pageableMemAccess".into(), json!(b != 0));
+                m.insert("pageableMemAccess", Arg::from(b != 0));
             }
         }
         23 => {
             if let Some(id) = head.u64(0) {
-                m.insert("rangeGroupId".into(), hex(id));
+                m.insert("rangeGroupId", Arg::Hex(id));
             }
         }
         // base/length structs.
         33 | 34 | 65 | 66 | 68 | 71 | 72 | 73 | 74 | 80 | 51 => {
             if let Some(b) = head.u64(0) {
-                m.insert("base".into(), hex(b));
+                m.insert("base", Arg::Hex(b));
             }
             if cmd != 34
                 && let Some(l) = head.u64(8)
             {
-                m.insert("length".into(), hex(l));
+                m.insert("length", Arg::Hex(l));
             }
             if cmd == 33 {
                 // rmCtrlFd, hClient, hMemory sit just before rmStatus at the end.
@@ -436,9 +431,9 @@ pub fn args(cmd: u32, head: &Bytes, tail: &Bytes, tail_off: u32) -> Map<String, 
                 if let (Some(a), Some(b), Some(c)) = (rel(9248), rel(9252), rel(9256))
                     && let (Some(fd), Some(hc), Some(hm)) = (tail.i32(a), tail.u32(b), tail.u32(c))
                 {
-                    m.insert("rmCtrlFd".into(), json!(fd));
-                    m.insert("hClient".into(), hex(hc.into()));
-                    m.insert("hMemory".into(), hex(hm.into()));
+                    m.insert("rmCtrlFd", Arg::from(fd));
+                    m.insert("hClient", Arg::Hex(hc.into()));
+                    m.insert("hMemory", Arg::Hex(hm.into()));
                 }
             }
         }
@@ -450,6 +445,7 @@ pub fn args(cmd: u32, head: &Bytes, tail: &Bytes, tail_off: u32) -> Map<String, 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn ctx(a: u32, b: u32, c: u32) -> VersionCtx {
         VersionCtx::from_version(Some(DriverVersion::new(a, b, c)))
@@ -504,7 +500,7 @@ mod tests {
         b[..16].copy_from_slice(&[0x8a, 0x1b, 0x2c, 0x3d, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
         b[20..24].copy_from_slice(&(-1i32).to_le_bytes());
         b[24..28].copy_from_slice(&7i32.to_le_bytes());
-        let m = args(UVM_REGISTER_GPU, &Bytes::new(&b), &Bytes::new(&[]), 0);
+        let m = args(UVM_REGISTER_GPU, &Bytes::new(&b), &Bytes::new(&[]), 0).to_json();
         assert_eq!(m["gpu_uuid"], "GPU-8a1b2c3d-0001-0203-0405-060708090a0b");
         assert_eq!(m["rmCtrlFd"], 7);
         assert_eq!(m["numaNodeId"], -1);
@@ -513,7 +509,8 @@ mod tests {
             &Bytes::new(&3u64.to_le_bytes()),
             &Bytes::new(&[]),
             0,
-        );
+        )
+        .to_json();
         assert_eq!(
             init["flag_names"],
             json!(["DISABLE_HMM", "MULTI_PROCESS_SHARING_MODE"])

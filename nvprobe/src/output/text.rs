@@ -5,10 +5,8 @@
 
 use std::fmt::Write as _;
 
-use serde_json::Value;
-
 use super::{Clock, Note};
-use crate::decode::{Device, Event, Proc, version::LayoutBasis};
+use crate::decode::{Device, Event, Proc, args::Args, version::LayoutBasis};
 
 fn time_of(clock: &Clock, mono_ns: u64) -> String {
     let s = clock.rfc3339(mono_ns);
@@ -42,30 +40,27 @@ fn dur(ns: u64) -> String {
 
 fn dev(d: &Device) -> String {
     match &d.node {
-        Some(n) => n.clone(),
+        Some(n) => n.to_string(),
         None => format!("{} {}:{}", d.kind, d.major, d.minor),
     }
 }
 
-fn args_text(args: &serde_json::Map<String, Value>) -> String {
+fn args_text(args: &Args) -> String {
     let mut out = String::new();
-    for (k, v) in args {
-        // `control` + `control_name` show as one field: the name.
-        if args.contains_key(&format!("{k}_name")) {
+    let mut it = args.iter().peekable();
+    while let Some((k, v)) = it.next() {
+        // `control` followed by `control_name` shows as one field: the name.
+        if it
+            .peek()
+            .is_some_and(|(n, _)| n.strip_suffix("_name") == Some(k))
+        {
             continue;
         }
         if !out.is_empty() {
             out.push(' ');
         }
         let key = k.strip_suffix("_name").unwrap_or(k);
-        match v {
-            Value::String(s) => {
-                let _ = write!(out, "{key}={s}");
-            }
-            other => {
-                let _ = write!(out, "{key}={other}");
-            }
-        }
+        let _ = write!(out, "{key}={}", v.text());
     }
     out
 }

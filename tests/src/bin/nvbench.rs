@@ -35,7 +35,7 @@ struct Cli {
 
 /// Sleep until operation `i` is due at `rate` per second.
 fn pace(t0: Instant, i: u64, rate: u64) {
-    if rate == 0 || i % 256 != 0 {
+    if rate == 0 || !i.is_multiple_of(256) {
         return;
     }
     let due = std::time::Duration::from_nanos(i.saturating_mul(1_000_000_000) / rate);
@@ -169,7 +169,7 @@ fn main() -> anyhow::Result<()> {
             let v = measure(cli.iters, cli.batches, cli.threads, |n| {
                 let mut buf = [0u8; 64];
                 for _ in 0..n {
-                    ioctl(raw, libc::TCGETS as u64, buf.as_mut_ptr());
+                    ioctl(raw, libc::TCGETS, buf.as_mut_ptr());
                 }
             });
             (v, json!({}))

@@ -1,0 +1,133 @@
+//! Command-specific fields of a decoded call, kept as typed values with
+//! static keys (no per-field allocation on the per-event path), serialized
+//! as a JSON object: handles and numbers as hex strings, fds as integers,
+//! `*_name` keys naming the number before them.
+
+use serde::{Serialize, Serializer, ser::SerializeMap};
+use serde_json::Value;
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Arg {
+    Hex(u64),
+    Int(i64),
+    Bool(bool),
+    Str(&'static str),
+    Text(String),
+    HexList(Vec<u64>),
+    StrList(Vec<String>),
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Args(Vec<(&'static str, Arg)>);
+
+impl Args {
+    pub fn new() -> Self {
+        Self(Vec::new())
+    }
+    pub fn insert(&mut self, key: &'static str, v: Arg) {
+        self.0.push((key, v));
+    }
+    /// `key` = the number, `name_key` = its name when the table knows it.
+    pub fn named(
+        &mut self,
+        key: &'static str,
+        name_key: &'static str,
+        code: u32,
+        name: Option<&'static str>,
+    ) {
+        self.insert(key, Arg::Hex(code.into()));
+        if let Some(n) = name {
+            self.insert(name_key, Arg::Str(n));
+        }
+    }
+    pub fn get(&self, key: &str) -> Option<&Arg> {
+        self.0.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+    }
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, &Arg)> {
+        self.0.iter().map(|(k, v)| (*k, v))
+    }
+    /// The JSON object, for tests and tools.
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+impl Arg {
+    /// The value as text mode shows it.
+    pub fn text(&self) -> String {
+        match self {
+            Arg::Hex(v) => format!("{v:#x}"),
+            Arg::Int(v) => v.to_string(),
+            Arg::Bool(b) => b.to_string(),
+            Arg::Str(s) => (*s).to_owned(),
+            Arg::Text(s) => s.clone(),
+            Arg::HexList(v) => format!(
+                "[{}]",
+                v.iter()
+                    .map(|x| format!("{x:#x}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+            Arg::StrList(v) => format!("[{}]", v.join(",")),
+        }
+    }
+}
+
+struct HexStr(u64);
+
+impl Serialize for HexStr {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&format_args!("{:#x}", self.0))
+    }
+}
+
+impl Serialize for Arg {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Arg::Hex(v) => HexStr(*v).serialize(s),
+            Arg::Int(v) => s.serialize_i64(*v),
+            Arg::Bool(b) => s.serialize_bool(*b),
+            Arg::Str(v) => s.serialize_str(v),
+            Arg::Text(v) => s.serialize_str(v),
+            Arg::HexList(v) => s.collect_seq(v.iter().map(|x| HexStr(*x))),
+            Arg::StrList(v) => s.collect_seq(v.iter()),
+        }
+    }
+}
+
+impl Serialize for Args {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+impl From<i32> for Arg {
+    fn from(v: i32) -> Self {
+        Arg::Int(v.into())
+    }
+}
+impl From<u32> for Arg {
+    fn from(v: u32) -> Self {
+        Arg::Int(v.into())
+    }
+}
+impl From<bool> for Arg {
+    fn from(v: bool) -> Self {
+        Arg::Bool(v)
+    }
+}
+impl From<String> for Arg {
+    fn from(v: String) -> Self {
+        Arg::Text(v)
+    }
+}

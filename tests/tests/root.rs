@@ -1,0 +1,680 @@
+//! Tier 2: the real BPF programs on this machine's kernel, as root.
+//!
+//! A FUSE stand-in serves the NVIDIA device files (tests/src/fakedrv.rs)
+//! and `nvfixture` makes driver-style calls on it; `nvprobe watch --json`
+//! runs as a separate process, exactly as a user runs it. Without root the
+//! tests say `skipping` and pass, since loading BPF needs root.
+
+use std::{
+    io::{BufRead, BufReader, Write},
+    os::unix::process::CommandExt,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::Mutex,
+    time::Duration,
+};
+
+use nvprobe::output::schema;
+use nvprobe_tests::harness::{Finished, Trace, bin, is_root};
+use serde_json::Value;
+
+/// The tests share tracefs and the BPF subsystem: one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+macro_rules! need_root {
+    () => {
+        if !is_root() {
+            eprintln!("skipping: loading BPF programs needs root");
+            return;
+        }
+    };
+}
+
+fn lock() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn tmpdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("nvprobe-test-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).expect("tmp dir");
+    d
+}
+
+/// The FUSE stand-in, mounted for the life of the value.
+struct FakeDrv {
+    child: Child,
+    dir: PathBuf,
+}
+
+impl FakeDrv {
+    fn start(tmp: &Path) -> FakeDrv {
+        let dir = tmp.join("dev");
+        let mut child = Command::new(bin("nvfixture"))
+            .arg("serve")
+            .arg(&dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start nvfixture serve");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("read ready");
+        assert_eq!(line.trim(), "ready", "the FUSE stand-in did not mount");
+        FakeDrv { child, dir }
+    }
+    fn ctl(&self) -> String {
+        self.dir.join("nvidiactl").display().to_string()
+    }
+    fn device_args(&self) -> Vec<String> {
+        vec![
+            "--device".into(),
+            format!("{}=ctl", self.ctl()),
+            "--device".into(),
+            format!("{}=gpu", self.dir.join("nvidia0").display()),
+        ]
+    }
+}
+
+impl Drop for FakeDrv {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+        let _ = nix::mount::umount2(&self.dir, nix::mount::MntFlags::MNT_DETACH);
+    }
+}
+
+/// Run an nvfixture scenario; return what it printed (its last JSON line).
+fn scenario(drv: &FakeDrv, name: &str, extra: &[&str]) -> Value {
+    let out = Command::new(bin("nvfixture"))
+        .args(["run", name, "--dir"])
+        .arg(&drv.dir)
+        .args(extra)
+        .output()
+        .expect("run nvfixture");
+    assert!(
+        out.status.success(),
+        "nvfixture {name} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.lines().last().expect("output")).expect("JSON")
+}
+
+fn watch(tmp: &Path, drv: &FakeDrv, extra: &[&str]) -> Trace {
+    let mut args: Vec<String> = drv.device_args();
+    args.extend(["--driver-version".to_owned(), "580.159.04".to_owned()]);
+    args.extend(extra.iter().map(|s| (*s).to_owned()));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    Trace::start(tmp, &refs)
+}
+
+fn check_schema(f: &Finished) {
+    for r in &f.records {
+        schema::validate(r).unwrap_or_else(|e| panic!("{e}\n{r}"));
+    }
+    assert!(
+        f.status.success(),
+        "nvprobe exit: {} ({})",
+        f.status,
+        f.stderr
+    );
+}
+
+fn ioctls_of(f: &Finished, pid: u64) -> Vec<&Value> {
+    f.records
+        .iter()
+        .filter(|r| r["type"] == "ioctl" && r["pid"] == pid)
+        .collect()
+}
+
+fn control_named<'a>(v: &'a [&'a Value], control: &str) -> &'a Value {
+    v.iter()
+        .find(|r| r["args"]["control_name"] == control)
+        .unwrap_or_else(|| panic!("no {control} in {v:#?}"))
+}
+
+#[test]
+fn driver_style_calls_decode_with_status_errno_and_duration() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("basic");
+    let drv = FakeDrv::start(&tmp);
+    let t = watch(&tmp, &drv, &[]);
+    let ran = scenario(&drv, "basic", &[]);
+    let f = t.stop();
+    check_schema(&f);
+    let pid = ran["pid"].as_u64().expect("pid");
+    let fd = ran["fd"].as_i64().expect("fd");
+    let io = ioctls_of(&f, pid);
+    assert_eq!(io.len(), 10, "{io:#?}");
+    for r in &io {
+        assert_eq!(r["fd"], fd);
+        assert_eq!(r["tid"], pid, "single-threaded fixture");
+        assert_eq!(r["comm"], "nvfixture");
+        assert_eq!(r["device"]["kind"], "ctl");
+        assert_eq!(r["device"]["node"], drv.ctl());
+        assert!(r["duration_ns"].as_u64().expect("duration") > 0);
+    }
+    let named = |n: &str| {
+        io.iter()
+            .find(|r| r["name"] == n)
+            .unwrap_or_else(|| panic!("no {n}"))
+    };
+    // errno-only escape: EBUSY, and no status.
+    let sys = named("NV_ESC_SYS_PARAMS");
+    assert_eq!(
+        (sys["ret"].as_i64(), sys["errno"].as_str()),
+        (Some(-16), Some("EBUSY"))
+    );
+    assert!(sys.get("status").is_none());
+    assert_eq!(sys["ok"], false);
+    let card = named("NV_ESC_CARD_INFO");
+    assert_eq!(card["args"]["pci_id0"], "10de:2335");
+    assert_eq!(card["args"]["entries"], 2);
+    // RM_ALLOC of a root client: hClass rewritten to 0x41, handle from "RM".
+    let alloc = named("NV_ESC_RM_ALLOC");
+    assert_eq!(alloc["args"]["hClass_name"], "NV01_ROOT_CLIENT");
+    assert_eq!(
+        alloc["args"]["hObjectNew"],
+        format!("{:#x}", ran["hClient"].as_u64().expect("h"))
+    );
+    assert_eq!(alloc["status"]["name"], "NV_OK");
+    assert_eq!(alloc["status"]["offset"], 28);
+    // ret 0 with a failing status written back: the call failed.
+    let attach = control_named(&io, "NV0000_CTRL_CMD_GPU_ATTACH_IDS");
+    assert_eq!(attach["ret"], 0);
+    assert_eq!(attach["status"]["name"], "NV_ERR_INVALID_DEVICE");
+    assert_eq!(attach["status"]["layout"], "stable");
+    assert_eq!(attach["ok"], false);
+    // A probing control answered NOT_SUPPORTED is benign.
+    let gid = control_named(&io, "NV2080_CTRL_CMD_GPU_GET_GID_INFO");
+    assert_eq!(
+        (gid["status"]["name"].as_str(), gid["ok"].as_bool()),
+        (Some("NV_ERR_NOT_SUPPORTED"), Some(true))
+    );
+    // The stand-in answers this control after 20 ms: the duration shows it.
+    let slow = control_named(&io, "NV2080_CTRL_CMD_GPU_GET_NAME_STRING");
+    assert!(
+        slow["duration_ns"].as_u64().expect("ns") >= 20_000_000,
+        "{slow}"
+    );
+    // XFER unwrapped to the inner RM_CONTROL; status read at the inner pointer.
+    let xfer = named("NV_ESC_IOCTL_XFER_CMD");
+    assert_eq!(xfer["xfer"]["name"], "NV_ESC_RM_CONTROL");
+    assert_eq!(
+        xfer["args"]["control_name"],
+        "NV0000_CTRL_CMD_GPU_GET_PROBED_IDS"
+    );
+    assert_eq!(xfer["status"]["name"], "NV_ERR_INSUFFICIENT_PERMISSIONS");
+    // Unknown escape: raw number, errno.
+    let unk = io
+        .iter()
+        .find(|r| r["request"] == "0xc00846ee")
+        .expect("unknown escape");
+    assert!(unk.get("name").is_none());
+    assert_eq!(unk["errno"], "EINVAL");
+    assert_eq!(named("NV_ESC_RM_FREE")["status"]["name"], "NV_OK");
+    // Opens and stats: the stand-in's node, and the missing real nodes.
+    let mine: Vec<&Value> = f.for_pid(pid as u32);
+    let open = mine
+        .iter()
+        .find(|r| r["type"] == "open" && r["path"] == drv.ctl().as_str())
+        .expect("open of the ctl stand-in");
+    assert_eq!(
+        (open["fd"].as_i64(), open["device"]["kind"].as_str()),
+        (Some(fd), Some("ctl"))
+    );
+    let uvm = mine
+        .iter()
+        .find(|r| r["type"] == "open" && r["path"] == "/dev/nvidia-uvm")
+        .expect("uvm open");
+    assert_eq!(
+        (uvm["errno"].as_str(), uvm["ok"].as_bool()),
+        (Some("ENOENT"), Some(false))
+    );
+    let st = mine
+        .iter()
+        .find(|r| r["type"] == "stat" && r["path"] == "/dev/nvidia0")
+        .expect("stat");
+    assert_eq!(st["errno"], "ENOENT");
+    let close = mine.iter().find(|r| r["type"] == "close").expect("close");
+    assert_eq!(close["fd"], fd);
+    // Summary counts what was seen.
+    let proc_row = f.summary()["processes"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .find(|p| p["pid"] == pid)
+        .cloned()
+        .expect("row");
+    assert_eq!(proc_row["ioctls"], 10);
+    assert_eq!(
+        proc_row["failed"], 6,
+        "EBUSY, INVALID_DEVICE, INSUFFICIENT_PERMISSIONS, EINVAL, 2 x ENOENT"
+    );
+}
+
+#[test]
+fn fds_are_attributed_however_they_arrived_and_never_after_close() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("fds");
+    let drv = FakeDrv::start(&tmp);
+    let t = watch(&tmp, &drv, &[]);
+    let fork = scenario(&drv, "fork", &[]);
+    let dup = scenario(&drv, "dup", &[]);
+    let scm = scenario(&drv, "scm", &[]);
+    let pidfd = scenario(&drv, "pidfd", &[]);
+    let closed = scenario(&drv, "closed", &[]);
+    let exec = scenario(&drv, "exec", &[]);
+    let threads = scenario(&drv, "threads", &["--threads", "4"]);
+    let f = t.stop();
+    check_schema(&f);
+
+    // Inherited across fork: the child's call, under the child's pid.
+    let child = fork["child"].as_u64().expect("child");
+    let c = ioctls_of(&f, child);
+    assert_eq!(c.len(), 1);
+    assert_eq!(
+        (c[0]["fd"].as_i64(), c[0]["device"]["kind"].as_str()),
+        (fork["fd"].as_i64(), Some("ctl"))
+    );
+    assert!(
+        ioctls_of(&f, fork["pid"].as_u64().expect("pid")).is_empty(),
+        "the parent made none"
+    );
+
+    // dup, fcntl(F_DUPFD_CLOEXEC) and dup3 copies.
+    let d = ioctls_of(&f, dup["pid"].as_u64().expect("pid"));
+    let fds: Vec<i64> = d.iter().map(|r| r["fd"].as_i64().expect("fd")).collect();
+    assert_eq!(fds, [4, 100, 200]);
+    let dups: Vec<&Value> = f
+        .for_pid(dup["pid"].as_u64().expect("pid") as u32)
+        .into_iter()
+        .filter(|r| r["type"] == "dup")
+        .collect();
+    let calls: Vec<&str> = dups
+        .iter()
+        .map(|r| r["syscall"].as_str().expect("syscall"))
+        .collect();
+    assert_eq!(calls, ["dup", "fcntl(F_DUPFD_CLOEXEC)", "dup3"]);
+
+    // Received over a unix socket (SCM_RIGHTS).
+    let s = ioctls_of(&f, scm["child"].as_u64().expect("child"));
+    assert_eq!(s.len(), 1);
+    assert_eq!(s[0]["device"]["node"], drv.ctl());
+
+    // Taken with pidfd_getfd.
+    let p = ioctls_of(&f, pidfd["pid"].as_u64().expect("pid"));
+    assert_eq!(p.len(), 1);
+    assert_eq!(p[0]["fd"], pidfd["fd"]);
+
+    // After close: the ioctl got EBADF and is not attributed to the device.
+    assert_eq!(closed["ret"], -9);
+    assert!(ioctls_of(&f, closed["pid"].as_u64().expect("pid")).is_empty());
+
+    // Across exec: the inherited fd is traced, the CLOEXEC one is gone.
+    assert_eq!(exec["rets"], serde_json::json!([0, -9]));
+    let e = ioctls_of(&f, exec["pid"].as_u64().expect("pid"));
+    assert_eq!(e.len(), 1);
+    assert_eq!(e[0]["fd"], exec["fds"][0]);
+
+    // Helper threads: each tid, one pid.
+    let tp = threads["pid"].as_u64().expect("pid");
+    let t_io = ioctls_of(&f, tp);
+    assert_eq!(t_io.len(), 20);
+    let mut tids: Vec<u64> = t_io
+        .iter()
+        .map(|r| r["tid"].as_u64().expect("tid"))
+        .collect();
+    tids.sort_unstable();
+    tids.dedup();
+    let mut want: Vec<u64> = threads["tids"]
+        .as_array()
+        .expect("tids")
+        .iter()
+        .map(|v| v.as_u64().expect("tid"))
+        .collect();
+    want.sort_unstable();
+    assert_eq!(tids, want);
+}
+
+#[test]
+fn an_fd_opened_before_nvprobe_started_is_traced() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("pre");
+    let drv = FakeDrv::start(&tmp);
+    let mut child = Command::new(bin("nvfixture"))
+        .args(["run", "preopen", "--dir"])
+        .arg(&drv.dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("ready line");
+    let ready: Value = serde_json::from_str(&line).expect("JSON");
+    // nvprobe starts only now.
+    let t = watch(&tmp, &drv, &[]);
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"go\n")
+        .expect("go");
+    line.clear();
+    out.read_line(&mut line).expect("result");
+    assert!(child.wait().expect("wait").success());
+    let f = t.stop();
+    check_schema(&f);
+    let io = ioctls_of(&f, u64::from(child.id()));
+    assert_eq!(io.len(), 1);
+    assert_eq!(io[0]["fd"], ready["fd"]);
+    assert_eq!(io[0]["status"]["name"], "NV_ERR_INVALID_DEVICE");
+    assert!(
+        !f.for_pid(child.id()).iter().any(|r| r["type"] == "open"),
+        "the open happened before tracing"
+    );
+}
+
+#[test]
+fn lost_events_are_counted_exactly_and_reported() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("lost");
+    // /dev/null declared a ctl node: ioctls fail fast (ENOTTY), so a tiny
+    // ring buffer overflows.
+    let mut child = Command::new(bin("nvfixture"))
+        .args([
+            "run",
+            "flood",
+            "--dir",
+            "/dev/null",
+            "--count",
+            "20000",
+            "--threads",
+            "2",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("ready");
+    let pid = child.id().to_string();
+    let pid_num = u64::from(child.id());
+    let t = Trace::start(
+        &tmp,
+        &[
+            "--device",
+            "/dev/null=ctl",
+            "--pid",
+            &pid,
+            "--ringbuf-size",
+            "4096",
+        ],
+    );
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"go\n")
+        .expect("go");
+    line.clear();
+    out.read_line(&mut line).expect("result");
+    assert!(child.wait().expect("wait").success());
+    let f = t.stop();
+    check_schema(&f);
+    let issued = 40_000u64;
+    let got = f.records.iter().filter(|r| r["type"] == "ioctl").count() as u64;
+    let lost_records: u64 = f
+        .of_type("lost")
+        .filter(|r| r["kind"] == "ioctl")
+        .map(|r| r["count"].as_u64().expect("count"))
+        .sum();
+    let s = f.summary();
+    assert!(
+        lost_records > 0,
+        "a 4 KiB ring buffer must overflow under a flood"
+    );
+    assert_eq!(s["lost"]["per_kind"]["ioctl"].as_u64(), Some(lost_records));
+    assert_eq!(
+        got + lost_records,
+        issued,
+        "every ioctl is either delivered or counted as lost"
+    );
+    let per_cpu: u64 = s["lost"]["per_cpu"]
+        .as_array()
+        .expect("per cpu")
+        .iter()
+        .map(|v| v.as_u64().expect("n"))
+        .sum();
+    assert_eq!(per_cpu, s["lost"]["total"].as_u64().expect("total"));
+    assert!(f.stderr.contains("events were lost"), "{}", f.stderr);
+    // Only the filtered pid was traced (kernel-side --pid).
+    assert!(
+        f.records
+            .iter()
+            .filter(|r| r.get("pid").is_some())
+            .all(|r| r["pid"] == pid_num)
+    );
+}
+
+#[test]
+fn a_dev_nvidia_name_on_the_wrong_device_is_flagged() {
+    need_root!();
+    let _g = lock();
+    if Path::new("/dev/nvidia0").exists() {
+        eprintln!("skipping: /dev/nvidia0 exists here; not replacing a real node");
+        return;
+    }
+    let tmp = tmpdir("mismatch");
+    struct Node;
+    impl Drop for Node {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file("/dev/nvidia0");
+        }
+    }
+    // /dev/nvidia0 that is really /dev/null (1:3).
+    nix::sys::stat::mknod(
+        "/dev/nvidia0",
+        nix::sys::stat::SFlag::S_IFCHR,
+        nix::sys::stat::Mode::from_bits_truncate(0o666),
+        nix::sys::stat::makedev(1, 3),
+    )
+    .expect("mknod");
+    let _node = Node;
+    let t = Trace::start(&tmp, &["--driver-version", "580.159.04"]);
+    let out = Command::new("sh")
+        .args(["-c", "exec 3</dev/nvidia0"])
+        .status()
+        .expect("sh");
+    assert!(out.success());
+    let f = t.stop();
+    check_schema(&f);
+    let open = f
+        .of_type("open")
+        .find(|r| r["path"] == "/dev/nvidia0")
+        .expect("open of /dev/nvidia0");
+    assert_eq!(open["device"]["major"], 1);
+    assert_eq!(open["device"]["minor"], 3);
+    assert!(
+        open["mismatch"]
+            .as_str()
+            .expect("flagged")
+            .contains("not the NVIDIA gpu node")
+    );
+    assert_eq!(open["ok"], false);
+}
+
+#[test]
+fn user_errors_give_clear_messages_and_exit_codes() {
+    need_root!();
+    let _g = lock();
+    let run = |args: &[&str], uid: Option<u32>| {
+        let mut c = Command::new(bin("nvprobe"));
+        c.args(args);
+        if let Some(u) = uid {
+            c.uid(u).gid(u);
+        }
+        let o = c.output().expect("run nvprobe");
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run(&["watch"], Some(65534));
+    assert_eq!(code, Some(4), "{err}");
+    assert!(
+        err.contains("must run as root") && err.contains("sudo"),
+        "{err}"
+    );
+    let (code, err) = run(&["watch", "--device", "/nonexistent/nvidiactl"], None);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("/nonexistent/nvidiactl") && err.contains("cannot stat"),
+        "{err}"
+    );
+    let (code, err) = run(&["watch", "--device", "/dev/null"], None);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("=ctl"), "{err}");
+    let (code, err) = run(&["watch", "--ringbuf-size", "1000"], None);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("power of two"), "{err}");
+    let (code, err) = run(&["watch", "--duration", "-1"], None);
+    assert_eq!(code, Some(2), "{err}");
+    let (code, err) = run(&["watch", "--driver-version", "five"], None);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("not a driver version"), "{err}");
+    let tmp = tmpdir("badinput");
+    let out = tmp.join("nodir/x.ndjson");
+    let (code, err) = run(&["watch", "-o", out.to_str().expect("utf8")], None);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("cannot create output file"), "{err}");
+    // A malformed recording: every bad line is named, valid ones decoded.
+    let bad = tmp.join("bad.ndjson");
+    std::fs::write(&bad, "not json\n{\"type\":\"ioctl\",\"pid\":1,\"raw\":\"zz\"}\n{\"type\":\"ioctl\",\"pid\":1,\"raw\":\"0100\"}\n").expect("write");
+    let (code, err) = run(&["decode", bad.to_str().expect("utf8")], None);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains(":1: not a JSON record"), "{err}");
+    assert!(err.contains(":2: raw field is not hex"), "{err}");
+    assert!(
+        err.contains(":3: record of 2 bytes is shorter than a header"),
+        "{err}"
+    );
+    let (code, err) = run(&["decode", "/nonexistent.ndjson"], None);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("cannot open /nonexistent.ndjson"), "{err}");
+}
+
+#[test]
+fn tracefs_is_mounted_when_missing_and_sigterm_detaches() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("tracefs");
+    // Leave it unmounted if we can (nothing else of ours holds it now).
+    let unmounted = nix::mount::umount2("/sys/kernel/tracing", nix::mount::MntFlags::empty())
+        .is_ok()
+        || !Path::new("/sys/kernel/tracing/events").exists();
+    let t = Trace::start(&tmp, &["--driver-version", "580.159.04"]);
+    let pid = t.pid();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("SIGTERM");
+    std::thread::sleep(Duration::from_millis(50));
+    let f = t.stop();
+    check_schema(&f);
+    let start = f.of_type("start").next().expect("start");
+    if unmounted && !Path::new("/sys/kernel/debug/tracing/events").exists() {
+        assert_eq!(start["tracefs_mounted_by_nvprobe"], true);
+        assert!(f.stderr.contains("mounted tracefs"), "{}", f.stderr);
+    } else {
+        eprintln!("note: tracefs could not be unmounted here; checked the mounted path only");
+    }
+    assert_eq!(start["tracefs"], "/sys/kernel/tracing");
+    assert!(f.summary()["duration_s"].as_f64().is_some());
+    // Detached: no nvprobe program is left loaded.
+    let left: Vec<String> = aya::programs::loaded_programs()
+        .filter_map(Result::ok)
+        .filter_map(|p| p.name_as_str().map(str::to_owned))
+        .filter(|n| n.starts_with("nvprobe_"))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "programs still loaded after exit: {left:?}"
+    );
+}
+
+#[test]
+fn raw_recordings_decode_again_and_text_mode_reads_well() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("raw");
+    let drv = FakeDrv::start(&tmp);
+    let t = watch(&tmp, &drv, &["--raw", "--comm", "nvfixture"]);
+    scenario(&drv, "basic", &[]);
+    let f = t.stop();
+    check_schema(&f);
+    assert!(
+        f.records
+            .iter()
+            .filter(|r| r.get("pid").is_some())
+            .all(|r| r["comm"] == "nvfixture"),
+        "--comm filters"
+    );
+    let live: Vec<String> = f
+        .of_type("ioctl")
+        .map(|r| r["name"].as_str().unwrap_or("?").to_owned())
+        .collect();
+    let out = Command::new(bin("nvprobe"))
+        .arg("decode")
+        .arg(t_out(&f, &tmp))
+        .arg("--json")
+        .output()
+        .expect("decode");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let again: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("JSON"))
+        .filter(|r| r["type"] == "ioctl")
+        .map(|r| r["name"].as_str().unwrap_or("?").to_owned())
+        .collect();
+    assert_eq!(live, again);
+    let text = Command::new(bin("nvprobe"))
+        .arg("decode")
+        .arg(t_out(&f, &tmp))
+        .output()
+        .expect("decode");
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.contains("NV_ESC_RM_CONTROL{hClient=")
+                && l.contains("control=NV0000_CTRL_CMD_GPU_ATTACH_IDS")
+                && l.contains(") = 0 NV_ERR_INVALID_DEVICE <")),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.contains("NV_ESC_SYS_PARAMS{memblock_size=0x10000000}) = -1 EBUSY")),
+        "{text}"
+    );
+    assert!(text.contains("--- nvprobe summary:"), "{text}");
+}
+
+/// The file a finished trace wrote (the harness names it).
+fn t_out(f: &Finished, tmp: &Path) -> PathBuf {
+    let p = tmp.join("recording.ndjson");
+    let body: String = f.records.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(&p, body).expect("write recording");
+    p
+}
