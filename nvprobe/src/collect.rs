@@ -1,11 +1,25 @@
 //! Draining the ring buffer: decode each record, filter, render, count.
-//! Lost-event counters are read every tick and reported as `lost` records;
-//! nothing is dropped without being counted.
+//! Lost-event counters are read every few ticks and reported as `lost`
+//! records; nothing is dropped without being counted.
+//!
+//! The main thread only moves records from the ring buffer into batches.
+//! Decoding and rendering run on worker threads, and one thread writes the
+//! results in ring-buffer order. A consumer that cannot keep up fills the
+//! ring buffer, and what does not fit is counted as lost in the kernel.
 
-use std::{collections::HashSet, io, time::Duration};
+use std::{
+    collections::{BTreeMap, HashSet},
+    io,
+    sync::{
+        Arc, Mutex,
+        mpsc::{Receiver, sync_channel},
+    },
+    time::Duration,
+};
 
 use anyhow::Context as _;
 use aya::maps::{MapData, PerCpuArray, RingBuf};
+use bytes::BytesMut;
 use nvprobe_common::LOST_SLOTS;
 use tokio::{
     io::unix::AsyncFd,
@@ -15,8 +29,8 @@ use tokio::{
 
 use crate::{
     decode::{self, Context},
-    output::{Clock, Note, Output},
-    summary::{LostSummary, Stats, Summary},
+    output::{Clock, Note, Output, Renderer},
+    summary::{LostSummary, ProgStats, Stats, Summary},
 };
 
 pub struct Filters {
@@ -40,6 +54,24 @@ fn kind_name(slot: usize) -> &'static str {
     }
 }
 
+struct LostNote {
+    cpu: u32,
+    kind: &'static str,
+    count: u64,
+    total: u64,
+}
+
+impl LostNote {
+    fn note(&self) -> Note<'static> {
+        Note::Lost {
+            cpu: self.cpu,
+            kind: self.kind,
+            count: self.count,
+            total: self.total,
+        }
+    }
+}
+
 struct LostCounter {
     map: PerCpuArray<MapData, u64>,
     /// Last seen value per (slot, cpu).
@@ -56,9 +88,9 @@ impl LostCounter {
         }
     }
 
-    /// Report every increase since the last poll.
-    fn poll(&mut self, out: &mut Output) -> anyhow::Result<()> {
-        let now = Clock::mono_now();
+    /// Every increase since the last poll.
+    fn poll(&mut self) -> anyhow::Result<Vec<LostNote>> {
+        let mut notes = Vec::new();
         for slot in 0..LOST_SLOTS as usize {
             let values = self
                 .map
@@ -71,19 +103,16 @@ impl LostCounter {
                 if delta > 0 {
                     seen[cpu] = *v;
                     self.total += delta;
-                    out.note(
-                        now,
-                        &Note::Lost {
-                            cpu: cpu as u32,
-                            kind: kind_name(slot),
-                            count: delta,
-                            total: self.total,
-                        },
-                    )?;
+                    notes.push(LostNote {
+                        cpu: cpu as u32,
+                        kind: kind_name(slot),
+                        count: delta,
+                        total: self.total,
+                    });
                 }
             }
         }
-        Ok(())
+        Ok(notes)
     }
 
     fn summary(&self) -> LostSummary {
@@ -112,29 +141,27 @@ pub struct RunOpts {
     /// How often the ring buffer is drained without a wake-up (the BPF side
     /// wakes the collector only once a backlog builds up).
     pub tick: Duration,
-    /// How often the lost counters are read.
+    /// How often (in ticks) the lost counters are read.
     pub lost_every: u32,
+    /// Decode/render threads.
+    pub workers: usize,
     /// Report each BPF program's run count and time (stats must have been
     /// enabled with BPF_ENABLE_STATS before the run).
     pub bpf_stats: bool,
 }
 
-fn prog_stats(ebpf: &aya::Ebpf) -> Vec<crate::summary::ProgStats> {
+fn prog_stats(ebpf: &aya::Ebpf) -> Vec<ProgStats> {
     let mut v: Vec<_> = ebpf
         .programs()
         .filter_map(|(name, prog)| {
             let info = prog.info().ok()?;
             let runs = info.run_count();
             let ns = info.run_time().as_nanos() as u64;
-            Some(crate::summary::ProgStats {
+            Some(ProgStats {
                 program: name.to_owned(),
                 run_count: runs,
                 run_time_ns: ns,
-                ns_per_run: if runs > 0 {
-                    ns as f64 / runs as f64
-                } else {
-                    0.0
-                },
+                ns_per_run: if runs > 0 { ns as f64 / runs as f64 } else { 0.0 },
             })
         })
         .filter(|p| p.run_count > 0)
@@ -143,33 +170,208 @@ fn prog_stats(ebpf: &aya::Ebpf) -> Vec<crate::summary::ProgStats> {
     v
 }
 
-fn handle(
-    bytes: &[u8],
-    ctx: &Context,
-    filters: &Filters,
-    out: &mut Output,
-    stats: &mut Stats,
-) -> anyhow::Result<()> {
-    match decode::decode(bytes, ctx) {
-        Ok(ev) => {
-            if filters.keep(&ev) {
-                stats.record(&ev);
-                let t = decode::record_ktime(bytes).unwrap_or_default();
-                out.event(t, &ev)?;
-            }
-        }
-        Err(e) => {
-            stats.decode_error();
-            out.note(
-                Clock::mono_now(),
-                &Note::Warning {
-                    id: "undecodable_record",
-                    message: &format!("a kernel record could not be decoded: {e}"),
-                },
-            )?;
+const BATCH_RECORDS: usize = 512;
+
+/// Records drained from the ring buffer, framed as `[u32 len][bytes]…`.
+struct Batch {
+    seq: u64,
+    data: Vec<u8>,
+    count: usize,
+}
+
+impl Batch {
+    fn new(seq: u64) -> Self {
+        Self {
+            seq,
+            data: Vec::with_capacity(BATCH_RECORDS * 256),
+            count: 0,
         }
     }
-    Ok(())
+    fn push(&mut self, rec: &[u8]) {
+        self.data.extend_from_slice(&(rec.len() as u32).to_le_bytes());
+        self.data.extend_from_slice(rec);
+        self.count += 1;
+    }
+    fn records(&self) -> impl Iterator<Item = &[u8]> {
+        let mut rest = &self.data[..];
+        std::iter::from_fn(move || {
+            let len = u32::from_le_bytes(rest.get(..4)?.try_into().ok()?) as usize;
+            let rec = rest.get(4..4 + len)?;
+            rest = &rest[4 + len..];
+            Some(rec)
+        })
+    }
+}
+
+/// A worker's output (or a note from the main thread), written in `seq`
+/// order.
+struct Rendered {
+    seq: u64,
+    bytes: bytes::Bytes,
+    stats: Option<Stats>,
+}
+
+fn render_batch(b: &Batch, ctx: &Context, filters: &Filters, r: &mut Renderer) -> Rendered {
+    let mut stats = Stats::default();
+    let mut buf = BytesMut::with_capacity(b.count * 480);
+    for rec in b.records() {
+        match decode::decode(rec, ctx) {
+            Ok(ev) => {
+                if filters.keep(&ev) {
+                    stats.record(&ev);
+                    let t = decode::record_ktime(rec).unwrap_or_default();
+                    // Rendering into memory cannot fail.
+                    let _ = r.event(&mut buf, t, &ev);
+                }
+            }
+            Err(e) => {
+                stats.decode_error();
+                let _ = r.note(
+                    &mut buf,
+                    Clock::mono_now(),
+                    &Note::Warning {
+                        id: "undecodable_record",
+                        message: &format!("a kernel record could not be decoded: {e}"),
+                    },
+                );
+            }
+        }
+    }
+    Rendered {
+        seq: b.seq,
+        bytes: buf.freeze(),
+        stats: Some(stats),
+    }
+}
+
+/// Write rendered chunks in sequence order and sum the workers' counts.
+fn order_and_write(rx: Receiver<Rendered>, mut out: Output) -> (Output, Stats, io::Result<()>) {
+    let mut stats = Stats::default();
+    let mut next = 0u64;
+    let mut pending: BTreeMap<u64, Rendered> = BTreeMap::new();
+    let mut res = Ok(());
+    for item in rx {
+        pending.insert(item.seq, item);
+        while let Some(item) = pending.remove(&next) {
+            next += 1;
+            if let Some(s) = item.stats {
+                stats.merge(s);
+            }
+            if res.is_ok() {
+                res = out.rendered(item.bytes);
+            }
+        }
+    }
+    (out, stats, res)
+}
+
+/// The threads behind the main loop.
+struct Pipeline {
+    seq: u64,
+    work_tx: Option<std::sync::mpsc::SyncSender<Batch>>,
+    done_tx: Option<std::sync::mpsc::SyncSender<Rendered>>,
+    workers: Vec<std::thread::JoinHandle<()>>,
+    writer: Option<std::thread::JoinHandle<(Output, Stats, io::Result<()>)>>,
+    notes: Renderer,
+}
+
+impl Pipeline {
+    fn start(out: Output, ctx: Arc<Context>, filters: Arc<Filters>, workers: usize) -> anyhow::Result<Self> {
+        let notes = out.renderer();
+        let (work_tx, work_rx) = sync_channel::<Batch>(64);
+        let work_rx = Arc::new(Mutex::new(work_rx));
+        let (done_tx, done_rx) = sync_channel::<Rendered>(256);
+        let writer = std::thread::Builder::new()
+            .name("nvprobe-output".into())
+            .spawn(move || order_and_write(done_rx, out))
+            .context("starting the output thread")?;
+        let mut handles = Vec::new();
+        for i in 0..workers.max(1) {
+            let (rx, tx) = (work_rx.clone(), done_tx.clone());
+            let (ctx, filters, mut r) = (ctx.clone(), filters.clone(), notes.clone());
+            handles.push(
+                std::thread::Builder::new()
+                    .name(format!("nvprobe-decode-{i}"))
+                    .spawn(move || {
+                        loop {
+                            let next = match rx.lock() {
+                                Ok(g) => g.recv(),
+                                Err(_) => break,
+                            };
+                            let Ok(batch) = next else { break };
+                            if tx.send(render_batch(&batch, &ctx, &filters, &mut r)).is_err() {
+                                break;
+                            }
+                        }
+                    })
+                    .context("starting a decode thread")?,
+            );
+        }
+        Ok(Self {
+            seq: 0,
+            work_tx: Some(work_tx),
+            done_tx: Some(done_tx),
+            workers: handles,
+            writer: Some(writer),
+            notes,
+        })
+    }
+
+    /// Move everything the ring buffer holds into batches.
+    fn drain<T: std::borrow::BorrowMut<MapData>>(&mut self, ring: &mut RingBuf<T>) -> anyhow::Result<()> {
+        let tx = self.work_tx.as_ref().context("pipeline closed")?;
+        loop {
+            let mut b = Batch::new(self.seq);
+            while b.count < BATCH_RECORDS {
+                match ring.next() {
+                    Some(item) => b.push(&item),
+                    None => break,
+                }
+            }
+            if b.count == 0 {
+                return Ok(());
+            }
+            self.seq += 1;
+            let full = b.count == BATCH_RECORDS;
+            tx.send(b).map_err(|_| anyhow::anyhow!("the decode threads stopped"))?;
+            if !full {
+                return Ok(());
+            }
+        }
+    }
+
+    fn note(&mut self, note: &Note<'_>) -> anyhow::Result<()> {
+        let mut buf = BytesMut::new();
+        self.notes.note(&mut buf, Clock::mono_now(), note)?;
+        let item = Rendered {
+            seq: self.seq,
+            bytes: buf.freeze(),
+            stats: None,
+        };
+        self.seq += 1;
+        self.done_tx
+            .as_ref()
+            .context("pipeline closed")?
+            .send(item)
+            .map_err(|_| anyhow::anyhow!("the output thread stopped"))
+    }
+
+    /// Wait for every batch to be written; give back the output and counts.
+    fn finish(mut self) -> anyhow::Result<(Output, Stats)> {
+        drop(self.work_tx.take());
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+        drop(self.done_tx.take());
+        let (out, stats, res) = self
+            .writer
+            .take()
+            .context("output thread gone")?
+            .join()
+            .map_err(|_| anyhow::anyhow!("the output thread panicked"))?;
+        res?;
+        Ok((out, stats))
+    }
 }
 
 /// Run until SIGINT/SIGTERM (or `--duration`), then drain what is left and
@@ -177,21 +379,15 @@ fn handle(
 /// every probe.
 pub async fn run(
     ebpf: &mut aya::Ebpf,
-    ctx: &Context,
-    filters: &Filters,
-    out: &mut Output,
+    ctx: Arc<Context>,
+    filters: Arc<Filters>,
+    out: Output,
     opts: &RunOpts,
 ) -> anyhow::Result<Summary> {
-    let ring = RingBuf::try_from(
-        ebpf.take_map("EVENTS")
-            .context("EVENTS map missing from the object")?,
-    )
-    .context("opening the ring buffer")?;
-    let lost_map = PerCpuArray::try_from(
-        ebpf.take_map("LOST")
-            .context("LOST map missing from the object")?,
-    )
-    .context("opening the LOST counters")?;
+    let ring = RingBuf::try_from(ebpf.take_map("EVENTS").context("EVENTS map missing from the object")?)
+        .context("opening the ring buffer")?;
+    let lost_map = PerCpuArray::try_from(ebpf.take_map("LOST").context("LOST map missing from the object")?)
+        .context("opening the LOST counters")?;
     let mut lost = LostCounter::new(lost_map);
     // SAFETY: the ring buffer owns its map fd, which stays open and
     // unchanged for as long as the AsyncFd holds the RingBuf.
@@ -203,31 +399,25 @@ pub async fn run(
     let mut tick = interval(opts.tick);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut ticks = 0u32;
-    let mut stats = Stats::default();
     let started = Instant::now();
     let deadline = opts.duration.map(|d| started + d);
+    let mut pipe = Pipeline::start(out, ctx, filters, opts.workers)?;
 
     loop {
         tokio::select! {
             guard = ring.readable_mut() => {
                 let mut guard = guard.context("waiting on the ring buffer")?;
-                let rb = guard.get_inner_mut();
-                while let Some(item) = rb.next() {
-                    handle(&item, ctx, filters, out, &mut stats)?;
-                }
+                pipe.drain(guard.get_inner_mut())?;
                 guard.clear_ready();
-                out.flush()?;
             }
             _ = tick.tick() => {
-                let rb = ring.get_mut();
-                while let Some(item) = rb.next() {
-                    handle(&item, ctx, filters, out, &mut stats)?;
-                }
+                pipe.drain(ring.get_mut())?;
                 ticks += 1;
                 if ticks.is_multiple_of(opts.lost_every.max(1)) {
-                    lost.poll(out)?;
+                    for n in lost.poll()? {
+                        pipe.note(&n.note())?;
+                    }
                 }
-                out.flush()?;
                 if deadline.is_some_and(|d| Instant::now() >= d) {
                     break;
                 }
@@ -237,11 +427,11 @@ pub async fn run(
         }
     }
     // What arrived between the last wake-up and the stop.
-    let rb = ring.get_mut();
-    while let Some(item) = rb.next() {
-        handle(&item, ctx, filters, out, &mut stats)?;
+    pipe.drain(ring.get_mut())?;
+    for n in lost.poll()? {
+        pipe.note(&n.note())?;
     }
-    lost.poll(out)?;
+    let (mut out, stats) = pipe.finish()?;
     let mut summary = stats.finish(started.elapsed().as_secs_f64(), lost.summary());
     if opts.bpf_stats {
         summary.bpf = prog_stats(ebpf);

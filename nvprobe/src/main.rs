@@ -299,6 +299,10 @@ fn watch(a: WatchArgs) -> Result<(), Fail> {
         duration: a.duration.map(Duration::from_secs_f64),
         tick: Duration::from_millis(20),
         lost_every: 10,
+        // The main thread drains the ring buffer; these decode and render.
+        workers: std::thread::available_parallelism()
+            .map_or(1, |n| n.get().saturating_sub(1))
+            .clamp(1, 4),
         bpf_stats: _stats_fd.is_some(),
     };
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -307,9 +311,9 @@ fn watch(a: WatchArgs) -> Result<(), Fail> {
         .context("starting the async runtime")?;
     let summary = rt.block_on(collect::run(
         &mut loaded.ebpf,
-        &ctx,
-        &filters,
-        &mut out,
+        std::sync::Arc::new(ctx),
+        std::sync::Arc::new(filters),
+        out,
         &opts,
     ))?;
     drop(loaded);

@@ -152,6 +152,41 @@ impl Stats {
         }
     }
 
+    /// Fold another thread's counts into these.
+    pub fn merge(&mut self, o: Stats) {
+        for (k, v) in o.events {
+            *self.events.entry(k).or_default() += v;
+        }
+        self.failed += o.failed;
+        self.decode_errors += o.decode_errors;
+        for (pid, rows) in o.procs {
+            let mine = self.procs.entry(pid).or_default();
+            for r in rows {
+                match mine.iter_mut().find(|m| m.comm == r.comm) {
+                    Some(m) => {
+                        m.events += r.events;
+                        m.ioctls += r.ioctls;
+                        m.failed += r.failed;
+                        if r.last_failure.is_some() {
+                            m.last_failure = r.last_failure;
+                        }
+                    }
+                    None => mine.push(r),
+                }
+            }
+        }
+        for (k, c) in o.calls {
+            let m = self.calls.entry(k).or_insert_with(|| CallSummary {
+                name: c.name.clone(),
+                ..Default::default()
+            });
+            m.count += c.count;
+            m.failed += c.failed;
+            m.total_ns += c.total_ns;
+            m.max_ns = m.max_ns.max(c.max_ns);
+        }
+    }
+
     pub fn decode_error(&mut self) {
         self.decode_errors += 1;
     }

@@ -166,21 +166,20 @@ impl Drop for WriterThread {
     }
 }
 
-pub struct Output {
-    w: WriterThread,
+/// Renders records into bytes. Cheap to clone: each pipeline worker has
+/// its own.
+#[derive(Clone, Debug)]
+pub struct Renderer {
     format: Format,
     clock: Clock,
-    buf: BytesMut,
     scratch: Vec<u8>,
 }
 
-impl Output {
-    pub fn new(w: Box<dyn Write + Send>, format: Format, clock: Clock) -> Self {
+impl Renderer {
+    pub fn new(format: Format, clock: Clock) -> Self {
         Self {
-            w: WriterThread::spawn(w),
             format,
             clock,
-            buf: BytesMut::with_capacity(1 << 16),
             scratch: Vec::with_capacity(1024),
         }
     }
@@ -191,54 +190,96 @@ impl Output {
 
     /// Write `{"v":1,"time":…,"mono_ns":…,` + the body of `value`'s JSON
     /// object (which starts with its "type" tag).
-    fn json_line<T: Serialize>(&mut self, mono_ns: u64, value: &T) -> io::Result<()> {
+    fn json_line<T: Serialize>(&mut self, buf: &mut BytesMut, mono_ns: u64, value: &T) -> io::Result<()> {
         self.scratch.clear();
         serde_json::to_writer(&mut self.scratch, value).map_err(io::Error::other)?;
         let time = self.clock.rfc3339(mono_ns);
         use std::fmt::Write as _;
         let mut head = String::with_capacity(80);
-        let _ = write!(
-            head,
-            "{{\"v\":{SCHEMA_VERSION},\"time\":\"{time}\",\"mono_ns\":{mono_ns}"
-        );
-        self.buf.put_slice(head.as_bytes());
+        let _ = write!(head, "{{\"v\":{SCHEMA_VERSION},\"time\":\"{time}\",\"mono_ns\":{mono_ns}");
+        buf.put_slice(head.as_bytes());
         // scratch is `{…}`; splice its body in.
         if self.scratch.len() > 2 {
-            self.buf.put_u8(b',');
-            self.buf.put_slice(&self.scratch[1..]);
+            buf.put_u8(b',');
+            buf.put_slice(&self.scratch[1..]);
         } else {
-            self.buf.put_u8(b'}');
+            buf.put_u8(b'}');
         }
-        self.buf.put_u8(b'\n');
+        buf.put_u8(b'\n');
         Ok(())
     }
 
-    pub fn event(&mut self, mono_ns: u64, ev: &Event) -> io::Result<()> {
+    pub fn event(&mut self, buf: &mut BytesMut, mono_ns: u64, ev: &Event) -> io::Result<()> {
         match self.format {
-            Format::Json => self.json_line(mono_ns, ev)?,
+            Format::Json => self.json_line(buf, mono_ns, ev),
             Format::Text => {
                 let line = text::event_line(&self.clock, mono_ns, ev);
-                self.buf.put_slice(line.as_bytes());
-                self.buf.put_u8(b'\n');
+                buf.put_slice(line.as_bytes());
+                buf.put_u8(b'\n');
+                Ok(())
             }
         }
+    }
+
+    pub fn note(&mut self, buf: &mut BytesMut, mono_ns: u64, note: &Note<'_>) -> io::Result<()> {
+        match self.format {
+            Format::Json => self.json_line(buf, mono_ns, note),
+            Format::Text => {
+                let s = text::note_text(&self.clock, mono_ns, note);
+                if !s.is_empty() {
+                    buf.put_slice(s.as_bytes());
+                    if !s.ends_with('\n') {
+                        buf.put_u8(b'\n');
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// A renderer, a buffer, and the writer thread behind them.
+pub struct Output {
+    w: WriterThread,
+    r: Renderer,
+    buf: BytesMut,
+}
+
+impl Output {
+    pub fn new(w: Box<dyn Write + Send>, format: Format, clock: Clock) -> Self {
+        Self {
+            w: WriterThread::spawn(w),
+            r: Renderer::new(format, clock),
+            buf: BytesMut::with_capacity(1 << 16),
+        }
+    }
+
+    pub fn format(&self) -> Format {
+        self.r.format()
+    }
+
+    /// A renderer like this output's, for another thread.
+    pub fn renderer(&self) -> Renderer {
+        self.r.clone()
+    }
+
+    pub fn event(&mut self, mono_ns: u64, ev: &Event) -> io::Result<()> {
+        self.r.event(&mut self.buf, mono_ns, ev)?;
         self.maybe_flush()
     }
 
     pub fn note(&mut self, mono_ns: u64, note: &Note<'_>) -> io::Result<()> {
-        match self.format {
-            Format::Json => self.json_line(mono_ns, note)?,
-            Format::Text => {
-                let s = text::note_text(&self.clock, mono_ns, note);
-                if !s.is_empty() {
-                    self.buf.put_slice(s.as_bytes());
-                    if !s.ends_with('\n') {
-                        self.buf.put_u8(b'\n');
-                    }
-                }
-            }
-        }
+        self.r.note(&mut self.buf, mono_ns, note)?;
         self.maybe_flush()
+    }
+
+    /// Bytes another thread rendered, in order after what is buffered.
+    pub fn rendered(&mut self, b: bytes::Bytes) -> io::Result<()> {
+        if b.is_empty() {
+            return Ok(());
+        }
+        self.flush()?;
+        self.w.send(b)
     }
 
     fn maybe_flush(&mut self) -> io::Result<()> {
