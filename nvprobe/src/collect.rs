@@ -161,7 +161,11 @@ fn prog_stats(ebpf: &aya::Ebpf) -> Vec<ProgStats> {
                 program: name.to_owned(),
                 run_count: runs,
                 run_time_ns: ns,
-                ns_per_run: if runs > 0 { ns as f64 / runs as f64 } else { 0.0 },
+                ns_per_run: if runs > 0 {
+                    ns as f64 / runs as f64
+                } else {
+                    0.0
+                },
             })
         })
         .filter(|p| p.run_count > 0)
@@ -188,7 +192,8 @@ impl Batch {
         }
     }
     fn push(&mut self, rec: &[u8]) {
-        self.data.extend_from_slice(&(rec.len() as u32).to_le_bytes());
+        self.data
+            .extend_from_slice(&(rec.len() as u32).to_le_bytes());
         self.data.extend_from_slice(rec);
         self.count += 1;
     }
@@ -276,7 +281,12 @@ struct Pipeline {
 }
 
 impl Pipeline {
-    fn start(out: Output, ctx: Arc<Context>, filters: Arc<Filters>, workers: usize) -> anyhow::Result<Self> {
+    fn start(
+        out: Output,
+        ctx: Arc<Context>,
+        filters: Arc<Filters>,
+        workers: usize,
+    ) -> anyhow::Result<Self> {
         let notes = out.renderer();
         let (work_tx, work_rx) = sync_channel::<Batch>(64);
         let work_rx = Arc::new(Mutex::new(work_rx));
@@ -299,7 +309,10 @@ impl Pipeline {
                                 Err(_) => break,
                             };
                             let Ok(batch) = next else { break };
-                            if tx.send(render_batch(&batch, &ctx, &filters, &mut r)).is_err() {
+                            if tx
+                                .send(render_batch(&batch, &ctx, &filters, &mut r))
+                                .is_err()
+                            {
                                 break;
                             }
                         }
@@ -318,7 +331,10 @@ impl Pipeline {
     }
 
     /// Move everything the ring buffer holds into batches.
-    fn drain<T: std::borrow::BorrowMut<MapData>>(&mut self, ring: &mut RingBuf<T>) -> anyhow::Result<()> {
+    fn drain<T: std::borrow::BorrowMut<MapData>>(
+        &mut self,
+        ring: &mut RingBuf<T>,
+    ) -> anyhow::Result<()> {
         let tx = self.work_tx.as_ref().context("pipeline closed")?;
         loop {
             let mut b = Batch::new(self.seq);
@@ -333,7 +349,8 @@ impl Pipeline {
             }
             self.seq += 1;
             let full = b.count == BATCH_RECORDS;
-            tx.send(b).map_err(|_| anyhow::anyhow!("the decode threads stopped"))?;
+            tx.send(b)
+                .map_err(|_| anyhow::anyhow!("the decode threads stopped"))?;
             if !full {
                 return Ok(());
             }
@@ -384,10 +401,16 @@ pub async fn run(
     out: Output,
     opts: &RunOpts,
 ) -> anyhow::Result<Summary> {
-    let ring = RingBuf::try_from(ebpf.take_map("EVENTS").context("EVENTS map missing from the object")?)
-        .context("opening the ring buffer")?;
-    let lost_map = PerCpuArray::try_from(ebpf.take_map("LOST").context("LOST map missing from the object")?)
-        .context("opening the LOST counters")?;
+    let ring = RingBuf::try_from(
+        ebpf.take_map("EVENTS")
+            .context("EVENTS map missing from the object")?,
+    )
+    .context("opening the ring buffer")?;
+    let lost_map = PerCpuArray::try_from(
+        ebpf.take_map("LOST")
+            .context("LOST map missing from the object")?,
+    )
+    .context("opening the LOST counters")?;
     let mut lost = LostCounter::new(lost_map);
     // SAFETY: the ring buffer owns its map fd, which stays open and
     // unchanged for as long as the AsyncFd holds the RingBuf.

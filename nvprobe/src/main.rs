@@ -379,6 +379,13 @@ fn decode_file(a: DecodeArgs) -> Result<(), Fail> {
         };
         if v["type"] == "start" {
             ctx = Some(context_from_start(&v, a.out.driver_version));
+            // Show the recording's wall clock, not this machine's.
+            if let (Some(t), Some(m)) = (v["time"].as_str(), v["mono_ns"].as_u64())
+                && let Ok(wall) = humantime::parse_rfc3339(t)
+                && let Ok(d) = wall.duration_since(std::time::UNIX_EPOCH)
+            {
+                out.set_clock(Clock::fixed(d.as_nanos() as i128 - i128::from(m)));
+            }
             continue;
         }
         let Some(raw) = v.get("raw").and_then(Value::as_str) else {

@@ -190,13 +190,21 @@ impl Renderer {
 
     /// Write `{"v":1,"time":…,"mono_ns":…,` + the body of `value`'s JSON
     /// object (which starts with its "type" tag).
-    fn json_line<T: Serialize>(&mut self, buf: &mut BytesMut, mono_ns: u64, value: &T) -> io::Result<()> {
+    fn json_line<T: Serialize>(
+        &mut self,
+        buf: &mut BytesMut,
+        mono_ns: u64,
+        value: &T,
+    ) -> io::Result<()> {
         self.scratch.clear();
         serde_json::to_writer(&mut self.scratch, value).map_err(io::Error::other)?;
         let time = self.clock.rfc3339(mono_ns);
         use std::fmt::Write as _;
         let mut head = String::with_capacity(80);
-        let _ = write!(head, "{{\"v\":{SCHEMA_VERSION},\"time\":\"{time}\",\"mono_ns\":{mono_ns}");
+        let _ = write!(
+            head,
+            "{{\"v\":{SCHEMA_VERSION},\"time\":\"{time}\",\"mono_ns\":{mono_ns}"
+        );
         buf.put_slice(head.as_bytes());
         // scratch is `{…}`; splice its body in.
         if self.scratch.len() > 2 {
@@ -256,6 +264,11 @@ impl Output {
 
     pub fn format(&self) -> Format {
         self.r.format()
+    }
+
+    /// Use another wall clock from now on (replays use the recording's).
+    pub fn set_clock(&mut self, clock: Clock) {
+        self.r.clock = clock;
     }
 
     /// A renderer like this output's, for another thread.
