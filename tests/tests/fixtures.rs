@@ -232,6 +232,25 @@ fn cuinit_decodes_every_init_call_by_name_with_its_real_result() {
     let card = by_name["NV_ESC_CARD_INFO"][0].args.to_json();
     assert_eq!(card["pci_id0"], "10de:2335", "H200");
     assert_eq!(card["entries"], 32);
+    // The usermode doorbell page: RM_MAP_MEMORY names a fresh gpu fd, which
+    // is then mmap'ed writable and shared.
+    let doorbell = r
+        .events
+        .iter()
+        .find_map(|e| match e {
+            Event::Mmap(m) if m.device.kind == "gpu" => Some(m),
+            _ => None,
+        })
+        .expect("an mmap of /dev/nvidia0");
+    assert_eq!(
+        (
+            doorbell.length,
+            doorbell.prot.as_str(),
+            doorbell.flags.as_str()
+        ),
+        (65536, "PROT_WRITE", "MAP_SHARED")
+    );
+    assert!(doorbell.ok);
     // Every ioctl came from the one python process.
     assert!(
         io.iter()

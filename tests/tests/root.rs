@@ -455,6 +455,13 @@ fn lost_events_are_counted_exactly_and_reported() {
         .sum();
     assert_eq!(per_cpu, s["lost"]["total"].as_u64().expect("total"));
     assert!(f.stderr.contains("events were lost"), "{}", f.stderr);
+    // No driver here and no --driver-version: one warning, not one per event.
+    assert_eq!(
+        f.of_type("warning")
+            .filter(|w| w["id"] == "driver_version")
+            .count(),
+        usize::from(!Path::new("/proc/driver/nvidia/version").exists())
+    );
     // Only the filtered pid was traced (kernel-side --pid).
     assert!(
         f.records
@@ -677,4 +684,43 @@ fn t_out(f: &Finished, tmp: &Path) -> PathBuf {
     let body: String = f.records.iter().map(|r| format!("{r}\n")).collect();
     std::fs::write(&p, body).expect("write recording");
     p
+}
+
+#[test]
+fn calls_from_a_pid_namespace_carry_both_pids() {
+    need_root!();
+    let _g = lock();
+    if Command::new("unshare").arg("--version").output().is_err() {
+        eprintln!("skipping: unshare(1) is not installed");
+        return;
+    }
+    let tmp = tmpdir("pidns");
+    let drv = FakeDrv::start(&tmp);
+    let t = watch(&tmp, &drv, &[]);
+    let out = Command::new("unshare")
+        .args(["--pid", "--fork", "--"])
+        .arg(bin("nvfixture"))
+        .args(["run", "fork", "--dir"])
+        .arg(&drv.dir)
+        .output()
+        .expect("unshare");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ran: Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).expect("JSON");
+    let f = t.stop();
+    check_schema(&f);
+    // Inside the namespace the fixture is pid 1 and its child pid 2.
+    assert_eq!(
+        (ran["pid"].as_u64(), ran["child"].as_u64()),
+        (Some(1), Some(2))
+    );
+    let io: Vec<&Value> = f.of_type("ioctl").filter(|r| r["ns_pid"] == 2).collect();
+    assert_eq!(io.len(), 1, "the child's call, seen with its namespace pid");
+    assert_eq!(io[0]["ns_tid"], 2);
+    assert_ne!(io[0]["pid"], 2, "and with its host pid");
+    assert_eq!(io[0]["device"]["kind"], "ctl");
 }

@@ -137,7 +137,6 @@ fn setup(bench: bool) -> anyhow::Result<()> {
     {
         // bpf-linker's default feature links the nightly toolchain's own LLVM.
         sh(Command::new("cargo").args([
-            "+nightly",
             "install",
             &format!("bpf-linker@{BPF_LINKER_VERSION}"),
             "--locked",
