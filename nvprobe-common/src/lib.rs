@@ -34,6 +34,8 @@ pub enum EventKind {
     Path = 2,
     Fd = 3,
     Mmap = 4,
+    /// exec, exit and signals of processes that use NVIDIA devices.
+    Proc = 5,
 }
 
 impl EventKind {
@@ -43,6 +45,34 @@ impl EventKind {
             2 => Self::Path,
             3 => Self::Fd,
             4 => Self::Mmap,
+            5 => Self::Proc,
+            _ => return None,
+        })
+    }
+}
+
+/// What a [`ProcEvent`] reports.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProcOp {
+    /// The last thread of the process exited (`exit_code` as in wait(2)).
+    Exit = 1,
+    /// The process exec'd a new program.
+    Exec = 2,
+    /// A signal was generated for the process; the header is the sender
+    /// (the current task), `target_*` the receiver.
+    SignalGenerate = 3,
+    /// A signal is being delivered; the header is the receiver.
+    SignalDeliver = 4,
+}
+
+impl ProcOp {
+    pub fn from_u32(v: u32) -> Option<Self> {
+        Some(match v {
+            1 => Self::Exit,
+            2 => Self::Exec,
+            3 => Self::SignalGenerate,
+            4 => Self::SignalDeliver,
             _ => return None,
         })
     }
@@ -297,6 +327,31 @@ pub struct MmapEvent {
     pub _pad: u32,
 }
 
+/// Lifecycle and signal events of processes that touched an NVIDIA device
+/// (the NV_PROCS map).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ProcEvent {
+    pub hdr: Header,
+    /// [`ProcOp`] as u32.
+    pub op: u32,
+    pub sig: i32,
+    /// siginfo `si_code` (SI_USER 0, SI_KERNEL 0x80, SI_TIMER -2, …).
+    pub code: i32,
+    pub errno: i32,
+    /// signal_generate's result (0 delivered, 1 ignored, 2 already pending, …).
+    pub result: i32,
+    /// `task->exit_code` for Exit: status << 8, or the fatal signal (| 0x80 core).
+    pub exit_code: i32,
+    pub target_tgid: u32,
+    pub target_tid: u32,
+    /// siginfo `si_pid` (the sender as the kernel recorded it).
+    pub si_pid: u32,
+    pub _pad: u32,
+    pub sa_handler: u64,
+    pub sa_flags: u64,
+}
+
 /// Per-thread state kept between a syscall's entry and exit.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -365,6 +420,10 @@ pub struct Config {
     /// buffer; below that it drains on its own timer. Saves an irq_work
     /// and a wake-up per event.
     pub wakeup_bytes: u32,
+    pub task_tgid: u32,
+    pub task_pid: u32,
+    pub task_exit_code: u32,
+    pub _pad: u32,
 }
 
 /// Kernel-internal dev_t helpers (`MAJOR()`/`MINOR()` in linux/kdev_t.h).
@@ -438,7 +497,8 @@ mod tests {
         assert_eq!(size_of::<PathEvent>(), 56 + 24 + 24 + 24 + 16 + 128);
         assert_eq!(size_of::<FdEvent>(), 56 + 24 + 24 + 8 + 8);
         assert_eq!(size_of::<MmapEvent>(), 56 + 24 + 24 + 24 + 16);
-        assert_eq!(size_of::<Config>(), 22 * 4);
+        assert_eq!(size_of::<Config>(), 26 * 4);
+        assert_eq!(size_of::<ProcEvent>(), 56 + 40 + 16);
     }
 
     #[test]

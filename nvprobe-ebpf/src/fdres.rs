@@ -44,6 +44,10 @@ static CONFIG: Config = Config {
     extra_files: 0,
     self_tgid: 0,
     wakeup_bytes: 0,
+    task_tgid: 0,
+    task_pid: 0,
+    task_exit_code: 0,
+    _pad: 0,
 };
 
 #[inline(always)]
@@ -73,6 +77,26 @@ unsafe fn kread<T: Copy>(base: u64, off: u32) -> Option<T> {
 fn current_task() -> u64 {
     // SAFETY: helper without arguments.
     unsafe { generated::bpf_get_current_task() }
+}
+
+/// Read a u32 field of the task at `task` by its Config offset.
+#[inline(always)]
+pub fn task_field(task: u64, off: u32) -> Option<u32> {
+    // SAFETY: probe read.
+    unsafe { kread(task, off) }
+}
+
+pub fn off_task_tgid() -> u32 {
+    cfg!(task_tgid)
+}
+pub fn off_task_pid() -> u32 {
+    cfg!(task_pid)
+}
+pub fn off_task_exit_code() -> u32 {
+    cfg!(task_exit_code)
+}
+pub fn current_task_ptr() -> u64 {
+    current_task()
 }
 
 #[inline(always)]

@@ -14,6 +14,7 @@
 mod fdres;
 mod maps;
 mod paths;
+mod procs;
 
 use aya_ebpf::{
     helpers::{bpf_ktime_get_ns, bpf_probe_read_user, generated},
@@ -573,6 +574,11 @@ fn exit_path(inf: &Inflight, ret: i64, end: u64) -> Result<(), i64> {
             if let Some(f) = resolve_fd(ret as i32) {
                 file = f;
             }
+        }
+        if file.kind != DevKind::None as u8 {
+            // From now on this process's exit and signals are reported.
+            let tgid = (aya_ebpf::helpers::bpf_get_current_pid_tgid() >> 32) as u32;
+            let _ = maps::NV_PROCS.insert(&tgid, &1, 0);
         }
         // Keep opens that produced an NVIDIA file by any path, and opens of
         // NVIDIA-looking paths whatever they produced (failures included).

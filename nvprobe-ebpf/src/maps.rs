@@ -25,6 +25,13 @@ pub static LOST: PerCpuArray<u64> = PerCpuArray::with_max_entries(LOST_SLOTS, 0)
 #[map]
 pub static INFLIGHT: Array<Inflight> = Array::with_max_entries(INFLIGHT_SLOTS, 0);
 
+/// Processes that use an NVIDIA device: their exit, exec and signals are
+/// reported. Filled here when an open yields an NVIDIA file, and by user
+/// space for processes first seen through an inherited fd.
+#[map]
+pub static NV_PROCS: aya_ebpf::maps::LruHashMap<u32, u8> =
+    aya_ebpf::maps::LruHashMap::with_max_entries(16384, 0);
+
 /// Tgids to trace when Config::pid_filter is set.
 #[map]
 pub static PID_FILTER: HashMap<u32, u8> = HashMap::with_max_entries(1024, 0);

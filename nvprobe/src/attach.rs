@@ -174,6 +174,37 @@ pub const PROBES: &[Probe] = &[
     ),
 ];
 
+/// Where a single (non-syscall) program attaches.
+pub enum Hook {
+    TracePoint(&'static str, &'static str),
+    RawTracePoint(&'static str),
+}
+
+/// The process layer: exit, exec and signals of processes that use NVIDIA
+/// devices (for cuInit verdicts). All optional.
+pub const PROC_PROBES: &[(&str, Hook, &str)] = &[
+    (
+        "nvprobe_proc_exit",
+        Hook::TracePoint("sched", "sched_process_exit"),
+        "how processes end",
+    ),
+    (
+        "nvprobe_proc_exec",
+        Hook::TracePoint("sched", "sched_process_exec"),
+        "execs",
+    ),
+    (
+        "nvprobe_signal_generate",
+        Hook::RawTracePoint("signal_generate"),
+        "who sends signals",
+    ),
+    (
+        "nvprobe_signal_deliver",
+        Hook::TracePoint("signal", "signal_deliver"),
+        "signal delivery",
+    ),
+];
+
 /// A reason nvprobe cannot start, with what the user should do. Each maps
 /// to an exit code (see `main.rs`).
 #[derive(Debug, thiserror::Error)]
@@ -411,6 +442,53 @@ pub fn load_and_attach(
                 });
             }
         }
+    }
+    for (prog, hook, what) in PROC_PROBES {
+        let (target, res) = match hook {
+            Hook::TracePoint(cat, name) => (
+                format!("{cat}/{name}"),
+                (|| -> Result<(), String> {
+                    let p: &mut TracePoint = ebpf
+                        .program_mut(prog)
+                        .ok_or_else(|| format!("program {prog} missing from the object"))?
+                        .try_into()
+                        .map_err(|e| format!("{prog}: {e}"))?;
+                    p.load().map_err(|e| format!("loading {prog}: {e:#}"))?;
+                    p.attach(cat, name)
+                        .map(|_| ())
+                        .map_err(|e| format!("attaching {cat}/{name}: {e:#}"))
+                })(),
+            ),
+            Hook::RawTracePoint(name) => (
+                format!("raw_tracepoint/{name}"),
+                (|| -> Result<(), String> {
+                    let p: &mut aya::programs::RawTracePoint = ebpf
+                        .program_mut(prog)
+                        .ok_or_else(|| format!("program {prog} missing from the object"))?
+                        .try_into()
+                        .map_err(|e| format!("{prog}: {e}"))?;
+                    p.load().map_err(|e| format!("loading {prog}: {e:#}"))?;
+                    p.attach(name)
+                        .map(|_| ())
+                        .map_err(|e| format!("attaching raw tracepoint {name}: {e:#}"))
+                })(),
+            ),
+        };
+        if let Err(err) = &res {
+            refusals.push(Refusal {
+                probe: (*prog).into(),
+                reason: format!(
+                    "{err}; without it nvprobe misses {what}, and cuInit verdicts lose it"
+                ),
+            });
+        }
+        probes.push(ProbeState {
+            name: (*prog).into(),
+            target,
+            layer: "process",
+            attached: res.is_ok(),
+            error: res.err(),
+        });
     }
     Ok(Loaded {
         ebpf,

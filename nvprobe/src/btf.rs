@@ -245,6 +245,9 @@ pub fn kernel_offsets(btf: &Btf) -> Result<Config, BtfError> {
         pid_numbers: btf.member_offset("pid", "numbers")?,
         upid_size: btf.struct_size("upid")?,
         upid_nr: btf.member_offset("upid", "nr")?,
+        task_tgid: btf.member_offset("task_struct", "tgid")?,
+        task_pid: btf.member_offset("task_struct", "pid")?,
+        task_exit_code: btf.member_offset("task_struct", "exit_code")?,
         ..Config::default()
     })
 }

@@ -28,6 +28,7 @@ use tokio::{
 };
 
 use crate::{
+    correlate::{Correlator, Record},
     decode::{self, Context},
     output::{Clock, Note, Output, Renderer},
     summary::{LostSummary, ProgStats, Stats, Summary},
@@ -145,6 +146,8 @@ pub struct RunOpts {
     pub lost_every: u32,
     /// Decode/render threads.
     pub workers: usize,
+    /// Only the per-process verdicts and the summary.
+    pub summary_only: bool,
     /// Report each BPF program's run count and time (stats must have been
     /// enabled with BPF_ENABLE_STATS before the run).
     pub bpf_stats: bool,
@@ -214,19 +217,33 @@ struct Rendered {
     seq: u64,
     bytes: bytes::Bytes,
     stats: Option<Stats>,
+    /// The decoded events, for the per-process correlator.
+    events: Vec<decode::Event>,
 }
 
-fn render_batch(b: &Batch, ctx: &Context, filters: &Filters, r: &mut Renderer) -> Rendered {
+fn render_batch(
+    b: &Batch,
+    ctx: &Context,
+    filters: &Filters,
+    r: &mut Renderer,
+    summary_only: bool,
+) -> Rendered {
     let mut stats = Stats::default();
-    let mut buf = BytesMut::with_capacity(b.count * 480);
+    let mut buf = BytesMut::with_capacity(if summary_only { 0 } else { b.count * 480 });
+    let mut events = Vec::with_capacity(b.count);
     for rec in b.records() {
         match decode::decode(rec, ctx) {
             Ok(ev) => {
                 if filters.keep(&ev) {
-                    stats.record(&ev);
-                    let t = decode::record_ktime(rec).unwrap_or_default();
-                    // Rendering into memory cannot fail.
-                    let _ = r.event(&mut buf, t, &ev);
+                    if !matches!(ev, decode::Event::Proc(_)) {
+                        stats.record(&ev);
+                    }
+                    if !summary_only {
+                        let t = decode::record_ktime(rec).unwrap_or_default();
+                        // Rendering into memory cannot fail.
+                        let _ = r.event(&mut buf, t, &ev);
+                    }
+                    events.push(ev);
                 }
             }
             Err(e) => {
@@ -246,12 +263,18 @@ fn render_batch(b: &Batch, ctx: &Context, filters: &Filters, r: &mut Renderer) -
         seq: b.seq,
         bytes: buf.freeze(),
         stats: Some(stats),
+        events,
     }
 }
 
-/// Write rendered chunks in sequence order and sum the workers' counts.
-fn order_and_write(rx: Receiver<Rendered>, mut out: Output) -> (Output, Stats, io::Result<()>) {
+type Finished = (Output, Stats, Correlator, io::Result<()>);
+
+/// Write rendered chunks in sequence order, sum the workers' counts, and
+/// follow each process's start-up in that order.
+fn order_and_write(rx: Receiver<Rendered>, mut out: Output, summary_only: bool) -> Finished {
     let mut stats = Stats::default();
+    let mut corr = Correlator::default();
+    let mut recs = Vec::new();
     let mut next = 0u64;
     let mut pending: BTreeMap<u64, Rendered> = BTreeMap::new();
     let mut res = Ok(());
@@ -265,18 +288,29 @@ fn order_and_write(rx: Receiver<Rendered>, mut out: Output) -> (Output, Stats, i
             if res.is_ok() {
                 res = out.rendered(item.bytes);
             }
+            for ev in &item.events {
+                corr.observe(ev, &mut recs);
+            }
+            for r in recs.drain(..) {
+                if res.is_ok() && !(summary_only && matches!(r, Record::Stage { .. })) {
+                    res = out.record(&r);
+                }
+            }
         }
     }
-    (out, stats, res)
+    (out, stats, corr, res)
 }
 
 /// The threads behind the main loop.
 struct Pipeline {
     seq: u64,
+    /// Tgids already put into NV_PROCS.
+    known: HashSet<u32>,
+    nv_procs: Option<aya::maps::HashMap<MapData, u32, u8>>,
     work_tx: Option<std::sync::mpsc::SyncSender<Batch>>,
     done_tx: Option<std::sync::mpsc::SyncSender<Rendered>>,
     workers: Vec<std::thread::JoinHandle<()>>,
-    writer: Option<std::thread::JoinHandle<(Output, Stats, io::Result<()>)>>,
+    writer: Option<std::thread::JoinHandle<Finished>>,
     notes: Renderer,
 }
 
@@ -285,15 +319,17 @@ impl Pipeline {
         out: Output,
         ctx: Arc<Context>,
         filters: Arc<Filters>,
-        workers: usize,
+        opts: &RunOpts,
+        nv_procs: Option<aya::maps::HashMap<MapData, u32, u8>>,
     ) -> anyhow::Result<Self> {
+        let (workers, summary_only) = (opts.workers, opts.summary_only);
         let notes = out.renderer();
         let (work_tx, work_rx) = sync_channel::<Batch>(64);
         let work_rx = Arc::new(Mutex::new(work_rx));
         let (done_tx, done_rx) = sync_channel::<Rendered>(256);
         let writer = std::thread::Builder::new()
             .name("nvprobe-output".into())
-            .spawn(move || order_and_write(done_rx, out))
+            .spawn(move || order_and_write(done_rx, out, summary_only))
             .context("starting the output thread")?;
         let mut handles = Vec::new();
         for i in 0..workers.max(1) {
@@ -310,7 +346,7 @@ impl Pipeline {
                             };
                             let Ok(batch) = next else { break };
                             if tx
-                                .send(render_batch(&batch, &ctx, &filters, &mut r))
+                                .send(render_batch(&batch, &ctx, &filters, &mut r, summary_only))
                                 .is_err()
                             {
                                 break;
@@ -322,6 +358,8 @@ impl Pipeline {
         }
         Ok(Self {
             seq: 0,
+            known: HashSet::new(),
+            nv_procs,
             work_tx: Some(work_tx),
             done_tx: Some(done_tx),
             workers: handles,
@@ -340,7 +378,20 @@ impl Pipeline {
             let mut b = Batch::new(self.seq);
             while b.count < BATCH_RECORDS {
                 match ring.next() {
-                    Some(item) => b.push(&item),
+                    Some(item) => {
+                        // A process first seen here (say, through an fd it
+                        // inherited): have the kernel report its exit and
+                        // signals too.
+                        if let Some(tgid) = item
+                            .get(16..20)
+                            .map(|t| u32::from_le_bytes(t.try_into().unwrap_or_default()))
+                            && self.known.insert(tgid)
+                            && let Some(m) = self.nv_procs.as_mut()
+                        {
+                            let _ = m.insert(tgid, 1, 0);
+                        }
+                        b.push(&item)
+                    }
                     None => break,
                 }
             }
@@ -364,6 +415,7 @@ impl Pipeline {
             seq: self.seq,
             bytes: buf.freeze(),
             stats: None,
+            events: Vec::new(),
         };
         self.seq += 1;
         self.done_tx
@@ -374,20 +426,20 @@ impl Pipeline {
     }
 
     /// Wait for every batch to be written; give back the output and counts.
-    fn finish(mut self) -> anyhow::Result<(Output, Stats)> {
+    fn finish(mut self) -> anyhow::Result<(Output, Stats, Correlator)> {
         drop(self.work_tx.take());
         for w in self.workers.drain(..) {
             let _ = w.join();
         }
         drop(self.done_tx.take());
-        let (out, stats, res) = self
+        let (out, stats, corr, res) = self
             .writer
             .take()
             .context("output thread gone")?
             .join()
             .map_err(|_| anyhow::anyhow!("the output thread panicked"))?;
         res?;
-        Ok((out, stats))
+        Ok((out, stats, corr))
     }
 }
 
@@ -424,7 +476,10 @@ pub async fn run(
     let mut ticks = 0u32;
     let started = Instant::now();
     let deadline = opts.duration.map(|d| started + d);
-    let mut pipe = Pipeline::start(out, ctx, filters, opts.workers)?;
+    let nv_procs = ebpf
+        .take_map("NV_PROCS")
+        .and_then(|m| aya::maps::HashMap::try_from(m).ok());
+    let mut pipe = Pipeline::start(out, ctx, filters, opts, nv_procs)?;
 
     loop {
         tokio::select! {
@@ -454,7 +509,13 @@ pub async fn run(
     for n in lost.poll()? {
         pipe.note(&n.note())?;
     }
-    let (mut out, stats) = pipe.finish()?;
+    let (mut out, stats, mut corr) = pipe.finish()?;
+    // Verdicts for the processes still running.
+    let mut recs = Vec::new();
+    corr.finish(&mut recs);
+    for r in &recs {
+        out.record(r)?;
+    }
     let mut summary = stats.finish(started.elapsed().as_secs_f64(), lost.summary());
     if opts.bpf_stats {
         summary.bpf = prog_stats(ebpf);

@@ -7,6 +7,7 @@
 pub mod attach;
 pub mod btf;
 pub mod collect;
+pub mod correlate;
 pub mod decode;
 pub mod host;
 pub mod output;

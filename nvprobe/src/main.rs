@@ -83,6 +83,9 @@ struct WatchArgs {
     /// Ring buffer size in bytes (a power of two, at least one page).
     #[arg(long, value_name = "BYTES", default_value_t = 16 * 1024 * 1024, value_parser = parse_ringbuf)]
     ringbuf_size: u32,
+    /// Print only each process's cuInit verdict and the summary.
+    #[arg(long)]
+    summary_only: bool,
     /// Measure each BPF program's run count and time (BPF_ENABLE_STATS) and
     /// report them in the summary: what nvprobe costs the traced host.
     #[arg(long)]
@@ -304,6 +307,7 @@ fn watch(a: WatchArgs) -> Result<(), Fail> {
             .map_or(1, |n| n.get().saturating_sub(1))
             .clamp(1, 4),
         bpf_stats: _stats_fd.is_some(),
+        summary_only: a.summary_only,
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

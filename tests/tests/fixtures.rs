@@ -459,3 +459,104 @@ fn no_visible_devices_stops_before_uvm_registration() {
         "no GPU was registered with UVM"
     );
 }
+
+/// The correlator's view of a recording (driver calls only: these
+/// recordings predate the process events).
+fn verdicts(
+    name: &str,
+) -> (
+    Vec<nvprobe::correlate::Record>,
+    Vec<nvprobe::correlate::CuInit>,
+) {
+    let r = replay(name, None);
+    let mut c = nvprobe::correlate::Correlator::default();
+    let mut out = Vec::new();
+    for ev in &r.events {
+        c.observe(ev, &mut out);
+    }
+    c.finish(&mut out);
+    let v = out
+        .iter()
+        .filter_map(|rec| match rec {
+            nvprobe::correlate::Record::Cuinit(v) => Some((**v).clone()),
+            _ => None,
+        })
+        .collect();
+    (out, v)
+}
+
+fn stage_ids(v: &nvprobe::correlate::CuInit) -> Vec<&'static str> {
+    v.stages.iter().map(|s| s.stage).collect()
+}
+
+#[test]
+fn real_cuinit_stages_in_the_580_order() {
+    let (records, v) = verdicts("h200-580.159.04-cuinit-ctypes.ndjson");
+    assert_eq!(v.len(), 1);
+    let v = &v[0];
+    // The real order: the version handshake runs on a probe client (S2
+    // before S1), and UVM init (S4) comes before the GPU attach (S3).
+    assert_eq!(
+        stage_ids(v),
+        ["S0", "S2", "S1", "S4", "S3", "S5", "S6", "S7"]
+    );
+    assert_eq!(v.result, "ok");
+    assert_eq!(v.source, "driver calls alone (no libcuda uprobe)");
+    let s7 = v.stages.iter().find(|s| s.stage == "S7").expect("S7");
+    assert_eq!(s7.via, "UVM_REGISTER_GPU");
+    assert!(
+        s7.at_ms > 200.0,
+        "REGISTER_GPU ends the 217 ms start-up: {}",
+        s7.at_ms
+    );
+    assert!(v.diagnoses.is_empty(), "{:?}", v.diagnoses);
+    let stage_records = records
+        .iter()
+        .filter(|r| matches!(r, nvprobe::correlate::Record::Stage { .. }))
+        .count();
+    assert_eq!(stage_records, 8, "one stage record per transition");
+}
+
+#[test]
+fn real_failures_get_their_verdicts() {
+    let (_, v) = verdicts("h200-580.159.04-uvm-masked.ndjson");
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0].result, "failed");
+    assert_eq!(stage_ids(&v[0]), ["S0", "S2", "S1"]);
+    let d = &v[0].diagnoses[0];
+    assert_eq!(d.id, "uvm_unusable");
+    assert!(
+        d.evidence.contains("/dev/nvidia-uvm is device 1:3"),
+        "{}",
+        d.evidence
+    );
+    assert!(d.hint.contains("nvidia-modprobe -u"), "{}", d.hint);
+
+    // Without the process events (this recording predates them) the
+    // BUSY_RETRY is ambiguous, and the verdict says so instead of blaming HMM.
+    let (_, v) = verdicts("h200-580.159.04-timeout-kill.ndjson");
+    assert_eq!(v[0].result, "failed");
+    let f = v[0].failed_call.as_ref().expect("failed call");
+    assert_eq!(
+        (f.call.as_str(), f.result.as_str()),
+        ("UVM_REGISTER_GPU", "NV_ERR_BUSY_RETRY")
+    );
+    assert_eq!(v[0].diagnoses[0].id, "uvm_busy_retry");
+    assert!(
+        v[0].diagnoses[0].hint.contains("signal"),
+        "{}",
+        v[0].diagnoses[0].hint
+    );
+
+    let (_, v) = verdicts("h200-580.159.04-novisible.ndjson");
+    let py: Vec<_> = v.iter().filter(|x| x.comm == "python3").collect();
+    assert_eq!(py.len(), 1);
+    assert!(
+        !py[0].stages.iter().any(|s| s.stage == "S7"),
+        "no GPU registered"
+    );
+    assert!(py[0].diagnoses.is_empty());
+
+    let (_, v) = verdicts("h200-580.159.04-concurrent16.ndjson");
+    assert_eq!(v.iter().filter(|x| x.result == "ok").count(), 16);
+}

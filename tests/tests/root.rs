@@ -724,3 +724,91 @@ fn calls_from_a_pid_namespace_carry_both_pids() {
     assert_ne!(io[0]["pid"], 2, "and with its host pid");
     assert_eq!(io[0]["device"]["kind"], "ctl");
 }
+
+#[test]
+fn cuinit_verdicts_name_the_killer_and_the_stage() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("verdict");
+    let drv = FakeDrv::start(&tmp);
+    let t = watch(&tmp, &drv, &[]);
+    // A harness `timeout` kills a process that waits after opening the ctl node.
+    let mut killed = Command::new("timeout")
+        .args(["-s", "TERM", "0.5"])
+        .arg(bin("nvfixture"))
+        .args(["run", "preopen", "--dir"])
+        .arg(&drv.dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("timeout");
+    let timeout_pid = u64::from(killed.id());
+    // Keep its stdin open: it waits there until killed.
+    let _stdin = killed.stdin.take();
+    let st = killed.wait().expect("wait");
+    assert_eq!(st.code(), Some(124));
+    // Its own alarm(1) kills a process inside driver calls.
+    let alarm = Command::new(bin("nvfixture"))
+        .args(["run", "alarm", "--dir"])
+        .arg(&drv.dir)
+        .status()
+        .expect("alarm");
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&alarm),
+        Some(14)
+    );
+    // A clean run that exits 0.
+    let ok = scenario(&drv, "dup", &[]);
+    let f = t.stop();
+    check_schema(&f);
+    let verdicts: Vec<&Value> = f.of_type("cuinit").collect();
+    let of = |pid: u64| verdicts.iter().find(|v| v["pid"] == pid).copied();
+
+    let sent = f
+        .of_type("proc")
+        .find(|r| r["op"] == "signal" && r["pid"] == timeout_pid)
+        .expect("timeout's SIGTERM seen");
+    let victim = sent["target_pid"].as_u64().expect("target");
+    assert_eq!(
+        (sent["signal"].as_str(), sent["code"].as_i64()),
+        (Some("SIGTERM"), Some(0))
+    );
+    let v = of(victim).expect("verdict for the killed process");
+    assert_eq!(v["result"], "killed");
+    let text = v["text"].as_str().expect("text");
+    assert!(
+        text.starts_with(&format!(
+            "killed by SIGTERM from timeout[{timeout_pid}] after "
+        )),
+        "{text}"
+    );
+    assert!(text.ends_with(", at S0 ctl_opened"), "{text}");
+    assert_eq!(v["diagnoses"][0]["id"], "killed_by_signal");
+    assert_eq!(v["exit"], "killed by SIGTERM");
+
+    let alarm_v = verdicts
+        .iter()
+        .find(|v| v["signal"]["name"] == "SIGALRM")
+        .expect("verdict for the alarm process");
+    assert_eq!(alarm_v["result"], "killed");
+    let text = alarm_v["text"].as_str().expect("text");
+    assert!(
+        text.contains("killed by SIGALRM from the kernel (alarm/itimer"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "in NV_ESC_RM_CONTROL NV2080_CTRL_CMD_GPU_GET_NAME_STRING; the call was still running"
+        ),
+        "{text}"
+    );
+
+    let ok_v = of(ok["pid"].as_u64().expect("pid")).expect("verdict for the clean run");
+    assert_eq!(ok_v["exit"], "exited with status 0");
+    assert_eq!(ok_v["stages"][0]["stage"], "S0");
+    let exit = f
+        .of_type("proc")
+        .find(|r| r["op"] == "exit" && r["pid"] == ok["pid"])
+        .expect("exit record");
+    assert_eq!(exit["exit_code"], 0);
+}

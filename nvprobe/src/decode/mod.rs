@@ -17,7 +17,7 @@ use std::{collections::HashMap, mem::size_of, sync::Arc};
 
 use nvprobe_common::{
     DevKind, EventKind, FdEvent, FdOp, FileId, Header, IoctlEvent, MmapEvent, PathEvent, PathOp,
-    ioctl_flags, kdev_major, kdev_minor,
+    ProcEvent, ProcOp, ioctl_flags, kdev_major, kdev_minor,
 };
 use serde::Serialize;
 
@@ -290,6 +290,36 @@ pub struct MmapCall {
     pub raw: Option<String>,
 }
 
+/// exec, exit or a signal of a process that uses NVIDIA devices.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ProcCall {
+    /// The current task: the exiting or exec'ing process, the signal's
+    /// sender (op "signal") or its receiver (op "signal_delivered").
+    #[serde(flatten)]
+    pub proc: Proc,
+    /// exit, exec, signal, signal_delivered.
+    pub op: &'static str,
+    pub target_pid: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_tid: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sig: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+    /// siginfo si_code (signals).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<i32>,
+    /// wait(2)-style exit code (exit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// "exited with status N" / "killed by SIGX" (exit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit: Option<String>,
+    pub time_ns: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub raw: Option<String>,
+}
+
 /// A decoded kernel record.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -301,6 +331,7 @@ pub enum Event {
     Close(FdCall),
     Dup(FdCall),
     Mmap(MmapCall),
+    Proc(ProcCall),
 }
 
 impl Event {
@@ -310,7 +341,19 @@ impl Event {
             Event::Open(e) | Event::Stat(e) | Event::Access(e) => &e.proc,
             Event::Close(e) | Event::Dup(e) => &e.proc,
             Event::Mmap(e) => &e.proc,
+            Event::Proc(e) => &e.proc,
         }
+    }
+    /// (start, end) in CLOCK_MONOTONIC ns.
+    pub fn span(&self) -> (u64, u64) {
+        let (s, d) = match self {
+            Event::Ioctl(e) => (e.start_ns, e.duration_ns),
+            Event::Open(e) | Event::Stat(e) | Event::Access(e) => (e.start_ns, e.duration_ns),
+            Event::Close(e) | Event::Dup(e) => (e.start_ns, e.duration_ns),
+            Event::Mmap(e) => (e.start_ns, e.duration_ns),
+            Event::Proc(e) => (e.time_ns, 0),
+        };
+        (s, s + d)
     }
     pub fn ok(&self) -> bool {
         match self {
@@ -318,6 +361,7 @@ impl Event {
             Event::Open(e) | Event::Stat(e) | Event::Access(e) => e.ok,
             Event::Close(e) | Event::Dup(e) => e.ok,
             Event::Mmap(e) => e.ok,
+            Event::Proc(_) => true,
         }
     }
     pub fn type_name(&self) -> &'static str {
@@ -329,6 +373,7 @@ impl Event {
             Event::Close(_) => "close",
             Event::Dup(_) => "dup",
             Event::Mmap(_) => "mmap",
+            Event::Proc(_) => "proc",
         }
     }
 }
@@ -364,6 +409,7 @@ pub fn decode(bytes: &[u8], ctx: &Context) -> Result<Event, DecodeError> {
         Some(EventKind::Path) => Ok(decode_path(&read_record(bytes, "path")?, ctx, raw)),
         Some(EventKind::Fd) => Ok(decode_fd(&read_record(bytes, "fd")?, ctx, raw)),
         Some(EventKind::Mmap) => Ok(decode_mmap(&read_record(bytes, "mmap")?, ctx, raw)),
+        Some(EventKind::Proc) => Ok(decode_proc(&read_record(bytes, "proc")?, raw)),
         None => Err(DecodeError::Kind(kind)),
     }
 }
@@ -863,6 +909,45 @@ fn decode_mmap(ev: &MmapEvent, ctx: &Context, raw: Option<String>) -> Event {
         },
         ok: errno.is_none(),
         errno,
+        raw,
+    })
+}
+
+fn decode_proc(ev: &ProcEvent, raw: Option<String>) -> Event {
+    let op = ProcOp::from_u32(ev.op);
+    let is_sig = matches!(op, Some(ProcOp::SignalGenerate | ProcOp::SignalDeliver));
+    let exit = (op == Some(ProcOp::Exit)).then(|| {
+        if ev.exit_code & 0x7f != 0 {
+            format!(
+                "killed by {}{}",
+                crate::correlate::signal_name(ev.exit_code & 0x7f),
+                if ev.exit_code & 0x80 != 0 {
+                    " (core dumped)"
+                } else {
+                    ""
+                }
+            )
+        } else {
+            format!("exited with status {}", (ev.exit_code >> 8) & 0xff)
+        }
+    });
+    Event::Proc(ProcCall {
+        proc: proc_of(&ev.hdr),
+        op: match op {
+            Some(ProcOp::Exit) => "exit",
+            Some(ProcOp::Exec) => "exec",
+            Some(ProcOp::SignalGenerate) => "signal",
+            Some(ProcOp::SignalDeliver) => "signal_delivered",
+            None => "unknown",
+        },
+        target_pid: ev.target_tgid,
+        target_tid: is_sig.then_some(ev.target_tid),
+        sig: is_sig.then_some(ev.sig),
+        signal: is_sig.then(|| crate::correlate::signal_name(ev.sig)),
+        code: is_sig.then_some(ev.code),
+        exit_code: (op == Some(ProcOp::Exit)).then_some(ev.exit_code),
+        exit,
+        time_ns: ev.hdr.ktime_ns,
         raw,
     })
 }

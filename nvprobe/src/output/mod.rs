@@ -286,6 +286,21 @@ impl Output {
         self.maybe_flush()
     }
 
+    /// A record of the per-process correlator (stage, cuinit).
+    pub fn record(&mut self, rec: &crate::correlate::Record) -> io::Result<()> {
+        match self.r.format {
+            Format::Json => {
+                let now = Clock::mono_now();
+                self.r.json_line(&mut self.buf, now, rec)?;
+            }
+            Format::Text => {
+                let s = text::record_text(rec);
+                self.buf.put_slice(s.as_bytes());
+            }
+        }
+        self.maybe_flush()
+    }
+
     /// Bytes another thread rendered, in order after what is buffered.
     pub fn rendered(&mut self, b: bytes::Bytes) -> io::Result<()> {
         if b.is_empty() {

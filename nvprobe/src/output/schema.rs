@@ -118,7 +118,7 @@ fn fd_call(t: &str) -> Value {
 pub fn schema() -> Value {
     let types = [
         "start", "warning", "lost", "summary", "ioctl", "open", "stat", "access", "close", "dup",
-        "mmap",
+        "mmap", "proc", "stage", "cuinit",
     ];
     json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -199,6 +199,40 @@ pub fn schema() -> Value {
                 "ok": { "type": "boolean" },
                 "raw": { "type": "string", "description": "the kernel record, hex (with --raw); `nvprobe decode` reads it" }
             }), true),
+            "proc": def("proc", &["op", "target_pid", "time_ns"], json!({
+                "op": { "enum": ["exit", "exec", "signal", "signal_delivered", "unknown"] },
+                "target_pid": { "type": "integer", "description": "the process concerned (for op signal: the receiver; pid/comm are the sender)" },
+                "target_tid": { "type": "integer" },
+                "sig": { "type": "integer" },
+                "signal": { "type": "string" },
+                "code": { "type": "integer", "description": "siginfo si_code: 0 SI_USER (kill), 128 SI_KERNEL (alarm, itimer), -2 SI_TIMER, -6 SI_TKILL" },
+                "exit_code": { "type": "integer", "description": "wait(2)-style: status << 8, or the fatal signal (| 0x80 with a core)" },
+                "exit": { "type": "string" },
+                "time_ns": { "type": "integer" },
+                "raw": { "type": "string" }
+            }), true),
+            "stage": def("stage", &["pid", "comm", "stage", "name", "at_ms", "via"], json!({
+                "pid": { "type": "integer" },
+                "comm": { "type": "string" },
+                "stage": { "enum": ["S0", "S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8"] },
+                "name": { "type": "string" },
+                "at_ms": { "type": "number", "description": "since the process's first NVIDIA call" },
+                "via": { "type": "string", "description": "the call that completed the stage" }
+            }), false),
+            "cuinit": def("cuinit", &["pid", "comm", "result", "source", "text", "total_ms", "stages", "calls", "diagnoses"], json!({
+                "pid": { "type": "integer" },
+                "comm": { "type": "string" },
+                "result": { "enum": ["ok", "failed", "killed", "exited", "incomplete"] },
+                "source": { "type": "string", "description": "what the verdict rests on" },
+                "text": { "type": "string" },
+                "total_ms": { "type": "number" },
+                "stages": { "type": "array" },
+                "calls": { "type": "integer" },
+                "failed_call": { "type": "object" },
+                "signal": { "type": "object" },
+                "exit": { "type": "string" },
+                "diagnoses": { "type": "array", "description": "each {id, evidence, hint}" }
+            }), false),
             "open": path_call("open"),
             "stat": path_call("stat"),
             "access": path_call("access"),

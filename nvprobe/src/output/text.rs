@@ -134,6 +134,20 @@ pub fn event_line(clock: &Clock, mono_ns: u64, ev: &Event) -> String {
                 result(e.ret, &e.errno)
             );
         }
+        Event::Proc(p) => {
+            let _ = match p.op {
+                "signal" => write!(
+                    s,
+                    "sends {} (si_code {}) to pid {}",
+                    p.signal.as_deref().unwrap_or("?"),
+                    p.code.unwrap_or(0),
+                    p.target_pid
+                ),
+                "signal_delivered" => write!(s, "receives {}", p.signal.as_deref().unwrap_or("?")),
+                "exit" => write!(s, "{}", p.exit.as_deref().unwrap_or("exited")),
+                other => write!(s, "{other}"),
+            };
+        }
         Event::Mmap(e) => {
             let _ = write!(
                 s,
@@ -172,5 +186,26 @@ pub fn note_text(clock: &Clock, mono_ns: u64, note: &Note<'_>) -> String {
             time_of(clock, mono_ns)
         ),
         Note::Summary(sm) => sm.to_text(),
+    }
+}
+
+/// Stage transitions and verdicts, for people.
+pub fn record_text(rec: &crate::correlate::Record) -> String {
+    use crate::correlate::Record;
+    match rec {
+        Record::Stage { pid, comm, hit } => format!(
+            "== {comm}[{pid}] stage {} {} at {:.2} ms ({})\n",
+            hit.stage, hit.name, hit.at_ms, hit.via
+        ),
+        Record::Cuinit(v) => {
+            let mut s = format!(
+                "== {}[{}] cuInit {}: {} ({:.1} ms, {} driver calls; {})\n",
+                v.comm, v.pid, v.result, v.text, v.total_ms, v.calls, v.source
+            );
+            for d in &v.diagnoses {
+                let _ = writeln!(s, "   ! {}: {}\n     hint: {}", d.id, d.evidence, d.hint);
+            }
+            s
+        }
     }
 }

@@ -362,6 +362,18 @@ fn flood_scenario(dir: &Path, count: u64, threads: u32) -> anyhow::Result<Value>
     Ok(json!({ "ioctls": count * u64::from(threads) }))
 }
 
+/// Arm alarm(1), then sit in the slow control until SIGALRM (default
+/// action: terminate) ends the process, the way a SIGALRM-based test
+/// harness kills a start-up it thinks is hung.
+fn alarm_scenario(dir: &Path) -> anyhow::Result<Value> {
+    let fd = open_rw(&ctl(dir), true)?;
+    // SAFETY: plain alarm(2).
+    unsafe { libc::alarm(1) };
+    loop {
+        control(fd.as_raw_fd(), 0xc1d0_0001, 0x2080_0110);
+    }
+}
+
 fn main() -> anyhow::Result<()> {
     match Cli::parse().cmd {
         Cmd::Serve { dir } => {
@@ -394,6 +406,7 @@ fn main() -> anyhow::Result<()> {
                 "threads" => threads_scenario(&dir, threads)?,
                 "preopen" => preopen_scenario(&dir)?,
                 "flood" => flood_scenario(&dir, count, threads)?,
+                "alarm" => alarm_scenario(&dir)?,
                 other => bail!("unknown scenario {other}"),
             };
             let mut v = v;

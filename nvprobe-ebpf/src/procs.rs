@@ -1,0 +1,161 @@
+//! Lifecycle and signals of processes that use NVIDIA devices: enough to
+//! say that a cuInit was killed, by whom, and how the process ended.
+//!
+//! Assumed shapes: tracepoint sched/sched_process_exit (comm @8, pid @24,
+//! prio @28, group_dead @32), sched/sched_process_exec (filename data_loc
+//! @8, pid @12, old_pid @16), signal/signal_deliver (sig @8, errno @12,
+//! code @16, sa_handler @24, sa_flags @32); raw tracepoint signal_generate
+//! (int sig, struct kernel_siginfo *info, struct task_struct *task, int
+//! group, int result). kernel_siginfo: si_signo @0, si_errno @4, si_code
+//! @8, si_pid @16 (uapi layout).
+
+use aya_ebpf::{
+    helpers::{bpf_get_current_pid_tgid, bpf_probe_read_kernel},
+    macros::{raw_tracepoint, tracepoint},
+    programs::{RawTracePointContext, TracePointContext},
+};
+use nvprobe_common::{EventKind, ProcEvent, ProcOp};
+
+use crate::{
+    fdres::{
+        current_task_ptr, fill_header, off_task_exit_code, off_task_pid, off_task_tgid, task_field,
+        wakeup_bytes,
+    },
+    maps::{EVENTS, NV_PROCS, count_lost, wakeup_flags},
+};
+
+#[inline(always)]
+fn is_nv(tgid: u32) -> bool {
+    // SAFETY: plain lookup.
+    unsafe { NV_PROCS.get(&tgid) }.is_some()
+}
+
+/// Reserve, fill the header from the current task, let `f` fill the rest.
+#[inline(always)]
+fn emit(f: impl FnOnce(&mut ProcEvent)) {
+    let Some(mut entry) = EVENTS.reserve::<ProcEvent>(0) else {
+        count_lost(EventKind::Proc);
+        return;
+    };
+    let ev = entry.as_mut_ptr();
+    // SAFETY: reserved record; every field written before submit.
+    unsafe {
+        fill_header(&raw mut (*ev).hdr, EventKind::Proc);
+        (*ev).op = 0;
+        (*ev).sig = 0;
+        (*ev).code = 0;
+        (*ev).errno = 0;
+        (*ev).result = 0;
+        (*ev).exit_code = 0;
+        (*ev).target_tgid = 0;
+        (*ev).target_tid = 0;
+        (*ev).si_pid = 0;
+        (*ev)._pad = 0;
+        (*ev).sa_handler = 0;
+        (*ev).sa_flags = 0;
+        f(&mut *ev);
+    }
+    entry.submit(wakeup_flags(
+        wakeup_bytes(),
+        core::mem::size_of::<ProcEvent>(),
+    ));
+}
+
+#[tracepoint]
+pub fn nvprobe_proc_exit(ctx: TracePointContext) -> u32 {
+    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    // SAFETY: offset from the tracepoint format.
+    let group_dead: u8 = unsafe { ctx.read_at(32) }.unwrap_or(0);
+    if group_dead == 0 || !is_nv(tgid) {
+        return 0;
+    }
+    let code = task_field(current_task_ptr(), off_task_exit_code()).unwrap_or(0) as i32;
+    emit(|e| {
+        e.op = ProcOp::Exit as u32;
+        e.exit_code = code;
+        e.target_tgid = tgid;
+    });
+    let _ = NV_PROCS.remove(&tgid);
+    0
+}
+
+#[tracepoint]
+pub fn nvprobe_proc_exec(_ctx: TracePointContext) -> u32 {
+    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    if is_nv(tgid) {
+        emit(|e| {
+            e.op = ProcOp::Exec as u32;
+            e.target_tgid = tgid;
+        });
+    }
+    0
+}
+
+#[raw_tracepoint(tracepoint = "signal_generate")]
+pub fn nvprobe_signal_generate(ctx: RawTracePointContext) -> u32 {
+    let sig: u64 = ctx.arg(0);
+    let info: u64 = ctx.arg(1);
+    let task: u64 = ctx.arg(2);
+    let result: u64 = ctx.arg(4);
+    let Some(tgid) = task_field(task, off_task_tgid()) else {
+        return 0;
+    };
+    if !is_nv(tgid) {
+        return 0;
+    }
+    let tid = task_field(task, off_task_pid()).unwrap_or(0);
+    // SEND_SIG_NOINFO (0) and SEND_SIG_PRIV (1) are not pointers.
+    let (code, si_pid) = if info > 1 {
+        // SAFETY: probe reads of the kernel siginfo.
+        unsafe {
+            (
+                bpf_probe_read_kernel((info + 8) as *const i32).unwrap_or(0),
+                bpf_probe_read_kernel((info + 16) as *const u32).unwrap_or(0),
+            )
+        }
+    } else if info == 1 {
+        (0x80, 0) // SI_KERNEL
+    } else {
+        (0, 0) // SI_USER
+    };
+    emit(|e| {
+        e.op = ProcOp::SignalGenerate as u32;
+        e.sig = sig as i32;
+        e.code = code;
+        e.result = result as i32;
+        e.target_tgid = tgid;
+        e.target_tid = tid;
+        e.si_pid = si_pid;
+    });
+    0
+}
+
+#[tracepoint]
+pub fn nvprobe_signal_deliver(ctx: TracePointContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tgid = (pid_tgid >> 32) as u32;
+    if !is_nv(tgid) {
+        return 0;
+    }
+    // SAFETY: offsets from the tracepoint format.
+    let (sig, errno, code, handler, flags) = unsafe {
+        (
+            ctx.read_at::<i32>(8).unwrap_or(0),
+            ctx.read_at::<i32>(12).unwrap_or(0),
+            ctx.read_at::<i32>(16).unwrap_or(0),
+            ctx.read_at::<u64>(24).unwrap_or(0),
+            ctx.read_at::<u64>(32).unwrap_or(0),
+        )
+    };
+    emit(|e| {
+        e.op = ProcOp::SignalDeliver as u32;
+        e.sig = sig;
+        e.errno = errno;
+        e.code = code;
+        e.target_tgid = tgid;
+        e.target_tid = pid_tgid as u32;
+        e.sa_handler = handler;
+        e.sa_flags = flags;
+    });
+    0
+}

@@ -1,0 +1,525 @@
+//! Per-process cuInit progress, from the driver calls alone (no libcuda
+//! uprobes yet): the milestones a process reaches, how its start-up ended,
+//! and, when it went wrong, the call that explains it with a hint.
+//!
+//! Stages are milestones, not a strict order (ABI reference §7.3). On the
+//! real 580.159.04 driver (tests/fixtures) the order is S0 S2 S1 S4 S3 S5 S6
+//! S7: the version handshake runs on a throwaway client, and UVM init comes
+//! before the GPU attach.
+//!
+//! | stage | reached when |
+//! |---|---|
+//! | S0 ctl_opened | an open yields /dev/nvidiactl |
+//! | S1 version_handshake | SYSTEM_GET_BUILD_VERSION or CHECK_VERSION_STR succeeds |
+//! | S2 rm_client | an RM root client is allocated |
+//! | S3 gpus_attached | GPU_ATTACH_IDS (or ASYNC_ATTACH_ID) succeeds |
+//! | S4 uvm_initialized | UVM_INITIALIZE succeeds |
+//! | S5 gpu_opened | REGISTER_FD on a GPU node succeeds |
+//! | S6 device_objects | NV20_SUBDEVICE_0 is allocated |
+//! | S7 uvm_gpu_registered | UVM_REGISTER_GPU succeeds (the last step of cuInit) |
+//! | S8 context | UVM_REGISTER_GPU_VASPACE succeeds (first context) |
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use crate::decode::{Event, Ioctl, ProcCall};
+
+pub const STAGES: [(&str, &str); 9] = [
+    ("S0", "ctl_opened"),
+    ("S1", "version_handshake"),
+    ("S2", "rm_client"),
+    ("S3", "gpus_attached"),
+    ("S4", "uvm_initialized"),
+    ("S5", "gpu_opened"),
+    ("S6", "device_objects"),
+    ("S7", "uvm_gpu_registered"),
+    ("S8", "context"),
+];
+
+/// Index of the stage an event completes, if any.
+fn stage_of(ev: &Event) -> Option<usize> {
+    match ev {
+        Event::Open(o) if o.ok && o.device.as_ref().is_some_and(|d| d.kind == "ctl") => Some(0),
+        Event::Ioctl(i) if i.ok && i.ret == 0 => {
+            let a = i.args.to_json();
+            let control = a["control_name"].as_str().unwrap_or("");
+            let class = a["hClass_name"].as_str().unwrap_or("");
+            match i.xfer.as_ref().and_then(|x| x.name).or(i.name)? {
+                "NV_ESC_RM_CONTROL" if control == "NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION" => {
+                    Some(1)
+                }
+                "NV_ESC_CHECK_VERSION_STR" => Some(1),
+                "NV_ESC_RM_ALLOC" if class == "NV01_ROOT_CLIENT" => Some(2),
+                "NV_ESC_RM_CONTROL"
+                    if matches!(
+                        control,
+                        "NV0000_CTRL_CMD_GPU_ATTACH_IDS" | "NV0000_CTRL_CMD_GPU_ASYNC_ATTACH_ID"
+                    ) =>
+                {
+                    Some(3)
+                }
+                "UVM_INITIALIZE" => Some(4),
+                "NV_ESC_REGISTER_FD" if i.device.kind == "gpu" => Some(5),
+                "NV_ESC_RM_ALLOC" if class == "NV20_SUBDEVICE_0" => Some(6),
+                "UVM_REGISTER_GPU" => Some(7),
+                "UVM_REGISTER_GPU_VASPACE" => Some(8),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct StageHit {
+    pub stage: &'static str,
+    pub name: &'static str,
+    /// Milliseconds since the process's first NVIDIA call.
+    pub at_ms: f64,
+    pub via: String,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct FailedCall {
+    pub call: String,
+    /// The NV_STATUS name or errno.
+    pub result: String,
+    pub at_ms: f64,
+    pub duration_ms: f64,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct SignalInfo {
+    #[serde(skip)]
+    pub at_ns: u64,
+    pub sig: i32,
+    pub name: String,
+    /// Who sent it: a task, or the kind of kernel source (timer).
+    pub sender: String,
+    pub sender_pid: Option<u32>,
+    pub at_ms: f64,
+    /// The NVIDIA call that was running when the signal came, if any.
+    pub during: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Diagnosis {
+    pub id: &'static str,
+    pub evidence: String,
+    pub hint: &'static str,
+}
+
+/// The verdict on one process's CUDA start-up.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct CuInit {
+    pub pid: u32,
+    pub comm: String,
+    /// ok, failed, killed, exited, incomplete.
+    pub result: &'static str,
+    /// How the verdict was reached.
+    pub source: &'static str,
+    pub text: String,
+    pub total_ms: f64,
+    pub stages: Vec<StageHit>,
+    pub calls: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed_call: Option<FailedCall>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signal: Option<SignalInfo>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit: Option<String>,
+    pub diagnoses: Vec<Diagnosis>,
+}
+
+/// Records the correlator adds to the stream.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Record {
+    Stage {
+        pid: u32,
+        comm: String,
+        #[serde(flatten)]
+        hit: StageHit,
+    },
+    Cuinit(Box<CuInit>),
+}
+
+#[derive(Default)]
+struct ProcInit {
+    comm: String,
+    first_ns: u64,
+    last_ns: u64,
+    reached: [bool; 9],
+    stages: Vec<StageHit>,
+    calls: u64,
+    last_failure: Option<FailedCall>,
+    /// (start_ns, end_ns, name) of recent calls, for "during which call".
+    last_call: Option<(u64, u64, String)>,
+    /// Signals generated for the process (the last 16).
+    signals: Vec<SignalInfo>,
+    path_problems: Vec<(String, String)>,
+    done: bool,
+}
+
+fn ms(ns: u64, since: u64) -> f64 {
+    (ns.saturating_sub(since) as f64 / 1e4).round() / 100.0
+}
+
+fn call_name(i: &Ioctl) -> String {
+    let base = i
+        .xfer
+        .as_ref()
+        .and_then(|x| x.name)
+        .or(i.name)
+        .map_or_else(|| i.request.clone(), str::to_owned);
+    match i.args.to_json()["control_name"].as_str() {
+        Some(c) => format!("{base} {c}"),
+        None => base,
+    }
+}
+
+pub fn signal_name(sig: i32) -> String {
+    nix::sys::signal::Signal::try_from(sig)
+        .map_or_else(|_| format!("signal {sig}"), |s| s.as_str().to_owned())
+}
+
+/// Follows every process that makes NVIDIA calls.
+#[derive(Default)]
+pub struct Correlator {
+    procs: HashMap<u32, ProcInit>,
+}
+
+impl Correlator {
+    /// Feed one decoded event; stage transitions and verdicts go to `out`.
+    pub fn observe(&mut self, ev: &Event, out: &mut Vec<Record>) {
+        if let Event::Proc(p) = ev {
+            if p.op != "signal_delivered" {
+                self.observe_proc(p, out);
+            }
+            return;
+        }
+        let pr = ev.proc();
+        let (start, end) = ev.span();
+        let st = self.procs.entry(pr.pid).or_default();
+        if st.first_ns == 0 {
+            st.first_ns = start;
+            st.comm = pr.comm.clone();
+        }
+        st.last_ns = st.last_ns.max(end);
+        match ev {
+            Event::Ioctl(i) => {
+                st.calls += 1;
+                let name = call_name(i);
+                if !i.ok {
+                    st.last_failure = Some(FailedCall {
+                        call: name.clone(),
+                        result: i
+                            .errno
+                            .clone()
+                            .or_else(|| {
+                                i.status
+                                    .as_ref()
+                                    .map(|s| s.name.map_or_else(|| s.code.clone(), str::to_owned))
+                            })
+                            .unwrap_or_default(),
+                        at_ms: ms(i.start_ns, st.first_ns),
+                        duration_ms: i.duration_ns as f64 / 1e6,
+                    });
+                }
+                // A signal that came while this call ran (its exit is
+                // recorded after the signal) landed in this call.
+                for sig in st.signals.iter_mut().rev().take(4) {
+                    if sig.during.is_none() && i.start_ns <= sig.at_ns && sig.at_ns <= end {
+                        sig.during = Some(name.clone());
+                    }
+                }
+                st.last_call = Some((i.start_ns, end, name));
+            }
+            // /dev/char/195:N links are refreshed opportunistically by
+            // libcuda, and numa_status is probed; their absence is normal.
+            Event::Open(p) | Event::Stat(p) | Event::Access(p)
+                if !p.ok
+                    && !p.path.starts_with("/dev/char/")
+                    && !p.path.starts_with("/proc/driver/nvidia/gpus/") =>
+            {
+                let why = p
+                    .mismatch
+                    .clone()
+                    .or_else(|| p.errno.clone())
+                    .unwrap_or_default();
+                st.path_problems.push((p.path.clone(), why));
+            }
+            _ => {}
+        }
+        if let Some(s) = stage_of(ev)
+            && !st.reached[s]
+        {
+            st.reached[s] = true;
+            let via = match ev {
+                Event::Ioctl(i) => call_name(i),
+                Event::Open(p) => format!("open {}", p.path),
+                _ => String::new(),
+            };
+            let hit = StageHit {
+                stage: STAGES[s].0,
+                name: STAGES[s].1,
+                at_ms: ms(end, st.first_ns),
+                via,
+            };
+            st.stages.push(hit.clone());
+            out.push(Record::Stage {
+                pid: pr.pid,
+                comm: st.comm.clone(),
+                hit,
+            });
+        }
+    }
+
+    fn observe_proc(&mut self, p: &ProcCall, out: &mut Vec<Record>) {
+        match p.op {
+            "signal" => {
+                let Some(st) = self.procs.get_mut(&p.target_pid) else {
+                    return;
+                };
+                let at = p.time_ns;
+                let during = st
+                    .last_call
+                    .as_ref()
+                    .filter(|(s, e, _)| *s <= at && at <= *e + 1_000_000)
+                    .map(|(_, _, n)| n.clone());
+                let code = p.code.unwrap_or(0);
+                let sig = p.sig.unwrap_or(0);
+                let sender = match code {
+                    0 | -1 | -6 => format!("{}[{}]", p.proc.comm, p.proc.pid),
+                    0x80 => "the kernel (alarm/itimer or a fault)".to_owned(),
+                    -2 => "a POSIX timer (timer_create)".to_owned(),
+                    c => format!("{}[{}] (si_code {c})", p.proc.comm, p.proc.pid),
+                };
+                let sender_pid = matches!(code, 0 | -1 | -6).then_some(p.proc.pid);
+                if st.signals.len() == 16 {
+                    st.signals.remove(0);
+                }
+                st.signals.push(SignalInfo {
+                    at_ns: at,
+                    sig,
+                    name: signal_name(sig),
+                    sender,
+                    sender_pid,
+                    at_ms: ms(at, st.first_ns),
+                    during,
+                });
+            }
+            "exit" => {
+                let pid = p.target_pid;
+                if let Some(st) = self.procs.get_mut(&pid)
+                    && !st.done
+                {
+                    let code = p.exit_code.unwrap_or(0);
+                    let exit = if code & 0x7f != 0 {
+                        format!("killed by {}", signal_name(code & 0x7f))
+                    } else {
+                        format!("exited with status {}", (code >> 8) & 0xff)
+                    };
+                    st.last_ns = st.last_ns.max(p.time_ns);
+                    let v = verdict(pid, st, Some((exit, code & 0x7f)));
+                    st.done = true;
+                    out.push(Record::Cuinit(Box::new(v)));
+                }
+                self.procs.remove(&pid);
+            }
+            "exec" => {
+                // A new program: a new start-up to follow.
+                if let Some(st) = self.procs.get_mut(&p.target_pid)
+                    && !st.done
+                    && st.calls > 0
+                {
+                    out.push(Record::Cuinit(Box::new(verdict(
+                        p.target_pid,
+                        st,
+                        Some(("exec'd a new program".into(), 0)),
+                    ))));
+                }
+                self.procs.remove(&p.target_pid);
+            }
+            _ => {}
+        }
+    }
+
+    /// Verdicts for processes still alive when tracing stops.
+    pub fn finish(&mut self, out: &mut Vec<Record>) {
+        let mut pids: Vec<u32> = self.procs.keys().copied().collect();
+        pids.sort_unstable();
+        for pid in pids {
+            if let Some(st) = self.procs.get_mut(&pid)
+                && !st.done
+                && st.calls > 0
+            {
+                out.push(Record::Cuinit(Box::new(verdict(pid, st, None))));
+                st.done = true;
+            }
+        }
+    }
+}
+
+const HMM_HINT: &str = "if this kernel has HMM (CONFIG_HMM_MIRROR and CONFIG_DEVICE_PRIVATE) and nvidia_uvm's \
+uvm_disable_hmm is N, UVM's HMM support is a known cause (open-gpu-kernel-modules issues 797, 901, 947): \
+reload it with `modprobe -r nvidia_uvm && modprobe nvidia_uvm uvm_disable_hmm=1`";
+
+fn verdict(pid: u32, st: &ProcInit, exit: Option<(String, i32)>) -> CuInit {
+    let reached_init = st.reached[7];
+    let last_stage = st
+        .stages
+        .iter()
+        .max_by(|a, b| a.stage.cmp(b.stage))
+        .map(|s| format!("{} {}", s.stage, s.name));
+    let fatal_sig = exit.as_ref().map_or(0, |e| e.1);
+    // The signal that explains the end: the last one of the fatal number,
+    // else the last one that landed during a call.
+    let signal = st
+        .signals
+        .iter()
+        .rev()
+        .find(|s| fatal_sig != 0 && s.sig == fatal_sig)
+        .or_else(|| st.signals.iter().rev().find(|s| s.during.is_some()))
+        .cloned();
+    let mut diagnoses = Vec::new();
+    for (path, why) in &st.path_problems {
+        let id = if why.contains("not the NVIDIA") {
+            "node_wrong_device"
+        } else if why == "EACCES" || why == "EPERM" {
+            "node_permission"
+        } else if why == "ENOENT" {
+            "node_missing"
+        } else {
+            "node_error"
+        };
+        let hint = match id {
+            "node_wrong_device" => {
+                "another file is mounted or created at this path: check the container's device bind mounts and /dev"
+            }
+            "node_permission" => {
+                "the device cgroup or file mode denies access: allow char 195:* and the nvidia-uvm major in the container, or fix the node's mode"
+            }
+            "node_missing" => {
+                "create the nodes (nvidia-modprobe -c0 -u, or udev) or pass them into the container"
+            }
+            _ => "check the node and the driver",
+        };
+        let uvm = path.contains("nvidia-uvm");
+        diagnoses.push(Diagnosis {
+            id: if uvm { "uvm_unusable" } else { id },
+            evidence: format!("{path}: {why}"),
+            hint: if uvm {
+                "CUDA needs /dev/nvidia-uvm: load nvidia-uvm (modprobe nvidia-uvm) and create the node (nvidia-modprobe -u -c0); cuInit returns 999 without it"
+            } else {
+                hint
+            },
+        });
+    }
+    if let Some(sig) = &signal
+        && fatal_sig != 0
+    {
+        diagnoses.push(Diagnosis {
+            id: "killed_by_signal",
+            evidence: format!(
+                "{} from {} at {:.1} ms{}",
+                sig.name,
+                sig.sender,
+                sig.at_ms,
+                sig.during.as_ref().map_or(String::new(), |c| format!(", during {c}"))
+            ),
+            hint: "the process did not hang in the driver: something killed it (a test harness timeout, an orchestrator). Give cuInit more time or run it without the timeout to see its real result",
+        });
+    } else if let Some(f) = &st.last_failure {
+        let uvm_step =
+            f.call.starts_with("UVM_INITIALIZE") || f.call.starts_with("UVM_REGISTER_GPU");
+        match (&signal, uvm_step) {
+            (Some(sig), _) if sig.during.as_deref() == Some(f.call.as_str()) => diagnoses.push(Diagnosis {
+                id: "interrupted_by_signal",
+                evidence: format!("{} returned {} while {} from {} arrived", f.call, f.result, sig.name, sig.sender),
+                hint: "the call was interrupted; the failure is the signal's doing, not the driver's",
+            }),
+            (_, true) if f.result == "NV_ERR_BUSY_RETRY" => diagnoses.push(Diagnosis {
+                id: "uvm_busy_retry",
+                evidence: format!("{} returned {}", f.call, f.result),
+                hint: "UVM answers NV_ERR_BUSY_RETRY when a signal interrupts GPU registration (seen on the real \
+driver when a harness timeout fired) or when a GPU was first registered without HMM device memory and a later \
+process asks for HMM (ABI reference §6.3). Check how the process ended; if no signal came, see the HMM hint: \
+modprobe nvidia_uvm uvm_disable_hmm=1",
+            }),
+            (_, true) => diagnoses.push(Diagnosis {
+                id: "uvm_step_failed",
+                evidence: format!("{} returned {}", f.call, f.result),
+                hint: HMM_HINT,
+            }),
+            _ => {}
+        }
+    }
+    let (result, text) = match (&exit, reached_init) {
+        (_, true) => (
+            "ok",
+            "reached UVM GPU registration (S7): the driver side of cuInit completed".to_owned(),
+        ),
+        (Some((e, sig)), false) if *sig != 0 => (
+            "killed",
+            match &signal {
+                Some(s) => format!(
+                    "killed by {} from {} after {:.1} ms{}",
+                    s.name,
+                    s.sender,
+                    s.at_ms,
+                    match &s.during {
+                        Some(c) => format!(" in {c}; the call was still running"),
+                        None => format!(", at {}", last_stage.as_deref().unwrap_or("no stage yet")),
+                    }
+                ),
+                None => format!("{e} at {}", last_stage.as_deref().unwrap_or("no stage yet")),
+            },
+        ),
+        _ if st.last_failure.is_some() || !diagnoses.is_empty() => (
+            "failed",
+            match &st.last_failure {
+                Some(f) => format!(
+                    "{} returned {} after {}",
+                    f.call,
+                    f.result,
+                    last_stage.as_deref().unwrap_or("no stage")
+                ),
+                None => format!(
+                    "stopped after {}: {}",
+                    last_stage.as_deref().unwrap_or("no stage"),
+                    diagnoses[0].evidence
+                ),
+            },
+        ),
+        (Some((e, _)), false) => (
+            "exited",
+            format!(
+                "{e} after {}, before any GPU was registered with UVM",
+                last_stage.as_deref().unwrap_or("no stage")
+            ),
+        ),
+        (None, false) => (
+            "incomplete",
+            format!(
+                "still at {} when tracing stopped",
+                last_stage.as_deref().unwrap_or("no stage")
+            ),
+        ),
+    };
+    CuInit {
+        pid,
+        comm: st.comm.clone(),
+        result,
+        source: "driver calls alone (no libcuda uprobe)",
+        text,
+        total_ms: ms(st.last_ns, st.first_ns),
+        stages: st.stages.clone(),
+        calls: st.calls,
+        failed_call: st.last_failure.clone(),
+        signal,
+        exit: exit.map(|e| e.0),
+        diagnoses,
+    }
+}
