@@ -101,6 +101,9 @@ struct WatchArgs {
 struct DecodeArgs {
     /// NDJSON file written by `nvprobe watch --json --raw` ("-" for stdin).
     file: PathBuf,
+    /// Print only each process's cuInit verdict and the summary.
+    #[arg(long)]
+    summary_only: bool,
     #[command(flatten)]
     out: OutputArgs,
 }
@@ -363,6 +366,8 @@ fn decode_file(a: DecodeArgs) -> Result<(), Fail> {
     );
     let mut ctx: Option<Context> = None;
     let mut stats = Stats::default();
+    let mut corr = nvprobe::correlate::Correlator::default();
+    let mut recs = Vec::new();
     let (mut bad, mut without_raw, mut lineno) = (0u64, 0u64, 0u64);
     for line in reader.lines() {
         lineno += 1;
@@ -393,7 +398,13 @@ fn decode_file(a: DecodeArgs) -> Result<(), Fail> {
             continue;
         }
         let Some(raw) = v.get("raw").and_then(Value::as_str) else {
-            if v.get("pid").is_some() {
+            // Kernel events need their raw record; the live correlator's
+            // stage/cuinit records are made again here.
+            let kernel_event = matches!(
+                v["type"].as_str(),
+                Some("ioctl" | "open" | "stat" | "access" | "close" | "dup" | "mmap" | "proc")
+            );
+            if kernel_event {
                 without_raw += 1;
             }
             continue;
@@ -414,12 +425,22 @@ fn decode_file(a: DecodeArgs) -> Result<(), Fail> {
         };
         match decode::decode(&bytes, ctx) {
             Ok(ev) => {
-                stats.record(&ev);
+                if !matches!(ev, decode::Event::Proc(_)) {
+                    stats.record(&ev);
+                }
                 let t = v["mono_ns"]
                     .as_u64()
                     .or_else(|| decode::record_ktime(&bytes))
                     .unwrap_or(0);
-                out.event(t, &ev)?;
+                if !a.summary_only {
+                    out.event(t, &ev)?;
+                }
+                corr.observe(&ev, &mut recs);
+                for r in recs.drain(..) {
+                    if !(a.summary_only && matches!(r, nvprobe::correlate::Record::Stage { .. })) {
+                        out.record(&r)?;
+                    }
+                }
             }
             Err(e) => {
                 eprintln!("nvprobe: {}:{lineno}: {e}", a.file.display());
@@ -427,6 +448,10 @@ fn decode_file(a: DecodeArgs) -> Result<(), Fail> {
                 bad += 1;
             }
         }
+    }
+    corr.finish(&mut recs);
+    for r in recs.drain(..) {
+        out.record(&r)?;
     }
     let summary = stats.finish(0.0, Default::default());
     out.note(0, &Note::Summary(&summary))?;

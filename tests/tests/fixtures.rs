@@ -560,3 +560,47 @@ fn real_failures_get_their_verdicts() {
     let (_, v) = verdicts("h200-580.159.04-concurrent16.ndjson");
     assert_eq!(v.iter().filter(|x| x.result == "ok").count(), 16);
 }
+
+#[test]
+fn real_timeouts_and_itimers_are_reported_as_kills_not_hangs() {
+    // Recorded with the process layer on the H200: a clean cuInit, cuInit
+    // under `timeout -s TERM 0.15`, and cuInit with setitimer(0.12 s).
+    let (_, v) = verdicts("h200-580.159.04-verdicts.ndjson");
+    let ok = v.iter().filter(|x| x.result == "ok").count();
+    assert!(ok >= 1, "the clean run: {v:#?}");
+    let killed: Vec<_> = v.iter().filter(|x| x.result == "killed").collect();
+    assert_eq!(killed.len(), 2, "{v:#?}");
+    let term = killed
+        .iter()
+        .find(|x| x.signal.as_ref().is_some_and(|s| s.name == "SIGTERM"))
+        .expect("SIGTERM");
+    assert!(
+        term.text.starts_with("killed by SIGTERM from timeout[")
+            && term
+                .text
+                .ends_with(" in UVM_REGISTER_GPU; the call was still running"),
+        "{}",
+        term.text
+    );
+    assert_eq!(term.diagnoses[0].id, "killed_by_signal");
+    let alrm = killed
+        .iter()
+        .find(|x| x.signal.as_ref().is_some_and(|s| s.name == "SIGALRM"))
+        .expect("SIGALRM");
+    assert!(
+        alrm.text.contains("from the kernel (alarm/itimer"),
+        "{}",
+        alrm.text
+    );
+    // The BUSY_RETRY that the interrupted REGISTER_GPU returned is not
+    // blamed on HMM when the signal explains it.
+    for k in &killed {
+        assert!(
+            k.diagnoses
+                .iter()
+                .all(|d| d.id != "uvm_step_failed" && d.id != "uvm_busy_retry"),
+            "{:?}",
+            k.diagnoses
+        );
+    }
+}
