@@ -36,6 +36,8 @@ pub enum EventKind {
     Mmap = 4,
     /// exec, exit and signals of processes that use NVIDIA devices.
     Proc = 5,
+    /// A libcuda entry point (uprobe/uretprobe).
+    Cuda = 6,
 }
 
 impl EventKind {
@@ -46,6 +48,7 @@ impl EventKind {
             3 => Self::Fd,
             4 => Self::Mmap,
             5 => Self::Proc,
+            6 => Self::Cuda,
             _ => return None,
         })
     }
@@ -350,6 +353,52 @@ pub struct ProcEvent {
     pub _pad: u32,
     pub sa_handler: u64,
     pub sa_flags: u64,
+}
+
+/// libcuda functions nvprobe hooks; the number is the uprobe's attach
+/// cookie. Fixed numbers; never reuse one.
+pub const CUDA_FUNCS: &[(u32, &str)] = &[
+    (1, "cuInit"),
+    (2, "cuDriverGetVersion"),
+    (3, "cuDeviceGetCount"),
+    (4, "cuDeviceGet"),
+    (5, "cuDevicePrimaryCtxRetain"),
+    (6, "cuCtxCreate"),
+    (7, "cuCtxCreate_v2"),
+    (8, "cuCtxCreate_v3"),
+    (9, "cuCtxCreate_v4"),
+];
+
+/// Phases in [`CudaEvent::phase`].
+pub const CUDA_ENTER: u32 = 1;
+pub const CUDA_RETURN: u32 = 2;
+
+/// A libcuda call: at entry (arguments) and at return (CUresult, and the
+/// value a getter wrote through its first argument).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CudaEvent {
+    pub hdr: Header,
+    /// Index into [`CUDA_FUNCS`] numbering.
+    pub func: u32,
+    pub phase: u32,
+    pub start_ns: u64,
+    pub duration_ns: u64,
+    /// CUresult at return.
+    pub ret: i64,
+    pub args: [u64; 3],
+    /// For cuDriverGetVersion/cuDeviceGetCount/cuDeviceGet: the int written
+    /// through the first argument (valid when `out_valid` is 1).
+    pub out_val: i32,
+    pub out_valid: u32,
+}
+
+/// Per-thread state of a libcuda call between entry and return.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CudaEntry {
+    pub start_ns: u64,
+    pub args: [u64; 3],
 }
 
 /// Per-thread state kept between a syscall's entry and exit.

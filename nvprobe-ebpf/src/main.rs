@@ -11,6 +11,7 @@
 #![no_std]
 #![no_main]
 
+mod cuda;
 mod fdres;
 mod maps;
 mod paths;

@@ -306,6 +306,8 @@ struct Pipeline {
     seq: u64,
     /// Tgids already put into NV_PROCS.
     known: HashSet<u32>,
+    /// Tgids seen for the first time since the last look at their maps.
+    new_tgids: Vec<u32>,
     nv_procs: Option<aya::maps::HashMap<MapData, u32, u8>>,
     work_tx: Option<std::sync::mpsc::SyncSender<Batch>>,
     done_tx: Option<std::sync::mpsc::SyncSender<Rendered>>,
@@ -359,6 +361,7 @@ impl Pipeline {
         Ok(Self {
             seq: 0,
             known: HashSet::new(),
+            new_tgids: Vec::new(),
             nv_procs,
             work_tx: Some(work_tx),
             done_tx: Some(done_tx),
@@ -386,9 +389,11 @@ impl Pipeline {
                             .get(16..20)
                             .map(|t| u32::from_le_bytes(t.try_into().unwrap_or_default()))
                             && self.known.insert(tgid)
-                            && let Some(m) = self.nv_procs.as_mut()
                         {
-                            let _ = m.insert(tgid, 1, 0);
+                            self.new_tgids.push(tgid);
+                            if let Some(m) = self.nv_procs.as_mut() {
+                                let _ = m.insert(tgid, 1, 0);
+                            }
                         }
                         b.push(&item)
                     }
@@ -448,6 +453,7 @@ impl Pipeline {
 /// every probe.
 pub async fn run(
     ebpf: &mut aya::Ebpf,
+    libcuda: &mut crate::uprobes::Libcuda,
     ctx: Arc<Context>,
     filters: Arc<Filters>,
     out: Output,
@@ -491,6 +497,23 @@ pub async fn run(
             _ = tick.tick() => {
                 pipe.drain(ring.get_mut())?;
                 ticks += 1;
+                // A new NVIDIA process may carry its own libcuda.
+                for tgid in std::mem::take(&mut pipe.new_tgids) {
+                    for path in crate::uprobes::mapped_by(tgid) {
+                        match libcuda.attach(ebpf, &path) {
+                            Ok(Some(a)) => pipe.note(&Note::Warning {
+                                id: "libcuda_late",
+                                message: &format!(
+                                    "hooked libcuda at {} ({} functions) when pid {tgid} was first seen: its cuInit may have begun before, so its verdict can rest on driver calls alone",
+                                    a.path,
+                                    a.functions.len()
+                                ),
+                            })?,
+                            Ok(None) => {}
+                            Err(e) => pipe.note(&Note::Warning { id: "libcuda_refused", message: &e })?,
+                        }
+                    }
+                }
                 if ticks.is_multiple_of(opts.lost_every.max(1)) {
                     for n in lost.poll()? {
                         pipe.note(&n.note())?;

@@ -129,6 +129,9 @@ pub struct CuInit {
     pub signal: Option<SignalInfo>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit: Option<String>,
+    /// What cuInit returned, when its uprobe saw the return.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub curesult: Option<String>,
     pub diagnoses: Vec<Diagnosis>,
 }
 
@@ -159,6 +162,9 @@ struct ProcInit {
     /// Signals generated for the process (the last 16).
     signals: Vec<SignalInfo>,
     path_problems: Vec<(String, String)>,
+    /// cuInit's uprobe: entry seen, and its CUresult.
+    cuinit_entered: bool,
+    curesult: Option<(i64, Option<&'static str>)>,
     done: bool,
 }
 
@@ -196,6 +202,27 @@ impl Correlator {
         if let Event::Proc(p) = ev {
             if p.op != "signal_delivered" {
                 self.observe_proc(p, out);
+            }
+            return;
+        }
+        if let Event::Cuda(c) = ev {
+            let st = self.procs.entry(c.proc.pid).or_default();
+            if st.first_ns == 0 {
+                st.first_ns = c.start_ns;
+                st.comm = c.proc.comm.clone();
+            }
+            if c.func == "cuInit" {
+                match c.phase {
+                    "enter" => st.cuinit_entered = true,
+                    _ => {
+                        st.last_ns = st.last_ns.max(c.start_ns + c.duration_ns.unwrap_or(0));
+                        st.curesult = Some((c.result.unwrap_or(0), c.result_name));
+                        if !st.done {
+                            out.push(Record::Cuinit(Box::new(verdict(c.proc.pid, st, None))));
+                            st.done = true;
+                        }
+                    }
+                }
             }
             return;
         }
@@ -456,6 +483,52 @@ modprobe nvidia_uvm uvm_disable_hmm=1",
             _ => {}
         }
     }
+    if let Some((code, name)) = st.curesult {
+        let r = format!("{} ({code})", name.unwrap_or("CUresult"));
+        let (result, text) = if code == 0 {
+            (
+                "ok",
+                format!(
+                    "cuInit returned {r} after {}",
+                    last_stage.as_deref().unwrap_or("no driver call")
+                ),
+            )
+        } else {
+            (
+                "failed",
+                match &st.last_failure {
+                    Some(f) => format!(
+                        "cuInit returned {r}; the driver call that explains it: {} returned {} (after {})",
+                        f.call,
+                        f.result,
+                        last_stage.as_deref().unwrap_or("no stage")
+                    ),
+                    None => format!(
+                        "cuInit returned {r} after {}{}",
+                        last_stage.as_deref().unwrap_or("no driver call"),
+                        diagnoses
+                            .first()
+                            .map_or(String::new(), |d| format!(": {}", d.evidence))
+                    ),
+                },
+            )
+        };
+        return CuInit {
+            pid,
+            comm: st.comm.clone(),
+            result,
+            source: "libcuda uprobe (cuInit's return) and driver calls",
+            text,
+            total_ms: ms(st.last_ns, st.first_ns),
+            stages: st.stages.clone(),
+            calls: st.calls,
+            failed_call: st.last_failure.clone(),
+            signal,
+            exit: exit.map(|e| e.0),
+            curesult: Some(r),
+            diagnoses,
+        };
+    }
     let (result, text) = match (&exit, reached_init) {
         (_, true) => (
             "ok",
@@ -512,7 +585,11 @@ modprobe nvidia_uvm uvm_disable_hmm=1",
         pid,
         comm: st.comm.clone(),
         result,
-        source: "driver calls alone (no libcuda uprobe)",
+        source: if st.cuinit_entered {
+            "libcuda uprobe (cuInit entered and never returned) and driver calls"
+        } else {
+            "driver calls alone (no libcuda uprobe)"
+        },
         text,
         total_ms: ms(st.last_ns, st.first_ns),
         stages: st.stages.clone(),
@@ -520,6 +597,7 @@ modprobe nvidia_uvm uvm_disable_hmm=1",
         failed_call: st.last_failure.clone(),
         signal,
         exit: exit.map(|e| e.0),
+        curesult: None,
         diagnoses,
     }
 }

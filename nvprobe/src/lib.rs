@@ -12,3 +12,4 @@ pub mod decode;
 pub mod host;
 pub mod output;
 pub mod summary;
+pub mod uprobes;

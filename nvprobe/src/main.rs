@@ -215,6 +215,16 @@ fn watch(a: WatchArgs) -> Result<(), Fail> {
         ctx.extra.insert(*id, d.path.display().to_string().into());
     }
 
+    // libcuda uprobes: the copies on this host and in running processes.
+    let mut libcuda = nvprobe::uprobes::Libcuda::default();
+    let mut libcuda_errors = Vec::new();
+    let mut candidates = nvprobe::uprobes::static_candidates();
+    candidates.extend(nvprobe::uprobes::mapped_by_all());
+    for path in candidates {
+        if let Err(e) = libcuda.attach(&mut loaded.ebpf, &path) {
+            libcuda_errors.push(e);
+        }
+    }
     let start = json!({
         "tool_version": env!("CARGO_PKG_VERSION"),
         "kernel": nix::sys::utsname::uname().map(|u| u.release().to_string_lossy().into_owned()).unwrap_or_default(),
@@ -231,6 +241,7 @@ fn watch(a: WatchArgs) -> Result<(), Fail> {
         "filters": { "pid": a.pid, "comm": a.comm },
         "tracefs": tracefs.display().to_string(),
         "tracefs_mounted_by_nvprobe": mounted,
+        "libcuda": libcuda.attached(),
     });
     let now = Clock::mono_now();
     out.note(now, &Note::Start(&start))?;
@@ -318,6 +329,7 @@ fn watch(a: WatchArgs) -> Result<(), Fail> {
         .context("starting the async runtime")?;
     let summary = rt.block_on(collect::run(
         &mut loaded.ebpf,
+        &mut libcuda,
         std::sync::Arc::new(ctx),
         std::sync::Arc::new(filters),
         out,

@@ -606,12 +606,24 @@ fn tracefs_is_mounted_when_missing_and_sigterm_detaches() {
     }
     assert_eq!(start["tracefs"], "/sys/kernel/tracing");
     assert!(f.summary()["duration_s"].as_f64().is_some());
-    // Detached: no nvprobe program is left loaded.
-    let left: Vec<String> = aya::programs::loaded_programs()
-        .filter_map(Result::ok)
-        .filter_map(|p| p.name_as_str().map(str::to_owned))
-        .filter(|n| n.starts_with("nvprobe_"))
-        .collect();
+    // Detached: no nvprobe program is left loaded. The kernel frees
+    // programs asynchronously after their last reference (this one's and the
+    // previous tests' processes), so give it a moment.
+    let loaded = || -> Vec<String> {
+        aya::programs::loaded_programs()
+            .filter_map(Result::ok)
+            .filter_map(|p| p.name_as_str().map(str::to_owned))
+            .filter(|n| n.starts_with("nvprobe_"))
+            .collect()
+    };
+    let mut left = loaded();
+    for _ in 0..50 {
+        if left.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        left = loaded();
+    }
     assert!(
         left.is_empty(),
         "programs still loaded after exit: {left:?}"
@@ -811,4 +823,133 @@ fn cuinit_verdicts_name_the_killer_and_the_stage() {
         .find(|r| r["op"] == "exit" && r["pid"] == ok["pid"])
         .expect("exit record");
     assert_eq!(exit["exit_code"], 0);
+}
+
+/// Build the stand-in libcuda (tests/cuda-stub/libcuda.c) with cc.
+fn stub_libcuda(tmp: &Path) -> Option<PathBuf> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("cuda-stub/libcuda.c");
+    let out = tmp.join("stublib/libcuda.so.1");
+    std::fs::create_dir_all(out.parent().expect("dir")).expect("mkdir");
+    let ok = Command::new("cc")
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .is_ok_and(|s| s.success());
+    ok.then_some(out)
+}
+
+#[test]
+fn libcuda_uprobes_give_the_curesult_verdict() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("uprobe");
+    let Some(lib) = stub_libcuda(&tmp) else {
+        eprintln!("skipping: no C compiler to build the stand-in libcuda");
+        return;
+    };
+    let drv = FakeDrv::start(&tmp);
+    let start = |mode: &str| {
+        let mut c = Command::new(bin("nvfixture"))
+            .args(["run", "cuinit", "--dir"])
+            .arg(&drv.dir)
+            .arg("--lib")
+            .arg(&lib)
+            .env("NVPROBE_STUB_MODE", mode)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let mut out = BufReader::new(c.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        out.read_line(&mut line).expect("ready");
+        assert!(line.contains("ready"), "{line}");
+        (c, out)
+    };
+    let (mut good, mut good_out) = start("ok");
+    let (mut bad, mut bad_out) = start("fail");
+    // nvprobe finds the library in the processes' maps at start.
+    let t = watch(&tmp, &drv, &[]);
+    for (c, out) in [(&mut good, &mut good_out), (&mut bad, &mut bad_out)] {
+        c.stdin
+            .take()
+            .expect("stdin")
+            .write_all(b"go\n")
+            .expect("go");
+        let mut line = String::new();
+        out.read_line(&mut line).expect("result");
+        assert!(c.wait().expect("wait").success());
+    }
+    let f = t.stop();
+    check_schema(&f);
+    let start_rec = f.of_type("start").next().expect("start");
+    let hooked = start_rec["libcuda"].as_array().expect("libcuda list");
+    let stub = hooked
+        .iter()
+        .find(|a| {
+            a["path"]
+                .as_str()
+                .is_some_and(|p| p.ends_with(lib.to_str().expect("utf8")))
+        })
+        .expect("the stand-in libcuda was hooked");
+    assert_eq!(
+        stub["functions"],
+        serde_json::json!([
+            "cuInit",
+            "cuDriverGetVersion",
+            "cuDeviceGetCount",
+            "cuDeviceGet"
+        ])
+    );
+
+    let gp = u64::from(good.id());
+    let cuda: Vec<&Value> = f.of_type("cuda").filter(|r| r["pid"] == gp).collect();
+    let init_ret = cuda
+        .iter()
+        .find(|r| r["func"] == "cuInit" && r["phase"] == "return")
+        .expect("cuInit return");
+    assert_eq!(
+        (
+            init_ret["result"].as_i64(),
+            init_ret["result_name"].as_str()
+        ),
+        (Some(0), Some("CUDA_SUCCESS"))
+    );
+    assert!(init_ret["duration_ns"].as_u64().expect("ns") > 0);
+    let enter = cuda
+        .iter()
+        .find(|r| r["func"] == "cuInit" && r["phase"] == "enter")
+        .expect("cuInit entry");
+    assert_eq!(enter["flags"], 0);
+    let count = cuda
+        .iter()
+        .find(|r| r["func"] == "cuDeviceGetCount" && r["phase"] == "return")
+        .expect("count");
+    assert_eq!(count["value"], 1, "the count written through the pointer");
+
+    let verdict = |pid: u64| {
+        f.of_type("cuinit")
+            .find(|v| v["pid"] == pid)
+            .cloned()
+            .expect("verdict")
+    };
+    let v = verdict(gp);
+    assert_eq!(
+        (v["result"].as_str(), v["curesult"].as_str()),
+        (Some("ok"), Some("CUDA_SUCCESS (0)"))
+    );
+    assert_eq!(
+        v["source"],
+        "libcuda uprobe (cuInit's return) and driver calls"
+    );
+    let v = verdict(u64::from(bad.id()));
+    assert_eq!(v["result"], "failed");
+    assert_eq!(v["curesult"], "CUDA_ERROR_NOT_INITIALIZED (3)");
+    let text = v["text"].as_str().expect("text");
+    assert!(
+        text.contains(
+            "NV_ESC_RM_CONTROL NV0000_CTRL_CMD_GPU_ATTACH_IDS returned NV_ERR_INVALID_DEVICE"
+        ),
+        "{text}"
+    );
 }

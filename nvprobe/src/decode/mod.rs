@@ -8,6 +8,7 @@
 pub mod args;
 pub mod class;
 pub mod control;
+pub mod curesult;
 pub mod escape;
 pub mod status;
 pub mod uvm;
@@ -16,8 +17,9 @@ pub mod version;
 use std::{collections::HashMap, mem::size_of, sync::Arc};
 
 use nvprobe_common::{
-    DevKind, EventKind, FdEvent, FdOp, FileId, Header, IoctlEvent, MmapEvent, PathEvent, PathOp,
-    ProcEvent, ProcOp, ioctl_flags, kdev_major, kdev_minor,
+    CUDA_FUNCS, CUDA_RETURN, CudaEvent, DevKind, EventKind, FdEvent, FdOp, FileId, Header,
+    IoctlEvent, MmapEvent, PathEvent, PathOp, ProcEvent, ProcOp, ioctl_flags, kdev_major,
+    kdev_minor,
 };
 use serde::Serialize;
 
@@ -320,6 +322,33 @@ pub struct ProcCall {
     pub raw: Option<String>,
 }
 
+/// A libcuda call seen by its uprobe.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct CudaCall {
+    #[serde(flatten)]
+    pub proc: Proc,
+    pub func: &'static str,
+    /// enter or return.
+    pub phase: &'static str,
+    pub start_ns: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_ns: Option<u64>,
+    /// CUresult (return).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result_name: Option<&'static str>,
+    /// cuInit's flags (enter).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flags: Option<u64>,
+    /// What a getter returned through its pointer: the driver version, the
+    /// device count, the device handle.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub raw: Option<String>,
+}
+
 /// A decoded kernel record.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -332,6 +361,7 @@ pub enum Event {
     Dup(FdCall),
     Mmap(MmapCall),
     Proc(ProcCall),
+    Cuda(CudaCall),
 }
 
 impl Event {
@@ -342,6 +372,7 @@ impl Event {
             Event::Close(e) | Event::Dup(e) => &e.proc,
             Event::Mmap(e) => &e.proc,
             Event::Proc(e) => &e.proc,
+            Event::Cuda(e) => &e.proc,
         }
     }
     /// (start, end) in CLOCK_MONOTONIC ns.
@@ -352,6 +383,7 @@ impl Event {
             Event::Close(e) | Event::Dup(e) => (e.start_ns, e.duration_ns),
             Event::Mmap(e) => (e.start_ns, e.duration_ns),
             Event::Proc(e) => (e.time_ns, 0),
+            Event::Cuda(e) => (e.start_ns, e.duration_ns.unwrap_or(0)),
         };
         (s, s + d)
     }
@@ -362,6 +394,7 @@ impl Event {
             Event::Close(e) | Event::Dup(e) => e.ok,
             Event::Mmap(e) => e.ok,
             Event::Proc(_) => true,
+            Event::Cuda(e) => e.result.is_none_or(|r| r == 0),
         }
     }
     pub fn type_name(&self) -> &'static str {
@@ -374,6 +407,7 @@ impl Event {
             Event::Dup(_) => "dup",
             Event::Mmap(_) => "mmap",
             Event::Proc(_) => "proc",
+            Event::Cuda(_) => "cuda",
         }
     }
 }
@@ -410,6 +444,7 @@ pub fn decode(bytes: &[u8], ctx: &Context) -> Result<Event, DecodeError> {
         Some(EventKind::Fd) => Ok(decode_fd(&read_record(bytes, "fd")?, ctx, raw)),
         Some(EventKind::Mmap) => Ok(decode_mmap(&read_record(bytes, "mmap")?, ctx, raw)),
         Some(EventKind::Proc) => Ok(decode_proc(&read_record(bytes, "proc")?, raw)),
+        Some(EventKind::Cuda) => Ok(decode_cuda(&read_record(bytes, "cuda")?, raw)),
         None => Err(DecodeError::Kind(kind)),
     }
 }
@@ -909,6 +944,26 @@ fn decode_mmap(ev: &MmapEvent, ctx: &Context, raw: Option<String>) -> Event {
         },
         ok: errno.is_none(),
         errno,
+        raw,
+    })
+}
+
+fn decode_cuda(ev: &CudaEvent, raw: Option<String>) -> Event {
+    let func = CUDA_FUNCS
+        .iter()
+        .find(|(n, _)| *n == ev.func)
+        .map_or("unknown", |(_, name)| name);
+    let ret = ev.phase == CUDA_RETURN;
+    Event::Cuda(CudaCall {
+        proc: proc_of(&ev.hdr),
+        func,
+        phase: if ret { "return" } else { "enter" },
+        start_ns: ev.start_ns,
+        duration_ns: ret.then_some(ev.duration_ns),
+        result: ret.then_some(ev.ret),
+        result_name: if ret { curesult::name(ev.ret) } else { None },
+        flags: (!ret && ev.func == 1).then_some(ev.args[0]),
+        value: (ret && ev.out_valid != 0).then_some(ev.out_val),
         raw,
     })
 }

@@ -118,7 +118,7 @@ fn fd_call(t: &str) -> Value {
 pub fn schema() -> Value {
     let types = [
         "start", "warning", "lost", "summary", "ioctl", "open", "stat", "access", "close", "dup",
-        "mmap", "proc", "stage", "cuinit",
+        "mmap", "proc", "stage", "cuinit", "cuda",
     ];
     json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -150,7 +150,8 @@ pub fn schema() -> Value {
                 "tracefs": { "type": "string" },
                 "tracefs_mounted_by_nvprobe": { "type": "boolean" },
                 "nodes": { "type": "object", "description": "\"major:minor\" -> device node path, as found under /dev" },
-                "extra_devices": { "type": "array", "description": "files declared with --device: path, kind, sdev, ino" }
+                "extra_devices": { "type": "array", "description": "files declared with --device: path, kind, sdev, ino" },
+                "libcuda": { "type": "array", "description": "libcuda files hooked at start: path, functions" }
             }), false),
             "warning": def("warning", &["id", "message"], json!({
                 "id": { "type": "string" },
@@ -211,6 +212,17 @@ pub fn schema() -> Value {
                 "time_ns": { "type": "integer" },
                 "raw": { "type": "string" }
             }), true),
+            "cuda": def("cuda", &["func", "phase", "start_ns"], json!({
+                "func": { "type": "string" },
+                "phase": { "enum": ["enter", "return"] },
+                "start_ns": { "type": "integer" },
+                "duration_ns": { "type": "integer" },
+                "result": { "type": "integer", "description": "CUresult" },
+                "result_name": { "type": "string" },
+                "flags": { "type": "integer", "description": "cuInit's flags" },
+                "value": { "type": "integer", "description": "what a getter wrote through its pointer" },
+                "raw": { "type": "string" }
+            }), true),
             "stage": def("stage", &["pid", "comm", "stage", "name", "at_ms", "via"], json!({
                 "pid": { "type": "integer" },
                 "comm": { "type": "string" },
@@ -231,6 +243,7 @@ pub fn schema() -> Value {
                 "failed_call": { "type": "object" },
                 "signal": { "type": "object" },
                 "exit": { "type": "string" },
+                "curesult": { "type": "string", "description": "what cuInit returned, when its uprobe saw it" },
                 "diagnoses": { "type": "array", "description": "each {id, evidence, hint}" }
             }), false),
             "open": path_call("open"),

@@ -134,6 +134,25 @@ pub fn event_line(clock: &Clock, mono_ns: u64, ev: &Event) -> String {
                 result(e.ret, &e.errno)
             );
         }
+        Event::Cuda(c) => {
+            let _ = match c.phase {
+                "enter" => write!(
+                    s,
+                    "{}({}) ...",
+                    c.func,
+                    c.flags.map_or(String::new(), |f| format!("flags={f:#x}"))
+                ),
+                _ => write!(
+                    s,
+                    "{}() = {} {}{} <{}>",
+                    c.func,
+                    c.result.unwrap_or(0),
+                    c.result_name.unwrap_or("?"),
+                    c.value.map_or(String::new(), |v| format!(" [value {v}]")),
+                    dur(c.duration_ns.unwrap_or(0))
+                ),
+            };
+        }
         Event::Proc(p) => {
             let _ = match p.op {
                 "signal" => write!(

@@ -52,6 +52,9 @@ enum Cmd {
         /// For `flood`: ioctls to make.
         #[arg(long, default_value_t = 10000)]
         count: u64,
+        /// For `cuinit`: the libcuda to dlopen.
+        #[arg(long)]
+        lib: Option<PathBuf>,
     },
 }
 
@@ -374,6 +377,38 @@ fn alarm_scenario(dir: &Path) -> anyhow::Result<Value> {
     }
 }
 
+/// dlopen a libcuda, say "ready", wait for a line on stdin, then call
+/// cuInit(0) and cuDeviceGetCount, like a CUDA application starting.
+fn cuinit_scenario(dir: &Path, lib: Option<&Path>) -> anyhow::Result<Value> {
+    let lib = lib.context("--lib is required")?;
+    // SAFETY: the environment is set before any other thread exists.
+    unsafe { std::env::set_var("NVPROBE_FAKE_DIR", dir) };
+    let c = std::ffi::CString::new(lib.as_os_str().as_encoded_bytes())?;
+    // SAFETY: dlopen/dlsym with valid C strings; the symbols have the
+    // cuda.h prototypes.
+    unsafe {
+        let h = libc::dlopen(c.as_ptr(), libc::RTLD_NOW);
+        if h.is_null() {
+            bail!("dlopen {} failed", lib.display());
+        }
+        let init = libc::dlsym(h, c"cuInit".as_ptr());
+        let count = libc::dlsym(h, c"cuDeviceGetCount".as_ptr());
+        if init.is_null() || count.is_null() {
+            bail!("{} lacks cuInit or cuDeviceGetCount", lib.display());
+        }
+        println!("{}", json!({ "ready": true }));
+        std::io::stdout().flush()?;
+        let mut line = String::new();
+        std::io::stdin().lock().read_line(&mut line)?;
+        let init: extern "C" fn(u32) -> i32 = std::mem::transmute(init);
+        let count: extern "C" fn(*mut i32) -> i32 = std::mem::transmute(count);
+        let r = init(0);
+        let mut n = -1;
+        let rc = count(&mut n);
+        Ok(json!({ "cuInit": r, "cuDeviceGetCount": rc, "count": n }))
+    }
+}
+
 fn main() -> anyhow::Result<()> {
     match Cli::parse().cmd {
         Cmd::Serve { dir } => {
@@ -393,6 +428,7 @@ fn main() -> anyhow::Result<()> {
             fds,
             threads,
             count,
+            lib,
         } => {
             let v = match scenario.as_str() {
                 "basic" => basic(&dir)?,
@@ -407,6 +443,7 @@ fn main() -> anyhow::Result<()> {
                 "preopen" => preopen_scenario(&dir)?,
                 "flood" => flood_scenario(&dir, count, threads)?,
                 "alarm" => alarm_scenario(&dir)?,
+                "cuinit" => cuinit_scenario(&dir, lib.as_deref())?,
                 other => bail!("unknown scenario {other}"),
             };
             let mut v = v;

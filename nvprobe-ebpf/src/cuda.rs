@@ -1,0 +1,109 @@
+//! libcuda uprobes: one entry and one return program for every hooked
+//! function, told apart by the attach cookie (the function's number in
+//! nvprobe_common::CUDA_FUNCS).
+//!
+//! Assumed prototypes (cuda.h): CUresult cuInit(unsigned int flags);
+//! cuDriverGetVersion(int *); cuDeviceGetCount(int *); cuDeviceGet(CUdevice *,
+//! int ordinal); cuDevicePrimaryCtxRetain(CUcontext *, CUdevice);
+//! cuCtxCreate*(CUcontext *, …).
+
+use aya_ebpf::{
+    EbpfContext,
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_user, generated},
+    macros::{map, uprobe, uretprobe},
+    maps::LruHashMap,
+    programs::{ProbeContext, RetProbeContext},
+};
+use nvprobe_common::{CUDA_ENTER, CUDA_RETURN, CudaEntry, CudaEvent, EventKind};
+
+use crate::{
+    fdres::{fill_header, wakeup_bytes},
+    maps::{EVENTS, NV_PROCS, count_lost, wakeup_flags},
+};
+
+/// (tid << 32 | function) -> entry state.
+#[map]
+static CUDA_INFLIGHT: LruHashMap<u64, CudaEntry> = LruHashMap::with_max_entries(16384, 0);
+
+/// Functions whose first argument is an int the call fills in.
+const GETTERS: [u32; 3] = [2, 3, 4];
+
+#[inline(always)]
+fn emit(func: u32, phase: u32, start: u64, end: u64, ret: i64, args: [u64; 3], out: Option<i32>) {
+    let Some(mut entry) = EVENTS.reserve::<CudaEvent>(0) else {
+        count_lost(EventKind::Cuda);
+        return;
+    };
+    let ev = entry.as_mut_ptr();
+    // SAFETY: reserved record; every field written before submit.
+    unsafe {
+        fill_header(&raw mut (*ev).hdr, EventKind::Cuda);
+        (*ev).func = func;
+        (*ev).phase = phase;
+        (*ev).start_ns = start;
+        (*ev).duration_ns = end.saturating_sub(start);
+        (*ev).ret = ret;
+        (*ev).args = args;
+        (*ev).out_val = out.unwrap_or(0);
+        (*ev).out_valid = u32::from(out.is_some());
+    }
+    entry.submit(wakeup_flags(
+        wakeup_bytes(),
+        core::mem::size_of::<CudaEvent>(),
+    ));
+}
+
+#[inline(always)]
+fn cookie<C: EbpfContext>(ctx: &C) -> u32 {
+    // SAFETY: helper on the program's context.
+    unsafe { generated::bpf_get_attach_cookie(ctx.as_ptr()) as u32 }
+}
+
+#[uprobe]
+pub fn nvprobe_cuda_enter(ctx: ProbeContext) -> u32 {
+    let func = cookie(&ctx);
+    let pid_tgid = bpf_get_current_pid_tgid();
+    // SAFETY: helper without arguments.
+    let now = unsafe { bpf_ktime_get_ns() };
+    let args = [
+        ctx.arg::<u64>(0).unwrap_or(0),
+        ctx.arg::<u64>(1).unwrap_or(0),
+        ctx.arg::<u64>(2).unwrap_or(0),
+    ];
+    let key = ((pid_tgid as u32 as u64) << 32) | func as u64;
+    let _ = CUDA_INFLIGHT.insert(
+        &key,
+        &CudaEntry {
+            start_ns: now,
+            args,
+        },
+        0,
+    );
+    // A libcuda user is an NVIDIA process even before it opens a node.
+    let tgid = (pid_tgid >> 32) as u32;
+    let _ = NV_PROCS.insert(&tgid, &1, 0);
+    emit(func, CUDA_ENTER, now, now, 0, args, None);
+    0
+}
+
+#[uretprobe]
+pub fn nvprobe_cuda_return(ctx: RetProbeContext) -> u32 {
+    let func = cookie(&ctx);
+    let pid_tgid = bpf_get_current_pid_tgid();
+    // SAFETY: helper without arguments.
+    let now = unsafe { bpf_ktime_get_ns() };
+    let key = ((pid_tgid as u32 as u64) << 32) | func as u64;
+    // SAFETY: value copied out before removal.
+    let entry = unsafe { CUDA_INFLIGHT.get(&key) }.copied();
+    let _ = CUDA_INFLIGHT.remove(&key);
+    let (start, args) = entry.map_or((now, [0; 3]), |e| (e.start_ns, e.args));
+    let ret = ctx.ret::<u64>() as u32 as i64;
+    let out = if ret == 0 && GETTERS.contains(&func) && args[0] != 0 {
+        // SAFETY: user read through the helper.
+        unsafe { bpf_probe_read_user(args[0] as *const i32) }.ok()
+    } else {
+        None
+    };
+    emit(func, CUDA_RETURN, start, now, ret, args, out);
+    0
+}

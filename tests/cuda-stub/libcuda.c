@@ -1,0 +1,46 @@
+/* Test fixture, not a driver: a stand-in libcuda.so.1 that exports the
+ * entry points nvprobe hooks and makes driver-style calls on the FUSE
+ * stand-in device (tests/src/fakedrv.rs) named by NVPROBE_FAKE_DIR.
+ * NVPROBE_STUB_MODE=fail makes cuInit fail the way a GPU attach failure
+ * does: GPU_ATTACH_IDS answers NV_ERR_INVALID_DEVICE, cuInit returns
+ * CUDA_ERROR_NOT_INITIALIZED (3). */
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+typedef int CUresult;
+static int ctl = -1;
+static uint32_t client;
+
+static uint32_t rm_control(uint32_t h, uint32_t cmd) {
+    uint32_t p[8] = {h, h, cmd, 0, 0, 0, 0, 0};
+    ioctl(ctl, 0xc020462a, p);
+    return p[7];
+}
+
+CUresult cuInit(unsigned int flags) {
+    (void)flags;
+    const char *dir = getenv("NVPROBE_FAKE_DIR");
+    char path[512];
+    snprintf(path, sizeof path, "%s/nvidiactl", dir ? dir : "/dev");
+    ctl = open(path, O_RDWR | O_CLOEXEC);
+    if (ctl < 0) return 999;
+    uint32_t alloc[8] = {0};
+    if (ioctl(ctl, 0xc020462b, alloc) != 0 || alloc[7] != 0) return 999;
+    client = alloc[2];
+    if (rm_control(client, 0x101) != 0) return 999;
+    const char *mode = getenv("NVPROBE_STUB_MODE");
+    if (mode && strcmp(mode, "fail") == 0) {
+        rm_control(client, 0x215); /* NV_ERR_INVALID_DEVICE from the stand-in */
+        return 3;
+    }
+    return 0;
+}
+
+CUresult cuDriverGetVersion(int *v) { *v = 13000; return 0; }
+CUresult cuDeviceGetCount(int *n) { *n = ctl >= 0 ? 1 : 0; return ctl >= 0 ? 0 : 3; }
+CUresult cuDeviceGet(int *d, int ordinal) { *d = ordinal; return 0; }
