@@ -410,7 +410,7 @@ fn verdict(pid: u32, st: &ProcInit, exit: Option<(String, i32)>) -> CuInit {
         .find(|s| fatal_sig != 0 && s.sig == fatal_sig)
         .or_else(|| st.signals.iter().rev().find(|s| s.during.is_some()))
         .cloned();
-    let mut diagnoses = Vec::new();
+    let mut diagnoses: Vec<Diagnosis> = Vec::new();
     for (path, why) in &st.path_problems {
         let id = if why.contains("not the NVIDIA") {
             "node_wrong_device"
@@ -434,9 +434,13 @@ fn verdict(pid: u32, st: &ProcInit, exit: Option<(String, i32)>) -> CuInit {
             _ => "check the node and the driver",
         };
         let uvm = path.contains("nvidia-uvm");
+        let evidence = format!("{path}: {why}");
+        if diagnoses.iter().any(|d| d.evidence == evidence) {
+            continue;
+        }
         diagnoses.push(Diagnosis {
             id: if uvm { "uvm_unusable" } else { id },
-            evidence: format!("{path}: {why}"),
+            evidence,
             hint: if uvm {
                 "CUDA needs /dev/nvidia-uvm: load nvidia-uvm (modprobe nvidia-uvm) and create the node (nvidia-modprobe -u -c0); cuInit returns 999 without it"
             } else {
@@ -565,6 +569,13 @@ modprobe nvidia_uvm uvm_disable_hmm=1",
                     diagnoses[0].evidence
                 ),
             },
+        ),
+        (Some((e, _)), false) if !st.reached[4] && !st.cuinit_entered => (
+            "exited",
+            format!(
+                "{e} after {} without touching UVM or cuInit: a driver client such as NVML, not a CUDA start-up",
+                last_stage.as_deref().unwrap_or("no stage")
+            ),
         ),
         (Some((e, _)), false) => (
             "exited",

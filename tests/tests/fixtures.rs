@@ -43,6 +43,7 @@ fn replay(name: &str, force: Option<DriverVersion>) -> Replay {
         .expect("parses");
     let mut ctx = Context::new(VersionCtx::from_version(Some(force.unwrap_or(recorded))));
     ctx.uvm_major = start["uvm_major"].as_u64().expect("uvm major") as u32;
+    ctx.caps_major = start["caps_major"].as_u64().unwrap_or(0) as u32;
     for (k, v) in start["nodes"].as_object().expect("nodes") {
         let (ma, mi) = k.split_once(':').expect("major:minor");
         ctx.nodes.insert(
@@ -602,5 +603,93 @@ fn real_timeouts_and_itimers_are_reported_as_kills_not_hangs() {
             "{:?}",
             k.diagnoses
         );
+    }
+}
+
+#[test]
+fn real_uprobes_fire_for_ctypes_and_torch_and_name_the_curesult() {
+    // Recorded with libcuda uprobes on the H200: ctypes cuInit, torch (cudart
+    // reaches libcuda through cuGetProcAddress), and cuInit with
+    // /dev/nvidia-uvm masked by /dev/null.
+    let r = replay("h200-580.159.04-uprobes.ndjson", None);
+    let start = r
+        .records
+        .iter()
+        .find(|x| x["type"] == "start")
+        .expect("start");
+    assert!(
+        start["libcuda"][0]["functions"]
+            .as_array()
+            .expect("functions")
+            .len()
+            >= 5
+    );
+    let cuda: Vec<&decode::CudaCall> = r
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Cuda(c) => Some(c),
+            _ => None,
+        })
+        .collect();
+    let returns = |f: &str| -> Vec<&decode::CudaCall> {
+        cuda.iter()
+            .copied()
+            .filter(|c| c.func == f && c.phase == "return")
+            .collect()
+    };
+    let inits = returns("cuInit");
+    assert_eq!(inits.len(), 3, "ctypes, torch and the masked run");
+    let names: Vec<_> = inits.iter().map(|c| c.result_name).collect();
+    assert_eq!(
+        names,
+        [
+            Some("CUDA_SUCCESS"),
+            Some("CUDA_SUCCESS"),
+            Some("CUDA_ERROR_UNKNOWN")
+        ]
+    );
+    // torch asks the driver version first, through cuGetProcAddress.
+    let ver = returns("cuDriverGetVersion");
+    assert_eq!(ver[0].value, Some(13000));
+    assert!(
+        returns("cuDeviceGetCount")
+            .iter()
+            .any(|c| c.value == Some(1))
+    );
+
+    let (_, v) = verdicts("h200-580.159.04-uprobes.ndjson");
+    let by_result = |res: &str| v.iter().filter(|x| x.result == res).collect::<Vec<_>>();
+    assert_eq!(by_result("ok").len(), 2);
+    for ok in by_result("ok") {
+        assert_eq!(ok.curesult.as_deref(), Some("CUDA_SUCCESS (0)"));
+        assert!(ok.stages.iter().any(|s| s.stage == "S7"));
+    }
+    let failed = by_result("failed");
+    assert_eq!(
+        failed.len(),
+        1,
+        "{:#?}",
+        failed
+            .iter()
+            .map(|x| (&x.comm, x.pid, &x.text))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        failed[0].curesult.as_deref(),
+        Some("CUDA_ERROR_UNKNOWN (999)")
+    );
+    assert_eq!(
+        failed[0].diagnoses.len(),
+        1,
+        "one diagnosis, not one per open: {:?}",
+        failed[0].diagnoses
+    );
+    assert_eq!(failed[0].diagnoses[0].id, "uvm_unusable");
+    // torch's short-lived helper processes (comm ld-linux-x86-64) open the
+    // GPU and exit cleanly: not failures.
+    for x in v.iter().filter(|x| x.comm != "python3") {
+        assert_eq!(x.result, "exited", "{}", x.text);
+        assert!(x.text.starts_with("exited with status 0"), "{}", x.text);
     }
 }
