@@ -162,6 +162,10 @@ struct ProcInit {
     /// Signals generated for the process (the last 16).
     signals: Vec<SignalInfo>,
     path_problems: Vec<(String, String)>,
+    /// The first NVIDIA call was an ioctl on an fd this process was never
+    /// seen opening: (call, fd).
+    inherited: Option<(String, i32)>,
+    opened_any: bool,
     /// cuInit's uprobe: entry seen, and its CUresult.
     cuinit_entered: bool,
     curesult: Option<(i64, Option<&'static str>)>,
@@ -234,8 +238,14 @@ impl Correlator {
             st.comm = pr.comm.clone();
         }
         st.last_ns = st.last_ns.max(end);
+        if matches!(ev, Event::Open(o) if o.ok && o.device.is_some()) {
+            st.opened_any = true;
+        }
         match ev {
             Event::Ioctl(i) => {
+                if st.calls == 0 && !st.opened_any {
+                    st.inherited = Some((call_name(i), i.fd));
+                }
                 st.calls += 1;
                 let name = call_name(i);
                 if !i.ok {
@@ -446,6 +456,32 @@ fn verdict(pid: u32, st: &ProcInit, exit: Option<(String, i32)>) -> CuInit {
             } else {
                 hint
             },
+        });
+    }
+    if let Some((call, fd)) = &st.inherited {
+        diagnoses.push(Diagnosis {
+            id: "inherited_nvidia_fds",
+            evidence: format!("the first NVIDIA call, {call}, used fd {fd}, which this process was not seen opening"),
+            hint: "the fd came from a parent (fork or exec after the parent's cuInit; CUDA does not support using a \
+parent's context after fork: start workers with spawn, or initialise CUDA in the child) or was opened before tracing began",
+        });
+    }
+    let no_device = matches!(st.curesult, Some((100, _)))
+        || (st.curesult.is_none()
+            && st.reached[4]
+            && !st.reached[3]
+            && !st.reached[5]
+            && exit.as_ref().is_some_and(|e| e.1 == 0));
+    if no_device {
+        diagnoses.push(Diagnosis {
+            id: "no_visible_devices",
+            evidence: if st.curesult.is_some() {
+                "cuInit returned CUDA_ERROR_NO_DEVICE (100)".to_owned()
+            } else {
+                "UVM was initialised but no GPU was attached or opened before the process ended".to_owned()
+            },
+            hint: "no GPU is visible to this process: check CUDA_VISIBLE_DEVICES (empty or naming no GPU hides them all) and \
+that the container or cgroup passes the /dev/nvidiaN nodes in",
         });
     }
     if let Some(sig) = &signal

@@ -953,3 +953,43 @@ fn libcuda_uprobes_give_the_curesult_verdict() {
         "{text}"
     );
 }
+
+#[test]
+fn a_child_using_its_parents_nvidia_fds_is_diagnosed() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("forkrule");
+    let drv = FakeDrv::start(&tmp);
+    let t = watch(&tmp, &drv, &[]);
+    let ran = scenario(&drv, "fork", &[]);
+    let f = t.stop();
+    check_schema(&f);
+    let child = ran["child"].as_u64().expect("child");
+    let v = f
+        .of_type("cuinit")
+        .find(|v| v["pid"] == child)
+        .expect("child verdict");
+    let d = v["diagnoses"].as_array().expect("diagnoses");
+    let inh = d
+        .iter()
+        .find(|d| d["id"] == "inherited_nvidia_fds")
+        .expect("rule fired");
+    assert!(
+        inh["evidence"]
+            .as_str()
+            .expect("evidence")
+            .contains(&format!("fd {}", ran["fd"])),
+        "{inh}"
+    );
+    assert!(
+        inh["hint"].as_str().expect("hint").contains("fork"),
+        "{inh}"
+    );
+    // The parent opened its own fd: no such diagnosis there.
+    let parent = f.of_type("cuinit").find(|v| v["pid"] == ran["pid"]);
+    assert!(parent.is_none_or(|p| {
+        p["diagnoses"]
+            .as_array()
+            .is_some_and(|d| d.iter().all(|d| d["id"] != "inherited_nvidia_fds"))
+    }));
+}
