@@ -466,6 +466,16 @@ fn verdict(pid: u32, st: &ProcInit, exit: Option<(String, i32)>) -> CuInit {
 parent's context after fork: start workers with spawn, or initialise CUDA in the child) or was opened before tracing began",
         });
     }
+    if matches!(st.curesult, Some((3, _))) && st.calls == 0 {
+        // Seen on the real driver: in a child forked after its parent's
+        // cuInit, libcuda answers NOT_INITIALIZED without one driver call.
+        diagnoses.push(Diagnosis {
+            id: "fork_after_init",
+            evidence: "cuInit returned CUDA_ERROR_NOT_INITIALIZED (3) without a single driver call".to_owned(),
+            hint: "libcuda refuses in a process forked after its parent initialised CUDA: start workers with spawn \
+(multiprocessing.set_start_method('spawn')) or fork before the parent's first CUDA call",
+        });
+    }
     let no_device = matches!(st.curesult, Some((100, _)))
         || (st.curesult.is_none()
             && st.reached[4]

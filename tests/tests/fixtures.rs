@@ -693,3 +693,25 @@ fn real_uprobes_fire_for_ctypes_and_torch_and_name_the_curesult() {
         assert!(x.text.starts_with("exited with status 0"), "{}", x.text);
     }
 }
+
+#[test]
+fn real_no_device_and_fork_after_init_rules() {
+    // H200: `CUDA_VISIBLE_DEVICES= cuInit` and a python parent that forks
+    // after cuInit; the child calls cuInit again.
+    let (_, v) = verdicts("h200-580.159.04-rules.ndjson");
+    let nodev = v
+        .iter()
+        .find(|x| x.curesult.as_deref() == Some("CUDA_ERROR_NO_DEVICE (100)"))
+        .expect("the CUDA_VISIBLE_DEVICES= run");
+    assert_eq!(nodev.diagnoses[0].id, "no_visible_devices");
+    assert!(nodev.diagnoses[0].hint.contains("CUDA_VISIBLE_DEVICES"));
+    let child = v
+        .iter()
+        .find(|x| x.curesult.as_deref() == Some("CUDA_ERROR_NOT_INITIALIZED (3)"))
+        .expect("the forked child");
+    assert_eq!(child.calls, 0, "libcuda refused without calling the driver");
+    assert_eq!(child.diagnoses[0].id, "fork_after_init");
+    assert!(child.diagnoses[0].hint.contains("spawn"));
+    let parent = v.iter().find(|x| x.result == "ok").expect("the parent");
+    assert!(parent.diagnoses.is_empty());
+}
