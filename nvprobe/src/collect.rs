@@ -8,7 +8,7 @@
 //! ring buffer, and what does not fit is counted as lost in the kernel.
 
 use std::{
-    collections::{BTreeMap, HashSet},
+    collections::{BTreeMap, HashMap, HashSet},
     io,
     sync::{
         Arc, Mutex,
@@ -148,6 +148,10 @@ pub struct RunOpts {
     pub workers: usize,
     /// Only the per-process verdicts and the summary.
     pub summary_only: bool,
+    /// Report calls running longer than this (None: off).
+    pub stall_after: Option<Duration>,
+    /// How often (in ticks) in-flight calls are checked.
+    pub stall_every: u32,
     /// Report each BPF program's run count and time (stats must have been
     /// enabled with BPF_ENABLE_STATS before the run).
     pub bpf_stats: bool,
@@ -308,6 +312,10 @@ struct Pipeline {
     known: HashSet<u32>,
     /// Tgids seen for the first time since the last look at their maps.
     new_tgids: Vec<u32>,
+    /// cuInit calls in flight (from the uprobes): tid -> (tgid, start_ns).
+    cuinit: HashMap<u32, (u32, u64)>,
+    /// tgid -> the last stop signal sent to it, with its sender.
+    stoppers: HashMap<u32, String>,
     nv_procs: Option<aya::maps::HashMap<MapData, u32, u8>>,
     work_tx: Option<std::sync::mpsc::SyncSender<Batch>>,
     done_tx: Option<std::sync::mpsc::SyncSender<Rendered>>,
@@ -362,6 +370,8 @@ impl Pipeline {
             seq: 0,
             known: HashSet::new(),
             new_tgids: Vec::new(),
+            cuinit: HashMap::new(),
+            stoppers: HashMap::new(),
             nv_procs,
             work_tx: Some(work_tx),
             done_tx: Some(done_tx),
@@ -376,7 +386,7 @@ impl Pipeline {
         &mut self,
         ring: &mut RingBuf<T>,
     ) -> anyhow::Result<()> {
-        let tx = self.work_tx.as_ref().context("pipeline closed")?;
+        let tx = self.work_tx.clone().context("pipeline closed")?;
         loop {
             let mut b = Batch::new(self.seq);
             while b.count < BATCH_RECORDS {
@@ -395,6 +405,7 @@ impl Pipeline {
                                 let _ = m.insert(tgid, 1, 0);
                             }
                         }
+                        self.track(&item);
                         b.push(&item)
                     }
                     None => break,
@@ -409,6 +420,55 @@ impl Pipeline {
                 .map_err(|_| anyhow::anyhow!("the decode threads stopped"))?;
             if !full {
                 return Ok(());
+            }
+        }
+    }
+
+    /// What the stall detector needs from the stream, read in place: cuInit
+    /// entries and returns, process exits, stop signals.
+    fn track(&mut self, rec: &[u8]) {
+        let u32_at = |o: usize| {
+            rec.get(o..o + 4)
+                .map(|b| u32::from_le_bytes(b.try_into().unwrap_or_default()))
+        };
+        let u64_at = |o: usize| {
+            rec.get(o..o + 8)
+                .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+        };
+        // Header: kind @0, tgid @16, tid @20, comm @40.
+        let (Some(kind), Some(tgid), Some(tid)) = (u32_at(0), u32_at(16), u32_at(20)) else {
+            return;
+        };
+        if kind == nvprobe_common::EventKind::Cuda as u32 && u32_at(56) == Some(1) {
+            match u32_at(60) {
+                Some(nvprobe_common::CUDA_ENTER) => {
+                    self.cuinit.insert(tid, (tgid, u64_at(64).unwrap_or(0)));
+                }
+                _ => {
+                    self.cuinit.remove(&tid);
+                }
+            }
+        } else if kind == nvprobe_common::EventKind::Proc as u32 {
+            let (op, sig, target) = (u32_at(56), u32_at(60), u32_at(80).unwrap_or(0));
+            if op == Some(nvprobe_common::ProcOp::Exit as u32) {
+                self.cuinit.retain(|_, (g, _)| *g != target);
+                self.stoppers.remove(&target);
+            } else if op == Some(nvprobe_common::ProcOp::SignalGenerate as u32)
+                // SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU
+                && let Some(sig @ 19..=22) = sig
+            {
+                let comm = rec.get(40..56).map(|c| {
+                    let end = c.iter().position(|&b| b == 0).unwrap_or(c.len());
+                    decode::escape_bytes(&c[..end])
+                });
+                self.stoppers.insert(
+                    target,
+                    format!(
+                        "{} from {}[{tgid}]",
+                        crate::correlate::signal_name(sig as i32),
+                        comm.unwrap_or_default()
+                    ),
+                );
             }
         }
     }
@@ -485,6 +545,11 @@ pub async fn run(
     let nv_procs = ebpf
         .take_map("NV_PROCS")
         .and_then(|m| aya::maps::HashMap::try_from(m).ok());
+    let inflight: Option<aya::maps::Array<MapData, nvprobe_common::Inflight>> = ebpf
+        .take_map("INFLIGHT")
+        .and_then(|m| aya::maps::Array::try_from(m).ok());
+    let mut stalls = crate::stall::Detector::default();
+    let version = ctx.version;
     let mut pipe = Pipeline::start(out, ctx, filters, opts, nv_procs)?;
 
     loop {
@@ -512,6 +577,33 @@ pub async fn run(
                             Ok(None) => {}
                             Err(e) => pipe.note(&Note::Warning { id: "libcuda_refused", message: &e })?,
                         }
+                    }
+                }
+                if let Some(after) = opts.stall_after
+                    && ticks.is_multiple_of(opts.stall_every.max(1))
+                    && !pipe.known.is_empty()
+                {
+                    let mut calls = Vec::new();
+                    if let Some(arr) = inflight.as_ref() {
+                        for v in arr.iter().flatten() {
+                            if v.kind == nvprobe_common::EventKind::Ioctl as u32 && v.tid != 0 {
+                                let xfer = (v.flags & nvprobe_common::ioctl_flags::XFER != 0).then_some(v.xfer_cmd);
+                                calls.push(crate::stall::InFlight {
+                                    tid: v.tid,
+                                    start_ns: v.start_ns,
+                                    call: decode::raw_call_name(nvprobe_common::DevKind::from_u8(v.file.kind), v.cmd, xfer, &version),
+                                    fd: Some(v.fd),
+                                });
+                            }
+                        }
+                    }
+                    for (tid, (_, start)) in &pipe.cuinit {
+                        calls.push(crate::stall::InFlight { tid: *tid, start_ns: *start, call: "cuInit".into(), fd: None });
+                    }
+                    stalls.stoppers = pipe.stoppers.clone();
+                    let now = Clock::mono_now();
+                    for r in stalls.check(now, after.as_nanos() as u64, &calls) {
+                        pipe.note(&Note::Stall(&r))?;
                     }
                 }
                 if ticks.is_multiple_of(opts.lost_every.max(1)) {

@@ -11,5 +11,6 @@ pub mod correlate;
 pub mod decode;
 pub mod host;
 pub mod output;
+pub mod stall;
 pub mod summary;
 pub mod uprobes;

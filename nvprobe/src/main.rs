@@ -86,6 +86,11 @@ struct WatchArgs {
     /// Print only each process's cuInit verdict and the summary.
     #[arg(long)]
     summary_only: bool,
+    /// Report an NVIDIA ioctl or a cuInit still running after this many
+    /// seconds (then again at 2x, 4x, …), with what the thread is doing. 0
+    /// turns stall reports off.
+    #[arg(long, value_name = "SECS", default_value_t = 5.0)]
+    stall_after: f64,
     /// Measure each BPF program's run count and time (BPF_ENABLE_STATS) and
     /// report them in the summary: what nvprobe costs the traced host.
     #[arg(long)]
@@ -157,6 +162,14 @@ fn version_ctx(arg: Option<DriverVersion>, driver: Option<&DriverInfo>) -> Versi
 }
 
 fn watch(a: WatchArgs) -> Result<(), Fail> {
+    if !(a.stall_after.is_finite() && a.stall_after >= 0.0) {
+        return Err(Fail(
+            2,
+            anyhow::anyhow!(
+                "--stall-after must be a number of seconds (0 turns stall reports off)"
+            ),
+        ));
+    }
     if let Some(d) = a.duration
         && !(d.is_finite() && d > 0.0)
     {
@@ -322,6 +335,8 @@ fn watch(a: WatchArgs) -> Result<(), Fail> {
             .clamp(1, 4),
         bpf_stats: _stats_fd.is_some(),
         summary_only: a.summary_only,
+        stall_after: (a.stall_after > 0.0).then(|| Duration::from_secs_f64(a.stall_after)),
+        stall_every: 25,
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -3,12 +3,13 @@
  * stand-in device (tests/src/fakedrv.rs) named by NVPROBE_FAKE_DIR.
  * NVPROBE_STUB_MODE=fail makes cuInit fail the way a GPU attach failure
  * does: GPU_ATTACH_IDS answers NV_ERR_INVALID_DEVICE, cuInit returns
- * CUDA_ERROR_NOT_INITIALIZED (3). */
+ * CUDA_ERROR_NOT_INITIALIZED (3); =hang makes cuInit sleep 3 s. */
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -34,6 +35,12 @@ CUresult cuInit(unsigned int flags) {
     client = alloc[2];
     if (rm_control(client, 0x101) != 0) return 999;
     const char *mode = getenv("NVPROBE_STUB_MODE");
+    if (mode && strcmp(mode, "hang") == 0) {
+        /* a cuInit that takes 3 s in user space */
+        struct timespec ts = {3, 0};
+        while (nanosleep(&ts, &ts) != 0) {}
+        return 0;
+    }
     if (mode && strcmp(mode, "fail") == 0) {
         rm_control(client, 0x215); /* NV_ERR_INVALID_DEVICE from the stand-in */
         return 3;

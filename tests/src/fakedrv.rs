@@ -35,6 +35,9 @@ pub const UNKNOWN_CONTROL: u32 = 0x24;
 /// duration.
 pub const SLOW_CONTROL: u32 = 0x2080_0110;
 pub const SLOW_CONTROL_MS: u64 = 20;
+/// GPU_GET_SHORT_NAME_STRING hangs this long: a call for stall reports.
+pub const HANG_CONTROL: u32 = 0x2080_0111;
+pub const HANG_CONTROL_MS: u64 = 2500;
 
 /// RM_ALLOC answers by class.
 pub const ALLOC_ANSWERS: &[(u32, u32)] = &[
@@ -130,6 +133,9 @@ impl FakeNv {
                 let control = get32(&b, 8);
                 if control == SLOW_CONTROL {
                     std::thread::sleep(Duration::from_millis(SLOW_CONTROL_MS));
+                }
+                if control == HANG_CONTROL {
+                    std::thread::sleep(Duration::from_millis(HANG_CONTROL_MS));
                 }
                 let st = CONTROL_ANSWERS
                     .iter()

@@ -993,3 +993,91 @@ fn a_child_using_its_parents_nvidia_fds_is_diagnosed() {
             .is_some_and(|d| d.iter().all(|d| d["id"] != "inherited_nvidia_fds"))
     }));
 }
+
+#[test]
+fn stalls_say_which_call_and_what_the_thread_is_doing() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("stall");
+    let Some(lib) = stub_libcuda(&tmp) else {
+        eprintln!("skipping: no C compiler to build the stand-in libcuda");
+        return;
+    };
+    let drv = FakeDrv::start(&tmp);
+    // A cuInit that will take 3 s, waiting to start.
+    let mut c = Command::new(bin("nvfixture"))
+        .args(["run", "cuinit", "--dir"])
+        .arg(&drv.dir)
+        .arg("--lib")
+        .arg(&lib)
+        .env("NVPROBE_STUB_MODE", "hang")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut out = BufReader::new(c.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("ready");
+    let t = watch(&tmp, &drv, &["--stall-after", "1"]);
+    // 1. An ioctl that the stand-in answers after 2.5 s.
+    let hang = scenario(&drv, "hang", &[]);
+    assert_eq!(hang["ret"], 0);
+    // 2. The 3 s cuInit, stopped by us half-way.
+    c.stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"go\n")
+        .expect("go");
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = nix::unistd::Pid::from_raw(c.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).expect("SIGSTOP");
+    std::thread::sleep(Duration::from_millis(1800));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).expect("SIGCONT");
+    line.clear();
+    out.read_line(&mut line).expect("result");
+    assert!(c.wait().expect("wait").success());
+    let f = t.stop();
+    check_schema(&f);
+    let stalls: Vec<&Value> = f.of_type("stall").collect();
+
+    let io = stalls
+        .iter()
+        .find(|s| s["pid"] == hang["pid"])
+        .unwrap_or_else(|| panic!("a stall report for the hanging ioctl: {stalls:#?}"));
+    assert_eq!(io["call"], "NV_ESC_RM_CONTROL");
+    assert!(io["elapsed_s"].as_f64().expect("s") >= 1.0);
+    let state = io["state"].as_str().expect("state");
+    assert!(
+        matches!(state, "S" | "D"),
+        "waiting on the FUSE server: {state}"
+    );
+    let text = io["text"].as_str().expect("text");
+    assert!(text.starts_with("NV_ESC_RM_CONTROL has run "), "{text}");
+    assert!(
+        text.contains(if state == "D" {
+            "blocked in the kernel (D) in "
+        } else {
+            "sleeping (S) in "
+        }),
+        "{text}"
+    );
+    assert!(io["wchan"].as_str().is_some_and(|w| !w.is_empty()), "{io}");
+
+    let ci = stalls
+        .iter()
+        .find(|s| s["pid"] == u64::from(c.id()) && s["state"] == "T")
+        .unwrap_or_else(|| panic!("a stall report for the stopped cuInit: {stalls:#?}"));
+    assert_eq!(ci["call"], "cuInit");
+    let text = ci["text"].as_str().expect("text");
+    assert!(
+        text.contains("the process is stopped (T) by SIGSTOP from "),
+        "{text}"
+    );
+    assert!(text.ends_with("not stuck in the driver"), "{text}");
+    assert!(
+        ci["stopped_by"]
+            .as_str()
+            .is_some_and(|s| s.contains(&format!("[{}]", std::process::id()))),
+        "{ci}"
+    );
+}

@@ -412,6 +412,22 @@ impl Event {
     }
 }
 
+/// The name of a call from its command word and device kind, as the
+/// decoder would give it (for calls still in flight).
+pub fn raw_call_name(kind: DevKind, cmd: u32, xfer_cmd: Option<u32>, v: &VersionCtx) -> String {
+    if matches!(kind, DevKind::Uvm | DevKind::UvmTools) {
+        return uvm::lookup(cmd).map_or_else(|| format!("uvm {cmd:#x}"), |c| c.name.to_owned());
+    }
+    if (cmd >> 8) & 0xff == escape::NV_IOCTL_MAGIC {
+        let nr = match xfer_cmd {
+            Some(x) if cmd & 0xff == escape::NV_ESC_IOCTL_XFER_CMD => x & 0xff,
+            _ => cmd & 0xff,
+        };
+        return escape::name_for(nr, v).map_or_else(|| format!("escape {cmd:#x}"), str::to_owned);
+    }
+    format!("ioctl {cmd:#x}")
+}
+
 /// Kernel time of a raw record (for ordering and wall-clock conversion).
 pub fn record_ktime(bytes: &[u8]) -> Option<u64> {
     Some(u64::from_le_bytes(bytes.get(8..16)?.try_into().ok()?))

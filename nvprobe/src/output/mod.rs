@@ -82,6 +82,7 @@ impl Clock {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Note<'a> {
     Start(&'a serde_json::Value),
+    Stall(&'a crate::stall::StallReport),
     Warning {
         id: &'a str,
         message: &'a str,

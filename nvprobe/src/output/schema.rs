@@ -118,7 +118,7 @@ fn fd_call(t: &str) -> Value {
 pub fn schema() -> Value {
     let types = [
         "start", "warning", "lost", "summary", "ioctl", "open", "stat", "access", "close", "dup",
-        "mmap", "proc", "stage", "cuinit", "cuda",
+        "mmap", "proc", "stage", "cuinit", "cuda", "stall",
     ];
     json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -223,6 +223,19 @@ pub fn schema() -> Value {
                 "value": { "type": "integer", "description": "what a getter wrote through its pointer" },
                 "raw": { "type": "string" }
             }), true),
+            "stall": def("stall", &["pid", "tid", "comm", "call", "elapsed_s", "state", "text"], json!({
+                "pid": { "type": "integer" },
+                "tid": { "type": "integer" },
+                "comm": { "type": "string" },
+                "call": { "type": "string", "description": "the call still running: escape/UVM name, or cuInit" },
+                "fd": { "type": "integer" },
+                "elapsed_s": { "type": "number" },
+                "state": { "type": "string", "description": "task state from /proc: D, S, R, T, …" },
+                "text": { "type": "string" },
+                "wchan": { "type": "string" },
+                "stack": { "type": "array", "description": "kernel stack (D state), innermost first" },
+                "stopped_by": { "type": "string", "description": "for T: the stop signal and its sender" }
+            }), false),
             "stage": def("stage", &["pid", "comm", "stage", "name", "at_ms", "via"], json!({
                 "pid": { "type": "integer" },
                 "comm": { "type": "string" },

@@ -205,6 +205,14 @@ pub fn note_text(clock: &Clock, mono_ns: u64, note: &Note<'_>) -> String {
             time_of(clock, mono_ns)
         ),
         Note::Summary(sm) => sm.to_text(),
+        Note::Stall(r) => format!(
+            "{} !! stall: {}[{}/{}] {}",
+            time_of(clock, mono_ns),
+            r.comm,
+            r.pid,
+            r.tid,
+            r.text
+        ),
     }
 }
 

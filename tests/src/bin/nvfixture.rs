@@ -443,6 +443,11 @@ fn main() -> anyhow::Result<()> {
                 "preopen" => preopen_scenario(&dir)?,
                 "flood" => flood_scenario(&dir, count, threads)?,
                 "alarm" => alarm_scenario(&dir)?,
+                "hang" => {
+                    let fd = open_rw(&ctl(&dir), true)?;
+                    let (r, st) = control(fd.as_raw_fd(), 0xc1d0_0001, 0x2080_0111);
+                    json!({ "ret": r, "status": st })
+                }
                 "cuinit" => cuinit_scenario(&dir, lib.as_deref())?,
                 other => bail!("unknown scenario {other}"),
             };

@@ -1,0 +1,174 @@
+//! Stall reports: an NVIDIA ioctl or a cuInit still running after
+//! `--stall-after`, with what the thread is doing, read from /proc when the
+//! report fires (not recorded at every context switch):
+//! blocked in the kernel (D) with its kernel stack and wchan, sleeping (S)
+//! with its wchan, running (R), or stopped (T) with the signal and sender.
+//! Reports repeat with back-off (1×, 2×, 4×… the threshold).
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct StallReport {
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: String,
+    /// The call still running: an escape/UVM name, or cuInit.
+    pub call: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fd: Option<i32>,
+    pub elapsed_s: f64,
+    /// D, S, R, T, … as /proc/<tid>/stat says; "gone" if the task exited.
+    pub state: String,
+    pub text: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wchan: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stack: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped_by: Option<String>,
+}
+
+/// A call in flight, as the collector knows it.
+pub struct InFlight {
+    pub tid: u32,
+    pub start_ns: u64,
+    pub call: String,
+    pub fd: Option<i32>,
+}
+
+fn read_trim(p: &str) -> Option<String> {
+    std::fs::read_to_string(p)
+        .ok()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty() && s != "0")
+}
+
+/// What a task is doing, read from /proc.
+struct TaskNow {
+    state: String,
+    tgid: u32,
+    comm: String,
+    wchan: Option<String>,
+    stack: Vec<String>,
+}
+
+fn task_now(tid: u32) -> Option<TaskNow> {
+    let stat = std::fs::read_to_string(format!("/proc/{tid}/stat")).ok()?;
+    // pid (comm) S ppid … ; comm may contain spaces and parentheses.
+    let open = stat.find('(')?;
+    let close = stat.rfind(')')?;
+    let comm = stat.get(open + 1..close)?.to_owned();
+    let state = stat.get(close + 2..close + 3)?.to_owned();
+    let tgid = std::fs::read_to_string(format!("/proc/{tid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix("Tgid:")
+                    .map(|v| v.trim().parse().unwrap_or(tid))
+            })
+        })
+        .unwrap_or(tid);
+    let wchan = read_trim(&format!("/proc/{tid}/wchan"));
+    let stack = std::fs::read_to_string(format!("/proc/{tid}/stack"))
+        .map(|s| {
+            s.lines()
+                .map(|l| l.split_whitespace().nth(1).unwrap_or(l).to_owned())
+                .take(12)
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(TaskNow {
+        state,
+        tgid,
+        comm: crate::decode::escape_bytes(comm.as_bytes()),
+        wchan,
+        stack,
+    })
+}
+
+#[derive(Default)]
+pub struct Detector {
+    /// (tid, start_ns) -> how many reports so far.
+    reported: HashMap<(u32, u64), u32>,
+    /// tgid -> "SIGSTOP from bash[12]" for the last stop signal.
+    pub stoppers: HashMap<u32, String>,
+}
+
+impl Detector {
+    /// Reports due now for the calls in flight.
+    pub fn check(&mut self, now_ns: u64, after_ns: u64, calls: &[InFlight]) -> Vec<StallReport> {
+        let mut out = Vec::new();
+        let live: std::collections::HashSet<(u32, u64)> =
+            calls.iter().map(|c| (c.tid, c.start_ns)).collect();
+        self.reported.retain(|k, _| live.contains(k));
+        for c in calls {
+            let elapsed = now_ns.saturating_sub(c.start_ns);
+            let n = self
+                .reported
+                .get(&(c.tid, c.start_ns))
+                .copied()
+                .unwrap_or(0);
+            // Due at after, 2*after, 4*after, …
+            let due = after_ns.saturating_mul(1u64 << n.min(20));
+            if elapsed < due {
+                continue;
+            }
+            self.reported.insert((c.tid, c.start_ns), n + 1);
+            let Some(TaskNow {
+                state,
+                tgid: pid,
+                comm,
+                wchan,
+                stack,
+            }) = task_now(c.tid)
+            else {
+                continue;
+            };
+            let secs = elapsed as f64 / 1e9;
+            let stopped_by = matches!(state.as_str(), "T" | "t")
+                .then(|| self.stoppers.get(&pid).cloned())
+                .flatten();
+            let w = wchan.clone().unwrap_or_else(|| "?".into());
+            let text = match state.as_str() {
+                "D" => format!(
+                    "{} has run {secs:.1} s: blocked in the kernel (D) in {w}{}",
+                    c.call,
+                    if stack.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; stack: {}", stack.join(" < "))
+                    }
+                ),
+                "S" | "I" => format!("{} has run {secs:.1} s: sleeping (S) in {w}", c.call),
+                "R" => format!(
+                    "{} has run {secs:.1} s: running (R), in user space or in the kernel",
+                    c.call
+                ),
+                "T" | "t" => format!(
+                    "{} has run {secs:.1} s: the process is stopped (T){}, not stuck in the driver",
+                    c.call,
+                    stopped_by
+                        .as_ref()
+                        .map_or(String::new(), |s| format!(" by {s}"))
+                ),
+                other => format!("{} has run {secs:.1} s: task state {other}", c.call),
+            };
+            out.push(StallReport {
+                pid,
+                tid: c.tid,
+                comm,
+                call: c.call.clone(),
+                fd: c.fd,
+                elapsed_s: (secs * 10.0).round() / 10.0,
+                state,
+                text,
+                wchan,
+                stack,
+                stopped_by,
+            });
+        }
+        out
+    }
+}
