@@ -42,9 +42,8 @@ fn stage_of(ev: &Event) -> Option<usize> {
     match ev {
         Event::Open(o) if o.ok && o.device.as_ref().is_some_and(|d| d.kind == "ctl") => Some(0),
         Event::Ioctl(i) if i.ok && i.ret == 0 => {
-            let a = i.args.to_json();
-            let control = a["control_name"].as_str().unwrap_or("");
-            let class = a["hClass_name"].as_str().unwrap_or("");
+            let control = static_arg(i, "control_name").unwrap_or("");
+            let class = static_arg(i, "hClass_name").unwrap_or("");
             match i.xfer.as_ref().and_then(|x| x.name).or(i.name)? {
                 "NV_ESC_RM_CONTROL" if control == "NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION" => {
                     Some(1)
@@ -158,7 +157,7 @@ struct ProcInit {
     calls: u64,
     last_failure: Option<FailedCall>,
     /// (start_ns, end_ns, name) of recent calls, for "during which call".
-    last_call: Option<(u64, u64, String)>,
+    last_call: Option<(u64, u64, CallRef)>,
     /// Signals generated for the process (the last 16).
     signals: Vec<SignalInfo>,
     path_problems: Vec<(String, String)>,
@@ -176,17 +175,43 @@ fn ms(ns: u64, since: u64) -> f64 {
     (ns.saturating_sub(since) as f64 / 1e4).round() / 100.0
 }
 
-fn call_name(i: &Ioctl) -> String {
-    let base = i
-        .xfer
-        .as_ref()
-        .and_then(|x| x.name)
-        .or(i.name)
-        .map_or_else(|| i.request.clone(), str::to_owned);
-    match i.args.to_json()["control_name"].as_str() {
-        Some(c) => format!("{base} {c}"),
-        None => base,
+/// A name the decode tables gave (`control_name`, `hClass_name`).
+fn static_arg(i: &Ioctl, key: &str) -> Option<&'static str> {
+    match i.args.get(key) {
+        Some(crate::decode::args::Arg::Str(s)) => Some(s),
+        _ => None,
     }
+}
+
+/// A call, named without allocating (this runs for every event).
+#[derive(Clone, Copy, Debug)]
+struct CallRef {
+    name: Option<&'static str>,
+    control: Option<&'static str>,
+    request: u32,
+}
+
+impl CallRef {
+    fn of(i: &Ioctl) -> Self {
+        Self {
+            name: i.xfer.as_ref().and_then(|x| x.name).or(i.name),
+            control: static_arg(i, "control_name"),
+            request: u32::from_str_radix(i.request.trim_start_matches("0x"), 16).unwrap_or(0),
+        }
+    }
+    fn text(&self) -> String {
+        let base = self
+            .name
+            .map_or_else(|| format!("{:#x}", self.request), str::to_owned);
+        match self.control {
+            Some(c) => format!("{base} {c}"),
+            None => base,
+        }
+    }
+}
+
+fn call_name(i: &Ioctl) -> String {
+    CallRef::of(i).text()
 }
 
 pub fn signal_name(sig: i32) -> String {
@@ -247,10 +272,10 @@ impl Correlator {
                     st.inherited = Some((call_name(i), i.fd));
                 }
                 st.calls += 1;
-                let name = call_name(i);
+                let call = CallRef::of(i);
                 if !i.ok {
                     st.last_failure = Some(FailedCall {
-                        call: name.clone(),
+                        call: call.text(),
                         result: i
                             .errno
                             .clone()
@@ -268,10 +293,10 @@ impl Correlator {
                 // recorded after the signal) landed in this call.
                 for sig in st.signals.iter_mut().rev().take(4) {
                     if sig.during.is_none() && i.start_ns <= sig.at_ns && sig.at_ns <= end {
-                        sig.during = Some(name.clone());
+                        sig.during = Some(call.text());
                     }
                 }
-                st.last_call = Some((i.start_ns, end, name));
+                st.last_call = Some((i.start_ns, end, call));
             }
             // /dev/char/195:N links are refreshed opportunistically by
             // libcuda, and numa_status is probed; their absence is normal.
@@ -324,7 +349,7 @@ impl Correlator {
                     .last_call
                     .as_ref()
                     .filter(|(s, e, _)| *s <= at && at <= *e + 1_000_000)
-                    .map(|(_, _, n)| n.clone());
+                    .map(|(_, _, c)| c.text());
                 let code = p.code.unwrap_or(0);
                 let sig = p.sig.unwrap_or(0);
                 let sender = match code {
