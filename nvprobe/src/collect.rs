@@ -221,8 +221,8 @@ struct Rendered {
     seq: u64,
     bytes: bytes::Bytes,
     stats: Option<Stats>,
-    /// The decoded events, for the per-process correlator.
-    events: Vec<decode::Event>,
+    /// What the per-process correlator needs of each event.
+    events: Vec<crate::correlate::Obs>,
 }
 
 fn render_batch(
@@ -247,7 +247,9 @@ fn render_batch(
                         // Rendering into memory cannot fail.
                         let _ = r.event(&mut buf, t, &ev);
                     }
-                    events.push(ev);
+                    if let Some(o) = crate::correlate::Obs::of(&ev) {
+                        events.push(o);
+                    }
                 }
             }
             Err(e) => {
@@ -292,8 +294,8 @@ fn order_and_write(rx: Receiver<Rendered>, mut out: Output, summary_only: bool) 
             if res.is_ok() {
                 res = out.rendered(item.bytes);
             }
-            for ev in &item.events {
-                corr.observe(ev, &mut recs);
+            for o in item.events {
+                corr.observe_obs(o, &mut recs);
             }
             for r in recs.drain(..) {
                 if res.is_ok() && !(summary_only && matches!(r, Record::Stage { .. })) {

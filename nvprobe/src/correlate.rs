@@ -210,13 +210,123 @@ impl CallRef {
     }
 }
 
-fn call_name(i: &Ioctl) -> String {
-    CallRef::of(i).text()
-}
-
 pub fn signal_name(sig: i32) -> String {
     nix::sys::signal::Signal::try_from(sig)
         .map_or_else(|_| format!("signal {sig}"), |s| s.as_str().to_owned())
+}
+
+/// A process name kept inline (no allocation per event).
+#[derive(Clone, Copy, Debug)]
+pub struct Comm([u8; 64], u8);
+
+impl Comm {
+    fn new(s: &str) -> Self {
+        let mut b = [0u8; 64];
+        let mut n = s.len().min(64);
+        while !s.is_char_boundary(n) {
+            n -= 1;
+        }
+        b[..n].copy_from_slice(&s.as_bytes()[..n]);
+        Self(b, n as u8)
+    }
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0[..self.1 as usize]).into_owned()
+    }
+}
+
+/// What the correlator keeps of an event.
+#[derive(Debug)]
+pub struct Obs {
+    pid: u32,
+    comm: Comm,
+    start: u64,
+    end: u64,
+    stage: Option<usize>,
+    kind: ObsKind,
+}
+
+#[derive(Debug)]
+enum ObsKind {
+    Ioctl {
+        ok: bool,
+        call: CallRef,
+        fd: i32,
+        /// The errno or status name, for failed calls only.
+        failure: Option<String>,
+    },
+    Path {
+        opened_device: bool,
+        /// (path, why) of a failed or mismatched NVIDIA path.
+        problem: Option<(String, String)>,
+        /// For the stage text of a ctl open.
+        open_path: Option<String>,
+    },
+    Proc(Box<ProcCall>),
+    Cuda {
+        func: &'static str,
+        enter: bool,
+        result: Option<i64>,
+        result_name: Option<&'static str>,
+    },
+}
+
+impl Obs {
+    pub fn of(ev: &Event) -> Option<Obs> {
+        let pr = ev.proc();
+        let (start, end) = ev.span();
+        let stage = stage_of(ev);
+        let kind = match ev {
+            Event::Ioctl(i) => ObsKind::Ioctl {
+                ok: i.ok,
+                call: CallRef::of(i),
+                fd: i.fd,
+                failure: (!i.ok).then(|| {
+                    i.errno
+                        .clone()
+                        .or_else(|| {
+                            i.status
+                                .as_ref()
+                                .map(|s| s.name.map_or_else(|| s.code.clone(), str::to_owned))
+                        })
+                        .unwrap_or_default()
+                }),
+            },
+            Event::Open(p) | Event::Stat(p) | Event::Access(p) => ObsKind::Path {
+                opened_device: matches!(ev, Event::Open(_)) && p.ok && p.device.is_some(),
+                // /dev/char/195:N links are refreshed opportunistically by
+                // libcuda, and numa_status is probed; their absence is normal.
+                problem: (!p.ok
+                    && !p.path.starts_with("/dev/char/")
+                    && !p.path.starts_with("/proc/driver/nvidia/gpus/"))
+                .then(|| {
+                    (
+                        p.path.clone(),
+                        p.mismatch
+                            .clone()
+                            .or_else(|| p.errno.clone())
+                            .unwrap_or_default(),
+                    )
+                }),
+                open_path: stage.map(|_| p.path.clone()),
+            },
+            Event::Proc(p) if p.op != "signal_delivered" => ObsKind::Proc(Box::new(p.clone())),
+            Event::Cuda(c) => ObsKind::Cuda {
+                func: c.func,
+                enter: c.phase == "enter",
+                result: c.result,
+                result_name: c.result_name,
+            },
+            _ => return None,
+        };
+        Some(Obs {
+            pid: pr.pid,
+            comm: Comm::new(&pr.comm),
+            start,
+            end,
+            stage,
+            kind,
+        })
+    }
 }
 
 /// Follows every process that makes NVIDIA calls.
@@ -227,111 +337,115 @@ pub struct Correlator {
 
 impl Correlator {
     /// Feed one decoded event; stage transitions and verdicts go to `out`.
+    /// Feed one decoded event; stage transitions and verdicts go to `out`.
     pub fn observe(&mut self, ev: &Event, out: &mut Vec<Record>) {
-        if let Event::Proc(p) = ev {
-            if p.op != "signal_delivered" {
-                self.observe_proc(p, out);
-            }
-            return;
+        if let Some(o) = Obs::of(ev) {
+            self.observe_obs(o, out);
         }
-        if let Event::Cuda(c) = ev {
-            let st = self.procs.entry(c.proc.pid).or_default();
-            if st.first_ns == 0 {
-                st.first_ns = c.start_ns;
-                st.comm = c.proc.comm.clone();
+    }
+
+    /// Feed what `Obs::of` kept of an event (the collector makes these on its
+    /// decode threads, so the full event never crosses threads).
+    pub fn observe_obs(&mut self, o: Obs, out: &mut Vec<Record>) {
+        let (pid, start, end) = (o.pid, o.start, o.end);
+        match o.kind {
+            ObsKind::Proc(p) => {
+                self.observe_proc(&p, out);
+                return;
             }
-            if c.func == "cuInit" {
-                match c.phase {
-                    "enter" => st.cuinit_entered = true,
-                    _ => {
-                        st.last_ns = st.last_ns.max(c.start_ns + c.duration_ns.unwrap_or(0));
-                        st.curesult = Some((c.result.unwrap_or(0), c.result_name));
+            ObsKind::Cuda {
+                func,
+                enter,
+                result,
+                result_name,
+            } => {
+                let st = self.procs.entry(pid).or_default();
+                if st.first_ns == 0 {
+                    st.first_ns = start;
+                    st.comm = o.comm.text();
+                }
+                if func == "cuInit" {
+                    if enter {
+                        st.cuinit_entered = true;
+                    } else {
+                        st.last_ns = st.last_ns.max(end);
+                        st.curesult = Some((result.unwrap_or(0), result_name));
                         if !st.done {
-                            out.push(Record::Cuinit(Box::new(verdict(c.proc.pid, st, None))));
+                            out.push(Record::Cuinit(Box::new(verdict(pid, st, None))));
                             st.done = true;
                         }
                     }
                 }
+                return;
             }
-            return;
+            _ => {}
         }
-        let pr = ev.proc();
-        let (start, end) = ev.span();
-        let st = self.procs.entry(pr.pid).or_default();
+        let st = self.procs.entry(pid).or_default();
         if st.first_ns == 0 {
             st.first_ns = start;
-            st.comm = pr.comm.clone();
+            st.comm = o.comm.text();
         }
         st.last_ns = st.last_ns.max(end);
-        if matches!(ev, Event::Open(o) if o.ok && o.device.is_some()) {
-            st.opened_any = true;
-        }
-        match ev {
-            Event::Ioctl(i) => {
+        let mut via = None;
+        match o.kind {
+            ObsKind::Ioctl {
+                ok,
+                call,
+                fd,
+                failure,
+            } => {
                 if st.calls == 0 && !st.opened_any {
-                    st.inherited = Some((call_name(i), i.fd));
+                    st.inherited = Some((call.text(), fd));
                 }
                 st.calls += 1;
-                let call = CallRef::of(i);
-                if !i.ok {
+                if !ok {
                     st.last_failure = Some(FailedCall {
                         call: call.text(),
-                        result: i
-                            .errno
-                            .clone()
-                            .or_else(|| {
-                                i.status
-                                    .as_ref()
-                                    .map(|s| s.name.map_or_else(|| s.code.clone(), str::to_owned))
-                            })
-                            .unwrap_or_default(),
-                        at_ms: ms(i.start_ns, st.first_ns),
-                        duration_ms: i.duration_ns as f64 / 1e6,
+                        result: failure.unwrap_or_default(),
+                        at_ms: ms(start, st.first_ns),
+                        duration_ms: end.saturating_sub(start) as f64 / 1e6,
                     });
                 }
                 // A signal that came while this call ran (its exit is
                 // recorded after the signal) landed in this call.
                 for sig in st.signals.iter_mut().rev().take(4) {
-                    if sig.during.is_none() && i.start_ns <= sig.at_ns && sig.at_ns <= end {
+                    if sig.during.is_none() && start <= sig.at_ns && sig.at_ns <= end {
                         sig.during = Some(call.text());
                     }
                 }
-                st.last_call = Some((i.start_ns, end, call));
+                st.last_call = Some((start, end, call));
+                if o.stage.is_some() {
+                    via = Some(call.text());
+                }
             }
-            // /dev/char/195:N links are refreshed opportunistically by
-            // libcuda, and numa_status is probed; their absence is normal.
-            Event::Open(p) | Event::Stat(p) | Event::Access(p)
-                if !p.ok
-                    && !p.path.starts_with("/dev/char/")
-                    && !p.path.starts_with("/proc/driver/nvidia/gpus/") =>
-            {
-                let why = p
-                    .mismatch
-                    .clone()
-                    .or_else(|| p.errno.clone())
-                    .unwrap_or_default();
-                st.path_problems.push((p.path.clone(), why));
+            ObsKind::Path {
+                opened_device,
+                problem,
+                open_path,
+            } => {
+                if opened_device {
+                    st.opened_any = true;
+                }
+                if let Some(pr) = problem {
+                    st.path_problems.push(pr);
+                }
+                via = open_path.map(|p| format!("open {p}"));
             }
             _ => {}
         }
-        if let Some(s) = stage_of(ev)
+        if let Some(s) = o.stage
             && !st.reached[s]
         {
             st.reached[s] = true;
-            let via = match ev {
-                Event::Ioctl(i) => call_name(i),
-                Event::Open(p) => format!("open {}", p.path),
-                _ => String::new(),
-            };
             let hit = StageHit {
                 stage: STAGES[s].0,
                 name: STAGES[s].1,
                 at_ms: ms(end, st.first_ns),
-                via,
+                via: via.unwrap_or_default(),
             };
             st.stages.push(hit.clone());
             out.push(Record::Stage {
-                pid: pr.pid,
+                pid,
                 comm: st.comm.clone(),
                 hit,
             });
