@@ -398,6 +398,18 @@ impl Correlator {
                     st.inherited = Some((call.text(), fd));
                 }
                 st.calls += 1;
+                // A call that failed with EINTR (or a restart code) and was
+                // then made again successfully is not what explains the end.
+                if ok
+                    && let Some(f) = &st.last_failure
+                    && f.call == call.text()
+                    && matches!(
+                        f.result.as_str(),
+                        "EINTR" | "ERESTARTSYS" | "ERESTARTNOINTR" | "ERESTARTNOHAND" | "EAGAIN"
+                    )
+                {
+                    st.last_failure = None;
+                }
                 if !ok {
                     st.last_failure = Some(FailedCall {
                         call: call.text(),

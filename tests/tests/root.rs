@@ -1081,3 +1081,70 @@ fn stalls_say_which_call_and_what_the_thread_is_doing() {
         "{ci}"
     );
 }
+
+#[test]
+fn fifty_processes_with_helper_threads_keep_their_own_state() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("fifty");
+    let drv = FakeDrv::start(&tmp);
+    let t = watch(&tmp, &drv, &["--summary-only"]);
+    let children: Vec<std::process::Child> = (0..50)
+        .map(|_| {
+            Command::new(bin("nvfixture"))
+                .args(["run", "threads", "--threads", "3", "--dir"])
+                .arg(&drv.dir)
+                .stdout(Stdio::null())
+                .spawn()
+                .expect("spawn")
+        })
+        .collect();
+    let pids: Vec<u64> = children.iter().map(|c| u64::from(c.id())).collect();
+    for mut c in children {
+        assert!(c.wait().expect("wait").success());
+    }
+    let f = t.stop();
+    check_schema(&f);
+    assert_eq!(
+        f.of_type("ioctl").count(),
+        0,
+        "--summary-only prints no calls"
+    );
+    for pid in &pids {
+        let v: Vec<&Value> = f.of_type("cuinit").filter(|v| v["pid"] == *pid).collect();
+        assert_eq!(v.len(), 1, "one verdict for pid {pid}");
+        // 3 helper threads x 5 calls each, all counted for the process.
+        assert_eq!(v[0]["calls"], 15, "{}", v[0]);
+        assert_eq!(v[0]["exit"], "exited with status 0");
+    }
+    let s = f.summary();
+    assert_eq!(s["lost"]["total"], 0);
+}
+
+#[test]
+fn an_exec_starts_a_new_state() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("exec");
+    let drv = FakeDrv::start(&tmp);
+    let t = watch(&tmp, &drv, &[]);
+    let ran = scenario(&drv, "exec", &[]);
+    let f = t.stop();
+    check_schema(&f);
+    let pid = ran["pid"].as_u64().expect("pid");
+    let exec = f
+        .of_type("proc")
+        .find(|r| r["op"] == "exec" && r["pid"] == pid)
+        .expect("exec record");
+    assert_eq!(exec["target_pid"], pid);
+    let v: Vec<&Value> = f.of_type("cuinit").filter(|v| v["pid"] == pid).collect();
+    // Before the exec: two opens, no calls (no verdict); after: one call on
+    // the inherited fd, then the exit.
+    assert_eq!(v.len(), 1, "{v:#?}");
+    assert_eq!(v[0]["calls"], 1);
+    assert_eq!(v[0]["exit"], "exited with status 0");
+    assert_eq!(
+        v[0]["diagnoses"][0]["id"], "inherited_nvidia_fds",
+        "the new program never opened the fd it used"
+    );
+}
