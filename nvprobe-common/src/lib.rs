@@ -67,6 +67,8 @@ pub enum ProcOp {
     SignalGenerate = 3,
     /// A signal is being delivered; the header is the receiver.
     SignalDeliver = 4,
+    /// The process (header) forked a new process (`target_*`).
+    Fork = 5,
 }
 
 impl ProcOp {
@@ -76,6 +78,7 @@ impl ProcOp {
             2 => Self::Exec,
             3 => Self::SignalGenerate,
             4 => Self::SignalDeliver,
+            5 => Self::Fork,
             _ => return None,
         })
     }

@@ -91,6 +91,34 @@ pub fn nvprobe_proc_exec(_ctx: TracePointContext) -> u32 {
     0
 }
 
+/// raw tracepoint sched_process_fork(struct task_struct *parent,
+/// struct task_struct *child): a new process (not a thread) of an NVIDIA
+/// process is followed too (nvidia-modprobe helpers, forked workers).
+#[raw_tracepoint(tracepoint = "sched_process_fork")]
+pub fn nvprobe_proc_fork(ctx: RawTracePointContext) -> u32 {
+    let parent_tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    if !is_nv(parent_tgid) {
+        return 0;
+    }
+    let child: u64 = ctx.arg(1);
+    let (Some(pid), Some(tgid)) = (
+        task_field(child, off_task_pid()),
+        task_field(child, off_task_tgid()),
+    ) else {
+        return 0;
+    };
+    if pid != tgid {
+        return 0; // a thread
+    }
+    let _ = NV_PROCS.insert(&tgid, &1, 0);
+    emit(|e| {
+        e.op = ProcOp::Fork as u32;
+        e.target_tgid = tgid;
+        e.target_tid = pid;
+    });
+    0
+}
+
 #[raw_tracepoint(tracepoint = "signal_generate")]
 pub fn nvprobe_signal_generate(ctx: RawTracePointContext) -> u32 {
     let sig: u64 = ctx.arg(0);

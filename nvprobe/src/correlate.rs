@@ -165,6 +165,11 @@ struct ProcInit {
     /// seen opening: (call, fd).
     inherited: Option<(String, i32)>,
     opened_any: bool,
+    /// (parent pid, whether the parent had finished cuInit) for a process
+    /// seen forking.
+    parent: Option<(u32, bool)>,
+    /// "nvidia-modprobe (pid N) exited with status S" for helpers it ran.
+    modprobe: Vec<String>,
     /// cuInit's uprobe: entry seen, and its CUresult.
     cuinit_entered: bool,
     curesult: Option<(i64, Option<&'static str>)>,
@@ -498,10 +503,34 @@ impl Correlator {
                     during,
                 });
             }
+            "fork" => {
+                let init_done = self
+                    .procs
+                    .get(&p.proc.pid)
+                    .is_some_and(|s| s.reached[7] || matches!(s.curesult, Some((0, _))));
+                let child = self.procs.entry(p.target_pid).or_default();
+                child.parent = Some((p.proc.pid, init_done));
+                if child.first_ns == 0 {
+                    child.first_ns = p.time_ns;
+                    child.comm = p.proc.comm.clone();
+                }
+            }
             "exit" => {
                 let pid = p.target_pid;
+                // A helper such as nvidia-modprobe: tell its parent how it ended.
+                if p.proc.comm == "nvidia-modprobe"
+                    && let Some((ppid, _)) = self.procs.get(&pid).and_then(|s| s.parent)
+                    && let Some(parent) = self.procs.get_mut(&ppid)
+                {
+                    parent.modprobe.push(format!(
+                        "nvidia-modprobe (pid {pid}) {}",
+                        p.exit.as_deref().unwrap_or("exited")
+                    ));
+                }
                 if let Some(st) = self.procs.get_mut(&pid)
                     && !st.done
+                    // Forked children that never touched NVIDIA get no verdict.
+                    && (st.calls > 0 || st.cuinit_entered || !st.stages.is_empty() || !st.path_problems.is_empty())
                 {
                     let code = p.exit_code.unwrap_or(0);
                     let exit = if code & 0x7f != 0 {
@@ -555,7 +584,6 @@ uvm_disable_hmm is N, UVM's HMM support is a known cause (open-gpu-kernel-module
 reload it with `modprobe -r nvidia_uvm && modprobe nvidia_uvm uvm_disable_hmm=1`";
 
 fn verdict(pid: u32, st: &ProcInit, exit: Option<(String, i32)>) -> CuInit {
-    let reached_init = st.reached[7];
     let last_stage = st
         .stages
         .iter()
@@ -617,7 +645,26 @@ fn verdict(pid: u32, st: &ProcInit, exit: Option<(String, i32)>) -> CuInit {
 parent's context after fork: start workers with spawn, or initialise CUDA in the child) or was opened before tracing began",
         });
     }
-    if matches!(st.curesult, Some((3, _))) && st.calls == 0 {
+    for m in &st.modprobe {
+        if !m.ends_with("exited with status 0") {
+            diagnoses.push(Diagnosis {
+                id: "nvidia_modprobe_failed",
+                evidence: m.clone(),
+                hint: "libcuda ran the setuid helper to load a module or create a node, and it failed: run \
+`nvidia-modprobe -u -c0` as root to see why, or load nvidia and nvidia-uvm and create the nodes yourself",
+            });
+        }
+    }
+    if let Some((ppid, true)) = st.parent
+        && (st.inherited.is_some() || matches!(st.curesult, Some((3, _))))
+    {
+        diagnoses.push(Diagnosis {
+            id: "fork_after_init",
+            evidence: format!("forked from pid {ppid} after its cuInit had completed"),
+            hint: "CUDA state does not survive fork: start workers with spawn \
+(multiprocessing.set_start_method('spawn')) or fork before the parent's first CUDA call",
+        });
+    } else if matches!(st.curesult, Some((3, _))) && st.calls == 0 {
         // Seen on the real driver: in a child forked after its parent's
         // cuInit, libcuda answers NOT_INITIALIZED without one driver call.
         diagnoses.push(Diagnosis {
@@ -684,7 +731,7 @@ modprobe nvidia_uvm uvm_disable_hmm=1",
             _ => {}
         }
     }
-    if let Some((code, name)) = st.curesult {
+    let (result, text, source, curesult) = if let Some((code, name)) = st.curesult {
         let r = format!("{} ({code})", name.unwrap_or("CUresult"));
         let (result, text) = if code == 0 {
             (
@@ -714,30 +761,62 @@ modprobe nvidia_uvm uvm_disable_hmm=1",
                 },
             )
         };
-        return CuInit {
-            pid,
-            comm: st.comm.clone(),
+        (
             result,
-            source: "libcuda uprobe (cuInit's return) and driver calls",
             text,
-            total_ms: ms(st.last_ns, st.first_ns),
-            stages: st.stages.clone(),
-            calls: st.calls,
-            failed_call: st.last_failure.clone(),
-            signal,
-            exit: exit.map(|e| e.0),
-            curesult: Some(r),
-            diagnoses,
+            "libcuda uprobe (cuInit's return) and driver calls",
+            Some(r),
+        )
+    } else {
+        let (result, text) = driver_only(
+            st,
+            exit.as_ref(),
+            signal.as_ref(),
+            last_stage.as_deref(),
+            &diagnoses,
+        );
+        let source = if st.cuinit_entered {
+            "libcuda uprobe (cuInit entered and never returned) and driver calls"
+        } else {
+            "driver calls alone (no libcuda uprobe)"
         };
+        (result, text, source, None)
+    };
+    CuInit {
+        pid,
+        comm: st.comm.clone(),
+        result,
+        source,
+        text,
+        total_ms: ms(st.last_ns, st.first_ns),
+        stages: st.stages.clone(),
+        calls: st.calls,
+        failed_call: st.last_failure.clone(),
+        signal,
+        exit: exit.map(|e| e.0),
+        curesult,
+        diagnoses,
     }
-    let (result, text) = match (&exit, reached_init) {
+}
+
+/// The verdict's result and text from the driver calls and the process's
+/// end, when cuInit's own return was not seen.
+fn driver_only(
+    st: &ProcInit,
+    exit: Option<&(String, i32)>,
+    signal: Option<&SignalInfo>,
+    last_stage: Option<&str>,
+    diagnoses: &[Diagnosis],
+) -> (&'static str, String) {
+    let reached_init = st.reached[7];
+    match (exit, reached_init) {
         (_, true) => (
             "ok",
             "reached UVM GPU registration (S7): the driver side of cuInit completed".to_owned(),
         ),
         (Some((e, sig)), false) if *sig != 0 => (
             "killed",
-            match &signal {
+            match signal {
                 Some(s) => format!(
                     "killed by {} from {} after {:.1} ms{}",
                     s.name,
@@ -745,10 +824,10 @@ modprobe nvidia_uvm uvm_disable_hmm=1",
                     s.at_ms,
                     match &s.during {
                         Some(c) => format!(" in {c}; the call was still running"),
-                        None => format!(", at {}", last_stage.as_deref().unwrap_or("no stage yet")),
+                        None => format!(", at {}", last_stage.unwrap_or("no stage yet")),
                     }
                 ),
-                None => format!("{e} at {}", last_stage.as_deref().unwrap_or("no stage yet")),
+                None => format!("{e} at {}", last_stage.unwrap_or("no stage yet")),
             },
         ),
         _ if st.last_failure.is_some() || !diagnoses.is_empty() => (
@@ -758,11 +837,11 @@ modprobe nvidia_uvm uvm_disable_hmm=1",
                     "{} returned {} after {}",
                     f.call,
                     f.result,
-                    last_stage.as_deref().unwrap_or("no stage")
+                    last_stage.unwrap_or("no stage")
                 ),
                 None => format!(
                     "stopped after {}: {}",
-                    last_stage.as_deref().unwrap_or("no stage"),
+                    last_stage.unwrap_or("no stage"),
                     diagnoses[0].evidence
                 ),
             },
@@ -771,41 +850,251 @@ modprobe nvidia_uvm uvm_disable_hmm=1",
             "exited",
             format!(
                 "{e} after {} without touching UVM or cuInit: a driver client such as NVML, not a CUDA start-up",
-                last_stage.as_deref().unwrap_or("no stage")
+                last_stage.unwrap_or("no stage")
             ),
         ),
         (Some((e, _)), false) => (
             "exited",
             format!(
                 "{e} after {}, before any GPU was registered with UVM",
-                last_stage.as_deref().unwrap_or("no stage")
+                last_stage.unwrap_or("no stage")
             ),
         ),
         (None, false) => (
             "incomplete",
             format!(
                 "still at {} when tracing stopped",
-                last_stage.as_deref().unwrap_or("no stage")
+                last_stage.unwrap_or("no stage")
             ),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::{
+        Device, Ioctl, PathCall, Proc,
+        args::{Arg, Args},
     };
-    CuInit {
-        pid,
-        comm: st.comm.clone(),
-        result,
-        source: if st.cuinit_entered {
-            "libcuda uprobe (cuInit entered and never returned) and driver calls"
-        } else {
-            "driver calls alone (no libcuda uprobe)"
-        },
-        text,
-        total_ms: ms(st.last_ns, st.first_ns),
-        stages: st.stages.clone(),
-        calls: st.calls,
-        failed_call: st.last_failure.clone(),
-        signal,
-        exit: exit.map(|e| e.0),
-        curesult: None,
-        diagnoses,
+
+    fn proc_() -> Proc {
+        Proc {
+            pid: 7,
+            tid: 7,
+            ns_pid: None,
+            ns_tid: None,
+            comm: "app".into(),
+            uid: 0,
+        }
+    }
+
+    fn dev(kind: &'static str) -> Device {
+        Device {
+            major: 195,
+            minor: 0,
+            kind,
+            node: None,
+            extra: false,
+        }
+    }
+
+    fn io(
+        t: u64,
+        name: &'static str,
+        arg: Option<(&'static str, &'static str)>,
+        kind: &'static str,
+    ) -> Event {
+        let mut args = Args::new();
+        if let Some((k, v)) = arg {
+            args.insert(k, Arg::Str(v));
+        }
+        Event::Ioctl(Ioctl {
+            proc: proc_(),
+            fd: 3,
+            device: dev(kind),
+            request: "0x0".into(),
+            family: "escape",
+            name: Some(name),
+            xfer: None,
+            size: 0,
+            args,
+            start_ns: t * 1_000_000,
+            duration_ns: 1000,
+            ret: 0,
+            errno: None,
+            status: None,
+            status_note: None,
+            ok: true,
+            raw: None,
+        })
+    }
+
+    fn open(t: u64, path: &str, kind: &'static str) -> Event {
+        Event::Open(PathCall {
+            proc: proc_(),
+            syscall: "openat",
+            path: path.into(),
+            path_truncated: false,
+            flags: "O_RDWR".into(),
+            start_ns: t * 1_000_000,
+            duration_ns: 1000,
+            ret: 3,
+            errno: None,
+            fd: Some(3),
+            device: Some(dev(kind)),
+            mismatch: None,
+            ok: true,
+            raw: None,
+        })
+    }
+
+    fn stages(events: &[Event]) -> (Vec<&'static str>, CuInit) {
+        let mut c = Correlator::default();
+        let mut out = Vec::new();
+        for e in events {
+            c.observe(e, &mut out);
+        }
+        c.finish(&mut out);
+        let v = out
+            .into_iter()
+            .find_map(|r| match r {
+                Record::Cuinit(v) => Some(*v),
+                _ => None,
+            })
+            .expect("verdict");
+        (v.stages.iter().map(|s| s.stage).collect(), v)
+    }
+
+    const CTL: &str = "NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION";
+
+    /// libcuda 545.29.06 on a Turing GPU (ABI reference §7.1), by its steps.
+    #[test]
+    fn the_545_sequence() {
+        let ev = vec![
+            open(1, "/dev/nvidiactl", "ctl"),
+            io(2, "NV_ESC_SYS_PARAMS", None, "ctl"),
+            io(3, "NV_ESC_CARD_INFO", None, "ctl"),
+            io(
+                4,
+                "NV_ESC_RM_ALLOC",
+                Some(("hClass_name", "NV01_ROOT_CLIENT")),
+                "ctl",
+            ),
+            io(5, "NV_ESC_RM_CONTROL", Some(("control_name", CTL)), "ctl"),
+            io(6, "NV_ESC_RM_FREE", None, "ctl"),
+            open(7, "/dev/nvidiactl", "ctl"),
+            io(
+                8,
+                "NV_ESC_RM_ALLOC",
+                Some(("hClass_name", "NV01_ROOT_CLIENT")),
+                "ctl",
+            ),
+            io(
+                9,
+                "NV_ESC_RM_ALLOC",
+                Some(("hClass_name", "NV_CONFIDENTIAL_COMPUTE")),
+                "ctl",
+            ),
+            io(10, "UVM_INITIALIZE", None, "uvm"),
+            io(11, "UVM_MM_INITIALIZE", None, "uvm"),
+            io(
+                12,
+                "NV_ESC_RM_CONTROL",
+                Some(("control_name", "NV0000_CTRL_CMD_GPU_GET_PROBED_IDS")),
+                "ctl",
+            ),
+            io(
+                13,
+                "NV_ESC_RM_CONTROL",
+                Some(("control_name", "NV0000_CTRL_CMD_GPU_ATTACH_IDS")),
+                "ctl",
+            ),
+            open(14, "/dev/nvidia0", "gpu"),
+            io(15, "NV_ESC_REGISTER_FD", None, "gpu"),
+            io(
+                16,
+                "NV_ESC_RM_ALLOC",
+                Some(("hClass_name", "NV01_DEVICE_0")),
+                "ctl",
+            ),
+            io(
+                17,
+                "NV_ESC_RM_ALLOC",
+                Some(("hClass_name", "NV20_SUBDEVICE_0")),
+                "ctl",
+            ),
+            io(
+                18,
+                "NV_ESC_RM_ALLOC",
+                Some(("hClass_name", "FERMI_VASPACE_A")),
+                "ctl",
+            ),
+            io(19, "UVM_REGISTER_GPU", None, "uvm"),
+            io(30, "UVM_REGISTER_GPU_VASPACE", None, "uvm"),
+        ];
+        let (s, v) = stages(&ev);
+        assert_eq!(s, ["S0", "S2", "S1", "S4", "S3", "S5", "S6", "S7", "S8"]);
+        assert_eq!(v.result, "ok");
+        assert_eq!(v.stages[7].via, "UVM_REGISTER_GPU");
+        assert_eq!(v.stages[1].via, "NV_ESC_RM_ALLOC");
+    }
+
+    /// tinygrad's minimal replay (§7.2): no version handshake, no attach.
+    #[test]
+    fn a_minimal_runtime_ordering() {
+        let ev = vec![
+            open(1, "/dev/nvidiactl", "ctl"),
+            io(
+                2,
+                "NV_ESC_RM_ALLOC",
+                Some(("hClass_name", "NV01_ROOT_CLIENT")),
+                "ctl",
+            ),
+            io(3, "UVM_INITIALIZE", None, "uvm"),
+            io(4, "NV_ESC_CARD_INFO", None, "ctl"),
+            io(5, "NV_ESC_REGISTER_FD", None, "gpu"),
+            io(
+                6,
+                "NV_ESC_RM_ALLOC",
+                Some(("hClass_name", "NV01_DEVICE_0")),
+                "ctl",
+            ),
+            io(
+                7,
+                "NV_ESC_RM_ALLOC",
+                Some(("hClass_name", "NV20_SUBDEVICE_0")),
+                "ctl",
+            ),
+            io(8, "UVM_REGISTER_GPU", None, "uvm"),
+            io(9, "UVM_REGISTER_GPU_VASPACE", None, "uvm"),
+        ];
+        let (s, v) = stages(&ev);
+        assert_eq!(s, ["S0", "S2", "S4", "S5", "S6", "S7", "S8"]);
+        assert_eq!(v.result, "ok");
+    }
+
+    /// A failing UVM_INITIALIZE with no signal points at HMM.
+    #[test]
+    fn a_failing_uvm_step_gets_the_hmm_hint() {
+        let mut bad = io(3, "UVM_INITIALIZE", None, "uvm");
+        if let Event::Ioctl(i) = &mut bad {
+            i.ok = false;
+            i.status = Some(crate::decode::Status {
+                code: "0x56".into(),
+                name: Some("NV_ERR_NOT_SUPPORTED"),
+                offset: 8,
+                layout: crate::decode::version::LayoutBasis::Stable,
+            });
+        }
+        let ev = vec![open(1, "/dev/nvidiactl", "ctl"), bad];
+        let (_, v) = stages(&ev);
+        assert_eq!(v.result, "failed");
+        assert_eq!(v.diagnoses[0].id, "uvm_step_failed");
+        assert!(v.diagnoses[0].hint.contains("uvm_disable_hmm=1"));
+        assert_eq!(
+            v.text,
+            "UVM_INITIALIZE returned NV_ERR_NOT_SUPPORTED after S0 ctl_opened"
+        );
     }
 }

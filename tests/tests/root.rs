@@ -825,6 +825,30 @@ fn cuinit_verdicts_name_the_killer_and_the_stage() {
     assert_eq!(exit["exit_code"], 0);
 }
 
+/// Start `nvfixture run cuinit` with the stand-in libcuda loaded; it waits
+/// for a line on stdin before calling cuInit.
+fn spawn_cuinit(
+    drv: &FakeDrv,
+    lib: &Path,
+    mode: &str,
+) -> (std::process::Child, BufReader<std::process::ChildStdout>) {
+    let mut c = Command::new(bin("nvfixture"))
+        .args(["run", "cuinit", "--dir"])
+        .arg(&drv.dir)
+        .arg("--lib")
+        .arg(lib)
+        .env("NVPROBE_STUB_MODE", mode)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn nvfixture");
+    let mut out = BufReader::new(c.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("ready");
+    assert!(line.contains("ready"), "{line}");
+    (c, out)
+}
+
 /// Build the stand-in libcuda (tests/cuda-stub/libcuda.c) with cc.
 fn stub_libcuda(tmp: &Path) -> Option<PathBuf> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("cuda-stub/libcuda.c");
@@ -849,25 +873,8 @@ fn libcuda_uprobes_give_the_curesult_verdict() {
         return;
     };
     let drv = FakeDrv::start(&tmp);
-    let start = |mode: &str| {
-        let mut c = Command::new(bin("nvfixture"))
-            .args(["run", "cuinit", "--dir"])
-            .arg(&drv.dir)
-            .arg("--lib")
-            .arg(&lib)
-            .env("NVPROBE_STUB_MODE", mode)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("spawn");
-        let mut out = BufReader::new(c.stdout.take().expect("stdout"));
-        let mut line = String::new();
-        out.read_line(&mut line).expect("ready");
-        assert!(line.contains("ready"), "{line}");
-        (c, out)
-    };
-    let (mut good, mut good_out) = start("ok");
-    let (mut bad, mut bad_out) = start("fail");
+    let (mut good, mut good_out) = spawn_cuinit(&drv, &lib, "ok");
+    let (mut bad, mut bad_out) = spawn_cuinit(&drv, &lib, "fail");
     // nvprobe finds the library in the processes' maps at start.
     let t = watch(&tmp, &drv, &[]);
     for (c, out) in [(&mut good, &mut good_out), (&mut bad, &mut bad_out)] {
@@ -1005,19 +1012,8 @@ fn stalls_say_which_call_and_what_the_thread_is_doing() {
     };
     let drv = FakeDrv::start(&tmp);
     // A cuInit that will take 3 s, waiting to start.
-    let mut c = Command::new(bin("nvfixture"))
-        .args(["run", "cuinit", "--dir"])
-        .arg(&drv.dir)
-        .arg("--lib")
-        .arg(&lib)
-        .env("NVPROBE_STUB_MODE", "hang")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let mut out = BufReader::new(c.stdout.take().expect("stdout"));
+    let (mut c, mut out) = spawn_cuinit(&drv, &lib, "hang");
     let mut line = String::new();
-    out.read_line(&mut line).expect("ready");
     let t = watch(&tmp, &drv, &["--stall-after", "1"]);
     // 1. An ioctl that the stand-in answers after 2.5 s.
     let hang = scenario(&drv, "hang", &[]);

@@ -1009,6 +1009,7 @@ fn decode_proc(ev: &ProcEvent, raw: Option<String>) -> Event {
             Some(ProcOp::Exec) => "exec",
             Some(ProcOp::SignalGenerate) => "signal",
             Some(ProcOp::SignalDeliver) => "signal_delivered",
+            Some(ProcOp::Fork) => "fork",
             None => "unknown",
         },
         target_pid: ev.target_tgid,

@@ -201,7 +201,7 @@ pub fn schema() -> Value {
                 "raw": { "type": "string", "description": "the kernel record, hex (with --raw); `nvprobe decode` reads it" }
             }), true),
             "proc": def("proc", &["op", "target_pid", "time_ns"], json!({
-                "op": { "enum": ["exit", "exec", "signal", "signal_delivered", "unknown"] },
+                "op": { "enum": ["exit", "exec", "signal", "signal_delivered", "fork", "unknown"] },
                 "target_pid": { "type": "integer", "description": "the process concerned (for op signal: the receiver; pid/comm are the sender)" },
                 "target_tid": { "type": "integer" },
                 "sig": { "type": "integer" },

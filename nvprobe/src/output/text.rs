@@ -164,6 +164,7 @@ pub fn event_line(clock: &Clock, mono_ns: u64, ev: &Event) -> String {
                 ),
                 "signal_delivered" => write!(s, "receives {}", p.signal.as_deref().unwrap_or("?")),
                 "exit" => write!(s, "{}", p.exit.as_deref().unwrap_or("exited")),
+                "fork" => write!(s, "forks pid {}", p.target_pid),
                 other => write!(s, "{other}"),
             };
         }
