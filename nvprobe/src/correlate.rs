@@ -165,6 +165,8 @@ struct ProcInit {
     /// seen opening: (call, fd).
     inherited: Option<(String, i32)>,
     opened_any: bool,
+    /// A failed version check: (call, result).
+    version_check: Option<(String, String)>,
     /// (parent pid, whether the parent had finished cuInit) for a process
     /// seen forking.
     parent: Option<(u32, bool)>,
@@ -415,6 +417,14 @@ impl Correlator {
                 {
                     st.last_failure = None;
                 }
+                if !ok
+                    && let Some(f) = &failure
+                    && (f == "NV_ERR_LIB_RM_VERSION_MISMATCH"
+                        || call.name == Some("NV_ESC_CHECK_VERSION_STR")
+                        || call.control == Some("NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION"))
+                {
+                    st.version_check = Some((call.text(), f.clone()));
+                }
                 if !ok {
                     st.last_failure = Some(FailedCall {
                         call: call.text(),
@@ -643,6 +653,15 @@ fn verdict(pid: u32, st: &ProcInit, exit: Option<(String, i32)>) -> CuInit {
             evidence: format!("the first NVIDIA call, {call}, used fd {fd}, which this process was not seen opening"),
             hint: "the fd came from a parent (fork or exec after the parent's cuInit; CUDA does not support using a \
 parent's context after fork: start workers with spawn, or initialise CUDA in the child) or was opened before tracing began",
+        });
+    }
+    if let Some((call, result)) = &st.version_check {
+        diagnoses.push(Diagnosis {
+            id: "version_mismatch",
+            evidence: format!("{call} returned {result}"),
+            hint: "the user-space driver (libcuda, libnvidia-*) and the kernel module are different versions: \
+compare /proc/driver/nvidia/version with the libcuda.so.VERSION in use (containers often carry their own), \
+and make them match (or use the forward-compatibility package for a newer CUDA only)",
         });
     }
     for m in &st.modprobe {
@@ -1072,6 +1091,89 @@ mod tests {
         let (s, v) = stages(&ev);
         assert_eq!(s, ["S0", "S2", "S4", "S5", "S6", "S7", "S8"]);
         assert_eq!(v.result, "ok");
+    }
+
+    #[test]
+    fn a_version_mismatch_is_named() {
+        let mut bad = io(2, "NV_ESC_CHECK_VERSION_STR", None, "ctl");
+        if let Event::Ioctl(i) = &mut bad {
+            i.ok = false;
+            i.ret = -22;
+            i.errno = Some("EINVAL".into());
+        }
+        let (_, v) = stages(&[open(1, "/dev/nvidiactl", "ctl"), bad]);
+        assert_eq!(v.result, "failed");
+        let d = v
+            .diagnoses
+            .iter()
+            .find(|d| d.id == "version_mismatch")
+            .expect("rule");
+        assert_eq!(d.evidence, "NV_ESC_CHECK_VERSION_STR returned EINVAL");
+        assert!(d.hint.contains("/proc/driver/nvidia/version"));
+    }
+
+    fn exit_of(t: u64, pid: u32, code: i32) -> Event {
+        Event::Proc(crate::decode::ProcCall {
+            proc: Proc {
+                pid,
+                tid: pid,
+                ns_pid: None,
+                ns_tid: None,
+                comm: "app".into(),
+                uid: 0,
+            },
+            op: "exit",
+            target_pid: pid,
+            target_tid: None,
+            sig: None,
+            signal: None,
+            code: None,
+            exit_code: Some(code),
+            exit: None,
+            time_ns: t * 1_000_000,
+            raw: None,
+        })
+    }
+
+    /// A pid reused after an exit is a new process with a new state.
+    #[test]
+    fn a_reused_pid_does_not_merge_two_processes() {
+        let mut c = Correlator::default();
+        let mut out = Vec::new();
+        for e in [
+            open(1, "/dev/nvidiactl", "ctl"),
+            io(
+                2,
+                "NV_ESC_RM_ALLOC",
+                Some(("hClass_name", "NV01_ROOT_CLIENT")),
+                "ctl",
+            ),
+            exit_of(3, 7, 3 << 8),
+            open(10, "/dev/nvidiactl", "ctl"),
+            io(11, "UVM_INITIALIZE", None, "uvm"),
+            exit_of(12, 7, 0),
+        ] {
+            c.observe(&e, &mut out);
+        }
+        let v: Vec<CuInit> = out
+            .into_iter()
+            .filter_map(|r| match r {
+                Record::Cuinit(v) => Some(*v),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(v.len(), 2, "two processes, two verdicts");
+        assert_eq!(v[0].exit.as_deref(), Some("exited with status 3"));
+        assert_eq!(
+            v[0].stages.iter().map(|s| s.stage).collect::<Vec<_>>(),
+            ["S0", "S2"]
+        );
+        assert_eq!(v[1].exit.as_deref(), Some("exited with status 0"));
+        assert_eq!(
+            v[1].stages.iter().map(|s| s.stage).collect::<Vec<_>>(),
+            ["S0", "S4"]
+        );
+        assert_eq!(v[1].calls, 1, "the second process's calls only");
     }
 
     /// A failing UVM_INITIALIZE with no signal points at HMM.
