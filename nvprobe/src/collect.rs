@@ -277,9 +277,14 @@ type Finished = (Output, Stats, Correlator, io::Result<()>);
 
 /// Write rendered chunks in sequence order, sum the workers' counts, and
 /// follow each process's start-up in that order.
-fn order_and_write(rx: Receiver<Rendered>, mut out: Output, summary_only: bool) -> Finished {
+fn order_and_write(
+    rx: Receiver<Rendered>,
+    mut out: Output,
+    summary_only: bool,
+    board: crate::correlate::StageBoard,
+) -> Finished {
     let mut stats = Stats::default();
-    let mut corr = Correlator::default();
+    let mut corr = Correlator::with_board(board);
     let mut recs = Vec::new();
     let mut next = 0u64;
     let mut pending: BTreeMap<u64, Rendered> = BTreeMap::new();
@@ -298,7 +303,7 @@ fn order_and_write(rx: Receiver<Rendered>, mut out: Output, summary_only: bool) 
                 corr.observe_obs(o, &mut recs);
             }
             for r in recs.drain(..) {
-                if res.is_ok() && !(summary_only && matches!(r, Record::Stage { .. })) {
+                if res.is_ok() && (!summary_only || matches!(r, Record::Cuinit(_))) {
                     res = out.record(&r);
                 }
             }
@@ -309,6 +314,8 @@ fn order_and_write(rx: Receiver<Rendered>, mut out: Output, summary_only: bool) 
 
 /// The threads behind the main loop.
 struct Pipeline {
+    /// The last stage of each process, for stall reports.
+    board: crate::correlate::StageBoard,
     seq: u64,
     /// Tgids already put into NV_PROCS.
     known: HashSet<u32>,
@@ -339,9 +346,11 @@ impl Pipeline {
         let (work_tx, work_rx) = sync_channel::<Batch>(64);
         let work_rx = Arc::new(Mutex::new(work_rx));
         let (done_tx, done_rx) = sync_channel::<Rendered>(256);
+        let board = crate::correlate::StageBoard::default();
+        let board2 = board.clone();
         let writer = std::thread::Builder::new()
             .name("nvprobe-output".into())
-            .spawn(move || order_and_write(done_rx, out, summary_only))
+            .spawn(move || order_and_write(done_rx, out, summary_only, board2))
             .context("starting the output thread")?;
         let mut handles = Vec::new();
         for i in 0..workers.max(1) {
@@ -369,6 +378,7 @@ impl Pipeline {
             );
         }
         Ok(Self {
+            board,
             seq: 0,
             known: HashSet::new(),
             new_tgids: Vec::new(),
@@ -603,6 +613,7 @@ pub async fn run(
                         calls.push(crate::stall::InFlight { tid: *tid, start_ns: *start, call: "cuInit".into(), fd: None });
                     }
                     stalls.stoppers = pipe.stoppers.clone();
+                    stalls.stages = pipe.board.lock().map(|b| b.clone()).unwrap_or_default();
                     let now = Clock::mono_now();
                     for r in stalls.check(now, after.as_nanos() as u64, &calls) {
                         pipe.note(&Note::Stall(&r))?;

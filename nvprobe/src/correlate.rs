@@ -145,6 +145,42 @@ pub enum Record {
         hit: StageHit,
     },
     Cuinit(Box<CuInit>),
+    Signal(Box<SignalReport>),
+}
+
+/// A signal that reached a process inside an NVIDIA call or inside cuInit,
+/// with what became of the call.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct SignalReport {
+    pub pid: u32,
+    pub comm: String,
+    pub sig: i32,
+    pub signal: String,
+    pub sender: String,
+    pub sender_pid: Option<u32>,
+    /// Milliseconds since the process's first NVIDIA call.
+    pub at_ms: f64,
+    /// The last stage reached when it arrived ("S4 uvm_initialized").
+    pub stage: Option<String>,
+    /// The NVIDIA call running when it arrived, or "cuInit" when only
+    /// cuInit's uprobe says the process was starting up.
+    pub in_flight: String,
+    /// eintr, eintr_retried, restarted, completed, died_in_call,
+    /// interrupted, in_user_space.
+    pub outcome: &'static str,
+    pub text: String,
+}
+
+/// A signal waiting for the end of the call it landed in.
+#[derive(Debug)]
+struct PendingSig {
+    info: SignalInfo,
+    tid: u32,
+    stage: Option<String>,
+    cuinit: bool,
+    /// (call, result) of the call it landed in, once that call returned
+    /// with EINTR or a restart code: the next call tells what followed.
+    interrupted: Option<(String, String)>,
 }
 
 #[derive(Default)]
@@ -176,6 +212,153 @@ struct ProcInit {
     cuinit_entered: bool,
     curesult: Option<(i64, Option<&'static str>)>,
     done: bool,
+    /// Signals whose call has not yet returned (at most 4).
+    pending: Vec<PendingSig>,
+}
+
+const INTERRUPTED: [&str; 5] = [
+    "EINTR",
+    "ERESTARTSYS",
+    "ERESTARTNOINTR",
+    "ERESTARTNOHAND",
+    "ERESTART_RESTARTBLOCK",
+];
+
+impl ProcInit {
+    fn last_stage(&self) -> Option<String> {
+        self.stages
+            .iter()
+            .max_by(|a, b| a.stage.cmp(b.stage))
+            .map(|s| format!("{} {}", s.stage, s.name))
+    }
+
+    fn cuinit_running(&self) -> bool {
+        self.cuinit_entered && self.curesult.is_none()
+    }
+
+    /// A call from `tid` spanning `start..=end` returned `result` (None:
+    /// success): settle the signals it tells about.
+    fn settle(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        span: (u64, u64),
+        call: &str,
+        result: Option<&str>,
+        out: &mut Vec<Record>,
+    ) {
+        let (start, end) = span;
+        let mut keep = Vec::new();
+        for mut p in std::mem::take(&mut self.pending) {
+            if let Some((icall, ires)) = &p.interrupted {
+                // The first call after the interrupted one: the same call
+                // again is a restart (by the kernel for ERESTART*, by the
+                // caller's retry loop for EINTR).
+                let same = icall == call;
+                let outcome = match (ires.as_str(), same) {
+                    ("EINTR", true) => "eintr_retried",
+                    ("EINTR", false) => "eintr",
+                    (_, true) => "restarted",
+                    (_, false) => "eintr",
+                };
+                let what = (icall.clone(), ires.clone());
+                out.push(self.report(pid, p, Some(what), outcome));
+                continue;
+            }
+            if start <= p.info.at_ns && p.info.at_ns <= end {
+                p.info.during = Some(call.to_owned());
+                match result {
+                    Some(r) if INTERRUPTED.contains(&r) => {
+                        p.interrupted = Some((call.to_owned(), r.to_owned()));
+                        keep.push(p);
+                    }
+                    r => {
+                        let what = (call.to_owned(), r.unwrap_or("success").to_owned());
+                        out.push(self.report(pid, p, Some(what), "completed"));
+                    }
+                }
+            } else if start > p.info.at_ns && (tid == p.tid || p.tid == 0) {
+                // The thread it was sent to started a new call: it was not
+                // in one when the signal came.
+                if p.cuinit {
+                    out.push(self.report(pid, p, None, "in_user_space"));
+                }
+            } else {
+                keep.push(p);
+            }
+        }
+        self.pending = keep;
+    }
+
+    /// The process is gone (or tracing stopped): settle what is left.
+    /// `end`: died_in_call (exit), eintr (exec), interrupted (tracing
+    /// stopped before the next call).
+    fn settle_all(&mut self, pid: u32, end: &'static str, out: &mut Vec<Record>) {
+        for p in std::mem::take(&mut self.pending) {
+            match p.interrupted.clone() {
+                Some(what) => out.push(self.report(pid, p, Some(what), end)),
+                None if p.cuinit => out.push(self.report(pid, p, None, "in_user_space")),
+                None => {}
+            }
+        }
+    }
+
+    fn report(
+        &self,
+        pid: u32,
+        p: PendingSig,
+        call: Option<(String, String)>,
+        outcome: &'static str,
+    ) -> Record {
+        let i = &p.info;
+        let in_flight = call
+            .as_ref()
+            .map_or_else(|| "cuInit".to_owned(), |c| c.0.clone());
+        let what = match (outcome, &call) {
+            ("completed", Some((_, r))) if r == "success" => {
+                "the call completed successfully".to_owned()
+            }
+            ("completed", Some((_, r))) => format!("the call returned {r}, not EINTR"),
+            ("eintr_retried", _) => {
+                "the call returned EINTR and the caller made it again".to_owned()
+            }
+            ("eintr", Some((_, r))) if r == "EINTR" => {
+                "the call returned EINTR to the caller".to_owned()
+            }
+            ("eintr", Some((_, r))) => {
+                format!("the call was interrupted ({r}) and not made again: the caller saw EINTR")
+            }
+            ("restarted", Some((_, r))) => format!("the kernel restarted the call ({r})"),
+            ("died_in_call", Some((_, r))) => format!("the process died in the call ({r})"),
+            ("interrupted", Some((_, r))) => {
+                format!("the call was interrupted ({r}); tracing stopped before the next call")
+            }
+            _ => "it arrived in user space, between driver calls".to_owned(),
+        };
+        let text = format!(
+            "{} from {} at {:.1} ms in {}{}: {what}",
+            i.name,
+            i.sender,
+            i.at_ms,
+            in_flight,
+            p.stage
+                .as_ref()
+                .map_or(String::new(), |s| format!(" (after {s})")),
+        );
+        Record::Signal(Box::new(SignalReport {
+            pid,
+            comm: self.comm.clone(),
+            sig: i.sig,
+            signal: i.name.clone(),
+            sender: i.sender.clone(),
+            sender_pid: i.sender_pid,
+            at_ms: i.at_ms,
+            stage: p.stage,
+            in_flight,
+            outcome,
+            text,
+        }))
+    }
 }
 
 fn ms(ns: u64, since: u64) -> f64 {
@@ -245,6 +428,7 @@ impl Comm {
 #[derive(Debug)]
 pub struct Obs {
     pid: u32,
+    tid: u32,
     comm: Comm,
     start: u64,
     end: u64,
@@ -327,6 +511,7 @@ impl Obs {
         };
         Some(Obs {
             pid: pr.pid,
+            tid: pr.tid,
             comm: Comm::new(&pr.comm),
             start,
             end,
@@ -337,12 +522,27 @@ impl Obs {
 }
 
 /// Follows every process that makes NVIDIA calls.
+/// The last stage each process reached, shared with the stall detector.
+pub type StageBoard = std::sync::Arc<std::sync::Mutex<HashMap<u32, String>>>;
+
 #[derive(Default)]
 pub struct Correlator {
     procs: HashMap<u32, ProcInit>,
+    /// Kept up to date when set (stage transitions and exits are rare, so
+    /// the lock costs nothing per call).
+    pub board: Option<StageBoard>,
 }
 
 impl Correlator {
+    /// A correlator that keeps `board` up to date with each process's
+    /// last stage.
+    pub fn with_board(board: StageBoard) -> Self {
+        Self {
+            procs: HashMap::new(),
+            board: Some(board),
+        }
+    }
+
     /// Feed one decoded event; stage transitions and verdicts go to `out`.
     /// Feed one decoded event; stage transitions and verdicts go to `out`.
     pub fn observe(&mut self, ev: &Event, out: &mut Vec<Record>) {
@@ -428,7 +628,7 @@ impl Correlator {
                 if !ok {
                     st.last_failure = Some(FailedCall {
                         call: call.text(),
-                        result: failure.unwrap_or_default(),
+                        result: failure.clone().unwrap_or_default(),
                         at_ms: ms(start, st.first_ns),
                         duration_ms: end.saturating_sub(start) as f64 / 1e6,
                     });
@@ -439,6 +639,11 @@ impl Correlator {
                     if sig.during.is_none() && start <= sig.at_ns && sig.at_ns <= end {
                         sig.during = Some(call.text());
                     }
+                }
+                if !st.pending.is_empty() {
+                    let name = call.text();
+                    let result = if ok { None } else { failure.as_deref() };
+                    st.settle(pid, o.tid, (start, end), &name, result, out);
                 }
                 st.last_call = Some((start, end, call));
                 if o.stage.is_some() {
@@ -471,11 +676,24 @@ impl Correlator {
                 via: via.unwrap_or_default(),
             };
             st.stages.push(hit.clone());
+            if let Some(b) = &self.board
+                && let Ok(mut b) = b.lock()
+            {
+                b.insert(pid, format!("{} {}", hit.stage, hit.name));
+            }
             out.push(Record::Stage {
                 pid,
                 comm: st.comm.clone(),
                 hit,
             });
+        }
+    }
+
+    fn unboard(&self, pid: u32) {
+        if let Some(b) = &self.board
+            && let Ok(mut b) = b.lock()
+        {
+            b.remove(&pid);
         }
     }
 
@@ -503,7 +721,7 @@ impl Correlator {
                 if st.signals.len() == 16 {
                     st.signals.remove(0);
                 }
-                st.signals.push(SignalInfo {
+                let info = SignalInfo {
                     at_ns: at,
                     sig,
                     name: signal_name(sig),
@@ -511,7 +729,30 @@ impl Correlator {
                     sender_pid,
                     at_ms: ms(at, st.first_ns),
                     during,
+                };
+                // Its call, if any, has not returned yet (the call's record
+                // comes at its end): settle it when it does.
+                // timeout(1) signals its child, then its process group: one
+                // signal to the process, reported once.
+                let again = st.pending.iter().any(|q| {
+                    q.info.sig == info.sig
+                        && q.info.sender == info.sender
+                        && q.interrupted.is_none()
+                        && info.at_ns.saturating_sub(q.info.at_ns) < 10_000_000
                 });
+                if st.pending.len() == 8 {
+                    st.pending.remove(0);
+                }
+                if !again {
+                    st.pending.push(PendingSig {
+                        info: info.clone(),
+                        tid: p.target_tid.unwrap_or(0),
+                        stage: st.last_stage(),
+                        cuinit: st.cuinit_running(),
+                        interrupted: None,
+                    });
+                }
+                st.signals.push(info);
             }
             "fork" => {
                 let init_done = self
@@ -537,6 +778,9 @@ impl Correlator {
                         p.exit.as_deref().unwrap_or("exited")
                     ));
                 }
+                if let Some(st) = self.procs.get_mut(&pid) {
+                    st.settle_all(pid, "died_in_call", out);
+                }
                 if let Some(st) = self.procs.get_mut(&pid)
                     && !st.done
                     // Forked children that never touched NVIDIA get no verdict.
@@ -554,9 +798,13 @@ impl Correlator {
                     out.push(Record::Cuinit(Box::new(v)));
                 }
                 self.procs.remove(&pid);
+                self.unboard(pid);
             }
             "exec" => {
                 // A new program: a new start-up to follow.
+                if let Some(st) = self.procs.get_mut(&p.target_pid) {
+                    st.settle_all(p.target_pid, "eintr", out);
+                }
                 if let Some(st) = self.procs.get_mut(&p.target_pid)
                     && !st.done
                     && st.calls > 0
@@ -568,6 +816,7 @@ impl Correlator {
                     ))));
                 }
                 self.procs.remove(&p.target_pid);
+                self.unboard(p.target_pid);
             }
             _ => {}
         }
@@ -578,6 +827,9 @@ impl Correlator {
         let mut pids: Vec<u32> = self.procs.keys().copied().collect();
         pids.sort_unstable();
         for pid in pids {
+            if let Some(st) = self.procs.get_mut(&pid) {
+                st.settle_all(pid, "interrupted", out);
+            }
             if let Some(st) = self.procs.get_mut(&pid)
                 && !st.done
                 && st.calls > 0
@@ -1198,5 +1450,129 @@ mod tests {
             v.text,
             "UVM_INITIALIZE returned NV_ERR_NOT_SUPPORTED after S0 ctl_opened"
         );
+    }
+
+    fn signal_to(t: u64, sig: i32) -> Event {
+        Event::Proc(crate::decode::ProcCall {
+            proc: Proc {
+                pid: 99,
+                tid: 99,
+                ns_pid: None,
+                ns_tid: None,
+                comm: "timeout".into(),
+                uid: 0,
+            },
+            op: "signal",
+            target_pid: 7,
+            target_tid: Some(7),
+            sig: Some(sig),
+            signal: None,
+            code: Some(0),
+            exit_code: None,
+            exit: None,
+            time_ns: t * 1_000_000 + 500,
+            raw: None,
+        })
+    }
+
+    fn failed(mut e: Event, errno: &str) -> Event {
+        if let Event::Ioctl(i) = &mut e {
+            i.ok = false;
+            i.ret = -1;
+            i.errno = Some(errno.into());
+        }
+        e
+    }
+
+    /// Replays a stream; the signal records it produced.
+    fn signal_reports(events: &[Event]) -> Vec<SignalReport> {
+        let mut c = Correlator::default();
+        let mut out = Vec::new();
+        for e in events {
+            c.observe(e, &mut out);
+        }
+        c.finish(&mut out);
+        out.into_iter()
+            .filter_map(|r| match r {
+                Record::Signal(s) => Some(*s),
+                _ => None,
+            })
+            .collect()
+    }
+
+    const GET_NAME: Option<(&str, &str)> =
+        Some(("control_name", "NV2080_CTRL_CMD_GPU_GET_NAME_STRING"));
+
+    /// What became of the call a signal landed in: EINTR retried by the
+    /// caller, restarted by the kernel, died in it, or completed.
+    #[test]
+    fn a_signal_says_what_became_of_its_call() {
+        let ctl = || open(1, "/dev/nvidiactl", "ctl");
+        let call = |t| io(t, "NV_ESC_RM_CONTROL", GET_NAME, "ctl");
+        // The signal's record precedes the record of the call it landed in
+        // (a call's record is written when it returns).
+        let r = signal_reports(&[ctl(), signal_to(2, 14), failed(call(2), "EINTR"), call(3)]);
+        assert_eq!(r.len(), 1, "{r:#?}");
+        assert_eq!(r[0].outcome, "eintr_retried");
+        assert_eq!(
+            r[0].in_flight,
+            "NV_ESC_RM_CONTROL NV2080_CTRL_CMD_GPU_GET_NAME_STRING"
+        );
+        assert_eq!(r[0].stage.as_deref(), Some("S0 ctl_opened"));
+        assert_eq!(
+            r[0].text,
+            "SIGALRM from timeout[99] at 1.0 ms in NV_ESC_RM_CONTROL NV2080_CTRL_CMD_GPU_GET_NAME_STRING \
+(after S0 ctl_opened): the call returned EINTR and the caller made it again"
+        );
+
+        let r = signal_reports(&[
+            ctl(),
+            signal_to(2, 14),
+            failed(call(2), "EINTR"),
+            io(3, "NV_ESC_RM_FREE", None, "ctl"),
+        ]);
+        assert_eq!(r[0].outcome, "eintr");
+        assert!(
+            r[0].text.ends_with("the call returned EINTR to the caller"),
+            "{}",
+            r[0].text
+        );
+
+        let r = signal_reports(&[
+            ctl(),
+            signal_to(2, 17),
+            failed(call(2), "ERESTARTSYS"),
+            call(3),
+        ]);
+        assert_eq!(r[0].outcome, "restarted");
+        assert!(
+            r[0].text
+                .ends_with("the kernel restarted the call (ERESTARTSYS)"),
+            "{}",
+            r[0].text
+        );
+
+        let r = signal_reports(&[
+            ctl(),
+            signal_to(2, 15),
+            failed(call(2), "ERESTARTSYS"),
+            exit_of(4, 7, 15),
+        ]);
+        assert_eq!(r[0].outcome, "died_in_call");
+        assert_eq!(r[0].signal, "SIGTERM");
+        assert_eq!(r[0].sender_pid, Some(99));
+
+        let r = signal_reports(&[ctl(), signal_to(2, 10), call(2)]);
+        assert_eq!(r[0].outcome, "completed");
+        assert!(
+            r[0].text.ends_with("the call completed successfully"),
+            "{}",
+            r[0].text
+        );
+
+        // Between calls and outside cuInit: no report (the proc record
+        // still shows the signal).
+        let r = signal_reports(&[ctl(), call(2), signal_to(3, 10), call(4), exit_of(5, 7, 0)]);
+        assert!(r.is_empty(), "{r:#?}");
     }
 }

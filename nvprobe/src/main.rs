@@ -464,7 +464,7 @@ fn decode_file(a: DecodeArgs) -> Result<(), Fail> {
                 }
                 corr.observe(&ev, &mut recs);
                 for r in recs.drain(..) {
-                    if !(a.summary_only && matches!(r, nvprobe::correlate::Record::Stage { .. })) {
+                    if !a.summary_only || matches!(r, nvprobe::correlate::Record::Cuinit(_)) {
                         out.record(&r)?;
                     }
                 }

@@ -28,6 +28,9 @@ pub struct StallReport {
     pub stack: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stopped_by: Option<String>,
+    /// The last cuInit stage the process reached ("S4 uvm_initialized").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stage: Option<String>,
 }
 
 /// A call in flight, as the collector knows it.
@@ -94,6 +97,8 @@ pub struct Detector {
     reported: HashMap<(u32, u64), u32>,
     /// tgid -> "SIGSTOP from bash[12]" for the last stop signal.
     pub stoppers: HashMap<u32, String>,
+    /// tgid -> the last stage it reached.
+    pub stages: HashMap<u32, String>,
 }
 
 impl Detector {
@@ -131,29 +136,34 @@ impl Detector {
                 .then(|| self.stoppers.get(&pid).cloned())
                 .flatten();
             let w = wchan.clone().unwrap_or_else(|| "?".into());
+            let stage = self.stages.get(&pid).cloned();
+            let call = match &stage {
+                Some(st) => format!("{} (after {st})", c.call),
+                None => format!("{} (before the first stage)", c.call),
+            };
             let text = match state.as_str() {
                 "D" => format!(
                     "{} has run {secs:.1} s: blocked in the kernel (D) in {w}{}",
-                    c.call,
+                    call,
                     if stack.is_empty() {
                         String::new()
                     } else {
                         format!("; stack: {}", stack.join(" < "))
                     }
                 ),
-                "S" | "I" => format!("{} has run {secs:.1} s: sleeping (S) in {w}", c.call),
+                "S" | "I" => format!("{} has run {secs:.1} s: sleeping (S) in {w}", call),
                 "R" => format!(
                     "{} has run {secs:.1} s: running (R), in user space or in the kernel",
-                    c.call
+                    call
                 ),
                 "T" | "t" => format!(
                     "{} has run {secs:.1} s: the process is stopped (T){}, not stuck in the driver",
-                    c.call,
+                    call,
                     stopped_by
                         .as_ref()
                         .map_or(String::new(), |s| format!(" by {s}"))
                 ),
-                other => format!("{} has run {secs:.1} s: task state {other}", c.call),
+                other => format!("{} has run {secs:.1} s: task state {other}", call),
             };
             out.push(StallReport {
                 pid,
@@ -167,6 +177,7 @@ impl Detector {
                 wchan,
                 stack,
                 stopped_by,
+                stage,
             });
         }
         out

@@ -3,7 +3,8 @@
  * stand-in device (tests/src/fakedrv.rs) named by NVPROBE_FAKE_DIR.
  * NVPROBE_STUB_MODE=fail makes cuInit fail the way a GPU attach failure
  * does: GPU_ATTACH_IDS answers NV_ERR_INVALID_DEVICE, cuInit returns
- * CUDA_ERROR_NOT_INITIALIZED (3); =hang makes cuInit sleep 3 s. */
+ * CUDA_ERROR_NOT_INITIALIZED (3); =hang makes cuInit sleep 3 s; =spin
+ * makes it busy-loop in user space for 2.5 s. */
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -39,6 +40,17 @@ CUresult cuInit(unsigned int flags) {
         /* a cuInit that takes 3 s in user space */
         struct timespec ts = {3, 0};
         while (nanosleep(&ts, &ts) != 0) {}
+        return 0;
+    }
+    if (mode && strcmp(mode, "spin") == 0) {
+        /* a cuInit that computes for 2.5 s (task state R) */
+        struct timespec t0, t;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        volatile uint64_t n = 0;
+        do {
+            for (int i = 0; i < 100000; i++) n++;
+            clock_gettime(CLOCK_MONOTONIC, &t);
+        } while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 2500000000L);
         return 0;
     }
     if (mode && strcmp(mode, "fail") == 0) {

@@ -715,3 +715,38 @@ fn real_no_device_and_fork_after_init_rules() {
     let parent = v.iter().find(|x| x.result == "ok").expect("the parent");
     assert!(parent.diagnoses.is_empty());
 }
+
+/// Real signals during cuInit (H200, 580.159.04): timeout's SIGTERM and an
+/// alarm(2) SIGALRM both landed in UVM_REGISTER_GPU, which did not return
+/// EINTR but NV_ERR_BUSY_RETRY. Each is reported once (timeout signals the
+/// child and then its group), with the stage and the call.
+#[test]
+fn real_signals_name_the_call_they_landed_in() {
+    let (records, _) = verdicts("h200-580.159.04-verdicts.ndjson");
+    let signals: Vec<&nvprobe::correlate::SignalReport> = records
+        .iter()
+        .filter_map(|r| match r {
+            nvprobe::correlate::Record::Signal(s) => Some(&**s),
+            _ => None,
+        })
+        .collect();
+    let term: Vec<_> = signals.iter().filter(|s| s.signal == "SIGTERM").collect();
+    assert_eq!(term.len(), 1, "{signals:#?}");
+    let t = term[0];
+    assert_eq!(t.sender, "timeout[439]");
+    assert_eq!(t.sender_pid, Some(439));
+    assert_eq!(t.in_flight, "UVM_REGISTER_GPU");
+    assert_eq!(t.stage.as_deref(), Some("S6 device_objects"));
+    assert_eq!(t.outcome, "completed");
+    assert_eq!(
+        t.text,
+        "SIGTERM from timeout[439] at 69.7 ms in UVM_REGISTER_GPU (after S6 device_objects): the call returned NV_ERR_BUSY_RETRY, not EINTR"
+    );
+    let alrm = signals
+        .iter()
+        .find(|s| s.signal == "SIGALRM")
+        .expect("the alarm's SIGALRM");
+    assert_eq!(alrm.sender, "the kernel (alarm/itimer or a fault)");
+    assert_eq!(alrm.sender_pid, None);
+    assert_eq!(alrm.in_flight, "UVM_REGISTER_GPU");
+}

@@ -815,6 +815,23 @@ fn cuinit_verdicts_name_the_killer_and_the_stage() {
         "{text}"
     );
 
+    // The signal record: the call SIGALRM landed in, at which stage, and
+    // what became of it (the kill ended the call).
+    let sig = f
+        .of_type("signal")
+        .find(|s| s["signal"] == "SIGALRM")
+        .unwrap_or_else(|| panic!("a signal record for SIGALRM: {:#?}", f.records));
+    assert_eq!(
+        sig["in_flight"],
+        "NV_ESC_RM_CONTROL NV2080_CTRL_CMD_GPU_GET_NAME_STRING"
+    );
+    assert_eq!(sig["stage"], "S0 ctl_opened");
+    assert_eq!(sig["sender"], "the kernel (alarm/itimer or a fault)");
+    assert!(
+        matches!(sig["outcome"].as_str(), Some("died_in_call" | "completed")),
+        "{sig}"
+    );
+
     let ok_v = of(ok["pid"].as_u64().expect("pid")).expect("verdict for the clean run");
     assert_eq!(ok_v["exit"], "exited with status 0");
     assert_eq!(ok_v["stages"][0]["stage"], "S0");
@@ -1013,6 +1030,8 @@ fn stalls_say_which_call_and_what_the_thread_is_doing() {
     let drv = FakeDrv::start(&tmp);
     // A cuInit that will take 3 s, waiting to start.
     let (mut c, mut out) = spawn_cuinit(&drv, &lib, "hang");
+    // A cuInit that computes for 2.5 s.
+    let (mut spin, mut spin_out) = spawn_cuinit(&drv, &lib, "spin");
     let mut line = String::new();
     let t = watch(&tmp, &drv, &["--stall-after", "1"]);
     // 1. An ioctl that the stand-in answers after 2.5 s.
@@ -1032,6 +1051,15 @@ fn stalls_say_which_call_and_what_the_thread_is_doing() {
     line.clear();
     out.read_line(&mut line).expect("result");
     assert!(c.wait().expect("wait").success());
+    // 3. The computing cuInit.
+    spin.stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"go\n")
+        .expect("go");
+    line.clear();
+    spin_out.read_line(&mut line).expect("result");
+    assert!(spin.wait().expect("wait").success());
     let f = t.stop();
     check_schema(&f);
     let stalls: Vec<&Value> = f.of_type("stall").collect();
@@ -1048,7 +1076,12 @@ fn stalls_say_which_call_and_what_the_thread_is_doing() {
         "waiting on the FUSE server: {state}"
     );
     let text = io["text"].as_str().expect("text");
-    assert!(text.starts_with("NV_ESC_RM_CONTROL has run "), "{text}");
+    // The hanging call came after the control node was opened.
+    assert_eq!(io["stage"], "S0 ctl_opened");
+    assert!(
+        text.starts_with("NV_ESC_RM_CONTROL (after S0 ctl_opened) has run "),
+        "{text}"
+    );
     assert!(
         text.contains(if state == "D" {
             "blocked in the kernel (D) in "
@@ -1070,6 +1103,20 @@ fn stalls_say_which_call_and_what_the_thread_is_doing() {
         "{text}"
     );
     assert!(text.ends_with("not stuck in the driver"), "{text}");
+    assert!(text.starts_with("cuInit (after S"), "{text}");
+
+    let r = stalls
+        .iter()
+        .find(|s| s["pid"] == u64::from(spin.id()))
+        .unwrap_or_else(|| panic!("a stall report for the computing cuInit: {stalls:#?}"));
+    assert_eq!(r["call"], "cuInit");
+    assert_eq!(r["state"], "R", "{r}");
+    assert!(
+        r["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("running (R), in user space or in the kernel")),
+        "{r}"
+    );
     assert!(
         ci["stopped_by"]
             .as_str()

@@ -118,7 +118,7 @@ fn fd_call(t: &str) -> Value {
 pub fn schema() -> Value {
     let types = [
         "start", "warning", "lost", "summary", "ioctl", "open", "stat", "access", "close", "dup",
-        "mmap", "proc", "stage", "cuinit", "cuda", "stall",
+        "mmap", "proc", "stage", "cuinit", "cuda", "stall", "signal",
     ];
     json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -234,7 +234,21 @@ pub fn schema() -> Value {
                 "text": { "type": "string" },
                 "wchan": { "type": "string" },
                 "stack": { "type": "array", "description": "kernel stack (D state), innermost first" },
-                "stopped_by": { "type": "string", "description": "for T: the stop signal and its sender" }
+                "stopped_by": { "type": "string", "description": "for T: the stop signal and its sender" },
+                "stage": { "type": "string", "description": "the last cuInit stage the process reached" }
+            }), false),
+            "signal": def("signal", &["pid", "comm", "sig", "signal", "sender", "at_ms", "in_flight", "outcome", "text"], json!({
+                "pid": { "type": "integer", "description": "the receiver" },
+                "comm": { "type": "string" },
+                "sig": { "type": "integer" },
+                "signal": { "type": "string" },
+                "sender": { "type": "string", "description": "comm[pid], or the kind of timer" },
+                "sender_pid": { "type": ["integer", "null"] },
+                "at_ms": { "type": "number", "description": "since the process's first NVIDIA call" },
+                "stage": { "type": ["string", "null"], "description": "the last stage reached when it came" },
+                "in_flight": { "type": "string", "description": "the NVIDIA call it landed in, or cuInit" },
+                "outcome": { "enum": ["eintr", "eintr_retried", "restarted", "completed", "died_in_call", "interrupted", "in_user_space"] },
+                "text": { "type": "string" }
             }), false),
             "stage": def("stage", &["pid", "comm", "stage", "name", "at_ms", "via"], json!({
                 "pid": { "type": "integer" },

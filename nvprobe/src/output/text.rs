@@ -225,6 +225,7 @@ pub fn record_text(rec: &crate::correlate::Record) -> String {
             "== {comm}[{pid}] stage {} {} at {:.2} ms ({})\n",
             hit.stage, hit.name, hit.at_ms, hit.via
         ),
+        Record::Signal(r) => format!("== {}[{}] signal {}\n", r.comm, r.pid, r.text),
         Record::Cuinit(v) => {
             let mut s = format!(
                 "== {}[{}] cuInit {}: {} ({:.1} ms, {} driver calls; {})\n",
