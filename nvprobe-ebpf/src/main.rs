@@ -587,6 +587,11 @@ fn exit_path(inf: &Inflight, ret: i64, end: u64) -> Result<(), i64> {
             return Ok(());
         }
     }
+    // A process that looked for an NVIDIA path (even a missing one) is
+    // followed: libcuda may only stat() a missing node and then run the
+    // setuid nvidia-modprobe, whose fork, exec and exit status matter.
+    let tgid = (aya_ebpf::helpers::bpf_get_current_pid_tgid() >> 32) as u32;
+    let _ = maps::NV_PROCS.insert(&tgid, &1, 0);
     let Some(mut entry) = EVENTS.reserve::<PathEvent>(0) else {
         count_lost(EventKind::Path);
         return Ok(());

@@ -203,6 +203,11 @@ pub const PROC_PROBES: &[(&str, Hook, &str)] = &[
         Hook::TracePoint("signal", "signal_deliver"),
         "signal delivery",
     ),
+    (
+        "nvprobe_proc_fork",
+        Hook::RawTracePoint("sched_process_fork"),
+        "helpers and workers forked by NVIDIA processes",
+    ),
 ];
 
 /// A reason nvprobe cannot start, with what the user should do. Each maps

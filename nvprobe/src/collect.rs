@@ -285,6 +285,7 @@ fn order_and_write(
 ) -> Finished {
     let mut stats = Stats::default();
     let mut corr = Correlator::with_board(board);
+    let mut hmm = None;
     let mut recs = Vec::new();
     let mut next = 0u64;
     let mut pending: BTreeMap<u64, Rendered> = BTreeMap::new();
@@ -302,7 +303,8 @@ fn order_and_write(
             for o in item.events {
                 corr.observe_obs(o, &mut recs);
             }
-            for r in recs.drain(..) {
+            for mut r in recs.drain(..) {
+                refine_for_host(&mut r, &mut hmm);
                 if res.is_ok() && (!summary_only || matches!(r, Record::Cuinit(_))) {
                     res = out.record(&r);
                 }
@@ -310,6 +312,19 @@ fn order_and_write(
         }
     }
     (out, stats, corr, res)
+}
+
+/// A live verdict's UVM diagnoses made specific to this host (HMM facts are
+/// read once, the first time one is needed).
+fn refine_for_host(r: &mut Record, hmm: &mut Option<crate::host::HmmFacts>) {
+    if let Record::Cuinit(v) = r
+        && v.diagnoses
+            .iter()
+            .any(|d| matches!(d.id, "uvm_step_failed" | "uvm_busy_retry"))
+    {
+        let f = hmm.get_or_insert_with(|| crate::host::hmm_facts(std::path::Path::new("/")));
+        crate::correlate::apply_hmm_facts(v, f);
+    }
 }
 
 /// The threads behind the main loop.
@@ -641,7 +656,9 @@ pub async fn run(
     // Verdicts for the processes still running.
     let mut recs = Vec::new();
     corr.finish(&mut recs);
-    for r in &recs {
+    let mut hmm = None;
+    for r in &mut recs {
+        refine_for_host(r, &mut hmm);
         out.record(r)?;
     }
     let mut summary = stats.finish(started.elapsed().as_secs_f64(), lost.summary());

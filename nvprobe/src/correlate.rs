@@ -802,8 +802,10 @@ impl Correlator {
             }
             "exec" => {
                 // A new program: a new start-up to follow.
+                let mut parent = None;
                 if let Some(st) = self.procs.get_mut(&p.target_pid) {
                     st.settle_all(p.target_pid, "eintr", out);
+                    parent = st.parent;
                 }
                 if let Some(st) = self.procs.get_mut(&p.target_pid)
                     && !st.done
@@ -817,6 +819,14 @@ impl Correlator {
                 }
                 self.procs.remove(&p.target_pid);
                 self.unboard(p.target_pid);
+                // The new program is still its parent's child (a helper
+                // such as nvidia-modprobe reports to it when it exits).
+                if parent.is_some() {
+                    let st = self.procs.entry(p.target_pid).or_default();
+                    st.parent = parent;
+                    st.first_ns = p.time_ns;
+                    st.comm = p.proc.comm.clone();
+                }
             }
             _ => {}
         }
@@ -844,6 +854,37 @@ impl Correlator {
 const HMM_HINT: &str = "if this kernel has HMM (CONFIG_HMM_MIRROR and CONFIG_DEVICE_PRIVATE) and nvidia_uvm's \
 uvm_disable_hmm is N, UVM's HMM support is a known cause (open-gpu-kernel-modules issues 797, 901, 947): \
 reload it with `modprobe -r nvidia_uvm && modprobe nvidia_uvm uvm_disable_hmm=1`";
+
+/// Make the UVM diagnoses of a live verdict specific to this host: whether
+/// nvidia_uvm has HMM at all, and whether it is already disabled. (Not for
+/// replays: a recording's host is not this one.)
+pub fn apply_hmm_facts(v: &mut CuInit, f: &crate::host::HmmFacts) {
+    for d in &mut v.diagnoses {
+        if !matches!(d.id, "uvm_step_failed" | "uvm_busy_retry") {
+            continue;
+        }
+        d.evidence = format!("{}; host: {}", d.evidence, f.describe());
+        if d.id != "uvm_step_failed" {
+            continue;
+        }
+        d.hint = match (f.compiled_in, f.disabled) {
+            (_, Some(true)) => {
+                "HMM is already disabled (uvm_disable_hmm=Y), so it is not the cause: read the kernel log \
+(dmesg | grep -i nvidia) for the UVM error and check the GPU's state (nvidia-smi -q)"
+            }
+            (Some(false), _) => {
+                "this nvidia_uvm was built without HMM (the kernel lacks CONFIG_HMM_MIRROR or CONFIG_DEVICE_PRIVATE, \
+or is older than 6.1), so HMM is not the cause: read the kernel log (dmesg | grep -i nvidia) for the UVM error"
+            }
+            (Some(true), Some(false)) => {
+                "this kernel's nvidia_uvm has HMM and it is enabled (uvm_disable_hmm=N): UVM's HMM support is a \
+known cause (open-gpu-kernel-modules issues 797, 901, 947): reload it with \
+`modprobe -r nvidia_uvm && modprobe nvidia_uvm uvm_disable_hmm=1`"
+            }
+            _ => HMM_HINT,
+        };
+    }
+}
 
 fn verdict(pid: u32, st: &ProcInit, exit: Option<(String, i32)>) -> CuInit {
     let last_stage = st
@@ -1450,6 +1491,36 @@ mod tests {
             v.text,
             "UVM_INITIALIZE returned NV_ERR_NOT_SUPPORTED after S0 ctl_opened"
         );
+        // On a live host, the hint follows what the host says about HMM.
+        let facts = |compiled_in, disabled| crate::host::HmmFacts {
+            compiled_in,
+            disabled,
+        };
+        let hint = |f| {
+            let mut v = v.clone();
+            apply_hmm_facts(&mut v, &f);
+            (v.diagnoses[0].hint, v.diagnoses[0].evidence.clone())
+        };
+        let (h, e) = hint(facts(Some(true), Some(false)));
+        assert!(
+            h.contains("has HMM and it is enabled") && h.contains("uvm_disable_hmm=1"),
+            "{h}"
+        );
+        assert_eq!(
+            e,
+            "UVM_INITIALIZE returned NV_ERR_NOT_SUPPORTED; host: nvidia_uvm is built with HMM \
+(uvm_hmm_* in /proc/kallsyms), uvm_disable_hmm=N"
+        );
+        let (h, _) = hint(facts(Some(false), Some(false)));
+        assert!(
+            h.starts_with("this nvidia_uvm was built without HMM"),
+            "{h}"
+        );
+        assert!(!h.contains("uvm_disable_hmm=1"), "{h}");
+        let (h, _) = hint(facts(Some(true), Some(true)));
+        assert!(h.starts_with("HMM is already disabled"), "{h}");
+        let (h, _) = hint(facts(None, None));
+        assert_eq!(h, HMM_HINT);
     }
 
     fn signal_to(t: u64, sig: i32) -> Event {

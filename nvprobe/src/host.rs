@@ -219,4 +219,100 @@ mod tests {
         );
         fs::remove_dir_all(&dir).expect("cleanup");
     }
+    /// The H200 host's kallsyms had nvidia_uvm symbols but no uvm_hmm_*
+    /// (tests/fixtures/gpu-host): built without HMM, uvm_disable_hmm=N.
+    #[test]
+    fn reads_hmm_facts_from_a_host_tree() {
+        let dir = std::env::temp_dir().join(format!("nvprobe-hmm-{}", std::process::id()));
+        let params = dir.join("sys/module/nvidia_uvm/parameters");
+        fs::create_dir_all(&params).expect("mkdir");
+        fs::create_dir_all(dir.join("proc")).expect("mkdir");
+        assert_eq!(hmm_facts(&dir), HmmFacts::default());
+        fs::write(params.join("uvm_disable_hmm"), "N\n").expect("write");
+        fs::write(
+            dir.join("proc/kallsyms"),
+            "0000000000000000 T hmm_range_fault\n0000000000000000 t uvm_ioctl\t[nvidia_uvm]\n",
+        )
+        .expect("write");
+        let f = hmm_facts(&dir);
+        assert_eq!((f.compiled_in, f.disabled), (Some(false), Some(false)));
+        assert_eq!(
+            f.describe(),
+            "nvidia_uvm is built without HMM (no uvm_hmm_* in /proc/kallsyms), uvm_disable_hmm=N"
+        );
+        fs::write(
+            dir.join("proc/kallsyms"),
+            "0 t uvm_ioctl\t[nvidia_uvm]\n0 t uvm_hmm_is_enabled\t[nvidia_uvm]\n",
+        )
+        .expect("write");
+        fs::write(params.join("uvm_disable_hmm"), "Y\n").expect("write");
+        assert_eq!(
+            hmm_facts(&dir),
+            HmmFacts {
+                compiled_in: Some(true),
+                disabled: Some(true)
+            }
+        );
+        // No nvidia_uvm symbols at all: unknown, not "without HMM".
+        fs::write(dir.join("proc/kallsyms"), "0 T hmm_range_fault\n").expect("write");
+        assert_eq!(hmm_facts(&dir).compiled_in, None);
+        let _ = fs::remove_dir_all(&dir);
+    }
+}
+
+/// What the host says about HMM in nvidia_uvm (ABI reference §6.3).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HmmFacts {
+    /// Whether nvidia_uvm was built with HMM: its `uvm_hmm_*` functions
+    /// exist only then. None: the module's symbols could not be read.
+    pub compiled_in: Option<bool>,
+    /// `uvm_disable_hmm` (Y/N), when the module is loaded.
+    pub disabled: Option<bool>,
+}
+
+impl HmmFacts {
+    /// One line for a diagnosis's evidence.
+    pub fn describe(&self) -> String {
+        let built = match self.compiled_in {
+            Some(true) => "nvidia_uvm is built with HMM (uvm_hmm_* in /proc/kallsyms)",
+            Some(false) => "nvidia_uvm is built without HMM (no uvm_hmm_* in /proc/kallsyms)",
+            None => "whether nvidia_uvm has HMM is unknown (its symbols were not readable)",
+        };
+        match self.disabled {
+            Some(d) => format!("{built}, uvm_disable_hmm={}", if d { "Y" } else { "N" }),
+            None => built.to_owned(),
+        }
+    }
+}
+
+/// Read the HMM facts from /proc/kallsyms and nvidia_uvm's parameters.
+pub fn hmm_facts(root: &Path) -> HmmFacts {
+    let disabled =
+        fs::read_to_string(root.join("sys/module/nvidia_uvm/parameters/uvm_disable_hmm"))
+            .ok()
+            .and_then(|s| match s.trim() {
+                "Y" | "1" => Some(true),
+                "N" | "0" => Some(false),
+                _ => None,
+            });
+    let compiled_in = fs::read_to_string(root.join("proc/kallsyms"))
+        .ok()
+        .and_then(|text| {
+            let (mut module, mut hmm) = (false, false);
+            for l in text.lines().filter(|l| l.ends_with("[nvidia_uvm]")) {
+                module = true;
+                if l.split_whitespace()
+                    .nth(2)
+                    .is_some_and(|s| s.starts_with("uvm_hmm_"))
+                {
+                    hmm = true;
+                    break;
+                }
+            }
+            module.then_some(hmm)
+        });
+    HmmFacts {
+        compiled_in,
+        disabled,
+    }
 }

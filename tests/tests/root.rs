@@ -1191,3 +1191,59 @@ fn an_exec_starts_a_new_state() {
         "the new program never opened the fd it used"
     );
 }
+
+/// libcuda with a missing node: stat() fails, the setuid nvidia-modprobe
+/// runs and fails. The helper's fork, exec and exit status are captured and
+/// explain the parent's verdict.
+#[test]
+fn a_failing_nvidia_modprobe_is_named() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("modprobe");
+    let drv = FakeDrv::start(&tmp);
+    let t = watch(&tmp, &drv, &[]);
+    let run = scenario(&drv, "modprobe", &[]);
+    assert_eq!(run["stat_errno"], 2, "{run}");
+    assert_eq!(run["helper_status"], 1, "{run}");
+    let f = t.stop();
+    check_schema(&f);
+    let pid = run["pid"].as_u64().expect("pid");
+    let fork = f
+        .of_type("proc")
+        .find(|r| r["op"] == "fork" && r["pid"] == pid)
+        .unwrap_or_else(|| panic!("the helper's fork: {:#?}", f.records));
+    let child = fork["target_pid"].as_u64().expect("child");
+    assert!(
+        f.of_type("proc")
+            .any(|r| r["op"] == "exec" && r["pid"] == child && r["comm"] == "nvidia-modprobe"),
+        "the helper's exec"
+    );
+    let exit = f
+        .of_type("proc")
+        .find(|r| r["op"] == "exit" && r["pid"] == child)
+        .expect("the helper's exit");
+    assert_eq!(exit["exit"], "exited with status 1");
+    let v = f
+        .of_type("cuinit")
+        .find(|v| v["pid"] == pid)
+        .unwrap_or_else(|| panic!("a verdict for the parent: {:#?}", f.records));
+    let ids: Vec<&str> = v["diagnoses"]
+        .as_array()
+        .expect("diagnoses")
+        .iter()
+        .filter_map(|d| d["id"].as_str())
+        .collect();
+    assert_eq!(ids, ["node_missing", "nvidia_modprobe_failed"], "{v}");
+    assert_eq!(
+        v["diagnoses"][0]["evidence"],
+        format!("{}: ENOENT", run["missing"].as_str().expect("path"))
+    );
+    assert_eq!(
+        v["diagnoses"][1]["evidence"],
+        format!("nvidia-modprobe (pid {child}) exited with status 1")
+    );
+    assert!(
+        f.of_type("cuinit").all(|v| v["pid"] != child),
+        "the helper gets no verdict of its own"
+    );
+}

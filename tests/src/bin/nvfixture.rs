@@ -368,6 +368,31 @@ fn flood_scenario(dir: &Path, count: u64, threads: u32) -> anyhow::Result<Value>
 /// Arm alarm(1), then sit in the slow control until SIGALRM (default
 /// action: terminate) ends the process, the way a SIGALRM-based test
 /// harness kills a start-up it thinks is hung.
+/// What libcuda does when a node is missing: stat() it, then run the
+/// setuid helper nvidia-modprobe (here a copy of false(1) by that name, so
+/// it exits 1).
+fn modprobe_scenario() -> anyhow::Result<Value> {
+    let missing = format!("/dev/nvidia-nvprobe-missing-{}", std::process::id());
+    let err = std::fs::metadata(&missing).expect_err("the node must not exist");
+    let dir = std::env::temp_dir().join(format!("nvprobe-modprobe-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let helper = dir.join("nvidia-modprobe");
+    let falsebin = ["/bin/false", "/usr/bin/false"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .context("false(1) not found")?;
+    std::fs::copy(falsebin, &helper)?;
+    let st = std::process::Command::new(&helper)
+        .args(["-u", "-c0"])
+        .status()?;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(json!({
+        "missing": missing,
+        "stat_errno": err.raw_os_error(),
+        "helper_status": st.code(),
+    }))
+}
+
 fn alarm_scenario(dir: &Path) -> anyhow::Result<Value> {
     let fd = open_rw(&ctl(dir), true)?;
     // SAFETY: plain alarm(2).
@@ -443,6 +468,7 @@ fn main() -> anyhow::Result<()> {
                 "preopen" => preopen_scenario(&dir)?,
                 "flood" => flood_scenario(&dir, count, threads)?,
                 "alarm" => alarm_scenario(&dir)?,
+                "modprobe" => modprobe_scenario()?,
                 "hang" => {
                     let fd = open_rw(&ctl(&dir), true)?;
                     let (r, st) = control(fd.as_raw_fd(), 0xc1d0_0001, 0x2080_0111);
