@@ -989,6 +989,11 @@ fn a_child_using_its_parents_nvidia_fds_is_diagnosed() {
     let f = t.stop();
     check_schema(&f);
     let child = ran["child"].as_u64().expect("child");
+    assert!(
+        f.of_type("proc")
+            .any(|r| r["op"] == "fork" && r["pid"] == ran["pid"] && r["target_pid"] == child),
+        "the fork is recorded"
+    );
     let v = f
         .of_type("cuinit")
         .find(|v| v["pid"] == child)
