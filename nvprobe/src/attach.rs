@@ -535,3 +535,35 @@ fn fill_maps(ebpf: &mut Ebpf, s: &Settings<'_>) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod object_tests {
+    use object::{Object as _, ObjectSymbol as _, SymbolKind};
+
+    /// Every program in the embedded eBPF object is in a probe table (or is
+    /// one of the libcuda uprobe programs): a program that is built but
+    /// never attached is silently absent at run time.
+    #[test]
+    fn every_bpf_program_is_attached_by_some_table() {
+        let obj = object::File::parse(super::EBPF_OBJECT).expect("the embedded object is ELF");
+        let mut tabled: Vec<&str> = super::PROBES
+            .iter()
+            .flat_map(|p| [p.enter, p.exit])
+            .chain(super::PROC_PROBES.iter().map(|(name, _, _)| *name))
+            .collect();
+        tabled.extend(crate::uprobes::PROGRAMS);
+        let programs: Vec<String> = obj
+            .symbols()
+            .filter(|s| s.kind() == SymbolKind::Text && s.is_global())
+            .filter_map(|s| s.name().ok().map(str::to_owned))
+            .filter(|n| n.starts_with("nvprobe_"))
+            .collect();
+        assert!(programs.len() >= 20, "{programs:?}");
+        for p in &programs {
+            assert!(
+                tabled.contains(&p.as_str()),
+                "{p} is built but not attached anywhere"
+            );
+        }
+    }
+}

@@ -27,6 +27,8 @@ use serde::Serialize;
 
 const ENTER: &str = "nvprobe_cuda_enter";
 const RETURN: &str = "nvprobe_cuda_return";
+/// The eBPF programs this module attaches.
+pub const PROGRAMS: [&str; 2] = [ENTER, RETURN];
 
 const STD_DIRS: &[&str] = &[
     "/usr/lib/x86_64-linux-gnu",
