@@ -181,6 +181,9 @@ struct PendingSig {
     /// (call, result) of the call it landed in, once that call returned
     /// with EINTR or a restart code: the next call tells what followed.
     interrupted: Option<(String, String)>,
+    /// The receiver's disposition when it was delivered: (action,
+    /// SA_RESTART).
+    handler: Option<(&'static str, bool)>,
 }
 
 #[derive(Default)]
@@ -325,10 +328,30 @@ impl ProcInit {
             ("eintr", Some((_, r))) if r == "EINTR" => {
                 "the call returned EINTR to the caller".to_owned()
             }
-            ("eintr", Some((_, r))) => {
-                format!("the call was interrupted ({r}) and not made again: the caller saw EINTR")
-            }
-            ("restarted", Some((_, r))) => format!("the kernel restarted the call ({r})"),
+            ("eintr", Some((_, r))) => match p.handler {
+                Some(("handler", false)) if r == "ERESTARTSYS" => format!(
+                    "the call was interrupted ({r}) and, the handler lacking SA_RESTART, returned EINTR to the caller"
+                ),
+                Some(("handler", _)) => {
+                    format!(
+                        "the call was interrupted ({r}) and returned EINTR to the caller after the handler ran"
+                    )
+                }
+                _ => format!(
+                    "the call was interrupted ({r}) and not made again: the caller saw EINTR"
+                ),
+            },
+            ("restarted", Some((_, r))) => match p.handler {
+                Some(("handler", true)) => {
+                    format!(
+                        "the kernel restarted the call ({r}) after the handler ran (SA_RESTART)"
+                    )
+                }
+                Some(("handler", false)) => {
+                    format!("the kernel restarted the call ({r}) after the handler ran")
+                }
+                _ => format!("the kernel restarted the call ({r})"),
+            },
             ("died_in_call", Some((_, r))) => format!("the process died in the call ({r})"),
             ("interrupted", Some((_, r))) => {
                 format!("the call was interrupted ({r}); tracing stopped before the next call")
@@ -500,7 +523,7 @@ impl Obs {
                 }),
                 open_path: stage.map(|_| p.path.clone()),
             },
-            Event::Proc(p) if p.op != "signal_delivered" => ObsKind::Proc(Box::new(p.clone())),
+            Event::Proc(p) => ObsKind::Proc(Box::new(p.clone())),
             Event::Cuda(c) => ObsKind::Cuda {
                 func: c.func,
                 enter: c.phase == "enter",
@@ -750,9 +773,49 @@ impl Correlator {
                         stage: st.last_stage(),
                         cuinit: st.cuinit_running(),
                         interrupted: None,
+                        handler: None,
                     });
                 }
                 st.signals.push(info);
+            }
+            "signal_delivered" => {
+                let pid = p.proc.pid;
+                let Some(st) = self.procs.get_mut(&pid) else {
+                    return;
+                };
+                let (Some(sig), Some(action)) = (p.sig, p.action) else {
+                    return;
+                };
+                let restart = p.sa_restart.unwrap_or(false);
+                let Some(i) = st
+                    .pending
+                    .iter()
+                    .position(|q| q.info.sig == sig && q.handler.is_none())
+                else {
+                    return;
+                };
+                st.pending[i].handler = Some((action, restart));
+                // A restart code and a handler: the kernel decides now
+                // (x86 handle_signal): ERESTARTSYS restarts only with
+                // SA_RESTART, ERESTARTNOINTR always, the others never.
+                if action == "handler"
+                    && let Some((_, res)) = &st.pending[i].interrupted
+                    && res != "EINTR"
+                {
+                    let restarted = match res.as_str() {
+                        "ERESTARTSYS" => restart,
+                        "ERESTARTNOINTR" => true,
+                        _ => false,
+                    };
+                    let q = st.pending.remove(i);
+                    let what = q.interrupted.clone();
+                    out.push(st.report(
+                        pid,
+                        q,
+                        what,
+                        if restarted { "restarted" } else { "eintr" },
+                    ));
+                }
             }
             "fork" => {
                 let init_done = self
@@ -1423,6 +1486,8 @@ mod tests {
             code: None,
             exit_code: Some(code),
             exit: None,
+            action: None,
+            sa_restart: None,
             time_ns: t * 1_000_000,
             raw: None,
         })
@@ -1541,6 +1606,8 @@ mod tests {
             code: Some(0),
             exit_code: None,
             exit: None,
+            action: None,
+            sa_restart: None,
             time_ns: t * 1_000_000 + 500,
             raw: None,
         })
@@ -1637,6 +1704,49 @@ mod tests {
         assert_eq!(r[0].outcome, "completed");
         assert!(
             r[0].text.ends_with("the call completed successfully"),
+            "{}",
+            r[0].text
+        );
+
+        // The handler's SA_RESTART decides an ERESTARTSYS, as the kernel
+        // does, when the signal is delivered.
+        let delivered = |t: u64, restart: bool| {
+            let mut e = signal_to(t, 14);
+            if let Event::Proc(p) = &mut e {
+                p.op = "signal_delivered";
+                p.proc = proc_();
+                p.action = Some("handler");
+                p.sa_restart = Some(restart);
+            }
+            e
+        };
+        let r = signal_reports(&[
+            ctl(),
+            signal_to(2, 14),
+            failed(call(2), "ERESTARTSYS"),
+            delivered(3, true),
+        ]);
+        assert_eq!(r.len(), 1, "{r:#?}");
+        assert_eq!(r[0].outcome, "restarted");
+        assert!(
+            r[0].text.ends_with(
+                "the kernel restarted the call (ERESTARTSYS) after the handler ran (SA_RESTART)"
+            ),
+            "{}",
+            r[0].text
+        );
+        let r = signal_reports(&[
+            ctl(),
+            signal_to(2, 14),
+            failed(call(2), "ERESTARTSYS"),
+            delivered(3, false),
+            call(4),
+        ]);
+        assert_eq!(r.len(), 1, "{r:#?}");
+        assert_eq!(r[0].outcome, "eintr");
+        assert!(
+            r[0].text
+                .ends_with("the handler lacking SA_RESTART, returned EINTR to the caller"),
             "{}",
             r[0].text
         );

@@ -1252,3 +1252,46 @@ fn a_failing_nvidia_modprobe_is_named() {
         "the helper gets no verdict of its own"
     );
 }
+
+/// A signal caught by an SA_RESTART handler during a blocking call: the
+/// delivery says so, and the signal record names the call and its end.
+#[test]
+fn a_handled_signal_names_its_call_and_disposition() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("handled");
+    let drv = FakeDrv::start(&tmp);
+    let t = watch(&tmp, &drv, &[]);
+    let run = scenario(&drv, "handled", &[]);
+    assert_eq!(run["ret"], 0, "{run}");
+    let f = t.stop();
+    check_schema(&f);
+    let pid = run["pid"].as_u64().expect("pid");
+    let d = f
+        .of_type("proc")
+        .find(|r| r["op"] == "signal_delivered" && r["pid"] == pid)
+        .unwrap_or_else(|| panic!("the delivery: {:#?}", f.records));
+    assert_eq!(d["signal"], "SIGALRM");
+    assert_eq!(d["action"], "handler");
+    assert_eq!(d["sa_restart"], true);
+    let s = f
+        .of_type("signal")
+        .find(|r| r["pid"] == pid)
+        .unwrap_or_else(|| panic!("a signal record: {:#?}", f.records));
+    assert_eq!(s["signal"], "SIGALRM");
+    assert_eq!(s["sender"], "the kernel (alarm/itimer or a fault)");
+    assert_eq!(
+        s["in_flight"],
+        "NV_ESC_RM_CONTROL NV2080_CTRL_CMD_GPU_GET_SHORT_NAME_STRING"
+    );
+    assert_eq!(s["stage"], "S0 ctl_opened");
+    // The FUSE stand-in answers after 2.5 s whatever the signal (with its
+    // status for an unknown control): the call completes, no EINTR.
+    assert_eq!(s["outcome"], "completed", "{s}");
+    assert!(
+        s["text"]
+            .as_str()
+            .is_some_and(|t| t.ends_with("the call returned NV_ERR_INVALID_COMMAND, not EINTR")),
+        "{s}"
+    );
+}

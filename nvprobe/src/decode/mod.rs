@@ -317,6 +317,13 @@ pub struct ProcCall {
     /// "exited with status N" / "killed by SIGX" (exit).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit: Option<String>,
+    /// The receiver's disposition (signal_delivered): default, ignored or
+    /// handler.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub action: Option<&'static str>,
+    /// Whether the handler was installed with SA_RESTART (signal_delivered).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sa_restart: Option<bool>,
     pub time_ns: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub raw: Option<String>,
@@ -1019,6 +1026,13 @@ fn decode_proc(ev: &ProcEvent, raw: Option<String>) -> Event {
         code: is_sig.then_some(ev.code),
         exit_code: (op == Some(ProcOp::Exit)).then_some(ev.exit_code),
         exit,
+        action: (op == Some(ProcOp::SignalDeliver)).then_some(match ev.sa_handler {
+            0 => "default",
+            1 => "ignored",
+            _ => "handler",
+        }),
+        // SA_RESTART (uapi asm-generic/signal-defs.h).
+        sa_restart: (op == Some(ProcOp::SignalDeliver)).then_some(ev.sa_flags & 0x1000_0000 != 0),
         time_ns: ev.hdr.ktime_ns,
         raw,
     })

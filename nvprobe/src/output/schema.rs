@@ -209,6 +209,8 @@ pub fn schema() -> Value {
                 "code": { "type": "integer", "description": "siginfo si_code: 0 SI_USER (kill), 128 SI_KERNEL (alarm, itimer), -2 SI_TIMER, -6 SI_TKILL" },
                 "exit_code": { "type": "integer", "description": "wait(2)-style: status << 8, or the fatal signal (| 0x80 with a core)" },
                 "exit": { "type": "string" },
+                "action": { "enum": ["default", "ignored", "handler"], "description": "signal_delivered: the receiver's disposition" },
+                "sa_restart": { "type": "boolean", "description": "signal_delivered: the handler has SA_RESTART" },
                 "time_ns": { "type": "integer" },
                 "raw": { "type": "string" }
             }), true),

@@ -393,6 +393,26 @@ fn modprobe_scenario() -> anyhow::Result<Value> {
     }))
 }
 
+extern "C" fn on_alarm(_: libc::c_int) {}
+
+/// SIGALRM, caught by a handler installed with SA_RESTART, arrives during
+/// the stand-in's 2.5 s control.
+fn handled_scenario(dir: &Path) -> anyhow::Result<Value> {
+    use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
+    let fd = open_rw(&ctl(dir), true)?;
+    let act = SigAction::new(
+        SigHandler::Handler(on_alarm),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    // SAFETY: the handler does nothing.
+    unsafe { sigaction(Signal::SIGALRM, &act) }?;
+    // SAFETY: plain alarm(2).
+    unsafe { libc::alarm(1) };
+    let (r, st) = control(fd.as_raw_fd(), 0xc1d0_0001, 0x2080_0111);
+    Ok(json!({ "ret": r, "status": st }))
+}
+
 fn alarm_scenario(dir: &Path) -> anyhow::Result<Value> {
     let fd = open_rw(&ctl(dir), true)?;
     // SAFETY: plain alarm(2).
@@ -469,6 +489,7 @@ fn main() -> anyhow::Result<()> {
                 "flood" => flood_scenario(&dir, count, threads)?,
                 "alarm" => alarm_scenario(&dir)?,
                 "modprobe" => modprobe_scenario()?,
+                "handled" => handled_scenario(&dir)?,
                 "hang" => {
                     let fd = open_rw(&ctl(&dir), true)?;
                     let (r, st) = control(fd.as_raw_fd(), 0xc1d0_0001, 0x2080_0111);
