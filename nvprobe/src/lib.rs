@@ -9,6 +9,7 @@ pub mod btf;
 pub mod collect;
 pub mod correlate;
 pub mod decode;
+pub mod doctor;
 pub mod host;
 pub mod output;
 pub mod stall;

@@ -48,6 +48,58 @@ enum Cmd {
     Decode(DecodeArgs),
     /// Print the JSON Schema of the NDJSON output.
     Schema,
+    /// Check this host (or a host tree) for what breaks CUDA start-up:
+    /// driver, nvidia_uvm and HMM, device nodes. Exit 1 when a check fails.
+    Doctor(DoctorArgs),
+}
+
+#[derive(Args)]
+struct DoctorArgs {
+    /// Read /proc, /sys and /dev under DIR instead of / (a snapshot of
+    /// another host; nodes may be listed in DIR/dev.manifest).
+    #[arg(long, value_name = "DIR")]
+    root: Option<PathBuf>,
+    /// One JSON document instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+fn doctor(a: DoctorArgs) -> Result<(), Fail> {
+    let root = a.root.unwrap_or_else(|| PathBuf::from("/"));
+    if !root.is_dir() {
+        return Err(Fail(
+            2,
+            anyhow::anyhow!("--root {}: not a directory", root.display()),
+        ));
+    }
+    let checks = nvprobe::doctor::run(&root);
+    let worst = checks
+        .iter()
+        .map(|c| c.verdict)
+        .max()
+        .unwrap_or(nvprobe::doctor::Verdict::Ok);
+    let scope = "file evidence only: driver, nvidia_uvm and HMM, device nodes (kernel tracing, library, container checks are not implemented yet)";
+    if a.json {
+        let doc = serde_json::json!({
+            "v": output::SCHEMA_VERSION,
+            "type": "doctor",
+            "root": root.display().to_string(),
+            "scope": scope,
+            "result": worst,
+            "checks": checks,
+        });
+        println!("{doc}");
+    } else {
+        print!("{}", nvprobe::doctor::text(&checks));
+        println!("({scope})");
+    }
+    if worst == nvprobe::doctor::Verdict::Fail {
+        return Err(Fail(
+            1,
+            anyhow::anyhow!("a check failed: see FAIL above and its hint"),
+        ));
+    }
+    Ok(())
 }
 
 #[derive(Args)]
@@ -537,6 +589,7 @@ fn main() -> ExitCode {
     let res = match cli.cmd {
         Cmd::Watch(a) => watch(a),
         Cmd::Decode(a) => decode_file(a),
+        Cmd::Doctor(a) => doctor(a),
         Cmd::Schema => {
             let s = serde_json::to_string_pretty(&output::schema::schema()).unwrap_or_default();
             println!("{s}");

@@ -750,3 +750,45 @@ fn real_signals_name_the_call_they_landed_in() {
     assert_eq!(alrm.sender_pid, None);
     assert_eq!(alrm.in_flight, "UVM_REGISTER_GPU");
 }
+
+/// `nvprobe doctor` on the host trees: verdicts, JSON, exit codes.
+#[test]
+fn doctor_on_host_trees() {
+    let run = |tree: &str, json: bool| {
+        let mut c = std::process::Command::new(nvprobe_tests::harness::bin("nvprobe"));
+        c.arg("doctor")
+            .arg("--root")
+            .arg(fixture("hosts").join(tree));
+        if json {
+            c.arg("--json");
+        }
+        c.output().expect("run nvprobe doctor")
+    };
+    let ok = run("healthy", false);
+    assert_eq!(ok.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&ok.stdout);
+    assert!(
+        text.contains("ok   driver  driver_loaded  open kernel module 580.159.04"),
+        "{text}"
+    );
+    let warn = run("proxmox-hmm", true);
+    assert_eq!(warn.status.code(), Some(0), "a warning is not a failure");
+    let doc: Value = serde_json::from_slice(&warn.stdout).expect("one JSON document");
+    assert_eq!(doc["result"], "warn");
+    let hmm = doc["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .find(|c| c["id"] == "uvm_hmm")
+        .expect("uvm_hmm check");
+    assert_eq!(hmm["verdict"], "warn");
+    let bad = run("no-uvm", false);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("a check failed"));
+    let missing = std::process::Command::new(nvprobe_tests::harness::bin("nvprobe"))
+        .args(["doctor", "--root", "/nonexistent-nvprobe-root"])
+        .output()
+        .expect("run");
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("not a directory"));
+}
