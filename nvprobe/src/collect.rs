@@ -535,6 +535,23 @@ impl Pipeline {
     }
 }
 
+/// SIGINT and SIGTERM, caught from before the start record is written (a
+/// signal sent as soon as the start record appears must stop nvprobe
+/// cleanly, not kill it). Install inside the runtime (`Runtime::enter`).
+pub struct StopSignals {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    pub fn install() -> anyhow::Result<Self> {
+        Ok(Self {
+            int: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
+            term: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
+        })
+    }
+}
+
 /// Run until SIGINT/SIGTERM (or `--duration`), then drain what is left and
 /// return the summary. Dropping the caller's `Ebpf` afterwards detaches
 /// every probe.
@@ -545,6 +562,7 @@ pub async fn run(
     filters: Arc<Filters>,
     out: Output,
     opts: &RunOpts,
+    stop: StopSignals,
 ) -> anyhow::Result<Summary> {
     let ring = RingBuf::try_from(
         ebpf.take_map("EVENTS")
@@ -562,8 +580,10 @@ pub async fn run(
     let mut ring = unsafe { AsyncFd::register_with_interest(ring, tokio::io::Interest::READABLE) }
         .map_err(io::Error::from)
         .context("polling the ring buffer")?;
-    let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-    let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let StopSignals {
+        int: mut sigint,
+        term: mut sigterm,
+    } = stop;
     let mut tick = interval(opts.tick);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut ticks = 0u32;

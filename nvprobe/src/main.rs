@@ -308,6 +308,14 @@ fn watch(a: WatchArgs) -> Result<(), Fail> {
         "tracefs_mounted_by_nvprobe": mounted,
         "libcuda": libcuda.attached(),
     });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let stop = {
+        let _in_rt = rt.enter();
+        collect::StopSignals::install()?
+    };
     let now = Clock::mono_now();
     out.note(now, &Note::Start(&start))?;
 
@@ -390,10 +398,6 @@ fn watch(a: WatchArgs) -> Result<(), Fail> {
         stall_after: (a.stall_after > 0.0).then(|| Duration::from_secs_f64(a.stall_after)),
         stall_every: 25,
     };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
     let summary = rt.block_on(collect::run(
         &mut loaded.ebpf,
         &mut libcuda,
@@ -401,6 +405,7 @@ fn watch(a: WatchArgs) -> Result<(), Fail> {
         std::sync::Arc::new(filters),
         out,
         &opts,
+        stop,
     ))?;
     drop(loaded);
     let total: u64 = summary.events.values().sum();
