@@ -7,14 +7,8 @@
 //! nodes in `dev.manifest` (one `PATH c MAJOR:MINOR MODE` line each); when
 //! it is present it replaces `stat()` of `ROOT/dev`.
 
-use std::{
-    collections::BTreeMap,
-    fs,
-    io::Read as _,
-    path::{Path, PathBuf},
-};
+use std::{collections::BTreeMap, fs, io::Read as _, path::Path};
 
-use nix::sys::stat::{SFlag, major, minor, stat};
 use serde::Serialize;
 
 use crate::host::{Majors, driver_info, hmm_facts, majors};
@@ -95,29 +89,16 @@ fn nodes(root: &Path) -> Result<BTreeMap<String, Node>, String> {
         }
         return Ok(out);
     }
-    let mut scan = |dir: PathBuf, shown: &str| {
-        let Ok(rd) = fs::read_dir(&dir) else { return };
-        for e in rd.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if !name.starts_with("nvidia") {
-                continue;
-            }
-            if let Ok(st) = stat(&e.path())
-                && SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) == SFlag::S_IFCHR
-            {
-                out.insert(
-                    format!("{shown}{name}"),
-                    Node {
-                        major: major(st.st_rdev) as u32,
-                        minor: minor(st.st_rdev) as u32,
-                        mode: st.st_mode & 0o7777,
-                    },
-                );
-            }
-        }
-    };
-    scan(root.join("dev"), "/dev/");
-    scan(root.join("dev/nvidia-caps"), "/dev/nvidia-caps/");
+    for n in crate::host::nvidia_char_nodes(root) {
+        out.insert(
+            n.path,
+            Node {
+                major: n.major,
+                minor: n.minor,
+                mode: n.mode,
+            },
+        );
+    }
     Ok(out)
 }
 
@@ -333,8 +314,8 @@ pub fn text(checks: &[Check]) -> String {
 mod tests {
     use super::*;
 
-    fn tree(name: &str) -> PathBuf {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    fn tree(name: &str) -> std::path::PathBuf {
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("../tests/fixtures/hosts")
             .join(name)
     }

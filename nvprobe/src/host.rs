@@ -57,10 +57,20 @@ pub fn majors(root: &Path) -> Majors {
     }
 }
 
-/// Char device nodes under /dev whose name says NVIDIA:
-/// kernel-encoded rdev -> path.
-pub fn device_nodes(root: &Path) -> HashMap<u32, String> {
-    let mut out = HashMap::new();
+/// A char device node under /dev whose name says NVIDIA.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CharNode {
+    /// As seen from inside `root`: "/dev/nvidiactl".
+    pub path: String,
+    pub major: u32,
+    pub minor: u32,
+    /// Permission bits.
+    pub mode: u32,
+}
+
+/// Every `nvidia*` char node in ROOT/dev and ROOT/dev/nvidia-caps.
+pub fn nvidia_char_nodes(root: &Path) -> Vec<CharNode> {
+    let mut out = Vec::new();
     let mut scan = |dir: PathBuf, shown: &str| {
         let Ok(rd) = fs::read_dir(&dir) else { return };
         for e in rd.flatten() {
@@ -71,13 +81,27 @@ pub fn device_nodes(root: &Path) -> HashMap<u32, String> {
             if let Ok(st) = stat(&e.path())
                 && SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) == SFlag::S_IFCHR
             {
-                let k = kdev_make(major(st.st_rdev) as u32, minor(st.st_rdev) as u32);
-                out.entry(k).or_insert_with(|| format!("{shown}{name}"));
+                out.push(CharNode {
+                    path: format!("{shown}{name}"),
+                    major: major(st.st_rdev) as u32,
+                    minor: minor(st.st_rdev) as u32,
+                    mode: st.st_mode & 0o7777,
+                });
             }
         }
     };
     scan(root.join("dev"), "/dev/");
     scan(root.join("dev/nvidia-caps"), "/dev/nvidia-caps/");
+    out
+}
+
+/// Char device nodes under /dev whose name says NVIDIA:
+/// kernel-encoded rdev -> path.
+pub fn device_nodes(root: &Path) -> HashMap<u32, String> {
+    let mut out = HashMap::new();
+    for n in nvidia_char_nodes(root) {
+        out.entry(kdev_make(n.major, n.minor)).or_insert(n.path);
+    }
     out
 }
 
