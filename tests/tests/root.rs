@@ -121,6 +121,19 @@ fn check_schema(f: &Finished) {
     );
 }
 
+/// Trace one nvfixture scenario from start to end: its JSON answer and the
+/// validated trace.
+fn trace_scenario(name: &str, extra: &[&str]) -> (Value, Finished) {
+    let _g = lock();
+    let tmp = tmpdir(name);
+    let drv = FakeDrv::start(&tmp);
+    let t = watch(&tmp, &drv, &[]);
+    let run = scenario(&drv, name, extra);
+    let f = t.stop();
+    check_schema(&f);
+    (run, f)
+}
+
 fn ioctls_of(f: &Finished, pid: u64) -> Vec<&Value> {
     f.records
         .iter()
@@ -981,13 +994,7 @@ fn libcuda_uprobes_give_the_curesult_verdict() {
 #[test]
 fn a_child_using_its_parents_nvidia_fds_is_diagnosed() {
     need_root!();
-    let _g = lock();
-    let tmp = tmpdir("forkrule");
-    let drv = FakeDrv::start(&tmp);
-    let t = watch(&tmp, &drv, &[]);
-    let ran = scenario(&drv, "fork", &[]);
-    let f = t.stop();
-    check_schema(&f);
+    let (ran, f) = trace_scenario("fork", &[]);
     let child = ran["child"].as_u64().expect("child");
     assert!(
         f.of_type("proc")
@@ -1203,15 +1210,9 @@ fn an_exec_starts_a_new_state() {
 #[test]
 fn a_failing_nvidia_modprobe_is_named() {
     need_root!();
-    let _g = lock();
-    let tmp = tmpdir("modprobe");
-    let drv = FakeDrv::start(&tmp);
-    let t = watch(&tmp, &drv, &[]);
-    let run = scenario(&drv, "modprobe", &[]);
+    let (run, f) = trace_scenario("modprobe", &[]);
     assert_eq!(run["stat_errno"], 2, "{run}");
     assert_eq!(run["helper_status"], 1, "{run}");
-    let f = t.stop();
-    check_schema(&f);
     let pid = run["pid"].as_u64().expect("pid");
     let fork = f
         .of_type("proc")
@@ -1258,14 +1259,8 @@ fn a_failing_nvidia_modprobe_is_named() {
 #[test]
 fn a_handled_signal_names_its_call_and_disposition() {
     need_root!();
-    let _g = lock();
-    let tmp = tmpdir("handled");
-    let drv = FakeDrv::start(&tmp);
-    let t = watch(&tmp, &drv, &[]);
-    let run = scenario(&drv, "handled", &[]);
+    let (run, f) = trace_scenario("handled", &[]);
     assert_eq!(run["ret"], 0, "{run}");
-    let f = t.stop();
-    check_schema(&f);
     let pid = run["pid"].as_u64().expect("pid");
     let d = f
         .of_type("proc")
