@@ -576,20 +576,16 @@ fn exit_path(inf: &Inflight, ret: i64, end: u64) -> Result<(), i64> {
                 file = f;
             }
         }
-        if file.kind != DevKind::None as u8 {
-            // From now on this process's exit and signals are reported.
-            let tgid = (aya_ebpf::helpers::bpf_get_current_pid_tgid() >> 32) as u32;
-            let _ = maps::NV_PROCS.insert(&tgid, &1, 0);
-        }
         // Keep opens that produced an NVIDIA file by any path, and opens of
         // NVIDIA-looking paths whatever they produced (failures included).
         if file.kind == DevKind::None as u8 && !paths::nvidia_path(inf.a0) {
             return Ok(());
         }
     }
-    // A process that looked for an NVIDIA path (even a missing one) is
-    // followed: libcuda may only stat() a missing node and then run the
-    // setuid nvidia-modprobe, whose fork, exec and exit status matter.
+    // From now on this process's exit, signals and forks are reported: it
+    // opened an NVIDIA file or looked for an NVIDIA path (even a missing
+    // one: libcuda may only stat() a missing node and then run the
+    // setuid nvidia-modprobe, whose fork, exec and exit status matter).
     let tgid = (aya_ebpf::helpers::bpf_get_current_pid_tgid() >> 32) as u32;
     let _ = maps::NV_PROCS.insert(&tgid, &1, 0);
     let Some(mut entry) = EVENTS.reserve::<PathEvent>(0) else {
