@@ -2,7 +2,7 @@
 //! start-up, as verdicts (ok, warn, fail) with evidence and a hint.
 //!
 //! This first part reads file evidence only (under `--root`, or `/`): the
-//! driver, its modules and parameters, HMM in nvidia_uvm, and the device
+//! driver, its parameters and GPUs, nvidia_uvm and its HMM support, and the device
 //! nodes. Git cannot hold device nodes, so a host tree may describe its
 //! nodes in `dev.manifest` (one `PATH c MAJOR:MINOR MODE` line each); when
 //! it is present it replaces `stat()` of `ROOT/dev`.
@@ -284,10 +284,111 @@ fn node_checks(root: &Path, m: &Majors, out: &mut Vec<Check>) {
     }
 }
 
+/// `/proc/driver/nvidia/params` (how the driver makes nodes, excluded
+/// GPUs) and the GPUs under `/proc/driver/nvidia/gpus`.
+fn param_and_gpu_checks(root: &Path, out: &mut Vec<Check>) {
+    let base = root.join("proc/driver/nvidia");
+    if !base.join("version").exists() {
+        return;
+    }
+    match fs::read_to_string(base.join("params")) {
+        Err(e) => out.push(check(
+            "driver",
+            "params",
+            Verdict::Warn,
+            format!("/proc/driver/nvidia/params: {e}"),
+            Some("run as root, or check that /proc/driver/nvidia is visible here (containers may hide it)"),
+        )),
+        Ok(text) => {
+            let get = |k: &str| {
+                text.lines()
+                    .find_map(|l| l.strip_prefix(k).and_then(|v| v.strip_prefix(':')))
+                    .map(|v| v.trim().trim_matches('"').to_owned())
+            };
+            let mode = get("DeviceFileMode").and_then(|v| v.parse::<u32>().ok());
+            let excluded = get("ExcludedGpus").filter(|v| !v.is_empty());
+            let evidence = format!(
+                "ModifyDeviceFiles={} DeviceFileUID={} DeviceFileGID={} DeviceFileMode={} ExcludedGpus={}",
+                get("ModifyDeviceFiles").unwrap_or_else(|| "?".into()),
+                get("DeviceFileUID").unwrap_or_else(|| "?".into()),
+                get("DeviceFileGID").unwrap_or_else(|| "?".into()),
+                mode.map_or_else(|| "?".into(), |m| format!("{m:04o}")),
+                excluded.as_deref().unwrap_or("none"),
+            );
+            out.push(if mode.is_some_and(|m| m & 0o006 != 0o006) {
+                check(
+                    "driver",
+                    "params",
+                    Verdict::Warn,
+                    evidence,
+                    Some("the driver creates its nodes without read-write for other users (NVreg_DeviceFileMode): users outside DeviceFileGID cannot start CUDA"),
+                )
+            } else if excluded.is_some() {
+                check(
+                    "driver",
+                    "params",
+                    Verdict::Warn,
+                    evidence,
+                    Some("NVreg_ExcludedGpus hides these GPUs from CUDA: remove them from the module options if they should be used"),
+                )
+            } else {
+                check("driver", "params", Verdict::Ok, evidence, None)
+            });
+        }
+    }
+    let mut gpus = 0;
+    if let Ok(rd) = fs::read_dir(base.join("gpus")) {
+        let mut dirs: Vec<_> = rd.flatten().map(|e| e.path()).collect();
+        dirs.sort();
+        for d in dirs {
+            let Ok(info) = fs::read_to_string(d.join("information")) else {
+                continue;
+            };
+            gpus += 1;
+            let field = |k: &str| {
+                info.lines()
+                    .find_map(|l| l.strip_prefix(k).map(|v| v.trim().to_owned()))
+                    .unwrap_or_else(|| "?".into())
+            };
+            let bus = d
+                .file_name()
+                .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+            let excluded = field("GPU Excluded:") == "Yes";
+            let evidence = format!(
+                "{} at {bus}, minor {}{}",
+                field("Model:"),
+                field("Device Minor:"),
+                if excluded { ", excluded" } else { "" }
+            );
+            out.push(if excluded {
+                check(
+                    "driver",
+                    "gpu",
+                    Verdict::Warn,
+                    evidence,
+                    Some("the driver excluded this GPU (NVreg_ExcludedGpus, or it failed a check): CUDA will not see it"),
+                )
+            } else {
+                check("driver", "gpu", Verdict::Ok, evidence, None)
+            });
+        }
+    }
+    if gpus == 0 {
+        out.push(check(
+            "driver",
+            "gpu",
+            Verdict::Fail,
+            "the driver lists no GPU under /proc/driver/nvidia/gpus",
+            Some("cuInit will find no device (CUDA_ERROR_NO_DEVICE): check lspci and the kernel log (dmesg | grep -i nvrm) for GPUs the driver did not take"),
+        ));
+    }
+}
+
 /// Every check, in order.
 pub fn run(root: &Path) -> Vec<Check> {
     let mut out = Vec::new();
     let m = driver_checks(root, &mut out);
+    param_and_gpu_checks(root, &mut out);
     node_checks(root, &m, &mut out);
     out
 }
@@ -374,6 +475,14 @@ mod tests {
         let c = run(&tree("no-uvm"));
         let u = by_id(&c, "uvm_loaded")[0];
         assert_eq!(u.verdict, Verdict::Fail);
+        let p = by_id(&c, "params")[0];
+        assert_eq!(p.verdict, Verdict::Warn);
+        assert!(
+            p.evidence
+                .ends_with("DeviceFileMode=0660 ExcludedGpus=none"),
+            "{}",
+            p.evidence
+        );
         assert!(u.hint.as_deref().is_some_and(|h| h.contains("999")));
         assert!(
             by_id(&c, "uvm_hmm").is_empty(),

@@ -78,7 +78,7 @@ fn doctor(a: DoctorArgs) -> Result<(), Fail> {
         .map(|c| c.verdict)
         .max()
         .unwrap_or(nvprobe::doctor::Verdict::Ok);
-    let scope = "file evidence only: driver, nvidia_uvm and HMM, device nodes (kernel tracing, library, container checks are not implemented yet)";
+    let scope = "file evidence only: driver, params and GPUs, nvidia_uvm and HMM, device nodes (kernel tracing, library, container checks are not implemented yet)";
     if a.json {
         let doc = serde_json::json!({
             "v": output::SCHEMA_VERSION,
