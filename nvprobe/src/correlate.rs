@@ -1468,28 +1468,42 @@ mod tests {
         assert!(d.hint.contains("/proc/driver/nvidia/version"));
     }
 
-    fn exit_of(t: u64, pid: u32, code: i32) -> Event {
-        Event::Proc(crate::decode::ProcCall {
+    /// A process-layer record from `pid` (comm `comm`) about `target`.
+    fn proc_call(
+        op: &'static str,
+        pid: u32,
+        comm: &str,
+        target: u32,
+        time_ns: u64,
+    ) -> crate::decode::ProcCall {
+        crate::decode::ProcCall {
             proc: Proc {
                 pid,
                 tid: pid,
                 ns_pid: None,
                 ns_tid: None,
-                comm: "app".into(),
+                comm: comm.into(),
                 uid: 0,
             },
-            op: "exit",
-            target_pid: pid,
+            op,
+            target_pid: target,
             target_tid: None,
             sig: None,
             signal: None,
             code: None,
-            exit_code: Some(code),
+            exit_code: None,
             exit: None,
             action: None,
             sa_restart: None,
-            time_ns: t * 1_000_000,
+            time_ns,
             raw: None,
+        }
+    }
+
+    fn exit_of(t: u64, pid: u32, code: i32) -> Event {
+        Event::Proc(crate::decode::ProcCall {
+            exit_code: Some(code),
+            ..proc_call("exit", pid, "app", pid, t * 1_000_000)
         })
     }
 
@@ -1590,26 +1604,10 @@ mod tests {
 
     fn signal_to(t: u64, sig: i32) -> Event {
         Event::Proc(crate::decode::ProcCall {
-            proc: Proc {
-                pid: 99,
-                tid: 99,
-                ns_pid: None,
-                ns_tid: None,
-                comm: "timeout".into(),
-                uid: 0,
-            },
-            op: "signal",
-            target_pid: 7,
             target_tid: Some(7),
             sig: Some(sig),
-            signal: None,
             code: Some(0),
-            exit_code: None,
-            exit: None,
-            action: None,
-            sa_restart: None,
-            time_ns: t * 1_000_000 + 500,
-            raw: None,
+            ..proc_call("signal", 99, "timeout", 7, t * 1_000_000 + 500)
         })
     }
 
