@@ -734,6 +734,19 @@ impl Correlator {
                     .map(|(_, _, c)| c.text());
                 let code = p.code.unwrap_or(0);
                 let sig = p.sig.unwrap_or(0);
+                // SIGCONT to a process that was not stopped changes nothing
+                // (timeout(1) sends one after its SIGTERM): not worth a report.
+                // After a stop signal it says when the process went on.
+                if sig == libc::SIGCONT
+                    && !st.signals.last().is_some_and(|s| {
+                        matches!(
+                            s.sig,
+                            libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU
+                        )
+                    })
+                {
+                    return;
+                }
                 let sender = match code {
                     0 | -1 | -6 => format!("{}[{}]", p.proc.comm, p.proc.pid),
                     0x80 => "the kernel (alarm/itimer or a fault)".to_owned(),

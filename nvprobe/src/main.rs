@@ -141,14 +141,14 @@ struct WatchArgs {
     /// Report an NVIDIA ioctl or a cuInit still running after this many
     /// seconds (then again at 2x, 4x, …), with what the thread is doing. 0
     /// turns stall reports off.
-    #[arg(long, value_name = "SECS", default_value_t = 5.0)]
+    #[arg(long, value_name = "SECS", default_value = "5", value_parser = parse_secs)]
     stall_after: f64,
     /// Measure each BPF program's run count and time (BPF_ENABLE_STATS) and
     /// report them in the summary: what nvprobe costs the traced host.
     #[arg(long)]
     bpf_stats: bool,
     /// Stop after this many seconds (default: run until Ctrl-C / SIGTERM).
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
     duration: Option<f64>,
     #[command(flatten)]
     out: OutputArgs,
@@ -211,6 +211,26 @@ fn open_output(path: &Option<PathBuf>) -> anyhow::Result<Box<dyn Write + Send>> 
 
 fn version_ctx(arg: Option<DriverVersion>, driver: Option<&DriverInfo>) -> VersionCtx {
     VersionCtx::from_version(arg.or(driver.map(|d| d.version)))
+}
+
+/// Seconds as a number (`1.5`) or with a unit: `1.5s`, `500ms`, `2m`.
+fn parse_secs(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (t, 1.0)
+    };
+    match num.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v * scale),
+        _ => Err(format!(
+            "{s:?} is not a duration: give seconds (5, 0.5) or a number with ms, s or m (500ms, 2m)"
+        )),
+    }
 }
 
 fn watch(a: WatchArgs) -> Result<(), Fail> {
@@ -453,6 +473,7 @@ fn decode_file(a: DecodeArgs) -> Result<(), Fail> {
     let mut corr = nvprobe::correlate::Correlator::default();
     let mut recs = Vec::new();
     let (mut bad, mut without_raw, mut lineno) = (0u64, 0u64, 0u64);
+    let (mut recorded_duration, mut recorded_lost) = (None, None);
     for line in reader.lines() {
         lineno += 1;
         let line = line.with_context(|| format!("reading line {lineno}"))?;
@@ -478,6 +499,29 @@ fn decode_file(a: DecodeArgs) -> Result<(), Fail> {
                 && let Ok(d) = wall.duration_since(std::time::UNIX_EPOCH)
             {
                 out.set_clock(Clock::fixed(d.as_nanos() as i128 - i128::from(m)));
+            }
+            continue;
+        }
+        // What only the live run could know: how long it ran, what the ring
+        // buffer lost, the stall reports read from /proc at the time.
+        if v["type"] == "summary" {
+            recorded_duration = v["duration_s"].as_f64();
+            recorded_lost = serde_json::from_value(v["lost"].clone()).ok();
+            continue;
+        }
+        if v["type"] == "stall" {
+            match serde_json::from_value::<nvprobe::stall::StallReport>(v.clone()) {
+                Ok(r) => {
+                    let t = v["mono_ns"].as_u64().unwrap_or(0);
+                    out.note(t, &Note::Stall(&r))?;
+                }
+                Err(e) => {
+                    eprintln!(
+                        "nvprobe: {}:{lineno}: bad stall record: {e}",
+                        a.file.display()
+                    );
+                    bad += 1;
+                }
             }
             continue;
         }
@@ -537,7 +581,10 @@ fn decode_file(a: DecodeArgs) -> Result<(), Fail> {
     for r in recs.drain(..) {
         out.record(&r)?;
     }
-    let summary = stats.finish(0.0, Default::default());
+    let summary = stats.finish(
+        recorded_duration.unwrap_or(0.0),
+        recorded_lost.unwrap_or_default(),
+    );
     out.note(0, &Note::Summary(&summary))?;
     out.finish()?;
     if without_raw > 0 {
@@ -612,6 +659,24 @@ fn main() -> ExitCode {
             }
             eprintln!("nvprobe: error: {e:#}");
             ExitCode::from(code)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_secs;
+
+    #[test]
+    fn durations_take_plain_seconds_or_units() {
+        assert_eq!(parse_secs("5"), Ok(5.0));
+        assert_eq!(parse_secs("0.5"), Ok(0.5));
+        assert_eq!(parse_secs("1s"), Ok(1.0));
+        assert_eq!(parse_secs("250ms"), Ok(0.25));
+        assert_eq!(parse_secs("2m"), Ok(120.0));
+        for bad in ["", "s", "abc", "-1", "inf", "NaN", "1h"] {
+            let e = parse_secs(bad).expect_err(bad);
+            assert!(e.contains("500ms"), "{e}");
         }
     }
 }

@@ -7,29 +7,29 @@
 
 use std::collections::HashMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct StallReport {
     pub pid: u32,
     pub tid: u32,
     pub comm: String,
     /// The call still running: an escape/UVM name, or cuInit.
     pub call: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fd: Option<i32>,
     pub elapsed_s: f64,
     /// D, S, R, T, … as /proc/<tid>/stat says; "gone" if the task exited.
     pub state: String,
     pub text: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wchan: Option<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stack: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped_by: Option<String>,
     /// The last cuInit stage the process reached ("S4 uvm_initialized").
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stage: Option<String>,
 }
 

@@ -29,7 +29,7 @@ pub struct CallSummary {
     pub max_ns: u64,
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
 pub struct LostSummary {
     pub total: u64,
     pub per_cpu: Vec<u64>,

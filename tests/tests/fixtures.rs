@@ -76,7 +76,7 @@ fn status(i: &decode::Ioctl) -> Option<&'static str> {
     i.status.as_ref().and_then(|s| s.name)
 }
 
-const FIXTURES: [&str; 8] = [
+const FIXTURES: [&str; 10] = [
     "h200-580.159.04-cuinit-ctypes.ndjson",
     "h200-580.159.04-ctx3-ctypes.ndjson",
     "h200-580.159.04-mem20-ctypes.ndjson",
@@ -85,6 +85,8 @@ const FIXTURES: [&str; 8] = [
     "h200-580.159.04-uvm-masked.ndjson",
     "h200-580.159.04-timeout-kill.ndjson",
     "h200-580.159.04-concurrent16.ndjson",
+    "h200-580.159.04-signals.ndjson",
+    "h200-580.159.04-stall-sigstop.ndjson",
 ];
 
 #[test]
@@ -558,8 +560,23 @@ fn real_failures_get_their_verdicts() {
     );
     assert!(py[0].diagnoses.is_empty());
 
+    // Recorded with the process layer and the libcuda uprobes on: each of
+    // the 16 has its own verdict from cuInit's own return, all 8 stages.
     let (_, v) = verdicts("h200-580.159.04-concurrent16.ndjson");
-    assert_eq!(v.iter().filter(|x| x.result == "ok").count(), 16);
+    assert_eq!(v.len(), 16);
+    for x in &v {
+        assert_eq!(x.result, "ok", "{}", x.text);
+        assert_eq!(
+            x.source,
+            "libcuda uprobe (cuInit's return) and driver calls"
+        );
+        assert_eq!(
+            stage_ids(x),
+            ["S0", "S2", "S1", "S4", "S3", "S5", "S6", "S7"],
+            "{}",
+            x.text
+        );
+    }
 }
 
 #[test]
@@ -791,4 +808,192 @@ fn doctor_on_host_trees() {
         .expect("run");
     assert_eq!(missing.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("not a directory"));
+}
+
+fn signal_reports(
+    records: &[nvprobe::correlate::Record],
+) -> Vec<&nvprobe::correlate::SignalReport> {
+    records
+        .iter()
+        .filter_map(|r| match r {
+            nvprobe::correlate::Record::Signal(s) => Some(&**s),
+            _ => None,
+        })
+        .collect()
+}
+
+/// H200, 580.159.04, process layer on: `timeout -s TERM 0.15` and an itimer
+/// kill cuInit; then two cuInits run while another process sends SIGUSR1
+/// every millisecond, once to a handler with SA_RESTART and once without.
+/// The real driver finishes every RM and UVM call it is in when a signal
+/// comes (no EINTR, no ERESTARTSYS), so both cuInits succeed.
+#[test]
+fn real_handled_signals_leave_the_driver_calls_alone() {
+    let r = replay("h200-580.159.04-signals.ndjson", None);
+    // SA_RESTART as the kernel saw it at delivery, per process.
+    let mut restart: BTreeMap<u64, std::collections::BTreeSet<bool>> = BTreeMap::new();
+    for rec in &r.records {
+        if rec["op"] == "signal_delivered" && rec["signal"] == "SIGUSR1" {
+            restart
+                .entry(rec["pid"].as_u64().expect("pid"))
+                .or_default()
+                .insert(rec["sa_restart"].as_bool().expect("sa_restart"));
+        }
+    }
+    let flags: Vec<Vec<bool>> = restart
+        .values()
+        .map(|s| s.iter().copied().collect())
+        .collect();
+    assert_eq!(flags, [vec![true], vec![false]], "{restart:?}");
+
+    let (records, v) = verdicts("h200-580.159.04-signals.ndjson");
+    let sigs = signal_reports(&records);
+    let usr1: Vec<_> = sigs.iter().filter(|s| s.signal == "SIGUSR1").collect();
+    assert!(usr1.len() >= 10, "{usr1:#?}");
+    assert!(
+        usr1.iter().any(|s| s.outcome == "completed")
+            && usr1
+                .iter()
+                .all(|s| s.outcome == "completed" || s.outcome == "in_user_space"),
+        "{usr1:#?}"
+    );
+    let landed = usr1
+        .iter()
+        .find(|s| s.outcome == "completed")
+        .expect("one in a call");
+    assert!(
+        landed.text.starts_with("SIGUSR1 from python3[")
+            && landed.text.contains(" ms in ")
+            && landed.text.contains(": the call "),
+        "{}",
+        landed.text
+    );
+    // timeout(1) follows its SIGTERM with a SIGCONT: not a report of its own.
+    assert!(!sigs.iter().any(|s| s.signal == "SIGCONT"), "{sigs:#?}");
+    assert_eq!(sigs.iter().filter(|s| s.signal == "SIGTERM").count(), 1);
+    let results: Vec<&str> = v.iter().map(|x| x.result).collect();
+    assert_eq!(results, ["killed", "killed", "ok", "ok"], "{v:#?}");
+    let term = &v[0];
+    assert!(
+        term.text.starts_with("killed by SIGTERM from timeout["),
+        "{}",
+        term.text
+    );
+    assert_eq!(term.diagnoses[0].id, "killed_by_signal");
+    assert!(
+        v[1].text.starts_with("killed by SIGALRM from the kernel"),
+        "{}",
+        v[1].text
+    );
+    for ok in &v[2..] {
+        assert_eq!(ok.curesult.as_deref(), Some("CUDA_SUCCESS (0)"));
+        assert!(ok.diagnoses.is_empty(), "{:?}", ok.diagnoses);
+        assert!(ok.signal.is_some(), "the verdict keeps the signal it saw");
+    }
+}
+
+/// H200: cuInit stopped by SIGSTOP from another process 0.12 s in, for
+/// 3 s, traced with `--stall-after 1`. The stall reports recorded live say
+/// the process is stopped, by whom, at which stage, with its kernel stack;
+/// the verdict still ends in success, 3 s later.
+#[test]
+fn real_stopped_cuinit_is_a_stop_not_a_hang() {
+    let r = replay("h200-580.159.04-stall-sigstop.ndjson", None);
+    let stalls: Vec<&Value> = r.records.iter().filter(|x| x["type"] == "stall").collect();
+    assert_eq!(stalls.len(), 2, "1 s, then 2 s (back-off)");
+    let s = stalls[0];
+    assert_eq!(s["call"], "cuInit");
+    assert_eq!(s["state"], "T");
+    assert_eq!(s["wchan"], "do_signal_stop");
+    assert_eq!(s["stage"], "S7 uvm_gpu_registered");
+    let by = s["stopped_by"].as_str().expect("stopped_by");
+    assert!(by.starts_with("SIGSTOP from sh["), "{by}");
+    assert!(
+        s["text"].as_str().expect("text").ends_with(&format!(
+            "the process is stopped (T) by {by}, not stuck in the driver"
+        )),
+        "{s}"
+    );
+    assert!(
+        s["stack"][0]
+            .as_str()
+            .expect("stack")
+            .starts_with("do_signal_stop+")
+    );
+    assert!(stalls[1]["elapsed_s"].as_f64() > stalls[0]["elapsed_s"].as_f64());
+
+    let (records, v) = verdicts("h200-580.159.04-stall-sigstop.ndjson");
+    let sigs = signal_reports(&records);
+    let names: Vec<&str> = sigs.iter().map(|s| s.signal.as_str()).collect();
+    assert_eq!(
+        names,
+        ["SIGSTOP", "SIGCONT"],
+        "the SIGCONT after a stop is news"
+    );
+    assert_eq!(sigs[0].in_flight, "UVM_REGISTER_GPU");
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0].result, "ok");
+    assert!(v[0].total_ms > 3000.0, "{}", v[0].total_ms);
+}
+
+/// `nvprobe decode` keeps what only the live run knew: the stall reports
+/// and the recording's duration and lost counts (here raised to 5 lost,
+/// which must show; a decode must never claim that nothing was lost).
+#[test]
+fn decode_carries_stalls_and_the_recorded_losses() {
+    let text =
+        std::fs::read_to_string(fixture("h200-580.159.04-stall-sigstop.ndjson")).expect("fixture");
+    let edited: String = text
+        .lines()
+        .map(|l| {
+            if l.contains(r#""type":"summary""#) {
+                let mut v: Value = serde_json::from_str(l).expect("json");
+                v["lost"]["total"] = 5.into();
+                v["lost"]["per_kind"] = serde_json::json!({"ioctl": 5});
+                format!("{v}\n")
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    let path = std::env::temp_dir().join(format!("nvprobe-lost-{}.ndjson", std::process::id()));
+    std::fs::write(&path, edited).expect("write");
+    let run = |json: bool| {
+        let mut c = std::process::Command::new(nvprobe_tests::harness::bin("nvprobe"));
+        c.arg("decode").arg("--summary-only").arg(&path);
+        if json {
+            c.arg("--json");
+        }
+        c.output().expect("run nvprobe decode")
+    };
+    let t = run(false);
+    assert_eq!(t.status.code(), Some(0));
+    let out = String::from_utf8_lossy(&t.stdout);
+    assert!(
+        out.contains(
+            "--- nvprobe summary: 166 events in 3.7 s, 7 failed, 5 lost, 0 undecodable ---"
+        ),
+        "{out}"
+    );
+    assert_eq!(
+        out.matches("!! stall: python3[603/603] cuInit (after S7 uvm_gpu_registered) has run ")
+            .count(),
+        2,
+        "{out}"
+    );
+    let j = run(true);
+    let recs: Vec<Value> = String::from_utf8_lossy(&j.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    for r in &recs {
+        schema::validate(r).unwrap_or_else(|e| panic!("{e}\n{r}"));
+    }
+    let s = recs
+        .iter()
+        .find(|r| r["type"] == "summary")
+        .expect("summary");
+    assert_eq!(s["lost"]["total"], 5);
+    assert_eq!(recs.iter().filter(|r| r["type"] == "stall").count(), 2);
+    let _ = std::fs::remove_file(&path);
 }
