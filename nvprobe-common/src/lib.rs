@@ -533,6 +533,13 @@ mod pod {
     unsafe impl aya::Pod for FileId {}
 }
 
+/// Slots of the doctor's probe self-test counters (SELFTEST_HITS).
+pub const SELFTEST_TRACEPOINT: u32 = 0;
+pub const SELFTEST_RAW_TRACEPOINT: u32 = 1;
+pub const SELFTEST_UPROBE: u32 = 2;
+pub const SELFTEST_KPROBE: u32 = 3;
+pub const SELFTEST_FENTRY: u32 = 4;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,6 +16,7 @@ mod fdres;
 mod maps;
 mod paths;
 mod procs;
+mod selftest;
 
 use aya_ebpf::{
     helpers::{bpf_ktime_get_ns, bpf_probe_read_user, generated},

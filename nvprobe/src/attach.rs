@@ -23,7 +23,8 @@ use crate::{
 };
 
 /// The eBPF object, built by build.rs (aya-build) and embedded.
-static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/nvprobe-bpf"));
+pub(crate) static EBPF_OBJECT: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/nvprobe-bpf"));
 
 /// One syscall tracepoint pair: the entry program and the exit program.
 pub struct Probe {
@@ -552,11 +553,12 @@ mod object_tests {
             .chain(super::PROC_PROBES.iter().map(|(name, _, _)| *name))
             .collect();
         tabled.extend(crate::uprobes::PROGRAMS);
+        tabled.extend(crate::doctor::kernel::PROGRAMS);
         let programs: Vec<String> = obj
             .symbols()
             .filter(|s| s.kind() == SymbolKind::Text && s.is_global())
             .filter_map(|s| s.name().ok().map(str::to_owned))
-            .filter(|n| n.starts_with("nvprobe_"))
+            .filter(|n| n.starts_with("nvprobe_") || n.starts_with("doctor_"))
             .collect();
         assert!(programs.len() >= 20, "{programs:?}");
         for p in &programs {

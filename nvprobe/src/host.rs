@@ -66,6 +66,8 @@ pub struct CharNode {
     pub minor: u32,
     /// Permission bits.
     pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
 }
 
 /// Every `nvidia*` char node in ROOT/dev and ROOT/dev/nvidia-caps.
@@ -86,6 +88,8 @@ pub fn nvidia_char_nodes(root: &Path) -> Vec<CharNode> {
                     major: major(st.st_rdev) as u32,
                     minor: minor(st.st_rdev) as u32,
                     mode: st.st_mode & 0o7777,
+                    uid: st.st_uid,
+                    gid: st.st_gid,
                 });
             }
         }

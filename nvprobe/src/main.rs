@@ -55,45 +55,110 @@ enum Cmd {
 
 #[derive(Args)]
 struct DoctorArgs {
-    /// Read /proc, /sys and /dev under DIR instead of / (a snapshot of
-    /// another host; nodes may be listed in DIR/dev.manifest).
+    /// Read /proc, /sys, /dev and the library paths under DIR instead of /
+    /// (a host tree or a snapshot folder or .tar/.tar.gz; nodes may be
+    /// listed in DIR/dev.manifest). Only file evidence is available then.
     #[arg(long, value_name = "DIR")]
     root: Option<PathBuf>,
+    /// Check device access for this user (name or uid) instead of the
+    /// invoking one (the user behind sudo).
+    #[arg(long, value_name = "USER")]
+    user: Option<String>,
+    /// Also write the files doctor reads to OUT (a new folder, or a .tar /
+    /// .tar.gz file) for someone else to check with --root.
+    #[arg(long, value_name = "OUT")]
+    snapshot: Option<PathBuf>,
     /// One JSON document instead of text.
     #[arg(long)]
     json: bool,
 }
 
 fn doctor(a: DoctorArgs) -> Result<(), Fail> {
-    let root = a.root.unwrap_or_else(|| PathBuf::from("/"));
-    if !root.is_dir() {
+    use nvprobe::doctor::{self, Verdict};
+    let given = a.root.clone();
+    let mut unpacked = None;
+    let root = match &given {
+        None => PathBuf::from("/"),
+        Some(p) if p.is_file() => {
+            let d = doctor::snapshot::unpack(p).map_err(|e| Fail(2, e))?;
+            unpacked = Some(d.clone());
+            d
+        }
+        Some(p) if p.is_dir() => p.clone(),
+        Some(p) => {
+            return Err(Fail(
+                2,
+                anyhow::anyhow!("--root {}: no such folder or snapshot archive", p.display()),
+            ));
+        }
+    };
+    if a.snapshot.is_some() && given.is_some() {
         return Err(Fail(
             2,
-            anyhow::anyhow!("--root {}: not a directory", root.display()),
+            anyhow::anyhow!("--snapshot captures this host: it cannot be combined with --root"),
         ));
     }
-    let checks = nvprobe::doctor::run(&root);
+    let live = given.is_none();
+    let opts = doctor::Options {
+        root: root.clone(),
+        live,
+        user: a.user.clone(),
+        watch_startup: false,
+    };
+    let res = doctor::run_with(&opts);
+    if let Some(d) = &unpacked {
+        let _ = std::fs::remove_dir_all(d);
+    }
+    let checks = res.map_err(|e| Fail(2, anyhow::anyhow!(e)))?;
+    if let Some(out) = &a.snapshot {
+        let n = doctor::snapshot::write(out, &checks).map_err(|e| {
+            Fail(
+                2,
+                e.context(format!(
+                    "--snapshot {}: could not write the snapshot",
+                    out.display()
+                )),
+            )
+        })?;
+        eprintln!(
+            "nvprobe: wrote a snapshot of this host to {} ({n} files); check it elsewhere with: nvprobe doctor --root {}",
+            out.display(),
+            out.display()
+        );
+    }
     let worst = checks
         .iter()
         .map(|c| c.verdict)
         .max()
-        .unwrap_or(nvprobe::doctor::Verdict::Ok);
-    let scope = "file evidence only: driver, params and GPUs, nvidia_uvm and HMM, device nodes (kernel tracing, library, container checks are not implemented yet)";
+        .unwrap_or(Verdict::Ok);
+    let scope = if live {
+        if nix::unistd::geteuid().is_root() {
+            "this host: the kernel was asked (probes loaded), files read, opens tried".to_owned()
+        } else {
+            "this host, not as root: kernel tracing checks skipped; files read, opens tried"
+                .to_owned()
+        }
+    } else {
+        format!(
+            "the tree {}: file evidence only (no probes loaded, no opens tried)",
+            given.as_deref().unwrap_or(&root).display()
+        )
+    };
     if a.json {
         let doc = serde_json::json!({
             "v": output::SCHEMA_VERSION,
             "type": "doctor",
-            "root": root.display().to_string(),
+            "root": given.as_deref().unwrap_or(&root).display().to_string(),
             "scope": scope,
             "result": worst,
             "checks": checks,
         });
         println!("{doc}");
     } else {
-        print!("{}", nvprobe::doctor::text(&checks));
+        print!("{}", doctor::text(&checks));
         println!("({scope})");
     }
-    if worst == nvprobe::doctor::Verdict::Fail {
+    if worst == Verdict::Fail {
         return Err(Fail(
             1,
             anyhow::anyhow!("a check failed: see FAIL above and its hint"),
@@ -354,12 +419,34 @@ fn watch(a: WatchArgs) -> Result<(), Fail> {
             }
         }
     }
-    if majors.uvm.is_none() && driver.is_some() {
+    // The host checks of `nvprobe doctor` (files only: the probes above
+    // answer for the kernel), so that the trace says what it runs on.
+    let host = nvprobe::doctor::run_with(&nvprobe::doctor::Options {
+        watch_startup: true,
+        live: true,
+        ..nvprobe::doctor::Options::tree(Path::new("/"))
+    })
+    .unwrap_or_default();
+    for c in host
+        .iter()
+        .filter(|c| c.verdict != nvprobe::doctor::Verdict::Ok)
+    {
         warnings.push((
-            "no_uvm",
-            "nvidia-uvm is not loaded (no nvidia-uvm in /proc/devices): CUDA needs it, and cuInit will fail; \
-             load it with `modprobe nvidia-uvm`"
-                .into(),
+            "host_check",
+            format!(
+                "host check {} {}/{}: {}{}",
+                if c.verdict == nvprobe::doctor::Verdict::Fail {
+                    "FAIL"
+                } else {
+                    "WARN"
+                },
+                c.area,
+                c.id,
+                c.evidence,
+                c.hint
+                    .as_ref()
+                    .map_or_else(String::new, |h| format!(" (hint: {h})"))
+            ),
         ));
     }
     for r in &loaded.refusals {

@@ -15,6 +15,14 @@
 #include <unistd.h>
 
 typedef int CUresult;
+
+/* The driver version, as a whole string in .rodata the way NVIDIA's
+ * libcuda carries it ("580.159.04\0"): nvprobe doctor reads it from the
+ * file's contents. -DSTUB_VERSION='"575.57.08"' makes a mismatched one. */
+#ifndef STUB_VERSION
+#define STUB_VERSION "580.159.04"
+#endif
+const char nvprobe_stub_driver_version[] = STUB_VERSION;
 static int ctl = -1;
 static uint32_t client;
 

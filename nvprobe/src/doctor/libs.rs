@@ -1,0 +1,315 @@
+//! User-space driver libraries: every libcuda and libnvidia-ml that the
+//! dynamic loader can find, with the driver version read from the file's
+//! contents (a NUL-terminated "580.159.04" in its read-only data), not
+//! from its name. A snapshot lists them in `libs.manifest` instead
+//! (`PATH VERSION SIZE` per line; `-` for no version found).
+
+use std::{
+    collections::BTreeMap,
+    fs,
+    path::{Path, PathBuf},
+};
+
+use object::{Object as _, ObjectSection as _};
+
+use super::{Check, Verdict, check};
+use crate::decode::version::DriverVersion;
+
+/// Where ld.so looks besides ld.so.conf: the multiarch and classic paths,
+/// and the places NVIDIA's installers and container runtimes use.
+const STD_DIRS: &[&str] = &[
+    "/lib",
+    "/lib64",
+    "/usr/lib",
+    "/usr/lib64",
+    "/lib/x86_64-linux-gnu",
+    "/usr/lib/x86_64-linux-gnu",
+    "/lib/aarch64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/usr/local/nvidia/lib64",
+    "/usr/local/nvidia/lib",
+    "/usr/lib/wsl/lib",
+    "/usr/local/cuda/lib64",
+    "/usr/local/cuda/lib64/stubs",
+    "/usr/local/cuda/targets/x86_64-linux/lib/stubs",
+];
+
+const NAMES: [(&str, &str); 2] = [
+    ("libcuda", "libcuda.so"),
+    ("libnvidia-ml", "libnvidia-ml.so"),
+];
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lib {
+    /// As seen inside the root: "/usr/lib/x86_64-linux-gnu/libcuda.so.580.159.04".
+    pub path: String,
+    /// "libcuda" or "libnvidia-ml".
+    pub kind: &'static str,
+    pub version: Option<String>,
+    pub size: u64,
+}
+
+impl Lib {
+    fn stub(&self) -> bool {
+        self.path.contains("/stubs/")
+    }
+}
+
+/// The directories of ROOT/etc/ld.so.conf (with its `include` globs of the
+/// form DIR/*.conf), in order.
+fn ld_conf_dirs(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut files = vec![root.join("etc/ld.so.conf")];
+    let mut seen = 0;
+    while let Some(f) = files.pop() {
+        seen += 1;
+        if seen > 64 {
+            break;
+        }
+        let Ok(text) = fs::read_to_string(&f) else {
+            continue;
+        };
+        for line in text.lines() {
+            let line = line.split('#').next().unwrap_or("").trim();
+            if let Some(pat) = line.strip_prefix("include") {
+                let pat = pat.trim();
+                let (dir, suffix) = match pat.rsplit_once("/*") {
+                    Some((d, s)) => (d.to_owned(), s.to_owned()),
+                    None => {
+                        files.push(root.join(pat.trim_start_matches('/')));
+                        continue;
+                    }
+                };
+                let Ok(rd) = fs::read_dir(root.join(dir.trim_start_matches('/'))) else {
+                    continue;
+                };
+                let mut names: Vec<PathBuf> = rd
+                    .flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.to_string_lossy().ends_with(&suffix))
+                    .collect();
+                names.sort();
+                names.reverse();
+                files.extend(names);
+            } else if line.starts_with('/') {
+                out.push(line.to_owned());
+            }
+        }
+    }
+    out
+}
+
+/// The loader's search order for this root: LD_LIBRARY_PATH (live only),
+/// ld.so.conf, then the standard paths.
+pub fn search_dirs(root: &Path, live: bool) -> Vec<String> {
+    let mut dirs: Vec<String> = Vec::new();
+    if live && let Ok(p) = std::env::var("LD_LIBRARY_PATH") {
+        dirs.extend(
+            p.split(':')
+                .filter(|d| d.starts_with('/'))
+                .map(str::to_owned),
+        );
+    }
+    dirs.extend(ld_conf_dirs(root));
+    dirs.extend(STD_DIRS.iter().map(|d| (*d).to_owned()));
+    let mut seen = std::collections::HashSet::new();
+    dirs.retain(|d| seen.insert(d.clone()));
+    dirs
+}
+
+/// A driver version as a whole NUL-terminated string: "580.159.04",
+/// "570.86.16", "535.104.05" (3 digits, then one or two dot-separated
+/// numbers).
+fn is_version(s: &[u8]) -> bool {
+    let Ok(s) = std::str::from_utf8(s) else {
+        return false;
+    };
+    let parts: Vec<&str> = s.split('.').collect();
+    (2..=3).contains(&parts.len())
+        && parts[0].len() == 3
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.len() <= 3 && p.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The driver version a library carries: the most frequent standalone
+/// version string of its read-only data (.rodata; the whole file if it is
+/// not ELF).
+pub fn version_of(path: &Path) -> Option<String> {
+    let file = fs::File::open(path).ok()?;
+    let cache = object::ReadCache::new(file);
+    let data: Vec<u8> = match object::File::parse(&cache) {
+        Ok(obj) => {
+            let sec = obj.section_by_name(".rodata")?;
+            sec.data().ok()?.to_vec()
+        }
+        Err(_) => fs::read(path).ok()?,
+    };
+    let mut counts: BTreeMap<&[u8], usize> = BTreeMap::new();
+    for s in data.split(|&b| b == 0) {
+        if (4..=10).contains(&s.len()) && s[0].is_ascii_digit() && is_version(s) {
+            *counts.entry(s).or_default() += 1;
+        }
+    }
+    counts
+        .into_iter()
+        .max_by_key(|(_, n)| *n)
+        .map(|(v, _)| String::from_utf8_lossy(v).into_owned())
+}
+
+/// Every libcuda / libnvidia-ml file under the search dirs, once per real
+/// file (symlinks resolved), in search order.
+pub fn find(root: &Path, live: bool) -> Vec<Lib> {
+    if let Ok(text) = fs::read_to_string(root.join("libs.manifest")) {
+        return text
+            .lines()
+            .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                let [path, version, size] = f[..] else {
+                    return None;
+                };
+                let name = Path::new(path).file_name()?.to_str()?;
+                let kind = NAMES.iter().find(|(_, n)| name.starts_with(n))?.0;
+                Some(Lib {
+                    path: path.to_owned(),
+                    kind,
+                    version: (version != "-").then(|| version.to_owned()),
+                    size: size.parse().unwrap_or(0),
+                })
+            })
+            .collect();
+    }
+    let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for dir in search_dirs(root, live) {
+        let Ok(rd) = fs::read_dir(root.join(dir.trim_start_matches('/'))) else {
+            continue;
+        };
+        let mut entries: Vec<_> = rd.flatten().collect();
+        entries.sort_by_key(|e| e.file_name());
+        for e in entries {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some((kind, _)) = NAMES.iter().find(|(_, n)| name.starts_with(n)) else {
+                continue;
+            };
+            let Ok(real) = fs::canonicalize(e.path()) else {
+                continue;
+            };
+            let Ok(meta) = fs::metadata(&real) else {
+                continue;
+            };
+            if !meta.is_file() || !seen.insert(real.clone()) {
+                continue;
+            }
+            let shown = real
+                .strip_prefix(root)
+                .map(|p| format!("/{}", p.display()))
+                .unwrap_or_else(|_| real.display().to_string());
+            out.push(Lib {
+                path: shown,
+                kind,
+                version: version_of(&real),
+                size: meta.len(),
+            });
+        }
+    }
+    out
+}
+
+pub fn checks(root: &Path, live: bool, module: Option<&DriverVersion>, out: &mut Vec<Check>) {
+    let libs = find(root, live);
+    let module = module.map(ToString::to_string);
+    for (kind, _) in NAMES {
+        let mine: Vec<&Lib> = libs.iter().filter(|l| l.kind == kind).collect();
+        if mine.is_empty() {
+            out.push(check(
+                "libraries",
+                kind,
+                if kind == "libcuda" { Verdict::Fail } else { Verdict::Warn },
+                format!("no {kind}.so* in the loader's search path (ld.so.conf and the standard directories)"),
+                Some(if kind == "libcuda" {
+                    "install the driver's user-space part (same version as the kernel module); in a container, the NVIDIA container toolkit mounts it"
+                } else {
+                    "nvidia-smi and NVML users need it; it comes with the driver's user-space part"
+                }),
+            ));
+            continue;
+        }
+        // The first real library in search order is the one ld.so loads.
+        let first = mine.iter().position(|l| !l.stub());
+        for (i, l) in mine.iter().enumerate() {
+            let v = l.version.as_deref();
+            let ev = format!(
+                "{} ({}, {} bytes){}",
+                l.path,
+                v.map_or_else(
+                    || "no version string found".to_owned(),
+                    |v| format!("version {v}")
+                ),
+                l.size,
+                if Some(i) == first {
+                    ", loaded first"
+                } else {
+                    ""
+                }
+            );
+            out.push(if l.stub() {
+                check(
+                    "libraries",
+                    kind,
+                    if first.is_none() { Verdict::Fail } else { Verdict::Ok },
+                    format!("{ev}: the CUDA toolkit's link-time stub"),
+                    (first.is_none()).then_some(
+                        "only the stub is found: cuInit returns CUDA_ERROR_STUB_LIBRARY (34). Do not put the stubs directory in LD_LIBRARY_PATH or ld.so.conf; install the driver's libcuda",
+                    ),
+                )
+            } else {
+                match (v, module.as_deref()) {
+                    (Some(v), Some(m)) if v != m => check(
+                        "libraries",
+                        kind,
+                        if kind == "libcuda" && Some(i) == first { Verdict::Fail } else { Verdict::Warn },
+                        format!("{ev}, but the kernel module is {m}"),
+                        Some(if kind == "libcuda" {
+                            "library and kernel module differ: cuInit fails with CUDA_ERROR_SYSTEM_DRIVER_MISMATCH (803) or NOT_INITIALIZED; install the user-space driver of the module's version (or reboot after a driver upgrade so the new module loads), and remove stale copies"
+                        } else {
+                            "nvidia-smi and NVML fail with \"Driver/library version mismatch\": install the matching user-space driver, or reboot after an upgrade"
+                        }),
+                    ),
+                    (None, _) => check(
+                        "libraries",
+                        kind,
+                        Verdict::Warn,
+                        ev,
+                        Some("no driver version string in the file: it may be damaged or not NVIDIA's"),
+                    ),
+                    _ => check("libraries", kind, Verdict::Ok, ev, None),
+                }
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_strings_are_whole_strings() {
+        for v in ["580.159.04", "570.86.16", "535.104.05", "470.82"] {
+            assert!(is_version(v.as_bytes()), "{v}");
+        }
+        for v in [
+            "13.580.159.04",
+            "5.80.1",
+            "580.",
+            "580..1",
+            "580.1234.1",
+            "abc.de.fg",
+            "1.2.3",
+        ] {
+            assert!(!is_version(v.as_bytes()), "{v}");
+        }
+    }
+}

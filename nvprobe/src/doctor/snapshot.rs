@@ -1,0 +1,315 @@
+//! `nvprobe doctor --snapshot OUT`: the files doctor reads, copied into a
+//! tree that `nvprobe doctor --root` reads back on another machine. OUT is
+//! a folder, or a `.tar` / `.tar.gz` file.
+//!
+//! What cannot travel as files is written as listings: `dev.manifest`
+//! (nodes with major:minor, mode, owner), `libs.manifest` (each driver
+//! library's path, version from its contents, size), `kmsg.txt` (the NVIDIA
+//! lines of the kernel log), `sys/kernel/btf.list` and
+//! `sys/bus/event_source/devices.list`. Nothing private is copied: pid 1's
+//! environment is cut down to `container=` and whether
+//! KUBERNETES_SERVICE_HOST is set, kallsyms to the NVIDIA and HMM symbols
+//! with their addresses zeroed.
+
+use std::{
+    fs,
+    io::Write as _,
+    path::{Path, PathBuf},
+};
+
+use anyhow::{Context as _, bail};
+
+use super::{Check, kmsg, libs};
+
+/// Files copied as they are, when readable.
+const FILES: &[&str] = &[
+    "proc/driver/nvidia/version",
+    "proc/driver/nvidia/params",
+    "proc/driver/nvidia/registry",
+    "proc/devices",
+    "proc/modules",
+    "proc/cmdline",
+    "proc/sys/kernel/osrelease",
+    "proc/config.gz",
+    "proc/1/cgroup",
+    "proc/self/cgroup",
+    "sys/kernel/security/lockdown",
+    "sys/fs/cgroup/cgroup.controllers",
+    "sys/fs/cgroup/devices.list",
+    "sys/fs/cgroup/devices/devices.list",
+    "etc/ld.so.conf",
+    "etc/passwd",
+    "etc/group",
+    ".dockerenv",
+    "run/.containerenv",
+    "dev/.lxc-boot-id",
+];
+
+const MODULES: &[&str] = &["nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_drm"];
+
+/// kallsyms names worth keeping: the NVIDIA modules' and the kernel's HMM
+/// entry points.
+fn keep_symbol(line: &str) -> bool {
+    line.contains("[nvidia")
+        || [
+            " hmm_range_fault",
+            " memremap_pages",
+            " devm_memremap_pages",
+            " request_free_mem_region",
+            " __mmu_notifier_register",
+            " mmu_notifier_register",
+            " mmu_interval_notifier_insert",
+        ]
+        .iter()
+        .any(|s| {
+            line.ends_with(s) || line.contains(&format!("{s}\t")) || line.contains(&format!("{s} "))
+        })
+}
+
+struct Writer {
+    dir: PathBuf,
+    files: Vec<String>,
+}
+
+impl Writer {
+    fn put(&mut self, rel: &str, data: &[u8]) -> anyhow::Result<()> {
+        let p = self.dir.join(rel);
+        if let Some(parent) = p.parent() {
+            fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+        }
+        fs::write(&p, data).with_context(|| format!("writing {}", p.display()))?;
+        self.files.push(rel.to_owned());
+        Ok(())
+    }
+
+    fn copy(&mut self, rel: &str) -> anyhow::Result<()> {
+        if let Ok(d) = fs::read(Path::new("/").join(rel)) {
+            self.put(rel, &d)?;
+        }
+        Ok(())
+    }
+}
+
+fn listing(dir: &str) -> Option<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    Some(names.join("\n") + "\n")
+}
+
+fn gather(w: &mut Writer, checks: &[Check]) -> anyhow::Result<()> {
+    for f in FILES {
+        w.copy(f)?;
+    }
+    for d in ["etc/ld.so.conf.d"] {
+        if let Ok(rd) = fs::read_dir(Path::new("/").join(d)) {
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.ends_with(".conf") {
+                    w.copy(&format!("{d}/{name}"))?;
+                }
+            }
+        }
+    }
+    if let Ok(rd) = fs::read_dir("/proc/driver/nvidia/gpus") {
+        for e in rd.flatten() {
+            let bus = e.file_name().to_string_lossy().into_owned();
+            for f in ["information", "power", "registry"] {
+                w.copy(&format!("proc/driver/nvidia/gpus/{bus}/{f}"))?;
+            }
+        }
+    }
+    for m in MODULES {
+        w.copy(&format!("sys/module/{m}/version"))?;
+        w.copy(&format!("sys/module/{m}/srcversion"))?;
+        if let Ok(rd) = fs::read_dir(format!("/sys/module/{m}/parameters")) {
+            let mut any = false;
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                w.copy(&format!("sys/module/{m}/parameters/{name}"))?;
+                any = true;
+            }
+            if !any {
+                w.put(&format!("sys/module/{m}/.loaded"), b"")?;
+            }
+        } else if Path::new(&format!("/sys/module/{m}")).exists() {
+            w.put(&format!("sys/module/{m}/.loaded"), b"")?;
+        }
+    }
+    if let Ok(text) = fs::read_to_string("/proc/kallsyms") {
+        let kept: String = text
+            .lines()
+            .filter(|l| keep_symbol(l))
+            .map(|l| {
+                let rest = l.split_once(' ').map_or(l, |(_, r)| r);
+                format!("0000000000000000 {rest}\n")
+            })
+            .collect();
+        w.put("proc/kallsyms", kept.as_bytes())?;
+    }
+    if let Ok(env) = fs::read("/proc/1/environ") {
+        let mut kept = Vec::new();
+        for e in env.split(|&b| b == 0) {
+            if e.starts_with(b"container=") {
+                kept.extend_from_slice(e);
+                kept.push(0);
+            } else if e.starts_with(b"KUBERNETES_SERVICE_HOST=") {
+                kept.extend_from_slice(b"KUBERNETES_SERVICE_HOST=set\0");
+            }
+        }
+        w.put("proc/1/environ", &kept)?;
+    }
+    for (dir, rel) in [
+        ("/sys/kernel/btf", "sys/kernel/btf.list"),
+        (
+            "/sys/bus/event_source/devices",
+            "sys/bus/event_source/devices.list",
+        ),
+    ] {
+        if let Some(l) = listing(dir) {
+            w.put(rel, l.as_bytes())?;
+        }
+    }
+    if let Ok(rd) = fs::read_dir("/sys/bus/pci/devices") {
+        for e in rd.flatten() {
+            let p = e.path();
+            let vendor = fs::read_to_string(p.join("vendor")).unwrap_or_default();
+            if vendor.trim() != "0x10de" {
+                continue;
+            }
+            let bus = e.file_name().to_string_lossy().into_owned();
+            for f in [
+                "vendor",
+                "device",
+                "class",
+                "subsystem_vendor",
+                "subsystem_device",
+            ] {
+                w.copy(&format!("sys/bus/pci/devices/{bus}/{f}"))?;
+            }
+            let driver = fs::read_link(p.join("driver"))
+                .ok()
+                .and_then(|l| l.file_name().map(|n| n.to_string_lossy().into_owned()))
+                .unwrap_or_default();
+            w.put(
+                &format!("sys/bus/pci/devices/{bus}/driver"),
+                format!("{driver}\n").as_bytes(),
+            )?;
+        }
+    }
+    let mut manifest =
+        String::from("# PATH c MAJOR:MINOR MODE UID GID (nvprobe doctor --snapshot)\n");
+    for n in crate::host::nvidia_char_nodes(Path::new("/")) {
+        manifest += &format!(
+            "{} c {}:{} {:04o} {} {}\n",
+            n.path, n.major, n.minor, n.mode, n.uid, n.gid
+        );
+    }
+    w.put("dev.manifest", manifest.as_bytes())?;
+    let mut lm = String::from("# PATH VERSION SIZE (version read from the file's contents)\n");
+    for l in libs::find(Path::new("/"), true) {
+        lm += &format!(
+            "{} {} {}\n",
+            l.path,
+            l.version.as_deref().unwrap_or("-"),
+            l.size
+        );
+    }
+    w.put("libs.manifest", lm.as_bytes())?;
+    let log = kmsg::nvidia_lines(Path::new("/"), true, 400);
+    w.put("kmsg.txt", (log.join("\n") + "\n").as_bytes())?;
+    let persistenced = procfs::process::all_processes().ok().is_some_and(|ps| {
+        ps.flatten()
+            .any(|p| p.stat().is_ok_and(|s| s.comm == "nvidia-persistenced"))
+    });
+    w.put(
+        "processes.list",
+        if persistenced {
+            b"nvidia-persistenced\n" as &[u8]
+        } else {
+            b""
+        },
+    )?;
+    let doc = serde_json::json!({
+        "nvprobe": env!("CARGO_PKG_VERSION"),
+        "created": humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        "kernel": fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim(),
+        "checks_on_the_host": checks,
+        "files": w.files,
+    });
+    let mut f = fs::File::create(w.dir.join("snapshot.json"))?;
+    writeln!(f, "{}", serde_json::to_string_pretty(&doc)?)?;
+    Ok(())
+}
+
+/// Write the snapshot to OUT (a folder, or a .tar/.tar.gz file). Returns
+/// the number of files written.
+pub fn write(out: &Path, checks: &[Check]) -> anyhow::Result<usize> {
+    let name = out.to_string_lossy();
+    let archive = name.ends_with(".tar") || name.ends_with(".tar.gz") || name.ends_with(".tgz");
+    let dir = if archive {
+        std::env::temp_dir().join(format!("nvprobe-snapshot-{}", std::process::id()))
+    } else {
+        if out.exists()
+            && fs::read_dir(out)
+                .map(|mut d| d.next().is_some())
+                .unwrap_or(true)
+        {
+            bail!("the folder exists and is not empty; give a new folder or a .tar file");
+        }
+        out.to_path_buf()
+    };
+    let _ = fs::remove_dir_all(if archive {
+        &dir
+    } else {
+        Path::new("/nonexistent")
+    });
+    fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut w = Writer {
+        dir: dir.clone(),
+        files: Vec::new(),
+    };
+    gather(&mut w, checks)?;
+    let n = w.files.len();
+    if archive {
+        let f = fs::File::create(out).with_context(|| format!("creating {}", out.display()))?;
+        let res = if name.ends_with(".tar") {
+            let mut b = tar::Builder::new(f);
+            b.append_dir_all(".", &dir).and_then(|()| b.finish())
+        } else {
+            let gz = flate2::write::GzEncoder::new(f, flate2::Compression::default());
+            let mut b = tar::Builder::new(gz);
+            b.append_dir_all(".", &dir)
+                .and_then(|()| b.into_inner())
+                .and_then(|gz| gz.finish().map(|_| ()))
+        };
+        let _ = fs::remove_dir_all(&dir);
+        res.with_context(|| format!("writing {}", out.display()))?;
+    }
+    Ok(n)
+}
+
+/// `--root FILE.tar[.gz]`: unpack into a temporary folder (the caller
+/// removes it).
+pub fn unpack(archive: &Path) -> anyhow::Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("nvprobe-root-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir)?;
+    let f = fs::File::open(archive).with_context(|| format!("--root {}", archive.display()))?;
+    let name = archive.to_string_lossy();
+    let res = if name.ends_with(".tar") {
+        tar::Archive::new(f).unpack(&dir)
+    } else {
+        tar::Archive::new(flate2::read::GzDecoder::new(f)).unpack(&dir)
+    };
+    res.with_context(|| {
+        format!(
+            "--root {}: not a readable snapshot archive",
+            archive.display()
+        )
+    })?;
+    Ok(dir)
+}
