@@ -10,6 +10,7 @@ pub mod collect;
 pub mod correlate;
 pub mod decode;
 pub mod doctor;
+pub mod hooks;
 pub mod host;
 pub mod output;
 pub mod stall;

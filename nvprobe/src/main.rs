@@ -48,8 +48,10 @@ enum Cmd {
     Decode(DecodeArgs),
     /// Print the JSON Schema of the NDJSON output.
     Schema,
-    /// Check this host (or a host tree) for what breaks CUDA start-up:
-    /// driver, nvidia_uvm and HMM, device nodes. Exit 1 when a check fails.
+    /// Check this host (or a host tree) for what breaks CUDA start-up and
+    /// tracing: kernel tracing ability (probes loaded), driver, nvidia_uvm
+    /// and HMM, GPUs, device nodes and access, libraries, container. Exit 1
+    /// when a check fails.
     Doctor(DoctorArgs),
 }
 
@@ -392,6 +394,7 @@ fn watch(a: WatchArgs) -> Result<(), Fail> {
         "tracefs": tracefs.display().to_string(),
         "tracefs_mounted_by_nvprobe": mounted,
         "libcuda": libcuda.attached(),
+        "driver_layer": nvprobe::hooks::start_json(Path::new("/"), driver.as_ref().map(|d| &d.version)),
     });
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -418,6 +421,24 @@ fn watch(a: WatchArgs) -> Result<(), Fail> {
                 warnings.push(("driver_version", w));
             }
         }
+    }
+    // The driver layer (hooks inside nvidia/nvidia_uvm): said once, with
+    // the hook symbols this driver has; tracing goes on at the syscalls.
+    {
+        let v = driver.as_ref().map(|d| &d.version);
+        let reason = nvprobe::hooks::unavailable_reason(Path::new("/"))
+            .unwrap_or_else(|| "this build of nvprobe has no driver-layer programs yet".to_owned());
+        let hooks = match (&driver, nvprobe::hooks::survey(Path::new("/"), v)) {
+            (None, _) => "no nvidia module is loaded".to_owned(),
+            (Some(_), None) => "module symbols are not readable in /proc/kallsyms".to_owned(),
+            (Some(_), Some(s)) => nvprobe::hooks::describe(&s),
+        };
+        warnings.push((
+            "driver_layer",
+            format!(
+                "driver layer not attached: {reason}; {hooks}; the syscall layer traces every call"
+            ),
+        ));
     }
     // The host checks of `nvprobe doctor` (files only: the probes above
     // answer for the kernel), so that the trace says what it runs on.

@@ -1538,3 +1538,53 @@ fn doctor_snapshot_round_trip() {
     assert_eq!(both.status.code(), Some(2));
     let _ = std::fs::remove_dir_all(&tmp);
 }
+
+/// This kernel has no kprobes (and refuses fentry): the driver layer is
+/// reported unavailable once, with the reason, in the text and in the
+/// NDJSON (a warning and the start record), and the syscall layer still
+/// decodes the scenario's calls.
+#[test]
+fn driver_layer_unavailable_is_said_once_and_tracing_goes_on() {
+    need_root!();
+    if std::path::Path::new("/sys/bus/event_source/devices/kprobe/type").exists() {
+        eprintln!("skipping: this kernel has kprobes");
+        return;
+    }
+    let (run, f) = trace_scenario("basic", &[]);
+    let lines: Vec<&str> = f
+        .stderr
+        .lines()
+        .filter(|l| l.contains("driver layer not attached"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{}", f.stderr);
+    assert!(
+        lines[0].contains("this kernel has no kprobes (no /sys/bus/event_source/devices/kprobe: CONFIG_KPROBES is off)")
+            && lines[0].ends_with("the syscall layer traces every call"),
+        "{}",
+        lines[0]
+    );
+    let warn: Vec<&Value> = f
+        .records
+        .iter()
+        .filter(|r| r["type"] == "warning" && r["id"] == "driver_layer")
+        .collect();
+    assert_eq!(warn.len(), 1);
+    let start = f
+        .records
+        .iter()
+        .find(|r| r["type"] == "start")
+        .expect("start");
+    assert_eq!(start["driver_layer"]["attached"], false);
+    assert!(
+        start["driver_layer"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("this kernel has no kprobes")),
+        "{start}"
+    );
+    let pid = run["pid"].as_u64().expect("pid");
+    assert_eq!(
+        ioctls_of(&f, pid).len(),
+        10,
+        "the syscall layer traced the scenario"
+    );
+}

@@ -389,7 +389,7 @@ fn btf_checks(root: &Path, out: &mut Vec<Check>, a: &mut Ability) {
 
 /// A name in a snapshot's listing of a directory (`ROOT/DIR.list`, one
 /// name per line), for directories whose files are not copied.
-pub(super) fn listed(root: &Path, dir: &str, name: &str) -> bool {
+pub fn listed(root: &Path, dir: &str, name: &str) -> bool {
     fs::read_to_string(root.join(format!("{dir}.list")))
         .is_ok_and(|t| t.lines().any(|l| l.trim() == name))
 }

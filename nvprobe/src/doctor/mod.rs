@@ -762,6 +762,40 @@ fn kmsg_checks(log: &[String], out: &mut Vec<Check>) {
     }
 }
 
+/// The driver layer's hook symbols for this driver version, and whether
+/// they can be attached here.
+fn hook_check(root: &Path, v: &crate::decode::version::DriverVersion, out: &mut Vec<Check>) {
+    let Some(s) = crate::hooks::survey(root, Some(v)) else {
+        out.push(check(
+            "tracing",
+            "driver_hooks",
+            Verdict::Warn,
+            "/proc/kallsyms shows no nvidia module symbols (not root, or kptr_restrict)",
+            Some("run as root to see which driver functions can be hooked"),
+        ));
+        return;
+    };
+    let have = crate::hooks::describe(&s);
+    let required_missing = s.iter().any(|(h, p)| h.required && !*p);
+    out.push(match crate::hooks::unavailable_reason(root) {
+        Some(why) => check(
+            "tracing",
+            "driver_hooks",
+            Verdict::Warn,
+            format!("driver {v}: {have}; not attachable: {why}"),
+            Some("watch traces at the syscalls instead: every call, its status and time, but not the time inside the driver or the function a stalled call is in. A kernel with CONFIG_KPROBES=y gives the driver layer"),
+        ),
+        None if required_missing => check(
+            "tracing",
+            "driver_hooks",
+            Verdict::Warn,
+            format!("driver {v}: {have}"),
+            Some("the ioctl entry points are inlined or renamed in this build: watch stays at the syscalls"),
+        ),
+        None => check("tracing", "driver_hooks", Verdict::Ok, format!("driver {v}: {have}"), None),
+    });
+}
+
 /// What to check and for whom.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -819,6 +853,11 @@ pub fn run_with(o: &Options) -> Result<Vec<Check>, String> {
         }
     }
     let log = kmsg::nvidia_lines(root, o.live, 400);
+    if !o.watch_startup
+        && let Some(d) = driver_info(root)
+    {
+        hook_check(root, &d.version, &mut out);
+    }
     let m = driver_checks(root, &log, &mut out);
     param_and_gpu_checks(root, &mut out);
     pci_checks(root, &log, &mut out);
@@ -884,9 +923,15 @@ mod tests {
         assert!(verdicts(&c, Verdict::Fail).is_empty(), "{}", text(&c));
         assert_eq!(
             verdicts(&c, Verdict::Warn),
-            ["kprobe", "fentry", "layers"],
+            ["kprobe", "fentry", "layers", "driver_hooks"],
             "{}",
             text(&c)
+        );
+        let h = by_id(&c, "driver_hooks")[0];
+        assert!(
+            h.evidence.starts_with("driver 580.159.04: 14/16 driver-hook symbols in /proc/kallsyms (missing: uvm_hmm_va_space_initialize (HMM builds only), request_free_mem_region); not attachable: this kernel has no kprobes"),
+            "{}",
+            h.evidence
         );
         assert_eq!(
             by_id(&c, "driver_loaded")[0].evidence,

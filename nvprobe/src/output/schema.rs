@@ -151,7 +151,8 @@ pub fn schema() -> Value {
                 "tracefs_mounted_by_nvprobe": { "type": "boolean" },
                 "nodes": { "type": "object", "description": "\"major:minor\" -> device node path, as found under /dev" },
                 "extra_devices": { "type": "array", "description": "files declared with --device: path, kind, sdev, ino" },
-                "libcuda": { "type": "array", "description": "libcuda files hooked at start: path, functions" }
+                "libcuda": { "type": "array", "description": "libcuda files hooked at start: path, functions" },
+                "driver_layer": { "type": "object", "required": ["attached", "reason"], "description": "hooks inside nvidia/nvidia_uvm: attached, why not, and each hook symbol (name, module, present, required); hooks is null when kallsyms shows no module symbols" }
             }), false),
             "warning": def("warning", &["id", "message"], json!({
                 "id": { "type": "string" },

@@ -1,0 +1,345 @@
+//! The driver layer's probe table: the functions inside `nvidia`,
+//! `nvidia_uvm` and vmlinux that nvprobe hooks where the kernel allows it
+//! (fentry/fexit → kprobe/kretprobe → none), with the driver versions each
+//! applies to and its assumed prototype (ABI reference §6, checked against
+//! the 580.159.04 module BTF of the H200 machine).
+//!
+//! Static functions may be inlined: a hook is only attachable when its
+//! symbol is in /proc/kallsyms (module symbols carry `[nvidia]`).
+
+use std::{collections::HashSet, fs, path::Path};
+
+use crate::decode::version::DriverVersion;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    Nvidia,
+    NvidiaUvm,
+    Vmlinux,
+}
+
+impl Target {
+    pub fn module(self) -> &'static str {
+        match self {
+            Self::Nvidia => "nvidia",
+            Self::NvidiaUvm => "nvidia_uvm",
+            Self::Vmlinux => "vmlinux",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Hook {
+    pub name: &'static str,
+    pub target: Target,
+    /// Inclusive driver-version bounds (major numbers); None: any.
+    pub since: Option<u32>,
+    pub until: Option<u32>,
+    pub prototype: &'static str,
+    /// A required hook's absence means the driver layer cannot cover the
+    /// ioctls; optional ones add detail.
+    pub required: bool,
+    /// Only present when nvidia_uvm is built with HMM.
+    pub hmm_only: bool,
+    pub why: &'static str,
+}
+
+const fn hook(
+    name: &'static str,
+    target: Target,
+    prototype: &'static str,
+    required: bool,
+    why: &'static str,
+) -> Hook {
+    Hook {
+        name,
+        target,
+        since: None,
+        until: None,
+        prototype,
+        required,
+        hmm_only: false,
+        why,
+    }
+}
+
+pub const HOOKS: &[Hook] = &[
+    Hook {
+        since: Some(545),
+        ..hook(
+            "nvidia_unlocked_ioctl",
+            Target::Nvidia,
+            "long nvidia_unlocked_ioctl(struct file *file, unsigned int cmd, unsigned long i_arg)",
+            true,
+            "every escape on /dev/nvidiactl and /dev/nvidiaN, entry and return",
+        )
+    },
+    Hook {
+        until: Some(535),
+        ..hook(
+            "nvidia_frontend_unlocked_ioctl",
+            Target::Nvidia,
+            "long nvidia_frontend_unlocked_ioctl(struct file *file, unsigned int cmd, unsigned long i_arg)",
+            true,
+            "every escape (drivers up to 535)",
+        )
+    },
+    hook(
+        "rm_ioctl",
+        Target::Nvidia,
+        "NV_STATUS rm_ioctl(nvidia_stack_t *sp, nv_state_t *pNv, nv_file_private_t *nvfp, NvU32 Command, void *pData, NvU32 dataSize)",
+        false,
+        "the RM status from the kernel's copy of the parameters",
+    ),
+    hook(
+        "nvidia_open",
+        Target::Nvidia,
+        "int nvidia_open(struct inode *inode, struct file *file)",
+        false,
+        "opens, with the GPU's cold initialisation",
+    ),
+    hook(
+        "nvidia_close",
+        Target::Nvidia,
+        "int nvidia_close(struct inode *inode, struct file *file)",
+        false,
+        "closes and RM client teardown",
+    ),
+    hook(
+        "rm_init_adapter",
+        Target::Nvidia,
+        "NvBool rm_init_adapter(nvidia_stack_t *sp, nv_state_t *pNv)",
+        false,
+        "GPU bring-up on first open without persistence",
+    ),
+    hook(
+        "uvm_unlocked_ioctl_entry",
+        Target::NvidiaUvm,
+        "long uvm_unlocked_ioctl_entry(struct file *filp, unsigned int cmd, unsigned long arg)",
+        true,
+        "every UVM command, entry and return",
+    ),
+    Hook {
+        since: Some(530),
+        ..hook(
+            "uvm_va_space_create",
+            Target::NvidiaUvm,
+            "NV_STATUS uvm_va_space_create(struct address_space *mapping, uvm_va_space_t **va_space_ptr, NvU64 flags)",
+            false,
+            "UVM_INITIALIZE's real work",
+        )
+    },
+    hook(
+        "uvm_api_register_gpu",
+        Target::NvidiaUvm,
+        "NV_STATUS uvm_api_register_gpu(UVM_REGISTER_GPU_PARAMS *params, struct file *filp)",
+        false,
+        "GPU registration (the slow UVM step)",
+    ),
+    hook(
+        "uvm_va_space_register_gpu",
+        Target::NvidiaUvm,
+        "NV_STATUS uvm_va_space_register_gpu(uvm_va_space_t *va_space, const NvProcessorUuid *gpu_uuid, const uvm_rm_user_object_t *user_rm_device, NvBool *numa_enabled, NvS32 *numa_node_id, NvProcessorUuid *uuid_out)",
+        false,
+        "GPU registration inside the va_space",
+    ),
+    hook(
+        "uvm_gpu_retain_by_uuid",
+        Target::NvidiaUvm,
+        "NV_STATUS uvm_gpu_retain_by_uuid(const NvProcessorUuid *gpu_uuid, const uvm_rm_user_object_t *user_rm_device, uvm_test_parent_gpu_inject_error_t *parent_gpu_error, bool enable_hmm, uvm_gpu_t **gpu_out)",
+        false,
+        "first registration of a GPU: channels, page tables, fault buffers",
+    ),
+    // Present on the H200's 580.159.04 build although its HMM is compiled
+    // out (the ABI reference lists it under HMM): called only with HMM on.
+    hook(
+        "uvm_pmm_devmem_init",
+        Target::NvidiaUvm,
+        "NV_STATUS uvm_pmm_devmem_init(uvm_parent_gpu_t *gpu)",
+        false,
+        "device-private memory for HMM (first GPU registration)",
+    ),
+    Hook {
+        hmm_only: true,
+        ..hook(
+            "uvm_hmm_va_space_initialize",
+            Target::NvidiaUvm,
+            "void uvm_hmm_va_space_initialize(uvm_va_space_t *va_space)",
+            false,
+            "HMM set-up of a va_space",
+        )
+    },
+    hook(
+        "__mmu_notifier_register",
+        Target::Vmlinux,
+        "int __mmu_notifier_register(struct mmu_notifier *subscription, struct mm_struct *mm)",
+        false,
+        "mmu notifier registration inside UVM_INITIALIZE/MM_INITIALIZE",
+    ),
+    hook(
+        "memremap_pages",
+        Target::Vmlinux,
+        "void *memremap_pages(struct dev_pagemap *pgmap, int nid)",
+        false,
+        "device-private memory on the first GPU registration (HMM)",
+    ),
+    hook(
+        "request_free_mem_region",
+        Target::Vmlinux,
+        "struct resource *request_free_mem_region(struct resource *base, unsigned long size, const char *name)",
+        false,
+        "the address range for device-private memory (HMM)",
+    ),
+    hook(
+        "hmm_range_fault",
+        Target::Vmlinux,
+        "int hmm_range_fault(struct hmm_range *range)",
+        false,
+        "HMM faults after start-up",
+    ),
+];
+
+impl Hook {
+    pub fn applies_to(&self, v: Option<&DriverVersion>) -> bool {
+        let Some(v) = v else { return true };
+        self.since.is_none_or(|s| v.major >= s) && self.until.is_none_or(|u| v.major <= u)
+    }
+}
+
+/// Symbols of /proc/kallsyms (under ROOT): (name, module or "vmlinux").
+pub fn kallsyms(root: &Path) -> Option<HashSet<(String, String)>> {
+    let text = fs::read_to_string(root.join("proc/kallsyms")).ok()?;
+    Some(
+        text.lines()
+            .filter_map(|l| {
+                let mut f = l.split_whitespace();
+                let (_, _, name) = (f.next()?, f.next()?, f.next()?);
+                let module = f
+                    .next()
+                    .map_or("vmlinux", |m| m.trim_matches(|c| c == '[' || c == ']'));
+                Some((name.to_owned(), module.to_owned()))
+            })
+            .collect(),
+    )
+}
+
+/// Each hook that applies to this driver version, and whether its symbol
+/// is in kallsyms.
+pub fn survey(root: &Path, v: Option<&DriverVersion>) -> Option<Vec<(&'static Hook, bool)>> {
+    let syms = kallsyms(root)?;
+    // Unprivileged readers see no module symbols at all: that is no answer.
+    if !syms.iter().any(|(_, m)| m == "nvidia") {
+        return None;
+    }
+    Some(
+        HOOKS
+            .iter()
+            .filter(|h| h.applies_to(v))
+            .map(|h| {
+                (
+                    h,
+                    syms.contains(&(h.name.to_owned(), h.target.module().to_owned())),
+                )
+            })
+            .collect(),
+    )
+}
+
+/// One line: "12/17 hook symbols present (missing: a, b)".
+pub fn describe(s: &[(&Hook, bool)]) -> String {
+    let have = s.iter().filter(|(_, p)| *p).count();
+    let missing: Vec<String> = s
+        .iter()
+        .filter(|(_, p)| !*p)
+        .map(|(h, _)| {
+            format!(
+                "{}{}",
+                h.name,
+                if h.hmm_only { " (HMM builds only)" } else { "" }
+            )
+        })
+        .collect();
+    let required_missing = s.iter().any(|(h, p)| h.required && !*p);
+    format!(
+        "{have}/{} driver-hook symbols in /proc/kallsyms{}{}",
+        s.len(),
+        if missing.is_empty() {
+            String::new()
+        } else {
+            format!(" (missing: {})", missing.join(", "))
+        },
+        if required_missing {
+            "; a required ioctl hook is missing, so the driver layer cannot cover the ioctls"
+        } else {
+            ""
+        }
+    )
+}
+
+/// Why the driver layer is not attached on this host, or None when it
+/// could be (kprobes present). Read from the kprobe PMU that a kprobe
+/// attach needs.
+pub fn unavailable_reason(root: &Path) -> Option<String> {
+    if root
+        .join("sys/bus/event_source/devices/kprobe/type")
+        .exists()
+        || crate::doctor::kernel::listed(root, "sys/bus/event_source/devices", "kprobe")
+    {
+        return None;
+    }
+    Some(
+        "this kernel has no kprobes (no /sys/bus/event_source/devices/kprobe: CONFIG_KPROBES is off), \
+         and fentry cannot take module functions with aya 0.14 (no split BTF)"
+            .to_owned(),
+    )
+}
+
+/// The start record's account of the driver layer.
+pub fn start_json(root: &Path, v: Option<&DriverVersion>) -> serde_json::Value {
+    let s = survey(root, v);
+    let reason = unavailable_reason(root).unwrap_or_else(|| {
+        "this build of nvprobe has no driver-layer programs yet; the syscall layer sees every call".to_owned()
+    });
+    serde_json::json!({
+        "attached": false,
+        "reason": reason,
+        "hooks": s.as_ref().map(|s| s.iter().map(|(h, p)| serde_json::json!({
+            "name": h.name,
+            "module": h.target.module(),
+            "present": p,
+            "required": h.required,
+        })).collect::<Vec<_>>()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The H200's 580.159.04 modules (tests/fixtures/gpu-host): every hook
+    /// but the HMM-only one and request_free_mem_region (not in that
+    /// kernel's kallsyms) is present.
+    #[test]
+    fn the_h200_has_the_hook_symbols() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hosts/healthy");
+        let v: DriverVersion = "580.159.04".parse().expect("version");
+        let s = survey(&root, Some(&v)).expect("kallsyms");
+        assert!(
+            !s.iter()
+                .any(|(h, _)| h.name == "nvidia_frontend_unlocked_ioctl"),
+            "≤535 only"
+        );
+        let missing: Vec<&str> = s.iter().filter(|(_, p)| !*p).map(|(h, _)| h.name).collect();
+        assert_eq!(
+            missing,
+            ["uvm_hmm_va_space_initialize", "request_free_mem_region"]
+        );
+        assert_eq!(
+            describe(&s),
+            "14/16 driver-hook symbols in /proc/kallsyms (missing: uvm_hmm_va_space_initialize (HMM builds only), request_free_mem_region)"
+        );
+        let old: DriverVersion = "535.104.05".parse().expect("version");
+        let s = survey(&root, Some(&old)).expect("kallsyms");
+        assert!(describe(&s).ends_with("so the driver layer cannot cover the ioctls"));
+    }
+}
