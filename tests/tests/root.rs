@@ -1588,3 +1588,42 @@ fn driver_layer_unavailable_is_said_once_and_tracing_goes_on() {
         "the syscall layer traced the scenario"
     );
 }
+
+/// With tracefs unmounted, doctor tests tracepoints in a private mount
+/// namespace: the host is left as it was.
+#[test]
+fn doctor_tests_tracepoints_without_mounting_tracefs_on_the_host() {
+    need_root!();
+    let _g = lock();
+    if nix::mount::umount2("/sys/kernel/tracing", nix::mount::MntFlags::empty()).is_err()
+        || Path::new("/sys/kernel/debug/tracing/events").exists()
+    {
+        eprintln!("skipping: tracefs cannot be unmounted here");
+        return;
+    }
+    let (_, doc, _) = doctor_json(&[]);
+    let still_unmounted = !Path::new("/sys/kernel/tracing/events").exists();
+    let _ = nix::mount::mount(
+        Some("tracefs"),
+        "/sys/kernel/tracing",
+        Some("tracefs"),
+        nix::mount::MsFlags::empty(),
+        None::<&str>,
+    );
+    assert!(still_unmounted, "doctor must not mount tracefs on the host");
+    let t = check_of(&doc, "tracefs");
+    assert_eq!(t["verdict"], "ok");
+    assert!(
+        t["evidence"]
+            .as_str()
+            .is_some_and(|e| e.contains("tested in a private mount namespace")),
+        "{t}"
+    );
+    let tp = check_of(&doc, "tracepoint");
+    assert!(
+        tp["evidence"]
+            .as_str()
+            .is_some_and(|e| e.contains("attached and fired")),
+        "{tp}"
+    );
+}

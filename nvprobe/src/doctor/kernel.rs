@@ -140,25 +140,37 @@ pub fn live(out: &mut Vec<Check>) -> Ability {
         }
     };
     btf_checks(Path::new("/"), out, &mut a);
-    let tracefs = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+    let found = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
         .into_iter()
         .map(Path::new)
         .find(|p| p.join("events").is_dir());
+    // Not mounted (a fresh VM or container): mount it in a private mount
+    // namespace of this process only, to test tracepoints without changing
+    // the host (watch mounts it for real when it starts).
+    let private = found.is_none() && private_tracefs().is_ok();
+    let tracefs = found.or(private.then(|| Path::new("/sys/kernel/tracing")));
     a.tracefs = Some(tracefs.is_some());
-    out.push(match tracefs {
-        Some(p) => check(
+    out.push(match (found, private) {
+        (Some(p), _) => check(
             "tracing",
             "tracefs",
             Verdict::Ok,
             format!("tracefs is mounted at {}", p.display()),
             None,
         ),
-        None => check(
+        (None, true) => check(
+            "tracing",
+            "tracefs",
+            Verdict::Ok,
+            "tracefs is not mounted on this host; it mounts (tested in a private mount namespace), and nvprobe watch mounts it at /sys/kernel/tracing when it starts",
+            None,
+        ),
+        (None, false) => check(
             "tracing",
             "tracefs",
             Verdict::Warn,
-            "tracefs is not mounted (no /sys/kernel/tracing/events)",
-            Some("nvprobe watch mounts it at /sys/kernel/tracing when it starts; tracepoint attach needs it"),
+            "tracefs is not mounted (no /sys/kernel/tracing/events), and mounting it in a private mount namespace failed",
+            Some("nvprobe watch tries to mount it at /sys/kernel/tracing when it starts; if that fails too: mount -t tracefs tracefs /sys/kernel/tracing"),
         ),
     });
 
@@ -300,6 +312,27 @@ pub fn live(out: &mut Vec<Check>) -> Ability {
         "without fentry the kernel's HMM entry points can only be hooked with kprobes; nvprobe falls back to them where the kernel has kprobes",
     );
     a
+}
+
+/// Enter a new mount namespace (mounts private, so nothing propagates to
+/// the host) and mount tracefs at /sys/kernel/tracing there.
+fn private_tracefs() -> nix::Result<()> {
+    use nix::mount::{MsFlags, mount};
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)?;
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )?;
+    mount(
+        Some("tracefs"),
+        "/sys/kernel/tracing",
+        Some("tracefs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        None::<&str>,
+    )
 }
 
 fn prog<'a, T>(e: &'a mut aya::Ebpf, name: &str) -> Result<&'a mut T, String>

@@ -10,8 +10,6 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use object::{Object as _, ObjectSection as _};
-
 use super::{Check, Verdict, check};
 use crate::decode::version::DriverVersion;
 
@@ -132,19 +130,20 @@ fn is_version(s: &[u8]) -> bool {
             .all(|p| !p.is_empty() && p.len() <= 3 && p.bytes().all(|b| b.is_ascii_digit()))
 }
 
-/// The driver version a library carries: the most frequent standalone
-/// version string of its read-only data (.rodata; the whole file if it is
-/// not ELF).
+/// The driver version a library carries, from its contents. Standalone
+/// version strings ("580.159.04\0") are the candidates; libcuda carries
+/// several (bundled components have their own), so the names of its
+/// companion libraries decide: "libnvidia-gpucomp.so.580.159.04",
+/// "nvidia-application-profiles-580.159.04-rc" are always of the driver's
+/// own version. Real libcuda 580.159.04 (H200 machine): "580.65.05" is its
+/// most frequent standalone version string, "580.159.04" appears once
+/// standalone and in every companion name.
 pub fn version_of(path: &Path) -> Option<String> {
-    let file = fs::File::open(path).ok()?;
-    let cache = object::ReadCache::new(file);
-    let data: Vec<u8> = match object::File::parse(&cache) {
-        Ok(obj) => {
-            let sec = obj.section_by_name(".rodata")?;
-            sec.data().ok()?.to_vec()
-        }
-        Err(_) => fs::read(path).ok()?,
-    };
+    let data = fs::read(path).ok()?;
+    version_in(&data)
+}
+
+fn version_in(data: &[u8]) -> Option<String> {
     let mut counts: BTreeMap<&[u8], usize> = BTreeMap::new();
     for s in data.split(|&b| b == 0) {
         if (4..=10).contains(&s.len()) && s[0].is_ascii_digit() && is_version(s) {
@@ -153,8 +152,19 @@ pub fn version_of(path: &Path) -> Option<String> {
     }
     counts
         .into_iter()
-        .max_by_key(|(_, n)| *n)
-        .map(|(v, _)| String::from_utf8_lossy(v).into_owned())
+        .map(|(v, n)| {
+            let companions: usize = [b".so.".as_slice(), b"-"]
+                .iter()
+                .map(|pre| {
+                    let mut pat = pre.to_vec();
+                    pat.extend_from_slice(v);
+                    memchr::memmem::find_iter(data, &pat).count()
+                })
+                .sum();
+            (companions, n, v)
+        })
+        .max()
+        .map(|(_, _, v)| String::from_utf8_lossy(v).into_owned())
 }
 
 /// Every libcuda / libnvidia-ml file under the search dirs, once per real
@@ -294,6 +304,27 @@ pub fn checks(root: &Path, live: bool, module: Option<&DriverVersion>, out: &mut
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The shape of the real libcuda 580.159.04: a bundled component's
+    /// version is the most frequent standalone string; the companion
+    /// library names carry the driver's.
+    #[test]
+    fn companion_names_decide_between_version_strings() {
+        let mut d = Vec::new();
+        for _ in 0..3 {
+            d.extend_from_slice(b"\0580.65.05\0");
+        }
+        d.extend_from_slice(b"\0MIG %uc.%ug.%llugb\0580.159.04\0C_GetFunctionList\0");
+        d.extend_from_slice(b"\0libnvidia-gpucomp.so.580.159.04\0");
+        d.extend_from_slice(b"/usr/share/nvidia/nvidia-application-profiles-580.159.04-rc\0");
+        assert_eq!(version_in(&d).as_deref(), Some("580.159.04"));
+        // NVML: "13.580.159.04" is not a driver version; the bare one is.
+        assert_eq!(
+            version_in(b"\013.580.159.04\0x\0580.159.04\0").as_deref(),
+            Some("580.159.04")
+        );
+        assert_eq!(version_in(b"\0no version here\0"), None);
+    }
 
     #[test]
     fn version_strings_are_whole_strings() {
