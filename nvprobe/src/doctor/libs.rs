@@ -312,15 +312,15 @@ mod tests {
     fn companion_names_decide_between_version_strings() {
         let mut d = Vec::new();
         for _ in 0..3 {
-            d.extend_from_slice(b"\0580.65.05\0");
+            d.extend_from_slice(b"\x00580.65.05\x00");
         }
-        d.extend_from_slice(b"\0MIG %uc.%ug.%llugb\0580.159.04\0C_GetFunctionList\0");
+        d.extend_from_slice(b"\0MIG %uc.%ug.%llugb\x00580.159.04\0C_GetFunctionList\0");
         d.extend_from_slice(b"\0libnvidia-gpucomp.so.580.159.04\0");
         d.extend_from_slice(b"/usr/share/nvidia/nvidia-application-profiles-580.159.04-rc\0");
         assert_eq!(version_in(&d).as_deref(), Some("580.159.04"));
         // NVML: "13.580.159.04" is not a driver version; the bare one is.
         assert_eq!(
-            version_in(b"\013.580.159.04\0x\0580.159.04\0").as_deref(),
+            version_in(b"\x0013.580.159.04\0x\x00580.159.04\0").as_deref(),
             Some("580.159.04")
         );
         assert_eq!(version_in(b"\0no version here\0"), None);
