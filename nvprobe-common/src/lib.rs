@@ -17,11 +17,11 @@ pub const TAIL_LEN: usize = 16;
 pub const PATH_LEN: usize = 128;
 /// Number of slots in the per-CPU lost-event counter (indexed by [`EventKind`],
 /// plus [`LOST_SLOT_COLLISION`]).
-pub const LOST_SLOTS: u32 = 8;
+pub const LOST_SLOTS: u32 = 16;
 /// Lost-counter slot for calls whose in-flight slot another thread took
 /// (two threads with tids equal modulo [`INFLIGHT_SLOTS`] in a traced
 /// syscall at the same time).
-pub const LOST_SLOT_COLLISION: u32 = 7;
+pub const LOST_SLOT_COLLISION: u32 = 15;
 /// Per-thread syscall state lives in an array indexed by tid modulo this
 /// (a power of two): no hash-map insert or delete on the hot path.
 pub const INFLIGHT_SLOTS: u32 = 32768;
@@ -38,6 +38,9 @@ pub enum EventKind {
     Proc = 5,
     /// A libcuda entry point (uprobe/uretprobe).
     Cuda = 6,
+    /// A function inside nvidia, nvidia_uvm or the kernel's HMM code
+    /// (kprobe/kretprobe): the driver layer.
+    Driver = 7,
 }
 
 impl EventKind {
@@ -49,6 +52,7 @@ impl EventKind {
             4 => Self::Mmap,
             5 => Self::Proc,
             6 => Self::Cuda,
+            7 => Self::Driver,
             _ => return None,
         })
     }
@@ -531,6 +535,67 @@ mod pod {
     unsafe impl aya::Pod for ExtraKey {}
     unsafe impl aya::Pod for Inflight {}
     unsafe impl aya::Pod for FileId {}
+}
+
+/// The driver layer's hooks, by number (`DriverEvent::hook`). The order is
+/// `nvprobe::hooks::HOOKS`'s (a test checks); never reorder, only append.
+pub const DRIVER_HOOKS: [&str; 17] = [
+    "nvidia_unlocked_ioctl",
+    "nvidia_frontend_unlocked_ioctl",
+    "rm_ioctl",
+    "nvidia_open",
+    "nvidia_close",
+    "rm_init_adapter",
+    "uvm_unlocked_ioctl_entry",
+    "uvm_va_space_create",
+    "uvm_api_register_gpu",
+    "uvm_va_space_register_gpu",
+    "uvm_gpu_retain_by_uuid",
+    "uvm_pmm_devmem_init",
+    "uvm_hmm_va_space_initialize",
+    "__mmu_notifier_register",
+    "memremap_pages",
+    "request_free_mem_region",
+    "hmm_range_fault",
+];
+/// Hook numbers the kernel side treats specially.
+pub const HOOK_NV_IOCTL: u32 = 0;
+pub const HOOK_NV_FRONTEND_IOCTL: u32 = 1;
+pub const HOOK_RM_IOCTL: u32 = 2;
+pub const HOOK_UVM_IOCTL: u32 = 6;
+/// Hooks from this number on are vmlinux functions: reported only for
+/// threads inside a UVM ioctl.
+pub const HOOK_FIRST_VMLINUX: u32 = 13;
+
+/// A driver function's return (kretprobe), with what its entry saw.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct DriverEvent {
+    pub hdr: Header,
+    /// Index into [`DRIVER_HOOKS`].
+    pub hook: u32,
+    /// Bytes of `head` that hold the callee's data (rm_ioctl's params).
+    pub data_len: u32,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// The function's return value (rax).
+    pub ret: i64,
+    /// Hook-specific: the ioctl entry points give (cmd, user arg, rdev of
+    /// the file); rm_ioctl gives (Command, dataSize); others their first
+    /// four arguments.
+    pub args: [u64; 4],
+    /// rm_ioctl: the kernel copy of the parameters at return (start and
+    /// end), where RM wrote its status.
+    pub head: [u8; HEAD_LEN],
+    pub tail: [u8; TAIL_LEN],
+}
+
+/// A driver function's entry, kept until its return.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct DrvEntry {
+    pub start_ns: u64,
+    pub args: [u64; 6],
 }
 
 /// Slots of the doctor's probe self-test counters (SELFTEST_HITS).

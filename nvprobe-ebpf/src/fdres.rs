@@ -117,6 +117,19 @@ pub fn pid_allowed() -> bool {
     unsafe { PID_FILTER.get(&tgid) }.is_some()
 }
 
+/// The device number of a `struct file *` (file->f_inode->i_rdev).
+#[inline(always)]
+pub fn file_rdev(file: u64) -> Option<u32> {
+    if file == 0 {
+        return None;
+    }
+    // SAFETY: probe reads of kernel memory.
+    unsafe {
+        let inode: u64 = kread(file, cfg!(file_inode))?;
+        kread(inode, cfg!(inode_rdev))
+    }
+}
+
 /// Resolve `fd` of the current task to the file it refers to now, the way the
 /// kernel would: current->files->fdt->fd[fd]->f_inode. No bookkeeping of
 /// opens, dups or closes, so inherited, dup'ed, received (SCM_RIGHTS) and

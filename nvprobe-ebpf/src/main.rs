@@ -12,6 +12,7 @@
 #![no_main]
 
 mod cuda;
+mod driver;
 mod fdres;
 mod maps;
 mod paths;

@@ -269,6 +269,14 @@ pub struct Refusal {
 }
 
 pub struct Settings<'a> {
+    /// Attach the driver layer (kprobes in nvidia/nvidia_uvm) when the
+    /// kernel allows it.
+    pub driver_layer: bool,
+    /// The syscall tracepoints (ioctl, opens, stats...).
+    pub syscall_layer: bool,
+    /// Exits, execs, signals, forks.
+    pub process_layer: bool,
+    pub driver_version: Option<crate::decode::version::DriverVersion>,
     pub uvm_major: u32,
     pub caps_major: u32,
     pub pids: &'a [u32],
@@ -391,7 +399,7 @@ pub fn load_and_attach(
     let mut probes = Vec::new();
     let mut refusals = Vec::new();
     let mut loaded_progs: Vec<&'static str> = Vec::new();
-    for pr in PROBES {
+    for pr in PROBES.iter().filter(|_| s.syscall_layer) {
         let enter_tp = format!("sys_enter_{}", pr.syscall);
         let exit_tp = format!("sys_exit_{}", pr.syscall);
         let res = (|| -> Result<(), String> {
@@ -449,7 +457,7 @@ pub fn load_and_attach(
             }
         }
     }
-    for (prog, hook, what) in PROC_PROBES {
+    for (prog, hook, what) in PROC_PROBES.iter().filter(|_| s.process_layer) {
         let (target, res) = match hook {
             Hook::TracePoint(cat, name) => (
                 format!("{cat}/{name}"),
@@ -496,12 +504,68 @@ pub fn load_and_attach(
             error: res.err(),
         });
     }
+    if s.driver_layer && crate::hooks::unavailable_reason(Path::new("/")).is_none() {
+        attach_driver_layer(&mut ebpf, s, &mut probes, &mut refusals);
+    }
     Ok(Loaded {
         ebpf,
         probes,
         refusals,
         tracefs,
     })
+}
+
+/// kprobe/kretprobe pairs on each hook of the table whose symbol this
+/// kernel has; each refusal is reported once and the others go on.
+fn attach_driver_layer(
+    ebpf: &mut Ebpf,
+    s: &Settings<'_>,
+    probes: &mut Vec<ProbeState>,
+    refusals: &mut Vec<Refusal>,
+) {
+    let Some(survey) = crate::hooks::survey(Path::new("/"), s.driver_version.as_ref()) else {
+        return;
+    };
+    for (hook, present) in survey {
+        if !present {
+            continue;
+        }
+        let Some(i) = nvprobe_common::DRIVER_HOOKS
+            .iter()
+            .position(|n| *n == hook.name)
+        else {
+            continue;
+        };
+        let res = (|| -> Result<(), String> {
+            for prog in [format!("nvprobe_drv_exit_{i}"), format!("nvprobe_drv_enter_{i}")] {
+                let p: &mut aya::programs::KProbe = ebpf
+                    .program_mut(&prog)
+                    .ok_or_else(|| format!("program {prog} missing from the object"))?
+                    .try_into()
+                    .map_err(|e| format!("{prog}: {e}"))?;
+                p.load().map_err(|e| format!("loading {prog}: {e:#}"))?;
+                p.attach(hook.name, 0)
+                    .map_err(|e| format!("attaching {prog} to {}: {e:#}", hook.name))?;
+            }
+            Ok(())
+        })();
+        if let Err(err) = &res {
+            refusals.push(Refusal {
+                probe: hook.name.into(),
+                reason: format!(
+                    "{err}; without it nvprobe misses {} inside the driver",
+                    hook.why
+                ),
+            });
+        }
+        probes.push(ProbeState {
+            name: hook.name.into(),
+            target: format!("kprobe {}:{}", hook.target.module(), hook.name),
+            layer: "driver",
+            attached: res.is_ok(),
+            error: res.err(),
+        });
+    }
 }
 
 fn fill_maps(ebpf: &mut Ebpf, s: &Settings<'_>) -> anyhow::Result<()> {
@@ -554,6 +618,10 @@ mod object_tests {
             .collect();
         tabled.extend(crate::uprobes::PROGRAMS);
         tabled.extend(crate::doctor::kernel::PROGRAMS);
+        let driver: Vec<String> = (0..nvprobe_common::DRIVER_HOOKS.len())
+            .flat_map(|i| [format!("nvprobe_drv_enter_{i}"), format!("nvprobe_drv_exit_{i}")])
+            .collect();
+        tabled.extend(driver.iter().map(String::as_str));
         let programs: Vec<String> = obj
             .symbols()
             .filter(|s| s.kind() == SymbolKind::Text && s.is_global())

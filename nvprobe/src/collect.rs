@@ -50,6 +50,9 @@ fn kind_name(slot: usize) -> &'static str {
         2 => "path",
         3 => "fd",
         4 => "mmap",
+        5 => "proc",
+        6 => "cuda",
+        7 => "driver",
         s if s == nvprobe_common::LOST_SLOT_COLLISION as usize => "slot_collision",
         _ => "other",
     }
@@ -155,6 +158,8 @@ pub struct RunOpts {
     /// Report each BPF program's run count and time (stats must have been
     /// enabled with BPF_ENABLE_STATS before the run).
     pub bpf_stats: bool,
+    /// Hook the libcuda of processes first seen while tracing.
+    pub cuda_layer: bool,
 }
 
 fn prog_stats(ebpf: &aya::Ebpf) -> Vec<ProgStats> {
@@ -611,6 +616,9 @@ pub async fn run(
                 ticks += 1;
                 // A new NVIDIA process may carry its own libcuda.
                 for tgid in std::mem::take(&mut pipe.new_tgids) {
+                    if !opts.cuda_layer {
+                        continue;
+                    }
                     for path in crate::uprobes::mapped_by(tgid) {
                         match libcuda.attach(ebpf, &path) {
                             Ok(Some(a)) => pipe.note(&Note::Warning {

@@ -146,6 +146,89 @@ pub enum Record {
     },
     Cuinit(Box<CuInit>),
     Signal(Box<SignalReport>),
+    Breakdown(Box<Breakdown>),
+}
+
+/// Where a slow or failing NVIDIA call spent its time inside the driver
+/// (driver layer).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Breakdown {
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: String,
+    pub call: String,
+    pub duration_ns: u64,
+    /// Innermost first (the order they returned).
+    pub spans: Vec<Span>,
+    pub text: String,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Span {
+    pub function: &'static str,
+    pub duration_ns: u64,
+    pub result: String,
+    #[serde(skip)]
+    pub ok: bool,
+    #[serde(skip)]
+    pub start: u64,
+    #[serde(skip)]
+    pub end: u64,
+}
+
+/// Calls at least this slow get a breakdown even when they succeed.
+const BREAKDOWN_SLOW_NS: u64 = 10_000_000;
+
+fn dur_text(ns: u64) -> String {
+    if ns >= 1_000_000_000 {
+        format!("{:.2} s", ns as f64 / 1e9)
+    } else if ns >= 1_000_000 {
+        format!("{:.1} ms", ns as f64 / 1e6)
+    } else {
+        format!("{:.1} µs", ns as f64 / 1e3)
+    }
+}
+
+impl Breakdown {
+    /// "UVM_REGISTER_GPU 301.3 ms: 300.2 ms in uvm_pmm_devmem_init, which
+    /// returned NV_ERR_NO_MEMORY (in uvm_gpu_retain_by_uuid <
+    /// uvm_va_space_register_gpu < …)".
+    fn new(pid: u32, tid: u32, comm: String, call: String, duration_ns: u64, failed: bool, spans: Vec<Span>) -> Self {
+        // The focus: the innermost failing function of a failed call, else
+        // the innermost one that took at least half of the call.
+        let focus = spans
+            .iter()
+            .position(|s| failed && !s.ok)
+            .or_else(|| spans.iter().position(|s| s.duration_ns * 2 >= duration_ns))
+            .unwrap_or(spans.len() - 1);
+        let f = &spans[focus];
+        let outer: Vec<&str> = spans[focus + 1..]
+            .iter()
+            .filter(|o| o.start <= f.start && f.end <= o.end)
+            .map(|o| o.function)
+            .collect();
+        let text = format!(
+            "{call} {}: {} in {}, which returned {}{}",
+            dur_text(duration_ns),
+            dur_text(f.duration_ns),
+            f.function,
+            f.result,
+            if outer.is_empty() {
+                String::new()
+            } else {
+                format!(" (in {})", outer.join(" < "))
+            }
+        );
+        Self {
+            pid,
+            tid,
+            comm,
+            call,
+            duration_ns,
+            spans,
+            text,
+        }
+    }
 }
 
 /// A signal that reached a process inside an NVIDIA call or inside cuInit,
@@ -217,6 +300,8 @@ struct ProcInit {
     done: bool,
     /// Signals whose call has not yet returned (at most 4).
     pending: Vec<PendingSig>,
+    /// The in-driver breakdown of the last failed call (driver layer).
+    last_breakdown: Option<String>,
 }
 
 const INTERRUPTED: [&str; 5] = [
@@ -482,6 +567,11 @@ enum ObsKind {
         result: Option<i64>,
         result_name: Option<&'static str>,
     },
+    Driver {
+        function: &'static str,
+        ok: bool,
+        result: String,
+    },
 }
 
 impl Obs {
@@ -524,6 +614,15 @@ impl Obs {
                 open_path: stage.map(|_| p.path.clone()),
             },
             Event::Proc(p) => ObsKind::Proc(Box::new(p.clone())),
+            Event::Driver(d) => ObsKind::Driver {
+                function: d.function,
+                ok: d.ok,
+                result: d
+                    .rm_status
+                    .as_ref()
+                    .filter(|st| st.code != "0x0")
+                    .map_or_else(|| d.result.clone(), |st| st.name.unwrap_or(&st.code).to_owned()),
+            },
             Event::Cuda(c) => ObsKind::Cuda {
                 func: c.func,
                 enter: c.phase == "enter",
@@ -551,6 +650,9 @@ pub type StageBoard = std::sync::Arc<std::sync::Mutex<HashMap<u32, String>>>;
 #[derive(Default)]
 pub struct Correlator {
     procs: HashMap<u32, ProcInit>,
+    /// Driver-layer spans per thread, until the syscall they belong to
+    /// returns (at most 32 per thread).
+    spans: HashMap<u32, Vec<Span>>,
     /// Kept up to date when set (stage transitions and exits are rare, so
     /// the lock costs nothing per call).
     pub board: Option<StageBoard>,
@@ -562,6 +664,7 @@ impl Correlator {
     pub fn with_board(board: StageBoard) -> Self {
         Self {
             procs: HashMap::new(),
+            spans: HashMap::new(),
             board: Some(board),
         }
     }
@@ -581,6 +684,25 @@ impl Correlator {
         match o.kind {
             ObsKind::Proc(p) => {
                 self.observe_proc(&p, out);
+                return;
+            }
+            ObsKind::Driver {
+                function,
+                ok,
+                result,
+            } => {
+                let v = self.spans.entry(o.tid).or_default();
+                if v.len() == 32 {
+                    v.remove(0);
+                }
+                v.push(Span {
+                    function,
+                    duration_ns: end.saturating_sub(start),
+                    result,
+                    ok,
+                    start,
+                    end,
+                });
                 return;
             }
             ObsKind::Cuda {
@@ -624,6 +746,29 @@ impl Correlator {
                 fd,
                 failure,
             } => {
+                if let Some(v) = self.spans.get_mut(&o.tid) {
+                    let inside: Vec<Span> = v
+                        .iter()
+                        .filter(|s| s.start >= start && s.end <= end)
+                        .cloned()
+                        .collect();
+                    v.retain(|s| s.end > end);
+                    if !inside.is_empty() && (!ok || end.saturating_sub(start) >= BREAKDOWN_SLOW_NS) {
+                        let b = Breakdown::new(
+                            pid,
+                            o.tid,
+                            o.comm.text(),
+                            call.text(),
+                            end.saturating_sub(start),
+                            !ok,
+                            inside,
+                        );
+                        if !ok {
+                            st.last_breakdown = Some(b.text.clone());
+                        }
+                        out.push(Record::Breakdown(Box::new(b)));
+                    }
+                }
                 if st.calls == 0 && !st.opened_any {
                     st.inherited = Some((call.text(), fd));
                 }
@@ -1113,7 +1258,10 @@ modprobe nvidia_uvm uvm_disable_hmm=1",
             }),
             (_, true) => diagnoses.push(Diagnosis {
                 id: "uvm_step_failed",
-                evidence: format!("{} returned {}", f.call, f.result),
+                evidence: match &st.last_breakdown {
+                    Some(b) => format!("{} returned {}; in the driver: {b}", f.call, f.result),
+                    None => format!("{} returned {}", f.call, f.result),
+                },
                 hint: HMM_HINT,
             }),
             _ => {}

@@ -28,8 +28,22 @@ impl Target {
     }
 }
 
+/// What a hooked function returns, for its result in words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Returns {
+    /// long/int: 0 or -errno.
+    Errno,
+    NvStatus,
+    /// NvBool.
+    Bool,
+    Void,
+    /// A pointer, or ERR_PTR(-errno).
+    Ptr,
+}
+
 #[derive(Clone, Copy, Debug)]
 pub struct Hook {
+    pub returns: Returns,
     pub name: &'static str,
     pub target: Target,
     /// Inclusive driver-version bounds (major numbers); None: any.
@@ -51,7 +65,19 @@ const fn hook(
     required: bool,
     why: &'static str,
 ) -> Hook {
+    let returns = if starts_with(prototype, "NV_STATUS") {
+        Returns::NvStatus
+    } else if starts_with(prototype, "NvBool") {
+        Returns::Bool
+    } else if starts_with(prototype, "void *") || starts_with(prototype, "struct resource *") {
+        Returns::Ptr
+    } else if starts_with(prototype, "void ") {
+        Returns::Void
+    } else {
+        Returns::Errno
+    };
     Hook {
+        returns,
         name,
         target,
         since: None,
@@ -61,6 +87,21 @@ const fn hook(
         hmm_only: false,
         why,
     }
+}
+
+const fn starts_with(s: &str, p: &str) -> bool {
+    let (s, p) = (s.as_bytes(), p.as_bytes());
+    if s.len() < p.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < p.len() {
+        if s[i] != p[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
 pub const HOOKS: &[Hook] = &[
@@ -295,18 +336,30 @@ pub fn unavailable_reason(root: &Path) -> Option<String> {
 }
 
 /// The start record's account of the driver layer.
-pub fn start_json(root: &Path, v: Option<&DriverVersion>) -> serde_json::Value {
+pub fn start_json(
+    root: &Path,
+    v: Option<&DriverVersion>,
+    attached: &[&str],
+    wanted: bool,
+) -> serde_json::Value {
     let s = survey(root, v);
-    let reason = unavailable_reason(root).unwrap_or_else(|| {
-        "this build of nvprobe has no driver-layer programs yet; the syscall layer sees every call".to_owned()
-    });
+    let reason = if !wanted {
+        Some("turned off with --layers".to_owned())
+    } else if attached.is_empty() {
+        Some(unavailable_reason(root).unwrap_or_else(|| {
+            "no hook of the table could be attached (see the probe_refused warnings)".to_owned()
+        }))
+    } else {
+        None
+    };
     serde_json::json!({
-        "attached": false,
+        "attached": !attached.is_empty(),
         "reason": reason,
         "hooks": s.as_ref().map(|s| s.iter().map(|(h, p)| serde_json::json!({
             "name": h.name,
             "module": h.target.module(),
             "present": p,
+            "attached": attached.contains(&h.name),
             "required": h.required,
         })).collect::<Vec<_>>()),
     })
@@ -315,6 +368,25 @@ pub fn start_json(root: &Path, v: Option<&DriverVersion>) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbered_as_the_kernel_side() {
+        let names: Vec<&str> = HOOKS.iter().map(|h| h.name).collect();
+        assert_eq!(names, nvprobe_common::DRIVER_HOOKS);
+        assert_eq!(HOOKS[nvprobe_common::HOOK_RM_IOCTL as usize].name, "rm_ioctl");
+        assert_eq!(HOOKS[nvprobe_common::HOOK_UVM_IOCTL as usize].name, "uvm_unlocked_ioctl_entry");
+        assert!(HOOKS[..nvprobe_common::HOOK_FIRST_VMLINUX as usize]
+            .iter()
+            .all(|h| h.target != Target::Vmlinux));
+        assert!(HOOKS[nvprobe_common::HOOK_FIRST_VMLINUX as usize..]
+            .iter()
+            .all(|h| h.target == Target::Vmlinux));
+        assert_eq!(HOOKS[2].returns, Returns::NvStatus);
+        assert_eq!(HOOKS[5].returns, Returns::Bool);
+        assert_eq!(HOOKS[12].returns, Returns::Void);
+        assert_eq!(HOOKS[14].returns, Returns::Ptr);
+        assert_eq!(HOOKS[0].returns, Returns::Errno);
+    }
 
     /// The H200's 580.159.04 modules (tests/fixtures/gpu-host): every hook
     /// but the HMM-only one and request_free_mem_region (not in that

@@ -4,6 +4,8 @@
 //! [`output`]. [`attach`] decides which probes run, [`collect`] drains the
 //! ring buffer, [`host`] reads what the host says about its driver.
 
+#![recursion_limit = "256"]
+
 pub mod attach;
 pub mod btf;
 pub mod collect;

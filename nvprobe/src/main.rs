@@ -185,6 +185,12 @@ struct OutputArgs {
 
 #[derive(Args)]
 struct WatchArgs {
+    /// The layers to use, comma-separated: syscall (ioctls and opens at the
+    /// system calls), process (signals, exits, forks), cuda (libcuda
+    /// uprobes), driver (kprobes inside nvidia/nvidia_uvm, where the kernel
+    /// has kprobes). Default: every layer this kernel allows.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = ["syscall", "process", "cuda", "driver"])]
+    layers: Vec<String>,
     /// Only this process (thread-group id); repeatable. Filtered in the kernel.
     #[arg(long, value_name = "PID")]
     pid: Vec<u32>,
@@ -347,7 +353,12 @@ fn watch(a: WatchArgs) -> Result<(), Fail> {
         clock,
     );
 
+    let layer = |l: &str| a.layers.is_empty() || a.layers.iter().any(|x| x == l);
     let settings = Settings {
+        driver_layer: layer("driver"),
+        syscall_layer: layer("syscall"),
+        process_layer: layer("process"),
+        driver_version: driver.as_ref().map(|d| d.version.clone()),
         uvm_major: majors.uvm.unwrap_or(0),
         caps_major: majors.caps.unwrap_or(0),
         pids: &a.pid,
@@ -370,8 +381,14 @@ fn watch(a: WatchArgs) -> Result<(), Fail> {
     // libcuda uprobes: the copies on this host and in running processes.
     let mut libcuda = nvprobe::uprobes::Libcuda::default();
     let mut libcuda_errors = Vec::new();
-    let mut candidates = nvprobe::uprobes::static_candidates();
-    candidates.extend(nvprobe::uprobes::mapped_by_all());
+    let mut candidates = if layer("cuda") {
+        nvprobe::uprobes::static_candidates()
+    } else {
+        Vec::new()
+    };
+    if layer("cuda") {
+        candidates.extend(nvprobe::uprobes::mapped_by_all());
+    }
     for path in candidates {
         if let Err(e) = libcuda.attach(&mut loaded.ebpf, &path) {
             libcuda_errors.push(e);
@@ -394,7 +411,12 @@ fn watch(a: WatchArgs) -> Result<(), Fail> {
         "tracefs": tracefs.display().to_string(),
         "tracefs_mounted_by_nvprobe": mounted,
         "libcuda": libcuda.attached(),
-        "driver_layer": nvprobe::hooks::start_json(Path::new("/"), driver.as_ref().map(|d| &d.version)),
+        "driver_layer": nvprobe::hooks::start_json(
+            Path::new("/"),
+            driver.as_ref().map(|d| &d.version),
+            &loaded.probes.iter().filter(|p| p.layer == "driver" && p.attached).map(|p| p.name.as_str()).collect::<Vec<_>>(),
+            layer("driver"),
+        ),
     });
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -424,19 +446,45 @@ fn watch(a: WatchArgs) -> Result<(), Fail> {
     }
     // The driver layer (hooks inside nvidia/nvidia_uvm): said once, with
     // the hook symbols this driver has; tracing goes on at the syscalls.
-    {
+    let drv_attached: Vec<&str> = loaded
+        .probes
+        .iter()
+        .filter(|p| p.layer == "driver" && p.attached)
+        .map(|p| p.name.as_str())
+        .collect();
+    if layer("driver") && drv_attached.is_empty() {
         let v = driver.as_ref().map(|d| &d.version);
-        let reason = nvprobe::hooks::unavailable_reason(Path::new("/"))
-            .unwrap_or_else(|| "this build of nvprobe has no driver-layer programs yet".to_owned());
-        let hooks = match (&driver, nvprobe::hooks::survey(Path::new("/"), v)) {
-            (None, _) => "no nvidia module is loaded".to_owned(),
-            (Some(_), None) => "module symbols are not readable in /proc/kallsyms".to_owned(),
-            (Some(_), Some(s)) => nvprobe::hooks::describe(&s),
+        let survey = nvprobe::hooks::survey(Path::new("/"), v);
+        let hooks = match &survey {
+            None if !Path::new("/sys/module/nvidia").exists() => {
+                "no nvidia module is loaded".to_owned()
+            }
+            None => "module symbols are not readable in /proc/kallsyms".to_owned(),
+            Some(s) => nvprobe::hooks::describe(s),
         };
+        let reason = nvprobe::hooks::unavailable_reason(Path::new("/")).unwrap_or_else(|| {
+            if survey.is_some_and(|s| s.iter().any(|(_, p)| *p)) {
+                "the kernel refused every hook (see the probe_refused warnings)".to_owned()
+            } else {
+                "no hook of the table is in /proc/kallsyms".to_owned()
+            }
+        });
         warnings.push((
             "driver_layer",
             format!(
                 "driver layer not attached: {reason}; {hooks}; the syscall layer traces every call"
+            ),
+        ));
+    }
+    if !layer("syscall")
+        && !(drv_attached.contains(&"uvm_unlocked_ioctl_entry")
+            && (drv_attached.contains(&"nvidia_unlocked_ioctl")
+                || drv_attached.contains(&"nvidia_frontend_unlocked_ioctl")))
+    {
+        return Err(Fail(
+            3,
+            anyhow::anyhow!(
+                "--layers without syscall needs the driver layer's ioctl hooks (nvidia_unlocked_ioctl and uvm_unlocked_ioctl_entry), and they are not attached here: add syscall to --layers"
             ),
         ));
     }
@@ -524,6 +572,7 @@ fn watch(a: WatchArgs) -> Result<(), Fail> {
         bpf_stats: _stats_fd.is_some(),
         summary_only: a.summary_only,
         stall_after: (a.stall_after > 0.0).then(|| Duration::from_secs_f64(a.stall_after)),
+        cuda_layer: layer("cuda"),
         stall_every: 25,
     };
     let summary = rt.block_on(collect::run(

@@ -31,6 +31,22 @@ pub struct StallReport {
     /// The last cuInit stage the process reached ("S4 uvm_initialized").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stage: Option<String>,
+    /// The innermost frame of the kernel stack inside an NVIDIA module:
+    /// the driver function the call is in ("uvm_gpu_retain_by_uuid
+    /// (nvidia_uvm)").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver_function: Option<String>,
+}
+
+/// The innermost NVIDIA-module frame of a stack ("fn+0x1a/0x50 [nvidia_uvm]").
+pub fn driver_frame(stack: &[String]) -> Option<String> {
+    stack.iter().find_map(|f| {
+        let (func, module) = f.split_once(" [")?;
+        let module = module.strip_suffix(']')?;
+        module.starts_with("nvidia").then(|| {
+            format!("{} ({module})", func.split('+').next().unwrap_or(func))
+        })
+    })
 }
 
 /// A call in flight, as the collector knows it.
@@ -77,7 +93,10 @@ fn task_now(tid: u32) -> Option<TaskNow> {
     let stack = std::fs::read_to_string(format!("/proc/{tid}/stack"))
         .map(|s| {
             s.lines()
-                .map(|l| l.split_whitespace().nth(1).unwrap_or(l).to_owned())
+                .map(|l| {
+                    // "[<0>] fn+0x1a/0x50 [module]" -> "fn+0x1a/0x50 [module]"
+                    l.split_once(' ').map_or(l, |(_, rest)| rest).trim().to_owned()
+                })
                 .take(12)
                 .collect()
         })
@@ -136,6 +155,10 @@ impl Detector {
                 .then(|| self.stoppers.get(&pid).cloned())
                 .flatten();
             let w = wchan.clone().unwrap_or_else(|| "?".into());
+            let driver_function = driver_frame(&stack);
+            let inside = driver_function
+                .as_ref()
+                .map_or(String::new(), |d| format!(", inside the driver in {d}"));
             let stage = self.stages.get(&pid).cloned();
             let call = match &stage {
                 Some(st) => format!("{} (after {st})", c.call),
@@ -143,7 +166,7 @@ impl Detector {
             };
             let text = match state.as_str() {
                 "D" => format!(
-                    "{} has run {secs:.1} s: blocked in the kernel (D) in {w}{}",
+                    "{} has run {secs:.1} s: blocked in the kernel (D) in {w}{inside}{}",
                     call,
                     if stack.is_empty() {
                         String::new()
@@ -151,7 +174,7 @@ impl Detector {
                         format!("; stack: {}", stack.join(" < "))
                     }
                 ),
-                "S" | "I" => format!("{} has run {secs:.1} s: sleeping (S) in {w}", call),
+                "S" | "I" => format!("{} has run {secs:.1} s: sleeping (S) in {w}{inside}", call),
                 "R" => format!(
                     "{} has run {secs:.1} s: running (R), in user space or in the kernel",
                     call
@@ -178,8 +201,31 @@ impl Detector {
                 stack,
                 stopped_by,
                 stage,
+                driver_function,
             });
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_driver_frame_is_the_innermost_nvidia_one() {
+        let st: Vec<String> = [
+            "do_wait_intr+0x5e/0xa0",
+            "uvm_gpu_retain_by_uuid+0x3a/0x90 [nvidia_uvm]",
+            "uvm_va_space_register_gpu+0x20/0x80 [nvidia_uvm]",
+            "uvm_unlocked_ioctl_entry+0x90/0x120 [nvidia_uvm]",
+            "__x64_sys_ioctl+0x8d/0xc0",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        assert_eq!(
+            super::driver_frame(&st).as_deref(),
+            Some("uvm_gpu_retain_by_uuid (nvidia_uvm)")
+        );
+        assert_eq!(super::driver_frame(&st[..1]), None);
+        assert_eq!(super::driver_frame(&["x+0x1/0x2 [fuse]".to_owned()]), None);
     }
 }

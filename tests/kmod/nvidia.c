@@ -39,6 +39,7 @@ typedef struct nv_file_private_s nv_file_private_t;
 #define NV_ERR_OPERATING_SYSTEM 0x63
 #define NV_ESC_RM_CONTROL 0x2a
 #define NV_ESC_RM_ALLOC 0x2b
+#define NV_ESC_REGISTER_FD 0xc9
 
 static uint block_control;
 module_param(block_control, uint, 0444);
@@ -65,12 +66,14 @@ noinline NV_STATUS rm_ioctl(nvidia_stack_t *sp, nv_state_t *pNv, nv_file_private
 			/* Sleeps until a signal comes: what a stuck call looks like. */
 			if (wait_event_interruptible(never, false))
 				st = NV_ERR_OPERATING_SYSTEM;
-		} else if (cmd != 0x101 && cmd != 0x214) {
+		} else if (cmd != 0x101 && cmd != 0x214 && cmd != 0x215) {
 			st = NV_ERR_INVALID_COMMAND;
 		}
 		put32(pData, 28, st);
 		return NV_OK;
 	}
+	if (Command == NV_ESC_REGISTER_FD && dataSize == 4)
+		return NV_OK;
 	if (Command == NV_ESC_RM_ALLOC && (dataSize == 32 || dataSize == 48)) {
 		u32 class = get32(pData, 12);
 		if (class == 0 || class == 1) {

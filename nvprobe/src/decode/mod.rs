@@ -17,7 +17,8 @@ pub mod version;
 use std::{collections::HashMap, mem::size_of, sync::Arc};
 
 use nvprobe_common::{
-    CUDA_FUNCS, CUDA_RETURN, CudaEvent, DevKind, EventKind, FdEvent, FdOp, FileId, Header,
+    CUDA_FUNCS, CUDA_RETURN, CudaEvent, DevKind, DriverEvent, EventKind, FdEvent, FdOp, FileId,
+    Header,
     IoctlEvent, MmapEvent, PathEvent, PathOp, ProcEvent, ProcOp, ioctl_flags, kdev_major,
     kdev_minor,
 };
@@ -356,6 +357,36 @@ pub struct CudaCall {
     pub raw: Option<String>,
 }
 
+/// A function inside the NVIDIA modules or the kernel's HMM code, seen by
+/// the driver layer (kprobe at entry, kretprobe at return).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct DriverCall {
+    #[serde(flatten)]
+    pub proc: Proc,
+    pub function: &'static str,
+    /// nvidia, nvidia_uvm or vmlinux.
+    pub module: &'static str,
+    pub start_ns: u64,
+    pub duration_ns: u64,
+    /// The raw return value.
+    pub ret: i64,
+    /// The return value in words: 0, an errno, an NV_STATUS name, true or
+    /// false, a pointer or an ERR_PTR errno, or "void".
+    pub result: String,
+    pub ok: bool,
+    /// The escape or UVM command (ioctl entry points, rm_ioctl).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call: Option<String>,
+    /// "major:minor" of the file (ioctl entry points).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    /// rm_ioctl: the RM status in the kernel's copy of the parameters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rm_status: Option<Status>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub raw: Option<String>,
+}
+
 /// A decoded kernel record.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -369,6 +400,7 @@ pub enum Event {
     Mmap(MmapCall),
     Proc(ProcCall),
     Cuda(CudaCall),
+    Driver(DriverCall),
 }
 
 impl Event {
@@ -380,6 +412,7 @@ impl Event {
             Event::Mmap(e) => &e.proc,
             Event::Proc(e) => &e.proc,
             Event::Cuda(e) => &e.proc,
+            Event::Driver(e) => &e.proc,
         }
     }
     /// (start, end) in CLOCK_MONOTONIC ns.
@@ -391,6 +424,7 @@ impl Event {
             Event::Mmap(e) => (e.start_ns, e.duration_ns),
             Event::Proc(e) => (e.time_ns, 0),
             Event::Cuda(e) => (e.start_ns, e.duration_ns.unwrap_or(0)),
+            Event::Driver(e) => (e.start_ns, e.duration_ns),
         };
         (s, s + d)
     }
@@ -402,6 +436,7 @@ impl Event {
             Event::Mmap(e) => e.ok,
             Event::Proc(_) => true,
             Event::Cuda(e) => e.result.is_none_or(|r| r == 0),
+            Event::Driver(e) => e.ok,
         }
     }
     pub fn type_name(&self) -> &'static str {
@@ -415,6 +450,7 @@ impl Event {
             Event::Mmap(_) => "mmap",
             Event::Proc(_) => "proc",
             Event::Cuda(_) => "cuda",
+            Event::Driver(_) => "driver",
         }
     }
 }
@@ -468,6 +504,7 @@ pub fn decode(bytes: &[u8], ctx: &Context) -> Result<Event, DecodeError> {
         Some(EventKind::Mmap) => Ok(decode_mmap(&read_record(bytes, "mmap")?, ctx, raw)),
         Some(EventKind::Proc) => Ok(decode_proc(&read_record(bytes, "proc")?, raw)),
         Some(EventKind::Cuda) => Ok(decode_cuda(&read_record(bytes, "cuda")?, raw)),
+        Some(EventKind::Driver) => Ok(decode_driver(&read_record(bytes, "driver")?, ctx, raw)),
         None => Err(DecodeError::Kind(kind)),
     }
 }
@@ -989,6 +1026,89 @@ fn decode_cuda(ev: &CudaEvent, raw: Option<String>) -> Event {
         value: (ret && ev.out_valid != 0).then_some(ev.out_val),
         raw,
     })
+}
+
+fn decode_driver(ev: &DriverEvent, ctx: &Context, raw: Option<String>) -> Event {
+    use crate::hooks::{HOOKS, Returns};
+    let hook = HOOKS.get(ev.hook as usize);
+    let function = hook.map_or("unknown", |h| h.name);
+    let module = hook.map_or("unknown", |h| h.target.module());
+    let v = &ctx.version;
+    let (result, ok) = match hook.map_or(Returns::Errno, |h| h.returns) {
+        Returns::Errno => match errno_name(ev.ret) {
+            Some(e) => (e, false),
+            None => (ev.ret.to_string(), true),
+        },
+        Returns::NvStatus => {
+            let code = ev.ret as u32;
+            (
+                status::name(code).map_or_else(|| format!("{code:#x}"), str::to_owned),
+                code == 0,
+            )
+        }
+        Returns::Bool => {
+            let t = ev.ret & 0xff != 0;
+            (t.to_string(), t)
+        }
+        Returns::Void => ("void".to_owned(), true),
+        Returns::Ptr => match errno_name(ev.ret) {
+            Some(e) => (e, false),
+            None if ev.ret == 0 => ("NULL".to_owned(), false),
+            None => ("pointer".to_owned(), true),
+        },
+    };
+    let (mut call, mut device, mut rm_status) = (None, None, None);
+    match ev.hook {
+        nvprobe_common::HOOK_NV_IOCTL | nvprobe_common::HOOK_NV_FRONTEND_IOCTL => {
+            let cmd = ev.args[0] as u32;
+            call = Some(raw_call_name(DevKind::Ctl, cmd, None, v));
+            device = Some(dev_text(ev.args[2] as u32));
+        }
+        nvprobe_common::HOOK_UVM_IOCTL => {
+            let cmd = ev.args[0] as u32;
+            call = Some(raw_call_name(DevKind::Uvm, cmd, None, v));
+            device = Some(dev_text(ev.args[2] as u32));
+        }
+        nvprobe_common::HOOK_RM_IOCTL => {
+            let nr = ev.args[0] as u32 & 0xff;
+            let size = ev.args[1] as u32;
+            call = Some(escape::name_for(nr, v).map_or_else(|| format!("escape {nr:#x}"), str::to_owned));
+            let n = (ev.data_len as usize).min(ev.head.len());
+            let head = Bytes::new(&ev.head[..n]);
+            let tail_off = size.saturating_sub(ev.tail.len() as u32);
+            let tail = Bytes::new(if size as usize > ev.head.len() { &ev.tail[..] } else { &[] });
+            if let Ok(l) = escape::status_loc(nr, size, v)
+                && let Some(code) = read_status(&head, &tail, tail_off, l.offset)
+            {
+                rm_status = Some(Status {
+                    code: format!("{code:#x}"),
+                    name: status::name(code),
+                    offset: l.offset,
+                    layout: l.basis,
+                });
+            }
+        }
+        _ => {}
+    }
+    let ok = ok && rm_status.as_ref().is_none_or(|s| s.code == "0x0");
+    Event::Driver(DriverCall {
+        proc: proc_of(&ev.hdr),
+        function,
+        module,
+        start_ns: ev.start_ns,
+        duration_ns: ev.end_ns.saturating_sub(ev.start_ns),
+        ret: ev.ret,
+        result,
+        ok,
+        call,
+        device,
+        rm_status,
+        raw,
+    })
+}
+
+fn dev_text(rdev: u32) -> String {
+    format!("{}:{}", kdev_major(rdev), kdev_minor(rdev))
 }
 
 fn decode_proc(ev: &ProcEvent, raw: Option<String>) -> Event {

@@ -118,7 +118,7 @@ fn fd_call(t: &str) -> Value {
 pub fn schema() -> Value {
     let types = [
         "start", "warning", "lost", "summary", "ioctl", "open", "stat", "access", "close", "dup",
-        "mmap", "proc", "stage", "cuinit", "cuda", "stall", "signal",
+        "mmap", "proc", "stage", "cuinit", "cuda", "stall", "signal", "driver", "breakdown",
     ];
     json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -152,7 +152,7 @@ pub fn schema() -> Value {
                 "nodes": { "type": "object", "description": "\"major:minor\" -> device node path, as found under /dev" },
                 "extra_devices": { "type": "array", "description": "files declared with --device: path, kind, sdev, ino" },
                 "libcuda": { "type": "array", "description": "libcuda files hooked at start: path, functions" },
-                "driver_layer": { "type": "object", "required": ["attached", "reason"], "description": "hooks inside nvidia/nvidia_uvm: attached, why not, and each hook symbol (name, module, present, required); hooks is null when kallsyms shows no module symbols" }
+                "driver_layer": { "type": "object", "required": ["attached", "reason"], "description": "hooks inside nvidia/nvidia_uvm: attached, why not (null when attached), and each hook symbol (name, module, present, attached, required); hooks is null when kallsyms shows no module symbols" }
             }), false),
             "warning": def("warning", &["id", "message"], json!({
                 "id": { "type": "string" },
@@ -226,6 +226,28 @@ pub fn schema() -> Value {
                 "value": { "type": "integer", "description": "what a getter wrote through its pointer" },
                 "raw": { "type": "string" }
             }), true),
+            "driver": def("driver", &["function", "module", "start_ns", "duration_ns", "ret", "result", "ok"], json!({
+                "function": { "type": "string", "description": "the hooked function (nvprobe's driver-layer hook table)" },
+                "module": { "enum": ["nvidia", "nvidia_uvm", "vmlinux", "unknown"] },
+                "start_ns": { "type": "integer" },
+                "duration_ns": { "type": "integer", "description": "time inside the function, entry to return" },
+                "ret": { "type": "integer", "description": "raw return value" },
+                "result": { "type": "string", "description": "0, errno, NV_STATUS name, true/false, pointer/NULL, void" },
+                "ok": { "type": "boolean" },
+                "call": { "type": "string", "description": "escape or UVM command (ioctl entry points, rm_ioctl)" },
+                "device": { "type": "string", "description": "major:minor of the file (ioctl entry points)" },
+                "rm_status": { "type": "object", "required": ["code", "offset", "layout"], "description": "rm_ioctl: the status in the kernel's copy of the parameters" },
+                "raw": { "type": "string" }
+            }), true),
+            "breakdown": def("breakdown", &["pid", "tid", "comm", "call", "duration_ns", "spans", "text"], json!({
+                "pid": { "type": "integer" },
+                "tid": { "type": "integer" },
+                "comm": { "type": "string" },
+                "call": { "type": "string", "description": "the slow or failing NVIDIA call" },
+                "duration_ns": { "type": "integer" },
+                "spans": { "type": "array", "description": "driver functions inside the call, innermost first: function, duration_ns, result" },
+                "text": { "type": "string" }
+            }), false),
             "stall": def("stall", &["pid", "tid", "comm", "call", "elapsed_s", "state", "text"], json!({
                 "pid": { "type": "integer" },
                 "tid": { "type": "integer" },
@@ -238,7 +260,8 @@ pub fn schema() -> Value {
                 "wchan": { "type": "string" },
                 "stack": { "type": "array", "description": "kernel stack (D state), innermost first" },
                 "stopped_by": { "type": "string", "description": "for T: the stop signal and its sender" },
-                "stage": { "type": "string", "description": "the last cuInit stage the process reached" }
+                "stage": { "type": "string", "description": "the last cuInit stage the process reached" },
+                "driver_function": { "type": "string", "description": "innermost kernel-stack frame inside an NVIDIA module: the driver function the call is in" }
             }), false),
             "signal": def("signal", &["pid", "comm", "sig", "signal", "sender", "at_ms", "in_flight", "outcome", "text"], json!({
                 "pid": { "type": "integer", "description": "the receiver" },

@@ -153,6 +153,18 @@ pub fn event_line(clock: &Clock, mono_ns: u64, ev: &Event) -> String {
                 ),
             };
         }
+        Event::Driver(d) => {
+            // In-driver calls are indented under the syscall they belong to.
+            let _ = write!(s, "  [{}] {}(", d.module, d.function);
+            if let Some(c) = &d.call {
+                let _ = write!(s, "{c}");
+            }
+            let _ = write!(s, ") = {}", d.result);
+            if let Some(st) = &d.rm_status {
+                let _ = write!(s, " rm_status={}", st.name.unwrap_or(&st.code));
+            }
+            let _ = write!(s, " <{}>", dur(d.duration_ns));
+        }
         Event::Proc(p) => {
             let _ = match p.op {
                 "signal" => write!(
@@ -226,6 +238,7 @@ pub fn record_text(rec: &crate::correlate::Record) -> String {
             hit.stage, hit.name, hit.at_ms, hit.via
         ),
         Record::Signal(r) => format!("== {}[{}] signal {}\n", r.comm, r.pid, r.text),
+        Record::Breakdown(b) => format!("== {}[{}/{}] in the driver: {}\n", b.comm, b.pid, b.tid, b.text),
         Record::Cuinit(v) => {
             let mut s = format!(
                 "== {}[{}] cuInit {}: {} ({:.1} ms, {} driver calls; {})\n",

@@ -1,0 +1,148 @@
+//! The driver layer: kprobe/kretprobe pairs on functions inside nvidia,
+//! nvidia_uvm and the kernel's HMM code (the hook table is
+//! `nvprobe::hooks::HOOKS`, numbered as `nvprobe_common::DRIVER_HOOKS`).
+//! aya 0.14 has no kprobe attach cookies, so each hook has its own pair of
+//! programs, made by `hook!`.
+//!
+//! Entry keeps (start, the six argument registers) per (tid, hook); return
+//! emits one DriverEvent. rm_ioctl's parameters are the kernel's copy, read
+//! at return with bpf_probe_read_kernel: the RM status without touching user
+//! memory. vmlinux hooks (HMM, mmu notifiers) fire for every caller in the
+//! system, so they report only threads that are inside a UVM ioctl.
+
+use aya_ebpf::{
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel_buf},
+    macros::{kprobe, kretprobe, map},
+    maps::LruHashMap,
+    programs::{ProbeContext, RetProbeContext},
+};
+use nvprobe_common::{
+    DrvEntry, DriverEvent, EventKind, HEAD_LEN, HOOK_FIRST_VMLINUX, HOOK_NV_FRONTEND_IOCTL,
+    HOOK_NV_IOCTL, HOOK_RM_IOCTL, HOOK_UVM_IOCTL, TAIL_LEN,
+};
+
+use crate::{
+    fdres::{file_rdev, fill_header, wakeup_bytes},
+    maps::{EVENTS, count_lost, wakeup_flags},
+};
+
+/// (tid << 32 | hook) -> entry state.
+#[map]
+static DRV_INFLIGHT: LruHashMap<u64, DrvEntry> = LruHashMap::with_max_entries(16384, 0);
+
+#[inline(always)]
+fn key(hook: u32) -> u64 {
+    ((bpf_get_current_pid_tgid() as u32 as u64) << 32) | u64::from(hook)
+}
+
+#[inline(always)]
+fn enter(ctx: &ProbeContext, hook: u32) {
+    if hook >= HOOK_FIRST_VMLINUX {
+        // SAFETY: map lookup.
+        if unsafe { DRV_INFLIGHT.get(&key(HOOK_UVM_IOCTL)) }.is_none() {
+            return;
+        }
+    }
+    let e = DrvEntry {
+        // SAFETY: helper without arguments.
+        start_ns: unsafe { bpf_ktime_get_ns() },
+        args: [
+            ctx.arg::<u64>(0).unwrap_or(0),
+            ctx.arg::<u64>(1).unwrap_or(0),
+            ctx.arg::<u64>(2).unwrap_or(0),
+            ctx.arg::<u64>(3).unwrap_or(0),
+            ctx.arg::<u64>(4).unwrap_or(0),
+            ctx.arg::<u64>(5).unwrap_or(0),
+        ],
+    };
+    let _ = DRV_INFLIGHT.insert(&key(hook), &e, 0);
+}
+
+#[inline(always)]
+fn exit(ctx: &RetProbeContext, hook: u32) {
+    let k = key(hook);
+    // SAFETY: map lookup; the value is copied out before the delete.
+    let Some(e) = (unsafe { DRV_INFLIGHT.get(&k) }).copied() else {
+        return;
+    };
+    let _ = DRV_INFLIGHT.remove(&k);
+    let Some(mut entry) = EVENTS.reserve::<DriverEvent>(0) else {
+        count_lost(EventKind::Driver);
+        return;
+    };
+    let ev = entry.as_mut_ptr();
+    // SAFETY: reserved record; every field written before submit.
+    unsafe {
+        fill_header(&raw mut (*ev).hdr, EventKind::Driver);
+        (*ev).hook = hook;
+        (*ev).data_len = 0;
+        (*ev).start_ns = e.start_ns;
+        (*ev).end_ns = bpf_ktime_get_ns();
+        (*ev).ret = ctx.ret::<i64>();
+        (*ev).head = [0u8; HEAD_LEN];
+        (*ev).tail = [0u8; TAIL_LEN];
+        if hook == HOOK_NV_IOCTL || hook == HOOK_NV_FRONTEND_IOCTL || hook == HOOK_UVM_IOCTL {
+            // (struct file *, unsigned int cmd, unsigned long arg)
+            (*ev).args = [
+                e.args[1],
+                e.args[2],
+                u64::from(file_rdev(e.args[0]).unwrap_or(0)),
+                0,
+            ];
+        } else if hook == HOOK_RM_IOCTL {
+            // (sp, nv, nvfp, NvU32 Command, void *pData, NvU32 dataSize)
+            let data = e.args[4];
+            let size = e.args[5] as u32;
+            (*ev).args = [e.args[3] & 0xffff_ffff, u64::from(size), 0, 0];
+            if data != 0 {
+                if bpf_probe_read_kernel_buf(data as *const u8, &mut (*ev).head).is_ok() {
+                    (*ev).data_len = size.min(HEAD_LEN as u32);
+                }
+                if size as usize > HEAD_LEN {
+                    let at = data + u64::from(size) - TAIL_LEN as u64;
+                    let _ = bpf_probe_read_kernel_buf(at as *const u8, &mut (*ev).tail);
+                }
+            }
+        } else {
+            (*ev).args = [e.args[0], e.args[1], e.args[2], e.args[3]];
+        }
+    }
+    entry.submit(wakeup_flags(
+        wakeup_bytes(),
+        core::mem::size_of::<DriverEvent>(),
+    ));
+}
+
+macro_rules! hook {
+    ($enter:ident, $exit:ident, $n:expr) => {
+        #[kprobe]
+        pub fn $enter(ctx: ProbeContext) -> u32 {
+            enter(&ctx, $n);
+            0
+        }
+
+        #[kretprobe]
+        pub fn $exit(ctx: RetProbeContext) -> u32 {
+            exit(&ctx, $n);
+            0
+        }
+    };
+}
+
+hook!(nvprobe_drv_enter_0, nvprobe_drv_exit_0, 0);
+hook!(nvprobe_drv_enter_1, nvprobe_drv_exit_1, 1);
+hook!(nvprobe_drv_enter_2, nvprobe_drv_exit_2, 2);
+hook!(nvprobe_drv_enter_3, nvprobe_drv_exit_3, 3);
+hook!(nvprobe_drv_enter_4, nvprobe_drv_exit_4, 4);
+hook!(nvprobe_drv_enter_5, nvprobe_drv_exit_5, 5);
+hook!(nvprobe_drv_enter_6, nvprobe_drv_exit_6, 6);
+hook!(nvprobe_drv_enter_7, nvprobe_drv_exit_7, 7);
+hook!(nvprobe_drv_enter_8, nvprobe_drv_exit_8, 8);
+hook!(nvprobe_drv_enter_9, nvprobe_drv_exit_9, 9);
+hook!(nvprobe_drv_enter_10, nvprobe_drv_exit_10, 10);
+hook!(nvprobe_drv_enter_11, nvprobe_drv_exit_11, 11);
+hook!(nvprobe_drv_enter_12, nvprobe_drv_exit_12, 12);
+hook!(nvprobe_drv_enter_13, nvprobe_drv_exit_13, 13);
+hook!(nvprobe_drv_enter_14, nvprobe_drv_exit_14, 14);
+hook!(nvprobe_drv_enter_15, nvprobe_drv_exit_15, 15);
+hook!(nvprobe_drv_enter_16, nvprobe_drv_exit_16, 16);
