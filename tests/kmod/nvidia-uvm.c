@@ -17,6 +17,8 @@
  *   hmm_delay_ms      milliseconds spent in it
  *   block_register=1  UVM_REGISTER_GPU sleeps in uvm_gpu_retain_by_uuid
  *                     until the caller is signalled
+ * and carries the real module's uvm_disable_hmm parameter (read by
+ * nvprobe; the stand-in's HMM path runs either way).
  */
 #include <linux/cdev.h>
 #include <linux/delay.h>
@@ -67,6 +69,9 @@ static uint hmm_delay_ms;
 module_param(hmm_delay_ms, uint, 0444);
 static uint block_register;
 module_param(block_register, uint, 0444);
+/* As in the real module (uvm_hmm.c): readable in /sys/module/nvidia_uvm/parameters. */
+static bool uvm_disable_hmm;
+module_param(uvm_disable_hmm, bool, 0444);
 
 static DECLARE_WAIT_QUEUE_HEAD(never);
 static dev_t uvm_base;

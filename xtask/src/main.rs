@@ -4,9 +4,11 @@
 //!   cargo xtask setup            install nightly + rust-src + bpf-linker 0.10.3
 //!   cargo xtask run -- ARGS      setup, build (release), run nvprobe ARGS as root
 //!   cargo xtask test             setup, fmt, clippy, build every binary, all tests
+//!   cargo xtask vm-test          the kernel tier under qemu (root)
 //!   cargo xtask bench [--gpu]    interleaved benchmarks (see docs/BENCHMARKS.md)
 
 mod bench;
+mod vm;
 
 use std::{
     path::{Path, PathBuf},
@@ -42,6 +44,13 @@ enum Cmd {
         /// Skip cargo fmt/clippy (they run by default).
         #[arg(long)]
         no_lint: bool,
+    },
+    /// The kernel tier: Debian kernels with kprobes under qemu, the
+    /// stand-in modules of tests/kmod, nvvmtest inside (root).
+    VmTest {
+        /// Only the kernel whose label starts with this ("6.1", "6.12").
+        #[arg(long)]
+        only: Option<String>,
     },
     /// Benchmarks: nvprobe vs untraced vs strace, interleaved.
     Bench {
@@ -393,6 +402,7 @@ fn main() -> anyhow::Result<()> {
         Cmd::Setup { bench } => setup(bench),
         Cmd::Run { args } => run(args),
         Cmd::Test { no_lint } => test(no_lint),
+        Cmd::VmTest { only } => vm::vm_test(only),
         Cmd::Bench {
             gpu,
             rounds,

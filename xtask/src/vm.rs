@@ -1,0 +1,256 @@
+//! `cargo xtask vm-test`: the kernel tier. Boots Debian kernels that have
+//! kprobes under qemu (TCG), with the stand-in modules of tests/kmod built
+//! for each, and runs `nvvmtest` inside; reads back its result line.
+//!
+//! Kernels: the newest 6.1 and the newest 6.12 that bookworm's apt
+//! sources carry (6.12 comes through bookworm-security as
+//! `linux-image-6.12.N+deb12-amd64-unsigned`), resolved at run time
+//! (Debian replaces ABI numbers as it updates them). Needs root (apt,
+//! module headers).
+
+use std::{
+    fs,
+    io::{BufRead, BufReader},
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, bail};
+
+use crate::{output, root_dir, sh};
+
+pub struct Kernel {
+    /// Shown in reports: "6.1 (bookworm)".
+    pub label: &'static str,
+    /// apt-cache search pattern for the image package.
+    pub pattern: &'static str,
+    /// What follows the release in the image package's name.
+    pub image_suffix: &'static str,
+}
+
+pub const MATRIX: &[Kernel] = &[
+    Kernel {
+        label: "6.1",
+        pattern: r"^linux-image-6\.1\.0-[0-9]+-amd64$",
+        image_suffix: "",
+    },
+    Kernel {
+        label: "6.12",
+        pattern: r"^linux-image-6\.12\.[0-9]+\+deb12-amd64-unsigned$",
+        image_suffix: "-unsigned",
+    },
+];
+
+fn apt(args: &[&str]) -> anyhow::Result<()> {
+    sh(Command::new("apt-get")
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .args(args)
+        .stdout(Stdio::null()))
+}
+
+/// The newest kernel release matching the pattern ("6.1.0-47-amd64").
+fn resolve(k: &Kernel) -> anyhow::Result<String> {
+    let out = output(Command::new("apt-cache").args(["search", "--names-only", k.pattern]))
+        .unwrap_or_default();
+    let mut rels: Vec<String> = out
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter_map(|p| p.strip_prefix("linux-image-"))
+        .filter_map(|p| p.strip_suffix(k.image_suffix))
+        .map(str::to_owned)
+        .collect();
+    rels.sort_by(|a, b| version_key(a).cmp(&version_key(b)));
+    rels.pop()
+        .with_context(|| format!("no kernel package matches {} in apt (run apt-get update?)", k.pattern))
+}
+
+fn version_key(s: &str) -> Vec<u64> {
+    s.split(|c: char| !c.is_ascii_digit())
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+fn ldd_libs(bin: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let out = output(Command::new("ldd").arg(bin))
+        .with_context(|| format!("ldd {}", bin.display()))?;
+    Ok(out
+        .lines()
+        .filter_map(|l| {
+            let p = l.split("=>").nth(1).unwrap_or(l).split_whitespace().next()?;
+            p.starts_with('/').then(|| PathBuf::from(p))
+        })
+        .collect())
+}
+
+fn copy_into(root: &Path, src: &Path) -> anyhow::Result<()> {
+    let dst = root.join(src.strip_prefix("/").unwrap_or(src));
+    fs::create_dir_all(dst.parent().expect("parent"))?;
+    fs::copy(src, &dst).with_context(|| format!("copying {}", src.display()))?;
+    Ok(())
+}
+
+const INIT: &str = r#"#!/bin/busybox sh
+/bin/busybox --install -s /bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+mount -t tmpfs tmp /tmp
+echo "NVVM: kernel $(uname -r)"
+/bin/nvvmtest run /kmod
+echo "NVVM: done"
+poweroff -f
+"#;
+
+/// Build the stand-ins, the initramfs, boot, and return (passed, log).
+fn one(k: &Kernel, bins: &Path) -> anyhow::Result<(bool, String)> {
+    let rel = resolve(k)?;
+    eprintln!("xtask: vm-test {}: kernel {rel}", k.label);
+    let work = root_dir().join("target/vm").join(&rel);
+    fs::create_dir_all(&work)?;
+    let headers = format!("linux-headers-{rel}");
+    apt(&["install", "-y", "-q", "--no-install-recommends", &headers])?;
+    let vmlinuz = work.join(format!("img/boot/vmlinuz-{rel}"));
+    if !vmlinuz.exists() {
+        sh(Command::new("apt-get")
+            .current_dir(&work)
+            .arg("download")
+            .arg(format!("linux-image-{rel}{}", k.image_suffix))
+            .stderr(Stdio::null()))?;
+        let deb = fs::read_dir(&work)?
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|e| e == "deb"))
+            .context("the downloaded kernel package")?;
+        sh(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(work.join("img")))?;
+    }
+    // The stand-ins, built against this kernel's headers.
+    let kmod = work.join("kmod");
+    let _ = fs::remove_dir_all(&kmod);
+    fs::create_dir_all(&kmod)?;
+    for f in ["nvidia.c", "nvidia-uvm.c", "Kbuild"] {
+        fs::copy(root_dir().join("tests/kmod").join(f), kmod.join(f))?;
+    }
+    sh(Command::new("make")
+        .arg("-C")
+        .arg(format!("/lib/modules/{rel}/build"))
+        .arg(format!("M={}", kmod.display()))
+        .arg("modules")
+        .stdout(Stdio::null()))?;
+    // The initramfs: busybox, nvprobe, nvvmtest, their libraries, the .ko.
+    let root = work.join("initramfs");
+    let _ = fs::remove_dir_all(&root);
+    for d in ["bin", "proc", "sys", "dev", "tmp", "kmod", "sys/kernel/tracing"] {
+        fs::create_dir_all(root.join(d))?;
+    }
+    fs::copy("/bin/busybox", root.join("bin/busybox")).context("busybox-static")?;
+    for b in ["nvprobe", "nvvmtest"] {
+        let src = bins.join(b);
+        fs::copy(&src, root.join("bin").join(b))?;
+        for lib in ldd_libs(&src)? {
+            copy_into(&root, &lib)?;
+        }
+    }
+    for m in ["nvidia.ko", "nvidia-uvm.ko"] {
+        fs::copy(kmod.join(m), root.join("kmod").join(m))?;
+    }
+    fs::write(root.join("init"), INIT)?;
+    sh(Command::new("chmod").arg("+x").arg(root.join("init")))?;
+    let initrd = work.join("initrd.gz");
+    sh(Command::new("sh").current_dir(&root).arg("-c").arg(format!(
+        "find . | cpio -o -H newc --quiet | gzip -1 > {}",
+        initrd.display()
+    )))?;
+    // Boot. TCG: slow but needs no /dev/kvm (which does not work here).
+    let mut q = Command::new("qemu-system-x86_64")
+        .args(["-accel", "tcg", "-cpu", "max", "-m", "1024", "-smp", "1", "-nographic", "-no-reboot"])
+        .arg("-kernel")
+        .arg(&vmlinuz)
+        .arg("-initrd")
+        .arg(&initrd)
+        .args(["-append", "console=ttyS0 panic=-1 quiet loglevel=3"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting qemu-system-x86_64")?;
+    let stdout = q.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let t0 = Instant::now();
+    let limit = Duration::from_secs(600);
+    let mut log = String::new();
+    let mut passed = None;
+    while t0.elapsed() < limit {
+        match rx.recv_timeout(Duration::from_secs(1)) {
+            Ok(l) => {
+                if l.starts_with("NVVM") {
+                    eprintln!("  {l}");
+                }
+                if let Some(r) = l.trim().strip_prefix("NVVM-RESULT: ") {
+                    passed = Some(r == "PASS");
+                }
+                log.push_str(&l);
+                log.push('\n');
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                if q.try_wait()?.is_some() {
+                    break;
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    let _ = q.kill();
+    let _ = q.wait();
+    fs::write(work.join("console.log"), &log)?;
+    match passed {
+        Some(p) => Ok((p, log)),
+        None => bail!(
+            "the VM with {rel} gave no result line within {} s (console: {})",
+            limit.as_secs(),
+            work.join("console.log").display()
+        ),
+    }
+}
+
+pub fn vm_test(only: Option<String>) -> anyhow::Result<()> {
+    if !crate::is_root() {
+        bail!("vm-test installs kernel headers and packages with apt: run it as root");
+    }
+    for (bin, pkg) in [
+        ("qemu-system-x86_64", "qemu-system-x86"),
+        ("busybox", "busybox-static"),
+        ("cpio", "cpio"),
+        ("make", "make"),
+    ] {
+        if output(Command::new("sh").args(["-c", &format!("command -v {bin}")])).is_none() {
+            apt(&["install", "-y", "-q", "--no-install-recommends", pkg])?;
+        }
+    }
+    let bins = crate::build_release()?;
+    let mut failed = Vec::new();
+    for k in MATRIX.iter().filter(|k| only.as_deref().is_none_or(|o| k.label.starts_with(o))) {
+        match one(k, &bins) {
+            Ok((true, _)) => eprintln!("xtask: vm-test {}: PASS", k.label),
+            Ok((false, log)) => {
+                eprintln!("xtask: vm-test {}: FAIL\n{log}", k.label);
+                failed.push(k.label);
+            }
+            Err(e) => {
+                eprintln!("xtask: vm-test {}: could not run: {e:#}", k.label);
+                failed.push(k.label);
+            }
+        }
+    }
+    if !failed.is_empty() {
+        bail!("vm-test failed on {}", failed.join(", "));
+    }
+    Ok(())
+}
