@@ -28,14 +28,17 @@ pub enum BtfError {
 const BTF_MAGIC: u16 = 0xEB9F;
 
 const KIND_INT: u32 = 1;
+const KIND_PTR: u32 = 2;
 const KIND_ARRAY: u32 = 3;
 const KIND_STRUCT: u32 = 4;
 const KIND_UNION: u32 = 5;
 const KIND_ENUM: u32 = 6;
+const KIND_FWD: u32 = 7;
 const KIND_TYPEDEF: u32 = 8;
 const KIND_VOLATILE: u32 = 9;
 const KIND_CONST: u32 = 10;
 const KIND_RESTRICT: u32 = 11;
+const KIND_FUNC: u32 = 12;
 const KIND_FUNC_PROTO: u32 = 13;
 const KIND_VAR: u32 = 14;
 const KIND_DATASEC: u32 = 15;
@@ -63,6 +66,10 @@ struct Type {
 pub struct Btf {
     types: Vec<Type>,
     structs: HashMap<String, u32>,
+    /// The string section (a split BTF's own strings follow its base's).
+    strs: Vec<u8>,
+    /// FUNC ids by name.
+    funcs: HashMap<String, u32>,
 }
 
 fn rd32(d: &[u8], off: usize) -> Result<u32, BtfError> {
@@ -82,6 +89,16 @@ impl Btf {
 
     /// Parse a base (vmlinux) BTF blob.
     pub fn parse(d: &[u8]) -> Result<Self, BtfError> {
+        Self::parse_on(d, None)
+    }
+
+    /// Parse a module's split BTF (`/sys/kernel/btf/<module>`) on top of
+    /// its base: type ids and string offsets continue the base's.
+    pub fn parse_split(d: &[u8], base: &Btf) -> Result<Self, BtfError> {
+        Self::parse_on(d, Some(base))
+    }
+
+    fn parse_on(d: &[u8], base: Option<&Btf>) -> Result<Self, BtfError> {
         if d.len() < 24 {
             return Err(BtfError::Format("shorter than a header".into()));
         }
@@ -99,12 +116,14 @@ impl Btf {
             .ok_or_else(|| BtfError::Format("type offset overflows".into()))?;
         let types_end = types_start.saturating_add(type_len);
         let strs_start = hdr_len.saturating_add(str_off);
-        let strs = d
+        let own = d
             .get(strs_start..strs_start.saturating_add(str_len))
             .ok_or_else(|| BtfError::Format("string section out of bounds".into()))?;
         if types_end > d.len() {
             return Err(BtfError::Format("type section out of bounds".into()));
         }
+        let mut strs = base.map_or_else(Vec::new, |b| b.strs.clone());
+        strs.extend_from_slice(own);
         let name = |off: u32| -> String {
             let off = off as usize;
             strs.get(off..)
@@ -113,14 +132,20 @@ impl Btf {
                 .unwrap_or_default()
         };
 
-        // Type id 0 is void.
-        let mut types = vec![Type {
-            kind: 0,
-            name: String::new(),
-            size_or_type: 0,
-            members: Vec::new(),
-        }];
-        let mut structs = HashMap::new();
+        // Type id 0 is void; a split BTF's ids continue its base's.
+        let (mut types, mut structs, mut funcs) = match base {
+            Some(b) => (b.types.clone(), b.structs.clone(), b.funcs.clone()),
+            None => (
+                vec![Type {
+                    kind: 0,
+                    name: String::new(),
+                    size_or_type: 0,
+                    members: Vec::new(),
+                }],
+                HashMap::new(),
+                HashMap::new(),
+            ),
+        };
         let mut p = types_start;
         while p < types_end {
             let name_off = rd32(d, p)?;
@@ -146,7 +171,19 @@ impl Btf {
                     }
                     p += 12 * vlen;
                 }
-                KIND_ENUM | KIND_FUNC_PROTO => p += 8 * vlen,
+                KIND_FUNC_PROTO => {
+                    // Parameters as members: (name, type).
+                    for i in 0..vlen {
+                        let m = p + i * 8;
+                        members.push(Member {
+                            name: name(rd32(d, m)?),
+                            ty: rd32(d, m + 4)?,
+                            bit_offset: 0,
+                        });
+                    }
+                    p += 8 * vlen;
+                }
+                KIND_ENUM => p += 8 * vlen,
                 KIND_DATASEC | KIND_ENUM64 => p += 12 * vlen,
                 _ => {}
             }
@@ -159,9 +196,65 @@ impl Btf {
             if kind == KIND_STRUCT && !t.name.is_empty() {
                 structs.entry(t.name.clone()).or_insert(types.len() as u32);
             }
+            if kind == KIND_FUNC && !t.name.is_empty() {
+                funcs.entry(t.name.clone()).or_insert(types.len() as u32);
+            }
             types.push(t);
         }
-        Ok(Self { types, structs })
+        Ok(Self {
+            types,
+            structs,
+            strs,
+            funcs,
+        })
+    }
+
+    /// A type as C spells it: "struct file *", "unsigned int", "NvU32".
+    fn c_type(&self, id: u32, depth: u32) -> String {
+        if depth > 16 {
+            return "?".into();
+        }
+        let Some(t) = self.ty(id) else {
+            return "?".into();
+        };
+        match t.kind {
+            0 => "void".into(),
+            KIND_PTR => {
+                let inner = self.c_type(t.size_or_type, depth + 1);
+                if inner.ends_with('*') {
+                    format!("{inner}*")
+                } else {
+                    format!("{inner} *")
+                }
+            }
+            KIND_CONST => format!("const {}", self.c_type(t.size_or_type, depth + 1)),
+            KIND_VOLATILE => format!("volatile {}", self.c_type(t.size_or_type, depth + 1)),
+            KIND_RESTRICT | KIND_TYPE_TAG => self.c_type(t.size_or_type, depth + 1),
+            KIND_STRUCT => format!("struct {}", t.name),
+            KIND_UNION => format!("union {}", t.name),
+            KIND_ENUM | KIND_ENUM64 => format!("enum {}", t.name),
+            KIND_FWD => format!("struct {}", t.name),
+            KIND_FUNC_PROTO => "fn".into(),
+            _ => t.name.clone(),
+        }
+    }
+
+    /// A function's prototype from BTF: (return type, [(param type,
+    /// param name)]), or None when the BTF has no such function.
+    pub fn prototype(&self, func: &str) -> Option<(String, Vec<(String, String)>)> {
+        let f = self.ty(*self.funcs.get(func)?)?;
+        let proto = self.ty(f.size_or_type)?;
+        if proto.kind != KIND_FUNC_PROTO {
+            return None;
+        }
+        Some((
+            self.c_type(proto.size_or_type, 0),
+            proto
+                .members
+                .iter()
+                .map(|m| (self.c_type(m.ty, 0), m.name.clone()))
+                .collect(),
+        ))
     }
 
     fn ty(&self, id: u32) -> Option<&Type> {

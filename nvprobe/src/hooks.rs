@@ -184,10 +184,13 @@ pub const HOOKS: &[Hook] = &[
         false,
         "GPU registration inside the va_space",
     ),
+    // The real 580.159.04 BTF (tests/fixtures/gpu-host): no `bool
+    // enable_hmm`, and parent_gpu_error is const. The ABI reference gives
+    // the 595.45.04 prototype, which has both; the real driver wins.
     hook(
         "uvm_gpu_retain_by_uuid",
         Target::NvidiaUvm,
-        "NV_STATUS uvm_gpu_retain_by_uuid(const NvProcessorUuid *gpu_uuid, const uvm_rm_user_object_t *user_rm_device, uvm_test_parent_gpu_inject_error_t *parent_gpu_error, bool enable_hmm, uvm_gpu_t **gpu_out)",
+        "NV_STATUS uvm_gpu_retain_by_uuid(const NvProcessorUuid *gpu_uuid, const uvm_rm_user_object_t *user_rm_device, const uvm_test_parent_gpu_inject_error_t *parent_gpu_error, uvm_gpu_t **gpu_out)",
         false,
         "first registration of a GPU: channels, page tables, fault buffers",
     ),
@@ -365,6 +368,95 @@ pub fn start_json(
     })
 }
 
+/// A C prototype split into (return type, name, [(param type, param
+/// name)]), types normalised as BTF spells them.
+pub fn parse_prototype(p: &str) -> Option<(String, String, Vec<(String, String)>)> {
+    let p = p.split_whitespace().collect::<Vec<_>>().join(" ");
+    let open = p.find('(')?;
+    let close = p.rfind(')')?;
+    let head = p[..open].trim();
+    // The name is the last identifier of the head; a '*' before it belongs
+    // to the return type.
+    let split = head.rfind(|c: char| !(c.is_alphanumeric() || c == '_'))?;
+    let (ret, name) = (head[..=split].trim(), head[split + 1..].trim());
+    let params = p[open + 1..close]
+        .split(',')
+        .map(str::trim)
+        .filter(|a| !a.is_empty() && *a != "void")
+        .map(|a| {
+            let cut = a
+                .rfind(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .map_or(0, |i| i + 1);
+            (normalize_type(&a[..cut]), a[cut..].to_owned())
+        })
+        .collect();
+    Some((normalize_type(ret), name.to_owned(), params))
+}
+
+/// C type spellings as BTF has them ("unsigned long" is "long unsigned
+/// int"), with one space before each '*' and none after.
+pub fn normalize_type(t: &str) -> String {
+    let t = t.replace('*', " * ");
+    let words: Vec<&str> = t.split_whitespace().collect();
+    let joined = words.join(" ");
+    let base = joined.trim_end_matches(" *").trim_end_matches('*').trim();
+    let stars = joined.matches('*').count();
+    let base = match base {
+        "unsigned long" => "long unsigned int",
+        "unsigned" => "unsigned int",
+        "long" => "long int",
+        "unsigned long long" => "long long unsigned int",
+        "long long" => "long long int",
+        "unsigned char" => "unsigned char",
+        other => other,
+    };
+    if stars == 0 {
+        base.to_owned()
+    } else {
+        format!("{base} {}", "*".repeat(stars))
+    }
+}
+
+/// One line per hook of a BTF dump: "name<TAB>module<TAB>prototype", the
+/// prototype as BTF gives it ("-" when the BTF has no such function).
+pub fn btf_prototypes(dir: &Path) -> Result<Vec<(&'static Hook, Option<String>)>, String> {
+    let read = |name: &str| -> Result<Vec<u8>, String> {
+        fs::read(dir.join(name)).map_err(|e| format!("{}/{name}: {e}", dir.display()))
+    };
+    let base = crate::btf::Btf::parse(&read("vmlinux")?).map_err(|e| format!("vmlinux: {e}"))?;
+    let mut modules = std::collections::HashMap::new();
+    for m in ["nvidia", "nvidia_uvm"] {
+        if let Ok(d) = read(m) {
+            let b = crate::btf::Btf::parse_split(&d, &base).map_err(|e| format!("{m}: {e}"))?;
+            modules.insert(m, b);
+        }
+    }
+    Ok(HOOKS
+        .iter()
+        .map(|h| {
+            let btf = match h.target {
+                Target::Vmlinux => Some(&base),
+                t => modules.get(t.module()),
+            };
+            let proto = btf.and_then(|b| b.prototype(h.name)).map(|(ret, params)| {
+                let ps: Vec<String> = params
+                    .iter()
+                    .map(|(t, n)| {
+                        if t.ends_with('*') {
+                            format!("{t}{n}")
+                        } else {
+                            format!("{t} {n}")
+                        }
+                    })
+                    .collect();
+                let sep = if ret.ends_with('*') { "" } else { " " };
+                format!("{ret}{sep}{}({})", h.name, ps.join(", "))
+            });
+            (h, proto)
+        })
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -414,4 +506,103 @@ mod tests {
         let s = survey(&root, Some(&old)).expect("kallsyms");
         assert!(describe(&s).ends_with("so the driver layer cannot cover the ioctls"));
     }
+
+    fn fixture_prototypes() -> Vec<(String, String, Option<String>)> {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/gpu-host/h200-580.159.04-hook-prototypes.txt");
+        std::fs::read_to_string(p)
+            .expect("fixture")
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| {
+                let f: Vec<&str> = l.splitn(3, '\t').collect();
+                (
+                    f[0].to_owned(),
+                    f[1].to_owned(),
+                    (f[2] != "-").then(|| f[2].to_owned()),
+                )
+            })
+            .collect()
+    }
+
+    /// The table's prototypes are the real driver's, as its BTF gives them
+    /// (H200, 580.159.04), for every hook that has BTF.
+    #[test]
+    fn the_table_matches_the_real_btf() {
+        let fx = fixture_prototypes();
+        assert_eq!(fx.len(), HOOKS.len());
+        let mut checked = 0;
+        for (name, module, proto) in &fx {
+            let h = HOOKS.iter().find(|h| h.name == name).expect("in the table");
+            assert_eq!(h.target.module(), module);
+            if let Some(p) = proto {
+                assert_eq!(
+                    parse_prototype(p),
+                    parse_prototype(h.prototype),
+                    "{name}: BTF has {p}, the table {}",
+                    h.prototype
+                );
+                checked += 1;
+            }
+        }
+        assert!(checked >= 11, "{checked}");
+    }
+
+    /// The definition of `name` in C source: from the start of its line to
+    /// the closing parenthesis, without storage and inline keywords.
+    fn c_definition(src: &str, name: &str) -> Option<String> {
+        let pat = format!(" {name}(");
+        let mut from = 0;
+        while let Some(i) = src[from..].find(&pat) {
+            let at = from + i;
+            let line_start = src[..at].rfind('\n').map_or(0, |n| n + 1);
+            let close = at + src[at..].find(')')?;
+            let after = src[close + 1..].trim_start();
+            let head = &src[line_start..at];
+            if after.starts_with('{') && !head.trim_start().starts_with("return") && !head.contains('=') {
+                let text = src[line_start..=close]
+                    .replace("static ", "")
+                    .replace("noinline ", "")
+                    .replace("__init ", "");
+                return Some(text);
+            }
+            from = at + pat.len();
+        }
+        None
+    }
+
+    /// The stand-in modules of the VM tier define each hooked function with
+    /// the real prototype: the BTF's where it has one, the table's where
+    /// the RM core has no BTF.
+    #[test]
+    fn the_stand_ins_match_the_real_prototypes() {
+        let kmod = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/kmod");
+        let nv = std::fs::read_to_string(kmod.join("nvidia.c")).expect("nvidia.c");
+        let uvm = std::fs::read_to_string(kmod.join("nvidia-uvm.c")).expect("nvidia-uvm.c");
+        let mut checked = 0;
+        for (name, module, proto) in fixture_prototypes() {
+            let src = match module.as_str() {
+                "nvidia" => &nv,
+                "nvidia_uvm" => &uvm,
+                _ => continue,
+            };
+            let Some(def) = c_definition(src, &name) else {
+                // Hooks the stand-ins do not carry: the <=535 frontend
+                // entry point only.
+                assert_eq!(name, "nvidia_frontend_unlocked_ioctl", "{name} missing from the stand-in");
+                continue;
+            };
+            let want = proto.unwrap_or_else(|| {
+                HOOKS.iter().find(|h| h.name == name).expect("hook").prototype.to_owned()
+            });
+            assert_eq!(
+                parse_prototype(&def),
+                parse_prototype(&want),
+                "{name}: the stand-in has {def}, the driver {want}"
+            );
+            checked += 1;
+        }
+        assert!(checked >= 12, "{checked}");
+    }
+
 }

@@ -53,6 +53,73 @@ enum Cmd {
     /// and HMM, GPUs, device nodes and access, libraries, container. Exit 1
     /// when a check fails.
     Doctor(DoctorArgs),
+    /// The driver layer's hook table: each function, its module, whether
+    /// this kernel has it (kallsyms), and the prototype in the module's BTF
+    /// against the one nvprobe assumes.
+    Hooks(HooksArgs),
+}
+
+#[derive(Args)]
+struct HooksArgs {
+    /// Read BTF from DIR/vmlinux and DIR/<module> (a copy of
+    /// /sys/kernel/btf from another host) instead of /sys/kernel/btf.
+    #[arg(long, value_name = "DIR", default_value = "/sys/kernel/btf")]
+    btf_dir: PathBuf,
+    /// One JSON document instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+fn hooks_cmd(a: HooksArgs) -> Result<(), Fail> {
+    use nvprobe::hooks;
+    let protos = hooks::btf_prototypes(&a.btf_dir).map_err(|e| {
+        Fail(
+            2,
+            anyhow::anyhow!("{e}: --btf-dir needs vmlinux (and the nvidia, nvidia_uvm module BTF to check them)"),
+        )
+    })?;
+    let syms = hooks::kallsyms(Path::new("/"));
+    let mut rows = Vec::new();
+    for (h, btf) in &protos {
+        let in_kallsyms = syms.as_ref().map(|s| {
+            s.contains(&(h.name.to_owned(), h.target.module().to_owned()))
+        });
+        let check = match btf {
+            None => "not in BTF".to_owned(),
+            Some(b) if hooks::parse_prototype(b) == hooks::parse_prototype(h.prototype) => {
+                "matches".to_owned()
+            }
+            Some(_) => "differs".to_owned(),
+        };
+        rows.push(serde_json::json!({
+            "name": h.name,
+            "module": h.target.module(),
+            "required": h.required,
+            "kallsyms": in_kallsyms,
+            "assumed": h.prototype,
+            "btf": btf,
+            "prototype_check": check,
+        }));
+        if !a.json {
+            println!(
+                "{:<32} {:<10} kallsyms:{:<4} btf:{}",
+                h.name,
+                h.target.module(),
+                in_kallsyms.map_or("?", |b| if b { "yes" } else { "no" }),
+                check
+            );
+            if let Some(b) = btf {
+                println!("    {b}");
+            }
+            if check == "differs" {
+                println!("    assumed: {}", h.prototype);
+            }
+        }
+    }
+    if a.json {
+        println!("{}", serde_json::json!({ "v": output::SCHEMA_VERSION, "type": "hooks", "btf_dir": a.btf_dir.display().to_string(), "hooks": rows }));
+    }
+    Ok(())
 }
 
 #[derive(Args)]
@@ -799,6 +866,7 @@ fn main() -> ExitCode {
         Cmd::Watch(a) => watch(a),
         Cmd::Decode(a) => decode_file(a),
         Cmd::Doctor(a) => doctor(a),
+        Cmd::Hooks(a) => hooks_cmd(a),
         Cmd::Schema => {
             let s = serde_json::to_string_pretty(&output::schema::schema()).unwrap_or_default();
             println!("{s}");

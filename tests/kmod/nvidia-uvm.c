@@ -103,8 +103,8 @@ noinline NV_STATUS uvm_pmm_devmem_init(uvm_parent_gpu_t *gpu)
 
 noinline NV_STATUS uvm_gpu_retain_by_uuid(const NvProcessorUuid *gpu_uuid,
                                           const uvm_rm_user_object_t *user_rm_device,
-                                          uvm_test_parent_gpu_inject_error_t *parent_gpu_error,
-                                          bool enable_hmm, uvm_gpu_t **gpu_out)
+                                          const uvm_test_parent_gpu_inject_error_t *parent_gpu_error,
+                                          uvm_gpu_t **gpu_out)
 {
 	NV_STATUS st;
 	if (block_register && wait_event_interruptible(never, false))
@@ -121,7 +121,7 @@ noinline NV_STATUS uvm_va_space_register_gpu(uvm_va_space_t *va_space, const NvP
                                              NvS32 *numa_node_id, NvProcessorUuid *uuid_out)
 {
 	uvm_gpu_t *gpu;
-	NV_STATUS st = uvm_gpu_retain_by_uuid(gpu_uuid, user_rm_device, NULL, true, &gpu);
+	NV_STATUS st = uvm_gpu_retain_by_uuid(gpu_uuid, user_rm_device, NULL, &gpu);
 	if (st != NV_OK)
 		return st;
 	*numa_enabled = 0;
