@@ -17,7 +17,7 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext},
 };
 use nvprobe_common::{
-    DrvEntry, DriverEvent, EventKind, HEAD_LEN, HOOK_FIRST_VMLINUX, HOOK_NV_FRONTEND_IOCTL,
+    DriverEvent, DrvEntry, EventKind, HEAD_LEN, HOOK_FIRST_VMLINUX, HOOK_NV_FRONTEND_IOCTL,
     HOOK_NV_IOCTL, HOOK_RM_IOCTL, HOOK_UVM_IOCTL, TAIL_LEN,
 };
 

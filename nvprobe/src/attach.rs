@@ -537,7 +537,10 @@ fn attach_driver_layer(
             continue;
         };
         let res = (|| -> Result<(), String> {
-            for prog in [format!("nvprobe_drv_exit_{i}"), format!("nvprobe_drv_enter_{i}")] {
+            for prog in [
+                format!("nvprobe_drv_exit_{i}"),
+                format!("nvprobe_drv_enter_{i}"),
+            ] {
                 let p: &mut aya::programs::KProbe = ebpf
                     .program_mut(&prog)
                     .ok_or_else(|| format!("program {prog} missing from the object"))?
@@ -619,7 +622,12 @@ mod object_tests {
         tabled.extend(crate::uprobes::PROGRAMS);
         tabled.extend(crate::doctor::kernel::PROGRAMS);
         let driver: Vec<String> = (0..nvprobe_common::DRIVER_HOOKS.len())
-            .flat_map(|i| [format!("nvprobe_drv_enter_{i}"), format!("nvprobe_drv_exit_{i}")])
+            .flat_map(|i| {
+                [
+                    format!("nvprobe_drv_enter_{i}"),
+                    format!("nvprobe_drv_exit_{i}"),
+                ]
+            })
             .collect();
         tabled.extend(driver.iter().map(String::as_str));
         let programs: Vec<String> = obj

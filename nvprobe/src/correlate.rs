@@ -193,7 +193,15 @@ impl Breakdown {
     /// "UVM_REGISTER_GPU 301.3 ms: 300.2 ms in uvm_pmm_devmem_init, which
     /// returned NV_ERR_NO_MEMORY (in uvm_gpu_retain_by_uuid <
     /// uvm_va_space_register_gpu < …)".
-    fn new(pid: u32, tid: u32, comm: String, call: String, duration_ns: u64, failed: bool, spans: Vec<Span>) -> Self {
+    fn new(
+        pid: u32,
+        tid: u32,
+        comm: String,
+        call: String,
+        duration_ns: u64,
+        failed: bool,
+        spans: Vec<Span>,
+    ) -> Self {
         // The focus: the innermost failing function of a failed call, else
         // the innermost one that took at least half of the call.
         let focus = spans
@@ -621,7 +629,10 @@ impl Obs {
                     .rm_status
                     .as_ref()
                     .filter(|st| st.code != "0x0")
-                    .map_or_else(|| d.result.clone(), |st| st.name.unwrap_or(&st.code).to_owned()),
+                    .map_or_else(
+                        || d.result.clone(),
+                        |st| st.name.unwrap_or(&st.code).to_owned(),
+                    ),
             },
             Event::Cuda(c) => ObsKind::Cuda {
                 func: c.func,
@@ -753,7 +764,8 @@ impl Correlator {
                         .cloned()
                         .collect();
                     v.retain(|s| s.end > end);
-                    if !inside.is_empty() && (!ok || end.saturating_sub(start) >= BREAKDOWN_SLOW_NS) {
+                    if !inside.is_empty() && (!ok || end.saturating_sub(start) >= BREAKDOWN_SLOW_NS)
+                    {
                         let b = Breakdown::new(
                             pid,
                             o.tid,

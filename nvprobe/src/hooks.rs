@@ -368,9 +368,11 @@ pub fn start_json(
     })
 }
 
-/// A C prototype split into (return type, name, [(param type, param
-/// name)]), types normalised as BTF spells them.
-pub fn parse_prototype(p: &str) -> Option<(String, String, Vec<(String, String)>)> {
+/// A C prototype: (return type, name, [(param type, param name)]).
+pub type Prototype = (String, String, Vec<(String, String)>);
+
+/// A C prototype split into its parts, types normalised as BTF spells them.
+pub fn parse_prototype(p: &str) -> Option<Prototype> {
     let p = p.split_whitespace().collect::<Vec<_>>().join(" ");
     let open = p.find('(')?;
     let close = p.rfind(')')?;
@@ -465,14 +467,24 @@ mod tests {
     fn numbered_as_the_kernel_side() {
         let names: Vec<&str> = HOOKS.iter().map(|h| h.name).collect();
         assert_eq!(names, nvprobe_common::DRIVER_HOOKS);
-        assert_eq!(HOOKS[nvprobe_common::HOOK_RM_IOCTL as usize].name, "rm_ioctl");
-        assert_eq!(HOOKS[nvprobe_common::HOOK_UVM_IOCTL as usize].name, "uvm_unlocked_ioctl_entry");
-        assert!(HOOKS[..nvprobe_common::HOOK_FIRST_VMLINUX as usize]
-            .iter()
-            .all(|h| h.target != Target::Vmlinux));
-        assert!(HOOKS[nvprobe_common::HOOK_FIRST_VMLINUX as usize..]
-            .iter()
-            .all(|h| h.target == Target::Vmlinux));
+        assert_eq!(
+            HOOKS[nvprobe_common::HOOK_RM_IOCTL as usize].name,
+            "rm_ioctl"
+        );
+        assert_eq!(
+            HOOKS[nvprobe_common::HOOK_UVM_IOCTL as usize].name,
+            "uvm_unlocked_ioctl_entry"
+        );
+        assert!(
+            HOOKS[..nvprobe_common::HOOK_FIRST_VMLINUX as usize]
+                .iter()
+                .all(|h| h.target != Target::Vmlinux)
+        );
+        assert!(
+            HOOKS[nvprobe_common::HOOK_FIRST_VMLINUX as usize..]
+                .iter()
+                .all(|h| h.target == Target::Vmlinux)
+        );
         assert_eq!(HOOKS[2].returns, Returns::NvStatus);
         assert_eq!(HOOKS[5].returns, Returns::Bool);
         assert_eq!(HOOKS[12].returns, Returns::Void);
@@ -559,7 +571,10 @@ mod tests {
             let close = at + src[at..].find(')')?;
             let after = src[close + 1..].trim_start();
             let head = &src[line_start..at];
-            if after.starts_with('{') && !head.trim_start().starts_with("return") && !head.contains('=') {
+            if after.starts_with('{')
+                && !head.trim_start().starts_with("return")
+                && !head.contains('=')
+            {
                 let text = src[line_start..=close]
                     .replace("static ", "")
                     .replace("noinline ", "")
@@ -589,11 +604,19 @@ mod tests {
             let Some(def) = c_definition(src, &name) else {
                 // Hooks the stand-ins do not carry: the <=535 frontend
                 // entry point only.
-                assert_eq!(name, "nvidia_frontend_unlocked_ioctl", "{name} missing from the stand-in");
+                assert_eq!(
+                    name, "nvidia_frontend_unlocked_ioctl",
+                    "{name} missing from the stand-in"
+                );
                 continue;
             };
             let want = proto.unwrap_or_else(|| {
-                HOOKS.iter().find(|h| h.name == name).expect("hook").prototype.to_owned()
+                HOOKS
+                    .iter()
+                    .find(|h| h.name == name)
+                    .expect("hook")
+                    .prototype
+                    .to_owned()
             });
             assert_eq!(
                 parse_prototype(&def),
@@ -604,5 +627,4 @@ mod tests {
         }
         assert!(checked >= 12, "{checked}");
     }
-
 }

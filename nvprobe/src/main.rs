@@ -75,15 +75,17 @@ fn hooks_cmd(a: HooksArgs) -> Result<(), Fail> {
     let protos = hooks::btf_prototypes(&a.btf_dir).map_err(|e| {
         Fail(
             2,
-            anyhow::anyhow!("{e}: --btf-dir needs vmlinux (and the nvidia, nvidia_uvm module BTF to check them)"),
+            anyhow::anyhow!(
+                "{e}: --btf-dir needs vmlinux (and the nvidia, nvidia_uvm module BTF to check them)"
+            ),
         )
     })?;
     let syms = hooks::kallsyms(Path::new("/"));
     let mut rows = Vec::new();
     for (h, btf) in &protos {
-        let in_kallsyms = syms.as_ref().map(|s| {
-            s.contains(&(h.name.to_owned(), h.target.module().to_owned()))
-        });
+        let in_kallsyms = syms
+            .as_ref()
+            .map(|s| s.contains(&(h.name.to_owned(), h.target.module().to_owned())));
         let check = match btf {
             None => "not in BTF".to_owned(),
             Some(b) if hooks::parse_prototype(b) == hooks::parse_prototype(h.prototype) => {
@@ -117,7 +119,10 @@ fn hooks_cmd(a: HooksArgs) -> Result<(), Fail> {
         }
     }
     if a.json {
-        println!("{}", serde_json::json!({ "v": output::SCHEMA_VERSION, "type": "hooks", "btf_dir": a.btf_dir.display().to_string(), "hooks": rows }));
+        println!(
+            "{}",
+            serde_json::json!({ "v": output::SCHEMA_VERSION, "type": "hooks", "btf_dir": a.btf_dir.display().to_string(), "hooks": rows })
+        );
     }
     Ok(())
 }
@@ -425,7 +430,7 @@ fn watch(a: WatchArgs) -> Result<(), Fail> {
         driver_layer: layer("driver"),
         syscall_layer: layer("syscall"),
         process_layer: layer("process"),
-        driver_version: driver.as_ref().map(|d| d.version.clone()),
+        driver_version: driver.as_ref().map(|d| d.version),
         uvm_major: majors.uvm.unwrap_or(0),
         caps_major: majors.caps.unwrap_or(0),
         pids: &a.pid,

@@ -43,9 +43,9 @@ pub fn driver_frame(stack: &[String]) -> Option<String> {
     stack.iter().find_map(|f| {
         let (func, module) = f.split_once(" [")?;
         let module = module.strip_suffix(']')?;
-        module.starts_with("nvidia").then(|| {
-            format!("{} ({module})", func.split('+').next().unwrap_or(func))
-        })
+        module
+            .starts_with("nvidia")
+            .then(|| format!("{} ({module})", func.split('+').next().unwrap_or(func)))
     })
 }
 
@@ -95,7 +95,10 @@ fn task_now(tid: u32) -> Option<TaskNow> {
             s.lines()
                 .map(|l| {
                     // "[<0>] fn+0x1a/0x50 [module]" -> "fn+0x1a/0x50 [module]"
-                    l.split_once(' ').map_or(l, |(_, rest)| rest).trim().to_owned()
+                    l.split_once(' ')
+                        .map_or(l, |(_, rest)| rest)
+                        .trim()
+                        .to_owned()
                 })
                 .take(12)
                 .collect()

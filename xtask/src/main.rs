@@ -3,7 +3,7 @@
 //!
 //!   cargo xtask setup            install nightly + rust-src + bpf-linker 0.10.3
 //!   cargo xtask run -- ARGS      setup, build (release), run nvprobe ARGS as root
-//!   cargo xtask test             setup, fmt, clippy, build every binary, all tests
+//!   cargo xtask test             setup, fmt, clippy, build every binary, all tests, vm-test (root)
 //!   cargo xtask vm-test          the kernel tier under qemu (root)
 //!   cargo xtask bench [--gpu]    interleaved benchmarks (see docs/BENCHMARKS.md)
 
@@ -44,6 +44,9 @@ enum Cmd {
         /// Skip cargo fmt/clippy (they run by default).
         #[arg(long)]
         no_lint: bool,
+        /// Skip the kernel tier (vm-test), which runs by default as root.
+        #[arg(long)]
+        no_vm: bool,
     },
     /// The kernel tier: Debian kernels with kprobes under qemu, the
     /// stand-in modules of tests/kmod, nvvmtest inside (root).
@@ -51,6 +54,9 @@ enum Cmd {
         /// Only the kernel whose label starts with this ("6.1", "6.12").
         #[arg(long)]
         only: Option<String>,
+        /// Also measure each layer's cost in the VM (docs/BENCHMARKS.md).
+        #[arg(long)]
+        bench: bool,
     },
     /// Benchmarks: nvprobe vs untraced vs strace, interleaved.
     Bench {
@@ -199,7 +205,7 @@ fn run(args: Vec<String>) -> anyhow::Result<()> {
     std::process::exit(st.code().unwrap_or(1));
 }
 
-fn test(no_lint: bool) -> anyhow::Result<()> {
+fn test(no_lint: bool, no_vm: bool) -> anyhow::Result<()> {
     setup(false)?;
     if !no_lint {
         sh(cargo().args(["fmt", "--all", "--", "--check"]))?;
@@ -214,7 +220,16 @@ fn test(no_lint: bool) -> anyhow::Result<()> {
             "xtask: not root: the tests that load BPF programs will say `skipping` (run as root for all tiers)"
         );
     }
-    sh(cargo().args(["test", "--", "--test-threads=1"]))
+    sh(cargo().args(["test", "--", "--test-threads=1"]))?;
+    // The kernel tier: kernels with kprobes under qemu (needs root and apt).
+    if no_vm {
+        eprintln!("xtask: --no-vm: the kernel tier (cargo xtask vm-test) was skipped");
+    } else if is_root() {
+        vm::vm_test(None, false)?;
+    } else {
+        eprintln!("xtask: not root: the kernel tier (cargo xtask vm-test) needs root; skipped");
+    }
+    Ok(())
 }
 
 fn which(name: &str) -> Option<PathBuf> {
@@ -401,8 +416,8 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().cmd {
         Cmd::Setup { bench } => setup(bench),
         Cmd::Run { args } => run(args),
-        Cmd::Test { no_lint } => test(no_lint),
-        Cmd::VmTest { only } => vm::vm_test(only),
+        Cmd::Test { no_lint, no_vm } => test(no_lint, no_vm),
+        Cmd::VmTest { only, bench } => vm::vm_test(only, bench),
         Cmd::Bench {
             gpu,
             rounds,

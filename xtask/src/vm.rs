@@ -60,9 +60,13 @@ fn resolve(k: &Kernel) -> anyhow::Result<String> {
         .filter_map(|p| p.strip_suffix(k.image_suffix))
         .map(str::to_owned)
         .collect();
-    rels.sort_by(|a, b| version_key(a).cmp(&version_key(b)));
-    rels.pop()
-        .with_context(|| format!("no kernel package matches {} in apt (run apt-get update?)", k.pattern))
+    rels.sort_by_key(|r| version_key(r));
+    rels.pop().with_context(|| {
+        format!(
+            "no kernel package matches {} in apt (run apt-get update?)",
+            k.pattern
+        )
+    })
 }
 
 fn version_key(s: &str) -> Vec<u64> {
@@ -72,12 +76,17 @@ fn version_key(s: &str) -> Vec<u64> {
 }
 
 fn ldd_libs(bin: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let out = output(Command::new("ldd").arg(bin))
-        .with_context(|| format!("ldd {}", bin.display()))?;
+    let out =
+        output(Command::new("ldd").arg(bin)).with_context(|| format!("ldd {}", bin.display()))?;
     Ok(out
         .lines()
         .filter_map(|l| {
-            let p = l.split("=>").nth(1).unwrap_or(l).split_whitespace().next()?;
+            let p = l
+                .split("=>")
+                .nth(1)
+                .unwrap_or(l)
+                .split_whitespace()
+                .next()?;
             p.starts_with('/').then(|| PathBuf::from(p))
         })
         .collect())
@@ -103,7 +112,7 @@ poweroff -f
 "#;
 
 /// Build the stand-ins, the initramfs, boot, and return (passed, log).
-fn one(k: &Kernel, bins: &Path) -> anyhow::Result<(bool, String)> {
+fn one(k: &Kernel, bins: &Path, bench: bool) -> anyhow::Result<(bool, String)> {
     let rel = resolve(k)?;
     eprintln!("xtask: vm-test {}: kernel {rel}", k.label);
     let work = root_dir().join("target/vm").join(&rel);
@@ -122,7 +131,10 @@ fn one(k: &Kernel, bins: &Path) -> anyhow::Result<(bool, String)> {
             .map(|e| e.path())
             .find(|p| p.extension().is_some_and(|e| e == "deb"))
             .context("the downloaded kernel package")?;
-        sh(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(work.join("img")))?;
+        sh(Command::new("dpkg-deb")
+            .arg("-x")
+            .arg(&deb)
+            .arg(work.join("img")))?;
     }
     // The stand-ins, built against this kernel's headers.
     let kmod = work.join("kmod");
@@ -140,7 +152,15 @@ fn one(k: &Kernel, bins: &Path) -> anyhow::Result<(bool, String)> {
     // The initramfs: busybox, nvprobe, nvvmtest, their libraries, the .ko.
     let root = work.join("initramfs");
     let _ = fs::remove_dir_all(&root);
-    for d in ["bin", "proc", "sys", "dev", "tmp", "kmod", "sys/kernel/tracing"] {
+    for d in [
+        "bin",
+        "proc",
+        "sys",
+        "dev",
+        "tmp",
+        "kmod",
+        "sys/kernel/tracing",
+    ] {
         fs::create_dir_all(root.join(d))?;
     }
     fs::copy("/bin/busybox", root.join("bin/busybox")).context("busybox-static")?;
@@ -163,12 +183,27 @@ fn one(k: &Kernel, bins: &Path) -> anyhow::Result<(bool, String)> {
     )))?;
     // Boot. TCG: slow but needs no /dev/kvm (which does not work here).
     let mut q = Command::new("qemu-system-x86_64")
-        .args(["-accel", "tcg", "-cpu", "max", "-m", "1024", "-smp", "1", "-nographic", "-no-reboot"])
+        .args([
+            "-accel",
+            "tcg",
+            "-cpu",
+            "max",
+            "-m",
+            "1024",
+            "-smp",
+            "1",
+            "-nographic",
+            "-no-reboot",
+        ])
         .arg("-kernel")
         .arg(&vmlinuz)
         .arg("-initrd")
         .arg(&initrd)
-        .args(["-append", "console=ttyS0 panic=-1 quiet loglevel=3"])
+        .arg("-append")
+        .arg(format!(
+            "console=ttyS0 panic=-1 quiet loglevel=3{}",
+            if bench { " nvvm.bench=1" } else { "" }
+        ))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -210,6 +245,11 @@ fn one(k: &Kernel, bins: &Path) -> anyhow::Result<(bool, String)> {
     let _ = q.kill();
     let _ = q.wait();
     fs::write(work.join("console.log"), &log)?;
+    if bench {
+        let md = bench_table(&rel, &log);
+        fs::write(work.join("bench.md"), &md)?;
+        println!("{md}");
+    }
     match passed {
         Some(p) => Ok((p, log)),
         None => bail!(
@@ -220,7 +260,52 @@ fn one(k: &Kernel, bins: &Path) -> anyhow::Result<(bool, String)> {
     }
 }
 
-pub fn vm_test(only: Option<String>) -> anyhow::Result<()> {
+/// The VM's NVVM-BENCH lines as markdown tables.
+fn bench_table(rel: &str, log: &str) -> String {
+    use std::fmt::Write as _;
+    let mut md = format!(
+        "### {rel} (qemu TCG, 1 vCPU; medians of 3 interleaved rounds of 7 batches; indicative only)\n\n| layers | getppid ns (×) | other ioctl ns (×) | NVIDIA ioctl ns (×) |\n|---|---|---|---|\n"
+    );
+    for l in log
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("NVVM-BENCH: "))
+    {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(l) else {
+            continue;
+        };
+        let f = |k: &str| v[k].as_f64().unwrap_or(0.0);
+        let _ = writeln!(
+            md,
+            "| {} | {:.0} ({:.2}) | {:.0} ({:.2}) | {:.0} ({:.2}) |",
+            v["config"].as_str().unwrap_or("?"),
+            f("getppid_ns"),
+            f("getppid_ratio"),
+            f("other_ioctl_ns"),
+            f("other_ioctl_ratio"),
+            f("nvidia_ioctl_ns"),
+            f("nvidia_ioctl_ratio")
+        );
+    }
+    md.push_str("\n| run with layers : BPF program | runs | ns per run |\n|---|---|---|\n");
+    for l in log
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("NVVM-BENCH-PROG: "))
+    {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(l) else {
+            continue;
+        };
+        let _ = writeln!(
+            md,
+            "| {} | {} | {:.0} |",
+            v["program"].as_str().unwrap_or("?"),
+            v["run_count"].as_u64().unwrap_or(0),
+            v["ns_per_run"].as_f64().unwrap_or(0.0)
+        );
+    }
+    md
+}
+
+pub fn vm_test(only: Option<String>, bench: bool) -> anyhow::Result<()> {
     if !crate::is_root() {
         bail!("vm-test installs kernel headers and packages with apt: run it as root");
     }
@@ -236,8 +321,23 @@ pub fn vm_test(only: Option<String>) -> anyhow::Result<()> {
     }
     let bins = crate::build_release()?;
     let mut failed = Vec::new();
-    for k in MATRIX.iter().filter(|k| only.as_deref().is_none_or(|o| k.label.starts_with(o))) {
-        match one(k, &bins) {
+    if let Some(o) = &only
+        && !MATRIX.iter().any(|k| k.label == o)
+    {
+        bail!(
+            "--only {o}: no such kernel in the matrix ({})",
+            MATRIX
+                .iter()
+                .map(|k| k.label)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    for k in MATRIX
+        .iter()
+        .filter(|k| only.as_deref().is_none_or(|o| k.label == o))
+    {
+        match one(k, &bins, bench) {
             Ok((true, _)) => eprintln!("xtask: vm-test {}: PASS", k.label),
             Ok((false, log)) => {
                 eprintln!("xtask: vm-test {}: FAIL\n{log}", k.label);

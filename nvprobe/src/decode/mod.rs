@@ -18,8 +18,7 @@ use std::{collections::HashMap, mem::size_of, sync::Arc};
 
 use nvprobe_common::{
     CUDA_FUNCS, CUDA_RETURN, CudaEvent, DevKind, DriverEvent, EventKind, FdEvent, FdOp, FileId,
-    Header,
-    IoctlEvent, MmapEvent, PathEvent, PathOp, ProcEvent, ProcOp, ioctl_flags, kdev_major,
+    Header, IoctlEvent, MmapEvent, PathEvent, PathOp, ProcEvent, ProcOp, ioctl_flags, kdev_major,
     kdev_minor,
 };
 use serde::Serialize;
@@ -1072,11 +1071,17 @@ fn decode_driver(ev: &DriverEvent, ctx: &Context, raw: Option<String>) -> Event 
         nvprobe_common::HOOK_RM_IOCTL => {
             let nr = ev.args[0] as u32 & 0xff;
             let size = ev.args[1] as u32;
-            call = Some(escape::name_for(nr, v).map_or_else(|| format!("escape {nr:#x}"), str::to_owned));
+            call = Some(
+                escape::name_for(nr, v).map_or_else(|| format!("escape {nr:#x}"), str::to_owned),
+            );
             let n = (ev.data_len as usize).min(ev.head.len());
             let head = Bytes::new(&ev.head[..n]);
             let tail_off = size.saturating_sub(ev.tail.len() as u32);
-            let tail = Bytes::new(if size as usize > ev.head.len() { &ev.tail[..] } else { &[] });
+            let tail = Bytes::new(if size as usize > ev.head.len() {
+                &ev.tail[..]
+            } else {
+                &[]
+            });
             if let Ok(l) = escape::status_loc(nr, size, v)
                 && let Some(code) = read_status(&head, &tail, tail_off, l.offset)
             {

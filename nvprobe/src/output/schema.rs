@@ -117,8 +117,25 @@ fn fd_call(t: &str) -> Value {
 /// The whole schema document.
 pub fn schema() -> Value {
     let types = [
-        "start", "warning", "lost", "summary", "ioctl", "open", "stat", "access", "close", "dup",
-        "mmap", "proc", "stage", "cuinit", "cuda", "stall", "signal", "driver", "breakdown",
+        "start",
+        "warning",
+        "lost",
+        "summary",
+        "ioctl",
+        "open",
+        "stat",
+        "access",
+        "close",
+        "dup",
+        "mmap",
+        "proc",
+        "stage",
+        "cuinit",
+        "cuda",
+        "stall",
+        "signal",
+        "driver",
+        "breakdown",
     ];
     json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -238,7 +238,10 @@ pub fn record_text(rec: &crate::correlate::Record) -> String {
             hit.stage, hit.name, hit.at_ms, hit.via
         ),
         Record::Signal(r) => format!("== {}[{}] signal {}\n", r.comm, r.pid, r.text),
-        Record::Breakdown(b) => format!("== {}[{}/{}] in the driver: {}\n", b.comm, b.pid, b.tid, b.text),
+        Record::Breakdown(b) => format!(
+            "== {}[{}/{}] in the driver: {}\n",
+            b.comm, b.pid, b.tid, b.text
+        ),
         Record::Cuinit(v) => {
             let mut s = format!(
                 "== {}[{}] cuInit {}: {} ({:.1} ms, {} driver calls; {})\n",
