@@ -250,21 +250,29 @@ impl Hook {
     }
 }
 
-/// Symbols of /proc/kallsyms (under ROOT): (name, module or "vmlinux").
+/// The hook-table symbols of /proc/kallsyms (under ROOT) as (name, module
+/// or "vmlinux"), and ("*", module) for each module that shows any symbol.
+/// Only those are kept of the kernel's ~200,000 lines.
 pub fn kallsyms(root: &Path) -> Option<HashSet<(String, String)>> {
-    let text = fs::read_to_string(root.join("proc/kallsyms")).ok()?;
-    Some(
-        text.lines()
-            .filter_map(|l| {
-                let mut f = l.split_whitespace();
-                let (_, _, name) = (f.next()?, f.next()?, f.next()?);
-                let module = f
-                    .next()
-                    .map_or("vmlinux", |m| m.trim_matches(|c| c == '[' || c == ']'));
-                Some((name.to_owned(), module.to_owned()))
-            })
-            .collect(),
-    )
+    let text = crate::host::kallsyms_text(root)?;
+    let names: HashSet<&str> = HOOKS.iter().map(|h| h.name).collect();
+    let mut out = HashSet::new();
+    for l in text.lines() {
+        let mut f = l.split_whitespace();
+        let (Some(_), Some(_), Some(name)) = (f.next(), f.next(), f.next()) else {
+            continue;
+        };
+        let module = f
+            .next()
+            .map_or("vmlinux", |m| m.trim_matches(|c| c == '[' || c == ']'));
+        if names.contains(name) {
+            out.insert((name.to_owned(), module.to_owned()));
+        }
+        if module != "vmlinux" && !out.contains(&("*".to_owned(), module.to_owned())) {
+            out.insert(("*".to_owned(), module.to_owned()));
+        }
+    }
+    Some(out)
 }
 
 /// Each hook that applies to this driver version, and whether its symbol

@@ -313,6 +313,25 @@ impl HmmFacts {
     }
 }
 
+/// ROOT/proc/kallsyms. The live one (root `/`) is read once per process:
+/// the kernel formats ~200,000 lines each time, a noticeable part of
+/// doctor's second.
+pub fn kallsyms_text(root: &Path) -> Option<std::sync::Arc<String>> {
+    static LIVE: std::sync::OnceLock<Option<std::sync::Arc<String>>> = std::sync::OnceLock::new();
+    if root == Path::new("/") {
+        return LIVE
+            .get_or_init(|| {
+                fs::read_to_string("/proc/kallsyms")
+                    .ok()
+                    .map(std::sync::Arc::new)
+            })
+            .clone();
+    }
+    fs::read_to_string(root.join("proc/kallsyms"))
+        .ok()
+        .map(std::sync::Arc::new)
+}
+
 /// Read the HMM facts from /proc/kallsyms and nvidia_uvm's parameters.
 pub fn hmm_facts(root: &Path) -> HmmFacts {
     let disabled =
@@ -323,22 +342,20 @@ pub fn hmm_facts(root: &Path) -> HmmFacts {
                 "N" | "0" => Some(false),
                 _ => None,
             });
-    let compiled_in = fs::read_to_string(root.join("proc/kallsyms"))
-        .ok()
-        .and_then(|text| {
-            let (mut module, mut hmm) = (false, false);
-            for l in text.lines().filter(|l| l.ends_with("[nvidia_uvm]")) {
-                module = true;
-                if l.split_whitespace()
-                    .nth(2)
-                    .is_some_and(|s| s.starts_with("uvm_hmm_"))
-                {
-                    hmm = true;
-                    break;
-                }
+    let compiled_in = kallsyms_text(root).and_then(|text| {
+        let (mut module, mut hmm) = (false, false);
+        for l in text.lines().filter(|l| l.ends_with("[nvidia_uvm]")) {
+            module = true;
+            if l.split_whitespace()
+                .nth(2)
+                .is_some_and(|s| s.starts_with("uvm_hmm_"))
+            {
+                hmm = true;
+                break;
             }
-            module.then_some(hmm)
-        });
+        }
+        module.then_some(hmm)
+    });
     HmmFacts {
         compiled_in,
         disabled,

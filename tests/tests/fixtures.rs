@@ -1132,3 +1132,78 @@ fn decode_carries_stalls_and_the_recorded_losses() {
     assert_eq!(recs.iter().filter(|r| r["type"] == "stall").count(), 2);
     let _ = std::fs::remove_file(&path);
 }
+
+/// The H200's own snapshot (`nvprobe doctor --snapshot` on the GPU
+/// machine, tests/fixtures/hosts/h200-snapshot) read back with `--root`
+/// gives the file-level verdicts and evidence that doctor gave live there
+/// (tests/fixtures/gpu-host/h200-580.159.04-doctor.json).
+#[test]
+fn the_h200_snapshot_reads_back_like_the_live_host() {
+    let live: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture("gpu-host/h200-580.159.04-doctor.json")).expect("fixture"),
+    )
+    .expect("json");
+    assert_eq!(
+        live["result"], "warn",
+        "the live H200: warnings (no kprobes), no failure"
+    );
+    let o = std::process::Command::new(nvprobe_tests::harness::bin("nvprobe"))
+        .args(["doctor", "--json", "--root"])
+        .arg(fixture("hosts/h200-snapshot"))
+        .output()
+        .expect("run");
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let snap: Value = serde_json::from_slice(&o.stdout).expect("json");
+    let pick = |d: &Value, id: &str| -> Vec<(String, String)> {
+        d["checks"]
+            .as_array()
+            .expect("checks")
+            .iter()
+            .filter(|c| c["id"] == id)
+            .map(|c| {
+                (
+                    c["verdict"].as_str().unwrap_or("").to_owned(),
+                    c["evidence"].as_str().unwrap_or("").to_owned(),
+                )
+            })
+            .collect()
+    };
+    for id in [
+        "driver_loaded",
+        "uvm_loaded",
+        "uvm_hmm",
+        "params",
+        "gpu",
+        "pci_gpu",
+        "persistence",
+        "node",
+        "caps",
+        "libcuda",
+        "libnvidia-ml",
+        "runtime",
+        "device_cgroup",
+        "btf_nvidia",
+        "btf_nvidia_uvm",
+    ] {
+        let l = pick(&live, id);
+        assert!(!l.is_empty(), "{id} live");
+        assert_eq!(pick(&snap, id), l, "{id}");
+    }
+    // The hook survey reads the snapshot's kallsyms: same symbols, and the
+    // refusal comes from its event-source listing.
+    let h = pick(&snap, "driver_hooks");
+    assert_eq!(h, pick(&live, "driver_hooks"));
+    assert!(
+        h[0].1
+            .starts_with("driver 580.159.04: 14/16 driver-hook symbols"),
+        "{h:?}"
+    );
+    // The kernel checks are file evidence there, and agree on kprobes.
+    assert_eq!(pick(&snap, "kprobe")[0].0, "warn");
+    assert!(pick(&snap, "kprobe")[0].1.ends_with("(file evidence)"));
+}

@@ -106,15 +106,61 @@ pub const PROGRAMS: [&str; 5] = [
     "doctor_fentry",
 ];
 
+/// What has to happen before doctor starts threads: tracefs (mounted in a
+/// private mount namespace when the host has none: unshare(CLONE_NEWNS)
+/// needs a single-threaded process).
+pub struct Prepared {
+    tracefs: (Option<&'static Path>, bool),
+}
+
+pub fn prepare() -> Prepared {
+    let found = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+        .into_iter()
+        .map(Path::new)
+        .find(|p| p.join("events").is_dir());
+    // Not mounted (a fresh VM or container): mount it in a private mount
+    // namespace of this process only, to test tracepoints without changing
+    // the host (watch mounts it for real when it starts).
+    let private = found.is_none() && private_tracefs().is_ok();
+    Prepared {
+        tracefs: (found, private),
+    }
+}
+
 /// Ask the kernel. Needs root; the caller checks.
-pub fn live(out: &mut Vec<Check>) -> Ability {
+pub fn live(prep: &Prepared, out: &mut Vec<Check>) -> Ability {
+    let t0 = std::time::Instant::now();
+    let a = live_inner(prep, out);
+    log::debug!("doctor: kernel probes took {:?}", t0.elapsed());
+    a
+}
+
+fn live_inner(prep: &Prepared, out: &mut Vec<Check>) -> Ability {
+    let t0 = std::time::Instant::now();
+    // aya's parse of vmlinux BTF (for the fentry test) is the slowest step:
+    // run it beside the others.
+    let aya_btf = Some(std::thread::spawn(|| {
+        Btf::from_sys_fs().map_err(|e| format!("vmlinux BTF: {e}"))
+    }));
     let mut a = Ability::default();
     lockdown(Path::new("/"), out, &mut a);
     // BPF syscall and maps: loading the object creates its maps.
-    let mut ebpf = match EbpfLoader::new()
-        .map_max_entries("EVENTS", 4096)
-        .load(crate::attach::EBPF_OBJECT)
-    {
+    // The tracing maps are created at their smallest: doctor only needs
+    // the object to load.
+    let mut loader = EbpfLoader::new();
+    loader.map_max_entries("EVENTS", 4096);
+    for m in [
+        "INFLIGHT",
+        "NV_PROCS",
+        "PID_FILTER",
+        "EXTRA_FILES",
+        "UVM_SIZES",
+        "CUDA_INFLIGHT",
+        "DRV_INFLIGHT",
+    ] {
+        loader.map_max_entries(m, 1);
+    }
+    let mut ebpf = match loader.load(crate::attach::EBPF_OBJECT) {
         Ok(e) => {
             a.bpf = Some(true);
             out.push(check(
@@ -139,15 +185,10 @@ pub fn live(out: &mut Vec<Check>) -> Ability {
             return a;
         }
     };
+    log::debug!("doctor: object loaded at {:?}", t0.elapsed());
     btf_checks(Path::new("/"), out, &mut a);
-    let found = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
-        .into_iter()
-        .map(Path::new)
-        .find(|p| p.join("events").is_dir());
-    // Not mounted (a fresh VM or container): mount it in a private mount
-    // namespace of this process only, to test tracepoints without changing
-    // the host (watch mounts it for real when it starts).
-    let private = found.is_none() && private_tracefs().is_ok();
+    log::debug!("doctor: BTF checked at {:?}", t0.elapsed());
+    let (found, private) = prep.tracefs;
     let tracefs = found.or(private.then(|| Path::new("/sys/kernel/tracing")));
     a.tracefs = Some(tracefs.is_some());
     out.push(match (found, private) {
@@ -211,6 +252,7 @@ pub fn live(out: &mut Vec<Check>) -> Ability {
     } else {
         None
     };
+    log::debug!("doctor: tracepoint at {:?}", t0.elapsed());
     let raw = run("raw tracepoint", SELFTEST_RAW_TRACEPOINT, &mut ebpf, &|e| {
         let p: &mut RawTracePoint = prog(e, "doctor_raw_tracepoint")?;
         p.load().map_err(|e| format!("load: {e}"))?;
@@ -219,6 +261,7 @@ pub fn live(out: &mut Vec<Check>) -> Ability {
         Ok("raw tracepoint sys_enter".into())
     });
     let libc = own_libc();
+    log::debug!("doctor: raw tracepoint at {:?}", t0.elapsed());
     let up = match &libc {
         None => Err("cannot find this process's libc in /proc/self/maps to probe".into()),
         Some(libc) => run("uprobe", SELFTEST_UPROBE, &mut ebpf, &|e| {
@@ -233,6 +276,7 @@ pub fn live(out: &mut Vec<Check>) -> Ability {
             Ok(format!("uprobe {}:getppid", libc.display()))
         }),
     };
+    log::debug!("doctor: uprobe at {:?}", t0.elapsed());
     let kp = run("kprobe", SELFTEST_KPROBE, &mut ebpf, &|e| {
         let p: &mut KProbe = prog(e, "doctor_kprobe")?;
         p.load().map_err(|e| format!("load: {e}"))?;
@@ -240,14 +284,23 @@ pub fn live(out: &mut Vec<Check>) -> Ability {
             .map_err(|e| format!("attach {}: {e:#}", ioctl_fn()))?;
         Ok(format!("kprobe {}", ioctl_fn()))
     });
+    log::debug!("doctor: kprobe at {:?}", t0.elapsed());
+    let aya_btf_res: Result<Btf, String> = aya_btf
+        .and_then(|h| h.join().ok())
+        .unwrap_or_else(|| Err("vmlinux BTF: the parser thread failed".into()));
+    log::debug!("doctor: aya BTF ready at {:?}", t0.elapsed());
+    let t_fe = std::time::Instant::now();
     let fe = run("fentry", SELFTEST_FENTRY, &mut ebpf, &|e| {
-        let btf = Btf::from_sys_fs().map_err(|e| format!("vmlinux BTF: {e}"))?;
+        let btf = aya_btf_res.as_ref().map_err(Clone::clone)?;
         let p: &mut FEntry = prog(e, "doctor_fentry")?;
-        p.load(ioctl_fn(), &btf)
-            .map_err(|e| format!("load on {}: {e:#}", ioctl_fn()))?;
+        let t = std::time::Instant::now();
+        let r = p.load(ioctl_fn(), btf);
+        log::debug!("doctor: fentry load took {:?}", t.elapsed());
+        r.map_err(|e| format!("load on {}: {e:#}", ioctl_fn()))?;
         p.attach().map_err(|e| format!("attach: {e:#}"))?;
         Ok(format!("fentry {}", ioctl_fn()))
     });
+    log::debug!("doctor: fentry test took {:?}", t_fe.elapsed());
 
     let mut report = |id: &'static str,
                       kind: &str,
@@ -310,6 +363,17 @@ pub fn live(out: &mut Vec<Check>) -> Ability {
         Some(fe),
         Verdict::Warn,
         "without fentry the kernel's HMM entry points can only be hooked with kprobes; nvprobe falls back to them where the kernel has kprobes",
+    );
+    // Closing the probes waits for RCU grace periods (tens of ms each):
+    // hand that to a thread, and to process exit if it is still running.
+    let t = std::time::Instant::now();
+    std::thread::spawn(move || {
+        drop(ebpf);
+        drop(aya_btf_res);
+    });
+    log::debug!(
+        "doctor: handed the probes' teardown off in {:?}",
+        t.elapsed()
     );
     a
 }

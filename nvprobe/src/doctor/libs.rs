@@ -228,7 +228,12 @@ pub fn find(root: &Path, live: bool) -> Vec<Lib> {
 }
 
 pub fn checks(root: &Path, live: bool, module: Option<&DriverVersion>, out: &mut Vec<Check>) {
-    let libs = find(root, live);
+    checks_of(find(root, live), module, out);
+}
+
+/// The verdicts for libraries already found (doctor finds them on a
+/// thread of their own: reading a 96 MB libcuda takes a while).
+pub fn checks_of(libs: Vec<Lib>, module: Option<&DriverVersion>, out: &mut Vec<Check>) {
     let module = module.map(ToString::to_string);
     for (kind, _) in NAMES {
         let mine: Vec<&Lib> = libs.iter().filter(|l| l.kind == kind).collect();

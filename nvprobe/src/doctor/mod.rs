@@ -828,11 +828,18 @@ pub fn run_with(o: &Options) -> Result<Vec<Check>, String> {
         access::resolve(root, o.live, o.user.as_deref())?
     };
     let mut out = Vec::new();
+    let root_user = nix::unistd::geteuid().is_root();
+    // Before any thread starts (it may unshare a mount namespace).
+    let prep = (o.live && root_user && !o.watch_startup).then(kernel::prepare);
+    let libs = {
+        let (r, live) = (root.to_path_buf(), o.live);
+        std::thread::spawn(move || libs::find(&r, live))
+    };
     if !o.watch_startup {
         let ability = if !o.live {
             kernel::from_files(root, &mut out)
-        } else if nix::unistd::geteuid().is_root() {
-            kernel::live(&mut out)
+        } else if let Some(prep) = &prep {
+            kernel::live(prep, &mut out)
         } else {
             out.push(check(
                 "tracing",
@@ -852,25 +859,36 @@ pub fn run_with(o: &Options) -> Result<Vec<Check>, String> {
             kernel::layers(&ability, &mut out);
         }
     }
+    let mut t = std::time::Instant::now();
+    let mut lap = |what: &str| {
+        log::debug!("doctor: {what} took {:?}", t.elapsed());
+        t = std::time::Instant::now();
+    };
+    lap("tracing checks");
     let log = kmsg::nvidia_lines(root, o.live, 400);
+    lap("kernel log");
     if !o.watch_startup
         && let Some(d) = driver_info(root)
     {
         hook_check(root, &d.version, &mut out);
     }
+    lap("hook survey");
     let m = driver_checks(root, &log, &mut out);
     param_and_gpu_checks(root, &mut out);
     pci_checks(root, &log, &mut out);
     persistence_check(root, o.live, &log, &mut out);
+    lap("driver checks");
     node_checks(o, user.as_ref(), &m, &mut out);
-    libs::checks(
-        root,
-        o.live,
+    lap("node checks");
+    libs::checks_of(
+        libs.join().unwrap_or_default(),
         driver_info(root).as_ref().map(|d| &d.version),
         &mut out,
     );
+    lap("library checks");
     container::checks(root, &m, &mut out);
     kmsg_checks(&log, &mut out);
+    lap("container checks");
     Ok(out)
 }
 

@@ -8,8 +8,8 @@
 //! lines of the kernel log), `sys/kernel/btf.list` and
 //! `sys/bus/event_source/devices.list`. Nothing private is copied: pid 1's
 //! environment is cut down to `container=` and whether
-//! KUBERNETES_SERVICE_HOST is set, kallsyms to the NVIDIA and HMM symbols
-//! with their addresses zeroed.
+//! KUBERNETES_SERVICE_HOST is set, kallsyms to the driver-hook and HMM
+//! symbols with their addresses zeroed.
 
 use std::{
     fs,
@@ -47,23 +47,23 @@ const FILES: &[&str] = &[
 
 const MODULES: &[&str] = &["nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_drm"];
 
-/// kallsyms names worth keeping: the NVIDIA modules' and the kernel's HMM
-/// entry points.
-fn keep_symbol(line: &str) -> bool {
-    line.contains("[nvidia")
-        || [
-            " hmm_range_fault",
-            " memremap_pages",
-            " devm_memremap_pages",
-            " request_free_mem_region",
-            " __mmu_notifier_register",
-            " mmu_notifier_register",
-            " mmu_interval_notifier_insert",
-        ]
-        .iter()
-        .any(|s| {
-            line.ends_with(s) || line.contains(&format!("{s}\t")) || line.contains(&format!("{s} "))
-        })
+/// kallsyms names worth keeping: the driver layer's hooks (with their
+/// module), nvidia_uvm's HMM functions (whether HMM is compiled in), and
+/// one symbol per NVIDIA module so that "module symbols are readable"
+/// survives. Everything else of a 20,000-line listing is left out.
+fn keep_symbol(line: &str, seen_module: &mut std::collections::HashSet<String>) -> bool {
+    let mut f = line.split_whitespace();
+    let (Some(_), Some(_), Some(name)) = (f.next(), f.next(), f.next()) else {
+        return false;
+    };
+    let module = f.next().map(|m| m.trim_matches(|c| c == '[' || c == ']'));
+    if crate::hooks::HOOKS.iter().any(|h| h.name == name) || name.starts_with("uvm_hmm_") {
+        return true;
+    }
+    match module {
+        Some(m) if m.starts_with("nvidia") => seen_module.insert(m.to_owned()),
+        _ => false,
+    }
 }
 
 struct Writer {
@@ -140,9 +140,10 @@ fn gather(w: &mut Writer, checks: &[Check]) -> anyhow::Result<()> {
         }
     }
     if let Ok(text) = fs::read_to_string("/proc/kallsyms") {
+        let mut seen = std::collections::HashSet::new();
         let kept: String = text
             .lines()
-            .filter(|l| keep_symbol(l))
+            .filter(|l| keep_symbol(l, &mut seen))
             .map(|l| {
                 let rest = l.split_once(' ').map_or(l, |(_, r)| r);
                 format!("0000000000000000 {rest}\n")
