@@ -143,6 +143,34 @@ pub fn version_of(path: &Path) -> Option<String> {
     version_in(&data)
 }
 
+/// Whether the file carries `version` as a whole string ("\0580.159.04\0"),
+/// read from its end in 4 MiB chunks: libcuda keeps its version near the
+/// end (92.5 of 96 MB in 580.159.04), so a match costs one or two chunks,
+/// not the whole file. None when the file cannot be read.
+pub fn carries(path: &Path, version: &str) -> Option<bool> {
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    let mut f = fs::File::open(path).ok()?;
+    let len = f.metadata().ok()?.len();
+    let pat = format!("\0{version}\0");
+    let pat = pat.as_bytes();
+    const CHUNK: u64 = 4 << 20;
+    let mut end = len;
+    let mut buf = Vec::new();
+    while end > 0 {
+        // Overlap by the pattern's length so a match across chunks counts.
+        let start = end.saturating_sub(CHUNK);
+        let want = (end - start) as usize + if end < len { pat.len() } else { 0 };
+        f.seek(SeekFrom::Start(start)).ok()?;
+        buf.resize(want.min((len - start) as usize), 0);
+        f.read_exact(&mut buf).ok()?;
+        if memchr::memmem::rfind(&buf, pat).is_some() {
+            return Some(true);
+        }
+        end = start;
+    }
+    Some(false)
+}
+
 fn version_in(data: &[u8]) -> Option<String> {
     let mut counts: BTreeMap<&[u8], usize> = BTreeMap::new();
     for s in data.split(|&b| b == 0) {
@@ -170,6 +198,13 @@ fn version_in(data: &[u8]) -> Option<String> {
 /// Every libcuda / libnvidia-ml file under the search dirs, once per real
 /// file (symlinks resolved), in search order.
 pub fn find(root: &Path, live: bool) -> Vec<Lib> {
+    find_for(root, live, None)
+}
+
+/// Like [`find`]; a library that carries `expected` (the kernel module's
+/// version) as a whole string is taken to be that version without reading
+/// all of it.
+pub fn find_for(root: &Path, live: bool, expected: Option<&str>) -> Vec<Lib> {
     if let Ok(text) = fs::read_to_string(root.join("libs.manifest")) {
         return text
             .lines()
@@ -219,7 +254,10 @@ pub fn find(root: &Path, live: bool) -> Vec<Lib> {
             out.push(Lib {
                 path: shown,
                 kind,
-                version: version_of(&real),
+                version: match expected {
+                    Some(v) if carries(&real, v) == Some(true) => Some(v.to_owned()),
+                    _ => version_of(&real),
+                },
                 size: meta.len(),
             });
         }
@@ -309,6 +347,22 @@ pub fn checks_of(libs: Vec<Lib>, module: Option<&DriverVersion>, out: &mut Vec<C
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn carries_finds_a_version_across_chunks() {
+        let dir = std::env::temp_dir().join(format!("nvprobe-carries-{}", std::process::id()));
+        fs::create_dir_all(&dir).expect("mkdir");
+        let p = dir.join("libcuda.so.1");
+        // The string straddles the 4 MiB chunk boundary from the end.
+        let mut d = vec![b'x'; 9 << 20];
+        let at = d.len() - (4 << 20) - 5;
+        d[at..at + 12].copy_from_slice(b"\x00580.159.04\x00");
+        fs::write(&p, &d).expect("write");
+        assert_eq!(carries(&p, "580.159.04"), Some(true));
+        assert_eq!(carries(&p, "575.57.08"), Some(false));
+        assert_eq!(carries(&dir.join("missing"), "580.159.04"), None);
+        let _ = fs::remove_dir_all(&dir);
+    }
 
     /// The shape of the real libcuda 580.159.04: a bundled component's
     /// version is the most frequent standalone string; the companion

@@ -833,7 +833,8 @@ pub fn run_with(o: &Options) -> Result<Vec<Check>, String> {
     let prep = (o.live && root_user && !o.watch_startup).then(kernel::prepare);
     let libs = {
         let (r, live) = (root.to_path_buf(), o.live);
-        std::thread::spawn(move || libs::find(&r, live))
+        let expected = driver_info(root).map(|d| d.version.to_string());
+        std::thread::spawn(move || libs::find_for(&r, live, expected.as_deref()))
     };
     if !o.watch_startup {
         let ability = if !o.live {

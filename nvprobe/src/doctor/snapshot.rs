@@ -211,7 +211,8 @@ fn gather(w: &mut Writer, checks: &[Check]) -> anyhow::Result<()> {
     }
     w.put("dev.manifest", manifest.as_bytes())?;
     let mut lm = String::from("# PATH VERSION SIZE (version read from the file's contents)\n");
-    for l in libs::find(Path::new("/"), true) {
+    let expected = crate::host::driver_info(Path::new("/")).map(|d| d.version.to_string());
+    for l in libs::find_for(Path::new("/"), true, expected.as_deref()) {
         lm += &format!(
             "{} {} {}\n",
             l.path,
