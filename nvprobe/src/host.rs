@@ -14,9 +14,188 @@ use procfs::FromRead as _;
 
 use crate::decode::version::{DriverInfo, DriverVersion, parse_proc_version};
 
+/// How long a read of a driver file may take before it counts as blocked.
+pub const DRIVER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A read of a file under /proc/driver/nvidia that did not give its text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DriverRead {
+    /// The read failed (errno text).
+    Failed(String),
+    /// The read did not finish within the timeout: the driver is stuck.
+    Blocked,
+}
+
+type ReadCache = std::collections::HashMap<std::path::PathBuf, Result<String, DriverRead>>;
+
+fn read_cache() -> &'static std::sync::Mutex<ReadCache> {
+    static C: std::sync::OnceLock<std::sync::Mutex<ReadCache>> = std::sync::OnceLock::new();
+    C.get_or_init(Default::default)
+}
+
+/// Read files that call into the NVIDIA driver (/proc/driver/nvidia/...)
+/// in a forked child, so that a read stuck in the kernel (a hung GPU, a
+/// held lock) cannot keep nvprobe from exiting: whatever has not come back
+/// after `timeout` is `Blocked`. The host's own files (under /proc) are
+/// read once per process; a host tree's are read again each time (they are
+/// plain files), but a blocked one stays blocked.
+pub fn prefetch_driver_files(paths: &[std::path::PathBuf], timeout: std::time::Duration) {
+    use std::os::fd::AsRawFd as _;
+    let todo: Vec<&std::path::PathBuf> = {
+        let c = read_cache().lock().unwrap_or_else(|e| e.into_inner());
+        paths
+            .iter()
+            .filter(|p| match c.get(*p) {
+                Some(Err(DriverRead::Blocked)) => false,
+                Some(_) => !p.starts_with("/proc"),
+                None => true,
+            })
+            .collect()
+    };
+    if todo.is_empty() {
+        return;
+    }
+    let cpaths: Vec<std::ffi::CString> = todo
+        .iter()
+        .filter_map(|p| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).ok())
+        .collect();
+    if cpaths.len() != todo.len() {
+        return;
+    }
+    let Ok((rd, wr)) = nix::unistd::pipe() else {
+        return;
+    };
+    const MAX: usize = 64 * 1024;
+    let mut buf = vec![0u8; MAX];
+    // SAFETY: between fork and _exit the child makes only system calls
+    // (open, read, write, close) on memory allocated before the fork.
+    match unsafe { nix::unistd::fork() } {
+        Err(_) => {}
+        Ok(nix::unistd::ForkResult::Child) => unsafe {
+            for (i, p) in cpaths.iter().enumerate() {
+                let fd = libc::open(p.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+                let (status, len) = if fd < 0 {
+                    (*libc::__errno_location(), 0usize)
+                } else {
+                    let mut got = 0usize;
+                    let mut status = 0;
+                    while got < MAX {
+                        let n = libc::read(fd, buf.as_mut_ptr().add(got).cast(), MAX - got);
+                        if n < 0 {
+                            status = *libc::__errno_location();
+                            break;
+                        }
+                        if n == 0 {
+                            break;
+                        }
+                        got += n as usize;
+                    }
+                    libc::close(fd);
+                    (status, got)
+                };
+                let head = [i as u32, status as u32, len as u32];
+                libc::write(wr.as_raw_fd(), head.as_ptr().cast(), 12);
+                let mut off = 0;
+                while off < len {
+                    let n = libc::write(wr.as_raw_fd(), buf.as_ptr().add(off).cast(), len - off);
+                    if n <= 0 {
+                        break;
+                    }
+                    off += n as usize;
+                }
+            }
+            libc::_exit(0);
+        },
+        Ok(nix::unistd::ForkResult::Parent { child }) => {
+            drop(wr);
+            let deadline = std::time::Instant::now() + timeout;
+            let mut data = Vec::new();
+            let mut chunk = vec![0u8; 64 * 1024];
+            loop {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                let mut fds = [nix::poll::PollFd::new(
+                    std::os::fd::AsFd::as_fd(&rd),
+                    nix::poll::PollFlags::POLLIN,
+                )];
+                let ms = left.as_millis().min(u128::from(u16::MAX)) as u16;
+                match nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms)) {
+                    Ok(0) => break,
+                    Ok(_) => match nix::unistd::read(&rd, &mut chunk) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => data.extend_from_slice(&chunk[..n]),
+                    },
+                    Err(_) => break,
+                }
+            }
+            let done = nix::sys::wait::waitpid(child, Some(nix::sys::wait::WaitPidFlag::WNOHANG));
+            if !matches!(done, Ok(nix::sys::wait::WaitStatus::Exited(..))) {
+                // Stuck in the kernel: it dies when its read returns.
+                let _ = nix::sys::signal::kill(child, nix::sys::signal::Signal::SIGKILL);
+                let _ = nix::sys::wait::waitpid(child, Some(nix::sys::wait::WaitPidFlag::WNOHANG));
+            }
+            let mut got: std::collections::HashMap<usize, Result<String, DriverRead>> =
+                Default::default();
+            let mut p = 0;
+            while p + 12 <= data.len() {
+                let w =
+                    |k: usize| u32::from_ne_bytes(data[p + k..p + k + 4].try_into().expect("4"));
+                let (i, status, len) = (w(0) as usize, w(4) as i32, w(8) as usize);
+                if p + 12 + len > data.len() {
+                    break;
+                }
+                let body = &data[p + 12..p + 12 + len];
+                got.insert(
+                    i,
+                    if status == 0 {
+                        Ok(String::from_utf8_lossy(body).into_owned())
+                    } else {
+                        Err(DriverRead::Failed(
+                            std::io::Error::from_raw_os_error(status).to_string(),
+                        ))
+                    },
+                );
+                p += 12 + len;
+            }
+            let mut c = read_cache().lock().unwrap_or_else(|e| e.into_inner());
+            for (i, path) in todo.iter().enumerate() {
+                c.insert(
+                    (*path).clone(),
+                    got.remove(&i).unwrap_or(Err(DriverRead::Blocked)),
+                );
+            }
+        }
+    }
+}
+
+/// One driver file, through the guarded reader.
+pub fn read_driver_file(path: &Path) -> Result<String, DriverRead> {
+    prefetch_driver_files(&[path.to_path_buf()], DRIVER_READ_TIMEOUT);
+    read_cache()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(path)
+        .cloned()
+        .unwrap_or(Err(DriverRead::Blocked))
+}
+
+/// The driver files that blocked so far.
+pub fn blocked_driver_files() -> Vec<std::path::PathBuf> {
+    let c = read_cache().lock().unwrap_or_else(|e| e.into_inner());
+    let mut v: Vec<_> = c
+        .iter()
+        .filter(|(_, r)| matches!(r, Err(DriverRead::Blocked)))
+        .map(|(p, _)| p.clone())
+        .collect();
+    v.sort();
+    v
+}
+
 /// `/proc/driver/nvidia/version`, else `/sys/module/nvidia/version`.
 pub fn driver_info(root: &Path) -> Option<DriverInfo> {
-    if let Ok(text) = fs::read_to_string(root.join("proc/driver/nvidia/version"))
+    if let Ok(text) = read_driver_file(&root.join("proc/driver/nvidia/version"))
         && let Some(info) = parse_proc_version(&text)
     {
         return Some(info);

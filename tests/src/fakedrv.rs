@@ -20,6 +20,10 @@ use fuser::{
 };
 
 pub const FILES: [(&str, u64); 3] = [("nvidiactl", 2), ("nvidia0", 3), ("nvidia-uvm", 4)];
+/// A regular file whose read hangs this long, like a /proc/driver/nvidia
+/// file of a stuck driver (doctor must not hang on it).
+pub const HANG_FILE: (&str, u64) = ("information", 5);
+pub const HANG_READ_MS: u64 = 6000;
 
 /// The controls the stand-in knows, and what it answers (NV_STATUS).
 pub const CONTROL_ANSWERS: &[(u32, u32)] = &[
@@ -181,7 +185,11 @@ impl FakeNv {
 
 impl Filesystem for FakeNv {
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        match FILES.iter().find(|(n, _)| OsStr::new(n) == name) {
+        match FILES
+            .iter()
+            .chain([&HANG_FILE])
+            .find(|(n, _)| OsStr::new(n) == name)
+        {
             Some((_, ino)) if parent == INodeNo::ROOT => {
                 reply.entry(&TTL, &attr(*ino, false), Generation(0))
             }
@@ -192,15 +200,21 @@ impl Filesystem for FakeNv {
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         if ino == INodeNo::ROOT {
             reply.attr(&TTL, &attr(1, true));
-        } else if FILES.iter().any(|(_, i)| *i == ino.0) {
+        } else if FILES.iter().chain([&HANG_FILE]).any(|(_, i)| *i == ino.0) {
             reply.attr(&TTL, &attr(ino.0, false));
         } else {
             reply.error(Errno::ENOENT);
         }
     }
 
-    fn open(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        reply.opened(FileHandle(0), FopenFlags::empty());
+    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        // Direct I/O: reads reach `read` whatever the (zero) file size.
+        let flags = if ino.0 == HANG_FILE.1 {
+            FopenFlags::FOPEN_DIRECT_IO
+        } else {
+            FopenFlags::empty()
+        };
+        reply.opened(FileHandle(0), flags);
     }
 
     fn readdir(
@@ -219,13 +233,38 @@ impl Filesystem for FakeNv {
             (1u64, FileType::Directory, "."),
             (1, FileType::Directory, ".."),
         ];
-        entries.extend(FILES.iter().map(|(n, i)| (*i, FileType::RegularFile, *n)));
+        entries.extend(
+            FILES
+                .iter()
+                .chain([&HANG_FILE])
+                .map(|(n, i)| (*i, FileType::RegularFile, *n)),
+        );
         for (i, (ino, kind, name)) in entries.into_iter().enumerate().skip(offset as usize) {
             if reply.add(INodeNo(ino), (i + 1) as u64, kind, name) {
                 break;
             }
         }
         reply.ok();
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        _size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<fuser::LockOwner>,
+        reply: fuser::ReplyData,
+    ) {
+        if ino.0 != HANG_FILE.1 {
+            reply.error(Errno::EINVAL);
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(HANG_READ_MS));
+        let text = b"Model: \t\t NVIDIA H200\nDevice Minor: \t 0\n";
+        reply.data(text.get(offset as usize..).unwrap_or(&[]));
     }
 
     fn ioctl(

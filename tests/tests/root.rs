@@ -48,7 +48,10 @@ struct FakeDrv {
 
 impl FakeDrv {
     fn start(tmp: &Path) -> FakeDrv {
-        let dir = tmp.join("dev");
+        Self::start_at(&tmp.join("dev"))
+    }
+    fn start_at(dir: &Path) -> FakeDrv {
+        let dir = dir.to_path_buf();
         let mut child = Command::new(bin("nvfixture"))
             .arg("serve")
             .arg(&dir)
@@ -1626,4 +1629,54 @@ fn doctor_tests_tracepoints_without_mounting_tracefs_on_the_host() {
             .is_some_and(|e| e.contains("attached and fired")),
         "{tp}"
     );
+}
+
+/// A read of /proc/driver/nvidia that never comes back (a stuck driver):
+/// doctor reads it in a child, gives up after its timeout, says which file
+/// and why, and finishes the other checks. Here a FUSE file whose read
+/// hangs stands in for the driver's procfs file.
+#[test]
+fn doctor_does_not_hang_on_a_stuck_driver_file() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("stuck");
+    let tree = tmp.join("tree");
+    let _ = std::fs::remove_dir_all(&tree);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/hosts/healthy");
+    assert!(
+        Command::new("cp")
+            .arg("-r")
+            .arg(&src)
+            .arg(&tree)
+            .status()
+            .expect("cp")
+            .success()
+    );
+    let gpu = tree.join("proc/driver/nvidia/gpus/0000:00:06.0");
+    std::fs::remove_file(gpu.join("information")).expect("the tree has it");
+    let drv = FakeDrv::start_at(&gpu);
+    let (code, doc, _) = doctor_json(&["--root", tree.to_str().expect("utf8")]);
+    drop(drv);
+    assert_eq!(code, Some(1), "{doc}");
+    let p = check_of(&doc, "proc_driver");
+    assert_eq!(p["verdict"], "fail");
+    assert_eq!(
+        p["evidence"],
+        "reading /proc/driver/nvidia/gpus/0000:00:06.0/information did not finish within 2 s: the driver is stuck in the kernel"
+    );
+    assert!(
+        p["hint"]
+            .as_str()
+            .is_some_and(|h| h.contains("fuser -v /dev/nvidia*"))
+    );
+    // The rest ran: the driver version came from its own (readable) file,
+    // and the GPU is reported as not answering, not as absent.
+    assert_eq!(check_of(&doc, "driver_loaded")["verdict"], "ok");
+    let g = check_of(&doc, "gpu");
+    assert_eq!(g["verdict"], "fail");
+    assert_eq!(
+        g["evidence"],
+        "0000:00:06.0: the driver did not answer for this GPU (its information file blocked)"
+    );
+    let _ = std::fs::remove_dir_all(&tmp);
 }

@@ -144,7 +144,7 @@ fn gpu_minors(root: &Path) -> Vec<(String, u32)> {
     };
     for e in rd.flatten() {
         let bus = e.file_name().to_string_lossy().into_owned();
-        let Ok(info) = fs::read_to_string(e.path().join("information")) else {
+        let Ok(info) = crate::host::read_driver_file(&e.path().join("information")) else {
             continue;
         };
         if let Some(m) = info.lines().find_map(|l| {
@@ -487,8 +487,9 @@ fn param_and_gpu_checks(root: &Path, out: &mut Vec<Check>) {
     if !base.join("version").exists() {
         return;
     }
-    match fs::read_to_string(base.join("params")) {
-        Err(e) => out.push(check(
+    match crate::host::read_driver_file(&base.join("params")) {
+        Err(crate::host::DriverRead::Blocked) => {}
+        Err(crate::host::DriverRead::Failed(e)) => out.push(check(
             "driver",
             "params",
             Verdict::Warn,
@@ -537,8 +538,23 @@ fn param_and_gpu_checks(root: &Path, out: &mut Vec<Check>) {
         let mut dirs: Vec<_> = rd.flatten().map(|e| e.path()).collect();
         dirs.sort();
         for d in dirs {
-            let Ok(info) = fs::read_to_string(d.join("information")) else {
-                continue;
+            let info = match crate::host::read_driver_file(&d.join("information")) {
+                Ok(i) => i,
+                Err(crate::host::DriverRead::Blocked) => {
+                    gpus += 1;
+                    out.push(check(
+                        "driver",
+                        "gpu",
+                        Verdict::Fail,
+                        format!(
+                            "{}: the driver did not answer for this GPU (its information file blocked)",
+                            d.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+                        ),
+                        Some("the GPU or its driver state is stuck: see the proc_driver check and the kernel log"),
+                    ));
+                    continue;
+                }
+                Err(_) => continue,
             };
             gpus += 1;
             let field = |k: &str| {
@@ -831,6 +847,16 @@ pub fn run_with(o: &Options) -> Result<Vec<Check>, String> {
     let root_user = nix::unistd::geteuid().is_root();
     // Before any thread starts (it may unshare a mount namespace).
     let prep = (o.live && root_user && !o.watch_startup).then(kernel::prepare);
+    // Everything under /proc/driver/nvidia in one guarded child: a read
+    // that calls into a stuck driver must not hang doctor.
+    let mut driver_files = vec![
+        root.join("proc/driver/nvidia/version"),
+        root.join("proc/driver/nvidia/params"),
+    ];
+    if let Ok(rd) = fs::read_dir(root.join("proc/driver/nvidia/gpus")) {
+        driver_files.extend(rd.flatten().map(|e| e.path().join("information")));
+    }
+    crate::host::prefetch_driver_files(&driver_files, crate::host::DRIVER_READ_TIMEOUT);
     let libs = {
         let (r, live) = (root.to_path_buf(), o.live);
         let expected = driver_info(root).map(|d| d.version.to_string());
@@ -874,6 +900,27 @@ pub fn run_with(o: &Options) -> Result<Vec<Check>, String> {
         hook_check(root, &d.version, &mut out);
     }
     lap("hook survey");
+    let blocked: Vec<PathBuf> = crate::host::blocked_driver_files()
+        .into_iter()
+        .filter(|p| p.starts_with(root))
+        .collect();
+    if !blocked.is_empty() {
+        out.push(check(
+            "driver",
+            "proc_driver",
+            Verdict::Fail,
+            format!(
+                "reading {} did not finish within {} s: the driver is stuck in the kernel",
+                blocked
+                    .iter()
+                    .map(|p| format!("/{}", p.strip_prefix(root).unwrap_or(p).display()))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                crate::host::DRIVER_READ_TIMEOUT.as_secs()
+            ),
+            Some("a hung GPU or a driver lock held by another process: CUDA calls will hang too. Check the kernel log (dmesg | grep -i -e nvrm -e xid), which processes hold /dev/nvidia* (fuser -v /dev/nvidia*), and whether a GPU reset or reboot is needed"),
+        ));
+    }
     let m = driver_checks(root, &log, &mut out);
     param_and_gpu_checks(root, &mut out);
     pci_checks(root, &log, &mut out);
