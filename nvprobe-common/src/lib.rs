@@ -242,6 +242,9 @@ pub mod ioctl_flags {
     /// The kernel side knew no parameter size for this command (UVM command
     /// missing from the size table), so nothing was read.
     pub const SIZE_UNKNOWN: u32 = 16;
+    /// Made by the driver layer (kprobe on the module's ioctl entry point),
+    /// not the syscall tracepoints: `fd` is unknown (-1).
+    pub const FROM_DRIVER: u32 = 32;
 }
 
 /// One ioctl on an NVIDIA file, emitted at syscall exit.
@@ -479,7 +482,9 @@ pub struct Config {
     pub task_tgid: u32,
     pub task_pid: u32,
     pub task_exit_code: u32,
-    pub _pad: u32,
+    /// 1: the driver layer's ioctl entry points (kprobes) make the ioctl
+    /// records, and the ioctl syscall tracepoints are not attached.
+    pub drv_ioctls: u32,
 }
 
 /// Kernel-internal dev_t helpers (`MAJOR()`/`MINOR()` in linux/kdev_t.h).

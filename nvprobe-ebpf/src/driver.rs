@@ -22,9 +22,14 @@ use nvprobe_common::{
 };
 
 use crate::{
-    fdres::{file_rdev, fill_header, wakeup_bytes},
+    fdres::{drv_ioctls, file_id, file_rdev, fill_header, pid_allowed, wakeup_bytes},
     maps::{EVENTS, count_lost, wakeup_flags},
 };
+
+#[inline(always)]
+fn is_ioctl_hook(hook: u32) -> bool {
+    hook == HOOK_NV_IOCTL || hook == HOOK_NV_FRONTEND_IOCTL || hook == HOOK_UVM_IOCTL
+}
 
 /// (tid << 32 | hook) -> entry state.
 #[map]
@@ -56,6 +61,19 @@ fn enter(ctx: &ProbeContext, hook: u32) {
         ],
     };
     let _ = DRV_INFLIGHT.insert(&key(hook), &e, 0);
+    // Without the ioctl syscall tracepoints, the module's ioctl entry point
+    // makes the ioctl record itself: (struct file *, cmd, arg).
+    if is_ioctl_hook(hook) && drv_ioctls() && pid_allowed() {
+        if let Some(file) = file_id(e.args[0]) {
+            let _ = crate::ioctl_begin(
+                -1,
+                file,
+                e.args[1] as u32,
+                e.args[2],
+                nvprobe_common::ioctl_flags::FROM_DRIVER,
+            );
+        }
+    }
 }
 
 #[inline(always)]
@@ -66,6 +84,11 @@ fn exit(ctx: &RetProbeContext, hook: u32) {
         return;
     };
     let _ = DRV_INFLIGHT.remove(&k);
+    if is_ioctl_hook(hook) && drv_ioctls() {
+        // The ioctl record stands for the entry point's own span.
+        let _ = crate::ioctl_finish(ctx.ret::<i64>());
+        return;
+    }
     let Some(mut entry) = EVENTS.reserve::<DriverEvent>(0) else {
         count_lost(EventKind::Driver);
         return;

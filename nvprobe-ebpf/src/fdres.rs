@@ -47,7 +47,7 @@ static CONFIG: Config = Config {
     task_tgid: 0,
     task_pid: 0,
     task_exit_code: 0,
-    _pad: 0,
+    drv_ioctls: 0,
 };
 
 #[inline(always)]
@@ -153,9 +153,24 @@ pub fn resolve_fd(fd: i32) -> Option<FileId> {
         }
         let fdarr: u64 = kread(fdt, cfg!(fdt_fd))?;
         let file: u64 = kread(fdarr, (fd as u32) * 8)?;
-        if file == 0 {
-            return None;
-        }
+        file_id(file)
+    }
+}
+
+/// Whether the driver layer's ioctl entry points make the ioctl records.
+#[inline(always)]
+pub fn drv_ioctls() -> bool {
+    cfg!(drv_ioctls) != 0
+}
+
+/// What a `struct file *` is, as [`resolve_fd`] says it for an fd.
+#[inline(always)]
+pub fn file_id(file: u64) -> Option<FileId> {
+    if file == 0 {
+        return None;
+    }
+    // SAFETY: every dereference goes through bpf_probe_read_kernel.
+    unsafe {
         let inode: u64 = kread(file, cfg!(file_inode))?;
         let mode: u16 = kread(inode, cfg!(inode_mode))?;
         let rdev: u32 = kread(inode, cfg!(inode_rdev))?;

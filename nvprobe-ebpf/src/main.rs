@@ -125,7 +125,21 @@ fn try_ioctl_enter(ctx: &TracePointContext) -> Result<(), i64> {
         return Ok(());
     }
     let argp = arg::<u64>(ctx, ARG2)?;
+    ioctl_begin(fd, file, cmd, argp, 0)
+}
+
+/// Keep an NVIDIA ioctl's entry state (the syscall tracepoint, or the
+/// driver layer's kprobe on the module's ioctl entry point with fd -1).
+#[inline(always)]
+pub(crate) fn ioctl_begin(
+    fd: i32,
+    file: nvprobe_common::FileId,
+    cmd: u32,
+    argp: u64,
+    flags: u32,
+) -> Result<(), i64> {
     let mut inf = zeroed_inflight();
+    inf.flags = flags;
     inf.kind = EventKind::Ioctl as u32;
     inf.start_ns = now();
     inf.fd = fd;
@@ -155,10 +169,16 @@ pub fn nvprobe_ioctl_exit(ctx: TracePointContext) -> u32 {
 }
 
 fn try_ioctl_exit(ctx: &TracePointContext) -> Result<(), i64> {
+    let ret = arg::<i64>(ctx, RET)?;
+    ioctl_finish(ret)
+}
+
+/// Emit the ioctl record of this thread's pending NVIDIA ioctl.
+#[inline(always)]
+pub(crate) fn ioctl_finish(ret: i64) -> Result<(), i64> {
     let Some(inf) = take_slot(tid(), Some(EventKind::Ioctl as u32)) else {
         return Ok(());
     };
-    let ret = arg::<i64>(ctx, RET)?;
     let end = now();
 
     // Where the parameter struct is and how big it is.

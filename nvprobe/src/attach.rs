@@ -272,6 +272,10 @@ pub struct Settings<'a> {
     /// Attach the driver layer (kprobes in nvidia/nvidia_uvm) when the
     /// kernel allows it.
     pub driver_layer: bool,
+    /// Let the driver layer's ioctl entry points make the ioctl records and
+    /// leave the ioctl syscall tracepoints off when they attach (other
+    /// processes' ioctls then run no BPF program).
+    pub driver_ioctls: bool,
     /// The syscall tracepoints (ioctl, opens, stats...).
     pub syscall_layer: bool,
     /// Exits, execs, signals, forks.
@@ -290,6 +294,9 @@ pub struct Loaded {
     pub probes: Vec<ProbeState>,
     pub refusals: Vec<Refusal>,
     pub tracefs: PathBuf,
+    /// The NVIDIA ioctls are traced by the driver layer's kprobes, and the
+    /// ioctl syscall tracepoints were left off.
+    pub ioctls_in_driver: bool,
 }
 
 pub fn check_root() -> Result<(), StartError> {
@@ -383,6 +390,7 @@ pub fn load_and_attach(
     cfg.extra_files = s.extra.len() as u32;
     cfg.self_tgid = std::process::id();
     cfg.wakeup_bytes = (s.ringbuf_bytes / 8).min(1 << 20);
+    cfg.drv_ioctls = u32::from(s.driver_ioctls);
 
     let mut ebpf = EbpfLoader::new()
         .override_global("CONFIG", &cfg, true)
@@ -399,7 +407,24 @@ pub fn load_and_attach(
     let mut probes = Vec::new();
     let mut refusals = Vec::new();
     let mut loaded_progs: Vec<&'static str> = Vec::new();
-    for pr in PROBES.iter().filter(|_| s.syscall_layer) {
+    // The driver layer first: when its ioctl entry points attach (and the
+    // kernel side was told to use them), the ioctl tracepoints stay off.
+    if s.driver_layer && crate::hooks::unavailable_reason(Path::new("/")).is_none() {
+        attach_driver_layer(&mut ebpf, s, &mut probes, &mut refusals);
+    }
+    let hooked = |n: &str| {
+        probes
+            .iter()
+            .any(|p| p.layer == "driver" && p.attached && p.name == n)
+    };
+    let ioctls_in_driver = s.driver_ioctls
+        && hooked("uvm_unlocked_ioctl_entry")
+        && (hooked("nvidia_unlocked_ioctl") || hooked("nvidia_frontend_unlocked_ioctl"));
+    for pr in PROBES
+        .iter()
+        .filter(|_| s.syscall_layer)
+        .filter(|pr| !(ioctls_in_driver && pr.syscall == "ioctl"))
+    {
         let enter_tp = format!("sys_enter_{}", pr.syscall);
         let exit_tp = format!("sys_exit_{}", pr.syscall);
         let res = (|| -> Result<(), String> {
@@ -504,14 +529,12 @@ pub fn load_and_attach(
             error: res.err(),
         });
     }
-    if s.driver_layer && crate::hooks::unavailable_reason(Path::new("/")).is_none() {
-        attach_driver_layer(&mut ebpf, s, &mut probes, &mut refusals);
-    }
     Ok(Loaded {
         ebpf,
         probes,
         refusals,
         tracefs,
+        ioctls_in_driver,
     })
 }
 

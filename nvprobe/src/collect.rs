@@ -647,7 +647,7 @@ pub async fn run(
                                     tid: v.tid,
                                     start_ns: v.start_ns,
                                     call: decode::raw_call_name(nvprobe_common::DevKind::from_u8(v.file.kind), v.cmd, xfer, &version),
-                                    fd: Some(v.fd),
+                                    fd: (v.fd >= 0).then_some(v.fd),
                                 });
                             }
                         }

@@ -1474,6 +1474,7 @@ mod tests {
             status: None,
             status_note: None,
             ok: true,
+            via: None,
             raw: None,
         })
     }

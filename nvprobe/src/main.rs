@@ -428,6 +428,9 @@ fn watch(a: WatchArgs) -> Result<(), Fail> {
     let layer = |l: &str| a.layers.is_empty() || a.layers.iter().any(|x| x == l);
     let settings = Settings {
         driver_layer: layer("driver"),
+        // By default the driver layer takes the NVIDIA ioctls over where it
+        // can; naming syscall in --layers keeps them at the syscalls.
+        driver_ioctls: layer("driver") && (a.layers.is_empty() || !layer("syscall")),
         syscall_layer: layer("syscall"),
         process_layer: layer("process"),
         driver_version: driver.as_ref().map(|d| d.version),
@@ -483,6 +486,7 @@ fn watch(a: WatchArgs) -> Result<(), Fail> {
         "tracefs": tracefs.display().to_string(),
         "tracefs_mounted_by_nvprobe": mounted,
         "libcuda": libcuda.attached(),
+        "ioctls_in_driver": loaded.ioctls_in_driver,
         "driver_layer": nvprobe::hooks::start_json(
             Path::new("/"),
             driver.as_ref().map(|d| &d.version),
@@ -548,11 +552,7 @@ fn watch(a: WatchArgs) -> Result<(), Fail> {
             ),
         ));
     }
-    if !layer("syscall")
-        && !(drv_attached.contains(&"uvm_unlocked_ioctl_entry")
-            && (drv_attached.contains(&"nvidia_unlocked_ioctl")
-                || drv_attached.contains(&"nvidia_frontend_unlocked_ioctl")))
-    {
+    if !layer("syscall") && !loaded.ioctls_in_driver {
         return Err(Fail(
             3,
             anyhow::anyhow!(
@@ -603,7 +603,7 @@ fn watch(a: WatchArgs) -> Result<(), Fail> {
         }
     }
     eprintln!(
-        "nvprobe {}: tracing NVIDIA driver calls ({}; decoding as {}{}); {attached}/{} probes attached{}. Ctrl-C to stop.",
+        "nvprobe {}: tracing NVIDIA driver calls ({}; decoding as {}{}); {attached}/{} probes attached{}{}. Ctrl-C to stop.",
         env!("CARGO_PKG_VERSION"),
         driver.as_ref().map_or_else(
             || "no NVIDIA driver loaded".to_owned(),
@@ -612,6 +612,11 @@ fn watch(a: WatchArgs) -> Result<(), Fail> {
         vctx.version,
         if vctx.known { "" } else { ", assumed" },
         loaded.probes.len(),
+        if loaded.ioctls_in_driver {
+            "; NVIDIA ioctls traced inside the driver (kprobes), no ioctl syscall tracepoint"
+        } else {
+            ""
+        },
         if mounted { "; mounted tracefs" } else { "" },
     );
     out.flush()?;

@@ -218,6 +218,10 @@ pub struct Ioctl {
     /// False when the call failed: errno, or a status other than NV_OK and
     /// the benign answers (NOT_SUPPORTED probes, WARN_NOTHING_TO_DO).
     pub ok: bool,
+    /// "driver" when the driver layer's kprobe on the module's ioctl entry
+    /// point made the record (then `fd` is -1: unknown there).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub via: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub raw: Option<String>,
 }
@@ -702,6 +706,7 @@ fn decode_ioctl(ev: &IoctlEvent, ctx: &Context, raw: Option<String>) -> Event {
         status,
         status_note,
         ok: ev.ret == 0 && status_ok,
+        via: (ev.flags & ioctl_flags::FROM_DRIVER != 0).then_some("driver"),
         raw,
     })
 }

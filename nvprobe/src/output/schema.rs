@@ -169,6 +169,7 @@ pub fn schema() -> Value {
                 "nodes": { "type": "object", "description": "\"major:minor\" -> device node path, as found under /dev" },
                 "extra_devices": { "type": "array", "description": "files declared with --device: path, kind, sdev, ino" },
                 "libcuda": { "type": "array", "description": "libcuda files hooked at start: path, functions" },
+                "ioctls_in_driver": { "type": "boolean", "description": "NVIDIA ioctls are traced by the driver layer's kprobes (ioctl records say via: driver, fd -1) and the ioctl syscall tracepoints are off" },
                 "driver_layer": { "type": "object", "required": ["attached", "reason"], "description": "hooks inside nvidia/nvidia_uvm: attached, why not (null when attached), and each hook symbol (name, module, present, attached, required); hooks is null when kallsyms shows no module symbols" }
             }), false),
             "warning": def("warning", &["id", "message"], json!({
@@ -230,6 +231,7 @@ pub fn schema() -> Value {
                 "action": { "enum": ["default", "ignored", "handler"], "description": "signal_delivered: the receiver's disposition" },
                 "sa_restart": { "type": "boolean", "description": "signal_delivered: the handler has SA_RESTART" },
                 "time_ns": { "type": "integer" },
+                "via": { "const": "driver", "description": "made by the driver layer (kprobe on the module's ioctl entry point); fd is then -1" },
                 "raw": { "type": "string" }
             }), true),
             "cuda": def("cuda", &["func", "phase", "start_ns"], json!({

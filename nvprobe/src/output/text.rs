@@ -84,7 +84,13 @@ pub fn event_line(clock: &Clock, mono_ns: u64, ev: &Event) -> String {
                 (Some(n), None) => n.to_owned(),
                 (None, _) => format!("{} {}", e.family, e.request),
             };
-            let _ = write!(s, "ioctl({}<{}>, {name}", e.fd, dev(&e.device));
+            // fd -1: the driver layer made the record (no fd there).
+            let fd = if e.fd < 0 {
+                "?".to_owned()
+            } else {
+                e.fd.to_string()
+            };
+            let _ = write!(s, "ioctl({fd}<{}>, {name}", dev(&e.device));
             let a = args_text(&e.args);
             if !a.is_empty() {
                 let _ = write!(s, "{{{a}}}");

@@ -175,14 +175,23 @@ fn watch(name: &str, extra: &[&str]) -> anyhow::Result<Watch> {
         .args(extra)
         .stderr(Stdio::piped())
         .spawn()?;
+    let mut child = child;
     let t0 = Instant::now();
     while t0.elapsed() < Duration::from_secs(60) {
         if fs::read_to_string(&out).is_ok_and(|s| s.contains("\"type\":\"start\"")) {
             return Ok(Watch { child, out });
         }
+        if let Some(st) = child.try_wait()? {
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                use std::io::Read as _;
+                let _ = e.read_to_string(&mut err);
+            }
+            anyhow::bail!("nvprobe {extra:?} exited with {st} before starting: {err}");
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
-    anyhow::bail!("nvprobe did not start within 60 s")
+    anyhow::bail!("nvprobe {extra:?} did not start within 60 s")
 }
 
 impl Watch {
@@ -216,8 +225,9 @@ fn drv<'a>(recs: &'a [Value], f: &str) -> Vec<&'a Value> {
 }
 
 /// The hooks attach by name on the stand-ins and report names, statuses
-/// from rm_ioctl's kernel copy, and in-driver durations; the syscall layer
-/// sees the same calls on the real major 195 and uvm major.
+/// from rm_ioctl's kernel copy, and in-driver durations. By default the
+/// module's ioctl entry points make the ioctl records (the ioctl syscall
+/// tracepoints stay off), with the status written back to user memory.
 fn hooks(kmod: &Path, c: &mut Checks) -> anyhow::Result<()> {
     load(kmod, "adapter_delay_ms=40", "")?;
     let w = watch("hooks", &[])?;
@@ -232,18 +242,43 @@ fn hooks(kmod: &Path, c: &mut Checks) -> anyhow::Result<()> {
         "the driver layer is attached",
     );
     c.check(
+        start.first().is_some_and(|s| s["ioctls_in_driver"] == true),
+        "by default the NVIDIA ioctls are traced inside the driver",
+    );
+    c.check(
+        start.first().is_some_and(|s| {
+            s["probes"].as_array().is_some_and(|p| {
+                !p.iter()
+                    .any(|p| p["name"] == "ioctl" && p["attached"] == true)
+            })
+        }),
+        "and the ioctl syscall tracepoints are not attached",
+    );
+    c.check(
         !err.contains("driver layer not attached"),
         "no driver-layer refusal",
     );
-    let ctl = drv(&recs, "nvidia_unlocked_ioctl");
+    let io = of(&recs, "ioctl");
     c.check(
-        ctl.len() >= 6,
-        &format!("nvidia_unlocked_ioctl fired {} times", ctl.len()),
+        io.len() >= 8 && io.iter().all(|r| r["via"] == "driver" && r["fd"] == -1),
+        &format!("{} ioctl records, all made by the driver layer", io.len()),
     );
     c.check(
-        ctl.iter()
-            .any(|r| r["call"] == "NV_ESC_RM_CONTROL" && r["device"] == "195:255"),
-        "nvidia_unlocked_ioctl names NV_ESC_RM_CONTROL on 195:255",
+        io.iter().any(|r| {
+            r["device"]["major"] == 195
+                && r["device"]["minor"] == 255
+                && r["name"] == "NV_ESC_RM_CONTROL"
+                && r["status"]["name"] == "NV_OK"
+        }),
+        "an NV_ESC_RM_CONTROL on 195:255 with its NV_OK status",
+    );
+    c.check(
+        io.iter().any(|r| {
+            r["name"] == "UVM_REGISTER_GPU"
+                && r["status"]["name"] == "NV_OK"
+                && r["device"]["kind"] == "uvm"
+        }),
+        "UVM_REGISTER_GPU on the uvm node with its written-back rmStatus",
     );
     let rm = drv(&recs, "rm_ioctl");
     let status_of = |r: &&Value| r["rm_status"]["name"].as_str().map(str::to_owned);
@@ -264,11 +299,6 @@ fn hooks(kmod: &Path, c: &mut Checks) -> anyhow::Result<()> {
             .any(|r| r["result"] == "true" && r["duration_ns"].as_u64() >= Some(40_000_000)),
         "rm_init_adapter returned true after its 40 ms",
     );
-    let uvm = drv(&recs, "uvm_unlocked_ioctl_entry");
-    c.check(
-        uvm.iter().any(|r| r["call"] == "UVM_REGISTER_GPU"),
-        "uvm_unlocked_ioctl_entry names UVM_REGISTER_GPU",
-    );
     for f in [
         "uvm_va_space_create",
         "uvm_hmm_va_space_initialize",
@@ -287,23 +317,30 @@ fn hooks(kmod: &Path, c: &mut Checks) -> anyhow::Result<()> {
             .any(|r| r["result"] == "NV_OK" && r["module"] == "nvidia_uvm"),
         "uvm_api_register_gpu returned NV_OK (nvidia_uvm)",
     );
-    // The syscall layer on the real device numbers.
+    // Asked for both layers, the syscall tracepoints make the ioctl records
+    // and the entry points are driver records of their own.
+    let w = watch("hooks-both", &["--layers", "syscall,process,driver"])?;
+    let _ = run_client()?;
+    let (recs, _) = w.stop()?;
     let io = of(&recs, "ioctl");
     c.check(
-        io.iter().any(|r| {
-            r["device"]["major"] == 195
-                && r["device"]["minor"] == 255
-                && r["status"]["name"] == "NV_OK"
-        }),
-        "syscall layer: an NV_OK ioctl on 195:255",
+        !io.is_empty()
+            && io
+                .iter()
+                .all(|r| r.get("via").is_none() && r["fd"].as_i64() >= Some(0)),
+        "--layers syscall,...: ioctl records come from the syscall layer, with fds",
+    );
+    let ctl = drv(&recs, "nvidia_unlocked_ioctl");
+    c.check(
+        ctl.iter()
+            .any(|r| r["call"] == "NV_ESC_RM_CONTROL" && r["device"] == "195:255"),
+        "nvidia_unlocked_ioctl records name NV_ESC_RM_CONTROL on 195:255",
     );
     c.check(
-        io.iter().any(|r| {
-            r["name"] == "UVM_REGISTER_GPU"
-                && r["status"]["name"] == "NV_OK"
-                && r["device"]["kind"] == "uvm"
-        }),
-        "syscall layer: UVM_REGISTER_GPU with its written-back rmStatus on the uvm node",
+        drv(&recs, "uvm_unlocked_ioctl_entry")
+            .iter()
+            .any(|r| r["call"] == "UVM_REGISTER_GPU"),
+        "uvm_unlocked_ioctl_entry records name UVM_REGISTER_GPU",
     );
     Ok(())
 }
@@ -336,7 +373,7 @@ fn hmm_failure(kmod: &Path, c: &mut Checks) -> anyhow::Result<()> {
         .unwrap_or("");
     println!("breakdown: {text}");
     c.check(
-        text.starts_with("UVM_REGISTER_GPU ") && text.contains(" in uvm_pmm_devmem_init, which returned NV_ERR_NO_MEMORY (in uvm_gpu_retain_by_uuid < uvm_va_space_register_gpu < uvm_api_register_gpu < uvm_unlocked_ioctl_entry)"),
+        text.starts_with("UVM_REGISTER_GPU ") && text.contains(" in uvm_pmm_devmem_init, which returned NV_ERR_NO_MEMORY (in uvm_gpu_retain_by_uuid < uvm_va_space_register_gpu < uvm_api_register_gpu)"),
         "the breakdown names the HMM function, its result and its callers",
     );
     let v = of(&recs, "cuinit");
@@ -467,10 +504,11 @@ fn loops() -> anyhow::Result<[f64; 3]> {
 /// syscall tracepoint and still records the NVIDIA calls.
 fn bench(kmod: &Path, c: &mut Checks) -> anyhow::Result<()> {
     load(kmod, "", "")?;
-    let configs: [(&str, Option<&str>); 4] = [
+    let configs: [(&str, Option<&str>); 5] = [
         ("untraced", None),
         ("syscall", Some("syscall,process")),
         ("driver", Some("driver,process")),
+        ("default", Some("")),
         ("both", Some("syscall,process,driver")),
     ];
     let mut samples: std::collections::BTreeMap<&str, Vec<[f64; 3]>> = Default::default();
@@ -478,6 +516,7 @@ fn bench(kmod: &Path, c: &mut Checks) -> anyhow::Result<()> {
     for round in 0..3 {
         for (name, layers) in configs {
             let w = match layers {
+                Some("") => Some(watch(&format!("bench-{name}"), &["--bpf-stats"])?),
                 Some(l) => Some(watch(
                     &format!("bench-{name}"),
                     &["--layers", l, "--bpf-stats"],
@@ -505,7 +544,11 @@ fn bench(kmod: &Path, c: &mut Checks) -> anyhow::Result<()> {
                         "--layers driver,process attaches no syscall tracepoint",
                     );
                     c.check(
-                        drv(&recs, "nvidia_unlocked_ioctl").len() >= 3000,
+                        of(&recs, "ioctl")
+                            .iter()
+                            .filter(|r| r["via"] == "driver")
+                            .count()
+                            >= 3000,
                         "and the driver layer still records every NVIDIA ioctl",
                     );
                 }
@@ -546,7 +589,7 @@ fn bench(kmod: &Path, c: &mut Checks) -> anyhow::Result<()> {
             println!("NVVM-BENCH-PROG: {line}");
         }
     }
-    c.check(samples.len() == 4, "benchmarks ran for every configuration");
+    c.check(samples.len() == 5, "benchmarks ran for every configuration");
     Ok(())
 }
 
