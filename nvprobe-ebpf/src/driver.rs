@@ -12,9 +12,9 @@
 
 use aya_ebpf::{
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel_buf},
-    macros::{kprobe, kretprobe, map},
+    macros::{fentry, fexit, kprobe, kretprobe, map},
     maps::LruHashMap,
-    programs::{ProbeContext, RetProbeContext},
+    programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext},
 };
 use nvprobe_common::{
     DriverEvent, DrvEntry, EventKind, HEAD_LEN, HOOK_FIRST_VMLINUX, HOOK_NV_FRONTEND_IOCTL,
@@ -42,6 +42,21 @@ fn key(hook: u32) -> u64 {
 
 #[inline(always)]
 fn enter(ctx: &ProbeContext, hook: u32) {
+    enter_args(
+        hook,
+        [
+            ctx.arg::<u64>(0).unwrap_or(0),
+            ctx.arg::<u64>(1).unwrap_or(0),
+            ctx.arg::<u64>(2).unwrap_or(0),
+            ctx.arg::<u64>(3).unwrap_or(0),
+            ctx.arg::<u64>(4).unwrap_or(0),
+            ctx.arg::<u64>(5).unwrap_or(0),
+        ],
+    );
+}
+
+#[inline(always)]
+fn enter_args(hook: u32, args: [u64; 6]) {
     if hook >= HOOK_FIRST_VMLINUX {
         // SAFETY: map lookup.
         if unsafe { DRV_INFLIGHT.get(&key(HOOK_UVM_IOCTL)) }.is_none() {
@@ -51,14 +66,7 @@ fn enter(ctx: &ProbeContext, hook: u32) {
     let e = DrvEntry {
         // SAFETY: helper without arguments.
         start_ns: unsafe { bpf_ktime_get_ns() },
-        args: [
-            ctx.arg::<u64>(0).unwrap_or(0),
-            ctx.arg::<u64>(1).unwrap_or(0),
-            ctx.arg::<u64>(2).unwrap_or(0),
-            ctx.arg::<u64>(3).unwrap_or(0),
-            ctx.arg::<u64>(4).unwrap_or(0),
-            ctx.arg::<u64>(5).unwrap_or(0),
-        ],
+        args,
     };
     let _ = DRV_INFLIGHT.insert(&key(hook), &e, 0);
     // Without the ioctl syscall tracepoints, the module's ioctl entry point
@@ -78,6 +86,11 @@ fn enter(ctx: &ProbeContext, hook: u32) {
 
 #[inline(always)]
 fn exit(ctx: &RetProbeContext, hook: u32) {
+    exit_ret(hook, ctx.ret::<i64>());
+}
+
+#[inline(always)]
+fn exit_ret(hook: u32, ret: i64) {
     let k = key(hook);
     // SAFETY: map lookup; the value is copied out before the delete.
     let Some(e) = (unsafe { DRV_INFLIGHT.get(&k) }).copied() else {
@@ -86,7 +99,7 @@ fn exit(ctx: &RetProbeContext, hook: u32) {
     let _ = DRV_INFLIGHT.remove(&k);
     if is_ioctl_hook(hook) && drv_ioctls() {
         // The ioctl record stands for the entry point's own span.
-        let _ = crate::ioctl_finish(ctx.ret::<i64>());
+        let _ = crate::ioctl_finish(ret);
         return;
     }
     let Some(mut entry) = EVENTS.reserve::<DriverEvent>(0) else {
@@ -101,7 +114,7 @@ fn exit(ctx: &RetProbeContext, hook: u32) {
         (*ev).data_len = 0;
         (*ev).start_ns = e.start_ns;
         (*ev).end_ns = bpf_ktime_get_ns();
-        (*ev).ret = ctx.ret::<i64>();
+        (*ev).ret = ret;
         (*ev).head = [0u8; HEAD_LEN];
         (*ev).tail = [0u8; TAIL_LEN];
         if hook == HOOK_NV_IOCTL || hook == HOOK_NV_FRONTEND_IOCTL || hook == HOOK_UVM_IOCTL {
@@ -169,3 +182,49 @@ hook!(nvprobe_drv_enter_13, nvprobe_drv_exit_13, 13);
 hook!(nvprobe_drv_enter_14, nvprobe_drv_exit_14, 14);
 hook!(nvprobe_drv_enter_15, nvprobe_drv_exit_15, 15);
 hook!(nvprobe_drv_enter_16, nvprobe_drv_exit_16, 16);
+
+/// vmlinux hooks as fentry/fexit, where the kernel allows TRACING programs
+/// (user space falls back to the kprobe pair above otherwise). Only the
+/// first argument is read: every one of these functions has at least one,
+/// and the verifier refuses reads past a function's last argument.
+macro_rules! vmlinux_hook {
+    ($enter:ident, $exit:ident, $n:expr, $f:literal) => {
+        #[fentry(function = $f)]
+        pub fn $enter(ctx: FEntryContext) -> u32 {
+            let a0: u64 = ctx.arg(0);
+            enter_args($n, [a0, 0, 0, 0, 0, 0]);
+            0
+        }
+
+        #[fexit(function = $f)]
+        pub fn $exit(ctx: FExitContext) -> u32 {
+            exit_ret($n, ctx.ret::<i64>().unwrap_or(0));
+            0
+        }
+    };
+}
+
+vmlinux_hook!(
+    nvprobe_drvf_enter_13,
+    nvprobe_drvf_exit_13,
+    13,
+    "__mmu_notifier_register"
+);
+vmlinux_hook!(
+    nvprobe_drvf_enter_14,
+    nvprobe_drvf_exit_14,
+    14,
+    "memremap_pages"
+);
+vmlinux_hook!(
+    nvprobe_drvf_enter_15,
+    nvprobe_drvf_exit_15,
+    15,
+    "request_free_mem_region"
+);
+vmlinux_hook!(
+    nvprobe_drvf_enter_16,
+    nvprobe_drvf_exit_16,
+    16,
+    "hmm_range_fault"
+);

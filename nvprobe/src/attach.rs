@@ -549,6 +549,11 @@ fn attach_driver_layer(
     let Some(survey) = crate::hooks::survey(Path::new("/"), s.driver_version.as_ref()) else {
         return;
     };
+    let mut vmlinux_btf: Option<Result<aya::Btf, String>> = None;
+    // Where the kernel has BTF for the modules, check each hook's prototype
+    // first: the ioctl entry points and rm_ioctl are read by argument
+    // position, and a different prototype would be misread.
+    let protos = crate::hooks::btf_prototypes(Path::new("/sys/kernel/btf")).unwrap_or_default();
     for (hook, present) in survey {
         if !present {
             continue;
@@ -559,22 +564,72 @@ fn attach_driver_layer(
         else {
             continue;
         };
-        let res = (|| -> Result<(), String> {
-            for prog in [
-                format!("nvprobe_drv_exit_{i}"),
-                format!("nvprobe_drv_enter_{i}"),
-            ] {
-                let p: &mut aya::programs::KProbe = ebpf
-                    .program_mut(&prog)
-                    .ok_or_else(|| format!("program {prog} missing from the object"))?
-                    .try_into()
-                    .map_err(|e| format!("{prog}: {e}"))?;
-                p.load().map_err(|e| format!("loading {prog}: {e:#}"))?;
-                p.attach(hook.name, 0)
-                    .map_err(|e| format!("attaching {prog} to {}: {e:#}", hook.name))?;
+        let btf_proto = protos
+            .iter()
+            .find(|(h, _)| h.name == hook.name)
+            .and_then(|(_, b)| b.clone());
+        let differs = btf_proto.as_ref().is_some_and(|b| {
+            crate::hooks::parse_prototype(b) != crate::hooks::parse_prototype(hook.prototype)
+        });
+        let reads_args = matches!(
+            i as u32,
+            nvprobe_common::HOOK_NV_IOCTL
+                | nvprobe_common::HOOK_NV_FRONTEND_IOCTL
+                | nvprobe_common::HOOK_RM_IOCTL
+                | nvprobe_common::HOOK_UVM_IOCTL
+        );
+        if differs && reads_args {
+            let err = format!(
+                "this kernel's BTF gives `{}`, not the `{}` nvprobe reads its arguments by",
+                btf_proto.as_deref().unwrap_or("?"),
+                hook.prototype
+            );
+            refusals.push(Refusal {
+                probe: hook.name.into(),
+                reason: format!(
+                    "{err}; not attached, so nvprobe misses {} inside the driver",
+                    hook.why
+                ),
+            });
+            probes.push(ProbeState {
+                name: hook.name.into(),
+                target: format!("kprobe {}:{}", hook.target.module(), hook.name),
+                layer: "driver",
+                attached: false,
+                error: Some(err),
+            });
+            continue;
+        }
+        // vmlinux functions: fentry/fexit first (cheaper, typed), where the
+        // kernel allows TRACING programs; kprobes otherwise.
+        let mut how = "kprobe";
+        let mut fentry_err = None;
+        if hook.target == crate::hooks::Target::Vmlinux {
+            match attach_fentry_pair(ebpf, i, hook.name, &mut vmlinux_btf) {
+                Ok(()) => how = "fentry",
+                Err(e) => fentry_err = Some(e),
             }
+        }
+        let res = if how == "fentry" {
             Ok(())
-        })();
+        } else {
+            (|| -> Result<(), String> {
+                for prog in [
+                    format!("nvprobe_drv_exit_{i}"),
+                    format!("nvprobe_drv_enter_{i}"),
+                ] {
+                    let p: &mut aya::programs::KProbe = ebpf
+                        .program_mut(&prog)
+                        .ok_or_else(|| format!("program {prog} missing from the object"))?
+                        .try_into()
+                        .map_err(|e| format!("{prog}: {e}"))?;
+                    p.load().map_err(|e| format!("loading {prog}: {e:#}"))?;
+                    p.attach(hook.name, 0)
+                        .map_err(|e| format!("attaching {prog} to {}: {e:#}", hook.name))?;
+                }
+                Ok(())
+            })()
+        };
         if let Err(err) = &res {
             refusals.push(Refusal {
                 probe: hook.name.into(),
@@ -586,12 +641,59 @@ fn attach_driver_layer(
         }
         probes.push(ProbeState {
             name: hook.name.into(),
-            target: format!("kprobe {}:{}", hook.target.module(), hook.name),
+            target: format!(
+                "{how} {}:{}{}{}",
+                hook.target.module(),
+                hook.name,
+                match &fentry_err {
+                    Some(e) if res.is_ok() => format!(" (fentry refused: {e})"),
+                    _ => String::new(),
+                },
+                if differs {
+                    " (its BTF prototype differs from the table's; only its return value is used)"
+                } else {
+                    ""
+                }
+            ),
             layer: "driver",
             attached: res.is_ok(),
             error: res.err(),
         });
     }
+}
+
+/// fentry + fexit on a vmlinux function (programs nvprobe_drvf_*_{i}),
+/// with the kernel's BTF parsed once for all of them.
+fn attach_fentry_pair(
+    ebpf: &mut Ebpf,
+    i: usize,
+    name: &str,
+    btf: &mut Option<Result<aya::Btf, String>>,
+) -> Result<(), String> {
+    let btf = btf
+        .get_or_insert_with(|| aya::Btf::from_sys_fs().map_err(|e| format!("vmlinux BTF: {e}")))
+        .as_ref()
+        .map_err(Clone::clone)?;
+    let exit = format!("nvprobe_drvf_exit_{i}");
+    let p: &mut aya::programs::FExit = ebpf
+        .program_mut(&exit)
+        .ok_or_else(|| format!("program {exit} missing from the object"))?
+        .try_into()
+        .map_err(|e| format!("{exit}: {e}"))?;
+    p.load(name, btf)
+        .map_err(|e| format!("loading {exit}: {e:#}"))?;
+    p.attach().map_err(|e| format!("attaching {exit}: {e:#}"))?;
+    let enter = format!("nvprobe_drvf_enter_{i}");
+    let p: &mut aya::programs::FEntry = ebpf
+        .program_mut(&enter)
+        .ok_or_else(|| format!("program {enter} missing from the object"))?
+        .try_into()
+        .map_err(|e| format!("{enter}: {e}"))?;
+    p.load(name, btf)
+        .map_err(|e| format!("loading {enter}: {e:#}"))?;
+    p.attach()
+        .map_err(|e| format!("attaching {enter}: {e:#}"))?;
+    Ok(())
 }
 
 fn fill_maps(ebpf: &mut Ebpf, s: &Settings<'_>) -> anyhow::Result<()> {
@@ -651,6 +753,15 @@ mod object_tests {
                     format!("nvprobe_drv_exit_{i}"),
                 ]
             })
+            .chain(
+                (nvprobe_common::HOOK_FIRST_VMLINUX as usize..nvprobe_common::DRIVER_HOOKS.len())
+                    .flat_map(|i| {
+                        [
+                            format!("nvprobe_drvf_enter_{i}"),
+                            format!("nvprobe_drvf_exit_{i}"),
+                        ]
+                    }),
+            )
             .collect();
         tabled.extend(driver.iter().map(String::as_str));
         let programs: Vec<String> = obj

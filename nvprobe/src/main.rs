@@ -528,7 +528,22 @@ fn watch(a: WatchArgs) -> Result<(), Fail> {
         .filter(|p| p.layer == "driver" && p.attached)
         .map(|p| p.name.as_str())
         .collect();
-    if layer("driver") && drv_attached.is_empty() {
+    if !drv_attached.is_empty() {
+        // Attached: say once which hooks of the table this driver lacks.
+        let v = driver.as_ref().map(|d| &d.version);
+        if let Some(s) = nvprobe::hooks::survey(Path::new("/"), v)
+            && s.iter().any(|(_, p)| !*p)
+        {
+            warnings.push((
+                "driver_layer",
+                format!(
+                    "driver layer attached ({} hooks); {}",
+                    drv_attached.len(),
+                    nvprobe::hooks::describe(&s)
+                ),
+            ));
+        }
+    } else if layer("driver") {
         let v = driver.as_ref().map(|d| &d.version);
         let survey = nvprobe::hooks::survey(Path::new("/"), v);
         let hooks = match &survey {

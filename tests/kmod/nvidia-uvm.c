@@ -5,7 +5,11 @@
  * 0 and 1) and carries the real names and prototypes of the UVM functions
  * nvprobe hooks (open kernel modules 580.159.04, uvm.c, uvm_va_space.c,
  * uvm_gpu.c, uvm_pmm_gpu.c, uvm_hmm.c), in the real call order:
- *   UVM_INITIALIZE   -> uvm_va_space_create -> uvm_hmm_va_space_initialize
+ *   UVM_INITIALIZE   -> uvm_va_space_create -> uvm_va_space_mm_register
+ *                       (-> the kernel's mmu_notifier_register, as the real
+ *                       module does when pageable memory access is on; the
+ *                       stand-in unregisters at once: it keeps no per-mm
+ *                       state) -> uvm_hmm_va_space_initialize
  *   UVM_REGISTER_GPU -> uvm_api_register_gpu -> uvm_va_space_register_gpu
  *                    -> uvm_gpu_retain_by_uuid -> uvm_pmm_devmem_init (HMM)
  * It answers with rmStatus written into the parameters, as UVM does.
@@ -23,6 +27,8 @@
 #include <linux/cdev.h>
 #include <linux/delay.h>
 #include <linux/fs.h>
+#include <linux/mmu_notifier.h>
+#include <linux/sched/mm.h>
 #include <linux/module.h>
 #include <linux/sched/signal.h>
 #include <linux/uaccess.h>
@@ -85,10 +91,28 @@ noinline void uvm_hmm_va_space_initialize(uvm_va_space_t *va_space)
 	va_space->registered = 0;
 }
 
+static const struct mmu_notifier_ops uvm_mmu_ops;
+
+noinline NV_STATUS uvm_va_space_mm_register(uvm_va_space_t *va_space)
+{
+	struct mmu_notifier mn = { .ops = &uvm_mmu_ops };
+	struct mm_struct *mm = current->mm;
+	if (!mm)
+		return NV_OK;
+	if (mmu_notifier_register(&mn, mm))
+		return NV_ERR_OPERATING_SYSTEM;
+	mmu_notifier_unregister(&mn, mm);
+	return NV_OK;
+}
+
 noinline NV_STATUS uvm_va_space_create(struct address_space *mapping, uvm_va_space_t **va_space_ptr, NvU64 flags)
 {
+	NV_STATUS st;
 	if (init_status)
 		return init_status;
+	st = uvm_va_space_mm_register(&the_va_space);
+	if (st != NV_OK)
+		return st;
 	uvm_hmm_va_space_initialize(&the_va_space);
 	*va_space_ptr = &the_va_space;
 	return NV_OK;

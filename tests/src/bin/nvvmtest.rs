@@ -317,6 +317,31 @@ fn hooks(kmod: &Path, c: &mut Checks) -> anyhow::Result<()> {
             .any(|r| r["result"] == "NV_OK" && r["module"] == "nvidia_uvm"),
         "uvm_api_register_gpu returned NV_OK (nvidia_uvm)",
     );
+    // The kernel's own function, inside UVM_INITIALIZE, through fentry
+    // (these kernels allow TRACING programs).
+    c.check(
+        start.first().is_some_and(|s| {
+            s["probes"].as_array().is_some_and(|p| {
+                p.iter().any(|p| {
+                    p["target"] == "fentry vmlinux:__mmu_notifier_register" && p["attached"] == true
+                })
+            })
+        }),
+        "__mmu_notifier_register is hooked with fentry/fexit",
+    );
+    let init = io.iter().find(|r| r["name"] == "UVM_INITIALIZE");
+    c.check(
+        drv(&recs, "__mmu_notifier_register").iter().any(|r| {
+            r["module"] == "vmlinux"
+                && r["result"] == "0"
+                && init.is_some_and(|i| {
+                    let s = i["start_ns"].as_u64().unwrap_or(0);
+                    let e = s + i["duration_ns"].as_u64().unwrap_or(0);
+                    (s..=e).contains(&r["start_ns"].as_u64().unwrap_or(0))
+                })
+        }),
+        "__mmu_notifier_register returned 0 inside UVM_INITIALIZE",
+    );
     // Asked for both layers, the syscall tracepoints make the ioctl records
     // and the entry points are driver records of their own.
     let w = watch("hooks-both", &["--layers", "syscall,process,driver"])?;
