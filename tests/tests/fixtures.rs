@@ -1207,3 +1207,94 @@ fn the_h200_snapshot_reads_back_like_the_live_host() {
     assert_eq!(pick(&snap, "kprobe")[0].0, "warn");
     assert!(pick(&snap, "kprobe")[0].1.ends_with("(file evidence)"));
 }
+
+/// The kernel tier's HMM-failure run (Debian 6.1 under qemu, the stand-in
+/// modules with uvm_pmm_devmem_init failing NV_ERR_NO_MEMORY after 300 ms;
+/// `watch --raw` by default, so the ioctl records come from the driver
+/// layer), replayed here where no kernel has kprobes: the driver records
+/// decode with the rm_ioctl kernel-copy statuses, and the correlator gives
+/// the breakdown and the verdict the VM gave.
+#[test]
+fn the_vm_hmm_failure_replays_with_its_breakdown_and_verdict() {
+    let name = "vm-6.1-standin-hmm-failure.ndjson";
+    let r = replay(name, None);
+    for rec in &r.records {
+        schema::validate(rec).unwrap_or_else(|e| panic!("{e}\n{rec}"));
+    }
+    let start = r
+        .records
+        .iter()
+        .find(|x| x["type"] == "start")
+        .expect("start");
+    assert_eq!(start["ioctls_in_driver"], true);
+    let drv: Vec<&decode::DriverCall> = r
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Driver(d) => Some(d),
+            _ => None,
+        })
+        .collect();
+    let pmm = drv
+        .iter()
+        .find(|d| d.function == "uvm_pmm_devmem_init")
+        .expect("the HMM step");
+    assert_eq!(
+        (pmm.module, pmm.result.as_str(), pmm.ok),
+        ("nvidia_uvm", "NV_ERR_NO_MEMORY", false)
+    );
+    assert!(pmm.duration_ns >= 300_000_000, "{}", pmm.duration_ns);
+    let rm_bad = drv
+        .iter()
+        .find(|d| {
+            d.function == "rm_ioctl"
+                && d.rm_status.as_ref().and_then(|s| s.name) == Some("NV_ERR_INVALID_COMMAND")
+        })
+        .expect("the unknown control, from rm_ioctl's kernel copy");
+    assert_eq!(rm_bad.call.as_deref(), Some("NV_ESC_RM_CONTROL"));
+    assert!(!rm_bad.ok);
+    let io = ioctls(&r);
+    assert!(io.iter().all(|i| i.via == Some("driver") && i.fd == -1));
+    let reg = io
+        .iter()
+        .find(|i| i.name == Some("UVM_REGISTER_GPU"))
+        .expect("REGISTER_GPU");
+    assert_eq!(status(reg), Some("NV_ERR_NO_MEMORY"));
+
+    let (records, v) = verdicts(name);
+    let b = records
+        .iter()
+        .find_map(|x| match x {
+            nvprobe::correlate::Record::Breakdown(b) if b.call == "UVM_REGISTER_GPU" => Some(b),
+            _ => None,
+        })
+        .expect("a breakdown of the failed REGISTER_GPU");
+    assert!(
+        b.text.ends_with(" in uvm_pmm_devmem_init, which returned NV_ERR_NO_MEMORY (in uvm_gpu_retain_by_uuid < uvm_va_space_register_gpu < uvm_api_register_gpu)"),
+        "{}",
+        b.text
+    );
+    let spans: Vec<&str> = b.spans.iter().map(|s| s.function).collect();
+    assert_eq!(
+        spans,
+        [
+            "uvm_pmm_devmem_init",
+            "uvm_gpu_retain_by_uuid",
+            "uvm_va_space_register_gpu",
+            "uvm_api_register_gpu"
+        ]
+    );
+    let d = v
+        .iter()
+        .flat_map(|x| x.diagnoses.iter())
+        .find(|d| d.id == "uvm_step_failed")
+        .expect("the UVM step diagnosis");
+    assert!(
+        d.evidence.starts_with(
+            "UVM_REGISTER_GPU returned NV_ERR_NO_MEMORY; in the driver: UVM_REGISTER_GPU "
+        ),
+        "{}",
+        d.evidence
+    );
+    assert!(d.hint.contains("uvm_disable_hmm=1"), "{}", d.hint);
+}

@@ -231,6 +231,17 @@ fn one(k: &Kernel, bins: &Path, bench: bool) -> anyhow::Result<(bool, String)> {
                 if let Some(r) = l.trim().strip_prefix("NVVM-RESULT: ") {
                     passed = Some(r == "PASS");
                 }
+                // A recording sent out as hex: saved beside the console log.
+                if let Some(f) = l.trim().strip_prefix("NVVM-FILE: ")
+                    && let Some((name, hex)) = f.split_once(' ')
+                    && !name.contains('/')
+                {
+                    let bytes: Vec<u8> = (0..hex.len() / 2)
+                        .filter_map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok())
+                        .collect();
+                    fs::write(work.join(name), bytes)?;
+                    continue;
+                }
                 log.push_str(&l);
                 log.push('\n');
             }

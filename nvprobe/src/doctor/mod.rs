@@ -792,7 +792,7 @@ fn hook_check(root: &Path, v: &crate::decode::version::DriverVersion, out: &mut 
         return;
     };
     let have = crate::hooks::describe(&s);
-    let required_missing = s.iter().any(|(h, p)| h.required && !*p);
+    let required_missing = !crate::hooks::covers_ioctls(&s);
     out.push(match crate::hooks::unavailable_reason(root) {
         Some(why) => check(
             "tracing",

@@ -217,6 +217,7 @@ pub fn schema() -> Value {
                 },
                 "status_note": { "type": "string", "description": "why no status is shown" },
                 "ok": { "type": "boolean" },
+                "via": { "const": "driver", "description": "made by the driver layer (kprobe on the module's ioctl entry point); fd is then -1" },
                 "raw": { "type": "string", "description": "the kernel record, hex (with --raw); `nvprobe decode` reads it" }
             }), true),
             "proc": def("proc", &["op", "target_pid", "time_ns"], json!({
@@ -231,7 +232,6 @@ pub fn schema() -> Value {
                 "action": { "enum": ["default", "ignored", "handler"], "description": "signal_delivered: the receiver's disposition" },
                 "sa_restart": { "type": "boolean", "description": "signal_delivered: the handler has SA_RESTART" },
                 "time_ns": { "type": "integer" },
-                "via": { "const": "driver", "description": "made by the driver layer (kprobe on the module's ioctl entry point); fd is then -1" },
                 "raw": { "type": "string" }
             }), true),
             "cuda": def("cuda", &["func", "phase", "start_ns"], json!({

@@ -157,6 +157,8 @@ fn load(kmod: &Path, nv: &str, uvm: &str) -> anyhow::Result<()> {
             Mode::from_bits_truncate(0o666),
             makedev(ma, mi),
         )?;
+        // mknod honours the umask; the driver's nodes are 0666.
+        fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o666))?;
     }
     Ok(())
 }
@@ -192,6 +194,18 @@ fn watch(name: &str, extra: &[&str]) -> anyhow::Result<Watch> {
         std::thread::sleep(Duration::from_millis(50));
     }
     anyhow::bail!("nvprobe {extra:?} did not start within 60 s")
+}
+
+/// Every record nvprobe wrote in the VM must match its published schema.
+fn schema_errors(recs: &[Value]) -> Vec<String> {
+    recs.iter()
+        .filter_map(|r| {
+            nvprobe::output::schema::validate(r)
+                .err()
+                .map(|e| format!("{e}: {r}"))
+        })
+        .take(3)
+        .collect()
 }
 
 impl Watch {
@@ -234,6 +248,11 @@ fn hooks(kmod: &Path, c: &mut Checks) -> anyhow::Result<()> {
     let (_, out) = run_client()?;
     let (recs, err) = w.stop()?;
     println!("{out}");
+    let bad = schema_errors(&recs);
+    c.check(
+        bad.is_empty(),
+        &format!("every record matches the schema {bad:?}"),
+    );
     let start = of(&recs, "start");
     c.check(
         start
@@ -375,10 +394,23 @@ fn hooks(kmod: &Path, c: &mut Checks) -> anyhow::Result<()> {
 fn hmm_failure(kmod: &Path, c: &mut Checks) -> anyhow::Result<()> {
     // NV_ERR_NO_MEMORY (0x51) after 300 ms in uvm_pmm_devmem_init.
     load(kmod, "", "hmm_status=81 hmm_delay_ms=300")?;
-    let w = watch("hmm", &[])?;
+    let w = watch("hmm", &["--raw"])?;
     let (_, out) = run_client()?;
     let (recs, _) = w.stop()?;
     println!("{out}");
+    let bad = schema_errors(&recs);
+    c.check(
+        bad.is_empty(),
+        &format!("every record matches the schema {bad:?}"),
+    );
+    // The recording goes out over the console (hex), for the fixture that
+    // replays it on machines without kprobes.
+    if let Ok(raw) = fs::read("/tmp/hmm.ndjson") {
+        println!(
+            "NVVM-FILE: hmm-failure.ndjson {}",
+            nvprobe::decode::hex_encode(&raw)
+        );
+    }
     c.check(
         out.contains("register_gpu ret=0 status=0x51"),
         "the client saw rmStatus NV_ERR_NO_MEMORY",
@@ -443,6 +475,11 @@ fn stall(kmod: &Path, c: &mut Checks) -> anyhow::Result<()> {
     kill(Pid::from_raw(client.id() as i32), Signal::SIGTERM)?;
     let _ = client.wait();
     let (recs, _) = w.stop()?;
+    let bad = schema_errors(&recs);
+    c.check(
+        bad.is_empty(),
+        &format!("every record matches the schema {bad:?}"),
+    );
     let s = of(&recs, "stall");
     let first = s.iter().find(|s| s["call"] == "UVM_REGISTER_GPU");
     println!("stall: {first:?}");
