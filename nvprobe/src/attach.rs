@@ -674,26 +674,55 @@ fn attach_fentry_pair(
         .get_or_insert_with(|| aya::Btf::from_sys_fs().map_err(|e| format!("vmlinux BTF: {e}")))
         .as_ref()
         .map_err(Clone::clone)?;
-    let exit = format!("nvprobe_drvf_exit_{i}");
-    let p: &mut aya::programs::FExit = ebpf
-        .program_mut(&exit)
-        .ok_or_else(|| format!("program {exit} missing from the object"))?
-        .try_into()
-        .map_err(|e| format!("{exit}: {e}"))?;
-    p.load(name, btf)
-        .map_err(|e| format!("loading {exit}: {e:#}"))?;
-    p.attach().map_err(|e| format!("attaching {exit}: {e:#}"))?;
-    let enter = format!("nvprobe_drvf_enter_{i}");
-    let p: &mut aya::programs::FEntry = ebpf
-        .program_mut(&enter)
-        .ok_or_else(|| format!("program {enter} missing from the object"))?
-        .try_into()
-        .map_err(|e| format!("{enter}: {e}"))?;
-    p.load(name, btf)
-        .map_err(|e| format!("loading {enter}: {e:#}"))?;
-    p.attach()
-        .map_err(|e| format!("attaching {enter}: {e:#}"))?;
+    // Exit first: an entry without its exit would leave DRV_INFLIGHT state.
+    fentry_kind::<aya::programs::FExit>(ebpf, &format!("nvprobe_drvf_exit_{i}"), name, btf)?;
+    fentry_kind::<aya::programs::FEntry>(ebpf, &format!("nvprobe_drvf_enter_{i}"), name, btf)?;
     Ok(())
+}
+
+/// A BTF-attached program (fentry or fexit): load on `name`, attach.
+trait BtfTracing {
+    fn load_on(&mut self, name: &str, btf: &aya::Btf) -> Result<(), aya::programs::ProgramError>;
+    fn attach_now(&mut self) -> Result<(), aya::programs::ProgramError>;
+}
+
+impl BtfTracing for aya::programs::FEntry {
+    fn load_on(&mut self, name: &str, btf: &aya::Btf) -> Result<(), aya::programs::ProgramError> {
+        self.load(name, btf)
+    }
+    fn attach_now(&mut self) -> Result<(), aya::programs::ProgramError> {
+        self.attach().map(|_| ())
+    }
+}
+
+impl BtfTracing for aya::programs::FExit {
+    fn load_on(&mut self, name: &str, btf: &aya::Btf) -> Result<(), aya::programs::ProgramError> {
+        self.load(name, btf)
+    }
+    fn attach_now(&mut self) -> Result<(), aya::programs::ProgramError> {
+        self.attach().map(|_| ())
+    }
+}
+
+fn fentry_kind<'a, T>(
+    ebpf: &'a mut Ebpf,
+    prog: &str,
+    name: &str,
+    btf: &aya::Btf,
+) -> Result<(), String>
+where
+    T: BtfTracing + 'a,
+    &'a mut T: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
+{
+    let p: &mut T = ebpf
+        .program_mut(prog)
+        .ok_or_else(|| format!("program {prog} missing from the object"))?
+        .try_into()
+        .map_err(|e| format!("{prog}: {e}"))?;
+    p.load_on(name, btf)
+        .map_err(|e| format!("loading {prog}: {e:#}"))?;
+    p.attach_now()
+        .map_err(|e| format!("attaching {prog}: {e:#}"))
 }
 
 fn fill_maps(ebpf: &mut Ebpf, s: &Settings<'_>) -> anyhow::Result<()> {

@@ -1928,4 +1928,85 @@ mod tests {
         let r = signal_reports(&[ctl(), call(2), signal_to(3, 10), call(4), exit_of(5, 7, 0)]);
         assert!(r.is_empty(), "{r:#?}");
     }
+
+    fn span(start_ms: u64, end_ms: u64, function: &'static str, result: &str, ok: bool) -> Event {
+        Event::Driver(crate::decode::DriverCall {
+            proc: proc_(),
+            function,
+            module: "nvidia_uvm",
+            start_ns: start_ms * 1_000_000,
+            duration_ns: (end_ms - start_ms) * 1_000_000,
+            ret: 0,
+            result: result.into(),
+            ok,
+            call: None,
+            device: None,
+            rm_status: None,
+            raw: None,
+        })
+    }
+
+    fn breakdowns(events: &[Event]) -> Vec<Breakdown> {
+        let mut c = Correlator::default();
+        let mut out = Vec::new();
+        for e in events {
+            c.observe(e, &mut out);
+        }
+        out.into_iter()
+            .filter_map(|r| match r {
+                Record::Breakdown(b) => Some(*b),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// A failed call's breakdown names the innermost failing function and
+    /// its callers; a slow successful one the innermost function that took
+    /// at least half the time; a fast successful one gets none.
+    #[test]
+    fn breakdowns_name_where_the_time_went() {
+        let mut reg = io(100, "UVM_REGISTER_GPU", None, "uvm");
+        if let Event::Ioctl(i) = &mut reg {
+            i.duration_ns = 2_310_000_000;
+            i.ok = false;
+        }
+        let b = breakdowns(&[
+            span(100, 2390, "uvm_pmm_devmem_init", "NV_ERR_NO_MEMORY", false),
+            span(
+                100,
+                2395,
+                "uvm_gpu_retain_by_uuid",
+                "NV_ERR_NO_MEMORY",
+                false,
+            ),
+            span(100, 2400, "uvm_api_register_gpu", "NV_ERR_NO_MEMORY", false),
+            reg,
+        ]);
+        assert_eq!(b.len(), 1);
+        assert_eq!(
+            b[0].text,
+            "UVM_REGISTER_GPU 2.31 s: 2.29 s in uvm_pmm_devmem_init, which returned NV_ERR_NO_MEMORY (in uvm_gpu_retain_by_uuid < uvm_api_register_gpu)"
+        );
+        // Slow but fine: the function that took most of it, no failure.
+        let mut slow = io(10, "UVM_REGISTER_GPU", None, "uvm");
+        if let Event::Ioctl(i) = &mut slow {
+            i.duration_ns = 170_000_000;
+        }
+        let b = breakdowns(&[
+            span(10, 12, "uvm_va_space_create", "NV_OK", true),
+            span(12, 175, "uvm_gpu_retain_by_uuid", "NV_OK", true),
+            span(10, 178, "uvm_api_register_gpu", "NV_OK", true),
+            slow,
+        ]);
+        assert_eq!(
+            b[0].text,
+            "UVM_REGISTER_GPU 170.0 ms: 163.0 ms in uvm_gpu_retain_by_uuid, which returned NV_OK (in uvm_api_register_gpu)"
+        );
+        // Fast and fine: nothing to say; spans of another call are dropped.
+        let b = breakdowns(&[
+            span(1, 1, "rm_ioctl", "NV_OK", true),
+            io(1, "NV_ESC_RM_CONTROL", None, "ctl"),
+        ]);
+        assert!(b.is_empty(), "{b:?}");
+    }
 }
