@@ -252,9 +252,7 @@ fn gather(w: &mut Writer, checks: &[Check]) -> anyhow::Result<()> {
 pub fn write(out: &Path, checks: &[Check]) -> anyhow::Result<usize> {
     let name = out.to_string_lossy();
     let archive = name.ends_with(".tar") || name.ends_with(".tar.gz") || name.ends_with(".tgz");
-    let dir = if archive {
-        std::env::temp_dir().join(format!("nvprobe-snapshot-{}", std::process::id()))
-    } else {
+    if !archive {
         if out.exists()
             && fs::read_dir(out)
                 .map(|mut d| d.next().is_some())
@@ -262,23 +260,27 @@ pub fn write(out: &Path, checks: &[Check]) -> anyhow::Result<usize> {
         {
             bail!("the folder exists and is not empty; give a new folder or a .tar file");
         }
-        out.to_path_buf()
-    };
-    let _ = fs::remove_dir_all(if archive {
-        &dir
-    } else {
-        Path::new("/nonexistent")
-    });
-    fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let mut w = Writer {
-        dir: dir.clone(),
-        files: Vec::new(),
-    };
-    gather(&mut w, checks)?;
-    let n = w.files.len();
-    if archive {
-        let f = fs::File::create(out).with_context(|| format!("creating {}", out.display()))?;
-        let res = if name.ends_with(".tar") {
+        fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+        let mut w = Writer {
+            dir: out.to_path_buf(),
+            files: Vec::new(),
+        };
+        gather(&mut w, checks)?;
+        return Ok(w.files.len());
+    }
+    // The archive is created first: a path that cannot be written fails
+    // before anything is gathered, and leaves nothing behind.
+    let f = fs::File::create(out).with_context(|| format!("creating {}", out.display()))?;
+    let dir = std::env::temp_dir().join(format!("nvprobe-snapshot-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    let res = (|| -> anyhow::Result<usize> {
+        fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let mut w = Writer {
+            dir: dir.clone(),
+            files: Vec::new(),
+        };
+        gather(&mut w, checks)?;
+        if name.ends_with(".tar") {
             let mut b = tar::Builder::new(f);
             b.append_dir_all(".", &dir).and_then(|()| b.finish())
         } else {
@@ -287,11 +289,15 @@ pub fn write(out: &Path, checks: &[Check]) -> anyhow::Result<usize> {
             b.append_dir_all(".", &dir)
                 .and_then(|()| b.into_inner())
                 .and_then(|gz| gz.finish().map(|_| ()))
-        };
-        let _ = fs::remove_dir_all(&dir);
-        res.with_context(|| format!("writing {}", out.display()))?;
+        }
+        .with_context(|| format!("writing {}", out.display()))?;
+        Ok(w.files.len())
+    })();
+    let _ = fs::remove_dir_all(&dir);
+    if res.is_err() {
+        let _ = fs::remove_file(out);
     }
-    Ok(n)
+    res
 }
 
 /// `--root FILE.tar[.gz]`: unpack into a temporary folder (the caller
