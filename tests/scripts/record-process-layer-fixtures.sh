@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Third GPU session, first call: the cuInit tracker's process layer on the
-# real driver (signals with SA_RESTART outcomes, fork, 16 concurrent cuInits
-# with the process layer on, a stopped cuInit seen by the stall detector),
-# and host facts for doctor (library version strings, PCI, cgroups, kernel
+# Record the process-layer fixtures on the GPU machine: the cuInit tracker's
+# process layer (and libcuda uprobes) on the real driver: signals with and
+# without SA_RESTART (h200-*-signals), a fork after cuInit and no visible
+# devices (h200-*-rules), 16 concurrent cuInits (h200-*-concurrent16), a
+# SIGSTOPped cuInit seen by the stall detector (h200-*-stall-sigstop); and
+# host facts for doctor (library version strings, PCI, cgroups, kernel
 # config, lockdown) and for the driver-hook tier (BTF of vmlinux and the
-# nvidia modules, for the prototypes of the hooked functions).
+# nvidia modules, for the prototypes of the hooked functions: see
+# tests/fixtures/gpu-host/h200-*-hook-prototypes.txt).
 #
 # Writes into $OUT: fixtures3.tar.gz, facts.txt, btf-all.tar.gz, log.txt.
 set -u
@@ -37,7 +40,7 @@ rec signals -- sh -c "
   $PY -c \"import signal,ctypes; signal.setitimer(signal.ITIMER_REAL, 0.12); ctypes.CDLL('libcuda.so.1').cuInit(0)\"; echo itimer=\$?
   $PY tests/scripts/sigwork.py restart; $PY tests/scripts/sigwork.py norestart"
 # Fork after cuInit; no visible devices.
-rec rules -- bash tests/scripts/gpu-rules-body.sh
+rec rules -- bash tests/scripts/rules-workload.sh
 # 16 at once, process layer and uprobes on.
 rec concurrent16 -- sh -c "for i in \$(seq 16); do $PY tests/scripts/cudawork.py cuinit >/dev/null & done; wait"
 # A cuInit stopped mid-way (SIGSTOP from another process) for 3 s: the stall

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # libcuda uprobes on the real driver: ctypes cuInit, torch (cudart through
 # cuGetProcAddress), and cuInit with /dev/nvidia-uvm masked.
+# $OUT/uprobes.ndjson is tests/fixtures/h200-580.159.04-uprobes.ndjson.
 set -u
 OUT=${OUT:?}
 BIN=$PWD/.dev/bin

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# doctor, hooks and watch's start-up on the real H200 host with the final
-# binary: doctor text and JSON, a snapshot (tests/fixtures/hosts/h200-snapshot),
-# the hook table against the live kallsyms and module BTF, the driver-layer
-# refusal, --layers without the syscall layer, and one cuInit.
+# Record the doctor and hooks fixtures on the real H200 host: doctor text
+# and JSON (tests/fixtures/gpu-host/h200-*-doctor.{txt,json}), its timing,
+# another user's view, a snapshot (unpacked as tests/fixtures/hosts/h200-snapshot)
+# read back with --root, the hook table against the live kallsyms and module
+# BTF (h200-*-hooks.txt), the driver-layer refusal, --layers without the
+# syscall layer, watch's start and warning records, and one cuInit.
 set -u
 OUT=${OUT:?}
 BIN=$PWD/.dev/bin
@@ -17,6 +19,8 @@ $BIN/nvprobe doctor --snapshot $OUT/h200-snapshot.tar.gz > /dev/null 2>&1; echo 
 $BIN/nvprobe doctor --root $OUT/h200-snapshot.tar.gz > /tmp/doctor-root.txt 2>&1; echo "doctor --root rc=$?"
 $BIN/nvprobe hooks > $OUT/hooks.txt 2>&1; echo "hooks rc=$?"; cat $OUT/hooks.txt
 echo "== --layers driver,process"; $BIN/nvprobe watch --layers driver,process --duration 1 2>&1 | tail -3; echo "rc=$?"
+echo "== watch start-up (start and warning records)"; $BIN/nvprobe watch --duration 1 --json -o $OUT/watch-start.ndjson; echo "rc=$?"
+grep -E '"type":"(start|warning)"' $OUT/watch-start.ndjson | cut -c1-3000
 echo "== watch + cuInit"
 $BIN/nvprobe watch --summary-only -o $OUT/watch.txt 2>$OUT/watch.stderr & p=$!
 for _ in $(seq 300); do grep -q "Ctrl-C" $OUT/watch.stderr 2>/dev/null && break; sleep 0.05; done

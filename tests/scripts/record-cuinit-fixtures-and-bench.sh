@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
-# Record real-driver fixtures and benchmarks on the GPU machine.
+# Record the first real-driver fixtures (syscall layer) and run the
+# benchmarks on the GPU machine: host facts, cuInit / 3 contexts / 20
+# allocations / torch start-up, cuInit's failure scenarios, cargo xtask bench
+# --gpu.
 #
 # Runs from the repository root there, with prebuilt binaries carried in
 # .dev/bin (nvprobe, nvbench, xtask, strace) and strace's libraries in
 # .dev/lib. Writes into $OUT:
 #   host.txt          driver, nodes, kernel, hook symbols, module BTF presence
 #   fixtures.tar.gz   nvprobe --json --raw recordings of real CUDA start-ups
+#                     (record: cuinit-ctypes, ctx3-ctypes, mem20-ctypes, torch-init)
+#   fixtures2.tar.gz  failure scenarios (scenarios: novisible, uvm-masked,
+#                     timeout-kill, concurrent16)
 #   cuinit.txt        the same cuInit in text mode
 #   bench-gpu.md/json interleaved benchmarks (cargo xtask bench --gpu)
 #   btf.tar.gz        /sys/kernel/btf/nvidia{,_uvm} (for the driver-hook tier)
 #   log.txt           everything else
-# Usage: tests/scripts/gpu-run.sh [record] [bench] [rounds]
+# Usage: tests/scripts/record-cuinit-fixtures-and-bench.sh [record,scenarios,bench] [rounds]
+# (default: record,bench; 5 rounds)
 set -u
 OUT=${OUT:?OUT must be set}
 BIN=$PWD/.dev/bin

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # cuInit verdicts on the real driver: a clean cuInit, a harness timeout
 # killing cuInit mid-way, and the same with SIGALRM from the process itself.
+# $OUT/verdicts.ndjson is tests/fixtures/h200-580.159.04-verdicts.ndjson.
 set -u
 OUT=${OUT:?}
 BIN=$PWD/.dev/bin

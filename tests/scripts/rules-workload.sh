@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The workloads of gpu-rules.sh without the recorder: no visible devices,
-# and a fork after cuInit whose child calls cuInit again.
+# The workloads of the rules fixture without the recorder (run under
+# nvprobe by record-rules-fixture.sh and record-process-layer-fixtures.sh):
+# no visible devices, and a fork after cuInit whose child calls cuInit again.
 PY=${PY:-python3}
 env CUDA_VISIBLE_DEVICES= $PY tests/scripts/cudawork.py cuinit
 $PY - <<'PYEOF'
