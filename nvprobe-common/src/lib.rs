@@ -4,7 +4,9 @@
 //! retired number is never reused.
 //!
 //! These are wire types, not the JSON output types: those live in
-//! `nvprobe::output` and carry a schema version.
+//! `nvprobe-model` (`nvprobe/model`) and carry a schema version. This crate
+//! is the whole kernel/user contract: records, map names, lost-slot names,
+//! ioctl numbers, hook ids. Nothing reads a record at a literal offset.
 #![no_std]
 
 pub const COMM_LEN: usize = 16;
@@ -25,6 +27,71 @@ pub const LOST_SLOT_COLLISION: u32 = 15;
 /// Per-thread syscall state lives in an array indexed by tid modulo this
 /// (a power of two): no hash-map insert or delete on the hot path.
 pub const INFLIGHT_SLOTS: u32 = 32768;
+
+pub mod hooks;
+
+/// Names of the maps in the BPF object (`nvprobe-ebpf/src/maps.rs`), for
+/// the collector to take them by.
+pub mod maps {
+    pub const EVENTS: &str = "EVENTS";
+    pub const LOST: &str = "LOST";
+    pub const INFLIGHT: &str = "INFLIGHT";
+    pub const NV_PROCS: &str = "NV_PROCS";
+    pub const PID_FILTER: &str = "PID_FILTER";
+    pub const EXTRA_FILES: &str = "EXTRA_FILES";
+    pub const UVM_SIZES: &str = "UVM_SIZES";
+    pub const CUDA_ENTRIES: &str = "CUDA_ENTRIES";
+    pub const SELFTEST_HITS: &str = "SELFTEST_HITS";
+}
+
+/// NVIDIA ioctl numbers both sides need (nv-ioctl-numbers.h,
+/// uvm_linux_ioctl.h, nvkms-ioctl.h).
+pub mod ioctl {
+    /// `NV_IOCTL_MAGIC` ('F'): the `_IOC` type of every escape.
+    pub const NV_IOCTL_MAGIC: u32 = 0x46;
+    /// `NV_ESC_IOCTL_XFER_CMD`: an escape whose real command and parameters
+    /// sit behind a pointer.
+    pub const NV_ESC_IOCTL_XFER_CMD: u32 = 0xD3;
+    /// The driver's cap on an XFER-wrapped parameter struct
+    /// (`NV_ABSOLUTE_MAX_IOCTL_SIZE`).
+    pub const NV_MAX_IOCTL_SIZE: u32 = 16384;
+    pub const UVM_INITIALIZE: u32 = 0x3000_0001;
+    pub const UVM_DEINITIALIZE: u32 = 0x3000_0002;
+    /// Highest plain UVM command number (`UVM_IS_8_SUPPORTED` = 2047).
+    pub const UVM_MAX_PLAIN: u32 = 0x7ff;
+    /// `NVKMS_IOCTL_IOWR` and its parameter size.
+    pub const NVKMS_IOCTL_IOWR: u32 = 0xC010_6D00;
+    pub const NVKMS_PARAMS_SIZE: u32 = 16;
+
+    /// `_IOC_TYPE(cmd)`.
+    pub const fn ioc_type(cmd: u32) -> u32 {
+        (cmd >> 8) & 0xff
+    }
+    /// `_IOC_NR(cmd)`.
+    pub const fn ioc_nr(cmd: u32) -> u32 {
+        cmd & 0xff
+    }
+    /// An escape (type 'F').
+    pub const fn is_escape(cmd: u32) -> bool {
+        ioc_type(cmd) == NV_IOCTL_MAGIC
+    }
+}
+
+/// What each slot of the per-CPU lost-event counter counts: the
+/// [`EventKind`] whose record did not fit, or a slot collision.
+pub const fn lost_slot_name(slot: u32) -> &'static str {
+    match slot {
+        1 => "ioctl",
+        2 => "path",
+        3 => "fd",
+        4 => "mmap",
+        5 => "proc",
+        6 => "cuda",
+        7 => "driver",
+        LOST_SLOT_COLLISION => "slot_collision",
+        _ => "other",
+    }
+}
 
 /// Record kinds. Fixed numbers; never reuse a retired one.
 #[repr(u32)]
@@ -209,6 +276,36 @@ pub struct Header {
     pub uid: u32,
     pub comm: [u8; COMM_LEN],
 }
+
+impl Header {
+    /// The header at the start of a raw record, or None when the record is
+    /// shorter than a header. Any bit pattern is a valid header.
+    pub fn peek(rec: &[u8]) -> Option<Header> {
+        read(rec)
+    }
+    /// The record's [`EventKind`], if it is a known one.
+    pub fn event_kind(&self) -> Option<EventKind> {
+        EventKind::from_u32(self.kind)
+    }
+}
+
+/// Read a `#[repr(C)]` record (integers and byte arrays only, valid for
+/// any bit pattern) from the start of `rec`; None when `rec` is shorter.
+pub fn read<T: Record>(rec: &[u8]) -> Option<T> {
+    if rec.len() < core::mem::size_of::<T>() {
+        return None;
+    }
+    // SAFETY: the length is checked; `Record` types are plain integers and
+    // byte arrays, valid for any bit pattern; read_unaligned handles
+    // alignment.
+    Some(unsafe { core::ptr::read_unaligned(rec.as_ptr().cast::<T>()) })
+}
+
+/// Plain-old-data records that [`read`] may build from any bytes.
+///
+/// # Safety
+/// Implement only for `#[repr(C)]` structs of integers and byte arrays.
+pub unsafe trait Record: Copy {}
 
 /// Identity of the file behind an fd, read from the kernel's fd table.
 #[repr(C)]
@@ -542,42 +639,16 @@ mod pod {
     unsafe impl aya::Pod for FileId {}
 }
 
-/// The driver layer's hooks, by number (`DriverEvent::hook`). The order is
-/// `nvprobe::hooks::HOOKS`'s (a test checks); never reorder, only append.
-pub const DRIVER_HOOKS: [&str; 17] = [
-    "nvidia_unlocked_ioctl",
-    "nvidia_frontend_unlocked_ioctl",
-    "rm_ioctl",
-    "nvidia_open",
-    "nvidia_close",
-    "rm_init_adapter",
-    "uvm_unlocked_ioctl_entry",
-    "uvm_va_space_create",
-    "uvm_api_register_gpu",
-    "uvm_va_space_register_gpu",
-    "uvm_gpu_retain_by_uuid",
-    "uvm_pmm_devmem_init",
-    "uvm_hmm_va_space_initialize",
-    "__mmu_notifier_register",
-    "memremap_pages",
-    "request_free_mem_region",
-    "hmm_range_fault",
-];
-/// Hook numbers the kernel side treats specially.
-pub const HOOK_NV_IOCTL: u32 = 0;
-pub const HOOK_NV_FRONTEND_IOCTL: u32 = 1;
-pub const HOOK_RM_IOCTL: u32 = 2;
-pub const HOOK_UVM_IOCTL: u32 = 6;
-/// Hooks from this number on are vmlinux functions: reported only for
-/// threads inside a UVM ioctl.
-pub const HOOK_FIRST_VMLINUX: u32 = 13;
+pub use hooks::{
+    HOOK_FIRST_VMLINUX, HOOK_NV_FRONTEND_IOCTL, HOOK_NV_IOCTL, HOOK_RM_IOCTL, HOOK_UVM_IOCTL, HOOKS,
+};
 
 /// A driver function's return (kretprobe), with what its entry saw.
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct DriverEvent {
     pub hdr: Header,
-    /// Index into [`DRIVER_HOOKS`].
+    /// Index into [`HOOKS`].
     pub hook: u32,
     /// Bytes of `head` that hold the callee's data (rm_ioctl's params).
     pub data_len: u32,
@@ -609,6 +680,16 @@ pub const SELFTEST_RAW_TRACEPOINT: u32 = 1;
 pub const SELFTEST_UPROBE: u32 = 2;
 pub const SELFTEST_KPROBE: u32 = 3;
 pub const SELFTEST_FENTRY: u32 = 4;
+
+// SAFETY: each is #[repr(C)] of integers and byte arrays only.
+unsafe impl Record for Header {}
+unsafe impl Record for IoctlEvent {}
+unsafe impl Record for PathEvent {}
+unsafe impl Record for FdEvent {}
+unsafe impl Record for MmapEvent {}
+unsafe impl Record for ProcEvent {}
+unsafe impl Record for CudaEvent {}
+unsafe impl Record for DriverEvent {}
 
 #[cfg(test)]
 mod tests {

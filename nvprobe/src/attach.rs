@@ -14,7 +14,6 @@ use aya::{
     programs::TracePoint,
 };
 use nvprobe_common::{Config, ExtraKey};
-use serde::Serialize;
 
 use crate::{
     btf::{Btf, kernel_offsets},
@@ -250,16 +249,7 @@ pub enum StartError {
     Required { syscall: String, err: String },
 }
 
-/// The state of one probe after attaching, for the start record.
-#[derive(Clone, Debug, Serialize)]
-pub struct ProbeState {
-    pub name: String,
-    pub target: String,
-    pub layer: &'static str,
-    pub attached: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
+pub use nvprobe_model::records::ProbeState;
 
 /// A probe the kernel refused; reported once, then tracing goes on.
 #[derive(Clone, Debug)]
@@ -457,7 +447,7 @@ pub fn load_and_attach(
             Ok(()) => probes.push(ProbeState {
                 name: pr.syscall.into(),
                 target,
-                layer: "syscall",
+                layer: "syscall".into(),
                 attached: true,
                 error: None,
             }),
@@ -475,7 +465,7 @@ pub fn load_and_attach(
                 probes.push(ProbeState {
                     name: pr.syscall.into(),
                     target,
-                    layer: "syscall",
+                    layer: "syscall".into(),
                     attached: false,
                     error: Some(err),
                 });
@@ -524,7 +514,7 @@ pub fn load_and_attach(
         probes.push(ProbeState {
             name: (*prog).into(),
             target,
-            layer: "process",
+            layer: "process".into(),
             attached: res.is_ok(),
             error: res.err(),
         });
@@ -558,9 +548,9 @@ fn attach_driver_layer(
         if !present {
             continue;
         }
-        let Some(i) = nvprobe_common::DRIVER_HOOKS
+        let Some(i) = nvprobe_common::HOOKS
             .iter()
-            .position(|n| *n == hook.name)
+            .position(|h| h.name == hook.name)
         else {
             continue;
         };
@@ -594,7 +584,7 @@ fn attach_driver_layer(
             probes.push(ProbeState {
                 name: hook.name.into(),
                 target: format!("kprobe {}:{}", hook.target.module(), hook.name),
-                layer: "driver",
+                layer: "driver".into(),
                 attached: false,
                 error: Some(err),
             });
@@ -655,7 +645,7 @@ fn attach_driver_layer(
                     ""
                 }
             ),
-            layer: "driver",
+            layer: "driver".into(),
             attached: res.is_ok(),
             error: res.err(),
         });
@@ -775,7 +765,7 @@ mod object_tests {
             .collect();
         tabled.extend(crate::uprobes::PROGRAMS);
         tabled.extend(crate::doctor::kernel::PROGRAMS);
-        let driver: Vec<String> = (0..nvprobe_common::DRIVER_HOOKS.len())
+        let driver: Vec<String> = (0..nvprobe_common::HOOKS.len())
             .flat_map(|i| {
                 [
                     format!("nvprobe_drv_enter_{i}"),
@@ -783,7 +773,7 @@ mod object_tests {
                 ]
             })
             .chain(
-                (nvprobe_common::HOOK_FIRST_VMLINUX as usize..nvprobe_common::DRIVER_HOOKS.len())
+                (nvprobe_common::HOOK_FIRST_VMLINUX as usize..nvprobe_common::HOOKS.len())
                     .flat_map(|i| {
                         [
                             format!("nvprobe_drvf_enter_{i}"),

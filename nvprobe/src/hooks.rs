@@ -11,243 +11,11 @@ use std::{collections::HashSet, fs, path::Path};
 
 use crate::decode::version::DriverVersion;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Target {
-    Nvidia,
-    NvidiaUvm,
-    Vmlinux,
-}
+pub use nvprobe_common::hooks::{HOOKS, Hook, Returns, Target};
 
-impl Target {
-    pub fn module(self) -> &'static str {
-        match self {
-            Self::Nvidia => "nvidia",
-            Self::NvidiaUvm => "nvidia_uvm",
-            Self::Vmlinux => "vmlinux",
-        }
-    }
-}
-
-/// What a hooked function returns, for its result in words.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Returns {
-    /// long/int: 0 or -errno.
-    Errno,
-    NvStatus,
-    /// NvBool.
-    Bool,
-    Void,
-    /// A pointer, or ERR_PTR(-errno).
-    Ptr,
-}
-
-#[derive(Clone, Copy, Debug)]
-pub struct Hook {
-    pub returns: Returns,
-    pub name: &'static str,
-    pub target: Target,
-    /// Inclusive driver-version bounds (major numbers); None: any.
-    pub since: Option<u32>,
-    pub until: Option<u32>,
-    pub prototype: &'static str,
-    /// A required hook's absence means the driver layer cannot cover the
-    /// ioctls; optional ones add detail.
-    pub required: bool,
-    /// Only present when nvidia_uvm is built with HMM.
-    pub hmm_only: bool,
-    pub why: &'static str,
-}
-
-const fn hook(
-    name: &'static str,
-    target: Target,
-    prototype: &'static str,
-    required: bool,
-    why: &'static str,
-) -> Hook {
-    let returns = if starts_with(prototype, "NV_STATUS") {
-        Returns::NvStatus
-    } else if starts_with(prototype, "NvBool") {
-        Returns::Bool
-    } else if starts_with(prototype, "void *") || starts_with(prototype, "struct resource *") {
-        Returns::Ptr
-    } else if starts_with(prototype, "void ") {
-        Returns::Void
-    } else {
-        Returns::Errno
-    };
-    Hook {
-        returns,
-        name,
-        target,
-        since: None,
-        until: None,
-        prototype,
-        required,
-        hmm_only: false,
-        why,
-    }
-}
-
-const fn starts_with(s: &str, p: &str) -> bool {
-    let (s, p) = (s.as_bytes(), p.as_bytes());
-    if s.len() < p.len() {
-        return false;
-    }
-    let mut i = 0;
-    while i < p.len() {
-        if s[i] != p[i] {
-            return false;
-        }
-        i += 1;
-    }
-    true
-}
-
-pub const HOOKS: &[Hook] = &[
-    Hook {
-        since: Some(545),
-        ..hook(
-            "nvidia_unlocked_ioctl",
-            Target::Nvidia,
-            "long nvidia_unlocked_ioctl(struct file *file, unsigned int cmd, unsigned long i_arg)",
-            true,
-            "every escape on /dev/nvidiactl and /dev/nvidiaN, entry and return",
-        )
-    },
-    Hook {
-        until: Some(535),
-        ..hook(
-            "nvidia_frontend_unlocked_ioctl",
-            Target::Nvidia,
-            "long nvidia_frontend_unlocked_ioctl(struct file *file, unsigned int cmd, unsigned long i_arg)",
-            true,
-            "every escape (drivers up to 535)",
-        )
-    },
-    hook(
-        "rm_ioctl",
-        Target::Nvidia,
-        "NV_STATUS rm_ioctl(nvidia_stack_t *sp, nv_state_t *pNv, nv_file_private_t *nvfp, NvU32 Command, void *pData, NvU32 dataSize)",
-        false,
-        "the RM status from the kernel's copy of the parameters",
-    ),
-    hook(
-        "nvidia_open",
-        Target::Nvidia,
-        "int nvidia_open(struct inode *inode, struct file *file)",
-        false,
-        "opens, with the GPU's cold initialisation",
-    ),
-    hook(
-        "nvidia_close",
-        Target::Nvidia,
-        "int nvidia_close(struct inode *inode, struct file *file)",
-        false,
-        "closes and RM client teardown",
-    ),
-    hook(
-        "rm_init_adapter",
-        Target::Nvidia,
-        "NvBool rm_init_adapter(nvidia_stack_t *sp, nv_state_t *pNv)",
-        false,
-        "GPU bring-up on first open without persistence",
-    ),
-    hook(
-        "uvm_unlocked_ioctl_entry",
-        Target::NvidiaUvm,
-        "long uvm_unlocked_ioctl_entry(struct file *filp, unsigned int cmd, unsigned long arg)",
-        true,
-        "every UVM command, entry and return",
-    ),
-    Hook {
-        since: Some(530),
-        ..hook(
-            "uvm_va_space_create",
-            Target::NvidiaUvm,
-            "NV_STATUS uvm_va_space_create(struct address_space *mapping, uvm_va_space_t **va_space_ptr, NvU64 flags)",
-            false,
-            "UVM_INITIALIZE's real work",
-        )
-    },
-    hook(
-        "uvm_api_register_gpu",
-        Target::NvidiaUvm,
-        "NV_STATUS uvm_api_register_gpu(UVM_REGISTER_GPU_PARAMS *params, struct file *filp)",
-        false,
-        "GPU registration (the slow UVM step)",
-    ),
-    hook(
-        "uvm_va_space_register_gpu",
-        Target::NvidiaUvm,
-        "NV_STATUS uvm_va_space_register_gpu(uvm_va_space_t *va_space, const NvProcessorUuid *gpu_uuid, const uvm_rm_user_object_t *user_rm_device, NvBool *numa_enabled, NvS32 *numa_node_id, NvProcessorUuid *uuid_out)",
-        false,
-        "GPU registration inside the va_space",
-    ),
-    // The real 580.159.04 BTF (tests/fixtures/gpu-host): no `bool
-    // enable_hmm`, and parent_gpu_error is const. The ABI reference gives
-    // the 595.45.04 prototype, which has both; the real driver wins.
-    hook(
-        "uvm_gpu_retain_by_uuid",
-        Target::NvidiaUvm,
-        "NV_STATUS uvm_gpu_retain_by_uuid(const NvProcessorUuid *gpu_uuid, const uvm_rm_user_object_t *user_rm_device, const uvm_test_parent_gpu_inject_error_t *parent_gpu_error, uvm_gpu_t **gpu_out)",
-        false,
-        "first registration of a GPU: channels, page tables, fault buffers",
-    ),
-    // Present on the H200's 580.159.04 build although its HMM is compiled
-    // out (the ABI reference lists it under HMM): called only with HMM on.
-    hook(
-        "uvm_pmm_devmem_init",
-        Target::NvidiaUvm,
-        "NV_STATUS uvm_pmm_devmem_init(uvm_parent_gpu_t *gpu)",
-        false,
-        "device-private memory for HMM (first GPU registration)",
-    ),
-    Hook {
-        hmm_only: true,
-        ..hook(
-            "uvm_hmm_va_space_initialize",
-            Target::NvidiaUvm,
-            "void uvm_hmm_va_space_initialize(uvm_va_space_t *va_space)",
-            false,
-            "HMM set-up of a va_space",
-        )
-    },
-    hook(
-        "__mmu_notifier_register",
-        Target::Vmlinux,
-        "int __mmu_notifier_register(struct mmu_notifier *subscription, struct mm_struct *mm)",
-        false,
-        "mmu notifier registration inside UVM_INITIALIZE/MM_INITIALIZE",
-    ),
-    hook(
-        "memremap_pages",
-        Target::Vmlinux,
-        "void *memremap_pages(struct dev_pagemap *pgmap, int nid)",
-        false,
-        "device-private memory on the first GPU registration (HMM)",
-    ),
-    hook(
-        "request_free_mem_region",
-        Target::Vmlinux,
-        "struct resource *request_free_mem_region(struct resource *base, unsigned long size, const char *name)",
-        false,
-        "the address range for device-private memory (HMM)",
-    ),
-    hook(
-        "hmm_range_fault",
-        Target::Vmlinux,
-        "int hmm_range_fault(struct hmm_range *range)",
-        false,
-        "HMM faults after start-up",
-    ),
-];
-
-impl Hook {
-    pub fn applies_to(&self, v: Option<&DriverVersion>) -> bool {
-        let Some(v) = v else { return true };
-        self.since.is_none_or(|s| v.major >= s) && self.until.is_none_or(|u| v.major <= u)
-    }
+/// Whether a hook exists in driver `v` (unknown version: assume it does).
+pub fn applies_to(h: &Hook, v: Option<&DriverVersion>) -> bool {
+    v.is_none_or(|v| h.applies_to_major(v.major))
 }
 
 /// The hook-table symbols of /proc/kallsyms (under ROOT) as (name, module
@@ -286,7 +54,7 @@ pub fn survey(root: &Path, v: Option<&DriverVersion>) -> Option<Vec<(&'static Ho
     Some(
         HOOKS
             .iter()
-            .filter(|h| h.applies_to(v))
+            .filter(|h| applies_to(h, v))
             .map(|h| {
                 (
                     h,
@@ -359,12 +127,12 @@ pub fn unavailable_reason(root: &Path) -> Option<String> {
 }
 
 /// The start record's account of the driver layer.
-pub fn start_json(
+pub fn start_state(
     root: &Path,
     v: Option<&DriverVersion>,
     attached: &[&str],
     wanted: bool,
-) -> serde_json::Value {
+) -> nvprobe_model::records::DriverLayerStart {
     let s = survey(root, v);
     let reason = if !wanted {
         Some("turned off with --layers".to_owned())
@@ -375,17 +143,21 @@ pub fn start_json(
     } else {
         None
     };
-    serde_json::json!({
-        "attached": !attached.is_empty(),
-        "reason": reason,
-        "hooks": s.as_ref().map(|s| s.iter().map(|(h, p)| serde_json::json!({
-            "name": h.name,
-            "module": h.target.module(),
-            "present": p,
-            "attached": attached.contains(&h.name),
-            "required": h.required,
-        })).collect::<Vec<_>>()),
-    })
+    nvprobe_model::records::DriverLayerStart {
+        attached: !attached.is_empty(),
+        reason,
+        hooks: s.as_ref().map(|s| {
+            s.iter()
+                .map(|(h, p)| nvprobe_model::records::HookState {
+                    name: h.name.to_owned(),
+                    module: h.target.module().to_owned(),
+                    present: *p,
+                    attached: attached.contains(&h.name),
+                    required: h.required,
+                })
+                .collect()
+        }),
+    }
 }
 
 /// A C prototype: (return type, name, [(param type, param name)]).
@@ -486,7 +258,7 @@ mod tests {
     #[test]
     fn numbered_as_the_kernel_side() {
         let names: Vec<&str> = HOOKS.iter().map(|h| h.name).collect();
-        assert_eq!(names, nvprobe_common::DRIVER_HOOKS);
+        assert_eq!(names.len(), nvprobe_common::HOOKS.len());
         assert_eq!(
             HOOKS[nvprobe_common::HOOK_RM_IOCTL as usize].name,
             "rm_ioctl"

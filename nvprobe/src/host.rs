@@ -467,30 +467,7 @@ mod tests {
     }
 }
 
-/// What the host says about HMM in nvidia_uvm (ABI reference §6.3).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct HmmFacts {
-    /// Whether nvidia_uvm was built with HMM: its `uvm_hmm_*` functions
-    /// exist only then. None: the module's symbols could not be read.
-    pub compiled_in: Option<bool>,
-    /// `uvm_disable_hmm` (Y/N), when the module is loaded.
-    pub disabled: Option<bool>,
-}
-
-impl HmmFacts {
-    /// One line for a diagnosis's evidence.
-    pub fn describe(&self) -> String {
-        let built = match self.compiled_in {
-            Some(true) => "nvidia_uvm is built with HMM (uvm_hmm_* in /proc/kallsyms)",
-            Some(false) => "nvidia_uvm is built without HMM (no uvm_hmm_* in /proc/kallsyms)",
-            None => "whether nvidia_uvm has HMM is unknown (its symbols were not readable)",
-        };
-        match self.disabled {
-            Some(d) => format!("{built}, uvm_disable_hmm={}", if d { "Y" } else { "N" }),
-            None => built.to_owned(),
-        }
-    }
-}
+pub use nvprobe_model::records::HmmFacts;
 
 /// ROOT/proc/kallsyms. The live one (root `/`) is read once per process:
 /// the kernel formats ~200,000 lines each time, a noticeable part of

@@ -7,36 +7,7 @@
 
 use std::collections::HashMap;
 
-use serde::{Deserialize, Serialize};
-
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct StallReport {
-    pub pid: u32,
-    pub tid: u32,
-    pub comm: String,
-    /// The call still running: an escape/UVM name, or cuInit.
-    pub call: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fd: Option<i32>,
-    pub elapsed_s: f64,
-    /// D, S, R, T, … as /proc/<tid>/stat says; "gone" if the task exited.
-    pub state: String,
-    pub text: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wchan: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub stack: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stopped_by: Option<String>,
-    /// The last cuInit stage the process reached ("S4 uvm_initialized").
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stage: Option<String>,
-    /// The innermost frame of the kernel stack inside an NVIDIA module:
-    /// the driver function the call is in ("uvm_gpu_retain_by_uuid
-    /// (nvidia_uvm)").
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub driver_function: Option<String>,
-}
+pub use nvprobe_model::records::StallReport;
 
 /// The innermost NVIDIA-module frame of a stack ("fn+0x1a/0x50 [nvidia_uvm]").
 pub fn driver_frame(stack: &[String]) -> Option<String> {

@@ -117,8 +117,16 @@ pub fn mapped_by_all() -> Vec<PathBuf> {
 }
 
 impl Libcuda {
-    pub fn attached(&self) -> Vec<Attached> {
-        let mut v: Vec<Attached> = self.files.values().cloned().collect();
+    /// The files hooked so far, for the start record.
+    pub fn attached(&self) -> Vec<nvprobe_model::records::LibcudaHooked> {
+        let mut v: Vec<_> = self
+            .files
+            .values()
+            .map(|a| nvprobe_model::records::LibcudaHooked {
+                path: a.path.clone(),
+                functions: a.functions.iter().map(|f| (*f).to_owned()).collect(),
+            })
+            .collect();
         v.sort_by(|a, b| a.path.cmp(&b.path));
         v
     }

@@ -9,7 +9,7 @@ use nvprobe::{
     decode::{
         self, Context, Event, version::DriverVersion, version::LayoutBasis, version::VersionCtx,
     },
-    output::{Clock, schema},
+    render::{Clock, schema},
 };
 use serde_json::Value;
 
@@ -351,7 +351,7 @@ fn text_lines_read_like_strace_with_names() {
     let lines: Vec<String> = r
         .events
         .iter()
-        .map(|e| nvprobe::output::text::event_line(&clock, 0, e))
+        .map(|e| nvprobe::render::text::event_line(&clock, 0, e))
         .collect();
     let reg = lines
         .iter()

@@ -14,7 +14,7 @@ use std::{
     time::Duration,
 };
 
-use nvprobe::output::schema;
+use nvprobe::render::schema;
 use nvprobe_tests::harness::{Finished, Trace, bin, is_root};
 use serde_json::Value;
 

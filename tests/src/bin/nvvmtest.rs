@@ -200,7 +200,7 @@ fn watch(name: &str, extra: &[&str]) -> anyhow::Result<Watch> {
 fn schema_errors(recs: &[Value]) -> Vec<String> {
     recs.iter()
         .filter_map(|r| {
-            nvprobe::output::schema::validate(r)
+            nvprobe::render::schema::validate(r)
                 .err()
                 .map(|e| format!("{e}: {r}"))
         })

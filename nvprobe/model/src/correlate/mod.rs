@@ -516,10 +516,7 @@ impl CallRef {
     }
 }
 
-pub fn signal_name(sig: i32) -> String {
-    nix::sys::signal::Signal::try_from(sig)
-        .map_or_else(|_| format!("signal {sig}"), |s| s.as_str().to_owned())
-}
+use crate::decode::signal::name as signal_name;
 
 /// A process name kept inline (no allocation per event).
 #[derive(Clone, Copy, Debug)]
@@ -1091,7 +1088,7 @@ reload it with `modprobe -r nvidia_uvm && modprobe nvidia_uvm uvm_disable_hmm=1`
 /// Make the UVM diagnoses of a live verdict specific to this host: whether
 /// nvidia_uvm has HMM at all, and whether it is already disabled. (Not for
 /// replays: a recording's host is not this one.)
-pub fn apply_hmm_facts(v: &mut CuInit, f: &crate::host::HmmFacts) {
+pub fn apply_hmm_facts(v: &mut CuInit, f: &crate::records::HmmFacts) {
     for d in &mut v.diagnoses {
         if !matches!(d.id, "uvm_step_failed" | "uvm_busy_retry") {
             continue;
@@ -1745,7 +1742,7 @@ mod tests {
             "UVM_INITIALIZE returned NV_ERR_NOT_SUPPORTED after S0 ctl_opened"
         );
         // On a live host, the hint follows what the host says about HMM.
-        let facts = |compiled_in, disabled| crate::host::HmmFacts {
+        let facts = |compiled_in, disabled| crate::records::HmmFacts {
             compiled_in,
             disabled,
         };

@@ -14,8 +14,7 @@ use super::{
     version::{DriverVersion, VersionCtx},
 };
 
-pub const NV_IOCTL_MAGIC: u32 = 0x46;
-pub const NV_ESC_IOCTL_XFER_CMD: u32 = 0xD3;
+pub use nvprobe_common::ioctl::{NV_ESC_IOCTL_XFER_CMD, NV_IOCTL_MAGIC};
 pub const NV_ESC_RM_CONTROL: u32 = 0x2A;
 pub const NV_ESC_RM_ALLOC: u32 = 0x2B;
 pub const NV_ESC_RM_FREE: u32 = 0x29;

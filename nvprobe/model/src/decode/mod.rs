@@ -10,6 +10,7 @@ pub mod class;
 pub mod control;
 pub mod curesult;
 pub mod escape;
+pub mod signal;
 pub mod status;
 pub mod uvm;
 pub mod version;
@@ -1033,7 +1034,7 @@ fn decode_cuda(ev: &CudaEvent, raw: Option<String>) -> Event {
 }
 
 fn decode_driver(ev: &DriverEvent, ctx: &Context, raw: Option<String>) -> Event {
-    use crate::hooks::{HOOKS, Returns};
+    use nvprobe_common::hooks::{HOOKS, Returns};
     let hook = HOOKS.get(ev.hook as usize);
     let function = hook.map_or("unknown", |h| h.name);
     let module = hook.map_or("unknown", |h| h.target.module());
@@ -1128,7 +1129,7 @@ fn decode_proc(ev: &ProcEvent, raw: Option<String>) -> Event {
         if ev.exit_code & 0x7f != 0 {
             format!(
                 "killed by {}{}",
-                crate::correlate::signal_name(ev.exit_code & 0x7f),
+                signal::name(ev.exit_code & 0x7f),
                 if ev.exit_code & 0x80 != 0 {
                     " (core dumped)"
                 } else {
@@ -1152,7 +1153,7 @@ fn decode_proc(ev: &ProcEvent, raw: Option<String>) -> Event {
         target_pid: ev.target_tgid,
         target_tid: is_sig.then_some(ev.target_tid),
         sig: is_sig.then_some(ev.sig),
-        signal: is_sig.then(|| crate::correlate::signal_name(ev.sig)),
+        signal: is_sig.then(|| signal::name(ev.sig)),
         code: is_sig.then_some(ev.code),
         exit_code: (op == Some(ProcOp::Exit)).then_some(ev.exit_code),
         exit,

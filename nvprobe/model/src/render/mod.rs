@@ -1,0 +1,194 @@
+//! Rendering: human text (strace-like, with names and NV_STATUS) or NDJSON
+//! in the versioned schema. Output never touches BPF maps; it gets decoded
+//! events and plain records from the collector.
+
+pub mod schema;
+pub mod text;
+
+use std::{
+    io,
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use bytes::{BufMut, BytesMut};
+use serde::Serialize;
+
+use crate::{correlate::Record, decode::Event, records::StallReport, summary::Summary};
+
+/// Version of the NDJSON schema. Bump on any incompatible change; adding
+/// optional fields is compatible.
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+/// CLOCK_MONOTONIC (bpf_ktime_get_ns) to wall clock.
+#[derive(Clone, Debug)]
+pub struct Clock {
+    /// realtime - monotonic, in ns, measured once at start.
+    offset_ns: i128,
+    /// "YYYY-MM-DDTHH:MM:SS" of the last second formatted (per-event
+    /// formatting only appends the microseconds).
+    cache: std::cell::RefCell<(u64, String)>,
+}
+
+impl Clock {
+    pub fn now() -> Self {
+        let mono = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+            .map(|t| t.tv_sec() as i128 * 1_000_000_000 + t.tv_nsec() as i128)
+            .unwrap_or(0);
+        let real = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as i128)
+            .unwrap_or(0);
+        Self::fixed(real - mono)
+    }
+    /// A fixed clock, for replays and tests.
+    pub fn fixed(offset_ns: i128) -> Self {
+        Self {
+            offset_ns,
+            cache: std::cell::RefCell::new((u64::MAX, String::new())),
+        }
+    }
+    pub fn mono_now() -> u64 {
+        nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+            .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
+            .unwrap_or(0)
+    }
+    pub fn wall(&self, mono_ns: u64) -> SystemTime {
+        let ns = (mono_ns as i128 + self.offset_ns).max(0) as u128;
+        UNIX_EPOCH + Duration::new((ns / 1_000_000_000) as u64, (ns % 1_000_000_000) as u32)
+    }
+    /// RFC 3339, UTC, microseconds: 2026-11-30T03:31:13.123456Z.
+    pub fn rfc3339(&self, mono_ns: u64) -> String {
+        let wall = self.wall(mono_ns);
+        let d = wall.duration_since(UNIX_EPOCH).unwrap_or_default();
+        let secs = d.as_secs();
+        let mut cache = self.cache.borrow_mut();
+        if cache.0 != secs {
+            let full = humantime::format_rfc3339_seconds(wall).to_string();
+            cache.1 = full.trim_end_matches('Z').to_owned();
+            cache.0 = secs;
+        }
+        format!("{}.{:06}Z", cache.1, d.subsec_micros())
+    }
+}
+
+/// One record that is not a kernel event.
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Note<'a> {
+    Start(&'a crate::records::StartRecord),
+    Stall(&'a StallReport),
+    Warning {
+        id: &'a str,
+        message: &'a str,
+    },
+    Lost {
+        cpu: u32,
+        kind: &'a str,
+        count: u64,
+        total: u64,
+    },
+    Summary(&'a Summary),
+}
+
+/// Renders records into bytes. Cheap to clone: each pipeline worker has
+/// its own.
+#[derive(Clone, Debug)]
+pub struct Renderer {
+    format: Format,
+    clock: Clock,
+    scratch: Vec<u8>,
+}
+
+impl Renderer {
+    pub fn new(format: Format, clock: Clock) -> Self {
+        Self {
+            format,
+            clock,
+            scratch: Vec::with_capacity(1024),
+        }
+    }
+
+    pub fn format(&self) -> Format {
+        self.format
+    }
+
+    /// Use another wall clock from now on (replays use the recording's).
+    pub fn set_clock(&mut self, clock: Clock) {
+        self.clock = clock;
+    }
+
+    /// A record of the per-process correlator, at the time of the event
+    /// that produced it.
+    pub fn record(&mut self, buf: &mut BytesMut, mono_ns: u64, rec: &Record) -> io::Result<()> {
+        match self.format {
+            Format::Json => self.json_line(buf, mono_ns, rec),
+            Format::Text => {
+                buf.put_slice(text::record_text(rec).as_bytes());
+                Ok(())
+            }
+        }
+    }
+
+    /// Write `{"v":1,"time":…,"mono_ns":…,` + the body of `value`'s JSON
+    /// object (which starts with its "type" tag).
+    fn json_line<T: Serialize>(
+        &mut self,
+        buf: &mut BytesMut,
+        mono_ns: u64,
+        value: &T,
+    ) -> io::Result<()> {
+        self.scratch.clear();
+        serde_json::to_writer(&mut self.scratch, value).map_err(io::Error::other)?;
+        let time = self.clock.rfc3339(mono_ns);
+        use std::fmt::Write as _;
+        let mut head = String::with_capacity(80);
+        let _ = write!(
+            head,
+            "{{\"v\":{SCHEMA_VERSION},\"time\":\"{time}\",\"mono_ns\":{mono_ns}"
+        );
+        buf.put_slice(head.as_bytes());
+        // scratch is `{…}`; splice its body in.
+        if self.scratch.len() > 2 {
+            buf.put_u8(b',');
+            buf.put_slice(&self.scratch[1..]);
+        } else {
+            buf.put_u8(b'}');
+        }
+        buf.put_u8(b'\n');
+        Ok(())
+    }
+
+    pub fn event(&mut self, buf: &mut BytesMut, mono_ns: u64, ev: &Event) -> io::Result<()> {
+        match self.format {
+            Format::Json => self.json_line(buf, mono_ns, ev),
+            Format::Text => {
+                let line = text::event_line(&self.clock, mono_ns, ev);
+                buf.put_slice(line.as_bytes());
+                buf.put_u8(b'\n');
+                Ok(())
+            }
+        }
+    }
+
+    pub fn note(&mut self, buf: &mut BytesMut, mono_ns: u64, note: &Note<'_>) -> io::Result<()> {
+        match self.format {
+            Format::Json => self.json_line(buf, mono_ns, note),
+            Format::Text => {
+                let s = text::note_text(&self.clock, mono_ns, note);
+                if !s.is_empty() {
+                    buf.put_slice(s.as_bytes());
+                    if !s.ends_with('\n') {
+                        buf.put_u8(b'\n');
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! `nvprobe doctor`: check this host (or a host tree or snapshot) for what
+//! breaks CUDA start-up and tracing.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use nvprobe::render;
+
+use super::Fail;
+
+#[derive(Args)]
+pub struct DoctorArgs {
+    /// Read /proc, /sys, /dev and the library paths under DIR instead of /
+    /// (a host tree or a snapshot folder or .tar/.tar.gz; nodes may be
+    /// listed in DIR/dev.manifest). Only file evidence is available then.
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+    /// Check device access for this user (name or uid) instead of the
+    /// invoking one (the user behind sudo).
+    #[arg(long, value_name = "USER")]
+    pub user: Option<String>,
+    /// Also write the files doctor reads to OUT (a new folder, or a .tar /
+    /// .tar.gz file) for someone else to check with --root.
+    #[arg(long, value_name = "OUT")]
+    pub snapshot: Option<PathBuf>,
+    /// One JSON document instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(a: DoctorArgs) -> Result<(), Fail> {
+    use nvprobe::doctor::{self, Verdict};
+    let given = a.root.clone();
+    let mut unpacked = None;
+    let root = match &given {
+        None => PathBuf::from("/"),
+        Some(p) if p.is_file() => {
+            let d = doctor::snapshot::unpack(p).map_err(|e| Fail(2, e))?;
+            unpacked = Some(d.clone());
+            d
+        }
+        Some(p) if p.is_dir() => p.clone(),
+        Some(p) => {
+            return Err(Fail(
+                2,
+                anyhow::anyhow!("--root {}: no such folder or snapshot archive", p.display()),
+            ));
+        }
+    };
+    if a.snapshot.is_some() && given.is_some() {
+        return Err(Fail(
+            2,
+            anyhow::anyhow!("--snapshot captures this host: it cannot be combined with --root"),
+        ));
+    }
+    let live = given.is_none();
+    let opts = doctor::Options {
+        root: root.clone(),
+        live,
+        user: a.user.clone(),
+        watch_startup: false,
+    };
+    let res = doctor::run_with(&opts);
+    if let Some(d) = &unpacked {
+        let _ = std::fs::remove_dir_all(d);
+    }
+    let checks = res.map_err(|e| Fail(2, anyhow::anyhow!(e)))?;
+    if let Some(out) = &a.snapshot {
+        let n = doctor::snapshot::write(out, &checks).map_err(|e| {
+            Fail(
+                2,
+                e.context(format!(
+                    "--snapshot {}: could not write the snapshot",
+                    out.display()
+                )),
+            )
+        })?;
+        eprintln!(
+            "nvprobe: wrote a snapshot of this host to {} ({n} files); check it elsewhere with: nvprobe doctor --root {}",
+            out.display(),
+            out.display()
+        );
+    }
+    let worst = checks
+        .iter()
+        .map(|c| c.verdict)
+        .max()
+        .unwrap_or(Verdict::Ok);
+    let scope = if live {
+        if nix::unistd::geteuid().is_root() {
+            "this host: the kernel was asked (probes loaded), files read, opens tried".to_owned()
+        } else {
+            "this host, not as root: kernel tracing checks skipped; files read, opens tried"
+                .to_owned()
+        }
+    } else {
+        format!(
+            "the tree {}: file evidence only (no probes loaded, no opens tried)",
+            given.as_deref().unwrap_or(&root).display()
+        )
+    };
+    if a.json {
+        let doc = serde_json::json!({
+            "v": render::SCHEMA_VERSION,
+            "type": "doctor",
+            "root": given.as_deref().unwrap_or(&root).display().to_string(),
+            "scope": scope,
+            "result": worst,
+            "checks": checks,
+        });
+        println!("{doc}");
+    } else {
+        print!("{}", doctor::text(&checks));
+        println!("({scope})");
+    }
+    if worst == Verdict::Fail {
+        return Err(Fail(
+            1,
+            anyhow::anyhow!("a check failed: see FAIL above and its hint"),
+        ));
+    }
+    Ok(())
+}

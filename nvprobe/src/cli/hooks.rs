@@ -1,0 +1,76 @@
+//! `nvprobe hooks`: the driver layer's hook table against a kernel's BTF.
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use nvprobe::render;
+
+use super::Fail;
+
+#[derive(Args)]
+pub struct HooksArgs {
+    /// Read BTF from DIR/vmlinux and DIR/<module> (a copy of
+    /// /sys/kernel/btf from another host) instead of /sys/kernel/btf.
+    #[arg(long, value_name = "DIR", default_value = "/sys/kernel/btf")]
+    pub btf_dir: PathBuf,
+    /// One JSON document instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(a: HooksArgs) -> Result<(), Fail> {
+    use nvprobe::hooks;
+    let protos = hooks::btf_prototypes(&a.btf_dir).map_err(|e| {
+        Fail(
+            2,
+            anyhow::anyhow!(
+                "{e}: --btf-dir needs vmlinux (and the nvidia, nvidia_uvm module BTF to check them)"
+            ),
+        )
+    })?;
+    let syms = hooks::kallsyms(Path::new("/"));
+    let mut rows = Vec::new();
+    for (h, btf) in &protos {
+        let in_kallsyms = syms
+            .as_ref()
+            .map(|s| s.contains(&(h.name.to_owned(), h.target.module().to_owned())));
+        let check = match btf {
+            None => "not in BTF".to_owned(),
+            Some(b) if hooks::parse_prototype(b) == hooks::parse_prototype(h.prototype) => {
+                "matches".to_owned()
+            }
+            Some(_) => "differs".to_owned(),
+        };
+        rows.push(serde_json::json!({
+            "name": h.name,
+            "module": h.target.module(),
+            "required": h.required,
+            "kallsyms": in_kallsyms,
+            "assumed": h.prototype,
+            "btf": btf,
+            "prototype_check": check,
+        }));
+        if !a.json {
+            println!(
+                "{:<32} {:<10} kallsyms:{:<4} btf:{}",
+                h.name,
+                h.target.module(),
+                in_kallsyms.map_or("?", |b| if b { "yes" } else { "no" }),
+                check
+            );
+            if let Some(b) = btf {
+                println!("    {b}");
+            }
+            if check == "differs" {
+                println!("    assumed: {}", h.prototype);
+            }
+        }
+    }
+    if a.json {
+        println!(
+            "{}",
+            serde_json::json!({ "v": render::SCHEMA_VERSION, "type": "hooks", "btf_dir": a.btf_dir.display().to_string(), "hooks": rows })
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,470 @@
+//! `nvprobe watch`: check the kernel, attach every layer it allows, and
+//! run the live pipeline until Ctrl-C, SIGTERM or `--duration`.
+
+use std::{collections::HashSet, path::Path, sync::Arc, time::Duration};
+
+use anyhow::Context as _;
+use clap::Args;
+use nvprobe::{
+    attach::{self, Loaded, Settings},
+    decode::{
+        self, Context,
+        version::{DriverInfo, VersionCtx, version_warning},
+    },
+    host::{self, ExtraDevice},
+    output::{Clock, Format, Note, Output},
+    pipeline::{
+        Filters, PipeOpts,
+        live::{self, RunOpts, StopSignals},
+    },
+    records::{ExtraDevice as ExtraDeviceRec, StartFilters, StartRecord},
+    uprobes::Libcuda,
+};
+
+use super::{Fail, OutputArgs, open_output, parse_ringbuf, parse_secs, start_fail, version_ctx};
+
+#[derive(Args)]
+pub struct WatchArgs {
+    /// The layers to use, comma-separated: syscall (ioctls and opens at the
+    /// system calls), process (signals, exits, forks), cuda (libcuda
+    /// uprobes), driver (kprobes inside nvidia/nvidia_uvm, where the kernel
+    /// has kprobes). Default: every layer this kernel allows.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = ["syscall", "process", "cuda", "driver"])]
+    pub layers: Vec<String>,
+    /// Only this process (thread-group id); repeatable. Filtered in the kernel.
+    #[arg(long, value_name = "PID")]
+    pub pid: Vec<u32>,
+    /// Only processes with this name (comm); repeatable.
+    #[arg(long, value_name = "COMM")]
+    pub comm: Vec<String>,
+    /// Treat PATH as an NVIDIA device file of KIND (ctl, gpu or uvm), for odd
+    /// setups and tests; repeatable. KIND is guessed from names like nvidiactl.
+    #[arg(long, value_name = "PATH[=KIND]")]
+    pub device: Vec<ExtraDevice>,
+    /// Keep each kernel record (hex) in the JSON, so `nvprobe decode` can
+    /// decode the recording again later.
+    #[arg(long)]
+    pub raw: bool,
+    /// Ring buffer size in bytes (a power of two, at least one page).
+    #[arg(long, value_name = "BYTES", default_value_t = 16 * 1024 * 1024, value_parser = parse_ringbuf)]
+    pub ringbuf_size: u32,
+    /// Print only each process's cuInit verdict and the summary.
+    #[arg(long)]
+    pub summary_only: bool,
+    /// Report an NVIDIA ioctl or a cuInit still running after this many
+    /// seconds (then again at 2x, 4x, …), with what the thread is doing. 0
+    /// turns stall reports off.
+    #[arg(long, value_name = "SECS", default_value = "5", value_parser = parse_secs)]
+    pub stall_after: f64,
+    /// Measure each BPF program's run count and time (BPF_ENABLE_STATS) and
+    /// report them in the summary: what nvprobe costs the traced host.
+    #[arg(long)]
+    pub bpf_stats: bool,
+    /// Stop after this many seconds (default: run until Ctrl-C / SIGTERM).
+    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    pub duration: Option<f64>,
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+/// What `watch` learned about the host before attaching.
+struct Host {
+    driver: Option<DriverInfo>,
+    vctx: VersionCtx,
+    majors: host::Majors,
+    extra: Vec<(ExtraDevice, (u32, u64))>,
+}
+
+impl WatchArgs {
+    fn layer(&self, l: &str) -> bool {
+        self.layers.is_empty() || self.layers.iter().any(|x| x == l)
+    }
+
+    /// Flags that parse but make no sense together or in range.
+    fn validate(&self) -> Result<(), Fail> {
+        if !(self.stall_after.is_finite() && self.stall_after >= 0.0) {
+            return Err(Fail(
+                2,
+                anyhow::anyhow!(
+                    "--stall-after must be a number of seconds (0 turns stall reports off)"
+                ),
+            ));
+        }
+        if let Some(d) = self.duration
+            && !(d.is_finite() && d > 0.0)
+        {
+            return Err(Fail(
+                2,
+                anyhow::anyhow!("--duration must be a positive number of seconds"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+pub fn run(a: WatchArgs) -> Result<(), Fail> {
+    a.validate()?;
+    let mut extra = Vec::new();
+    for d in &a.device {
+        let id = host::file_identity(&d.path).map_err(|e| Fail(2, e))?;
+        extra.push((d.clone(), id));
+    }
+    attach::check_root().map_err(start_fail)?;
+    let root = Path::new("/");
+    let driver = host::driver_info(root);
+    let h = Host {
+        vctx: version_ctx(a.out.driver_version, driver.as_ref()),
+        driver,
+        majors: host::majors(root),
+        extra,
+    };
+    attach::check_bpf().map_err(start_fail)?;
+    let (tracefs, mounted) = attach::ensure_tracefs().map_err(start_fail)?;
+    attach::check_syscall_tracepoints(&tracefs).map_err(start_fail)?;
+    let cfg = attach::kernel_config().map_err(start_fail)?;
+    let format = if a.out.json {
+        Format::Json
+    } else {
+        Format::Text
+    };
+    let mut out = Output::new(
+        open_output(&a.out.output).map_err(|e| Fail(2, e))?,
+        format,
+        Clock::now(),
+    );
+    let settings = Settings {
+        driver_layer: a.layer("driver"),
+        // By default the driver layer takes the NVIDIA ioctls over where it
+        // can; naming syscall in --layers keeps them at the syscalls.
+        driver_ioctls: a.layer("driver") && (a.layers.is_empty() || !a.layer("syscall")),
+        syscall_layer: a.layer("syscall"),
+        process_layer: a.layer("process"),
+        driver_version: h.driver.as_ref().map(|d| d.version),
+        uvm_major: h.majors.uvm.unwrap_or(0),
+        caps_major: h.majors.caps.unwrap_or(0),
+        pids: &a.pid,
+        extra: &h.extra,
+        ringbuf_bytes: a.ringbuf_size,
+        version: h.vctx,
+    };
+    let mut loaded =
+        attach::load_and_attach(cfg, &settings, tracefs.clone()).map_err(start_fail)?;
+    let ctx = decode_context(&a, &h, &settings);
+    let mut libcuda = Libcuda::default();
+    hook_libcuda(&a, &mut loaded, &mut libcuda);
+    let start = start_record(&a, &h, &ctx, &loaded, &libcuda, (&tracefs, mounted));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let stop = {
+        let _in_rt = rt.enter();
+        StopSignals::install()?
+    };
+    let now = Clock::mono_now();
+    out.note(now, &Note::Start(&start))?;
+    let warnings = warnings(&a, &h, &loaded)?;
+    for (id, msg) in &warnings {
+        eprintln!("nvprobe: warning: {msg}");
+        if format == Format::Json || a.out.output.is_some() {
+            out.note(now, &Note::Warning { id, message: msg })?;
+        }
+    }
+    eprintln!("{}", banner(&h, &loaded, mounted));
+    out.flush()?;
+    // Stats are collected while this fd is open.
+    let stats_fd = a.bpf_stats.then(enable_bpf_stats).flatten();
+    let opts = RunOpts {
+        duration: a.duration.map(Duration::from_secs_f64),
+        tick: Duration::from_millis(20),
+        lost_every: 10,
+        pipe: PipeOpts {
+            // The main thread drains the ring buffer; these decode and render.
+            workers: std::thread::available_parallelism()
+                .map_or(1, |n| n.get().saturating_sub(1))
+                .clamp(1, 4),
+            summary_only: a.summary_only,
+            host_facts: true,
+        },
+        bpf_stats: stats_fd.is_some(),
+        stall_after: (a.stall_after > 0.0).then(|| Duration::from_secs_f64(a.stall_after)),
+        cuda_layer: a.layer("cuda"),
+        stall_every: 25,
+    };
+    let filters = Filters {
+        comms: a.comm.iter().cloned().collect::<HashSet<_>>(),
+    };
+    let summary = rt.block_on(live::run(
+        &mut loaded.ebpf,
+        &mut libcuda,
+        Arc::new(ctx),
+        Arc::new(filters),
+        out,
+        &opts,
+        stop,
+    ))?;
+    drop(loaded);
+    report_end(&a, format, &summary);
+    Ok(())
+}
+
+fn enable_bpf_stats() -> Option<std::os::fd::OwnedFd> {
+    match aya::sys::enable_stats(aya::sys::Stats::RunTime) {
+        Ok(fd) => Some(fd),
+        Err(e) => {
+            eprintln!(
+                "nvprobe: warning: --bpf-stats: the kernel refused BPF_ENABLE_STATS ({e}); no BPF cost figures"
+            );
+            None
+        }
+    }
+}
+
+/// What the decoder needs to know about this host.
+fn decode_context(a: &WatchArgs, h: &Host, s: &Settings<'_>) -> Context {
+    let mut ctx = Context::new(h.vctx);
+    ctx.keep_raw = a.raw;
+    ctx.uvm_major = s.uvm_major;
+    ctx.caps_major = s.caps_major;
+    ctx.nodes = host::device_nodes(Path::new("/"))
+        .into_iter()
+        .map(|(k, v)| (k, v.into()))
+        .collect();
+    for (d, id) in &h.extra {
+        ctx.extra.insert(*id, d.path.display().to_string().into());
+    }
+    ctx
+}
+
+/// libcuda uprobes: the copies on this host and in running processes.
+fn hook_libcuda(a: &WatchArgs, loaded: &mut Loaded, libcuda: &mut Libcuda) {
+    if !a.layer("cuda") {
+        return;
+    }
+    let mut candidates = nvprobe::uprobes::static_candidates();
+    candidates.extend(nvprobe::uprobes::mapped_by_all());
+    for path in candidates {
+        if let Err(e) = libcuda.attach(&mut loaded.ebpf, &path) {
+            loaded.refusals.push(attach::Refusal {
+                probe: format!("uprobe {}", path.display()),
+                reason: e,
+            });
+        }
+    }
+}
+
+fn start_record(
+    a: &WatchArgs,
+    h: &Host,
+    ctx: &Context,
+    loaded: &Loaded,
+    libcuda: &Libcuda,
+    (tracefs, mounted): (&Path, bool),
+) -> StartRecord {
+    let attached_hooks: Vec<&str> = loaded
+        .probes
+        .iter()
+        .filter(|p| p.layer == "driver" && p.attached)
+        .map(|p| p.name.as_str())
+        .collect();
+    StartRecord {
+        tool_version: env!("CARGO_PKG_VERSION").to_owned(),
+        kernel: nix::sys::utsname::uname()
+            .map(|u| u.release().to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        driver: h.driver.clone(),
+        decode_version: h.vctx.version.to_string(),
+        layouts: if h.vctx.known { "known" } else { "assumed" }.to_owned(),
+        nvidia_major: h.majors.nvidia,
+        uvm_major: h.majors.uvm,
+        caps_major: h.majors.caps,
+        nodes: ctx
+            .nodes
+            .iter()
+            .map(|(k, v)| {
+                (
+                    format!(
+                        "{}:{}",
+                        nvprobe_common::kdev_major(*k),
+                        nvprobe_common::kdev_minor(*k)
+                    ),
+                    v.to_string(),
+                )
+            })
+            .collect(),
+        extra_devices: h
+            .extra
+            .iter()
+            .map(|(d, (sdev, ino))| ExtraDeviceRec {
+                path: d.path.display().to_string(),
+                kind: decode::dev_kind_name(d.kind).to_owned(),
+                sdev: *sdev,
+                ino: *ino,
+            })
+            .collect(),
+        probes: loaded.probes.clone(),
+        ringbuf_bytes: a.ringbuf_size,
+        filters: StartFilters {
+            pid: a.pid.clone(),
+            comm: a.comm.clone(),
+        },
+        tracefs: tracefs.display().to_string(),
+        tracefs_mounted_by_nvprobe: mounted,
+        libcuda: libcuda.attached(),
+        ioctls_in_driver: loaded.ioctls_in_driver,
+        driver_layer: Some(nvprobe::hooks::start_state(
+            Path::new("/"),
+            h.driver.as_ref().map(|d| &d.version),
+            &attached_hooks,
+            a.layer("driver"),
+        )),
+    }
+}
+
+/// The driver layer, said once: attached (with the hooks this driver
+/// lacks) or why not; tracing goes on at the syscalls.
+fn driver_layer_warning(a: &WatchArgs, h: &Host, loaded: &Loaded) -> Option<String> {
+    let v = h.driver.as_ref().map(|d| &d.version);
+    let attached = loaded
+        .probes
+        .iter()
+        .filter(|p| p.layer == "driver" && p.attached)
+        .count();
+    if attached > 0 {
+        let s = nvprobe::hooks::survey(Path::new("/"), v)?;
+        return s.iter().any(|(_, p)| !*p).then(|| {
+            format!(
+                "driver layer attached ({attached} hooks); {}",
+                nvprobe::hooks::describe(&s)
+            )
+        });
+    }
+    if !a.layer("driver") {
+        return None;
+    }
+    let survey = nvprobe::hooks::survey(Path::new("/"), v);
+    let hooks = match &survey {
+        None if !Path::new("/sys/module/nvidia").exists() => {
+            "no nvidia module is loaded".to_owned()
+        }
+        None => "module symbols are not readable in /proc/kallsyms".to_owned(),
+        Some(s) => nvprobe::hooks::describe(s),
+    };
+    let reason = nvprobe::hooks::unavailable_reason(Path::new("/")).unwrap_or_else(|| {
+        if survey.is_some_and(|s| s.iter().any(|(_, p)| *p)) {
+            "the kernel refused every hook (see the probe_refused warnings)".to_owned()
+        } else {
+            "no hook of the table is in /proc/kallsyms".to_owned()
+        }
+    });
+    Some(format!(
+        "driver layer not attached: {reason}; {hooks}; the syscall layer traces every call"
+    ))
+}
+
+/// Everything worth saying once before the trace starts.
+fn warnings(a: &WatchArgs, h: &Host, loaded: &Loaded) -> Result<Vec<(&'static str, String)>, Fail> {
+    let mut warnings: Vec<(&str, String)> = Vec::new();
+    match a.out.driver_version {
+        // An explicit version the tables do not cover still warns.
+        Some(v) if !h.vctx.known => warnings.push((
+            "driver_version",
+            format!("--driver-version {v} is outside the versions nvprobe's tables cover: statuses are decoded with the newest layouts and marked \"assumed\""),
+        )),
+        Some(_) => {}
+        None => {
+            if let Some(w) = version_warning(h.driver.as_ref()) {
+                warnings.push(("driver_version", w));
+            }
+        }
+    }
+    if let Some(w) = driver_layer_warning(a, h, loaded) {
+        warnings.push(("driver_layer", w));
+    }
+    if !a.layer("syscall") && !loaded.ioctls_in_driver {
+        return Err(Fail(
+            3,
+            anyhow::anyhow!(
+                "--layers without syscall needs the driver layer's ioctl hooks (nvidia_unlocked_ioctl and uvm_unlocked_ioctl_entry), and they are not attached here: add syscall to --layers"
+            ),
+        ));
+    }
+    // The host checks of `nvprobe doctor` (files only: the probes above
+    // answer for the kernel), so that the trace says what it runs on.
+    let checks = nvprobe::doctor::run_with(&nvprobe::doctor::Options {
+        watch_startup: true,
+        live: true,
+        ..nvprobe::doctor::Options::tree(Path::new("/"))
+    })
+    .unwrap_or_default();
+    for c in checks
+        .iter()
+        .filter(|c| c.verdict != nvprobe::doctor::Verdict::Ok)
+    {
+        let level = if c.verdict == nvprobe::doctor::Verdict::Fail {
+            "FAIL"
+        } else {
+            "WARN"
+        };
+        let hint = c
+            .hint
+            .as_ref()
+            .map_or_else(String::new, |h| format!(" (hint: {h})"));
+        warnings.push((
+            "host_check",
+            format!(
+                "host check {level} {}/{}: {}{hint}",
+                c.area, c.id, c.evidence
+            ),
+        ));
+    }
+    for r in &loaded.refusals {
+        let id = if r.probe.starts_with("uprobe ") {
+            "libcuda_refused"
+        } else {
+            "probe_refused"
+        };
+        warnings.push((id, format!("probe {} not attached: {}", r.probe, r.reason)));
+    }
+    Ok(warnings)
+}
+
+fn banner(h: &Host, loaded: &Loaded, mounted: bool) -> String {
+    let attached = loaded.probes.iter().filter(|p| p.attached).count();
+    format!(
+        "nvprobe {}: tracing NVIDIA driver calls ({}; decoding as {}{}); {attached}/{} probes attached{}{}. Ctrl-C to stop.",
+        env!("CARGO_PKG_VERSION"),
+        h.driver.as_ref().map_or_else(
+            || "no NVIDIA driver loaded".to_owned(),
+            |d| format!("driver {} {}", d.version, d.flavor)
+        ),
+        h.vctx.version,
+        if h.vctx.known { "" } else { ", assumed" },
+        loaded.probes.len(),
+        if loaded.ioctls_in_driver {
+            "; NVIDIA ioctls traced inside the driver (kprobes), no ioctl syscall tracepoint"
+        } else {
+            ""
+        },
+        if mounted { "; mounted tracefs" } else { "" },
+    )
+}
+
+fn report_end(a: &WatchArgs, format: Format, summary: &nvprobe::summary::Summary) {
+    let total: u64 = summary.events.values().sum();
+    if format == Format::Json || a.out.output.is_some() {
+        eprintln!(
+            "nvprobe: stopped after {:.1} s: {total} events, {} failed, {} lost, {} processes",
+            summary.duration_s,
+            summary.failed,
+            summary.lost.total,
+            summary.processes.len()
+        );
+    }
+    if summary.lost.total > 0 {
+        eprintln!(
+            "nvprobe: {} events were lost because the ring buffer was full; raise --ringbuf-size or narrow with --pid",
+            summary.lost.total
+        );
+    }
+}

@@ -1,0 +1,393 @@
+//! One pipeline behind `watch` and `decode`: raw kernel records in batches
+//! → decode and render on worker threads → one thread that writes in
+//! order, counts, and follows each process's start-up (the correlator's
+//! records follow the event that produced them). Two sources feed it:
+//! [`live`] (the ring buffer, lost counters, stall checks) and [`replay`]
+//! (a `watch --json --raw` recording), so the two cannot differ.
+
+pub mod live;
+mod lost;
+pub mod replay;
+
+use std::{
+    collections::{BTreeMap, HashSet},
+    io,
+    sync::{
+        Arc, Mutex,
+        mpsc::{Receiver, SyncSender, sync_channel},
+    },
+};
+
+use anyhow::Context as _;
+use bytes::BytesMut;
+use nvprobe_model::{
+    correlate::{Correlator, Obs, Record, StageBoard},
+    decode::{self, Context},
+    render::{Note, Renderer},
+    summary::Stats,
+};
+
+use crate::output::Output;
+
+/// Records per batch handed to a worker.
+pub const BATCH_RECORDS: usize = 512;
+
+/// `--comm` names: processes whose events are kept.
+#[derive(Default)]
+pub struct Filters {
+    pub comms: HashSet<String>,
+}
+
+impl Filters {
+    fn keep(&self, ev: &decode::Event) -> bool {
+        self.comms.is_empty() || self.comms.contains(&ev.proc().comm)
+    }
+}
+
+/// How the pipeline renders and judges.
+pub struct PipeOpts {
+    /// Decode/render threads.
+    pub workers: usize,
+    /// Only the per-process verdicts and the summary.
+    pub summary_only: bool,
+    /// Make UVM diagnoses specific to this host's nvidia_uvm (live runs
+    /// only: a recording's host is not this one).
+    pub host_facts: bool,
+}
+
+/// Raw records framed as `[u32 len][u64 mono_ns][u64 origin][bytes]…`;
+/// `origin` is the recording's line number (0 when live).
+pub struct Batch {
+    seq: u64,
+    data: Vec<u8>,
+    count: usize,
+}
+
+impl Batch {
+    fn new(seq: u64) -> Self {
+        Self {
+            seq,
+            data: Vec::with_capacity(BATCH_RECORDS * 256),
+            count: 0,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    pub fn push(&mut self, rec: &[u8], mono_ns: u64, origin: u64) {
+        self.data
+            .extend_from_slice(&(rec.len() as u32).to_le_bytes());
+        self.data.extend_from_slice(&mono_ns.to_le_bytes());
+        self.data.extend_from_slice(&origin.to_le_bytes());
+        self.data.extend_from_slice(rec);
+        self.count += 1;
+    }
+
+    fn records(&self) -> impl Iterator<Item = (u64, u64, &[u8])> {
+        let mut rest = &self.data[..];
+        std::iter::from_fn(move || {
+            let len = u32::from_le_bytes(rest.get(..4)?.try_into().ok()?) as usize;
+            let t = u64::from_le_bytes(rest.get(4..12)?.try_into().ok()?);
+            let origin = u64::from_le_bytes(rest.get(12..20)?.try_into().ok()?);
+            let rec = rest.get(20..20 + len)?;
+            rest = &rest[20 + len..];
+            Some((t, origin, rec))
+        })
+    }
+}
+
+/// One event as the writer needs it: where its rendered bytes end, its
+/// time, and what the correlator keeps of it.
+struct Step {
+    end: usize,
+    mono_ns: u64,
+    obs: Option<Obs>,
+}
+
+/// A worker's output (or a note), written in `seq` order.
+struct Rendered {
+    seq: u64,
+    bytes: bytes::Bytes,
+    stats: Option<Stats>,
+    steps: Vec<Step>,
+}
+
+fn render_batch(
+    b: &Batch,
+    ctx: &Context,
+    filters: &Filters,
+    r: &mut Renderer,
+    summary_only: bool,
+) -> Rendered {
+    let mut stats = Stats::default();
+    let mut buf = BytesMut::with_capacity(if summary_only { 0 } else { b.count * 480 });
+    let mut steps = Vec::with_capacity(b.count);
+    for (t, origin, rec) in b.records() {
+        match decode::decode(rec, ctx) {
+            Ok(ev) if filters.keep(&ev) => {
+                if !matches!(ev, decode::Event::Proc(_)) {
+                    stats.record(&ev);
+                }
+                if !summary_only {
+                    // Rendering into memory cannot fail.
+                    let _ = r.event(&mut buf, t, &ev);
+                }
+                steps.push(Step {
+                    end: buf.len(),
+                    mono_ns: t,
+                    obs: Obs::of(&ev),
+                });
+            }
+            Ok(_) => {}
+            Err(e) => {
+                stats.decode_error();
+                let at = if origin > 0 {
+                    format!(" (line {origin})")
+                } else {
+                    String::new()
+                };
+                let _ = r.note(
+                    &mut buf,
+                    t,
+                    &Note::Warning {
+                        id: "undecodable_record",
+                        message: &format!("a kernel record could not be decoded{at}: {e}"),
+                    },
+                );
+            }
+        }
+    }
+    Rendered {
+        seq: b.seq,
+        bytes: buf.freeze(),
+        stats: Some(stats),
+        steps,
+    }
+}
+
+/// The writer thread's state: output, counts, the correlator.
+struct Writer {
+    out: Output,
+    stats: Stats,
+    corr: Correlator,
+    summary_only: bool,
+    host_facts: bool,
+    hmm: Option<crate::host::HmmFacts>,
+    recs: Vec<Record>,
+    last_ns: u64,
+    res: io::Result<()>,
+}
+
+type Finished = (Output, Stats, io::Result<()>);
+
+impl Writer {
+    fn emit(&mut self, mono_ns: u64) {
+        for mut r in std::mem::take(&mut self.recs) {
+            if self.host_facts {
+                refine_for_host(&mut r, &mut self.hmm);
+            }
+            if self.res.is_ok() && (!self.summary_only || matches!(r, Record::Cuinit(_))) {
+                self.res = self.out.record(mono_ns, &r);
+            }
+        }
+    }
+
+    fn write(&mut self, item: Rendered) {
+        if let Some(s) = item.stats {
+            self.stats.merge(s);
+        }
+        let mut from = 0;
+        for step in item.steps {
+            if self.res.is_ok() && step.end > from {
+                self.res = self.out.rendered(item.bytes.slice(from..step.end));
+            }
+            from = step.end;
+            self.last_ns = self.last_ns.max(step.mono_ns);
+            if let Some(o) = step.obs {
+                self.corr.observe_obs(o, &mut self.recs);
+                self.emit(step.mono_ns);
+            }
+        }
+        if self.res.is_ok() && item.bytes.len() > from {
+            self.res = self.out.rendered(item.bytes.slice(from..));
+        }
+    }
+
+    /// Verdicts for the processes still running, then hand everything back.
+    fn finish(mut self) -> Finished {
+        self.corr.finish(&mut self.recs);
+        self.emit(self.last_ns);
+        (self.out, self.stats, self.res)
+    }
+}
+
+/// Write rendered chunks in sequence order.
+fn order_and_write(rx: Receiver<Rendered>, mut w: Writer) -> Finished {
+    let mut next = 0u64;
+    let mut pending: BTreeMap<u64, Rendered> = BTreeMap::new();
+    for item in rx {
+        pending.insert(item.seq, item);
+        while let Some(item) = pending.remove(&next) {
+            next += 1;
+            w.write(item);
+        }
+    }
+    w.finish()
+}
+
+/// A live verdict's UVM diagnoses made specific to this host (HMM facts are
+/// read once, the first time one is needed).
+fn refine_for_host(r: &mut Record, hmm: &mut Option<crate::host::HmmFacts>) {
+    if let Record::Cuinit(v) = r
+        && v.diagnoses
+            .iter()
+            .any(|d| matches!(d.id, "uvm_step_failed" | "uvm_busy_retry"))
+    {
+        let f = hmm.get_or_insert_with(|| crate::host::hmm_facts(std::path::Path::new("/")));
+        nvprobe_model::correlate::apply_hmm_facts(v, f);
+    }
+}
+
+/// The threads behind a source.
+pub struct Pipeline {
+    /// The last stage of each process, for stall reports.
+    pub board: StageBoard,
+    seq: u64,
+    work_tx: Option<SyncSender<Batch>>,
+    done_tx: Option<SyncSender<Rendered>>,
+    workers: Vec<std::thread::JoinHandle<()>>,
+    writer: Option<std::thread::JoinHandle<Finished>>,
+    notes: Renderer,
+}
+
+impl Pipeline {
+    pub fn start(
+        out: Output,
+        ctx: Arc<Context>,
+        filters: Arc<Filters>,
+        opts: &PipeOpts,
+    ) -> anyhow::Result<Self> {
+        let notes = out.renderer();
+        let (work_tx, work_rx) = sync_channel::<Batch>(64);
+        let work_rx = Arc::new(Mutex::new(work_rx));
+        let (done_tx, done_rx) = sync_channel::<Rendered>(256);
+        let board = StageBoard::default();
+        let w = Writer {
+            out,
+            stats: Stats::default(),
+            corr: Correlator::with_board(board.clone()),
+            summary_only: opts.summary_only,
+            host_facts: opts.host_facts,
+            hmm: None,
+            recs: Vec::new(),
+            last_ns: 0,
+            res: Ok(()),
+        };
+        let writer = std::thread::Builder::new()
+            .name("nvprobe-output".into())
+            .spawn(move || order_and_write(done_rx, w))
+            .context("starting the output thread")?;
+        let mut handles = Vec::new();
+        for i in 0..opts.workers.max(1) {
+            let (rx, tx) = (work_rx.clone(), done_tx.clone());
+            let (ctx, filters, r) = (ctx.clone(), filters.clone(), notes.clone());
+            let summary_only = opts.summary_only;
+            handles.push(
+                std::thread::Builder::new()
+                    .name(format!("nvprobe-decode-{i}"))
+                    .spawn(move || worker(&rx, &tx, &ctx, &filters, r, summary_only))
+                    .context("starting a decode thread")?,
+            );
+        }
+        Ok(Self {
+            board,
+            seq: 0,
+            work_tx: Some(work_tx),
+            done_tx: Some(done_tx),
+            workers: handles,
+            writer: Some(writer),
+            notes,
+        })
+    }
+
+    /// An empty batch, numbered to be written after what came before.
+    pub fn batch(&mut self) -> Batch {
+        let b = Batch::new(self.seq);
+        self.seq += 1;
+        b
+    }
+
+    pub fn send(&mut self, b: Batch) -> anyhow::Result<()> {
+        self.work_tx
+            .as_ref()
+            .context("pipeline closed")?
+            .send(b)
+            .map_err(|_| anyhow::anyhow!("the decode threads stopped"))
+    }
+
+    /// A record that is not a kernel event, in order after the batches
+    /// sent before it.
+    pub fn note(&mut self, mono_ns: u64, note: &Note<'_>) -> anyhow::Result<()> {
+        let mut buf = BytesMut::new();
+        self.notes.note(&mut buf, mono_ns, note)?;
+        let item = Rendered {
+            seq: self.seq,
+            bytes: buf.freeze(),
+            stats: None,
+            steps: Vec::new(),
+        };
+        self.seq += 1;
+        self.done_tx
+            .as_ref()
+            .context("pipeline closed")?
+            .send(item)
+            .map_err(|_| anyhow::anyhow!("the output thread stopped"))
+    }
+
+    /// Wait for every batch to be written and the last verdicts; give back
+    /// the output and the counts.
+    pub fn finish(mut self) -> anyhow::Result<(Output, Stats)> {
+        drop(self.work_tx.take());
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+        drop(self.done_tx.take());
+        let (out, stats, res) = self
+            .writer
+            .take()
+            .context("output thread gone")?
+            .join()
+            .map_err(|_| anyhow::anyhow!("the output thread panicked"))?;
+        res?;
+        Ok((out, stats))
+    }
+}
+
+fn worker(
+    rx: &Mutex<Receiver<Batch>>,
+    tx: &SyncSender<Rendered>,
+    ctx: &Context,
+    filters: &Filters,
+    mut r: Renderer,
+    summary_only: bool,
+) {
+    loop {
+        let next = match rx.lock() {
+            Ok(g) => g.recv(),
+            Err(_) => break,
+        };
+        let Ok(batch) = next else { break };
+        if tx
+            .send(render_batch(&batch, ctx, filters, &mut r, summary_only))
+            .is_err()
+        {
+            break;
+        }
+    }
+}

@@ -1,0 +1,259 @@
+//! The replay source: a `watch --json --raw` recording read line by line
+//! into the same pipeline as a live run. Kernel records are decoded again
+//! from their `raw` hex; stall reports, the recorded duration and losses
+//! (what only the live run could know) are carried over; the correlator's
+//! records are made again. Malformed lines are counted and reported, and
+//! the rest of the recording is still decoded.
+
+use std::{io::BufRead, sync::Arc};
+
+use nvprobe_model::{
+    decode::{self, Context, version::DriverVersion},
+    records::{StallReport, StartRecord},
+    render::{Clock, Note},
+    summary::{LostSummary, Summary},
+};
+use serde_json::Value;
+
+use super::{BATCH_RECORDS, Batch, Filters, PipeOpts, Pipeline};
+use crate::output::Output;
+
+/// How a replay went.
+pub struct Replayed {
+    pub summary: Summary,
+    /// Lines that were not a record nvprobe could read.
+    pub bad_lines: u64,
+    /// Kernel events recorded without `--raw`.
+    pub without_raw: u64,
+}
+
+/// The replay's state between lines.
+struct Replay<'a> {
+    name: &'a str,
+    opts: &'a PipeOpts,
+    version: Option<DriverVersion>,
+    out: Option<Output>,
+    pipe: Option<Pipeline>,
+    batch: Option<Batch>,
+    recorded_duration: Option<f64>,
+    recorded_lost: Option<LostSummary>,
+    /// The recording's wall clock, from its start record.
+    clock: Option<Clock>,
+    bad: u64,
+    without_raw: u64,
+}
+
+impl Replay<'_> {
+    fn complain(&mut self, lineno: u64, what: &str) {
+        eprintln!("nvprobe: {}:{lineno}: {what}", self.name);
+        self.bad += 1;
+    }
+
+    /// The pipeline, started with the context of the recording's start
+    /// record (or, lacking one, default layouts).
+    fn pipe(&mut self, start: Option<&StartRecord>) -> anyhow::Result<&mut Pipeline> {
+        if self.pipe.is_none() {
+            let mut out = self
+                .out
+                .take()
+                .ok_or_else(|| anyhow::anyhow!("no output"))?;
+            if let Some(c) = self.clock.take() {
+                out.set_clock(c);
+            }
+            let ctx = match start {
+                Some(s) => s.context(self.version),
+                None => {
+                    eprintln!(
+                        "nvprobe: {}: no start record before the first event; decoding with default layouts",
+                        self.name
+                    );
+                    let mut c =
+                        Context::new(decode::version::VersionCtx::from_version(self.version));
+                    c.keep_raw = true;
+                    c
+                }
+            };
+            self.pipe = Some(Pipeline::start(
+                out,
+                Arc::new(ctx),
+                Arc::new(Filters::default()),
+                self.opts,
+            )?);
+        }
+        self.pipe
+            .as_mut()
+            .ok_or_else(|| anyhow::anyhow!("pipeline closed"))
+    }
+
+    fn flush(&mut self) -> anyhow::Result<()> {
+        if let Some(b) = self.batch.take() {
+            self.pipe(None)?.send(b)?;
+        }
+        Ok(())
+    }
+
+    fn line(&mut self, lineno: u64, line: &str) -> anyhow::Result<()> {
+        if line.trim().is_empty() {
+            return Ok(());
+        }
+        let v: Value = match serde_json::from_str(line) {
+            Ok(v @ Value::Object(_)) => v,
+            Ok(_) => {
+                self.complain(lineno, "not a record (a JSON object)");
+                return Ok(());
+            }
+            Err(e) => {
+                self.complain(lineno, &format!("not a JSON record: {e}"));
+                return Ok(());
+            }
+        };
+        match v["type"].as_str() {
+            Some("start") => return self.start(lineno, v),
+            // What only the live run could know: how long it ran, what the
+            // ring buffer lost, the stall reports read from /proc.
+            Some("summary") => {
+                self.recorded_duration = v["duration_s"].as_f64();
+                self.recorded_lost = serde_json::from_value(v["lost"].clone()).ok();
+                return Ok(());
+            }
+            Some("stall") => return self.stall(lineno, &v),
+            _ => {}
+        }
+        let raw = match v.get("raw") {
+            Some(Value::String(s)) => s,
+            Some(_) => {
+                self.complain(lineno, "raw field is not a hex string");
+                return Ok(());
+            }
+            None => {
+                // Kernel events need their raw record; the correlator's
+                // records are made again here.
+                let kernel_event = matches!(
+                    v["type"].as_str(),
+                    Some(
+                        "ioctl"
+                            | "open"
+                            | "stat"
+                            | "access"
+                            | "close"
+                            | "dup"
+                            | "mmap"
+                            | "proc"
+                            | "cuda"
+                            | "driver"
+                    )
+                );
+                if kernel_event {
+                    self.without_raw += 1;
+                }
+                return Ok(());
+            }
+        };
+        let Some(bytes) = decode::hex_decode(raw) else {
+            self.complain(lineno, "raw field is not hex");
+            return Ok(());
+        };
+        let t = v["mono_ns"]
+            .as_u64()
+            .or_else(|| decode::record_ktime(&bytes))
+            .unwrap_or(0);
+        if self.batch.is_none() {
+            let b = self.pipe(None)?.batch();
+            self.batch = Some(b);
+        }
+        if let Some(b) = self.batch.as_mut() {
+            b.push(&bytes, t, lineno);
+            if b.len() >= BATCH_RECORDS {
+                self.flush()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn start(&mut self, lineno: u64, v: Value) -> anyhow::Result<()> {
+        if self.pipe.is_some() {
+            eprintln!(
+                "nvprobe: {}:{lineno}: a second start record (recordings joined?): decoding goes on with the first one's layouts",
+                self.name
+            );
+            return Ok(());
+        }
+        // Show the recording's wall clock, not this machine's.
+        if let (Some(t), Some(m)) = (v["time"].as_str(), v["mono_ns"].as_u64())
+            && let Ok(wall) = humantime::parse_rfc3339(t)
+            && let Ok(d) = wall.duration_since(std::time::UNIX_EPOCH)
+        {
+            self.clock = Some(Clock::fixed(d.as_nanos() as i128 - i128::from(m)));
+        }
+        match serde_json::from_value::<StartRecord>(v) {
+            Ok(s) => {
+                self.pipe(Some(&s))?;
+            }
+            Err(e) => self.complain(lineno, &format!("bad start record: {e}")),
+        }
+        Ok(())
+    }
+
+    fn stall(&mut self, lineno: u64, v: &Value) -> anyhow::Result<()> {
+        match serde_json::from_value::<StallReport>(v.clone()) {
+            Ok(r) => {
+                self.flush()?;
+                let t = v["mono_ns"].as_u64().unwrap_or(0);
+                self.pipe(None)?.note(t, &Note::Stall(&r))?;
+            }
+            Err(e) => self.complain(lineno, &format!("bad stall record: {e}")),
+        }
+        Ok(())
+    }
+}
+
+/// Decode a recording through the pipeline; the summary is written last.
+pub fn run(
+    reader: impl BufRead,
+    name: &str,
+    out: Output,
+    version: Option<DriverVersion>,
+    opts: &PipeOpts,
+) -> anyhow::Result<Replayed> {
+    let mut r = Replay {
+        name,
+        opts,
+        version,
+        out: Some(out),
+        pipe: None,
+        batch: None,
+        recorded_duration: None,
+        recorded_lost: None,
+        clock: None,
+        bad: 0,
+        without_raw: 0,
+    };
+    let mut lineno = 0u64;
+    for line in reader.split(b'\n') {
+        lineno += 1;
+        let line = line.map_err(|e| anyhow::anyhow!("reading {name} at line {lineno}: {e}"))?;
+        match std::str::from_utf8(&line) {
+            Ok(l) => r.line(lineno, l)?,
+            Err(_) => r.complain(lineno, "not UTF-8 text"),
+        }
+    }
+    r.flush()?;
+    let (mut out, stats) = match r.pipe.take() {
+        Some(p) => p.finish()?,
+        None => (
+            r.out.take().ok_or_else(|| anyhow::anyhow!("no output"))?,
+            Default::default(),
+        ),
+    };
+    let summary = stats.finish(
+        r.recorded_duration.unwrap_or(0.0),
+        r.recorded_lost.take().unwrap_or_default(),
+    );
+    out.note(0, &Note::Summary(&summary))?;
+    out.finish()?;
+    Ok(Replayed {
+        bad_lines: r.bad + summary.decode_errors,
+        summary,
+        without_raw: r.without_raw,
+    })
+}
