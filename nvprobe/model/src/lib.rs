@@ -12,6 +12,7 @@
 
 pub mod correlate;
 pub mod decode;
+pub mod hints;
 pub mod records;
 pub mod render;
 pub mod summary;

@@ -84,11 +84,7 @@ fn failure_text(ev: &Event) -> Option<String> {
             let why = e
                 .errno
                 .clone()
-                .or_else(|| {
-                    e.status
-                        .as_ref()
-                        .map(|s| s.name.map_or_else(|| s.code.clone(), str::to_owned))
-                })
+                .or_else(|| e.status.as_ref().map(crate::decode::Status::text))
                 .unwrap_or_default();
             Some(format!("{name} {why}"))
         }
@@ -134,7 +130,7 @@ impl Stats {
                 (_, Some(x)) => x.name.map_or(CallKey::Raw("XFER", 0), CallKey::Named),
                 (Some(n), None) => CallKey::Named(n),
                 (None, None) => CallKey::Raw(
-                    e.family,
+                    e.family.as_str(),
                     u32::from_str_radix(e.request.trim_start_matches("0x"), 16).unwrap_or(0),
                 ),
             };

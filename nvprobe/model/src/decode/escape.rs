@@ -18,6 +18,8 @@ pub use nvprobe_common::ioctl::{NV_ESC_IOCTL_XFER_CMD, NV_IOCTL_MAGIC};
 pub const NV_ESC_RM_CONTROL: u32 = 0x2A;
 pub const NV_ESC_RM_ALLOC: u32 = 0x2B;
 pub const NV_ESC_RM_FREE: u32 = 0x29;
+pub const NV_ESC_REGISTER_FD: u32 = 0xC9;
+pub const NV_ESC_CHECK_VERSION_STR: u32 = 0xD2;
 
 /// Where the status of an escape lives.
 #[derive(Clone, Copy, Debug)]

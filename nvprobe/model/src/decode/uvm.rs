@@ -15,6 +15,7 @@ use super::{
 pub const UVM_INITIALIZE: u32 = 0x3000_0001;
 pub const UVM_DEINITIALIZE: u32 = 0x3000_0002;
 pub const UVM_REGISTER_GPU: u32 = 37;
+pub const UVM_REGISTER_GPU_VASPACE: u32 = 25;
 pub const UVM_MM_INITIALIZE: u32 = 75;
 pub const UVM_PAGEABLE_MEM_ACCESS: u32 = 39;
 

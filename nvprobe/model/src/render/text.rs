@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 
 use super::{Clock, Note};
-use crate::decode::{Device, Event, Proc, args::Args, version::LayoutBasis};
+use crate::decode::{CudaPhase, Device, Event, Proc, ProcKind, args::Args, version::LayoutBasis};
 
 fn time_of(clock: &Clock, mono_ns: u64) -> String {
     let s = clock.rfc3339(mono_ns);
@@ -142,13 +142,13 @@ pub fn event_line(clock: &Clock, mono_ns: u64, ev: &Event) -> String {
         }
         Event::Cuda(c) => {
             let _ = match c.phase {
-                "enter" => write!(
+                CudaPhase::Enter => write!(
                     s,
                     "{}({}) ...",
                     c.func,
                     c.flags.map_or(String::new(), |f| format!("flags={f:#x}"))
                 ),
-                _ => write!(
+                CudaPhase::Return => write!(
                     s,
                     "{}() = {} {}{} <{}>",
                     c.func,
@@ -167,22 +167,24 @@ pub fn event_line(clock: &Clock, mono_ns: u64, ev: &Event) -> String {
             }
             let _ = write!(s, ") = {}", d.result);
             if let Some(st) = &d.rm_status {
-                let _ = write!(s, " rm_status={}", st.name.unwrap_or(&st.code));
+                let _ = write!(s, " rm_status={}", st.text());
             }
             let _ = write!(s, " <{}>", dur(d.duration_ns));
         }
         Event::Proc(p) => {
             let _ = match p.op {
-                "signal" => write!(
+                ProcKind::Signal => write!(
                     s,
                     "sends {} (si_code {}) to pid {}",
                     p.signal.as_deref().unwrap_or("?"),
                     p.code.unwrap_or(0),
                     p.target_pid
                 ),
-                "signal_delivered" => write!(s, "receives {}", p.signal.as_deref().unwrap_or("?")),
-                "exit" => write!(s, "{}", p.exit.as_deref().unwrap_or("exited")),
-                "fork" => write!(s, "forks pid {}", p.target_pid),
+                ProcKind::SignalDelivered => {
+                    write!(s, "receives {}", p.signal.as_deref().unwrap_or("?"))
+                }
+                ProcKind::Exit => write!(s, "{}", p.exit.as_deref().unwrap_or("exited")),
+                ProcKind::Fork => write!(s, "forks pid {}", p.target_pid),
                 other => write!(s, "{other}"),
             };
         }

@@ -1,0 +1,167 @@
+//! What the correlator keeps of each event: a small, owned summary made
+//! on the decode threads, so the full event never crosses threads.
+
+use crate::decode::{CudaPhase, Event, Ioctl, ProcCall, Status, args::Arg};
+
+use super::stages::stage_of;
+
+/// A name the decode tables gave (`control_name`, `hClass_name`).
+fn static_arg(i: &Ioctl, key: &str) -> Option<&'static str> {
+    match i.args.get(key) {
+        Some(Arg::Str(s)) => Some(s),
+        _ => None,
+    }
+}
+
+/// A call, named without allocating (this runs for every event).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CallRef {
+    pub(crate) name: Option<&'static str>,
+    pub(crate) control: Option<&'static str>,
+    request: u32,
+}
+
+impl CallRef {
+    pub(crate) fn of(i: &Ioctl) -> Self {
+        Self {
+            name: i.xfer.as_ref().and_then(|x| x.name).or(i.name),
+            control: static_arg(i, "control_name"),
+            request: u32::from_str_radix(i.request.trim_start_matches("0x"), 16).unwrap_or(0),
+        }
+    }
+    pub(crate) fn text(&self) -> String {
+        let base = self
+            .name
+            .map_or_else(|| format!("{:#x}", self.request), str::to_owned);
+        match self.control {
+            Some(c) => format!("{base} {c}"),
+            None => base,
+        }
+    }
+}
+
+/// A process name kept inline (no allocation per event).
+#[derive(Clone, Copy, Debug)]
+pub struct Comm([u8; 64], u8);
+
+impl Comm {
+    pub(crate) fn new(s: &str) -> Self {
+        let mut b = [0u8; 64];
+        let mut n = s.len().min(64);
+        while !s.is_char_boundary(n) {
+            n -= 1;
+        }
+        b[..n].copy_from_slice(&s.as_bytes()[..n]);
+        Self(b, n as u8)
+    }
+    pub(crate) fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0[..self.1 as usize]).into_owned()
+    }
+}
+
+/// What the correlator keeps of an event.
+#[derive(Debug)]
+pub struct Obs {
+    pub(crate) pid: u32,
+    pub(crate) tid: u32,
+    pub(crate) comm: Comm,
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    pub(crate) stage: Option<usize>,
+    pub(crate) kind: ObsKind,
+}
+
+#[derive(Debug)]
+pub(crate) enum ObsKind {
+    Ioctl {
+        ok: bool,
+        call: CallRef,
+        fd: i32,
+        /// The errno or status name, for failed calls only.
+        failure: Option<String>,
+    },
+    Path {
+        opened_device: bool,
+        /// (path, why) of a failed or mismatched NVIDIA path.
+        problem: Option<(String, String)>,
+        /// For the stage text of a ctl open.
+        open_path: Option<String>,
+    },
+    Proc(Box<ProcCall>),
+    Cuda {
+        func: &'static str,
+        enter: bool,
+        result: Option<i64>,
+        result_name: Option<&'static str>,
+    },
+    Driver {
+        function: &'static str,
+        ok: bool,
+        result: String,
+    },
+}
+
+impl Obs {
+    pub fn of(ev: &Event) -> Option<Obs> {
+        let pr = ev.proc();
+        let (start, end) = ev.span();
+        let stage = stage_of(ev);
+        let kind = match ev {
+            Event::Ioctl(i) => ObsKind::Ioctl {
+                ok: i.ok,
+                call: CallRef::of(i),
+                fd: i.fd,
+                failure: (!i.ok).then(|| {
+                    i.errno
+                        .clone()
+                        .or_else(|| i.status.as_ref().map(Status::text))
+                        .unwrap_or_default()
+                }),
+            },
+            Event::Open(p) | Event::Stat(p) | Event::Access(p) => ObsKind::Path {
+                opened_device: matches!(ev, Event::Open(_)) && p.ok && p.device.is_some(),
+                // /dev/char/195:N links are refreshed opportunistically by
+                // libcuda, and numa_status is probed; their absence is normal.
+                problem: (!p.ok
+                    && !p.path.starts_with("/dev/char/")
+                    && !p.path.starts_with("/proc/driver/nvidia/gpus/"))
+                .then(|| {
+                    (
+                        p.path.clone(),
+                        p.mismatch
+                            .clone()
+                            .or_else(|| p.errno.clone())
+                            .unwrap_or_default(),
+                    )
+                }),
+                open_path: stage.map(|_| p.path.clone()),
+            },
+            Event::Proc(p) => ObsKind::Proc(Box::new(p.clone())),
+            Event::Driver(d) => ObsKind::Driver {
+                function: d.function,
+                ok: d.ok,
+                result: d
+                    .rm_status
+                    .as_ref()
+                    .filter(|st| st.code != 0)
+                    .map_or_else(|| d.result.clone(), Status::text),
+            },
+            Event::Cuda(c) => ObsKind::Cuda {
+                func: c.func,
+                enter: c.phase == CudaPhase::Enter,
+                result: c.result,
+                result_name: c.result_name,
+            },
+            _ => return None,
+        };
+        Some(Obs {
+            pid: pr.pid,
+            tid: pr.tid,
+            comm: Comm::new(&pr.comm),
+            start,
+            end,
+            stage,
+            kind,
+        })
+    }
+}

@@ -1,0 +1,307 @@
+//! The diagnosis rules: a table of every diagnosis a verdict can carry
+//! (id, hint, public reference), and the checks that find them in a
+//! process's start-up. A diagnosis names its evidence; hints are written
+//! once here (and in `crate::hints` where `doctor` shares them).
+
+use serde::Serialize;
+
+use super::{signals::SignalInfo, tracker::ProcInit};
+use crate::{hmm_issues, hmm_reload, records::HmmFacts};
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Diagnosis {
+    pub id: &'static str,
+    pub evidence: String,
+    pub hint: &'static str,
+}
+
+/// One row of the rule table.
+pub struct Rule {
+    pub id: &'static str,
+    pub hint: &'static str,
+    /// Where the failure and its remedy are documented.
+    pub reference: &'static str,
+}
+
+pub(crate) const HMM_HINT: &str = concat!(
+    "if this kernel has HMM (CONFIG_HMM_MIRROR and CONFIG_DEVICE_PRIVATE) and nvidia_uvm's \
+uvm_disable_hmm is N, UVM's HMM support is a known cause (",
+    hmm_issues!(),
+    "): reload it with `",
+    hmm_reload!(),
+    "`"
+);
+
+#[rustfmt::skip]
+pub const RULES: &[Rule] = &[
+    Rule { id: "node_wrong_device", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "another file is mounted or created at this path: check the container's device bind mounts and /dev" },
+    Rule { id: "node_permission", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "the device cgroup or file mode denies access: allow char 195:* and the nvidia-uvm major in the container, or fix the node's mode" },
+    Rule { id: "node_missing", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "create the nodes (nvidia-modprobe -c0 -u, or udev) or pass them into the container" },
+    Rule { id: "node_error", reference: "",
+        hint: "check the node and the driver" },
+    Rule { id: "uvm_unusable", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "CUDA needs /dev/nvidia-uvm: load nvidia-uvm (modprobe nvidia-uvm) and create the node (nvidia-modprobe -u -c0); cuInit returns 999 without it" },
+    Rule { id: "inherited_nvidia_fds", reference: "",
+        hint: "the fd came from a parent (fork or exec after the parent's cuInit; CUDA does not support using a \
+parent's context after fork: start workers with spawn, or initialise CUDA in the child) or was opened before tracing began" },
+    Rule { id: "version_mismatch", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "the user-space driver (libcuda, libnvidia-*) and the kernel module are different versions: \
+compare /proc/driver/nvidia/version with the libcuda.so.VERSION in use (containers often carry their own), \
+and make them match (or use the forward-compatibility package for a newer CUDA only)" },
+    Rule { id: "nvidia_modprobe_failed", reference: "",
+        hint: "libcuda ran the setuid helper to load a module or create a node, and it failed: run \
+`nvidia-modprobe -u -c0` as root to see why, or load nvidia and nvidia-uvm and create the nodes yourself" },
+    Rule { id: "fork_after_init", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "CUDA state does not survive fork: start workers with spawn \
+(multiprocessing.set_start_method('spawn')) or fork before the parent's first CUDA call" },
+    Rule { id: "no_visible_devices", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "no GPU is visible to this process: check CUDA_VISIBLE_DEVICES (empty or naming no GPU hides them all) and \
+that the container or cgroup passes the /dev/nvidiaN nodes in" },
+    Rule { id: "killed_by_signal", reference: "",
+        hint: "the process did not hang in the driver: something killed it (a test harness timeout, an orchestrator). Give cuInit more time or run it without the timeout to see its real result" },
+    Rule { id: "interrupted_by_signal", reference: "",
+        hint: "the call was interrupted; the failure is the signal's doing, not the driver's" },
+    Rule { id: "uvm_busy_retry", reference: "docs/NVIDIA-ABI.md §6.3",
+        hint: "UVM answers NV_ERR_BUSY_RETRY when a signal interrupts GPU registration (seen on the real \
+driver when a harness timeout fired) or when a GPU was first registered without HMM device memory and a later \
+process asks for HMM (ABI reference §6.3). Check how the process ended; if no signal came, see the HMM hint: \
+modprobe nvidia_uvm uvm_disable_hmm=1" },
+    Rule { id: "uvm_step_failed", reference: hmm_issues!(), hint: HMM_HINT },
+];
+
+/// The second fork_after_init: no parent seen, but cuInit answered 3
+/// without a single driver call.
+const HINT_FORK_NO_CALLS: &str = "libcuda refuses in a process forked after its parent initialised CUDA: start workers with spawn \
+(multiprocessing.set_start_method('spawn')) or fork before the parent's first CUDA call";
+
+/// The rule of this id.
+pub fn rule(id: &str) -> Option<&'static Rule> {
+    RULES.iter().find(|r| r.id == id)
+}
+
+fn diag(id: &'static str, evidence: String) -> Diagnosis {
+    Diagnosis {
+        id,
+        evidence,
+        hint: rule(id).map_or("", |r| r.hint),
+    }
+}
+
+/// What the checks look at: the process's state and how it ended.
+pub(crate) struct Facts<'a> {
+    pub(crate) st: &'a ProcInit,
+    /// The fatal signal's number (0: none; the process exited or lives).
+    pub(crate) fatal_sig: i32,
+    /// The exit, when the process ended: (text, fatal signal).
+    pub(crate) exited_ok: bool,
+    /// The signal that explains the end, if any.
+    pub(crate) signal: Option<&'a SignalInfo>,
+}
+
+type Check = fn(&Facts<'_>, &mut Vec<Diagnosis>);
+
+/// The checks, in the order their diagnoses are listed.
+const CHECKS: &[Check] = &[
+    node_problems,
+    inherited_fds,
+    version_mismatch,
+    modprobe_failed,
+    fork_after_init,
+    no_visible_devices,
+    signal_or_uvm_step,
+];
+
+pub(crate) fn diagnose(f: &Facts<'_>) -> Vec<Diagnosis> {
+    let mut v = Vec::new();
+    for c in CHECKS {
+        c(f, &mut v);
+    }
+    v
+}
+
+fn node_problems(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
+    for (path, why) in &f.st.path_problems {
+        let id = if path.contains("nvidia-uvm") {
+            "uvm_unusable"
+        } else if why.contains("not the NVIDIA") {
+            "node_wrong_device"
+        } else if why == "EACCES" || why == "EPERM" {
+            "node_permission"
+        } else if why == "ENOENT" {
+            "node_missing"
+        } else {
+            "node_error"
+        };
+        let evidence = format!("{path}: {why}");
+        if !out.iter().any(|d| d.evidence == evidence) {
+            out.push(diag(id, evidence));
+        }
+    }
+}
+
+fn inherited_fds(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
+    if let Some((call, fd)) = &f.st.inherited {
+        out.push(diag(
+            "inherited_nvidia_fds",
+            format!("the first NVIDIA call, {call}, used fd {fd}, which this process was not seen opening"),
+        ));
+    }
+}
+
+fn version_mismatch(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
+    if let Some((call, result)) = &f.st.version_check {
+        out.push(diag(
+            "version_mismatch",
+            format!("{call} returned {result}"),
+        ));
+    }
+}
+
+fn modprobe_failed(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
+    for m in &f.st.modprobe {
+        if !m.ends_with("exited with status 0") {
+            out.push(diag("nvidia_modprobe_failed", m.clone()));
+        }
+    }
+}
+
+fn fork_after_init(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
+    let st = f.st;
+    let not_initialized = matches!(st.curesult, Some((3, _)));
+    if let Some((ppid, true)) = st.parent
+        && (st.inherited.is_some() || not_initialized)
+    {
+        out.push(diag(
+            "fork_after_init",
+            format!("forked from pid {ppid} after its cuInit had completed"),
+        ));
+    } else if not_initialized && st.calls == 0 {
+        // Seen on the real driver: in a child forked after its parent's
+        // cuInit, libcuda answers NOT_INITIALIZED without one driver call.
+        out.push(Diagnosis {
+            hint: HINT_FORK_NO_CALLS,
+            ..diag(
+                "fork_after_init",
+                "cuInit returned CUDA_ERROR_NOT_INITIALIZED (3) without a single driver call"
+                    .to_owned(),
+            )
+        });
+    }
+}
+
+fn no_visible_devices(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
+    let st = f.st;
+    let no_device = matches!(st.curesult, Some((100, _)))
+        || (st.curesult.is_none()
+            && st.reached[4]
+            && !st.reached[3]
+            && !st.reached[5]
+            && f.exited_ok);
+    if no_device {
+        out.push(diag(
+            "no_visible_devices",
+            if st.curesult.is_some() {
+                "cuInit returned CUDA_ERROR_NO_DEVICE (100)".to_owned()
+            } else {
+                "UVM was initialised but no GPU was attached or opened before the process ended"
+                    .to_owned()
+            },
+        ));
+    }
+}
+
+fn signal_or_uvm_step(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
+    if let Some(sig) = f.signal
+        && f.fatal_sig != 0
+    {
+        out.push(diag(
+            "killed_by_signal",
+            format!(
+                "{} from {} at {:.1} ms{}",
+                sig.name,
+                sig.sender,
+                sig.at_ms,
+                sig.during
+                    .as_ref()
+                    .map_or(String::new(), |c| format!(", during {c}"))
+            ),
+        ));
+        return;
+    }
+    let Some(fc) = &f.st.last_failure else { return };
+    let uvm_step = fc.call.starts_with("UVM_INITIALIZE") || fc.call.starts_with("UVM_REGISTER_GPU");
+    match (f.signal, uvm_step) {
+        (Some(sig), _) if sig.during.as_deref() == Some(fc.call.as_str()) => out.push(diag(
+            "interrupted_by_signal",
+            format!(
+                "{} returned {} while {} from {} arrived",
+                fc.call, fc.result, sig.name, sig.sender
+            ),
+        )),
+        (_, true) if fc.result == "NV_ERR_BUSY_RETRY" => out.push(diag(
+            "uvm_busy_retry",
+            format!("{} returned {}", fc.call, fc.result),
+        )),
+        (_, true) => out.push(diag(
+            "uvm_step_failed",
+            match &f.st.last_breakdown {
+                Some(b) => format!("{} returned {}; in the driver: {b}", fc.call, fc.result),
+                None => format!("{} returned {}", fc.call, fc.result),
+            },
+        )),
+        _ => {}
+    }
+}
+
+/// Make the UVM diagnoses of a live verdict specific to this host: whether
+/// nvidia_uvm has HMM at all, and whether it is already disabled. (Not for
+/// replays: a recording's host is not this one.)
+pub fn apply_hmm_facts(v: &mut super::CuInit, f: &HmmFacts) {
+    for d in &mut v.diagnoses {
+        if !matches!(d.id, "uvm_step_failed" | "uvm_busy_retry") {
+            continue;
+        }
+        d.evidence = format!("{}; host: {}", d.evidence, f.describe());
+        if d.id != "uvm_step_failed" {
+            continue;
+        }
+        d.hint = match (f.compiled_in, f.disabled) {
+            (_, Some(true)) => {
+                "HMM is already disabled (uvm_disable_hmm=Y), so it is not the cause: read the kernel log \
+(dmesg | grep -i nvidia) for the UVM error and check the GPU's state (nvidia-smi -q)"
+            }
+            (Some(false), _) => {
+                "this nvidia_uvm was built without HMM (the kernel lacks CONFIG_HMM_MIRROR or CONFIG_DEVICE_PRIVATE, \
+or is older than 6.1), so HMM is not the cause: read the kernel log (dmesg | grep -i nvidia) for the UVM error"
+            }
+            (Some(true), Some(false)) => HMM_WHEN_ON,
+            _ => HMM_HINT,
+        };
+    }
+}
+
+const HMM_WHEN_ON: &str = concat!(
+    "this kernel's nvidia_uvm has HMM and it is enabled (uvm_disable_hmm=N): UVM's HMM support is a \
+known cause (",
+    hmm_issues!(),
+    "): reload it with `",
+    hmm_reload!(),
+    "`"
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_rule_has_a_hint_and_ids_are_unique() {
+        for (i, r) in RULES.iter().enumerate() {
+            assert!(!r.hint.is_empty(), "{}", r.id);
+            assert!(RULES[..i].iter().all(|o| o.id != r.id), "{} twice", r.id);
+        }
+        assert!(HMM_HINT.contains("uvm_disable_hmm=1") && HMM_HINT.contains("797"));
+    }
+}

@@ -1,0 +1,321 @@
+//! Signals to processes in start-up: who sent them, which call they landed
+//! in, and what became of that call (EINTR, restarted, completed, the
+//! process died in it).
+
+use serde::Serialize;
+
+use super::{
+    Record,
+    tracker::{ProcInit, ms},
+};
+use crate::decode::{ProcCall, SigAction, signal::name as signal_name};
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct SignalInfo {
+    #[serde(skip)]
+    pub at_ns: u64,
+    pub sig: i32,
+    pub name: String,
+    /// Who sent it: a task, or the kind of kernel source (timer).
+    pub sender: String,
+    pub sender_pid: Option<u32>,
+    pub at_ms: f64,
+    /// The NVIDIA call that was running when the signal came, if any.
+    pub during: Option<String>,
+}
+
+/// A signal that reached a process inside an NVIDIA call or inside cuInit,
+/// with what became of the call.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct SignalReport {
+    pub pid: u32,
+    pub comm: String,
+    pub sig: i32,
+    pub signal: String,
+    pub sender: String,
+    pub sender_pid: Option<u32>,
+    /// Milliseconds since the process's first NVIDIA call.
+    pub at_ms: f64,
+    /// The last stage reached when it arrived ("S4 uvm_initialized").
+    pub stage: Option<String>,
+    /// The NVIDIA call running when it arrived, or "cuInit" when only
+    /// cuInit's uprobe says the process was starting up.
+    pub in_flight: String,
+    /// eintr, eintr_retried, restarted, completed, died_in_call,
+    /// interrupted, in_user_space.
+    pub outcome: &'static str,
+    pub text: String,
+}
+
+/// A signal waiting for the end of the call it landed in.
+#[derive(Debug)]
+pub(crate) struct PendingSig {
+    pub(crate) info: SignalInfo,
+    pub(crate) tid: u32,
+    pub(crate) stage: Option<String>,
+    pub(crate) cuinit: bool,
+    /// (call, result) of the call it landed in, once that call returned
+    /// with EINTR or a restart code: the next call tells what followed.
+    pub(crate) interrupted: Option<(String, String)>,
+    /// The receiver's disposition when it was delivered: (action,
+    /// SA_RESTART).
+    pub(crate) handler: Option<(SigAction, bool)>,
+}
+
+pub(crate) const INTERRUPTED: [&str; 5] = [
+    "EINTR",
+    "ERESTARTSYS",
+    "ERESTARTNOINTR",
+    "ERESTARTNOHAND",
+    "ERESTART_RESTARTBLOCK",
+];
+
+impl ProcInit {
+    /// A call from `tid` spanning `start..=end` returned `result` (None:
+    /// success): settle the signals it tells about.
+    pub(crate) fn settle(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        span: (u64, u64),
+        call: &str,
+        result: Option<&str>,
+        out: &mut Vec<Record>,
+    ) {
+        let (start, end) = span;
+        let mut keep = Vec::new();
+        for mut p in std::mem::take(&mut self.pending) {
+            if let Some((icall, ires)) = &p.interrupted {
+                // The first call after the interrupted one: the same call
+                // again is a restart (by the kernel for ERESTART*, by the
+                // caller's retry loop for EINTR).
+                let same = icall == call;
+                let outcome = match (ires.as_str(), same) {
+                    ("EINTR", true) => "eintr_retried",
+                    ("EINTR", false) => "eintr",
+                    (_, true) => "restarted",
+                    (_, false) => "eintr",
+                };
+                let what = (icall.clone(), ires.clone());
+                out.push(self.report(pid, p, Some(what), outcome));
+                continue;
+            }
+            if start <= p.info.at_ns && p.info.at_ns <= end {
+                p.info.during = Some(call.to_owned());
+                match result {
+                    Some(r) if INTERRUPTED.contains(&r) => {
+                        p.interrupted = Some((call.to_owned(), r.to_owned()));
+                        keep.push(p);
+                    }
+                    r => {
+                        let what = (call.to_owned(), r.unwrap_or("success").to_owned());
+                        out.push(self.report(pid, p, Some(what), "completed"));
+                    }
+                }
+            } else if start > p.info.at_ns && (tid == p.tid || p.tid == 0) {
+                // The thread it was sent to started a new call: it was not
+                // in one when the signal came.
+                if p.cuinit {
+                    out.push(self.report(pid, p, None, "in_user_space"));
+                }
+            } else {
+                keep.push(p);
+            }
+        }
+        self.pending = keep;
+    }
+
+    /// The process is gone (or tracing stopped): settle what is left.
+    /// `end`: died_in_call (exit), eintr (exec), interrupted (tracing
+    /// stopped before the next call).
+    pub(crate) fn settle_all(&mut self, pid: u32, end: &'static str, out: &mut Vec<Record>) {
+        for p in std::mem::take(&mut self.pending) {
+            match p.interrupted.clone() {
+                Some(what) => out.push(self.report(pid, p, Some(what), end)),
+                None if p.cuinit => out.push(self.report(pid, p, None, "in_user_space")),
+                None => {}
+            }
+        }
+    }
+
+    fn report(
+        &self,
+        pid: u32,
+        p: PendingSig,
+        call: Option<(String, String)>,
+        outcome: &'static str,
+    ) -> Record {
+        let i = &p.info;
+        let in_flight = call
+            .as_ref()
+            .map_or_else(|| "cuInit".to_owned(), |c| c.0.clone());
+        let what = match (outcome, &call) {
+            ("completed", Some((_, r))) if r == "success" => {
+                "the call completed successfully".to_owned()
+            }
+            ("completed", Some((_, r))) => format!("the call returned {r}, not EINTR"),
+            ("eintr_retried", _) => {
+                "the call returned EINTR and the caller made it again".to_owned()
+            }
+            ("eintr", Some((_, r))) if r == "EINTR" => {
+                "the call returned EINTR to the caller".to_owned()
+            }
+            ("eintr", Some((_, r))) => match p.handler {
+                Some((SigAction::Handler, false)) if r == "ERESTARTSYS" => format!(
+                    "the call was interrupted ({r}) and, the handler lacking SA_RESTART, returned EINTR to the caller"
+                ),
+                Some((SigAction::Handler, _)) => {
+                    format!(
+                        "the call was interrupted ({r}) and returned EINTR to the caller after the handler ran"
+                    )
+                }
+                _ => format!(
+                    "the call was interrupted ({r}) and not made again: the caller saw EINTR"
+                ),
+            },
+            ("restarted", Some((_, r))) => match p.handler {
+                Some((SigAction::Handler, true)) => {
+                    format!(
+                        "the kernel restarted the call ({r}) after the handler ran (SA_RESTART)"
+                    )
+                }
+                Some((SigAction::Handler, false)) => {
+                    format!("the kernel restarted the call ({r}) after the handler ran")
+                }
+                _ => format!("the kernel restarted the call ({r})"),
+            },
+            ("died_in_call", Some((_, r))) => format!("the process died in the call ({r})"),
+            ("interrupted", Some((_, r))) => {
+                format!("the call was interrupted ({r}); tracing stopped before the next call")
+            }
+            _ => "it arrived in user space, between driver calls".to_owned(),
+        };
+        let text = format!(
+            "{} from {} at {:.1} ms in {}{}: {what}",
+            i.name,
+            i.sender,
+            i.at_ms,
+            in_flight,
+            p.stage
+                .as_ref()
+                .map_or(String::new(), |s| format!(" (after {s})")),
+        );
+        Record::Signal(Box::new(SignalReport {
+            pid,
+            comm: self.comm.clone(),
+            sig: i.sig,
+            signal: i.name.clone(),
+            sender: i.sender.clone(),
+            sender_pid: i.sender_pid,
+            at_ms: i.at_ms,
+            stage: p.stage,
+            in_flight,
+            outcome,
+            text,
+        }))
+    }
+}
+
+impl ProcInit {
+    /// A signal generated for this process: who sent it, the call it
+    /// landed in (settled when that call returns).
+    pub(crate) fn on_signal(&mut self, p: &ProcCall) {
+        let at = p.time_ns;
+        let during = self
+            .last_call
+            .as_ref()
+            .filter(|(s, e, _)| *s <= at && at <= *e + 1_000_000)
+            .map(|(_, _, c)| c.text());
+        let code = p.code.unwrap_or(0);
+        let sig = p.sig.unwrap_or(0);
+        // SIGCONT to a process that was not stopped changes nothing
+        // (timeout(1) sends one after its SIGTERM): not worth a report.
+        // After a stop signal it says when the process went on.
+        if sig == libc::SIGCONT
+            && !self.signals.last().is_some_and(|s| {
+                matches!(
+                    s.sig,
+                    libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU
+                )
+            })
+        {
+            return;
+        }
+        let sender = match code {
+            0 | -1 | -6 => format!("{}[{}]", p.proc.comm, p.proc.pid),
+            0x80 => "the kernel (alarm/itimer or a fault)".to_owned(),
+            -2 => "a POSIX timer (timer_create)".to_owned(),
+            c => format!("{}[{}] (si_code {c})", p.proc.comm, p.proc.pid),
+        };
+        let sender_pid = matches!(code, 0 | -1 | -6).then_some(p.proc.pid);
+        if self.signals.len() == 16 {
+            self.signals.remove(0);
+        }
+        let info = SignalInfo {
+            at_ns: at,
+            sig,
+            name: signal_name(sig),
+            sender,
+            sender_pid,
+            at_ms: ms(at, self.first_ns),
+            during,
+        };
+        // Its call, if any, has not returned yet (the call's record
+        // comes at its end): settle it when it does.
+        // timeout(1) signals its child, then its process group: one
+        // signal to the process, reported once.
+        let again = self.pending.iter().any(|q| {
+            q.info.sig == info.sig
+                && q.info.sender == info.sender
+                && q.interrupted.is_none()
+                && info.at_ns.saturating_sub(q.info.at_ns) < 10_000_000
+        });
+        if self.pending.len() == 8 {
+            self.pending.remove(0);
+        }
+        if !again {
+            self.pending.push(PendingSig {
+                info: info.clone(),
+                tid: p.target_tid.unwrap_or(0),
+                stage: self.last_stage(),
+                cuinit: self.cuinit_running(),
+                interrupted: None,
+                handler: None,
+            });
+        }
+        self.signals.push(info);
+    }
+
+    /// A signal delivered to this process (its disposition): for a call
+    /// interrupted with a restart code, decides restart or EINTR now.
+    pub(crate) fn on_signal_delivered(&mut self, pid: u32, p: &ProcCall, out: &mut Vec<Record>) {
+        let (Some(sig), Some(action)) = (p.sig, p.action) else {
+            return;
+        };
+        let restart = p.sa_restart.unwrap_or(false);
+        let Some(i) = self
+            .pending
+            .iter()
+            .position(|q| q.info.sig == sig && q.handler.is_none())
+        else {
+            return;
+        };
+        self.pending[i].handler = Some((action, restart));
+        // A restart code and a handler: the kernel decides now
+        // (x86 handle_signal): ERESTARTSYS restarts only with
+        // SA_RESTART, ERESTARTNOINTR always, the others never.
+        if action == SigAction::Handler
+            && let Some((_, res)) = &self.pending[i].interrupted
+            && res != "EINTR"
+        {
+            let restarted = match res.as_str() {
+                "ERESTARTSYS" => restart,
+                "ERESTARTNOINTR" => true,
+                _ => false,
+            };
+            let q = self.pending.remove(i);
+            let what = q.interrupted.clone();
+            out.push(self.report(pid, q, what, if restarted { "restarted" } else { "eintr" }));
+        }
+    }
+}

@@ -1,0 +1,450 @@
+//! The typed, decoded events: one struct per record type, serialized as
+//! the NDJSON schema's records.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::{args::Args, version::LayoutBasis};
+
+/// Declares a field-less enum that serializes as (and compares equal to)
+/// its schema string, so that the model matches on types while the NDJSON
+/// stays as it was.
+macro_rules! named_enum {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident => $s:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum $name { $($(#[$vm])* $v),+ }
+        impl $name {
+            pub const fn as_str(self) -> &'static str {
+                match self { $(Self::$v => $s),+ }
+            }
+        }
+        impl Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+        impl PartialEq<&str> for $name {
+            fn eq(&self, o: &&str) -> bool {
+                self.as_str() == *o
+            }
+        }
+    };
+}
+
+named_enum!(
+    /// What an NVIDIA file is, from its device number.
+    DeviceKind {
+        Ctl => "ctl",
+        Gpu => "gpu",
+        Uvm => "uvm",
+        UvmTools => "uvm-tools",
+        Modeset => "modeset",
+        Caps => "caps",
+        Other => "other",
+        None => "none",
+    }
+);
+
+impl From<nvprobe_common::DevKind> for DeviceKind {
+    fn from(k: nvprobe_common::DevKind) -> Self {
+        use nvprobe_common::DevKind as K;
+        match k {
+            K::None => Self::None,
+            K::Ctl => Self::Ctl,
+            K::Gpu => Self::Gpu,
+            K::Uvm => Self::Uvm,
+            K::UvmTools => Self::UvmTools,
+            K::Modeset => Self::Modeset,
+            K::Caps => Self::Caps,
+            K::Other => Self::Other,
+        }
+    }
+}
+
+named_enum!(
+    /// The command family of an ioctl.
+    Family {
+        Escape => "escape",
+        Uvm => "uvm",
+        Nvkms => "nvkms",
+        Unknown => "unknown",
+    }
+);
+
+named_enum!(
+    /// What a process record says happened.
+    ProcKind {
+        Exit => "exit",
+        Exec => "exec",
+        /// A signal was generated for the target (the current task sent it).
+        Signal => "signal",
+        /// A signal was delivered to the current task.
+        SignalDelivered => "signal_delivered",
+        Fork => "fork",
+        Unknown => "unknown",
+    }
+);
+
+named_enum!(
+    /// Entry or return of a libcuda call.
+    CudaPhase {
+        Enter => "enter",
+        Return => "return",
+    }
+);
+
+named_enum!(
+    /// The receiver's disposition of a delivered signal.
+    SigAction {
+        Default => "default",
+        Ignored => "ignored",
+        Handler => "handler",
+    }
+);
+
+/// The command an ioctl carried, as numbers (the XFER wrapper unwrapped):
+/// what the correlator's rules match on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Call {
+    /// `_IOC_NR` of an escape on /dev/nvidiactl or /dev/nvidiaN.
+    Escape(u32),
+    /// A UVM command number.
+    Uvm(u32),
+    Nvkms,
+    #[default]
+    Unknown,
+}
+
+fn hex_u32<S: serde::Serializer>(v: &u32, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&format_args!("{v:#x}"))
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Proc {
+    pub pid: u32,
+    pub tid: u32,
+    /// Ids inside the task's pid namespace, present only when they differ.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ns_pid: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ns_tid: Option<u32>,
+    pub comm: String,
+    pub uid: u32,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Device {
+    pub major: u32,
+    pub minor: u32,
+    pub kind: DeviceKind,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<Arc<str>>,
+    /// True for a file declared with `--device`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub extra: bool,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Status {
+    /// The NV_STATUS value (in JSON: hex, "0x1f").
+    #[serde(serialize_with = "hex_u32")]
+    pub code: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<&'static str>,
+    pub offset: u32,
+    pub layout: LayoutBasis,
+}
+
+impl Status {
+    /// The status's name, or its number in hex when no table names it.
+    pub fn text(&self) -> String {
+        self.name
+            .map_or_else(|| format!("{:#x}", self.code), str::to_owned)
+    }
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Xfer {
+    pub cmd: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<&'static str>,
+    pub size: u32,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Ioctl {
+    #[serde(flatten)]
+    pub proc: Proc,
+    pub fd: i32,
+    pub device: Device,
+    /// The raw command word.
+    pub request: String,
+    pub family: Family,
+    /// The command as numbers, for rules (not in the JSON: `request`,
+    /// `name` and `xfer` say it there).
+    #[serde(skip)]
+    pub call: Call,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub xfer: Option<Xfer>,
+    /// Size of the parameter struct.
+    pub size: u32,
+    pub args: Args,
+    pub start_ns: u64,
+    pub duration_ns: u64,
+    pub ret: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub errno: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<Status>,
+    /// Why no status is shown, when the call returned 0 without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status_note: Option<String>,
+    /// False when the call failed: errno, or a status other than NV_OK and
+    /// the benign answers (NOT_SUPPORTED probes, WARN_NOTHING_TO_DO).
+    pub ok: bool,
+    /// "driver" when the driver layer's kprobe on the module's ioctl entry
+    /// point made the record (then `fd` is -1: unknown there).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub via: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub raw: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct PathCall {
+    #[serde(flatten)]
+    pub proc: Proc,
+    pub syscall: &'static str,
+    pub path: String,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub path_truncated: bool,
+    /// open flags (O_*), AT_* flags, or the access mode, as named bits.
+    pub flags: String,
+    pub start_ns: u64,
+    pub duration_ns: u64,
+    pub ret: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub errno: Option<String>,
+    /// For successful opens: the file the new fd refers to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fd: Option<i32>,
+    /// The device the call actually reached (opens) or saw (stats).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<Device>,
+    /// Set when the path names an NVIDIA node but the file is not that
+    /// device (a regular file, another major, the wrong minor).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mismatch: Option<String>,
+    pub ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub raw: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct FdCall {
+    #[serde(flatten)]
+    pub proc: Proc,
+    pub syscall: &'static str,
+    pub fd: i32,
+    pub device: Device,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub newfd: Option<i64>,
+    pub start_ns: u64,
+    pub duration_ns: u64,
+    pub ret: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub errno: Option<String>,
+    pub ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub raw: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct MmapCall {
+    #[serde(flatten)]
+    pub proc: Proc,
+    pub fd: i32,
+    pub device: Device,
+    pub addr: String,
+    pub length: u64,
+    pub offset: String,
+    pub prot: String,
+    pub flags: String,
+    pub start_ns: u64,
+    pub duration_ns: u64,
+    pub ret: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub errno: Option<String>,
+    pub ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub raw: Option<String>,
+}
+
+/// exec, exit or a signal of a process that uses NVIDIA devices.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ProcCall {
+    /// The current task: the exiting or exec'ing process, the signal's
+    /// sender (op "signal") or its receiver (op "signal_delivered").
+    #[serde(flatten)]
+    pub proc: Proc,
+    pub op: ProcKind,
+    pub target_pid: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_tid: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sig: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+    /// siginfo si_code (signals).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<i32>,
+    /// wait(2)-style exit code (exit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// "exited with status N" / "killed by SIGX" (exit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit: Option<String>,
+    /// The receiver's disposition (signal_delivered): default, ignored or
+    /// handler.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub action: Option<SigAction>,
+    /// Whether the handler was installed with SA_RESTART (signal_delivered).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sa_restart: Option<bool>,
+    pub time_ns: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub raw: Option<String>,
+}
+
+/// A libcuda call seen by its uprobe.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct CudaCall {
+    #[serde(flatten)]
+    pub proc: Proc,
+    pub func: &'static str,
+    pub phase: CudaPhase,
+    pub start_ns: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_ns: Option<u64>,
+    /// CUresult (return).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result_name: Option<&'static str>,
+    /// cuInit's flags (enter).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flags: Option<u64>,
+    /// What a getter returned through its pointer: the driver version, the
+    /// device count, the device handle.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub raw: Option<String>,
+}
+
+/// A function inside the NVIDIA modules or the kernel's HMM code, seen by
+/// the driver layer (kprobe at entry, kretprobe at return).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct DriverCall {
+    #[serde(flatten)]
+    pub proc: Proc,
+    pub function: &'static str,
+    /// nvidia, nvidia_uvm or vmlinux.
+    pub module: &'static str,
+    pub start_ns: u64,
+    pub duration_ns: u64,
+    /// The raw return value.
+    pub ret: i64,
+    /// The return value in words: 0, an errno, an NV_STATUS name, true or
+    /// false, a pointer or an ERR_PTR errno, or "void".
+    pub result: String,
+    pub ok: bool,
+    /// The escape or UVM command (ioctl entry points, rm_ioctl).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call: Option<String>,
+    /// "major:minor" of the file (ioctl entry points).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    /// rm_ioctl: the RM status in the kernel's copy of the parameters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rm_status: Option<Status>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub raw: Option<String>,
+}
+
+/// A decoded kernel record.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    Ioctl(Ioctl),
+    Open(PathCall),
+    Stat(PathCall),
+    Access(PathCall),
+    Close(FdCall),
+    Dup(FdCall),
+    Mmap(MmapCall),
+    Proc(ProcCall),
+    Cuda(CudaCall),
+    Driver(DriverCall),
+}
+
+impl Event {
+    pub fn proc(&self) -> &Proc {
+        match self {
+            Event::Ioctl(e) => &e.proc,
+            Event::Open(e) | Event::Stat(e) | Event::Access(e) => &e.proc,
+            Event::Close(e) | Event::Dup(e) => &e.proc,
+            Event::Mmap(e) => &e.proc,
+            Event::Proc(e) => &e.proc,
+            Event::Cuda(e) => &e.proc,
+            Event::Driver(e) => &e.proc,
+        }
+    }
+    /// (start, end) in CLOCK_MONOTONIC ns.
+    pub fn span(&self) -> (u64, u64) {
+        let (s, d) = match self {
+            Event::Ioctl(e) => (e.start_ns, e.duration_ns),
+            Event::Open(e) | Event::Stat(e) | Event::Access(e) => (e.start_ns, e.duration_ns),
+            Event::Close(e) | Event::Dup(e) => (e.start_ns, e.duration_ns),
+            Event::Mmap(e) => (e.start_ns, e.duration_ns),
+            Event::Proc(e) => (e.time_ns, 0),
+            Event::Cuda(e) => (e.start_ns, e.duration_ns.unwrap_or(0)),
+            Event::Driver(e) => (e.start_ns, e.duration_ns),
+        };
+        (s, s + d)
+    }
+    pub fn ok(&self) -> bool {
+        match self {
+            Event::Ioctl(e) => e.ok,
+            Event::Open(e) | Event::Stat(e) | Event::Access(e) => e.ok,
+            Event::Close(e) | Event::Dup(e) => e.ok,
+            Event::Mmap(e) => e.ok,
+            Event::Proc(_) => true,
+            Event::Cuda(e) => e.result.is_none_or(|r| r == 0),
+            Event::Driver(e) => e.ok,
+        }
+    }
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Event::Ioctl(_) => "ioctl",
+            Event::Open(_) => "open",
+            Event::Stat(_) => "stat",
+            Event::Access(_) => "access",
+            Event::Close(_) => "close",
+            Event::Dup(_) => "dup",
+            Event::Mmap(_) => "mmap",
+            Event::Proc(_) => "proc",
+            Event::Cuda(_) => "cuda",
+            Event::Driver(_) => "driver",
+        }
+    }
+}

@@ -1,0 +1,301 @@
+//! Path, fd and mmap records: opens, stats and accesses of NVIDIA paths
+//! (with a check that the file is the device its name says), closes, dups
+//! and mappings of NVIDIA files.
+
+use super::*;
+
+const O_FLAGS: &[(u32, &str)] = &[
+    (0o100, "O_CREAT"),
+    (0o200, "O_EXCL"),
+    (0o400, "O_NOCTTY"),
+    (0o1000, "O_TRUNC"),
+    (0o2000, "O_APPEND"),
+    (0o4000, "O_NONBLOCK"),
+    (0o200000, "O_DIRECTORY"),
+    (0o400000, "O_NOFOLLOW"),
+    (0o2000000, "O_CLOEXEC"),
+    (0o10000000, "O_PATH"),
+];
+
+fn open_flags(f: u32) -> String {
+    let mut parts = vec![
+        match f & 3 {
+            0 => "O_RDONLY",
+            1 => "O_WRONLY",
+            2 => "O_RDWR",
+            _ => "O_ACCMODE",
+        }
+        .to_owned(),
+    ];
+    let mut rest = f & !3;
+    for &(bit, n) in O_FLAGS {
+        if rest & bit != 0 {
+            parts.push(n.to_owned());
+            rest &= !bit;
+        }
+    }
+    if rest != 0 {
+        parts.push(format!("{rest:#o}"));
+    }
+    parts.join("|")
+}
+
+fn access_mode(m: u32) -> String {
+    if m == 0 {
+        return "F_OK".into();
+    }
+    let mut parts = Vec::new();
+    for (bit, n) in [(4, "R_OK"), (2, "W_OK"), (1, "X_OK")] {
+        if m & bit != 0 {
+            parts.push(n.to_owned());
+        }
+    }
+    if m & !7 != 0 {
+        parts.push(format!("{:#x}", m & !7));
+    }
+    parts.join("|")
+}
+
+fn at_flags(f: u32) -> String {
+    let mut parts = Vec::new();
+    let mut rest = f;
+    for (bit, n) in [
+        (0x100u32, "AT_SYMLINK_NOFOLLOW"),
+        (0x800, "AT_NO_AUTOMOUNT"),
+        (0x1000, "AT_EMPTY_PATH"),
+    ] {
+        if rest & bit != 0 {
+            parts.push(n.to_owned());
+            rest &= !bit;
+        }
+    }
+    if rest != 0 {
+        parts.push(format!("{rest:#x}"));
+    }
+    if parts.is_empty() {
+        "0".into()
+    } else {
+        parts.join("|")
+    }
+}
+
+/// What device a `/dev/nvidia*` name promises: (kind, expected minor).
+fn expected_for_path(path: &str) -> Option<(DevKind, Option<u32>)> {
+    let name = path.strip_prefix("/dev/")?;
+    Some(match name {
+        "nvidiactl" => (DevKind::Ctl, Some(255)),
+        "nvidia-modeset" => (DevKind::Modeset, Some(254)),
+        "nvidia-uvm" => (DevKind::Uvm, Some(0)),
+        "nvidia-uvm-tools" => (DevKind::UvmTools, Some(1)),
+        n if n.starts_with("nvidia-caps/") => (DevKind::Caps, None),
+        n => {
+            let num = n.strip_prefix("nvidia")?;
+            let minor: u32 = num.parse().ok()?;
+            (DevKind::Gpu, Some(minor))
+        }
+    })
+}
+
+fn check_mismatch(path: &str, dev: Option<&Device>, is_chr: bool) -> Option<String> {
+    let (want, minor) = expected_for_path(path)?;
+    let d = dev?;
+    if !is_chr {
+        return Some(format!(
+            "{path} is not a character device: this is not the NVIDIA {} node",
+            dev_kind_name(want)
+        ));
+    }
+    let got = d.kind;
+    if got != dev_kind_name(want) || minor.is_some_and(|m| m != d.minor) {
+        return Some(format!(
+            "{path} is device {}:{} ({got}), not the NVIDIA {} node{}",
+            d.major,
+            d.minor,
+            dev_kind_name(want),
+            minor.map(|m| format!(" (minor {m})")).unwrap_or_default()
+        ));
+    }
+    None
+}
+
+pub(super) fn decode_path(ev: &PathEvent, ctx: &Context, raw: Option<String>) -> Event {
+    let op = PathOp::from_u32(ev.op);
+    let plen = (ev.path_len as usize).min(ev.path.len());
+    let path = escape_bytes(&ev.path[..plen]);
+    let truncated = plen >= ev.path.len() - 1;
+    let syscall = match op {
+        Some(PathOp::Open) => "open",
+        Some(PathOp::Openat) => "openat",
+        Some(PathOp::Openat2) => "openat2",
+        Some(PathOp::Stat) => "stat",
+        Some(PathOp::Lstat) => "lstat",
+        Some(PathOp::Newfstatat) => "newfstatat",
+        Some(PathOp::Statx) => "statx",
+        Some(PathOp::Access) => "access",
+        Some(PathOp::Faccessat) => "faccessat",
+        Some(PathOp::Faccessat2) => "faccessat2",
+        None => "unknown",
+    };
+    let flags = match op {
+        Some(o) if o.is_open() => open_flags(ev.flags),
+        Some(PathOp::Access | PathOp::Faccessat | PathOp::Faccessat2) => access_mode(ev.flags),
+        _ => at_flags(ev.flags),
+    };
+    let errno = errno_name(ev.ret);
+    let (mut device, mut fd, mut is_chr) = (None, None, false);
+    if op.is_some_and(PathOp::is_open) && ev.ret >= 0 && ev.file.valid != 0 {
+        fd = Some(ev.ret as i32);
+        is_chr = ev.file.mode & 0o170000 == 0o020000;
+        // A device only for device nodes and --device files: a /proc file
+        // has no device worth showing.
+        let d = device_of(&ev.file, ctx);
+        if is_chr || d.extra {
+            device = Some(d);
+        } else if expected_for_path(&path).is_some() {
+            // A /dev/nvidia* name that is not a device at all.
+            device = Some(d);
+        }
+    } else if ev.stat_valid != 0 {
+        // A stat tells what the name resolves to without opening it.
+        let (major, minor) = if ev.stat_valid == 2 {
+            ((ev.st_rdev >> 32) as u32, ev.st_rdev as u32)
+        } else {
+            (
+                nix::sys::stat::major(ev.st_rdev) as u32,
+                nix::sys::stat::minor(ev.st_rdev) as u32,
+            )
+        };
+        is_chr = ev.st_mode & 0o170000 == 0o020000;
+        let kdev = nvprobe_common::kdev_make(major, minor);
+        let kind = if is_chr {
+            nvprobe_common::classify_rdev(kdev, ctx.uvm_major, ctx.caps_major)
+        } else {
+            DevKind::None
+        };
+        device = Some(Device {
+            major,
+            minor,
+            kind: kind.into(),
+            node: None,
+            extra: false,
+        });
+    }
+    let mismatch = check_mismatch(&path, device.as_ref(), is_chr);
+    let call = PathCall {
+        proc: proc_of(&ev.hdr),
+        syscall,
+        path,
+        path_truncated: truncated,
+        flags,
+        start_ns: ev.start_ns,
+        duration_ns: ev.duration_ns,
+        ret: ev.ret,
+        errno,
+        fd,
+        device,
+        ok: ev.ret >= 0 && mismatch.is_none(),
+        mismatch,
+        raw,
+    };
+    match op {
+        Some(o) if o.is_open() => Event::Open(call),
+        Some(PathOp::Access | PathOp::Faccessat | PathOp::Faccessat2) => Event::Access(call),
+        _ => Event::Stat(call),
+    }
+}
+
+pub(super) fn decode_fd(ev: &FdEvent, ctx: &Context, raw: Option<String>) -> Event {
+    let op = FdOp::from_u32(ev.op);
+    let syscall = match op {
+        Some(FdOp::Close) => "close",
+        Some(FdOp::Dup) => "dup",
+        Some(FdOp::Dup2) => "dup2",
+        Some(FdOp::Dup3) => "dup3",
+        Some(FdOp::FcntlDupfd) => "fcntl(F_DUPFD)",
+        Some(FdOp::FcntlDupfdCloexec) => "fcntl(F_DUPFD_CLOEXEC)",
+        None => "unknown",
+    };
+    let call = FdCall {
+        proc: proc_of(&ev.hdr),
+        syscall,
+        fd: ev.fd,
+        device: device_of(&ev.file, ctx),
+        newfd: (op != Some(FdOp::Close) && ev.ret >= 0).then_some(ev.ret),
+        start_ns: ev.start_ns,
+        duration_ns: ev.duration_ns,
+        ret: ev.ret,
+        errno: errno_name(ev.ret),
+        ok: ev.ret >= 0,
+        raw,
+    };
+    if op == Some(FdOp::Close) {
+        Event::Close(call)
+    } else {
+        Event::Dup(call)
+    }
+}
+
+fn prot_names(p: u32) -> String {
+    if p == 0 {
+        return "PROT_NONE".into();
+    }
+    let mut v = Vec::new();
+    for (bit, n) in [(1, "PROT_READ"), (2, "PROT_WRITE"), (4, "PROT_EXEC")] {
+        if p & bit != 0 {
+            v.push(n.to_owned());
+        }
+    }
+    if p & !7 != 0 {
+        v.push(format!("{:#x}", p & !7));
+    }
+    v.join("|")
+}
+
+fn map_flags(f: u32) -> String {
+    let mut v = vec![match f & 0xf {
+        1 => "MAP_SHARED".to_owned(),
+        2 => "MAP_PRIVATE".to_owned(),
+        3 => "MAP_SHARED_VALIDATE".to_owned(),
+        x => format!("{x:#x}"),
+    }];
+    let mut rest = f & !0xf;
+    for (bit, n) in [
+        (0x10u32, "MAP_FIXED"),
+        (0x4000, "MAP_NORESERVE"),
+        (0x8000, "MAP_POPULATE"),
+        (0x100000, "MAP_FIXED_NOREPLACE"),
+    ] {
+        if rest & bit != 0 {
+            v.push(n.to_owned());
+            rest &= !bit;
+        }
+    }
+    if rest != 0 {
+        v.push(format!("{rest:#x}"));
+    }
+    v.join("|")
+}
+
+pub(super) fn decode_mmap(ev: &MmapEvent, ctx: &Context, raw: Option<String>) -> Event {
+    let errno = errno_name(ev.ret);
+    Event::Mmap(MmapCall {
+        proc: proc_of(&ev.hdr),
+        fd: ev.fd,
+        device: device_of(&ev.file, ctx),
+        addr: format!("{:#x}", ev.addr),
+        length: ev.len,
+        offset: format!("{:#x}", ev.off),
+        prot: prot_names(ev.prot),
+        flags: map_flags(ev.flags),
+        start_ns: ev.start_ns,
+        duration_ns: ev.duration_ns,
+        ret: if errno.is_some() {
+            ev.ret.to_string()
+        } else {
+            format!("{:#x}", ev.ret as u64)
+        },
+        ok: errno.is_none(),
+        errno,
+        raw,
+    })
+}

@@ -1,0 +1,163 @@
+//! Process, libcuda (uprobe) and driver-layer (kprobe) records.
+
+use super::*;
+
+pub(super) fn decode_cuda(ev: &CudaEvent, raw: Option<String>) -> Event {
+    let func = CUDA_FUNCS
+        .iter()
+        .find(|(n, _)| *n == ev.func)
+        .map_or("unknown", |(_, name)| name);
+    let ret = ev.phase == CUDA_RETURN;
+    Event::Cuda(CudaCall {
+        proc: proc_of(&ev.hdr),
+        func,
+        phase: if ret {
+            CudaPhase::Return
+        } else {
+            CudaPhase::Enter
+        },
+        start_ns: ev.start_ns,
+        duration_ns: ret.then_some(ev.duration_ns),
+        result: ret.then_some(ev.ret),
+        result_name: if ret { curesult::name(ev.ret) } else { None },
+        flags: (!ret && ev.func == 1).then_some(ev.args[0]),
+        value: (ret && ev.out_valid != 0).then_some(ev.out_val),
+        raw,
+    })
+}
+
+pub(super) fn decode_driver(ev: &DriverEvent, ctx: &Context, raw: Option<String>) -> Event {
+    use nvprobe_common::hooks::{HOOKS, Returns};
+    let hook = HOOKS.get(ev.hook as usize);
+    let function = hook.map_or("unknown", |h| h.name);
+    let module = hook.map_or("unknown", |h| h.target.module());
+    let v = &ctx.version;
+    let (result, ok) = match hook.map_or(Returns::Errno, |h| h.returns) {
+        Returns::Errno => match errno_name(ev.ret) {
+            Some(e) => (e, false),
+            None => (ev.ret.to_string(), true),
+        },
+        Returns::NvStatus => {
+            let code = ev.ret as u32;
+            (
+                status::name(code).map_or_else(|| format!("{code:#x}"), str::to_owned),
+                code == 0,
+            )
+        }
+        Returns::Bool => {
+            let t = ev.ret & 0xff != 0;
+            (t.to_string(), t)
+        }
+        Returns::Void => ("void".to_owned(), true),
+        Returns::Ptr => match errno_name(ev.ret) {
+            Some(e) => (e, false),
+            None if ev.ret == 0 => ("NULL".to_owned(), false),
+            None => ("pointer".to_owned(), true),
+        },
+    };
+    let (mut call, mut device, mut rm_status) = (None, None, None);
+    match ev.hook {
+        nvprobe_common::HOOK_NV_IOCTL | nvprobe_common::HOOK_NV_FRONTEND_IOCTL => {
+            let cmd = ev.args[0] as u32;
+            call = Some(raw_call_name(DevKind::Ctl, cmd, None, v));
+            device = Some(dev_text(ev.args[2] as u32));
+        }
+        nvprobe_common::HOOK_UVM_IOCTL => {
+            let cmd = ev.args[0] as u32;
+            call = Some(raw_call_name(DevKind::Uvm, cmd, None, v));
+            device = Some(dev_text(ev.args[2] as u32));
+        }
+        nvprobe_common::HOOK_RM_IOCTL => {
+            let nr = ev.args[0] as u32 & 0xff;
+            let size = ev.args[1] as u32;
+            call = Some(
+                escape::name_for(nr, v).map_or_else(|| format!("escape {nr:#x}"), str::to_owned),
+            );
+            let n = (ev.data_len as usize).min(ev.head.len());
+            let head = Bytes::new(&ev.head[..n]);
+            let tail_off = size.saturating_sub(ev.tail.len() as u32);
+            let tail = Bytes::new(if size as usize > ev.head.len() {
+                &ev.tail[..]
+            } else {
+                &[]
+            });
+            if let Ok(l) = escape::status_loc(nr, size, v)
+                && let Some(code) = ioctl::read_status(&head, &tail, tail_off, l.offset)
+            {
+                rm_status = Some(Status {
+                    code,
+                    name: status::name(code),
+                    offset: l.offset,
+                    layout: l.basis,
+                });
+            }
+        }
+        _ => {}
+    }
+    let ok = ok && rm_status.as_ref().is_none_or(|s| s.code == 0);
+    Event::Driver(DriverCall {
+        proc: proc_of(&ev.hdr),
+        function,
+        module,
+        start_ns: ev.start_ns,
+        duration_ns: ev.end_ns.saturating_sub(ev.start_ns),
+        ret: ev.ret,
+        result,
+        ok,
+        call,
+        device,
+        rm_status,
+        raw,
+    })
+}
+
+fn dev_text(rdev: u32) -> String {
+    format!("{}:{}", kdev_major(rdev), kdev_minor(rdev))
+}
+
+pub(super) fn decode_proc(ev: &ProcEvent, raw: Option<String>) -> Event {
+    let op = ProcOp::from_u32(ev.op);
+    let is_sig = matches!(op, Some(ProcOp::SignalGenerate | ProcOp::SignalDeliver));
+    let exit = (op == Some(ProcOp::Exit)).then(|| {
+        if ev.exit_code & 0x7f != 0 {
+            format!(
+                "killed by {}{}",
+                signal::name(ev.exit_code & 0x7f),
+                if ev.exit_code & 0x80 != 0 {
+                    " (core dumped)"
+                } else {
+                    ""
+                }
+            )
+        } else {
+            format!("exited with status {}", (ev.exit_code >> 8) & 0xff)
+        }
+    });
+    Event::Proc(ProcCall {
+        proc: proc_of(&ev.hdr),
+        op: match op {
+            Some(ProcOp::Exit) => ProcKind::Exit,
+            Some(ProcOp::Exec) => ProcKind::Exec,
+            Some(ProcOp::SignalGenerate) => ProcKind::Signal,
+            Some(ProcOp::SignalDeliver) => ProcKind::SignalDelivered,
+            Some(ProcOp::Fork) => ProcKind::Fork,
+            None => ProcKind::Unknown,
+        },
+        target_pid: ev.target_tgid,
+        target_tid: is_sig.then_some(ev.target_tid),
+        sig: is_sig.then_some(ev.sig),
+        signal: is_sig.then(|| signal::name(ev.sig)),
+        code: is_sig.then_some(ev.code),
+        exit_code: (op == Some(ProcOp::Exit)).then_some(ev.exit_code),
+        exit,
+        action: (op == Some(ProcOp::SignalDeliver)).then_some(match ev.sa_handler {
+            0 => SigAction::Default,
+            1 => SigAction::Ignored,
+            _ => SigAction::Handler,
+        }),
+        // SA_RESTART (uapi asm-generic/signal-defs.h).
+        sa_restart: (op == Some(ProcOp::SignalDeliver)).then_some(ev.sa_flags & 0x1000_0000 != 0),
+        time_ns: ev.hdr.ktime_ns,
+        raw,
+    })
+}
