@@ -6,8 +6,11 @@
 //!   cargo xtask test             setup, fmt, clippy, build every binary, all tests, vm-test (root)
 //!   cargo xtask vm-test          the kernel tier under qemu (root)
 //!   cargo xtask bench [--gpu]    interleaved benchmarks (see docs/BENCHMARKS.md)
+//!   cargo xtask gen-tables --src TAG=DIR...   RM control/class tables from NVIDIA's headers
+//!   cargo xtask rm-coverage FILES...          RM controls in recordings vs those tables
 
 mod bench;
+mod gentables;
 mod vm;
 
 use std::{
@@ -83,6 +86,38 @@ enum Cmd {
         /// Write the raw results as JSON here.
         #[arg(long)]
         json_out: Option<PathBuf>,
+    },
+    /// Write nvprobe/model/data/rm-controls.tsv and rm-classes.tsv from
+    /// checkouts of NVIDIA/open-gpu-kernel-modules, one per release tag.
+    GenTables {
+        /// TAG=DIR: a release tag (535.261.03) and a checkout of it (at least
+        /// src/common/sdk/nvidia/inc; src/nvidia/generated adds params
+        /// structs and class aliases). Repeat, one tag per release branch.
+        #[arg(long, required = true, value_name = "TAG=DIR")]
+        src: Vec<String>,
+        /// Directory of the tables (default: nvprobe/model/data).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Compare with the files there instead of writing them.
+        #[arg(long)]
+        check: bool,
+        /// Also print the field offsets of this params struct, per tag.
+        #[arg(long, value_name = "STRUCT")]
+        layout: Vec<String>,
+    },
+    /// List the RM controls of ndjson recordings and which the table names.
+    RmCoverage {
+        /// Default: nvprobe/model/data/rm-controls.tsv.
+        #[arg(long)]
+        table: Option<PathBuf>,
+        /// The table's version label of the recordings' driver (580).
+        #[arg(long)]
+        version: String,
+        /// Print the unnamed ones as a markdown table.
+        #[arg(long)]
+        markdown: bool,
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
     },
 }
 
@@ -437,5 +472,27 @@ fn main() -> anyhow::Result<()> {
             cudawork,
             json_out,
         ),
+        Cmd::GenTables {
+            src,
+            out,
+            check,
+            layout,
+        } => gentables::run(gentables::Args {
+            src,
+            out: out.unwrap_or_else(|| root_dir().join("nvprobe/model/data")),
+            check,
+            layout,
+        }),
+        Cmd::RmCoverage {
+            table,
+            version,
+            markdown,
+            files,
+        } => gentables::coverage::run(gentables::coverage::Args {
+            table: table.unwrap_or_else(|| root_dir().join("nvprobe/model/data/rm-controls.tsv")),
+            version,
+            files,
+            markdown,
+        }),
     }
 }
