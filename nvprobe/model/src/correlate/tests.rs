@@ -50,14 +50,18 @@ fn call_of(name: &str) -> Call {
 
 /// The number behind a control or class name.
 fn number_of(key: &str, name: &str) -> Option<(&'static str, u32)> {
-    use crate::decode::{class, control};
+    use crate::decode::{
+        class, control,
+        version::{DriverVersion, VersionCtx},
+    };
+    let v = VersionCtx::from_version(Some(DriverVersion::new(580, 159, 4)));
     match key {
         "control_name" => [0x101, 0x214, 0x215, 0x289, 0x2080_0110u32]
             .into_iter()
-            .find(|c| control::name(*c) == Some(name))
+            .find(|c| control::name(*c, &v) == Some(name))
             .map(|c| ("control", c)),
         "hClass_name" => (0..=0xffffu32)
-            .find(|c| class::name(*c) == Some(name))
+            .find(|c| class::name(*c, &v) == Some(name))
             .map(|c| ("hClass", c)),
         _ => None,
     }

@@ -1,50 +1,35 @@
 //! RM control commands (NVOS54.cmd). cmd = (class << 16) | (category << 8) | index.
-//! Source: src/common/sdk/nvidia/inc/ctrl/ctrl0000/*.h, ctrl0080/*.h,
-//! ctrl2080/*.h, ctrla06c.h, ctrlc36f.h, ctrl906f.h, ctrlcb33.h (595.45.04);
-//! ABI reference §4.3, plus the controls seen on the real H200 / 580.159.04
-//! trace (tests/fixtures) whose names the same headers give. Numbers absent
-//! from the open headers (e.g. 0x20808161) stay raw.
+//!
+//! Names and params sizes come from `nvprobe/model/data/rm-controls.tsv`,
+//! which `cargo xtask gen-tables` writes from the SDK headers
+//! (`src/common/sdk/nvidia/inc/ctrl/**`) of one open-gpu-kernel-modules
+//! tag per release branch (535 … 595); docs/RM-TABLES.md says how, and
+//! which release a driver version gets. Numbers no table names stay raw.
 
-/// (command, name), sorted by command.
-pub const CONTROLS: &[(u32, &str)] = &[
-    (0x0000_0101, "NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION"),
-    (0x0000_0136, "NV0000_CTRL_CMD_SYSTEM_GET_FABRIC_STATUS"),
-    (0x0000_013A, "NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS_MATRIX"),
-    (0x0000_013E, "NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2"),
-    (0x0000_01F0, "NV0000_CTRL_CMD_SYSTEM_GET_FEATURES"),
-    (0x0000_0201, "NV0000_CTRL_CMD_GPU_GET_ATTACHED_IDS"),
-    (0x0000_0202, "NV0000_CTRL_CMD_GPU_GET_ID_INFO"),
-    (0x0000_0205, "NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2"),
-    (0x0000_0214, "NV0000_CTRL_CMD_GPU_GET_PROBED_IDS"),
-    (0x0000_0215, "NV0000_CTRL_CMD_GPU_ATTACH_IDS"),
-    (0x0000_0216, "NV0000_CTRL_CMD_GPU_DETACH_IDS"),
-    (0x0000_021B, "NV0000_CTRL_CMD_GPU_GET_PCI_INFO"),
-    (0x0000_0275, "NV0000_CTRL_CMD_GPU_GET_UUID_FROM_GPU_ID"),
-    (0x0000_0279, "NV0000_CTRL_CMD_GPU_QUERY_DRAIN_STATE"),
-    (0x0000_027B, "NV0000_CTRL_CMD_GPU_GET_MEMOP_ENABLE"),
-    (0x0000_0288, "NV0000_CTRL_CMD_GPU_GET_ACTIVE_DEVICE_IDS"),
-    (0x0000_0289, "NV0000_CTRL_CMD_GPU_ASYNC_ATTACH_ID"),
-    (0x0000_0290, "NV0000_CTRL_CMD_GPU_WAIT_ATTACH_ID"),
-    (0x0000_0A04, "NV0000_CTRL_CMD_SYNC_GPU_BOOST_GROUP_INFO"),
-    (0x0000_0D01, "NV0000_CTRL_CMD_CLIENT_GET_ADDR_SPACE_TYPE"),
-    (0x0000_3D05, "NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECT_TO_FD"),
-    (0x0000_3D06, "NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECT_FROM_FD"),
-    (0x0080_0201, "NV0080_CTRL_CMD_GPU_GET_CLASSLIST"),
-    (0x0080_0280, "NV0080_CTRL_CMD_GPU_GET_NUM_SUBDEVICES"),
-    (0x0080_0289, "NV0080_CTRL_CMD_GPU_GET_VIRTUALIZATION_MODE"),
-    (0x0080_0292, "NV0080_CTRL_CMD_GPU_GET_CLASSLIST_V2"),
-    (0x0080_1307, "NV0080_CTRL_CMD_FB_GET_CAPS_V2"),
-    (0x0080_1402, "NV0080_CTRL_CMD_HOST_GET_CAPS_V2"),
-    (0x0080_170D, "NV0080_CTRL_CMD_FIFO_GET_CHANNELLIST"),
-    (0x0080_1909, "NV0080_CTRL_CMD_PERF_CUDA_LIMIT_SET_CONTROL"),
-    (0x00DE_0001, "NV00DE_CTRL_CMD_REQUEST_DATA_POLL"),
-    (0x2080_0101, "NV2080_CTRL_CMD_GPU_GET_INFO"),
-    (0x2080_0102, "NV2080_CTRL_CMD_GPU_GET_INFO_V2"),
-    (0x2080_0110, "NV2080_CTRL_CMD_GPU_GET_NAME_STRING"),
-    (0x2080_0111, "NV2080_CTRL_CMD_GPU_GET_SHORT_NAME_STRING"),
-    (0x2080_0119, "NV2080_CTRL_CMD_GPU_GET_SIMULATION_INFO"),
-    (0x2080_012F, "NV2080_CTRL_CMD_GPU_QUERY_ECC_STATUS"),
-    (0x2080_0131, "NV2080_CTRL_CMD_GPU_QUERY_COMPUTE_MODE_RULES"),
+use std::sync::LazyLock;
+
+use super::{
+    rmtable::RmTable,
+    version::{DriverVersion, VersionCtx},
+};
+
+/// The generated table, as shipped.
+pub const TSV: &str = include_str!("../../data/rm-controls.tsv");
+
+static TABLE: LazyLock<RmTable<'static>> = LazyLock::new(|| RmTable::parse(TSV, true));
+
+/// The parsed generated table.
+pub fn table() -> &'static RmTable<'static> {
+    &TABLE
+}
+
+/// Controls that the open-source RM handles but no public header names:
+/// the names are made from the RM handler names in
+/// `src/nvidia/generated/g_subdevice_nvoc.c` (580.142:
+/// `subdeviceCtrlCmdGpuAcquireComputeModeReservation`,
+/// `subdeviceCtrlCmdGpuReleaseComputeModeReservation`, both without params).
+/// Consulted after the generated table, for every release. Sorted.
+pub const HAND: &[(u32, &str)] = &[
     (
         0x2080_0145,
         "NV2080_CTRL_CMD_GPU_ACQUIRE_COMPUTE_MODE_RESERVATION",
@@ -53,58 +38,87 @@ pub const CONTROLS: &[(u32, &str)] = &[
         0x2080_0146,
         "NV2080_CTRL_CMD_GPU_RELEASE_COMPUTE_MODE_RESERVATION",
     ),
-    (0x2080_014A, "NV2080_CTRL_CMD_GPU_GET_GID_INFO"),
-    (0x2080_0170, "NV2080_CTRL_CMD_GPU_GET_ENGINES_V2"),
-    (0x2080_018B, "NV2080_CTRL_CMD_GPU_GET_ACTIVE_PARTITION_IDS"),
-    (0x2080_018D, "NV2080_CTRL_CMD_GPU_GET_PIDS"),
-    (0x2080_0195, "NV2080_CTRL_CMD_GPU_GET_COMPUTE_POLICY_CONFIG"),
-    (0x2080_01A3, "NV2080_CTRL_CMD_GET_GPU_FABRIC_PROBE_INFO"),
-    (
-        0x2080_0406,
-        "NV2080_CTRL_CMD_TIMER_GET_GPU_CPU_TIME_CORRELATION_INFO",
-    ),
-    (0x2080_1201, "NV2080_CTRL_CMD_GR_GET_INFO"),
-    (0x2080_1210, "NV2080_CTRL_CMD_GR_SET_CTXSW_PREEMPTION_MODE"),
-    (0x2080_1218, "NV2080_CTRL_CMD_GR_GET_CTX_BUFFER_SIZE"),
-    (0x2080_121B, "NV2080_CTRL_CMD_GR_GET_GLOBAL_SM_ORDER"),
-    (0x2080_1227, "NV2080_CTRL_CMD_GR_GET_CAPS_V2"),
-    (0x2080_122A, "NV2080_CTRL_CMD_GR_GET_GPC_MASK"),
-    (0x2080_122B, "NV2080_CTRL_CMD_GR_GET_TPC_MASK"),
-    (0x2080_1230, "NV2080_CTRL_CMD_GR_GET_SM_ISSUE_RATE_MODIFIER"),
-    (0x2080_1303, "NV2080_CTRL_CMD_FB_GET_INFO_V2"),
-    (0x2080_130E, "NV2080_CTRL_CMD_FB_FLUSH_GPU_CACHE"),
-    (0x2080_1701, "NV2080_CTRL_CMD_MC_GET_ARCH_INFO"),
-    (0x2080_1801, "NV2080_CTRL_CMD_BUS_GET_PCI_INFO"),
-    (0x2080_1803, "NV2080_CTRL_CMD_BUS_GET_PCI_BAR_INFO"),
-    (0x2080_1823, "NV2080_CTRL_CMD_BUS_GET_INFO_V2"),
-    (0x2080_182B, "NV2080_CTRL_CMD_BUS_GET_C2C_INFO"),
-    (0x2080_200A, "NV2080_CTRL_CMD_PERF_BOOST"),
-    (0x2080_220C, "NV2080_CTRL_CMD_RC_RELEASE_WATCHDOG_REQUESTS"),
-    (0x2080_2210, "NV2080_CTRL_CMD_RC_SOFT_DISABLE_WATCHDOG"),
-    (0x2080_2A0A, "NV2080_CTRL_CMD_CE_GET_ALL_CAPS"),
-    (0x2080_3002, "NV2080_CTRL_CMD_NVLINK_GET_NVLINK_STATUS"),
-    (0x2080_3601, "NV2080_CTRL_CMD_GSP_GET_FEATURES"),
-    (0x2080_3801, "NV2080_CTRL_CMD_GRMGR_GET_GR_FS_INFO"),
-    (0x503C_0102, "NV503C_CTRL_CMD_REGISTER_VA_SPACE"),
-    (0x503C_0104, "NV503C_CTRL_CMD_REGISTER_VIDMEM"),
-    (0x503C_0105, "NV503C_CTRL_CMD_UNREGISTER_VIDMEM"),
-    (0x906F_0101, "NV906F_CTRL_GET_CLASS_ENGINEID"),
-    (
-        0x90E6_0102,
-        "NV90E6_CTRL_CMD_MASTER_GET_VIRTUAL_FUNCTION_ERROR_CONT_INTR_MASK",
-    ),
-    (0xA06C_0101, "NVA06C_CTRL_CMD_GPFIFO_SCHEDULE"),
-    (0xA06C_0103, "NVA06C_CTRL_CMD_SET_TIMESLICE"),
-    (0xA06C_0105, "NVA06C_CTRL_CMD_PREEMPT"),
-    (0xC36F_0101, "NVC36F_CTRL_GET_CLASS_ENGINEID"),
-    (0xC36F_0108, "NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN"),
 ];
 
-pub fn name(cmd: u32) -> Option<&'static str> {
-    CONTROLS
-        .binary_search_by_key(&cmd, |(c, _)| *c)
+/// Where a control's name came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// The generated table's row for the release the driver maps to.
+    Release,
+    /// The generated table, from the nearest release (below, else above)
+    /// that names the number; the driver's own release does not.
+    OtherRelease,
+    /// [`HAND`].
+    Hand,
+}
+
+/// A named control for one driver version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Control {
+    pub name: &'static str,
+    /// The table release (major) the driver version maps to.
+    pub release: u32,
+    pub source: Source,
+    /// sizeof(params) in that release, where the table knows it and the row
+    /// is valid for that release (0: the control takes no params).
+    pub size: Option<u32>,
+    /// The params struct in that release, under the same conditions.
+    pub params: Option<&'static str>,
+}
+
+/// The table release whose names apply to `v` (see docs/RM-TABLES.md).
+pub fn release_for(v: DriverVersion) -> Option<u32> {
+    TABLE.release_for(v)
+}
+
+/// The control `cmd` for the driver of `v`, or None: never a guess.
+pub fn lookup(cmd: u32, v: &VersionCtx) -> Option<Control> {
+    let release = TABLE.release_for(v.version);
+    if let Some(release) = release
+        && let Some(hit) = TABLE.lookup(cmd, release)
+    {
+        return Some(Control {
+            name: hit.row.name,
+            release,
+            source: if hit.exact {
+                Source::Release
+            } else {
+                Source::OtherRelease
+            },
+            size: hit.row.size_for(release),
+            params: hit.row.params_for(release),
+        });
+    }
+    HAND.binary_search_by_key(&cmd, |(c, _)| *c)
         .ok()
-        .map(|i| CONTROLS[i].1)
+        .map(|i| Control {
+            name: HAND[i].1,
+            release: release.unwrap_or(v.version.major),
+            source: Source::Hand,
+            size: None,
+            params: None,
+        })
+}
+
+/// The name of control `cmd` for the driver of `v`.
+pub fn name(cmd: u32, v: &VersionCtx) -> Option<&'static str> {
+    lookup(cmd, v).map(|c| c.name)
+}
+
+/// The params size the headers of `v`'s release give `cmd`, when the
+/// recorded `params_size` differs from it and the comparison means
+/// something: the version is trusted (not assumed), the row is valid for
+/// that release, and the params are not FINN-serialized (then paramsSize is
+/// the serialized buffer's size). A mismatch is what RM answers with
+/// NV_ERR_INVALID_PARAM_STRUCT: libcuda and the kernel headers disagree.
+pub fn size_mismatch(cmd: u32, flags: u32, params_size: u32, v: &VersionCtx) -> Option<u32> {
+    const NVOS54_FLAGS_FINN_SERIALIZED: u32 = 0x4;
+    if !v.known || flags & NVOS54_FLAGS_FINN_SERIALIZED != 0 {
+        return None;
+    }
+    let c = lookup(cmd, v)?;
+    c.size
+        .filter(|&want| c.source == Source::Release && want != params_size)
 }
 
 /// The class interface a control belongs to (bits 31:16).
@@ -116,20 +130,143 @@ pub fn interface(cmd: u32) -> u32 {
 mod tests {
     use super::*;
 
-    #[test]
-    fn sorted_and_unique() {
-        assert!(CONTROLS.windows(2).all(|w| w[0].0 < w[1].0));
+    fn v(major: u32, minor: u32, patch: u32) -> VersionCtx {
+        VersionCtx::from_version(Some(DriverVersion::new(major, minor, patch)))
     }
 
     #[test]
-    fn lookups() {
-        assert_eq!(
-            name(0x101),
-            Some("NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION")
+    fn hand_table_sorted_unique_and_not_in_the_headers() {
+        assert!(HAND.windows(2).all(|w| w[0].0 < w[1].0));
+        for (cmd, _) in HAND {
+            assert!(TABLE.rows_of(*cmd).is_empty(), "{cmd:#x} is generated now");
+        }
+    }
+
+    #[test]
+    fn the_shipped_table_parses_whole() {
+        // Every non-comment line of the shipped file is a row.
+        let lines = TSV
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .count();
+        assert_eq!(TABLE.rows().len(), lines);
+        assert_eq!(TABLE.releases(), &[535, 550, 570, 580, 590, 595]);
+        assert!(
+            TSV.lines()
+                .any(|l| l == "# columns: control, name, versions, size, params, aliases"),
+            "the parser's column positions"
         );
-        assert_eq!(name(0x215), Some("NV0000_CTRL_CMD_GPU_ATTACH_IDS"));
-        assert_eq!(name(0x2080_014A), Some("NV2080_CTRL_CMD_GPU_GET_GID_INFO"));
-        assert_eq!(name(0x2080_8161), None);
+        // gen-tables' promise: never two rows of one number for one release.
+        for w in TABLE.rows().windows(2) {
+            if w[0].number == w[1].number {
+                assert!(
+                    !w[0].releases.iter().any(|r| w[1].releases.contains(r)),
+                    "{:#x}",
+                    w[0].number
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_names_the_correlator_relies_on() {
+        let v580 = v(580, 159, 4);
+        for (cmd, want) in [
+            (0x101, "NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION"),
+            (0x215, "NV0000_CTRL_CMD_GPU_ATTACH_IDS"),
+            (0x289, "NV0000_CTRL_CMD_GPU_ASYNC_ATTACH_ID"),
+        ] {
+            assert_eq!(name(cmd, &v580), Some(want));
+            assert_eq!(lookup(cmd, &v580).map(|c| c.source), Some(Source::Release));
+        }
+        assert_eq!(
+            name(0x2080_014A, &v580),
+            Some("NV2080_CTRL_CMD_GPU_GET_GID_INFO")
+        );
         assert_eq!(interface(0x2080_014A), 0x2080);
+    }
+
+    #[test]
+    fn names_follow_the_release() {
+        // 0x107 was SYSTEM_SET_MEMORY_SIZE in 535 and is
+        // SYSTEM_GET_VRR_COOKIE_PRESENT from 570.
+        assert_eq!(
+            name(0x107, &v(535, 261, 3)),
+            Some("NV0000_CTRL_CMD_SYSTEM_SET_MEMORY_SIZE")
+        );
+        assert_eq!(
+            name(0x107, &v(580, 159, 4)),
+            Some("NV0000_CTRL_SYSTEM_GET_VRR_COOKIE_PRESENT")
+        );
+        // 550 has neither: the nearest release below (535) names it.
+        let c = lookup(0x107, &v(550, 54, 14)).expect("named");
+        assert_eq!(
+            (c.name, c.release, c.source, c.size),
+            (
+                "NV0000_CTRL_CMD_SYSTEM_SET_MEMORY_SIZE",
+                550,
+                Source::OtherRelease,
+                None
+            )
+        );
+        // 560 maps to 550, 610 to 595, 470 to 535.
+        assert_eq!(lookup(0x101, &v(560, 35, 3)).map(|c| c.release), Some(550));
+        assert_eq!(lookup(0x101, &v(610, 1, 0)).map(|c| c.release), Some(595));
+        assert_eq!(lookup(0x101, &v(470, 1, 0)).map(|c| c.release), Some(535));
+        assert_eq!(
+            lookup(0x101, &VersionCtx::assumed()).map(|c| c.release),
+            Some(595)
+        );
+        // NVC36F_CTRL_GET_CLASS_ENGINEID left the headers in 570: 580 keeps
+        // the 550 name.
+        let c = lookup(0xC36F_0101, &v(580, 159, 4)).expect("named");
+        assert_eq!(
+            (c.name, c.source),
+            ("NVC36F_CTRL_GET_CLASS_ENGINEID", Source::OtherRelease)
+        );
+    }
+
+    #[test]
+    fn unknown_numbers_stay_raw_and_hand_names_come_last() {
+        let v580 = v(580, 159, 4);
+        for cmd in [
+            0x2080_8161,
+            0x2080_8159,
+            0x2081_0108,
+            0xFFFF_FFFF,
+            0x0000_0001,
+        ] {
+            assert_eq!(name(cmd, &v580), None, "{cmd:#x}");
+        }
+        let c = lookup(0x2080_0145, &v580).expect("hand");
+        assert_eq!(
+            (c.name, c.source),
+            (
+                "NV2080_CTRL_CMD_GPU_ACQUIRE_COMPUTE_MODE_RESERVATION",
+                Source::Hand
+            )
+        );
+        assert_eq!(
+            name(0x2080_0146, &v(535, 1, 1)),
+            Some("NV2080_CTRL_CMD_GPU_RELEASE_COMPUTE_MODE_RESERVATION")
+        );
+    }
+
+    #[test]
+    fn size_mismatches() {
+        let v580 = v(580, 159, 4);
+        // GET_BUILD_VERSION: 40 bytes in every release.
+        assert_eq!(size_mismatch(0x101, 0, 40, &v580), None);
+        assert_eq!(size_mismatch(0x101, 0, 32, &v580), Some(40));
+        // FINN-serialized params, an assumed version, an unknown or hand
+        // control, or a name from another release: no comparison.
+        assert_eq!(size_mismatch(0x101, 4, 32, &v580), None);
+        assert_eq!(size_mismatch(0x101, 0, 32, &VersionCtx::assumed()), None);
+        assert_eq!(size_mismatch(0x2080_8159, 0, 1, &v580), None);
+        assert_eq!(size_mismatch(0x2080_0145, 0, 9, &v580), None);
+        assert_eq!(size_mismatch(0xC36F_0101, 0, 999, &v580), None);
+        // GET_CPU_INFO grew from 104 to 108 bytes in 570.
+        assert_eq!(size_mismatch(0x102, 0, 104, &v(535, 261, 3)), None);
+        assert_eq!(size_mismatch(0x102, 0, 104, &v580), Some(108));
     }
 }

@@ -347,19 +347,29 @@ fn rm_alloc_status(size: u32, v: &VersionCtx) -> Result<StatusLoc, String> {
 }
 
 /// Decode the fields that identify an escape call, from the bytes captured
-/// at syscall exit (`head` starts at offset 0 of the struct).
-pub fn args(nr: u32, size: u32, head: &Bytes) -> Args {
+/// at syscall exit (`head` starts at offset 0 of the struct); RM control
+/// and class names are those of `v`'s release.
+pub fn args(nr: u32, size: u32, head: &Bytes, v: &VersionCtx) -> Args {
     let mut m = Args::new();
     let u32_at = |o| head.u32(o);
     match nr {
         NV_ESC_RM_CONTROL if size == 32 => {
-            if let (Some(hc), Some(ho), Some(cmd)) = (u32_at(0), u32_at(4), u32_at(8)) {
+            // NVOS54 only: the control's own params are behind the user
+            // pointer at 16, which the capture does not follow
+            // (docs/RM-TABLES.md).
+            let cmd = u32_at(8);
+            if let (Some(hc), Some(ho), Some(cmd)) = (u32_at(0), u32_at(4), cmd) {
                 m.insert("hClient", Arg::Hex(hc.into()));
                 m.insert("hObject", Arg::Hex(ho.into()));
-                m.named("control", "control_name", cmd, control::name(cmd));
+                m.named("control", "control_name", cmd, control::name(cmd, v));
             }
             if let Some(ps) = u32_at(24) {
                 m.insert("paramsSize", Arg::from(ps));
+                if let (Some(cmd), Some(flags)) = (cmd, u32_at(12))
+                    && let Some(want) = control::size_mismatch(cmd, flags, ps, v)
+                {
+                    m.insert("params_size_expected", Arg::from(want));
+                }
             }
         }
         NV_ESC_RM_ALLOC if matches!(size, 32 | 40 | 48) => {
@@ -369,7 +379,7 @@ pub fn args(nr: u32, size: u32, head: &Bytes) -> Args {
                 m.insert("hRoot", Arg::Hex(r.into()));
                 m.insert("hParent", Arg::Hex(p.into()));
                 m.insert("hObjectNew", Arg::Hex(n.into()));
-                m.named("hClass", "hClass_name", c, class::name(c));
+                m.named("hClass", "hClass_name", c, class::name(c, v));
                 m.insert(
                     "struct",
                     Arg::Text(if size == 32 { "NVOS21" } else { "NVOS64" }.into()),
@@ -391,7 +401,7 @@ pub fn args(nr: u32, size: u32, head: &Bytes) -> Args {
                 m.insert("hRoot", Arg::Hex(r.into()));
                 m.insert("hParent", Arg::Hex(p.into()));
                 m.insert("hObjectNew", Arg::Hex(n.into()));
-                m.named("hClass", "hClass_name", c, class::name(c));
+                m.named("hClass", "hClass_name", c, class::name(c, v));
             }
             if let Some(fd) = head.i32(48) {
                 m.insert("fd", Arg::from(fd));
@@ -572,7 +582,7 @@ mod tests {
         b[4..8].copy_from_slice(&0xc1d0_0004u32.to_le_bytes());
         b[8..12].copy_from_slice(&0x101u32.to_le_bytes());
         b[24..28].copy_from_slice(&40u32.to_le_bytes());
-        let m = args(0x2A, 32, &Bytes::new(&b)).to_json();
+        let m = args(0x2A, 32, &Bytes::new(&b), &v580()).to_json();
         assert_eq!(m["control"], "0x101");
         assert_eq!(
             m["control_name"],
@@ -583,11 +593,58 @@ mod tests {
 
         let mut a = [0u8; 48];
         a[12..16].copy_from_slice(&0x41u32.to_le_bytes());
-        let m = args(0x2B, 48, &Bytes::new(&a)).to_json();
+        let m = args(0x2B, 48, &Bytes::new(&a), &v580()).to_json();
         assert_eq!(m["hClass_name"], "NV01_ROOT_CLIENT");
         assert_eq!(m["struct"], "NVOS64");
         // Truncated capture: no fields rather than garbage.
-        let m = args(0x2A, 32, &Bytes::new(&b[..6])).to_json();
+        let m = args(0x2A, 32, &Bytes::new(&b[..6]), &v580()).to_json();
         assert!(m.get("control").is_none());
+    }
+
+    #[test]
+    fn control_names_and_sizes_follow_the_release() {
+        let mut b = [0u8; 32];
+        b[8..12].copy_from_slice(&0x107u32.to_le_bytes());
+        b[24..28].copy_from_slice(&4u32.to_le_bytes());
+        let v535 = VersionCtx::from_version(Some(DriverVersion::new(535, 183, 1)));
+        let m = args(0x2A, 32, &Bytes::new(&b), &v535).to_json();
+        assert_eq!(m["control_name"], "NV0000_CTRL_CMD_SYSTEM_SET_MEMORY_SIZE");
+        assert!(m.get("params_size_expected").is_none(), "{m}");
+        // On 580 the number means GET_VRR_COOKIE_PRESENT, whose params are
+        // 1 byte: the recorded 4 is a mismatch worth showing.
+        let m = args(0x2A, 32, &Bytes::new(&b), &v580()).to_json();
+        assert_eq!(
+            m["control_name"],
+            "NV0000_CTRL_SYSTEM_GET_VRR_COOKIE_PRESENT"
+        );
+        assert_eq!(m["params_size_expected"], 1);
+        let keys: Vec<&str> = m
+            .as_object()
+            .expect("map")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "hClient",
+                "hObject",
+                "control",
+                "control_name",
+                "paramsSize",
+                "params_size_expected"
+            ]
+        );
+        // Not with an assumed version, nor with FINN-serialized params.
+        let m = args(0x2A, 32, &Bytes::new(&b), &VersionCtx::assumed()).to_json();
+        assert!(m.get("params_size_expected").is_none());
+        b[12..16].copy_from_slice(&4u32.to_le_bytes());
+        let m = args(0x2A, 32, &Bytes::new(&b), &v580()).to_json();
+        assert!(m.get("params_size_expected").is_none());
+        // Unknown numbers stay raw.
+        b[8..12].copy_from_slice(&0x2080_8159u32.to_le_bytes());
+        let m = args(0x2A, 32, &Bytes::new(&b), &v580()).to_json();
+        assert_eq!(m["control"], "0x20808159");
+        assert!(m.get("control_name").is_none());
     }
 }

@@ -72,7 +72,7 @@ pub(super) fn decode_ioctl(ev: &IoctlEvent, ctx: &Context, raw: Option<String>) 
         call = Call::Escape(nr);
         if nr != escape::NV_ESC_IOCTL_XFER_CMD {
             loc = escape::status_loc(nr, size, v);
-            args = escape::args(nr, size, &head);
+            args = escape::args(nr, size, &head, v);
         } else {
             loc = Err("XFER wrapper could not be read".into());
         }

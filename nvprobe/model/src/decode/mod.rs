@@ -15,6 +15,7 @@ mod event;
 mod files;
 mod ioctl;
 mod process;
+pub mod rmtable;
 pub mod signal;
 pub mod status;
 pub mod uvm;
