@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, Deserialize, PartialEq)]
 pub struct StallReport {
     pub pid: u32,
     pub tid: u32,
@@ -61,7 +61,7 @@ impl HmmFacts {
 /// The first record of a trace: what nvprobe runs on and what it attached.
 /// `nvprobe decode` rebuilds its decoding context from it, so every field
 /// a replay needs has a default (older recordings lack the newer ones).
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema, Deserialize)]
 #[serde(default)]
 pub struct StartRecord {
     pub tool_version: String,
@@ -90,7 +90,7 @@ pub struct StartRecord {
 }
 
 /// A file declared with `--device`.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema, Deserialize)]
 pub struct ExtraDevice {
     pub path: String,
     pub kind: String,
@@ -99,7 +99,7 @@ pub struct ExtraDevice {
 }
 
 /// The state of one probe after attaching.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema, Deserialize)]
 pub struct ProbeState {
     pub name: String,
     pub target: String,
@@ -109,28 +109,28 @@ pub struct ProbeState {
     pub error: Option<String>,
 }
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema, Deserialize)]
 pub struct StartFilters {
     pub pid: Vec<u32>,
     pub comm: Vec<String>,
 }
 
 /// A libcuda file and the functions hooked in it.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema, Deserialize)]
 pub struct LibcudaHooked {
     pub path: String,
     pub functions: Vec<String>,
 }
 
 /// The driver layer at start-up: attached or why not, and each hook.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema, Deserialize)]
 pub struct DriverLayerStart {
     pub attached: bool,
     pub reason: Option<String>,
     pub hooks: Option<Vec<HookState>>,
 }
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema, Deserialize)]
 pub struct HookState {
     pub name: String,
     pub module: String,

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::decode::Event;
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct ProcSummary {
     pub pid: u32,
     pub comm: String,
@@ -20,7 +20,7 @@ pub struct ProcSummary {
     pub last_failure: Option<String>,
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct CallSummary {
     pub name: String,
     pub count: u64,
@@ -29,7 +29,7 @@ pub struct CallSummary {
     pub max_ns: u64,
 }
 
-#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema, serde::Deserialize)]
 pub struct LostSummary {
     pub total: u64,
     pub per_cpu: Vec<u64>,
@@ -37,7 +37,7 @@ pub struct LostSummary {
 }
 
 /// Run-time cost of one BPF program (`--bpf-stats`, BPF_ENABLE_STATS).
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct ProgStats {
     pub program: String,
     pub run_count: u64,
@@ -45,7 +45,7 @@ pub struct ProgStats {
     pub ns_per_run: f64,
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct Summary {
     pub duration_s: f64,
     pub events: BTreeMap<String, u64>,
@@ -54,7 +54,7 @@ pub struct Summary {
     pub decode_errors: u64,
     pub processes: Vec<ProcSummary>,
     pub calls: Vec<CallSummary>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bpf: Vec<ProgStats>,
 }
 

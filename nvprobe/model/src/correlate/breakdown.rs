@@ -5,7 +5,7 @@ use serde::Serialize;
 
 /// Where a slow or failing NVIDIA call spent its time inside the driver
 /// (driver layer).
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct Breakdown {
     pub pid: u32,
     pub tid: u32,
@@ -17,7 +17,7 @@ pub struct Breakdown {
     pub text: String,
 }
 
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct Span {
     pub function: &'static str,
     pub duration_ns: u64,

@@ -34,7 +34,7 @@ use self::{
 use crate::decode::{Event, ProcCall, ProcKind, signal::name as signal_name};
 
 /// Records the correlator adds to the stream.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Record {
     Stage {

@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::{signals::SignalInfo, tracker::ProcInit};
 use crate::{hmm_issues, hmm_reload, records::HmmFacts};
 
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct Diagnosis {
     pub id: &'static str,
     pub evidence: String,

@@ -10,7 +10,7 @@ use super::{
 };
 use crate::decode::{ProcCall, SigAction, signal::name as signal_name};
 
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct SignalInfo {
     #[serde(skip)]
     pub at_ns: u64,
@@ -26,7 +26,7 @@ pub struct SignalInfo {
 
 /// A signal that reached a process inside an NVIDIA call or inside cuInit,
 /// with what became of the call.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct SignalReport {
     pub pid: u32,
     pub comm: String,

@@ -88,7 +88,7 @@ pub(crate) fn hex_arg(i: &Ioctl, key: &str) -> Option<u32> {
     }
 }
 
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct StageHit {
     pub stage: &'static str,
     pub name: &'static str,

@@ -10,7 +10,7 @@ use super::{
     tracker::{ProcInit, ms},
 };
 
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct FailedCall {
     pub call: String,
     /// The NV_STATUS name or errno.
@@ -20,7 +20,7 @@ pub struct FailedCall {
 }
 
 /// The verdict on one process's CUDA start-up.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct CuInit {
     pub pid: u32,
     pub comm: String,

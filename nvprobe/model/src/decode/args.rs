@@ -131,3 +131,19 @@ impl From<String> for Arg {
         Arg::Text(v)
     }
 }
+
+impl schemars::JsonSchema for Args {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Args".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "object",
+            "description": "the command's decoded fields: handles and numbers as hex strings, fds and counts as integers, `*_name` naming the number before it",
+            "additionalProperties": {
+                "type": ["string", "integer", "boolean", "array"],
+                "items": { "type": ["string", "integer"] }
+            }
+        })
+    }
+}

@@ -30,6 +30,14 @@ macro_rules! named_enum {
                 f.write_str(self.as_str())
             }
         }
+        impl schemars::JsonSchema for $name {
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                stringify!($name).into()
+            }
+            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                schemars::json_schema!({ "type": "string", "enum": [$($s),+] })
+            }
+        }
         impl PartialEq<&str> for $name {
             fn eq(&self, o: &&str) -> bool {
                 self.as_str() == *o
@@ -126,7 +134,7 @@ fn hex_u32<S: serde::Serializer>(v: &u32, s: S) -> Result<S::Ok, S::Error> {
     s.collect_str(&format_args!("{v:#x}"))
 }
 
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq, Eq)]
 pub struct Proc {
     pub pid: u32,
     pub tid: u32,
@@ -139,7 +147,7 @@ pub struct Proc {
     pub uid: u32,
 }
 
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq, Eq)]
 pub struct Device {
     pub major: u32,
     pub minor: u32,
@@ -147,14 +155,15 @@ pub struct Device {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node: Option<Arc<str>>,
     /// True for a file declared with `--device`.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub extra: bool,
 }
 
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq, Eq)]
 pub struct Status {
     /// The NV_STATUS value (in JSON: hex, "0x1f").
     #[serde(serialize_with = "hex_u32")]
+    #[schemars(with = "String")]
     pub code: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<&'static str>,
@@ -170,7 +179,7 @@ impl Status {
     }
 }
 
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq, Eq)]
 pub struct Xfer {
     pub cmd: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -178,7 +187,7 @@ pub struct Xfer {
     pub size: u32,
 }
 
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct Ioctl {
     #[serde(flatten)]
     pub proc: Proc,
@@ -219,13 +228,13 @@ pub struct Ioctl {
     pub raw: Option<String>,
 }
 
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct PathCall {
     #[serde(flatten)]
     pub proc: Proc,
     pub syscall: &'static str,
     pub path: String,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub path_truncated: bool,
     /// open flags (O_*), AT_* flags, or the access mode, as named bits.
     pub flags: String,
@@ -249,7 +258,7 @@ pub struct PathCall {
     pub raw: Option<String>,
 }
 
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct FdCall {
     #[serde(flatten)]
     pub proc: Proc,
@@ -268,7 +277,7 @@ pub struct FdCall {
     pub raw: Option<String>,
 }
 
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct MmapCall {
     #[serde(flatten)]
     pub proc: Proc,
@@ -290,7 +299,7 @@ pub struct MmapCall {
 }
 
 /// exec, exit or a signal of a process that uses NVIDIA devices.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct ProcCall {
     /// The current task: the exiting or exec'ing process, the signal's
     /// sender (op "signal") or its receiver (op "signal_delivered").
@@ -326,7 +335,7 @@ pub struct ProcCall {
 }
 
 /// A libcuda call seen by its uprobe.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct CudaCall {
     #[serde(flatten)]
     pub proc: Proc,
@@ -353,7 +362,7 @@ pub struct CudaCall {
 
 /// A function inside the NVIDIA modules or the kernel's HMM code, seen by
 /// the driver layer (kprobe at entry, kretprobe at return).
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct DriverCall {
     #[serde(flatten)]
     pub proc: Proc,
@@ -382,7 +391,7 @@ pub struct DriverCall {
 }
 
 /// A decoded kernel record.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
     Ioctl(Ioctl),

@@ -68,6 +68,15 @@ impl Serialize for DriverVersion {
     }
 }
 
+impl schemars::JsonSchema for DriverVersion {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "DriverVersion".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "type": "string", "description": "an NVIDIA driver version, e.g. 580.159.04" })
+    }
+}
+
 impl<'de> Deserialize<'de> for DriverVersion {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
@@ -76,7 +85,7 @@ impl<'de> Deserialize<'de> for DriverVersion {
 }
 
 /// What `/proc/driver/nvidia/version` says.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema, Deserialize)]
 pub struct DriverInfo {
     pub version: DriverVersion,
     /// "open" (NVIDIA Open Kernel Module) or "proprietary".
@@ -102,7 +111,7 @@ pub fn parse_proc_version(text: &str) -> Option<DriverInfo> {
 }
 
 /// How a struct layout was chosen; shown next to every decoded status.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LayoutBasis {
     /// The size in the ioctl command word singles out the layout.

@@ -78,7 +78,7 @@ impl Clock {
 }
 
 /// One record that is not a kernel event.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Note<'a> {
     Start(&'a crate::records::StartRecord),
