@@ -1,5 +1,7 @@
-//! nvprobe's kernel side: syscall tracepoints that capture calls on NVIDIA
-//! device files and hand raw bytes to user space through one ring buffer.
+//! nvprobe's kernel side: syscall tracepoints (this file), process
+//! tracepoints (`procs`), libcuda uprobes (`cuda`) and driver-layer
+//! kprobes/fentry (`driver`) that capture calls on NVIDIA device files and
+//! hand raw bytes to user space through one ring buffer (`maps`).
 //!
 //! Policy lives in user space. Here we only filter cheaply (ioctl command
 //! shape, then the fd's device number read from the task's fd table) and
@@ -17,7 +19,6 @@ mod fdres;
 mod maps;
 mod paths;
 mod procs;
-mod selftest;
 
 use aya_ebpf::{
     helpers::{bpf_ktime_get_ns, bpf_probe_read_user, generated},

@@ -115,7 +115,7 @@ pub fn unavailable_reason(root: &Path) -> Option<String> {
     if root
         .join("sys/bus/event_source/devices/kprobe/type")
         .exists()
-        || crate::doctor::kernel::listed(root, "sys/bus/event_source/devices", "kprobe")
+        || listed(root, "sys/bus/event_source/devices", "kprobe")
     {
         return None;
     }
@@ -427,4 +427,11 @@ mod tests {
         }
         assert!(checked >= 12, "{checked}");
     }
+}
+
+/// A name in a snapshot's listing of a directory (`ROOT/DIR.list`, one
+/// name per line), for directories whose files are not copied.
+pub(crate) fn listed(root: &Path, dir: &str, name: &str) -> bool {
+    fs::read_to_string(root.join(format!("{dir}.list")))
+        .is_ok_and(|t| t.lines().any(|l| l.trim() == name))
 }

@@ -5,6 +5,8 @@
 //! machine spreads over all modes. Nothing here asserts on time: it
 //! measures and reports.
 
+pub mod suite;
+
 use std::{
     fs,
     path::{Path, PathBuf},

@@ -267,186 +267,6 @@ fn test(no_lint: bool, no_vm: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn which(name: &str) -> Option<PathBuf> {
-    output(Command::new("sh").args(["-c", &format!("command -v {name}")]))
-        .map(|s| PathBuf::from(s.trim()))
-}
-
-fn s(v: &[&str]) -> Vec<String> {
-    v.iter().map(|x| (*x).to_owned()).collect()
-}
-
-#[allow(clippy::too_many_arguments)]
-fn bench_cmd(
-    gpu: bool,
-    rounds: u32,
-    bin_dir: Option<PathBuf>,
-    strace: Option<PathBuf>,
-    strace_libs: Option<String>,
-    python: String,
-    cudawork: PathBuf,
-    json_out: Option<PathBuf>,
-) -> anyhow::Result<()> {
-    if !is_root() {
-        bail!("benchmarks load BPF programs: run them as root");
-    }
-    let dir = match bin_dir {
-        Some(d) => d,
-        None => {
-            setup(true)?;
-            build_release()?
-        }
-    };
-    let tmp = std::env::temp_dir().join(format!("nvprobe-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp)?;
-    let env = bench::Env {
-        nvprobe: dir.join("nvprobe"),
-        strace: strace.or_else(|| which("strace")),
-        tmp: tmp.clone(),
-        strace_env: strace_libs
-            .map(|l| vec![("LD_LIBRARY_PATH".to_owned(), l)])
-            .unwrap_or_default(),
-    };
-    let nvbench = dir.join("nvbench").display().to_string();
-    use bench::{Metric, Mode::*, Workload};
-    let loop_w = |name: &str, args: &[&str], modes: Vec<bench::Mode>, nv: &[&str]| Workload {
-        name: name.into(),
-        argv: [
-            vec![nvbench.clone(), "--iters".into(), "20000".into()],
-            s(args),
-        ]
-        .concat(),
-        argv_strace: Some(
-            [
-                vec![nvbench.clone(), "--iters".into(), "2000".into()],
-                s(args),
-            ]
-            .concat(),
-        ),
-        metric: Metric::NsPerOp,
-        modes,
-        nvprobe_args: s(nv),
-    };
-    let mut workloads = Vec::new();
-    let mut fuse = None;
-    if gpu {
-        workloads.push(loop_w(
-            "RM_CONTROL (NULL control) on /dev/nvidiactl",
-            &["rm-null-control"],
-            vec![Untraced, Nvprobe, Strace],
-            &[],
-        ));
-        let cw = cudawork.display().to_string();
-        let py = |name: &str, args: &[&str], metric: Metric| Workload {
-            name: name.into(),
-            argv: [vec![python.clone(), cw.clone()], s(args)].concat(),
-            argv_strace: None,
-            metric,
-            modes: vec![Untraced, Nvprobe, Strace],
-            nvprobe_args: vec![],
-        };
-        workloads.push(py(
-            "python + cuInit (process wall)",
-            &["cuinit"],
-            Metric::Wall,
-        ));
-        workloads.push(py(
-            "20 x cuCtxCreate/Destroy (loop)",
-            &["ctx", "20"],
-            Metric::Seconds("seconds"),
-        ));
-        workloads.push(py(
-            "2000 x cuMemAlloc/Free 64 MiB (loop)",
-            &["mem", "2000"],
-            Metric::Seconds("seconds"),
-        ));
-    } else {
-        // The FUSE stand-in for /dev/nvidiactl (tests/src/fakedrv.rs).
-        let mnt = tmp.join("fakedrv");
-        let mut child = Command::new(dir.join("nvfixture"))
-            .arg("serve")
-            .arg(&mnt)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .context("starting the FUSE stand-in")?;
-        let mut line = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(child.stdout.take().context("stdout")?),
-            &mut line,
-        )?;
-        let ctl = mnt.join("nvidiactl").display().to_string();
-        workloads.push(loop_w(
-            "RM_CONTROL on the FUSE stand-in",
-            &["ioctl", "--path", &ctl, "--cmd", "c020462a"],
-            vec![Untraced, Nvprobe, Strace],
-            &["--device", &format!("{ctl}=ctl")],
-        ));
-        workloads.push(loop_w(
-            "RM_CONTROL on /dev/null declared ctl (ENOTTY)",
-            &["ioctl", "--path", "/dev/null", "--cmd", "c020462a"],
-            vec![Untraced, Nvprobe, Strace],
-            &["--device", "/dev/null=ctl"],
-        ));
-        fuse = Some((child, mnt));
-    }
-    workloads.push(loop_w(
-        "non-NVIDIA ioctl (TCGETS on /dev/null)",
-        &["tcgets"],
-        vec![Untraced, Nvprobe],
-        &[],
-    ));
-    workloads.push(loop_w(
-        "getppid()",
-        &["getppid"],
-        vec![Untraced, Nvprobe],
-        &[],
-    ));
-
-    let results = bench::run(&env, &workloads, rounds)?;
-    // Paced runs at and above the 500k events/s target, then one burst as
-    // fast as one thread can issue them; ~4 s each.
-    let mut drains = Vec::new();
-    for (rate, iters) in [
-        (500_000u64, 2_000_000u64),
-        (750_000, 3_000_000),
-        (1_000_000, 4_000_000),
-        (0, 4_000_000),
-    ] {
-        drains.push(bench::drain(&env, Path::new(&nvbench), rate, iters)?);
-    }
-    if let Some((mut child, mnt)) = fuse {
-        drop(child.stdin.take());
-        let _ = child.wait();
-        let _ = nix::mount::umount2(&mnt, nix::mount::MntFlags::MNT_DETACH);
-    }
-    println!("{}", bench::table(&results));
-    println!("{}", bench::bpf_table(&results));
-    println!(
-        "| target rate (events/s) | ioctls issued | events received | lost | loop s | events/s received |\n|---|---|---|---|---|---|"
-    );
-    for d in &drains {
-        println!(
-            "| {} | {} | {} | {} | {:.3} | {:.0} |",
-            match d["target_rate"].as_u64() {
-                Some(0) | None => "unpaced (1 thread)".to_owned(),
-                Some(r) => r.to_string(),
-            },
-            d["issued"],
-            d["received_ioctl_events"],
-            d["lost"],
-            d["loop_seconds"].as_f64().unwrap_or(0.0),
-            d["events_per_second"].as_f64().unwrap_or(0.0)
-        );
-    }
-    if let Some(p) = json_out {
-        let v = serde_json::json!({ "results": bench::to_json(&results), "drain": drains, "rounds": rounds, "gpu": gpu });
-        std::fs::write(&p, serde_json::to_string_pretty(&v)?)?;
-    }
-    let _ = std::fs::remove_dir_all(&tmp);
-    Ok(())
-}
-
 fn main() -> anyhow::Result<()> {
     match Cli::parse().cmd {
         Cmd::Setup { bench } => setup(bench),
@@ -462,7 +282,7 @@ fn main() -> anyhow::Result<()> {
             python,
             cudawork,
             json_out,
-        } => bench_cmd(
+        } => bench::suite::run(bench::suite::Args {
             gpu,
             rounds,
             bin_dir,
@@ -471,7 +291,7 @@ fn main() -> anyhow::Result<()> {
             python,
             cudawork,
             json_out,
-        ),
+        }),
         Cmd::GenTables {
             src,
             out,

@@ -12,7 +12,7 @@ use std::{
     fs,
     io::{BufRead, BufReader},
     path::{Path, PathBuf},
-    process::{Command, Stdio},
+    process::{Child, Command, Stdio},
     time::{Duration, Instant},
 };
 
@@ -111,22 +111,51 @@ echo "NVVM: done"
 poweroff -f
 "#;
 
+/// How long one boot may take, to its result line.
+const BOOT_LIMIT: Duration = Duration::from_secs(600);
+
 /// Build the stand-ins, the initramfs, boot, and return (passed, log).
 fn one(k: &Kernel, bins: &Path, bench: bool) -> anyhow::Result<(bool, String)> {
     let rel = resolve(k)?;
     eprintln!("xtask: vm-test {}: kernel {rel}", k.label);
     let work = root_dir().join("target/vm").join(&rel);
     fs::create_dir_all(&work)?;
+    let vmlinuz = install_kernel(k, &rel, &work)?;
+    let kmod = build_kmod(&rel, &work)?;
+    let initrd = build_initramfs(&work, bins, &kmod)?;
+    let mut q = boot(&vmlinuz, &initrd, bench)?;
+    let (passed, log) = read_console(&mut q, &work)?;
+    let _ = q.kill();
+    let _ = q.wait();
+    fs::write(work.join("console.log"), &log)?;
+    if bench {
+        let md = bench_table(&rel, &log);
+        fs::write(work.join("bench.md"), &md)?;
+        println!("{md}");
+    }
+    match passed {
+        Some(p) => Ok((p, log)),
+        None => bail!(
+            "the VM with {rel} gave no result line within {} s (console: {})",
+            BOOT_LIMIT.as_secs(),
+            work.join("console.log").display()
+        ),
+    }
+}
+
+/// Install the kernel's headers; download and unpack its image under
+/// `work/img` (once). Returns the vmlinuz.
+fn install_kernel(k: &Kernel, rel: &str, work: &Path) -> anyhow::Result<PathBuf> {
     let headers = format!("linux-headers-{rel}");
     apt(&["install", "-y", "-q", "--no-install-recommends", &headers])?;
     let vmlinuz = work.join(format!("img/boot/vmlinuz-{rel}"));
     if !vmlinuz.exists() {
         sh(Command::new("apt-get")
-            .current_dir(&work)
+            .current_dir(work)
             .arg("download")
             .arg(format!("linux-image-{rel}{}", k.image_suffix))
             .stderr(Stdio::null()))?;
-        let deb = fs::read_dir(&work)?
+        let deb = fs::read_dir(work)?
             .flatten()
             .map(|e| e.path())
             .find(|p| p.extension().is_some_and(|e| e == "deb"))
@@ -136,7 +165,11 @@ fn one(k: &Kernel, bins: &Path, bench: bool) -> anyhow::Result<(bool, String)> {
             .arg(&deb)
             .arg(work.join("img")))?;
     }
-    // The stand-ins, built against this kernel's headers.
+    Ok(vmlinuz)
+}
+
+/// The stand-ins, built against this kernel's headers in `work/kmod`.
+fn build_kmod(rel: &str, work: &Path) -> anyhow::Result<PathBuf> {
     let kmod = work.join("kmod");
     let _ = fs::remove_dir_all(&kmod);
     fs::create_dir_all(&kmod)?;
@@ -149,7 +182,12 @@ fn one(k: &Kernel, bins: &Path, bench: bool) -> anyhow::Result<(bool, String)> {
         .arg(format!("M={}", kmod.display()))
         .arg("modules")
         .stdout(Stdio::null()))?;
-    // The initramfs: busybox, nvprobe, nvvmtest, their libraries, the .ko.
+    Ok(kmod)
+}
+
+/// The initramfs: busybox, nvprobe, nvvmtest, their libraries, the .ko.
+/// Returns `work/initrd.gz`.
+fn build_initramfs(work: &Path, bins: &Path, kmod: &Path) -> anyhow::Result<PathBuf> {
     let root = work.join("initramfs");
     let _ = fs::remove_dir_all(&root);
     for d in [
@@ -181,8 +219,13 @@ fn one(k: &Kernel, bins: &Path, bench: bool) -> anyhow::Result<(bool, String)> {
         "find . | cpio -o -H newc --quiet | gzip -1 > {}",
         initrd.display()
     )))?;
-    // Boot. TCG: slow but needs no /dev/kvm (which does not work here).
-    let mut q = Command::new("qemu-system-x86_64")
+    Ok(initrd)
+}
+
+/// Start qemu on the kernel and initramfs. TCG: slow but needs no /dev/kvm
+/// (which does not work here).
+fn boot(vmlinuz: &Path, initrd: &Path, bench: bool) -> anyhow::Result<Child> {
+    Command::new("qemu-system-x86_64")
         .args([
             "-accel",
             "tcg",
@@ -196,9 +239,9 @@ fn one(k: &Kernel, bins: &Path, bench: bool) -> anyhow::Result<(bool, String)> {
             "-no-reboot",
         ])
         .arg("-kernel")
-        .arg(&vmlinuz)
+        .arg(vmlinuz)
         .arg("-initrd")
-        .arg(&initrd)
+        .arg(initrd)
         .arg("-append")
         .arg(format!(
             "console=ttyS0 panic=-1 quiet loglevel=3{}",
@@ -208,7 +251,13 @@ fn one(k: &Kernel, bins: &Path, bench: bool) -> anyhow::Result<(bool, String)> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .context("starting qemu-system-x86_64")?;
+        .context("starting qemu-system-x86_64")
+}
+
+/// The console until qemu exits or BOOT_LIMIT passes: the result line
+/// (PASS or not; None if none came) and the log. Recordings sent as
+/// `NVVM-FILE:` lines are saved in `work`, not logged.
+fn read_console(q: &mut Child, work: &Path) -> anyhow::Result<(Option<bool>, String)> {
     let stdout = q.stdout.take().expect("stdout");
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -219,10 +268,9 @@ fn one(k: &Kernel, bins: &Path, bench: bool) -> anyhow::Result<(bool, String)> {
         }
     });
     let t0 = Instant::now();
-    let limit = Duration::from_secs(600);
     let mut log = String::new();
     let mut passed = None;
-    while t0.elapsed() < limit {
+    while t0.elapsed() < BOOT_LIMIT {
         match rx.recv_timeout(Duration::from_secs(1)) {
             Ok(l) => {
                 if l.starts_with("NVVM") {
@@ -253,22 +301,7 @@ fn one(k: &Kernel, bins: &Path, bench: bool) -> anyhow::Result<(bool, String)> {
             Err(_) => break,
         }
     }
-    let _ = q.kill();
-    let _ = q.wait();
-    fs::write(work.join("console.log"), &log)?;
-    if bench {
-        let md = bench_table(&rel, &log);
-        fs::write(work.join("bench.md"), &md)?;
-        println!("{md}");
-    }
-    match passed {
-        Some(p) => Ok((p, log)),
-        None => bail!(
-            "the VM with {rel} gave no result line within {} s (console: {})",
-            limit.as_secs(),
-            work.join("console.log").display()
-        ),
-    }
+    Ok((passed, log))
 }
 
 /// The VM's NVVM-BENCH lines as markdown tables.

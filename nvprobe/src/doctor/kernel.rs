@@ -1,7 +1,6 @@
 //! Tracing ability of this kernel, asked of the kernel itself: doctor loads
-//! and attaches one small program of each kind nvprobe uses (the
-//! `doctor_*` programs of the eBPF object), makes it fire, and reads its
-//! hit counter. Nothing is guessed from the kernel version.
+//! its own small self-test object and attaches its one program of each kind
+//! nvprobe uses, makes it fire, and reads its hit counter. Nothing is guessed from the kernel version.
 //!
 //! With `--root` only files are available (the tree's kernel config, BTF
 //! and event-source listings); those checks say that they are file
@@ -14,7 +13,7 @@ use std::{
 
 use aya::{
     Btf, EbpfLoader,
-    maps::Array,
+    maps::{Array, MapType},
     programs::{
         FEntry, KProbe, RawTracePoint, TracePoint, UProbe,
         uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeScope},
@@ -97,7 +96,7 @@ fn explain(kind: &str, err: &str) -> String {
     format!("{why}: {err}")
 }
 
-/// The self-test programs of the eBPF object (see nvprobe-ebpf/src/selftest.rs).
+/// The programs of the self-test object (nvprobe-ebpf/src/selftest_main.rs).
 pub const PROGRAMS: [&str; 5] = [
     "doctor_tracepoint",
     "doctor_raw_tracepoint",
@@ -127,40 +126,63 @@ pub fn prepare() -> Prepared {
     }
 }
 
+/// doctor's own small BPF object (nvprobe-ebpf/src/selftest_main.rs):
+/// one program of each kind, each counting its hits in SELFTEST_HITS.
+pub(crate) static SELFTEST_OBJECT: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/nvprobe-selftest"));
+
 /// Ask the kernel. Needs root; the caller checks.
 pub fn live(prep: &Prepared, out: &mut Vec<Check>) -> Ability {
     let t0 = std::time::Instant::now();
-    let a = live_inner(prep, out);
+    // aya's parse of vmlinux BTF (for the fentry test) is the slowest step:
+    // run it beside the others.
+    let aya_btf =
+        std::thread::spawn(|| Btf::from_sys_fs().map_err(|e| format!("vmlinux BTF: {e}")));
+    let mut a = Ability::default();
+    lockdown(Path::new("/"), out, &mut a);
+    let Some(mut ebpf) = load_selftest(out, &mut a) else {
+        btf_checks(Path::new("/"), out, &mut a);
+        return a;
+    };
+    btf_checks(Path::new("/"), out, &mut a);
+    let tracefs = tracefs_check(prep, out, &mut a);
+    let aya_btf: Result<Btf, String> = aya_btf
+        .join()
+        .unwrap_or_else(|_| Err("vmlinux BTF: the parser thread failed".into()));
+    let tried = try_probes(&mut ebpf, tracefs.is_some(), &aya_btf);
+    report_probes(tried, out, &mut a);
+    // Closing the probes waits for RCU grace periods (tens of ms each):
+    // hand that to a thread, and to process exit if it is still running.
+    std::thread::spawn(move || {
+        drop(ebpf);
+        drop(aya_btf);
+    });
     log::debug!("doctor: kernel probes took {:?}", t0.elapsed());
     a
 }
 
-fn live_inner(prep: &Prepared, out: &mut Vec<Check>) -> Ability {
-    let t0 = std::time::Instant::now();
-    // aya's parse of vmlinux BTF (for the fentry test) is the slowest step:
-    // run it beside the others.
-    let aya_btf = Some(std::thread::spawn(|| {
-        Btf::from_sys_fs().map_err(|e| format!("vmlinux BTF: {e}"))
-    }));
-    let mut a = Ability::default();
-    lockdown(Path::new("/"), out, &mut a);
-    // BPF syscall and maps: loading the object creates its maps.
-    // The tracing maps are created at their smallest: doctor only needs
-    // the object to load.
-    let mut loader = EbpfLoader::new();
-    loader.map_max_entries("EVENTS", 4096);
-    for m in [
-        "INFLIGHT",
-        "NV_PROCS",
-        "PID_FILTER",
-        "EXTRA_FILES",
-        "UVM_SIZES",
-        "CUDA_INFLIGHT",
-        "DRV_INFLIGHT",
-    ] {
-        loader.map_max_entries(m, 1);
-    }
-    let mut ebpf = match loader.load(crate::attach::EBPF_OBJECT) {
+/// The bpf() check: the map types nvprobe needs, and the self-test object
+/// loaded (its map created).
+fn load_selftest(out: &mut Vec<Check>, a: &mut Ability) -> Option<aya::Ebpf> {
+    let maps = [
+        MapType::RingBuf,
+        MapType::Array,
+        MapType::Hash,
+        MapType::LruHash,
+    ];
+    let missing: Vec<String> = maps
+        .iter()
+        .filter(|m| !matches!(aya::sys::is_map_supported(**m), Ok(true)))
+        .map(|m| format!("{m:?}"))
+        .collect();
+    let loaded = if missing.is_empty() {
+        EbpfLoader::new()
+            .load(SELFTEST_OBJECT)
+            .map_err(|e| e.to_string())
+    } else {
+        Err(format!("map types not available: {}", missing.join(", ")))
+    };
+    match loaded {
         Ok(e) => {
             a.bpf = Some(true);
             out.push(check(
@@ -170,7 +192,7 @@ fn live_inner(prep: &Prepared, out: &mut Vec<Check>) -> Ability {
                 "the bpf() system call works: maps (ring buffer, arrays, hashes) were created",
                 None,
             ));
-            e
+            Some(e)
         }
         Err(e) => {
             a.bpf = Some(false);
@@ -181,13 +203,13 @@ fn live_inner(prep: &Prepared, out: &mut Vec<Check>) -> Ability {
                 format!("the kernel refused to create nvprobe's maps: {e}"),
                 Some("BPF is disabled (CONFIG_BPF_SYSCALL), blocked by seccomp (containers: run privileged or allow bpf), or by kernel.unprivileged_bpf_disabled for non-root"),
             ));
-            btf_checks(Path::new("/"), out, &mut a);
-            return a;
+            None
         }
-    };
-    log::debug!("doctor: object loaded at {:?}", t0.elapsed());
-    btf_checks(Path::new("/"), out, &mut a);
-    log::debug!("doctor: BTF checked at {:?}", t0.elapsed());
+    }
+}
+
+/// Where tracefs is (or that it mounts in a private namespace).
+fn tracefs_check(prep: &Prepared, out: &mut Vec<Check>, a: &mut Ability) -> Option<&'static Path> {
     let (found, private) = prep.tracefs;
     let tracefs = found.or(private.then(|| Path::new("/sys/kernel/tracing")));
     a.tracefs = Some(tracefs.is_some());
@@ -214,96 +236,101 @@ fn live_inner(prep: &Prepared, out: &mut Vec<Check>) -> Ability {
             Some("nvprobe watch tries to mount it at /sys/kernel/tracing when it starts; if that fails too: mount -t tracefs tracefs /sys/kernel/tracing"),
         ),
     });
+    tracefs
+}
 
-    let hits = |ebpf: &aya::Ebpf, slot: u32| -> u64 {
-        ebpf.map("SELFTEST_HITS")
-            .and_then(|m| Array::<_, u64>::try_from(m).ok())
-            .and_then(|arr| arr.get(&slot, 0).ok())
-            .unwrap_or(0)
-    };
-    // Each probe: load, attach, trigger, count. The link lives until the
-    // program is dropped with `ebpf` at the end.
-    let run = |kind: &'static str,
-               slot: u32,
-               ebpf: &mut aya::Ebpf,
-               attach: &dyn Fn(&mut aya::Ebpf) -> Result<String, String>|
-     -> Result<String, String> {
-        let target = attach(ebpf)?;
-        for _ in 0..3 {
-            trigger();
-        }
-        let n = hits(ebpf, slot);
-        if n == 0 {
-            return Err(format!(
-                "{kind} on {target} attached but never fired when it was triggered"
-            ));
-        }
-        Ok(format!("{target}: attached and fired ({n} hits)"))
-    };
+/// What each probe kind came to: None when not tried.
+struct Tried {
+    tracepoint: Option<Result<String, String>>,
+    raw: Result<String, String>,
+    uprobe: Result<String, String>,
+    kprobe: Result<String, String>,
+    fentry: Result<String, String>,
+}
 
-    let tp = if tracefs.is_some() {
-        Some(run("tracepoint", SELFTEST_TRACEPOINT, &mut ebpf, &|e| {
+/// Attach `prog` (by `attach`), trigger it, and count its hits. The link
+/// lives until the object is dropped.
+fn run_probe(
+    ebpf: &mut aya::Ebpf,
+    kind: &str,
+    slot: u32,
+    attach: &dyn Fn(&mut aya::Ebpf) -> Result<String, String>,
+) -> Result<String, String> {
+    let target = attach(ebpf)?;
+    for _ in 0..3 {
+        trigger();
+    }
+    let n = ebpf
+        .map(nvprobe_common::maps::SELFTEST_HITS)
+        .and_then(|m| Array::<_, u64>::try_from(m).ok())
+        .and_then(|arr| arr.get(&slot, 0).ok())
+        .unwrap_or(0);
+    if n == 0 {
+        return Err(format!(
+            "{kind} on {target} attached but never fired when it was triggered"
+        ));
+    }
+    Ok(format!("{target}: attached and fired ({n} hits)"))
+}
+
+fn try_probes(ebpf: &mut aya::Ebpf, tracefs: bool, btf: &Result<Btf, String>) -> Tried {
+    let tracepoint = tracefs.then(|| {
+        run_probe(ebpf, "tracepoint", SELFTEST_TRACEPOINT, &|e| {
             let p: &mut TracePoint = prog(e, "doctor_tracepoint")?;
             p.load().map_err(|e| format!("load: {e}"))?;
             p.attach("syscalls", "sys_enter_getppid")
                 .map_err(|e| format!("attach syscalls/sys_enter_getppid: {e}"))?;
             Ok("tracepoint syscalls/sys_enter_getppid".into())
-        }))
-    } else {
-        None
-    };
-    log::debug!("doctor: tracepoint at {:?}", t0.elapsed());
-    let raw = run("raw tracepoint", SELFTEST_RAW_TRACEPOINT, &mut ebpf, &|e| {
+        })
+    });
+    let raw = run_probe(ebpf, "raw tracepoint", SELFTEST_RAW_TRACEPOINT, &|e| {
         let p: &mut RawTracePoint = prog(e, "doctor_raw_tracepoint")?;
         p.load().map_err(|e| format!("load: {e}"))?;
         p.attach("sys_enter")
             .map_err(|e| format!("attach sys_enter: {e}"))?;
         Ok("raw tracepoint sys_enter".into())
     });
-    let libc = own_libc();
-    log::debug!("doctor: raw tracepoint at {:?}", t0.elapsed());
-    let up = match &libc {
+    let uprobe = match own_libc() {
         None => Err("cannot find this process's libc in /proc/self/maps to probe".into()),
-        Some(libc) => run("uprobe", SELFTEST_UPROBE, &mut ebpf, &|e| {
+        Some(libc) => run_probe(ebpf, "uprobe", SELFTEST_UPROBE, &|e| {
             let p: &mut UProbe = prog(e, "doctor_uprobe")?;
             p.load().map_err(|e| format!("load: {e}"))?;
             let point = UProbeAttachPoint {
                 location: UProbeAttachLocation::Symbol("getppid"),
                 cookie: None,
             };
-            p.attach(point, libc, UProbeScope::AllProcesses)
+            p.attach(point, &libc, UProbeScope::AllProcesses)
                 .map_err(|e| format!("attach {}:getppid: {e:#}", libc.display()))?;
             Ok(format!("uprobe {}:getppid", libc.display()))
         }),
     };
-    log::debug!("doctor: uprobe at {:?}", t0.elapsed());
-    let kp = run("kprobe", SELFTEST_KPROBE, &mut ebpf, &|e| {
+    let kprobe = run_probe(ebpf, "kprobe", SELFTEST_KPROBE, &|e| {
         let p: &mut KProbe = prog(e, "doctor_kprobe")?;
         p.load().map_err(|e| format!("load: {e}"))?;
         p.attach(ioctl_fn(), 0)
             .map_err(|e| format!("attach {}: {e:#}", ioctl_fn()))?;
         Ok(format!("kprobe {}", ioctl_fn()))
     });
-    log::debug!("doctor: kprobe at {:?}", t0.elapsed());
-    let aya_btf_res: Result<Btf, String> = aya_btf
-        .and_then(|h| h.join().ok())
-        .unwrap_or_else(|| Err("vmlinux BTF: the parser thread failed".into()));
-    log::debug!("doctor: aya BTF ready at {:?}", t0.elapsed());
-    let t_fe = std::time::Instant::now();
-    let fe = run("fentry", SELFTEST_FENTRY, &mut ebpf, &|e| {
-        let btf = aya_btf_res.as_ref().map_err(Clone::clone)?;
+    let fentry = run_probe(ebpf, "fentry", SELFTEST_FENTRY, &|e| {
+        let btf = btf.as_ref().map_err(Clone::clone)?;
         let p: &mut FEntry = prog(e, "doctor_fentry")?;
-        let t = std::time::Instant::now();
-        let r = p.load(ioctl_fn(), btf);
-        log::debug!("doctor: fentry load took {:?}", t.elapsed());
-        r.map_err(|e| format!("load on {}: {e:#}", ioctl_fn()))?;
+        p.load(ioctl_fn(), btf)
+            .map_err(|e| format!("load on {}: {e:#}", ioctl_fn()))?;
         p.attach().map_err(|e| format!("attach: {e:#}"))?;
         Ok(format!("fentry {}", ioctl_fn()))
     });
-    log::debug!("doctor: fentry test took {:?}", t_fe.elapsed());
+    Tried {
+        tracepoint,
+        raw,
+        uprobe,
+        kprobe,
+        fentry,
+    }
+}
 
+/// One check per probe kind, with what a refusal costs nvprobe.
+fn report_probes(t: Tried, out: &mut Vec<Check>, a: &mut Ability) {
     let mut report = |id: &'static str,
-                      kind: &str,
                       r: Option<Result<String, String>>,
                       fail: Verdict,
                       hint: &str|
@@ -314,7 +341,10 @@ fn live_inner(prep: &Prepared, out: &mut Vec<Check>) -> Ability {
                     "tracing",
                     id,
                     Verdict::Warn,
-                    format!("{kind}: not tried (tracefs is not mounted)"),
+                    format!(
+                        "{}: not tried (tracefs is not mounted)",
+                        id.replace('_', " ")
+                    ),
                     Some(hint),
                 ));
                 None
@@ -331,55 +361,36 @@ fn live_inner(prep: &Prepared, out: &mut Vec<Check>) -> Ability {
     };
     a.tracepoint = report(
         "tracepoint",
-        "tracepoint",
-        tp,
+        t.tracepoint,
         Verdict::Fail,
         "nvprobe's syscall and process layers need tracepoints (CONFIG_FTRACE_SYSCALLS, CONFIG_TRACEPOINTS)",
     );
     a.raw_tracepoint = report(
         "raw_tracepoint",
-        "raw tracepoint",
-        Some(raw),
+        Some(t.raw),
         Verdict::Warn,
         "without raw tracepoints nvprobe does not see signal senders and forks",
     );
     a.uprobe = report(
         "uprobe",
-        "uprobe",
-        Some(up),
+        Some(t.uprobe),
         Verdict::Warn,
         "without uprobes nvprobe cannot see cuInit's own return (CONFIG_UPROBE_EVENTS); verdicts rest on driver calls alone",
     );
     a.kprobe = report(
         "kprobe",
-        "kprobe",
-        Some(kp),
+        Some(t.kprobe),
         Verdict::Warn,
         "without kprobes the driver layer (hooks inside nvidia and nvidia_uvm) is unavailable: no in-driver times or function names; the syscall layer still sees every call",
     );
     a.fentry = report(
         "fentry",
-        "fentry",
-        Some(fe),
+        Some(t.fentry),
         Verdict::Warn,
         "without fentry the kernel's HMM entry points can only be hooked with kprobes; nvprobe falls back to them where the kernel has kprobes",
     );
-    // Closing the probes waits for RCU grace periods (tens of ms each):
-    // hand that to a thread, and to process exit if it is still running.
-    let t = std::time::Instant::now();
-    std::thread::spawn(move || {
-        drop(ebpf);
-        drop(aya_btf_res);
-    });
-    log::debug!(
-        "doctor: handed the probes' teardown off in {:?}",
-        t.elapsed()
-    );
-    a
 }
 
-/// Enter a new mount namespace (mounts private, so nothing propagates to
-/// the host) and mount tracefs at /sys/kernel/tracing there.
 fn private_tracefs() -> nix::Result<()> {
     use nix::mount::{MsFlags, mount};
     nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)?;
@@ -438,7 +449,7 @@ fn btf_checks(root: &Path, out: &mut Vec<Check>, a: &mut Ability) {
             }
         }
     } else {
-        let have = vmlinux.exists() || listed(root, "sys/kernel/btf", "vmlinux");
+        let have = vmlinux.exists() || crate::hooks::listed(root, "sys/kernel/btf", "vmlinux");
         a.btf = Some(have);
         out.push(if have {
             check(
@@ -468,7 +479,7 @@ fn btf_checks(root: &Path, out: &mut Vec<Check>, a: &mut Ability) {
                 .ok()
                 .is_some_and(|d| d.len() > 24 && d[..2] == [0x9f, 0xeb])
         } else {
-            p.exists() || listed(root, "sys/kernel/btf", m)
+            p.exists() || crate::hooks::listed(root, "sys/kernel/btf", m)
         };
         out.push(check(
             "tracing",
@@ -482,13 +493,6 @@ fn btf_checks(root: &Path, out: &mut Vec<Check>, a: &mut Ability) {
             None,
         ));
     }
-}
-
-/// A name in a snapshot's listing of a directory (`ROOT/DIR.list`, one
-/// name per line), for directories whose files are not copied.
-pub fn listed(root: &Path, dir: &str, name: &str) -> bool {
-    fs::read_to_string(root.join(format!("{dir}.list")))
-        .is_ok_and(|t| t.lines().any(|l| l.trim() == name))
 }
 
 /// Lockdown mode: securityfs when mounted, else the kernel config's forced
@@ -578,7 +582,7 @@ pub fn from_files(root: &Path, out: &mut Vec<Check>) -> Ability {
         root.join("sys/bus/event_source/devices")
             .join(name)
             .exists()
-            || listed(root, "sys/bus/event_source/devices", name)
+            || crate::hooks::listed(root, "sys/bus/event_source/devices", name)
     };
     let has_listing = root.join("sys/bus/event_source/devices").exists()
         || root.join("sys/bus/event_source/devices.list").exists();

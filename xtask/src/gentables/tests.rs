@@ -3,7 +3,10 @@
 
 use std::{collections::BTreeMap, path::PathBuf};
 
-use super::*;
+use super::{
+    scan::{class_file_number, is_class_name, nvoc_params},
+    *,
+};
 
 const SAMPLE_TAGS: [&str; 2] = ["535.261.03", "580.142"];
 

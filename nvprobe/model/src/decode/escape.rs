@@ -9,8 +9,8 @@
 
 use super::{
     Bytes, StatusLoc,
-    args::{Arg, Args},
-    class, control,
+    args::Args,
+    escape_args,
     version::{DriverVersion, VersionCtx},
 };
 
@@ -39,14 +39,32 @@ pub enum Layout {
     Unknown,
 }
 
+/// An escape's argument decoder: fills the fields it can read from the
+/// captured head of the parameters (`size` is `_IOC_SIZE`).
+pub type ArgsFn = fn(&mut Args, u32, &Bytes, &VersionCtx);
+
 pub struct Escape {
     pub nr: u32,
     pub name: &'static str,
     pub layout: Layout,
+    /// The decoder of its fields (escape_args.rs), if nvprobe has one.
+    pub args: Option<ArgsFn>,
 }
 
 const fn e(nr: u32, name: &'static str, layout: Layout) -> Escape {
-    Escape { nr, name, layout }
+    Escape {
+        nr,
+        name,
+        layout,
+        args: None,
+    }
+}
+
+impl Escape {
+    const fn with(mut self, f: ArgsFn) -> Self {
+        self.args = Some(f);
+        self
+    }
 }
 
 use Layout::*;
@@ -60,7 +78,8 @@ pub const ESCAPES: &[Escape] = &[
             size: 56,
             status: 40,
         },
-    ),
+    )
+    .with(escape_args::args_alloc_memory),
     e(
         0x28,
         "NV_ESC_RM_ALLOC_OBJECT",
@@ -76,7 +95,8 @@ pub const ESCAPES: &[Escape] = &[
             size: 16,
             status: 12,
         },
-    ),
+    )
+    .with(escape_args::args_rm_free),
     e(
         0x2A,
         "NV_ESC_RM_CONTROL",
@@ -84,8 +104,9 @@ pub const ESCAPES: &[Escape] = &[
             size: 32,
             status: 28,
         },
-    ),
-    e(0x2B, "NV_ESC_RM_ALLOC", RmAlloc),
+    )
+    .with(escape_args::args_rm_control),
+    e(0x2B, "NV_ESC_RM_ALLOC", RmAlloc).with(escape_args::args_rm_alloc),
     // CONFIG_GET/SET(_EX) existed until 590.x (removed in 595.44.02); their
     // structs are not in the tables.
     e(0x32, "NV_ESC_RM_CONFIG_GET", Unknown),
@@ -147,7 +168,8 @@ pub const ESCAPES: &[Escape] = &[
             size: 56,
             status: 40,
         },
-    ),
+    )
+    .with(escape_args::args_map_memory),
     e(
         0x4F,
         "NV_ESC_RM_UNMAP_MEMORY",
@@ -212,8 +234,8 @@ pub const ESCAPES: &[Escape] = &[
             status: 4,
         },
     ),
-    e(0xC8, "NV_ESC_CARD_INFO", ErrnoOnly),
-    e(0xC9, "NV_ESC_REGISTER_FD", ErrnoOnly),
+    e(0xC8, "NV_ESC_CARD_INFO", ErrnoOnly).with(escape_args::args_card_info),
+    e(0xC9, "NV_ESC_REGISTER_FD", ErrnoOnly).with(escape_args::args_register_fd),
     e(
         0xCE,
         "NV_ESC_ALLOC_OS_EVENT",
@@ -221,7 +243,8 @@ pub const ESCAPES: &[Escape] = &[
             size: 16,
             status: 12,
         },
-    ),
+    )
+    .with(escape_args::args_os_event),
     e(
         0xCF,
         "NV_ESC_FREE_OS_EVENT",
@@ -229,7 +252,8 @@ pub const ESCAPES: &[Escape] = &[
             size: 16,
             status: 12,
         },
-    ),
+    )
+    .with(escape_args::args_os_event),
     e(
         0xD1,
         "NV_ESC_STATUS_CODE",
@@ -238,17 +262,17 @@ pub const ESCAPES: &[Escape] = &[
             status: 8,
         },
     ),
-    e(0xD2, "NV_ESC_CHECK_VERSION_STR", ErrnoOnly),
+    e(0xD2, "NV_ESC_CHECK_VERSION_STR", ErrnoOnly).with(escape_args::args_check_version_str),
     e(0xD3, "NV_ESC_IOCTL_XFER_CMD", ErrnoOnly),
-    e(0xD4, "NV_ESC_ATTACH_GPUS_TO_FD", ErrnoOnly),
+    e(0xD4, "NV_ESC_ATTACH_GPUS_TO_FD", ErrnoOnly).with(escape_args::args_attach_gpus_to_fd),
     e(
         0xD5,
         "NV_ESC_QUERY_DEVICE_INTR",
         Fixed { size: 8, status: 4 },
     ),
-    e(0xD6, "NV_ESC_SYS_PARAMS", ErrnoOnly),
+    e(0xD6, "NV_ESC_SYS_PARAMS", ErrnoOnly).with(escape_args::args_sys_params),
     // nv_ioctl_numa_info_t.status is a NUMA state, not an NV_STATUS.
-    e(0xD7, "NV_ESC_NUMA_INFO", ErrnoOnly),
+    e(0xD7, "NV_ESC_NUMA_INFO", ErrnoOnly).with(escape_args::args_numa_info),
     e(0xD8, "NV_ESC_SET_NUMA_STATUS", ErrnoOnly),
     e(
         0xD9,
@@ -263,7 +287,8 @@ pub const ESCAPES: &[Escape] = &[
         0xDA,
         "NV_ESC_WAIT_OPEN_COMPLETE",
         Fixed { size: 8, status: 4 },
-    ),
+    )
+    .with(escape_args::args_wait_open_complete),
 ];
 
 pub fn lookup(nr: u32) -> Option<&'static Escape> {
@@ -349,165 +374,12 @@ fn rm_alloc_status(size: u32, v: &VersionCtx) -> Result<StatusLoc, String> {
 /// Decode the fields that identify an escape call, from the bytes captured
 /// at syscall exit (`head` starts at offset 0 of the struct); RM control
 /// and class names are those of `v`'s release.
+/// The escape's fields from the captured head of its parameters: the
+/// decoder of its table row, if it has one.
 pub fn args(nr: u32, size: u32, head: &Bytes, v: &VersionCtx) -> Args {
     let mut m = Args::new();
-    let u32_at = |o| head.u32(o);
-    match nr {
-        NV_ESC_RM_CONTROL if size == 32 => {
-            // NVOS54 only: the control's own params are behind the user
-            // pointer at 16, which the capture does not follow
-            // (docs/RM-TABLES.md).
-            let cmd = u32_at(8);
-            if let (Some(hc), Some(ho), Some(cmd)) = (u32_at(0), u32_at(4), cmd) {
-                m.insert("hClient", Arg::Hex(hc.into()));
-                m.insert("hObject", Arg::Hex(ho.into()));
-                m.named("control", "control_name", cmd, control::name(cmd, v));
-            }
-            if let Some(ps) = u32_at(24) {
-                m.insert("paramsSize", Arg::from(ps));
-                if let (Some(cmd), Some(flags)) = (cmd, u32_at(12))
-                    && let Some(want) = control::size_mismatch(cmd, flags, ps, v)
-                {
-                    m.insert("params_size_expected", Arg::from(want));
-                }
-            }
-        }
-        NV_ESC_RM_ALLOC if matches!(size, 32 | 40 | 48) => {
-            if let (Some(r), Some(p), Some(n), Some(c)) =
-                (u32_at(0), u32_at(4), u32_at(8), u32_at(12))
-            {
-                m.insert("hRoot", Arg::Hex(r.into()));
-                m.insert("hParent", Arg::Hex(p.into()));
-                m.insert("hObjectNew", Arg::Hex(n.into()));
-                m.named("hClass", "hClass_name", c, class::name(c, v));
-                m.insert(
-                    "struct",
-                    Arg::Text(if size == 32 { "NVOS21" } else { "NVOS64" }.into()),
-                );
-            }
-        }
-        NV_ESC_RM_FREE if size == 16 => {
-            if let (Some(r), Some(p), Some(o)) = (u32_at(0), u32_at(4), u32_at(8)) {
-                m.insert("hRoot", Arg::Hex(r.into()));
-                m.insert("hParent", Arg::Hex(p.into()));
-                m.insert("hObjectOld", Arg::Hex(o.into()));
-            }
-        }
-        0x27 if size == 56 => {
-            // nv_ioctl_nvos02_parameters_with_fd
-            if let (Some(r), Some(p), Some(n), Some(c)) =
-                (u32_at(0), u32_at(4), u32_at(8), u32_at(12))
-            {
-                m.insert("hRoot", Arg::Hex(r.into()));
-                m.insert("hParent", Arg::Hex(p.into()));
-                m.insert("hObjectNew", Arg::Hex(n.into()));
-                m.named("hClass", "hClass_name", c, class::name(c, v));
-            }
-            if let Some(fd) = head.i32(48) {
-                m.insert("fd", Arg::from(fd));
-            }
-        }
-        0x4E if size == 56 => {
-            // nv_ioctl_nvos33_parameters_with_fd
-            if let (Some(c), Some(d), Some(mem)) = (u32_at(0), u32_at(4), u32_at(8)) {
-                m.insert("hClient", Arg::Hex(c.into()));
-                m.insert("hDevice", Arg::Hex(d.into()));
-                m.insert("hMemory", Arg::Hex(mem.into()));
-            }
-            if let (Some(off), Some(len)) = (head.u64(16), head.u64(24)) {
-                m.insert("offset", Arg::Hex(off));
-                m.insert("length", Arg::Hex(len));
-            }
-            if let Some(fd) = head.i32(48) {
-                m.insert("fd", Arg::from(fd));
-            }
-        }
-        0xC8 => {
-            // nv_ioctl_card_info_t[N]: show N and the first entry.
-            m.insert("entries", Arg::from(size / 72));
-            if let (Some(valid), Some(dom), Some(bus), Some(slot), Some(func)) =
-                (head.u8(0), u32_at(4), head.u8(8), head.u8(9), head.u8(10))
-            {
-                m.insert("valid0", Arg::from(valid != 0));
-                if valid != 0 {
-                    m.insert(
-                        "pci0",
-                        Arg::Text(format!("{dom:04x}:{bus:02x}:{slot:02x}.{func:x}")),
-                    );
-                    if let (Some(ven), Some(dev)) = (head.u16(12), head.u16(14)) {
-                        m.insert("pci_id0", Arg::Text(format!("{ven:04x}:{dev:04x}")));
-                    }
-                    if let Some(id) = u32_at(16) {
-                        m.insert("gpu_id0", Arg::Hex(id.into()));
-                    }
-                    if let Some(minor) = u32_at(56) {
-                        m.insert("minor0", Arg::from(minor));
-                    }
-                }
-            }
-        }
-        0xC9 => {
-            if let Some(fd) = head.i32(0) {
-                m.insert("ctl_fd", Arg::from(fd));
-            }
-        }
-        0xCE | 0xCF if size == 16 => {
-            if let (Some(c), Some(d), Some(fd)) = (u32_at(0), u32_at(4), head.i32(8)) {
-                m.insert("hClient", Arg::Hex(c.into()));
-                m.insert("hDevice", Arg::Hex(d.into()));
-                m.insert("fd", Arg::from(fd));
-            }
-        }
-        0xD2 => {
-            if let (Some(cmd), Some(reply)) = (u32_at(0), u32_at(4)) {
-                let how = match cmd {
-                    0 => "strict",
-                    0x31 => "relaxed",
-                    0x32 => "query",
-                    _ => "unknown",
-                };
-                m.insert("mode", Arg::Text(how.into()));
-                m.insert("reply", Arg::from(reply));
-            }
-            if let Some(s) = head.cstr(8, 56) {
-                m.insert("version", Arg::Text(s));
-            }
-        }
-        0xD4 => {
-            let n = (size / 4).min(16);
-            let ids: Vec<u64> = (0..n)
-                .filter_map(|i| u32_at(i * 4))
-                .map(u64::from)
-                .collect();
-            m.insert("gpu_ids", Arg::HexList(ids));
-        }
-        0xD6 => {
-            if let Some(b) = head.u64(0) {
-                m.insert("memblock_size", Arg::Hex(b));
-            }
-        }
-        0xD7 => {
-            if let (Some(nid), Some(state)) = (head.i32(0), u32_at(4)) {
-                m.insert("nid", Arg::from(nid));
-                let s = match state {
-                    0 => "disabled",
-                    1 => "offline",
-                    2 => "online_in_progress",
-                    3 => "online",
-                    4 => "online_failed",
-                    5 => "offline_in_progress",
-                    6 => "offline_failed",
-                    _ => "unknown",
-                };
-                m.insert("numa_state", Arg::Text(s.into()));
-            }
-        }
-        0xDA => {
-            if let Some(rc) = head.i32(0) {
-                m.insert("rc", Arg::from(rc));
-            }
-        }
-        _ => {}
+    if let Some(f) = lookup(nr).and_then(|e| e.args) {
+        f(&mut m, size, head, v);
     }
     m
 }

@@ -11,6 +11,7 @@ pub mod class;
 pub mod control;
 pub mod curesult;
 pub mod escape;
+mod escape_args;
 mod event;
 mod files;
 mod ioctl;

@@ -6,7 +6,10 @@
 use std::fmt::Write as _;
 
 use super::{Clock, Note};
-use crate::decode::{CudaPhase, Device, Event, Proc, ProcKind, args::Args, version::LayoutBasis};
+use crate::decode::{
+    CudaCall, CudaPhase, Device, DriverCall, Event, FdCall, Ioctl, MmapCall, PathCall, Proc,
+    ProcCall, ProcKind, args::Args, version::LayoutBasis,
+};
 
 fn time_of(clock: &Clock, mono_ns: u64) -> String {
     let s = clock.rfc3339(mono_ns);
@@ -75,137 +78,151 @@ fn result(ret: i64, errno: &Option<String>) -> String {
 pub fn event_line(clock: &Clock, mono_ns: u64, ev: &Event) -> String {
     let mut s = format!("{} {} ", time_of(clock, mono_ns), who(ev.proc()));
     match ev {
-        Event::Ioctl(e) => {
-            let name = match (e.name, &e.xfer) {
-                (Some(n), Some(x)) => format!(
-                    "{n}→{}",
-                    x.name.map(str::to_owned).unwrap_or_else(|| x.cmd.clone())
-                ),
-                (Some(n), None) => n.to_owned(),
-                (None, _) => format!("{} {}", e.family, e.request),
-            };
-            // fd -1: the driver layer made the record (no fd there).
-            let fd = if e.fd < 0 {
-                "?".to_owned()
-            } else {
-                e.fd.to_string()
-            };
-            let _ = write!(s, "ioctl({fd}<{}>, {name}", dev(&e.device));
-            let a = args_text(&e.args);
-            if !a.is_empty() {
-                let _ = write!(s, "{{{a}}}");
-            }
-            let _ = write!(s, ") = {}", result(e.ret, &e.errno));
-            if let Some(st) = &e.status {
-                let assumed = if st.layout == LayoutBasis::Assumed {
-                    "?"
-                } else {
-                    ""
-                };
-                match st.name {
-                    Some(n) => {
-                        let _ = write!(s, " {n}{assumed}");
-                    }
-                    None => {
-                        let _ = write!(s, " status={}{assumed}", st.code);
-                    }
-                }
-            }
-            let _ = write!(s, " <{}>", dur(e.duration_ns));
-        }
-        Event::Open(e) | Event::Stat(e) | Event::Access(e) => {
-            let _ = write!(
-                s,
-                "{}(\"{}\", {}) = {}",
-                e.syscall,
-                e.path,
-                e.flags,
-                result(e.ret, &e.errno)
-            );
-            if let Some(d) = &e.device {
-                let _ = write!(s, " [{} {}:{}]", d.kind, d.major, d.minor);
-            }
-            let _ = write!(s, " <{}>", dur(e.duration_ns));
-            if let Some(m) = &e.mismatch {
-                let _ = write!(s, " !! {m}");
-            }
-        }
-        Event::Close(e) | Event::Dup(e) => {
-            let _ = write!(
-                s,
-                "{}({}<{}>) = {}",
-                e.syscall,
-                e.fd,
-                dev(&e.device),
-                result(e.ret, &e.errno)
-            );
-        }
-        Event::Cuda(c) => {
-            let _ = match c.phase {
-                CudaPhase::Enter => write!(
-                    s,
-                    "{}({}) ...",
-                    c.func,
-                    c.flags.map_or(String::new(), |f| format!("flags={f:#x}"))
-                ),
-                CudaPhase::Return => write!(
-                    s,
-                    "{}() = {} {}{} <{}>",
-                    c.func,
-                    c.result.unwrap_or(0),
-                    c.result_name.unwrap_or("?"),
-                    c.value.map_or(String::new(), |v| format!(" [value {v}]")),
-                    dur(c.duration_ns.unwrap_or(0))
-                ),
-            };
-        }
-        Event::Driver(d) => {
-            // In-driver calls are indented under the syscall they belong to.
-            let _ = write!(s, "  [{}] {}(", d.module, d.function);
-            if let Some(c) = &d.call {
-                let _ = write!(s, "{c}");
-            }
-            let _ = write!(s, ") = {}", d.result);
-            if let Some(st) = &d.rm_status {
-                let _ = write!(s, " rm_status={}", st.text());
-            }
-            let _ = write!(s, " <{}>", dur(d.duration_ns));
-        }
-        Event::Proc(p) => {
-            let _ = match p.op {
-                ProcKind::Signal => write!(
-                    s,
-                    "sends {} (si_code {}) to pid {}",
-                    p.signal.as_deref().unwrap_or("?"),
-                    p.code.unwrap_or(0),
-                    p.target_pid
-                ),
-                ProcKind::SignalDelivered => {
-                    write!(s, "receives {}", p.signal.as_deref().unwrap_or("?"))
-                }
-                ProcKind::Exit => write!(s, "{}", p.exit.as_deref().unwrap_or("exited")),
-                ProcKind::Fork => write!(s, "forks pid {}", p.target_pid),
-                other => write!(s, "{other}"),
-            };
-        }
-        Event::Mmap(e) => {
-            let _ = write!(
-                s,
-                "mmap({}, {}, {}, {}, {}<{}>, {}) = {}",
-                e.addr,
-                e.length,
-                e.prot,
-                e.flags,
-                e.fd,
-                dev(&e.device),
-                e.offset,
-                e.errno
-                    .as_ref()
-                    .map_or_else(|| e.ret.clone(), |er| format!("-1 {er}"))
-            );
-        }
+        Event::Ioctl(e) => ioctl_text(&mut s, e),
+        Event::Open(e) | Event::Stat(e) | Event::Access(e) => path_text(&mut s, e),
+        Event::Close(e) | Event::Dup(e) => fd_text(&mut s, e),
+        Event::Cuda(c) => cuda_text(&mut s, c),
+        Event::Driver(d) => driver_text(&mut s, d),
+        Event::Proc(p) => proc_text(&mut s, p),
+        Event::Mmap(e) => mmap_text(&mut s, e),
     }
     s
+}
+
+fn ioctl_text(s: &mut String, e: &Ioctl) {
+    let name = match (e.name, &e.xfer) {
+        (Some(n), Some(x)) => format!(
+            "{n}→{}",
+            x.name.map(str::to_owned).unwrap_or_else(|| x.cmd.clone())
+        ),
+        (Some(n), None) => n.to_owned(),
+        (None, _) => format!("{} {}", e.family, e.request),
+    };
+    // fd -1: the driver layer made the record (no fd there).
+    let fd = if e.fd < 0 {
+        "?".to_owned()
+    } else {
+        e.fd.to_string()
+    };
+    let _ = write!(s, "ioctl({fd}<{}>, {name}", dev(&e.device));
+    let a = args_text(&e.args);
+    if !a.is_empty() {
+        let _ = write!(s, "{{{a}}}");
+    }
+    let _ = write!(s, ") = {}", result(e.ret, &e.errno));
+    if let Some(st) = &e.status {
+        let assumed = if st.layout == LayoutBasis::Assumed {
+            "?"
+        } else {
+            ""
+        };
+        match st.name {
+            Some(n) => {
+                let _ = write!(s, " {n}{assumed}");
+            }
+            None => {
+                let _ = write!(s, " status={:#x}{assumed}", st.code);
+            }
+        }
+    }
+    let _ = write!(s, " <{}>", dur(e.duration_ns));
+}
+
+fn path_text(s: &mut String, e: &PathCall) {
+    let _ = write!(
+        s,
+        "{}(\"{}\", {}) = {}",
+        e.syscall,
+        e.path,
+        e.flags,
+        result(e.ret, &e.errno)
+    );
+    if let Some(d) = &e.device {
+        let _ = write!(s, " [{} {}:{}]", d.kind, d.major, d.minor);
+    }
+    let _ = write!(s, " <{}>", dur(e.duration_ns));
+    if let Some(m) = &e.mismatch {
+        let _ = write!(s, " !! {m}");
+    }
+}
+
+fn fd_text(s: &mut String, e: &FdCall) {
+    let _ = write!(
+        s,
+        "{}({}<{}>) = {}",
+        e.syscall,
+        e.fd,
+        dev(&e.device),
+        result(e.ret, &e.errno)
+    );
+}
+
+fn cuda_text(s: &mut String, c: &CudaCall) {
+    let _ = match c.phase {
+        CudaPhase::Enter => write!(
+            s,
+            "{}({}) ...",
+            c.func,
+            c.flags.map_or(String::new(), |f| format!("flags={f:#x}"))
+        ),
+        CudaPhase::Return => write!(
+            s,
+            "{}() = {} {}{} <{}>",
+            c.func,
+            c.result.unwrap_or(0),
+            c.result_name.unwrap_or("?"),
+            c.value.map_or(String::new(), |v| format!(" [value {v}]")),
+            dur(c.duration_ns.unwrap_or(0))
+        ),
+    };
+}
+
+fn driver_text(s: &mut String, d: &DriverCall) {
+    // In-driver calls are indented under the syscall they belong to.
+    let _ = write!(s, "  [{}] {}(", d.module, d.function);
+    if let Some(c) = &d.call {
+        let _ = write!(s, "{c}");
+    }
+    let _ = write!(s, ") = {}", d.result);
+    if let Some(st) = &d.rm_status {
+        let _ = write!(s, " rm_status={}", st.text());
+    }
+    let _ = write!(s, " <{}>", dur(d.duration_ns));
+}
+
+fn proc_text(s: &mut String, p: &ProcCall) {
+    let _ = match p.op {
+        ProcKind::Signal => write!(
+            s,
+            "sends {} (si_code {}) to pid {}",
+            p.signal.as_deref().unwrap_or("?"),
+            p.code.unwrap_or(0),
+            p.target_pid
+        ),
+        ProcKind::SignalDelivered => {
+            write!(s, "receives {}", p.signal.as_deref().unwrap_or("?"))
+        }
+        ProcKind::Exit => write!(s, "{}", p.exit.as_deref().unwrap_or("exited")),
+        ProcKind::Fork => write!(s, "forks pid {}", p.target_pid),
+        other => write!(s, "{other}"),
+    };
+}
+
+fn mmap_text(s: &mut String, e: &MmapCall) {
+    let _ = write!(
+        s,
+        "mmap({}, {}, {}, {}, {}<{}>, {}) = {}",
+        e.addr,
+        e.length,
+        e.prot,
+        e.flags,
+        e.fd,
+        dev(&e.device),
+        e.offset,
+        e.errno
+            .as_ref()
+            .map_or_else(|| e.ret.clone(), |er| format!("-1 {er}"))
+    );
 }
 
 pub fn note_text(clock: &Clock, mono_ns: u64, note: &Note<'_>) -> String {

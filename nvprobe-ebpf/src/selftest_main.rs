@@ -1,6 +1,9 @@
-//! Probes that `nvprobe doctor` loads to ask this kernel what it allows:
-//! one program of each kind nvprobe uses, each counting its own hits. They
-//! carry no data and are never attached by `watch`.
+//! The self-test object: probes that `nvprobe doctor` loads to ask this
+//! kernel what it allows, one program of each kind nvprobe uses, each
+//! counting its own hits. A small object of its own (not the tracer's), so
+//! that doctor does not depend on the tracer's programs loading.
+#![no_std]
+#![no_main]
 
 use aya_ebpf::{
     macros::{fentry, kprobe, map, raw_tracepoint, tracepoint, uprobe},
@@ -52,3 +55,13 @@ pub fn doctor_fentry(_ctx: FEntryContext) -> u32 {
     hit(nvprobe_common::SELFTEST_FENTRY);
     0
 }
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 4] = *b"GPL\0";

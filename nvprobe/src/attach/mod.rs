@@ -1,0 +1,336 @@
+//! Loading and attaching, in phases: prepare (this host's configuration
+//! for the object's globals) → load (the object, its maps filled) → attach
+//! (driver layer first, then the syscall and process tracepoints; the
+//! table is in [`table`]).
+
+mod checks;
+mod driver;
+pub mod table;
+
+use std::{
+    io,
+    path::{Path, PathBuf},
+};
+
+use aya::{Ebpf, EbpfLoader, maps::HashMap as BpfHashMap, programs::TracePoint};
+use nvprobe_common::{Config, ExtraKey, maps};
+
+pub use self::{
+    checks::{
+        StartError, check_bpf, check_root, check_syscall_tracepoints, ensure_tracefs, kernel_config,
+    },
+    table::{Hook, PROBES, PROC_PROBES, Probe},
+};
+use crate::{
+    decode::{uvm, version::VersionCtx},
+    host::ExtraDevice,
+};
+
+/// The tracer's eBPF object, built by build.rs and embedded.
+pub(crate) static EBPF_OBJECT: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/nvprobe-bpf"));
+
+pub use nvprobe_model::records::ProbeState;
+
+/// A probe the kernel refused; reported once, then tracing goes on.
+#[derive(Clone, Debug)]
+pub struct Refusal {
+    pub probe: String,
+    pub reason: String,
+}
+
+pub struct Settings<'a> {
+    /// Attach the driver layer (kprobes in nvidia/nvidia_uvm) when the
+    /// kernel allows it.
+    pub driver_layer: bool,
+    /// Let the driver layer's ioctl entry points make the ioctl records and
+    /// leave the ioctl syscall tracepoints off when they attach (other
+    /// processes' ioctls then run no BPF program).
+    pub driver_ioctls: bool,
+    /// The syscall tracepoints (ioctl, opens, stats...).
+    pub syscall_layer: bool,
+    /// Exits, execs, signals, forks.
+    pub process_layer: bool,
+    pub driver_version: Option<crate::decode::version::DriverVersion>,
+    pub uvm_major: u32,
+    pub caps_major: u32,
+    pub pids: &'a [u32],
+    pub extra: &'a [(ExtraDevice, (u32, u64))],
+    pub ringbuf_bytes: u32,
+    pub version: VersionCtx,
+}
+
+pub struct Loaded {
+    pub ebpf: Ebpf,
+    pub probes: Vec<ProbeState>,
+    pub refusals: Vec<Refusal>,
+    pub tracefs: PathBuf,
+    /// The NVIDIA ioctls are traced by the driver layer's kprobes, and the
+    /// ioctl syscall tracepoints were left off.
+    pub ioctls_in_driver: bool,
+}
+
+/// Load the object with this host's configuration and attach the probe
+/// table. The caller has run the checks in [`checks`].
+pub fn load_and_attach(
+    cfg: Config,
+    s: &Settings<'_>,
+    tracefs: PathBuf,
+) -> Result<Loaded, StartError> {
+    let cfg = prepare(cfg, s);
+    let mut ebpf = load(&cfg, s)?;
+    let mut att = Attached::default();
+    // The driver layer first: when its ioctl entry points attach (and the
+    // kernel side was told to use them), the ioctl tracepoints stay off.
+    if s.driver_layer && crate::hooks::unavailable_reason(Path::new("/")).is_none() {
+        driver::attach_driver_layer(&mut ebpf, s, &mut att.probes, &mut att.refusals);
+    }
+    let hooked = |n: &str| {
+        att.probes
+            .iter()
+            .any(|p| p.layer == "driver" && p.attached && p.name == n)
+    };
+    let ioctls_in_driver = s.driver_ioctls
+        && hooked("uvm_unlocked_ioctl_entry")
+        && (hooked("nvidia_unlocked_ioctl") || hooked("nvidia_frontend_unlocked_ioctl"));
+    if s.syscall_layer {
+        attach_syscall_layer(&mut ebpf, &tracefs, ioctls_in_driver, &mut att)?;
+    }
+    if s.process_layer {
+        attach_process_layer(&mut ebpf, &mut att);
+    }
+    Ok(Loaded {
+        ebpf,
+        probes: att.probes,
+        refusals: att.refusals,
+        tracefs,
+        ioctls_in_driver,
+    })
+}
+
+/// Phase 1: the object's globals for this host and these settings.
+fn prepare(mut cfg: Config, s: &Settings<'_>) -> Config {
+    cfg.uvm_major = s.uvm_major;
+    cfg.caps_major = s.caps_major;
+    cfg.pid_filter = u32::from(!s.pids.is_empty());
+    cfg.extra_files = s.extra.len() as u32;
+    cfg.self_tgid = std::process::id();
+    cfg.wakeup_bytes = (s.ringbuf_bytes / 8).min(1 << 20);
+    cfg.drv_ioctls = u32::from(s.driver_ioctls);
+    cfg
+}
+
+/// Phase 2: load the object (maps created, ring buffer sized) and fill the
+/// maps user space owns.
+fn load(cfg: &Config, s: &Settings<'_>) -> Result<Ebpf, StartError> {
+    let mut ebpf = EbpfLoader::new()
+        .override_global("CONFIG", cfg, true)
+        .map_max_entries(maps::EVENTS, s.ringbuf_bytes)
+        .load(EBPF_OBJECT)
+        .map_err(|e| StartError::Load(format!("{e:#}")))?;
+    if let Err(e) = aya_log::EbpfLogger::init(&mut ebpf) {
+        log::debug!("no BPF-side logger: {e}");
+    }
+    fill_maps(&mut ebpf, s).map_err(|e| StartError::Load(format!("{e:#}")))?;
+    Ok(ebpf)
+}
+
+/// What the attach phase has done so far.
+#[derive(Default)]
+struct Attached {
+    probes: Vec<ProbeState>,
+    refusals: Vec<Refusal>,
+    /// Programs loaded (the shared exit program serves many syscalls).
+    loaded: Vec<&'static str>,
+}
+
+/// A tracepoint program of the object, loaded once.
+fn tracepoint<'a>(
+    ebpf: &'a mut Ebpf,
+    prog: &'static str,
+    loaded: &mut Vec<&'static str>,
+) -> Result<&'a mut TracePoint, String> {
+    let program: &mut TracePoint = ebpf
+        .program_mut(prog)
+        .ok_or_else(|| format!("program {prog} missing from the object"))?
+        .try_into()
+        .map_err(|e| format!("{prog}: {e}"))?;
+    if !loaded.contains(&prog) {
+        program
+            .load()
+            .map_err(|e| format!("loading {prog}: {e:#}"))?;
+        loaded.push(prog);
+    }
+    Ok(program)
+}
+
+/// Phase 3a: the syscall tracepoint pairs (the ioctl pair stays off when
+/// the driver layer makes the ioctl records).
+fn attach_syscall_layer(
+    ebpf: &mut Ebpf,
+    tracefs: &Path,
+    ioctls_in_driver: bool,
+    att: &mut Attached,
+) -> Result<(), StartError> {
+    for pr in PROBES
+        .iter()
+        .filter(|pr| !(ioctls_in_driver && pr.syscall == "ioctl"))
+    {
+        let enter_tp = format!("sys_enter_{}", pr.syscall);
+        let exit_tp = format!("sys_exit_{}", pr.syscall);
+        let res = (|| -> Result<(), String> {
+            if !tracefs.join("events/syscalls").join(&enter_tp).is_dir() {
+                return Err(format!(
+                    "tracepoint syscalls/{enter_tp} does not exist on this kernel"
+                ));
+            }
+            // Exit first: an entry without its exit would fill INFLIGHT.
+            for (prog, tp) in [(pr.exit, &exit_tp), (pr.enter, &enter_tp)] {
+                tracepoint(ebpf, prog, &mut att.loaded)?
+                    .attach("syscalls", tp)
+                    .map_err(|e| format!("attaching syscalls/{tp}: {e:#}"))?;
+            }
+            Ok(())
+        })();
+        let target = format!("syscalls/sys_{{enter,exit}}_{}", pr.syscall);
+        if let Err(err) = &res {
+            if pr.required {
+                return Err(StartError::Required {
+                    syscall: pr.syscall.into(),
+                    err: err.clone(),
+                });
+            }
+            att.refusals.push(Refusal {
+                probe: pr.syscall.into(),
+                reason: format!("{err}; without it nvprobe misses {}", pr.what),
+            });
+        }
+        att.probes.push(ProbeState {
+            name: pr.syscall.into(),
+            target,
+            layer: "syscall".into(),
+            attached: res.is_ok(),
+            error: res.err(),
+        });
+    }
+    Ok(())
+}
+
+/// Phase 3b: the process layer (all optional).
+fn attach_process_layer(ebpf: &mut Ebpf, att: &mut Attached) {
+    for (prog, hook, what) in PROC_PROBES {
+        let (target, res) = match hook {
+            Hook::TracePoint(cat, name) => (
+                format!("{cat}/{name}"),
+                tracepoint(ebpf, prog, &mut att.loaded).and_then(|p| {
+                    p.attach(cat, name)
+                        .map(|_| ())
+                        .map_err(|e| format!("attaching {cat}/{name}: {e:#}"))
+                }),
+            ),
+            Hook::RawTracePoint(name) => (
+                format!("raw_tracepoint/{name}"),
+                (|| -> Result<(), String> {
+                    let p: &mut aya::programs::RawTracePoint = ebpf
+                        .program_mut(prog)
+                        .ok_or_else(|| format!("program {prog} missing from the object"))?
+                        .try_into()
+                        .map_err(|e| format!("{prog}: {e}"))?;
+                    p.load().map_err(|e| format!("loading {prog}: {e:#}"))?;
+                    p.attach(name)
+                        .map(|_| ())
+                        .map_err(|e| format!("attaching raw tracepoint {name}: {e:#}"))
+                })(),
+            ),
+        };
+        if let Err(err) = &res {
+            att.refusals.push(Refusal {
+                probe: (*prog).into(),
+                reason: format!(
+                    "{err}; without it nvprobe misses {what}, and cuInit verdicts lose it"
+                ),
+            });
+        }
+        att.probes.push(ProbeState {
+            name: (*prog).into(),
+            target,
+            layer: "process".into(),
+            attached: res.is_ok(),
+            error: res.err(),
+        });
+    }
+}
+
+fn fill_maps(ebpf: &mut Ebpf, s: &Settings<'_>) -> anyhow::Result<()> {
+    let mut sizes: BpfHashMap<_, u32, u32> = BpfHashMap::try_from(
+        ebpf.map_mut(maps::UVM_SIZES)
+            .ok_or_else(|| io::Error::other("UVM_SIZES missing"))?,
+    )?;
+    for (cmd, size) in uvm::sizes(&s.version) {
+        sizes.insert(cmd, size, 0)?;
+    }
+    let mut pids: BpfHashMap<_, u32, u8> = BpfHashMap::try_from(
+        ebpf.map_mut(maps::PID_FILTER)
+            .ok_or_else(|| io::Error::other("PID_FILTER missing"))?,
+    )?;
+    for &pid in s.pids {
+        pids.insert(pid, 1, 0)?;
+    }
+    let mut extra: BpfHashMap<_, ExtraKey, u8> = BpfHashMap::try_from(
+        ebpf.map_mut(maps::EXTRA_FILES)
+            .ok_or_else(|| io::Error::other("EXTRA_FILES missing"))?,
+    )?;
+    for (dev, (sdev, ino)) in s.extra {
+        extra.insert(
+            ExtraKey {
+                sdev: *sdev,
+                _pad: 0,
+                ino: *ino,
+            },
+            dev.kind as u8,
+            0,
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod object_tests {
+    use object::{Object as _, ObjectSymbol as _, SymbolKind};
+
+    fn programs(obj: &[u8], prefix: &str) -> Vec<String> {
+        let obj = object::File::parse(obj).expect("the embedded object is ELF");
+        obj.symbols()
+            .filter(|s| s.kind() == SymbolKind::Text && s.is_global())
+            .filter_map(|s| s.name().ok().map(str::to_owned))
+            .filter(|n| n.starts_with(prefix))
+            .collect()
+    }
+
+    /// Every program in the embedded eBPF object is in the probe table: a
+    /// program that is built but never attached is silently absent at run
+    /// time.
+    #[test]
+    fn every_bpf_program_is_attached_by_some_table() {
+        let tabled = super::table::all_programs();
+        let built = programs(super::EBPF_OBJECT, "nvprobe_");
+        assert!(built.len() >= 20, "{built:?}");
+        for p in &built {
+            assert!(tabled.contains(p), "{p} is built but not attached anywhere");
+        }
+        assert!(programs(super::EBPF_OBJECT, "doctor_").is_empty());
+    }
+
+    /// doctor's self-test object holds exactly its probes.
+    #[test]
+    fn the_selftest_object_holds_doctors_probes() {
+        let mut got = programs(crate::doctor::kernel::SELFTEST_OBJECT, "doctor_");
+        got.sort();
+        let mut want: Vec<String> = crate::doctor::kernel::PROGRAMS
+            .iter()
+            .map(|p| (*p).to_owned())
+            .collect();
+        want.sort();
+        assert_eq!(got, want);
+    }
+}

@@ -1,0 +1,213 @@
+//! The probe table: every program nvprobe attaches, by layer, declared
+//! once. Syscall tracepoint pairs and process tracepoints are listed here;
+//! the driver layer's hooks are the contract's table
+//! (`nvprobe_common::hooks::HOOKS`, programs `nvprobe_drv_*_{id}` and, for
+//! vmlinux hooks, `nvprobe_drvf_*_{id}`); the libcuda uprobes are
+//! `crate::uprobes::PROGRAMS`. A required probe that cannot attach stops
+//! the tool with a reason; an optional one is reported once.
+
+/// One syscall tracepoint pair: the entry program and the exit program.
+pub struct Probe {
+    pub syscall: &'static str,
+    pub enter: &'static str,
+    pub exit: &'static str,
+    /// Without a required probe nvprobe has nothing to show.
+    pub required: bool,
+    pub what: &'static str,
+}
+
+const fn p(
+    syscall: &'static str,
+    enter: &'static str,
+    exit: &'static str,
+    required: bool,
+    what: &'static str,
+) -> Probe {
+    Probe {
+        syscall,
+        enter,
+        exit,
+        required,
+        what,
+    }
+}
+
+/// The syscall layer. Assumed prototypes are in nvprobe-ebpf/src/main.rs.
+pub const PROBES: &[Probe] = &[
+    p(
+        "ioctl",
+        "nvprobe_ioctl_enter",
+        "nvprobe_ioctl_exit",
+        true,
+        "NVIDIA escapes and UVM commands",
+    ),
+    p(
+        "openat",
+        "nvprobe_openat_enter",
+        "nvprobe_exit",
+        false,
+        "opens of NVIDIA nodes",
+    ),
+    p(
+        "open",
+        "nvprobe_open_enter",
+        "nvprobe_exit",
+        false,
+        "opens (legacy open(2))",
+    ),
+    p(
+        "openat2",
+        "nvprobe_openat2_enter",
+        "nvprobe_exit",
+        false,
+        "opens (openat2)",
+    ),
+    p(
+        "close",
+        "nvprobe_close_enter",
+        "nvprobe_exit",
+        false,
+        "closes of NVIDIA fds",
+    ),
+    p(
+        "dup",
+        "nvprobe_dup_enter",
+        "nvprobe_exit",
+        false,
+        "dup of NVIDIA fds",
+    ),
+    p(
+        "dup2",
+        "nvprobe_dup2_enter",
+        "nvprobe_exit",
+        false,
+        "dup2 of NVIDIA fds",
+    ),
+    p(
+        "dup3",
+        "nvprobe_dup3_enter",
+        "nvprobe_exit",
+        false,
+        "dup3 of NVIDIA fds",
+    ),
+    p(
+        "fcntl",
+        "nvprobe_fcntl_enter",
+        "nvprobe_exit",
+        false,
+        "fcntl(F_DUPFD*) of NVIDIA fds",
+    ),
+    p(
+        "mmap",
+        "nvprobe_mmap_enter",
+        "nvprobe_exit",
+        false,
+        "mmaps of NVIDIA fds",
+    ),
+    p(
+        "newstat",
+        "nvprobe_stat_enter",
+        "nvprobe_exit",
+        false,
+        "stat of NVIDIA paths",
+    ),
+    p(
+        "newlstat",
+        "nvprobe_lstat_enter",
+        "nvprobe_exit",
+        false,
+        "lstat of NVIDIA paths",
+    ),
+    p(
+        "newfstatat",
+        "nvprobe_fstatat_enter",
+        "nvprobe_exit",
+        false,
+        "fstatat of NVIDIA paths",
+    ),
+    p(
+        "statx",
+        "nvprobe_statx_enter",
+        "nvprobe_exit",
+        false,
+        "statx of NVIDIA paths",
+    ),
+    p(
+        "access",
+        "nvprobe_access_enter",
+        "nvprobe_exit",
+        false,
+        "access of NVIDIA paths",
+    ),
+    p(
+        "faccessat",
+        "nvprobe_faccessat_enter",
+        "nvprobe_exit",
+        false,
+        "faccessat of NVIDIA paths",
+    ),
+    p(
+        "faccessat2",
+        "nvprobe_faccessat2_enter",
+        "nvprobe_exit",
+        false,
+        "faccessat2 of NVIDIA paths",
+    ),
+];
+
+/// Where a single (non-syscall) program attaches.
+pub enum Hook {
+    TracePoint(&'static str, &'static str),
+    RawTracePoint(&'static str),
+}
+
+/// The process layer: exit, exec and signals of processes that use NVIDIA
+/// devices (for cuInit verdicts). All optional.
+pub const PROC_PROBES: &[(&str, Hook, &str)] = &[
+    (
+        "nvprobe_proc_exit",
+        Hook::TracePoint("sched", "sched_process_exit"),
+        "how processes end",
+    ),
+    (
+        "nvprobe_proc_exec",
+        Hook::TracePoint("sched", "sched_process_exec"),
+        "execs",
+    ),
+    (
+        "nvprobe_signal_generate",
+        Hook::RawTracePoint("signal_generate"),
+        "who sends signals",
+    ),
+    (
+        "nvprobe_signal_deliver",
+        Hook::TracePoint("signal", "signal_deliver"),
+        "signal delivery",
+    ),
+    (
+        "nvprobe_proc_fork",
+        Hook::RawTracePoint("sched_process_fork"),
+        "helpers and workers forked by NVIDIA processes",
+    ),
+];
+
+/// Every program name of the tracer's object that some table attaches.
+pub fn all_programs() -> Vec<String> {
+    let mut v: Vec<String> = PROBES
+        .iter()
+        .flat_map(|p| [p.enter, p.exit])
+        .chain(PROC_PROBES.iter().map(|(name, _, _)| *name))
+        .chain(crate::uprobes::PROGRAMS.iter().copied())
+        .map(str::to_owned)
+        .collect();
+    let hooks = nvprobe_common::HOOKS.len();
+    for i in 0..hooks {
+        v.push(format!("nvprobe_drv_enter_{i}"));
+        v.push(format!("nvprobe_drv_exit_{i}"));
+    }
+    for i in nvprobe_common::HOOK_FIRST_VMLINUX as usize..hooks {
+        v.push(format!("nvprobe_drvf_enter_{i}"));
+        v.push(format!("nvprobe_drvf_exit_{i}"));
+    }
+    v
+}
