@@ -180,7 +180,7 @@ pub const HOOKS: &[Hook] = &[
         "GPU registration inside the va_space",
     ),
     // The real 580.159.04 BTF (tests/fixtures/gpu-host): no `bool
-    // enable_hmm`, and parent_gpu_error is const. The ABI reference gives
+    // enable_hmm`, and parent_gpu_error is const. docs/NVIDIA-ABI.md gives
     // the 595.45.04 prototype, which has both; the real driver wins.
     hook(
         "uvm_gpu_retain_by_uuid",
@@ -190,7 +190,7 @@ pub const HOOKS: &[Hook] = &[
         "first registration of a GPU: channels, page tables, fault buffers",
     ),
     // Present on the H200's 580.159.04 build although its HMM is compiled
-    // out (the ABI reference lists it under HMM): called only with HMM on.
+    // out (docs/NVIDIA-ABI.md lists it under HMM): called only with HMM on.
     hook(
         "uvm_pmm_devmem_init",
         Target::NvidiaUvm,

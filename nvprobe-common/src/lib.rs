@@ -601,7 +601,7 @@ pub const NV_MODESET_MINOR: u32 = 254;
 pub const NV_GPU_MINOR_MAX: u32 = 247;
 
 /// Classify a char device number the way nvidia.ko / nvidia-uvm.ko register
-/// them (ABI reference §8).
+/// them (docs/NVIDIA-ABI.md §8).
 pub fn classify_rdev(rdev: u32, uvm_major: u32, caps_major: u32) -> DevKind {
     let major = kdev_major(rdev);
     let minor = kdev_minor(rdev);

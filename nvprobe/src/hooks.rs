@@ -1,7 +1,7 @@
 //! The driver layer's probe table: the functions inside `nvidia`,
 //! `nvidia_uvm` and vmlinux that nvprobe hooks where the kernel allows it
 //! (fentry/fexit → kprobe/kretprobe → none), with the driver versions each
-//! applies to and its assumed prototype (ABI reference §6, checked against
+//! applies to and its assumed prototype (docs/NVIDIA-ABI.md §6, checked against
 //! the 580.159.04 module BTF of the H200 machine).
 //!
 //! Static functions may be inlined: a hook is only attachable when its

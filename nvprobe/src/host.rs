@@ -33,6 +33,9 @@ fn read_cache() -> &'static std::sync::Mutex<ReadCache> {
     C.get_or_init(Default::default)
 }
 
+/// The most of one driver file that is read.
+const READ_MAX: usize = 64 * 1024;
+
 /// Read files that call into the NVIDIA driver (/proc/driver/nvidia/...)
 /// in a forked child, so that a read stuck in the kernel (a hung GPU, a
 /// held lock) cannot keep nvprobe from exiting: whatever has not come back
@@ -41,17 +44,7 @@ fn read_cache() -> &'static std::sync::Mutex<ReadCache> {
 /// plain files), but a blocked one stays blocked.
 pub fn prefetch_driver_files(paths: &[std::path::PathBuf], timeout: std::time::Duration) {
     use std::os::fd::AsRawFd as _;
-    let todo: Vec<&std::path::PathBuf> = {
-        let c = read_cache().lock().unwrap_or_else(|e| e.into_inner());
-        paths
-            .iter()
-            .filter(|p| match c.get(*p) {
-                Some(Err(DriverRead::Blocked)) => false,
-                Some(_) => !p.starts_with("/proc"),
-                None => true,
-            })
-            .collect()
-    };
+    let todo = to_read(paths);
     if todo.is_empty() {
         return;
     }
@@ -65,100 +58,18 @@ pub fn prefetch_driver_files(paths: &[std::path::PathBuf], timeout: std::time::D
     let Ok((rd, wr)) = nix::unistd::pipe() else {
         return;
     };
-    const MAX: usize = 64 * 1024;
-    let mut buf = vec![0u8; MAX];
+    let mut buf = vec![0u8; READ_MAX];
     // SAFETY: between fork and _exit the child makes only system calls
     // (open, read, write, close) on memory allocated before the fork.
     match unsafe { nix::unistd::fork() } {
         Err(_) => {}
         Ok(nix::unistd::ForkResult::Child) => unsafe {
-            for (i, p) in cpaths.iter().enumerate() {
-                let fd = libc::open(p.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
-                let (status, len) = if fd < 0 {
-                    (*libc::__errno_location(), 0usize)
-                } else {
-                    let mut got = 0usize;
-                    let mut status = 0;
-                    while got < MAX {
-                        let n = libc::read(fd, buf.as_mut_ptr().add(got).cast(), MAX - got);
-                        if n < 0 {
-                            status = *libc::__errno_location();
-                            break;
-                        }
-                        if n == 0 {
-                            break;
-                        }
-                        got += n as usize;
-                    }
-                    libc::close(fd);
-                    (status, got)
-                };
-                let head = [i as u32, status as u32, len as u32];
-                libc::write(wr.as_raw_fd(), head.as_ptr().cast(), 12);
-                let mut off = 0;
-                while off < len {
-                    let n = libc::write(wr.as_raw_fd(), buf.as_ptr().add(off).cast(), len - off);
-                    if n <= 0 {
-                        break;
-                    }
-                    off += n as usize;
-                }
-            }
-            libc::_exit(0);
+            read_in_child(&cpaths, wr.as_raw_fd(), &mut buf)
         },
         Ok(nix::unistd::ForkResult::Parent { child }) => {
             drop(wr);
-            let deadline = std::time::Instant::now() + timeout;
-            let mut data = Vec::new();
-            let mut chunk = vec![0u8; 64 * 1024];
-            loop {
-                let left = deadline.saturating_duration_since(std::time::Instant::now());
-                if left.is_zero() {
-                    break;
-                }
-                let mut fds = [nix::poll::PollFd::new(
-                    std::os::fd::AsFd::as_fd(&rd),
-                    nix::poll::PollFlags::POLLIN,
-                )];
-                let ms = left.as_millis().min(u128::from(u16::MAX)) as u16;
-                match nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms)) {
-                    Ok(0) => break,
-                    Ok(_) => match nix::unistd::read(&rd, &mut chunk) {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => data.extend_from_slice(&chunk[..n]),
-                    },
-                    Err(_) => break,
-                }
-            }
-            let done = nix::sys::wait::waitpid(child, Some(nix::sys::wait::WaitPidFlag::WNOHANG));
-            if !matches!(done, Ok(nix::sys::wait::WaitStatus::Exited(..))) {
-                // Stuck in the kernel: it dies when its read returns.
-                let _ = nix::sys::signal::kill(child, nix::sys::signal::Signal::SIGKILL);
-                let _ = nix::sys::wait::waitpid(child, Some(nix::sys::wait::WaitPidFlag::WNOHANG));
-            }
-            let mut got: std::collections::HashMap<usize, Result<String, DriverRead>> =
-                Default::default();
-            let mut p = 0;
-            while p + 12 <= data.len() {
-                let w =
-                    |k: usize| u32::from_ne_bytes(data[p + k..p + k + 4].try_into().expect("4"));
-                let (i, status, len) = (w(0) as usize, w(4) as i32, w(8) as usize);
-                if p + 12 + len > data.len() {
-                    break;
-                }
-                let body = &data[p + 12..p + 12 + len];
-                got.insert(
-                    i,
-                    if status == 0 {
-                        Ok(String::from_utf8_lossy(body).into_owned())
-                    } else {
-                        Err(DriverRead::Failed(
-                            std::io::Error::from_raw_os_error(status).to_string(),
-                        ))
-                    },
-                );
-                p += 12 + len;
-            }
+            let data = replies_until(&rd, child, timeout);
+            let mut got = parse_replies(&data);
             let mut c = read_cache().lock().unwrap_or_else(|e| e.into_inner());
             for (i, path) in todo.iter().enumerate() {
                 c.insert(
@@ -168,6 +79,129 @@ pub fn prefetch_driver_files(paths: &[std::path::PathBuf], timeout: std::time::D
             }
         }
     }
+}
+
+/// The paths that need a read: not cached, or a host tree's (not under
+/// /proc) that did not block.
+fn to_read(paths: &[std::path::PathBuf]) -> Vec<&std::path::PathBuf> {
+    let c = read_cache().lock().unwrap_or_else(|e| e.into_inner());
+    paths
+        .iter()
+        .filter(|p| match c.get(*p) {
+            Some(Err(DriverRead::Blocked)) => false,
+            Some(_) => !p.starts_with("/proc"),
+            None => true,
+        })
+        .collect()
+}
+
+/// The forked child: read each path into `buf` and write it to `wr` as a
+/// reply (index, errno, length as three u32, then the bytes); then exit.
+///
+/// # Safety
+///
+/// Only in the child of a fork: it makes only system calls, on memory
+/// allocated before the fork.
+unsafe fn read_in_child(cpaths: &[std::ffi::CString], wr: std::os::fd::RawFd, buf: &mut [u8]) -> ! {
+    unsafe {
+        for (i, p) in cpaths.iter().enumerate() {
+            let fd = libc::open(p.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+            let (status, len) = if fd < 0 {
+                (*libc::__errno_location(), 0usize)
+            } else {
+                let mut got = 0usize;
+                let mut status = 0;
+                while got < READ_MAX {
+                    let n = libc::read(fd, buf.as_mut_ptr().add(got).cast(), READ_MAX - got);
+                    if n < 0 {
+                        status = *libc::__errno_location();
+                        break;
+                    }
+                    if n == 0 {
+                        break;
+                    }
+                    got += n as usize;
+                }
+                libc::close(fd);
+                (status, got)
+            };
+            let head = [i as u32, status as u32, len as u32];
+            libc::write(wr, head.as_ptr().cast(), 12);
+            let mut off = 0;
+            while off < len {
+                let n = libc::write(wr, buf.as_ptr().add(off).cast(), len - off);
+                if n <= 0 {
+                    break;
+                }
+                off += n as usize;
+            }
+        }
+        libc::_exit(0);
+    }
+}
+
+/// What the child wrote to `rd` until it closed it or `timeout` passed;
+/// a child still stuck in the kernel is killed.
+fn replies_until(
+    rd: &std::os::fd::OwnedFd,
+    child: nix::unistd::Pid,
+    timeout: std::time::Duration,
+) -> Vec<u8> {
+    let deadline = std::time::Instant::now() + timeout;
+    let mut data = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        let mut fds = [nix::poll::PollFd::new(
+            std::os::fd::AsFd::as_fd(rd),
+            nix::poll::PollFlags::POLLIN,
+        )];
+        let ms = left.as_millis().min(u128::from(u16::MAX)) as u16;
+        match nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms)) {
+            Ok(0) => break,
+            Ok(_) => match nix::unistd::read(rd, &mut chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => data.extend_from_slice(&chunk[..n]),
+            },
+            Err(_) => break,
+        }
+    }
+    let done = nix::sys::wait::waitpid(child, Some(nix::sys::wait::WaitPidFlag::WNOHANG));
+    if !matches!(done, Ok(nix::sys::wait::WaitStatus::Exited(..))) {
+        // Stuck in the kernel: it dies when its read returns.
+        let _ = nix::sys::signal::kill(child, nix::sys::signal::Signal::SIGKILL);
+        let _ = nix::sys::wait::waitpid(child, Some(nix::sys::wait::WaitPidFlag::WNOHANG));
+    }
+    data
+}
+
+/// The child's complete replies by path index; a cut-off one is left out.
+fn parse_replies(data: &[u8]) -> std::collections::HashMap<usize, Result<String, DriverRead>> {
+    let mut got: std::collections::HashMap<usize, Result<String, DriverRead>> = Default::default();
+    let mut p = 0;
+    while p + 12 <= data.len() {
+        let w = |k: usize| u32::from_ne_bytes(data[p + k..p + k + 4].try_into().expect("4"));
+        let (i, status, len) = (w(0) as usize, w(4) as i32, w(8) as usize);
+        if p + 12 + len > data.len() {
+            break;
+        }
+        let body = &data[p + 12..p + 12 + len];
+        got.insert(
+            i,
+            if status == 0 {
+                Ok(String::from_utf8_lossy(body).into_owned())
+            } else {
+                Err(DriverRead::Failed(
+                    std::io::Error::from_raw_os_error(status).to_string(),
+                ))
+            },
+        );
+        p += 12 + len;
+    }
+    got
 }
 
 /// One driver file, through the guarded reader.
@@ -358,6 +392,57 @@ pub fn file_identity(path: &Path) -> anyhow::Result<(u32, u64)> {
     Ok((kdev_make(major(dev) as u32, minor(dev) as u32), st.st_ino))
 }
 
+pub use nvprobe_model::records::HmmFacts;
+
+/// ROOT/proc/kallsyms. The live one (root `/`) is read once per process:
+/// the kernel formats ~200,000 lines each time, a noticeable part of
+/// doctor's second.
+pub fn kallsyms_text(root: &Path) -> Option<std::sync::Arc<String>> {
+    static LIVE: std::sync::OnceLock<Option<std::sync::Arc<String>>> = std::sync::OnceLock::new();
+    if root == Path::new("/") {
+        return LIVE
+            .get_or_init(|| {
+                fs::read_to_string("/proc/kallsyms")
+                    .ok()
+                    .map(std::sync::Arc::new)
+            })
+            .clone();
+    }
+    fs::read_to_string(root.join("proc/kallsyms"))
+        .ok()
+        .map(std::sync::Arc::new)
+}
+
+/// Read the HMM facts from /proc/kallsyms and nvidia_uvm's parameters.
+pub fn hmm_facts(root: &Path) -> HmmFacts {
+    let disabled =
+        fs::read_to_string(root.join("sys/module/nvidia_uvm/parameters/uvm_disable_hmm"))
+            .ok()
+            .and_then(|s| match s.trim() {
+                "Y" | "1" => Some(true),
+                "N" | "0" => Some(false),
+                _ => None,
+            });
+    let compiled_in = kallsyms_text(root).and_then(|text| {
+        let (mut module, mut hmm) = (false, false);
+        for l in text.lines().filter(|l| l.ends_with("[nvidia_uvm]")) {
+            module = true;
+            if l.split_whitespace()
+                .nth(2)
+                .is_some_and(|s| s.starts_with("uvm_hmm_"))
+            {
+                hmm = true;
+                break;
+            }
+        }
+        module.then_some(hmm)
+    });
+    HmmFacts {
+        compiled_in,
+        disabled,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -464,56 +549,5 @@ mod tests {
         fs::write(dir.join("proc/kallsyms"), "0 T hmm_range_fault\n").expect("write");
         assert_eq!(hmm_facts(&dir).compiled_in, None);
         let _ = fs::remove_dir_all(&dir);
-    }
-}
-
-pub use nvprobe_model::records::HmmFacts;
-
-/// ROOT/proc/kallsyms. The live one (root `/`) is read once per process:
-/// the kernel formats ~200,000 lines each time, a noticeable part of
-/// doctor's second.
-pub fn kallsyms_text(root: &Path) -> Option<std::sync::Arc<String>> {
-    static LIVE: std::sync::OnceLock<Option<std::sync::Arc<String>>> = std::sync::OnceLock::new();
-    if root == Path::new("/") {
-        return LIVE
-            .get_or_init(|| {
-                fs::read_to_string("/proc/kallsyms")
-                    .ok()
-                    .map(std::sync::Arc::new)
-            })
-            .clone();
-    }
-    fs::read_to_string(root.join("proc/kallsyms"))
-        .ok()
-        .map(std::sync::Arc::new)
-}
-
-/// Read the HMM facts from /proc/kallsyms and nvidia_uvm's parameters.
-pub fn hmm_facts(root: &Path) -> HmmFacts {
-    let disabled =
-        fs::read_to_string(root.join("sys/module/nvidia_uvm/parameters/uvm_disable_hmm"))
-            .ok()
-            .and_then(|s| match s.trim() {
-                "Y" | "1" => Some(true),
-                "N" | "0" => Some(false),
-                _ => None,
-            });
-    let compiled_in = kallsyms_text(root).and_then(|text| {
-        let (mut module, mut hmm) = (false, false);
-        for l in text.lines().filter(|l| l.ends_with("[nvidia_uvm]")) {
-            module = true;
-            if l.split_whitespace()
-                .nth(2)
-                .is_some_and(|s| s.starts_with("uvm_hmm_"))
-            {
-                hmm = true;
-                break;
-            }
-        }
-        module.then_some(hmm)
-    });
-    HmmFacts {
-        compiled_in,
-        disabled,
     }
 }

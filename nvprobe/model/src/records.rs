@@ -33,7 +33,7 @@ pub struct StallReport {
     pub driver_function: Option<String>,
 }
 
-/// What the host says about HMM in nvidia_uvm (ABI reference §6.3).
+/// What the host says about HMM in nvidia_uvm (docs/NVIDIA-ABI.md §6.3).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HmmFacts {
     /// Whether nvidia_uvm was built with HMM: its `uvm_hmm_*` functions

@@ -1,8 +1,10 @@
 //! Kernel-log evidence: the NVRM and nvidia-uvm lines of the kernel ring
 //! buffer (live: /dev/kmsg read without blocking; a tree: ROOT/kmsg.txt,
-//! which `--snapshot` writes).
+//! which `--snapshot` writes), and the kernel_log checks they give.
 
 use std::{fs, io::Read as _, os::unix::fs::OpenOptionsExt as _, path::Path};
+
+use super::{Check, Verdict, check};
 
 /// Lines that mention the NVIDIA modules, oldest first, at most `max`.
 pub fn nvidia_lines(root: &Path, live: bool, max: usize) -> Vec<String> {
@@ -91,6 +93,30 @@ pub fn findings(lines: &[String]) -> Vec<(&'static str, &String)> {
             Some((kind, l))
         })
         .collect()
+}
+
+/// Kernel-log lines that explain failures the other checks cannot see.
+pub(super) fn checks(log: &[String], out: &mut Vec<Check>) {
+    for (kind, l) in findings(log) {
+        let (verdict, hint) = match kind {
+            "version_mismatch" => (
+                Verdict::Fail,
+                "a user-space driver of another version talked to this module: install the matching user-space driver, or reboot after an upgrade",
+            ),
+            "xid" => (
+                Verdict::Warn,
+                "an Xid is a GPU error report: look the number up in NVIDIA's Xid catalogue",
+            ),
+            _ => continue,
+        };
+        out.push(check(
+            "kernel_log",
+            kind,
+            verdict,
+            l.trim().to_owned(),
+            Some(hint),
+        ));
+    }
 }
 
 #[cfg(test)]

@@ -100,7 +100,23 @@ fn listing(dir: &str) -> Option<String> {
     Some(names.join("\n") + "\n")
 }
 
+/// Every file and listing of the snapshot, then `snapshot.json`.
 fn gather(w: &mut Writer, checks: &[Check]) -> anyhow::Result<()> {
+    copy_files(w)?;
+    copy_modules(w)?;
+    put_kallsyms(w)?;
+    put_environ(w)?;
+    put_listings(w)?;
+    copy_pci_devices(w)?;
+    put_dev_manifest(w)?;
+    put_libs_manifest(w)?;
+    put_kmsg_and_processes(w)?;
+    put_summary(w, checks)
+}
+
+/// The plain files: `FILES`, ld.so.conf.d's `.conf` files, and each GPU's
+/// files under /proc/driver/nvidia/gpus.
+fn copy_files(w: &mut Writer) -> anyhow::Result<()> {
     for f in FILES {
         w.copy(f)?;
     }
@@ -122,6 +138,12 @@ fn gather(w: &mut Writer, checks: &[Check]) -> anyhow::Result<()> {
             }
         }
     }
+    Ok(())
+}
+
+/// Each NVIDIA module's version, srcversion and parameters; `.loaded` for
+/// a loaded module without parameters.
+fn copy_modules(w: &mut Writer) -> anyhow::Result<()> {
     for m in MODULES {
         w.copy(&format!("sys/module/{m}/version"))?;
         w.copy(&format!("sys/module/{m}/srcversion"))?;
@@ -139,6 +161,11 @@ fn gather(w: &mut Writer, checks: &[Check]) -> anyhow::Result<()> {
             w.put(&format!("sys/module/{m}/.loaded"), b"")?;
         }
     }
+    Ok(())
+}
+
+/// The kallsyms lines `keep_symbol` keeps, addresses zeroed.
+fn put_kallsyms(w: &mut Writer) -> anyhow::Result<()> {
     if let Ok(text) = fs::read_to_string("/proc/kallsyms") {
         let mut seen = std::collections::HashSet::new();
         let kept: String = text
@@ -151,6 +178,12 @@ fn gather(w: &mut Writer, checks: &[Check]) -> anyhow::Result<()> {
             .collect();
         w.put("proc/kallsyms", kept.as_bytes())?;
     }
+    Ok(())
+}
+
+/// Pid 1's environment cut down to `container=` and whether
+/// KUBERNETES_SERVICE_HOST is set.
+fn put_environ(w: &mut Writer) -> anyhow::Result<()> {
     if let Ok(env) = fs::read("/proc/1/environ") {
         let mut kept = Vec::new();
         for e in env.split(|&b| b == 0) {
@@ -163,6 +196,11 @@ fn gather(w: &mut Writer, checks: &[Check]) -> anyhow::Result<()> {
         }
         w.put("proc/1/environ", &kept)?;
     }
+    Ok(())
+}
+
+/// The BTF and event-source folders as listings of their names.
+fn put_listings(w: &mut Writer) -> anyhow::Result<()> {
     for (dir, rel) in [
         ("/sys/kernel/btf", "sys/kernel/btf.list"),
         (
@@ -174,33 +212,44 @@ fn gather(w: &mut Writer, checks: &[Check]) -> anyhow::Result<()> {
             w.put(rel, l.as_bytes())?;
         }
     }
-    if let Ok(rd) = fs::read_dir("/sys/bus/pci/devices") {
-        for e in rd.flatten() {
-            let p = e.path();
-            let vendor = fs::read_to_string(p.join("vendor")).unwrap_or_default();
-            if vendor.trim() != "0x10de" {
-                continue;
-            }
-            let bus = e.file_name().to_string_lossy().into_owned();
-            for f in [
-                "vendor",
-                "device",
-                "class",
-                "subsystem_vendor",
-                "subsystem_device",
-            ] {
-                w.copy(&format!("sys/bus/pci/devices/{bus}/{f}"))?;
-            }
-            let driver = fs::read_link(p.join("driver"))
-                .ok()
-                .and_then(|l| l.file_name().map(|n| n.to_string_lossy().into_owned()))
-                .unwrap_or_default();
-            w.put(
-                &format!("sys/bus/pci/devices/{bus}/driver"),
-                format!("{driver}\n").as_bytes(),
-            )?;
+    Ok(())
+}
+
+/// Each NVIDIA PCI device's ids, and its driver's name as a file.
+fn copy_pci_devices(w: &mut Writer) -> anyhow::Result<()> {
+    let Ok(rd) = fs::read_dir("/sys/bus/pci/devices") else {
+        return Ok(());
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        let vendor = fs::read_to_string(p.join("vendor")).unwrap_or_default();
+        if vendor.trim() != "0x10de" {
+            continue;
         }
+        let bus = e.file_name().to_string_lossy().into_owned();
+        for f in [
+            "vendor",
+            "device",
+            "class",
+            "subsystem_vendor",
+            "subsystem_device",
+        ] {
+            w.copy(&format!("sys/bus/pci/devices/{bus}/{f}"))?;
+        }
+        let driver = fs::read_link(p.join("driver"))
+            .ok()
+            .and_then(|l| l.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_default();
+        w.put(
+            &format!("sys/bus/pci/devices/{bus}/driver"),
+            format!("{driver}\n").as_bytes(),
+        )?;
     }
+    Ok(())
+}
+
+/// `dev.manifest`: the NVIDIA nodes with numbers, mode and owner.
+fn put_dev_manifest(w: &mut Writer) -> anyhow::Result<()> {
     let mut manifest =
         String::from("# PATH c MAJOR:MINOR MODE UID GID (nvprobe doctor --snapshot)\n");
     for n in crate::host::nvidia_char_nodes(Path::new("/")) {
@@ -209,7 +258,11 @@ fn gather(w: &mut Writer, checks: &[Check]) -> anyhow::Result<()> {
             n.path, n.major, n.minor, n.mode, n.uid, n.gid
         );
     }
-    w.put("dev.manifest", manifest.as_bytes())?;
+    w.put("dev.manifest", manifest.as_bytes())
+}
+
+/// `libs.manifest`: each driver library with its version and size.
+fn put_libs_manifest(w: &mut Writer) -> anyhow::Result<()> {
     let mut lm = String::from("# PATH VERSION SIZE (version read from the file's contents)\n");
     let expected = crate::host::driver_info(Path::new("/")).map(|d| d.version.to_string());
     for l in libs::find_for(Path::new("/"), true, expected.as_deref()) {
@@ -220,7 +273,12 @@ fn gather(w: &mut Writer, checks: &[Check]) -> anyhow::Result<()> {
             l.size
         );
     }
-    w.put("libs.manifest", lm.as_bytes())?;
+    w.put("libs.manifest", lm.as_bytes())
+}
+
+/// `kmsg.txt` (the NVIDIA kernel-log lines) and `processes.list` (whether
+/// nvidia-persistenced runs).
+fn put_kmsg_and_processes(w: &mut Writer) -> anyhow::Result<()> {
     let log = kmsg::nvidia_lines(Path::new("/"), true, 400);
     w.put("kmsg.txt", (log.join("\n") + "\n").as_bytes())?;
     let persistenced = procfs::process::all_processes().ok().is_some_and(|ps| {
@@ -234,7 +292,11 @@ fn gather(w: &mut Writer, checks: &[Check]) -> anyhow::Result<()> {
         } else {
             b""
         },
-    )?;
+    )
+}
+
+/// `snapshot.json`: who made it, when, the host's own checks, the files.
+fn put_summary(w: &mut Writer, checks: &[Check]) -> anyhow::Result<()> {
     let doc = serde_json::json!({
         "nvprobe": env!("CARGO_PKG_VERSION"),
         "created": humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),

@@ -67,7 +67,7 @@ that the container or cgroup passes the /dev/nvidiaN nodes in" },
     Rule { id: "uvm_busy_retry", reference: "docs/NVIDIA-ABI.md §6.3",
         hint: "UVM answers NV_ERR_BUSY_RETRY when a signal interrupts GPU registration (seen on the real \
 driver when a harness timeout fired) or when a GPU was first registered without HMM device memory and a later \
-process asks for HMM (ABI reference §6.3). Check how the process ended; if no signal came, see the HMM hint: \
+process asks for HMM (docs/NVIDIA-ABI.md §6.3). Check how the process ended; if no signal came, see the HMM hint: \
 modprobe nvidia_uvm uvm_disable_hmm=1" },
     Rule { id: "uvm_step_failed", reference: hmm_issues!(), hint: HMM_HINT },
 ];

@@ -156,7 +156,7 @@ fn stages(events: &[Event]) -> (Vec<&'static str>, CuInit) {
 
 const CTL: &str = "NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION";
 
-/// libcuda 545.29.06 on a Turing GPU (ABI reference §7.1), by its steps.
+/// libcuda 545.29.06 on a Turing GPU (docs/NVIDIA-ABI.md §7.1), by its steps.
 #[test]
 fn the_545_sequence() {
     let ev = vec![

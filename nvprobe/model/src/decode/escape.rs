@@ -4,7 +4,7 @@
 //!
 //! Sources: kernel-open/common/inc/nv-ioctl-numbers.h, nv-ioctl.h,
 //! src/nvidia/arch/nvalloc/unix/include/nv_escape.h,
-//! src/common/sdk/nvidia/inc/nvos.h (515.43.04 … 595.45.04); ABI reference
+//! src/common/sdk/nvidia/inc/nvos.h (515.43.04 … 595.45.04); docs/NVIDIA-ABI.md
 //! §1.2, §2.1, §2.2, §2.4.
 
 use super::{

@@ -165,7 +165,7 @@ pub fn name(code: u32) -> Option<&'static str> {
         .map(|i| STATUS[i].1)
 }
 
-/// Non-OK results that are normal answers, not failures (ABI reference §3.1,
+/// Non-OK results that are normal answers, not failures (docs/NVIDIA-ABI.md §3.1,
 /// §7.3): a probing control that the GPU does not support, and UVM's
 /// "nothing to do" for UVM_MM_INITIALIZE when the va_space_mm is disabled.
 pub fn is_benign(code: u32) -> bool {

@@ -4,7 +4,7 @@
 //! version.
 //!
 //! Sources: kernel-open/nvidia-uvm/uvm_ioctl.h, uvm_linux_ioctl.h, uvm.c,
-//! uvm_tools.c (515.43.04 … 595.45.04); ABI reference §5.3–§5.5.
+//! uvm_tools.c (515.43.04 … 595.45.04); docs/NVIDIA-ABI.md §5.3–§5.5.
 
 use super::{
     Bytes, StatusLoc,

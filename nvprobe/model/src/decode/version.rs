@@ -1,5 +1,5 @@
 //! The NVIDIA driver version, which picks struct layouts where the ioctl
-//! command does not (ABI reference §2.4, §5.5).
+//! command does not (docs/NVIDIA-ABI.md §2.4, §5.5).
 
 use std::{fmt, str::FromStr};
 

@@ -1,0 +1,529 @@
+//! The driver area: the kernel modules (nvidia, nvidia_uvm and its HMM),
+//! the driver's parameters, its GPUs, the PCI view of them, persistence,
+//! and reads of /proc/driver/nvidia that did not come back.
+
+use std::{
+    fs,
+    io::Read as _,
+    path::{Path, PathBuf},
+};
+
+use super::{Check, Verdict, check, kmsg};
+use crate::host::{DriverRead, Majors, driver_info, hmm_facts, majors, read_driver_file};
+
+/// HMM on and nvidia-uvm errors in this host's kernel log.
+const HMM_ERRORS_HINT: &str = concat!(
+    "HMM is on in nvidia_uvm and nvidia-uvm reports errors on this host: the case where cuInit returns CUDA_ERROR_NOT_INITIALIZED (3) with 0 devices. ",
+    "Reload it without HMM: ",
+    nvprobe_model::hmm_reload!(),
+    " (persist with options nvidia_uvm uvm_disable_hmm=1 in /etc/modprobe.d); ",
+    "see ",
+    nvprobe_model::hmm_issues!(),
+    " and the CUDA 12.9/13 release notes"
+);
+
+/// HMM on, nothing wrong seen yet.
+const HMM_ON_HINT: &str = concat!(
+    "HMM is on in nvidia_uvm. It has made cuInit fail (CUDA_ERROR_NOT_INITIALIZED, 0 devices) on several kernels: ",
+    "open-gpu-kernel-modules issues 797 (NixOS 6.13, 570.86), 901 (EL9 5.14, 570/575), 947 (EL10 6.12, 570-580.95), ",
+    "ollama issue 11593 (RTX PRO 6000 Blackwell, 575); the CUDA 12.9 and 13 release notes give the workaround: ",
+    nvprobe_model::hmm_reload!(),
+    " (or options nvidia_uvm uvm_disable_hmm=1 in /etc/modprobe.d)"
+);
+
+/// Read everything under /proc/driver/nvidia in one guarded child: a read
+/// that calls into a stuck driver must not hang doctor.
+pub(super) fn prefetch(root: &Path) {
+    let mut driver_files = vec![
+        root.join("proc/driver/nvidia/version"),
+        root.join("proc/driver/nvidia/params"),
+    ];
+    if let Ok(rd) = fs::read_dir(root.join("proc/driver/nvidia/gpus")) {
+        driver_files.extend(rd.flatten().map(|e| e.path().join("information")));
+    }
+    crate::host::prefetch_driver_files(&driver_files, crate::host::DRIVER_READ_TIMEOUT);
+}
+
+/// The driver files under ROOT whose read blocked: the driver is stuck.
+pub(super) fn proc_driver_check(root: &Path) -> Option<Check> {
+    let blocked: Vec<PathBuf> = crate::host::blocked_driver_files()
+        .into_iter()
+        .filter(|p| p.starts_with(root))
+        .collect();
+    if blocked.is_empty() {
+        return None;
+    }
+    Some(check(
+        "driver",
+        "proc_driver",
+        Verdict::Fail,
+        format!(
+            "reading {} did not finish within {} s: the driver is stuck in the kernel",
+            blocked
+                .iter()
+                .map(|p| format!("/{}", p.strip_prefix(root).unwrap_or(p).display()))
+                .collect::<Vec<_>>()
+                .join(", "),
+            crate::host::DRIVER_READ_TIMEOUT.as_secs()
+        ),
+        Some(
+            "a hung GPU or a driver lock held by another process: CUDA calls will hang too. Check the kernel log (dmesg | grep -i -e nvrm -e xid), which processes hold /dev/nvidia* (fuser -v /dev/nvidia*), and whether a GPU reset or reboot is needed",
+        ),
+    ))
+}
+
+/// Kernel config: ROOT/proc/config.gz, else ROOT/boot/config-RELEASE, else
+/// an uncompressed ROOT/proc/config.
+pub(crate) fn kernel_config(root: &Path) -> Option<String> {
+    let mut s = String::new();
+    if let Ok(f) = fs::File::open(root.join("proc/config.gz"))
+        && flate2::read::GzDecoder::new(f)
+            .read_to_string(&mut s)
+            .is_ok()
+    {
+        return Some(s);
+    }
+    s.clear();
+    let release = fs::read_to_string(root.join("proc/sys/kernel/osrelease")).unwrap_or_default();
+    fs::File::open(root.join(format!("boot/config-{}", release.trim())))
+        .or_else(|_| fs::File::open(root.join("proc/config")))
+        .ok()?
+        .read_to_string(&mut s)
+        .ok()?;
+    Some(s)
+}
+
+/// The nvidia and nvidia_uvm modules, and HMM in nvidia_uvm when it is
+/// loaded. Returns the majors /proc/devices gives them.
+pub(super) fn driver_checks(root: &Path, log: &[String], out: &mut Vec<Check>) -> Majors {
+    out.push(driver_loaded(root));
+    let m = majors(root);
+    let uvm_loaded = root.join("sys/module/nvidia_uvm").exists() || m.uvm.is_some();
+    out.push(uvm_loaded_check(uvm_loaded, &m));
+    if uvm_loaded {
+        out.push(uvm_hmm(root, log));
+    }
+    m
+}
+
+fn driver_loaded(root: &Path) -> Check {
+    match driver_info(root) {
+        Some(d) => check(
+            "driver",
+            "driver_loaded",
+            Verdict::Ok,
+            format!("{} kernel module {}", d.flavor, d.version),
+            None,
+        ),
+        None => check(
+            "driver",
+            "driver_loaded",
+            Verdict::Fail,
+            "no /proc/driver/nvidia/version and no /sys/module/nvidia/version: the nvidia module is not loaded",
+            Some(
+                "load it (modprobe nvidia) and read the kernel log (dmesg | grep -i nvrm) if that fails",
+            ),
+        ),
+    }
+}
+
+fn uvm_loaded_check(uvm_loaded: bool, m: &Majors) -> Check {
+    if uvm_loaded {
+        check(
+            "driver",
+            "uvm_loaded",
+            Verdict::Ok,
+            match m.uvm {
+                Some(ma) => format!("nvidia_uvm is loaded (char major {ma})"),
+                None => "nvidia_uvm is loaded".to_owned(),
+            },
+            None,
+        )
+    } else {
+        check(
+            "driver",
+            "uvm_loaded",
+            Verdict::Fail,
+            "nvidia_uvm is not loaded (no /sys/module/nvidia_uvm, no nvidia-uvm in /proc/devices)",
+            Some(
+                "cuInit fails with 999 without it: modprobe nvidia-uvm (libcuda runs the setuid nvidia-modprobe for this; in a container the host must load it)",
+            ),
+        )
+    }
+}
+
+/// Whether the kernel config has what HMM needs; None without a config.
+fn kernel_hmm(root: &Path) -> Option<bool> {
+    let cfg = kernel_config(root);
+    let has = |k: &str| {
+        cfg.as_ref()
+            .map(|c| c.lines().any(|l| l == format!("{k}=y")))
+    };
+    match (has("CONFIG_HMM_MIRROR"), has("CONFIG_DEVICE_PRIVATE")) {
+        (Some(a), Some(b)) => Some(a && b),
+        _ => None,
+    }
+}
+
+/// HMM in nvidia_uvm: compiled in (kallsyms, else the kernel config) and
+/// not disabled, with nvidia-uvm errors in this host's kernel log as the
+/// evidence that it bites here.
+fn uvm_hmm(root: &Path, log: &[String]) -> Check {
+    let f = hmm_facts(root);
+    let kernel_hmm = kernel_hmm(root);
+    let compiled = f.compiled_in.or(kernel_hmm);
+    let evidence = format!(
+        "{}{}",
+        f.describe(),
+        match kernel_hmm {
+            Some(true) => "; kernel config has CONFIG_HMM_MIRROR=y and CONFIG_DEVICE_PRIVATE=y",
+            Some(false) => "; kernel config lacks CONFIG_HMM_MIRROR or CONFIG_DEVICE_PRIVATE",
+            None => "",
+        }
+    );
+    // Evidence from this host: nvidia-uvm errors in the kernel log.
+    let uvm_errors: Vec<&String> = kmsg::findings(log)
+        .into_iter()
+        .filter(|(k, _)| *k == "uvm_error")
+        .map(|(_, l)| l)
+        .collect();
+    match (compiled, f.disabled) {
+        (Some(true), Some(false)) if !uvm_errors.is_empty() => check(
+            "driver",
+            "uvm_hmm",
+            Verdict::Fail,
+            format!(
+                "{evidence}; the kernel log has nvidia-uvm errors: {}",
+                uvm_errors
+                    .iter()
+                    .rev()
+                    .take(3)
+                    .map(|l| l.trim())
+                    .collect::<Vec<_>>()
+                    .join(" | ")
+            ),
+            Some(HMM_ERRORS_HINT),
+        ),
+        (Some(true), Some(false)) => check(
+            "driver",
+            "uvm_hmm",
+            Verdict::Warn,
+            evidence,
+            Some(HMM_ON_HINT),
+        ),
+        (_, Some(true)) => check("driver", "uvm_hmm", Verdict::Ok, evidence, None),
+        (Some(false), _) => check("driver", "uvm_hmm", Verdict::Ok, evidence, None),
+        _ => check(
+            "driver",
+            "uvm_hmm",
+            Verdict::Warn,
+            evidence,
+            Some(
+                "cannot tell whether nvidia_uvm has HMM (run as root so /proc/kallsyms shows module symbols); if cuInit fails with 3 and 0 devices, try uvm_disable_hmm=1",
+            ),
+        ),
+    }
+}
+
+/// `/proc/driver/nvidia/params` (how the driver makes nodes, excluded
+/// GPUs) and the GPUs under `/proc/driver/nvidia/gpus`.
+pub(super) fn param_and_gpu_checks(root: &Path, out: &mut Vec<Check>) {
+    let base = root.join("proc/driver/nvidia");
+    if !base.join("version").exists() {
+        return;
+    }
+    out.extend(params_check(&base));
+    gpu_checks(&base, out);
+}
+
+/// The driver's parameters; None when their read blocked (`proc_driver`
+/// reports that).
+fn params_check(base: &Path) -> Option<Check> {
+    let text = match read_driver_file(&base.join("params")) {
+        Err(DriverRead::Blocked) => return None,
+        Err(DriverRead::Failed(e)) => {
+            return Some(check(
+                "driver",
+                "params",
+                Verdict::Warn,
+                format!("/proc/driver/nvidia/params: {e}"),
+                Some(
+                    "run as root, or check that /proc/driver/nvidia is visible here (containers may hide it)",
+                ),
+            ));
+        }
+        Ok(text) => text,
+    };
+    let get = |k: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(k).and_then(|v| v.strip_prefix(':')))
+            .map(|v| v.trim().trim_matches('"').to_owned())
+    };
+    let mode = get("DeviceFileMode").and_then(|v| v.parse::<u32>().ok());
+    let excluded = get("ExcludedGpus").filter(|v| !v.is_empty());
+    let evidence = format!(
+        "ModifyDeviceFiles={} DeviceFileUID={} DeviceFileGID={} DeviceFileMode={} ExcludedGpus={}",
+        get("ModifyDeviceFiles").unwrap_or_else(|| "?".into()),
+        get("DeviceFileUID").unwrap_or_else(|| "?".into()),
+        get("DeviceFileGID").unwrap_or_else(|| "?".into()),
+        mode.map_or_else(|| "?".into(), |m| format!("{m:04o}")),
+        excluded.as_deref().unwrap_or("none"),
+    );
+    Some(if mode.is_some_and(|m| m & 0o006 != 0o006) {
+        check(
+            "driver",
+            "params",
+            Verdict::Warn,
+            evidence,
+            Some(
+                "the driver creates its nodes without read-write for other users (NVreg_DeviceFileMode): users outside DeviceFileGID cannot start CUDA",
+            ),
+        )
+    } else if excluded.is_some() {
+        check(
+            "driver",
+            "params",
+            Verdict::Warn,
+            evidence,
+            Some(
+                "NVreg_ExcludedGpus hides these GPUs from CUDA: remove them from the module options if they should be used",
+            ),
+        )
+    } else {
+        check("driver", "params", Verdict::Ok, evidence, None)
+    })
+}
+
+/// One check per GPU the driver lists, and a failure when it lists none.
+fn gpu_checks(base: &Path, out: &mut Vec<Check>) {
+    let mut gpus = 0;
+    if let Ok(rd) = fs::read_dir(base.join("gpus")) {
+        let mut dirs: Vec<_> = rd.flatten().map(|e| e.path()).collect();
+        dirs.sort();
+        for d in dirs {
+            if let Some(c) = gpu_check(&d) {
+                gpus += 1;
+                out.push(c);
+            }
+        }
+    }
+    if gpus == 0 {
+        out.push(check(
+            "driver",
+            "gpu",
+            Verdict::Fail,
+            "the driver lists no GPU under /proc/driver/nvidia/gpus",
+            Some("cuInit will find no device (CUDA_ERROR_NO_DEVICE): check lspci and the kernel log (dmesg | grep -i nvrm) for GPUs the driver did not take"),
+        ));
+    }
+}
+
+/// The GPU of /proc/driver/nvidia/gpus/BUS (`d`); None when its
+/// information file cannot be read (it does not count as a GPU then).
+fn gpu_check(d: &Path) -> Option<Check> {
+    let info = match read_driver_file(&d.join("information")) {
+        Ok(i) => i,
+        Err(DriverRead::Blocked) => {
+            return Some(check(
+                "driver",
+                "gpu",
+                Verdict::Fail,
+                format!(
+                    "{}: the driver did not answer for this GPU (its information file blocked)",
+                    d.file_name()
+                        .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+                ),
+                Some(
+                    "the GPU or its driver state is stuck: see the proc_driver check and the kernel log",
+                ),
+            ));
+        }
+        Err(_) => return None,
+    };
+    let field = |k: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(k).map(|v| v.trim().to_owned()))
+            .unwrap_or_else(|| "?".into())
+    };
+    let bus = d
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let excluded = field("GPU Excluded:") == "Yes";
+    let evidence = format!(
+        "{} at {bus}, minor {}{}",
+        field("Model:"),
+        field("Device Minor:"),
+        if excluded { ", excluded" } else { "" }
+    );
+    Some(if excluded {
+        check(
+            "driver",
+            "gpu",
+            Verdict::Warn,
+            evidence,
+            Some(
+                "the driver excluded this GPU (NVreg_ExcludedGpus, or it failed a check): CUDA will not see it",
+            ),
+        )
+    } else {
+        check("driver", "gpu", Verdict::Ok, evidence, None)
+    })
+}
+
+/// NVIDIA display/3D controllers on the PCI bus: (bus id, "10de:2335",
+/// subsystem, bound driver).
+fn pci_gpus(root: &Path) -> Vec<(String, String, String, String)> {
+    let dir = root.join("sys/bus/pci/devices");
+    let Ok(rd) = fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let read = |p: &Path, f: &str| {
+        fs::read_to_string(p.join(f))
+            .map(|s| s.trim().trim_start_matches("0x").to_owned())
+            .unwrap_or_default()
+    };
+    let mut out = Vec::new();
+    for e in rd.flatten() {
+        let p = e.path();
+        if read(&p, "vendor") != "10de" || !read(&p, "class").starts_with("03") {
+            continue;
+        }
+        // Live: a symlink to the driver; a snapshot: a file with its name.
+        let driver = fs::read_link(p.join("driver"))
+            .ok()
+            .and_then(|l| l.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .or_else(|| {
+                fs::read_to_string(p.join("driver"))
+                    .ok()
+                    .map(|s| s.trim().to_owned())
+            })
+            .filter(|d| !d.is_empty())
+            .unwrap_or_else(|| "none".into());
+        out.push((
+            e.file_name().to_string_lossy().into_owned(),
+            format!("10de:{}", read(&p, "device")),
+            format!(
+                "{}:{}",
+                read(&p, "subsystem_vendor"),
+                read(&p, "subsystem_device")
+            ),
+            driver,
+        ));
+    }
+    out.sort();
+    out
+}
+
+/// PCI view of the GPUs: each NVIDIA display controller, its ids, whether
+/// the nvidia driver holds it, and whether the kernel log says it was lost.
+pub(super) fn pci_checks(root: &Path, log: &[String], out: &mut Vec<Check>) {
+    let gpus = pci_gpus(root);
+    let listed: Vec<String> = fs::read_dir(root.join("proc/driver/nvidia/gpus"))
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().to_lowercase())
+                .collect()
+        })
+        .unwrap_or_default();
+    for (bus, id, sub, driver) in gpus {
+        let short = bus.trim_start_matches("0000:").to_lowercase();
+        let lost: Vec<&String> = log
+            .iter()
+            .filter(|l| {
+                let low = l.to_lowercase();
+                low.contains(&short)
+                    && (low.contains("fallen off the bus")
+                        || low.contains("xid") && low.contains(" 79,"))
+            })
+            .collect();
+        let failed_init: Vec<&String> = log
+            .iter()
+            .filter(|l| {
+                let low = l.to_lowercase();
+                low.contains(&short) && low.contains("rminitadapter failed")
+            })
+            .collect();
+        let ev = format!("{bus} [{id}] subsystem {sub}, driver {driver}");
+        out.push(if let Some(l) = lost.last() {
+            check(
+                "driver",
+                "pci_gpu",
+                Verdict::Fail,
+                format!("{ev}; lost: {}", l.trim()),
+                Some("the GPU fell off the bus (Xid 79): it is unusable until a reset or reboot; check power, cooling and PCIe (or the host's passthrough)"),
+            )
+        } else if let Some(l) = failed_init.last() {
+            check(
+                "driver",
+                "pci_gpu",
+                Verdict::Fail,
+                format!("{ev}; {}", l.trim()),
+                Some("the driver could not initialise this GPU: read the NVRM lines around it in the kernel log"),
+            )
+        } else if driver != "nvidia" {
+            check(
+                "driver",
+                "pci_gpu",
+                Verdict::Warn,
+                format!("{ev}: not held by the nvidia driver"),
+                Some(if driver == "vfio-pci" {
+                    "bound to vfio-pci (kept for a VM): CUDA on this host cannot use it"
+                } else if driver == "nouveau" {
+                    "nouveau holds it: blacklist nouveau and load nvidia"
+                } else {
+                    "no driver holds it: load nvidia, and read the kernel log if it refuses the device"
+                }),
+            )
+        } else if !listed.iter().any(|b| b.trim_start_matches("0000:") == short) {
+            check(
+                "driver",
+                "pci_gpu",
+                Verdict::Warn,
+                format!("{ev}, but /proc/driver/nvidia/gpus does not list it"),
+                Some("the driver holds the device without presenting it: see the kernel log"),
+            )
+        } else {
+            check("driver", "pci_gpu", Verdict::Ok, ev, None)
+        });
+    }
+}
+
+/// Persistence: nvidia-persistenced running, or the driver's legacy
+/// persistence mode (its kernel-log line). Off is a note: the first process
+/// pays the GPU's cold initialisation.
+pub(super) fn persistence_check(root: &Path, live: bool, log: &[String], out: &mut Vec<Check>) {
+    if driver_info(root).is_none() {
+        return;
+    }
+    let daemon = if live {
+        procfs::process::all_processes().ok().is_some_and(|ps| {
+            ps.flatten()
+                .any(|p| p.stat().is_ok_and(|s| s.comm == "nvidia-persistenced"))
+        })
+    } else {
+        fs::read_to_string(root.join("processes.list"))
+            .is_ok_and(|t| t.lines().any(|l| l.trim() == "nvidia-persistenced"))
+    };
+    let legacy = log
+        .iter()
+        .any(|l| l.contains("Persistence mode is deprecated"));
+    out.push(if daemon {
+        check("driver", "persistence", Verdict::Ok, "nvidia-persistenced is running", None)
+    } else if legacy {
+        check(
+            "driver",
+            "persistence",
+            Verdict::Ok,
+            "legacy persistence mode is on (kernel log: \"Persistence mode is deprecated\")",
+            Some("note: nvidia-persistenced replaces the legacy mode in future drivers"),
+        )
+    } else {
+        check(
+            "driver",
+            "persistence",
+            Verdict::Ok,
+            "persistence looks off (no nvidia-persistenced process, no legacy-mode line in the kernel log)",
+            Some("note: without persistence the first process to open a GPU pays its cold initialisation (hundreds of ms to seconds in cuInit); start nvidia-persistenced to keep GPUs initialised"),
+        )
+    });
+}
