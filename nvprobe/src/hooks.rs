@@ -251,6 +251,13 @@ pub fn btf_prototypes(dir: &Path) -> Result<Vec<(&'static Hook, Option<String>)>
         .collect())
 }
 
+/// A name in a snapshot's listing of a directory (`ROOT/DIR.list`, one
+/// name per line), for directories whose files are not copied.
+pub(crate) fn listed(root: &Path, dir: &str, name: &str) -> bool {
+    fs::read_to_string(root.join(format!("{dir}.list")))
+        .is_ok_and(|t| t.lines().any(|l| l.trim() == name))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -427,11 +434,4 @@ mod tests {
         }
         assert!(checked >= 12, "{checked}");
     }
-}
-
-/// A name in a snapshot's listing of a directory (`ROOT/DIR.list`, one
-/// name per line), for directories whose files are not copied.
-pub(crate) fn listed(root: &Path, dir: &str, name: &str) -> bool {
-    fs::read_to_string(root.join(format!("{dir}.list")))
-        .is_ok_and(|t| t.lines().any(|l| l.trim() == name))
 }

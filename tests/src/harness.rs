@@ -1,7 +1,12 @@
-//! Run the real nvprobe binary and read back its NDJSON.
+//! Run the real nvprobe binary and read back its NDJSON; find the fixtures;
+//! see what one nvprobe process held (its BPF programs) and run it in a
+//! mount namespace of its own, so that a test checks what its own nvprobe
+//! did and not the state of the whole host.
 
 use std::{
+    collections::BTreeSet,
     fs,
+    os::unix::process::CommandExt,
     path::{Path, PathBuf},
     process::{Child, Command, ExitStatus, Stdio},
     time::{Duration, Instant},
@@ -34,6 +39,14 @@ pub fn bin(name: &str) -> PathBuf {
     p
 }
 
+/// A file or folder of tests/fixtures (recordings and host trees from the
+/// GPU machine; tests/fixtures/README.md says where each came from).
+pub fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(name)
+}
+
 pub fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
@@ -54,17 +67,23 @@ impl Trace {
     /// Start `nvprobe watch --json -o FILE ARGS…` and wait until its start
     /// record is written (probes attached).
     pub fn start(tmp: &Path, args: &[&str]) -> Trace {
+        Self::start_with(tmp, args, |_| {})
+    }
+
+    /// [`Trace::start`], with the command adjusted first (e.g. by
+    /// [`private_mount_namespace`]).
+    pub fn start_with(tmp: &Path, args: &[&str], adjust: impl FnOnce(&mut Command)) -> Trace {
         let out = tmp.join(format!("trace-{}.ndjson", unique()));
         let stderr = tmp.join(format!("trace-{}.stderr", unique()));
-        let child = Command::new(bin("nvprobe"))
-            .args(["watch", "--json", "-o"])
+        let mut cmd = Command::new(bin("nvprobe"));
+        cmd.args(["watch", "--json", "-o"])
             .arg(&out)
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(fs::File::create(&stderr).expect("stderr file"))
-            .spawn()
-            .expect("spawn nvprobe");
+            .stderr(fs::File::create(&stderr).expect("stderr file"));
+        adjust(&mut cmd);
+        let child = cmd.spawn().expect("spawn nvprobe");
         let mut t = Trace { child, out, stderr };
         let t0 = Instant::now();
         loop {
@@ -93,6 +112,11 @@ impl Trace {
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// The BPF programs this nvprobe process holds now (see [`bpf_prog_ids`]).
+    pub fn prog_ids(&self) -> BTreeSet<u32> {
+        bpf_prog_ids(self.child.id())
     }
 
     /// SIGINT, wait, parse.
@@ -144,4 +168,84 @@ impl Finished {
     pub fn summary(&self) -> &Value {
         self.of_type("summary").last().expect("a summary record")
     }
+}
+
+/// The ids of the BPF programs a process holds: each of its fds that is a
+/// BPF program or link says `prog_id:` in /proc/PID/fdinfo. Only this
+/// process's programs, whatever else is loaded on the host.
+pub fn bpf_prog_ids(pid: u32) -> BTreeSet<u32> {
+    let Ok(dir) = fs::read_dir(format!("/proc/{pid}/fdinfo")) else {
+        return BTreeSet::new();
+    };
+    dir.filter_map(Result::ok)
+        .filter_map(|e| fs::read_to_string(e.path()).ok())
+        .flat_map(|info| {
+            info.lines()
+                .filter_map(|l| l.strip_prefix("prog_id:"))
+                .filter_map(|v| v.trim().parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
+/// Which of `ids` are still loaded in the kernel. The kernel frees a
+/// program asynchronously after its last reference goes, so this waits up
+/// to `patience` for them to go.
+pub fn still_loaded(ids: &BTreeSet<u32>, patience: Duration) -> BTreeSet<u32> {
+    let loaded = || -> BTreeSet<u32> {
+        aya::programs::loaded_programs()
+            .filter_map(Result::ok)
+            .map(|p| p.id())
+            .filter(|id| ids.contains(id))
+            .collect()
+    };
+    let t0 = Instant::now();
+    let mut left = loaded();
+    while !left.is_empty() && t0.elapsed() < patience {
+        std::thread::sleep(Duration::from_millis(100));
+        left = loaded();
+    }
+    left
+}
+
+/// Run the command in a mount namespace of its own (mounts made private
+/// first, so that nothing propagates back to the host), with `unmount`
+/// detached there: what it mounts or finds missing is its own, and the
+/// host's mounts are left alone. Needs root.
+pub fn private_mount_namespace(cmd: &mut Command, unmount: &'static [&'static str]) {
+    use nix::mount::{MntFlags, MsFlags, mount, umount2};
+    // SAFETY: runs in the forked child before exec: only system calls
+    // (unshare, mount, umount2), no allocation beyond nix's on-stack path
+    // conversion, no locks.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)?;
+            mount(
+                None::<&str>,
+                "/",
+                None::<&str>,
+                MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+                None::<&str>,
+            )?;
+            for p in unmount {
+                // Until EINVAL: not (or no longer) a mount point here. A
+                // path can have more than one mount stacked on it.
+                for _ in 0..8 {
+                    match umount2(*p, MntFlags::MNT_DETACH) {
+                        Ok(()) => {}
+                        Err(nix::errno::Errno::EINVAL | nix::errno::Errno::ENOENT) => break,
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+            }
+            Ok(())
+        });
+    }
+}
+
+/// The mount namespace a process is in (the /proc/PID/ns/mnt link).
+pub fn mount_namespace(pid: u32) -> String {
+    fs::read_link(format!("/proc/{pid}/ns/mnt"))
+        .map(|p| p.display().to_string())
+        .unwrap_or_default()
 }

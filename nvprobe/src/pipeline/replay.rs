@@ -153,6 +153,10 @@ impl Replay<'_> {
             self.complain(lineno, "raw field is not hex");
             return Ok(());
         };
+        if let Err(e) = decode::check_shape(&bytes) {
+            self.complain(lineno, &e.to_string());
+            return Ok(());
+        }
         let t = v["mono_ns"]
             .as_u64()
             .or_else(|| decode::record_ktime(&bytes))

@@ -181,8 +181,13 @@ fn dup_scenario(dir: &Path) -> anyhow::Result<Value> {
     let a = fd.as_raw_fd();
     let b = dup(&fd)?.into_raw_fd();
     let c = fcntl(&fd, FcntlArg::F_DUPFD_CLOEXEC(100))?;
-    // SAFETY: 200 is not in use in this process.
-    let mut target = unsafe { OwnedFd::from_raw_fd(200) };
+    // dup3 onto a free fd from 200 up (the test runner may have handed
+    // this process fds of its own: the fds used are printed, not assumed).
+    let free = (200..1000)
+        .find(|&n| fcntl_getfd_ebadf(n))
+        .context("no free fd from 200 up")?;
+    // SAFETY: `free` is not in use in this process (F_GETFD said EBADF).
+    let mut target = unsafe { OwnedFd::from_raw_fd(free) };
     dup3(&fd, &mut target, OFlag::O_CLOEXEC)?;
     let d = target.into_raw_fd();
     let mut rets = Vec::new();
@@ -193,6 +198,13 @@ fn dup_scenario(dir: &Path) -> anyhow::Result<Value> {
         close(x)?;
     }
     Ok(json!({ "fd": a, "dups": [b, c, d], "rets": rets }))
+}
+
+/// Whether `fd` is not open in this process.
+fn fcntl_getfd_ebadf(fd: RawFd) -> bool {
+    // SAFETY: F_GETFD only reads the descriptor's flags.
+    let r = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+    r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EBADF)
 }
 
 fn scm_scenario(dir: &Path) -> anyhow::Result<Value> {

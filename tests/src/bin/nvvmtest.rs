@@ -299,7 +299,17 @@ fn hooks(kmod: &Path, c: &mut Checks) -> anyhow::Result<()> {
         }),
         "UVM_REGISTER_GPU on the uvm node with its written-back rmStatus",
     );
-    let rm = drv(&recs, "rm_ioctl");
+    hooks_driver_records(&recs, c);
+    hooks_both_layers(c)
+}
+
+/// The driver records of the default run: rm_ioctl's kernel copies, the
+/// adapter's init time, the UVM path, and the kernel's own function inside
+/// UVM_INITIALIZE.
+fn hooks_driver_records(recs: &[Value], c: &mut Checks) {
+    let start = of(recs, "start");
+    let io = of(recs, "ioctl");
+    let rm = drv(recs, "rm_ioctl");
     let status_of = |r: &&Value| r["rm_status"]["name"].as_str().map(str::to_owned);
     c.check(
         rm.iter()
@@ -311,7 +321,7 @@ fn hooks(kmod: &Path, c: &mut Checks) -> anyhow::Result<()> {
             .any(|r| status_of(r).as_deref() == Some("NV_ERR_INVALID_COMMAND") && r["ok"] == false),
         "rm_ioctl's kernel copy gives NV_ERR_INVALID_COMMAND for the unknown control",
     );
-    let adapter = drv(&recs, "rm_init_adapter");
+    let adapter = drv(recs, "rm_init_adapter");
     c.check(
         adapter
             .iter()
@@ -328,10 +338,10 @@ fn hooks(kmod: &Path, c: &mut Checks) -> anyhow::Result<()> {
         "nvidia_open",
         "nvidia_close",
     ] {
-        c.check(!drv(&recs, f).is_empty(), &format!("{f} fired"));
+        c.check(!drv(recs, f).is_empty(), &format!("{f} fired"));
     }
     c.check(
-        drv(&recs, "uvm_api_register_gpu")
+        drv(recs, "uvm_api_register_gpu")
             .iter()
             .any(|r| r["result"] == "NV_OK" && r["module"] == "nvidia_uvm"),
         "uvm_api_register_gpu returned NV_OK (nvidia_uvm)",
@@ -350,7 +360,7 @@ fn hooks(kmod: &Path, c: &mut Checks) -> anyhow::Result<()> {
     );
     let init = io.iter().find(|r| r["name"] == "UVM_INITIALIZE");
     c.check(
-        drv(&recs, "__mmu_notifier_register").iter().any(|r| {
+        drv(recs, "__mmu_notifier_register").iter().any(|r| {
             r["module"] == "vmlinux"
                 && r["result"] == "0"
                 && init.is_some_and(|i| {
@@ -361,8 +371,11 @@ fn hooks(kmod: &Path, c: &mut Checks) -> anyhow::Result<()> {
         }),
         "__mmu_notifier_register returned 0 inside UVM_INITIALIZE",
     );
-    // Asked for both layers, the syscall tracepoints make the ioctl records
-    // and the entry points are driver records of their own.
+}
+
+/// Asked for both layers, the syscall tracepoints make the ioctl records
+/// and the entry points are driver records of their own.
+fn hooks_both_layers(c: &mut Checks) -> anyhow::Result<()> {
     let w = watch("hooks-both", &["--layers", "syscall,process,driver"])?;
     let _ = run_client()?;
     let (recs, _) = w.stop()?;

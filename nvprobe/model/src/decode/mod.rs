@@ -95,41 +95,48 @@ pub fn record_ktime(bytes: &[u8]) -> Option<u64> {
     Some(u64::from_le_bytes(bytes.get(8..16)?.try_into().ok()?))
 }
 
-fn read_record<T: Copy>(bytes: &[u8], kind: &'static str) -> Result<T, DecodeError> {
-    let want = size_of::<T>();
+/// The record's kind, once its length is right for that kind: what a
+/// record must be before it is decoded (replays check it per line).
+pub fn check_shape(bytes: &[u8]) -> Result<EventKind, DecodeError> {
+    let h = Header::peek(bytes).ok_or(DecodeError::Short(bytes.len()))?;
+    let kind = h.event_kind().ok_or(DecodeError::Kind(h.kind))?;
+    let (name, want) = match kind {
+        EventKind::Ioctl => ("ioctl", size_of::<IoctlEvent>()),
+        EventKind::Path => ("path", size_of::<PathEvent>()),
+        EventKind::Fd => ("fd", size_of::<FdEvent>()),
+        EventKind::Mmap => ("mmap", size_of::<MmapEvent>()),
+        EventKind::Proc => ("proc", size_of::<ProcEvent>()),
+        EventKind::Cuda => ("cuda", size_of::<CudaEvent>()),
+        EventKind::Driver => ("driver", size_of::<DriverEvent>()),
+    };
     if bytes.len() != want {
         return Err(DecodeError::Size {
-            kind,
+            kind: name,
             got: bytes.len(),
             want,
         });
     }
-    // SAFETY: length checked; T is a repr(C) record of integers and byte
-    // arrays, valid for any bit pattern; read_unaligned handles alignment.
-    Ok(unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) })
+    Ok(kind)
+}
+
+/// The record as `T`, after [`check_shape`] said it is one.
+fn read<T: nvprobe_common::Record>(bytes: &[u8]) -> Result<T, DecodeError> {
+    nvprobe_common::read(bytes).ok_or(DecodeError::Short(bytes.len()))
 }
 
 /// Decode one raw ring-buffer record.
 pub fn decode(bytes: &[u8], ctx: &Context) -> Result<Event, DecodeError> {
-    if bytes.len() < size_of::<Header>() {
-        return Err(DecodeError::Short(bytes.len()));
-    }
-    let kind = u32::from_le_bytes(bytes[0..4].try_into().expect("4 bytes"));
+    let kind = check_shape(bytes)?;
     let raw = ctx.keep_raw.then(|| hex_encode(bytes));
-    match EventKind::from_u32(kind) {
-        Some(EventKind::Ioctl) => Ok(ioctl::decode_ioctl(&read_record(bytes, "ioctl")?, ctx, raw)),
-        Some(EventKind::Path) => Ok(files::decode_path(&read_record(bytes, "path")?, ctx, raw)),
-        Some(EventKind::Fd) => Ok(files::decode_fd(&read_record(bytes, "fd")?, ctx, raw)),
-        Some(EventKind::Mmap) => Ok(files::decode_mmap(&read_record(bytes, "mmap")?, ctx, raw)),
-        Some(EventKind::Proc) => Ok(process::decode_proc(&read_record(bytes, "proc")?, raw)),
-        Some(EventKind::Cuda) => Ok(process::decode_cuda(&read_record(bytes, "cuda")?, raw)),
-        Some(EventKind::Driver) => Ok(process::decode_driver(
-            &read_record(bytes, "driver")?,
-            ctx,
-            raw,
-        )),
-        None => Err(DecodeError::Kind(kind)),
-    }
+    Ok(match kind {
+        EventKind::Ioctl => ioctl::decode_ioctl(&read(bytes)?, ctx, raw),
+        EventKind::Path => files::decode_path(&read(bytes)?, ctx, raw),
+        EventKind::Fd => files::decode_fd(&read(bytes)?, ctx, raw),
+        EventKind::Mmap => files::decode_mmap(&read(bytes)?, ctx, raw),
+        EventKind::Proc => process::decode_proc(&read(bytes)?, raw),
+        EventKind::Cuda => process::decode_cuda(&read(bytes)?, raw),
+        EventKind::Driver => process::decode_driver(&read(bytes)?, ctx, raw),
+    })
 }
 
 pub(crate) fn proc_of(h: &Header) -> Proc {

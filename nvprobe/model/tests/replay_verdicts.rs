@@ -1,0 +1,353 @@
+//! Tier 1: real driver traffic recorded on the GPU machine (NVIDIA H200,
+//! open kernel module 580.159.04, `nvprobe watch --json --raw`), replayed
+//! through today's decoder. The raw kernel records are the truth; the
+//! assertions are on what the decoder makes of them.
+//!
+//! These replays need the model crate alone (no BPF, no binary, no root);
+//! the tier-1 tests that run the nvprobe binary (decode, doctor --root)
+//! are in tests/tests/.
+//!
+//! This file: the correlator's stages, verdicts, diagnoses and breakdowns
+//! for the recorded start-ups.
+
+mod common;
+
+use common::{ioctls, replay, stage_ids, status, verdicts};
+use nvprobe_model::{
+    decode::{self, Event},
+    render::schema,
+};
+
+#[test]
+fn real_cuinit_stages_in_the_580_order() {
+    let (records, v) = verdicts("h200-580.159.04-cuinit-ctypes.ndjson");
+    assert_eq!(v.len(), 1);
+    let v = &v[0];
+    // The real order: the version handshake runs on a probe client (S2
+    // before S1), and UVM init (S4) comes before the GPU attach (S3).
+    assert_eq!(
+        stage_ids(v),
+        ["S0", "S2", "S1", "S4", "S3", "S5", "S6", "S7"]
+    );
+    assert_eq!(v.result, "ok");
+    assert_eq!(v.source, "driver calls alone (no libcuda uprobe)");
+    let s7 = v.stages.iter().find(|s| s.stage == "S7").expect("S7");
+    assert_eq!(s7.via, "UVM_REGISTER_GPU");
+    assert!(
+        s7.at_ms > 200.0,
+        "REGISTER_GPU ends the 217 ms start-up: {}",
+        s7.at_ms
+    );
+    assert!(v.diagnoses.is_empty(), "{:?}", v.diagnoses);
+    let stage_records = records
+        .iter()
+        .filter(|r| matches!(r, nvprobe_model::correlate::Record::Stage { .. }))
+        .count();
+    assert_eq!(stage_records, 8, "one stage record per transition");
+}
+
+#[test]
+fn real_failures_get_their_verdicts() {
+    let (_, v) = verdicts("h200-580.159.04-uvm-masked.ndjson");
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0].result, "failed");
+    assert_eq!(stage_ids(&v[0]), ["S0", "S2", "S1"]);
+    let d = &v[0].diagnoses[0];
+    assert_eq!(d.id, "uvm_unusable");
+    assert!(
+        d.evidence.contains("/dev/nvidia-uvm is device 1:3"),
+        "{}",
+        d.evidence
+    );
+    assert!(d.hint.contains("nvidia-modprobe -u"), "{}", d.hint);
+
+    // Without the process events (this recording predates them) the
+    // BUSY_RETRY is ambiguous, and the verdict says so instead of blaming HMM.
+    let (_, v) = verdicts("h200-580.159.04-timeout-kill.ndjson");
+    assert_eq!(v[0].result, "failed");
+    let f = v[0].failed_call.as_ref().expect("failed call");
+    assert_eq!(
+        (f.call.as_str(), f.result.as_str()),
+        ("UVM_REGISTER_GPU", "NV_ERR_BUSY_RETRY")
+    );
+    assert_eq!(v[0].diagnoses[0].id, "uvm_busy_retry");
+    assert!(
+        v[0].diagnoses[0].hint.contains("signal"),
+        "{}",
+        v[0].diagnoses[0].hint
+    );
+
+    let (_, v) = verdicts("h200-580.159.04-novisible.ndjson");
+    let py: Vec<_> = v.iter().filter(|x| x.comm == "python3").collect();
+    assert_eq!(py.len(), 1);
+    assert!(
+        !py[0].stages.iter().any(|s| s.stage == "S7"),
+        "no GPU registered"
+    );
+    assert!(py[0].diagnoses.is_empty());
+
+    // Recorded with the process layer and the libcuda uprobes on: each of
+    // the 16 has its own verdict from cuInit's own return, all 8 stages.
+    let (_, v) = verdicts("h200-580.159.04-concurrent16.ndjson");
+    assert_eq!(v.len(), 16);
+    for x in &v {
+        assert_eq!(x.result, "ok", "{}", x.text);
+        assert_eq!(
+            x.source,
+            "libcuda uprobe (cuInit's return) and driver calls"
+        );
+        assert_eq!(
+            stage_ids(x),
+            ["S0", "S2", "S1", "S4", "S3", "S5", "S6", "S7"],
+            "{}",
+            x.text
+        );
+    }
+}
+
+#[test]
+fn real_timeouts_and_itimers_are_reported_as_kills_not_hangs() {
+    // Recorded with the process layer on the H200: a clean cuInit, cuInit
+    // under `timeout -s TERM 0.15`, and cuInit with setitimer(0.12 s).
+    let (_, v) = verdicts("h200-580.159.04-verdicts.ndjson");
+    let ok = v.iter().filter(|x| x.result == "ok").count();
+    assert!(ok >= 1, "the clean run: {v:#?}");
+    let killed: Vec<_> = v.iter().filter(|x| x.result == "killed").collect();
+    assert_eq!(killed.len(), 2, "{v:#?}");
+    let term = killed
+        .iter()
+        .find(|x| x.signal.as_ref().is_some_and(|s| s.name == "SIGTERM"))
+        .expect("SIGTERM");
+    assert!(
+        term.text.starts_with("killed by SIGTERM from timeout[")
+            && term
+                .text
+                .ends_with(" in UVM_REGISTER_GPU; the call was still running"),
+        "{}",
+        term.text
+    );
+    assert_eq!(term.diagnoses[0].id, "killed_by_signal");
+    let alrm = killed
+        .iter()
+        .find(|x| x.signal.as_ref().is_some_and(|s| s.name == "SIGALRM"))
+        .expect("SIGALRM");
+    assert!(
+        alrm.text.contains("from the kernel (alarm/itimer"),
+        "{}",
+        alrm.text
+    );
+    // The BUSY_RETRY that the interrupted REGISTER_GPU returned is not
+    // blamed on HMM when the signal explains it.
+    for k in &killed {
+        assert!(
+            k.diagnoses
+                .iter()
+                .all(|d| d.id != "uvm_step_failed" && d.id != "uvm_busy_retry"),
+            "{:?}",
+            k.diagnoses
+        );
+    }
+}
+
+#[test]
+fn real_uprobes_fire_for_ctypes_and_torch_and_name_the_curesult() {
+    // Recorded with libcuda uprobes on the H200: ctypes cuInit, torch (cudart
+    // reaches libcuda through cuGetProcAddress), and cuInit with
+    // /dev/nvidia-uvm masked by /dev/null.
+    let r = replay("h200-580.159.04-uprobes.ndjson", None);
+    let start = r
+        .records
+        .iter()
+        .find(|x| x["type"] == "start")
+        .expect("start");
+    assert!(
+        start["libcuda"][0]["functions"]
+            .as_array()
+            .expect("functions")
+            .len()
+            >= 5
+    );
+    let cuda: Vec<&decode::CudaCall> = r
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Cuda(c) => Some(c),
+            _ => None,
+        })
+        .collect();
+    let returns = |f: &str| -> Vec<&decode::CudaCall> {
+        cuda.iter()
+            .copied()
+            .filter(|c| c.func == f && c.phase == "return")
+            .collect()
+    };
+    let inits = returns("cuInit");
+    assert_eq!(inits.len(), 3, "ctypes, torch and the masked run");
+    let names: Vec<_> = inits.iter().map(|c| c.result_name).collect();
+    assert_eq!(
+        names,
+        [
+            Some("CUDA_SUCCESS"),
+            Some("CUDA_SUCCESS"),
+            Some("CUDA_ERROR_UNKNOWN")
+        ]
+    );
+    // torch asks the driver version first, through cuGetProcAddress.
+    let ver = returns("cuDriverGetVersion");
+    assert_eq!(ver[0].value, Some(13000));
+    assert!(
+        returns("cuDeviceGetCount")
+            .iter()
+            .any(|c| c.value == Some(1))
+    );
+
+    let (_, v) = verdicts("h200-580.159.04-uprobes.ndjson");
+    let by_result = |res: &str| v.iter().filter(|x| x.result == res).collect::<Vec<_>>();
+    assert_eq!(by_result("ok").len(), 2);
+    for ok in by_result("ok") {
+        assert_eq!(ok.curesult.as_deref(), Some("CUDA_SUCCESS (0)"));
+        assert!(ok.stages.iter().any(|s| s.stage == "S7"));
+    }
+    let failed = by_result("failed");
+    assert_eq!(
+        failed.len(),
+        1,
+        "{:#?}",
+        failed
+            .iter()
+            .map(|x| (&x.comm, x.pid, &x.text))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        failed[0].curesult.as_deref(),
+        Some("CUDA_ERROR_UNKNOWN (999)")
+    );
+    assert_eq!(
+        failed[0].diagnoses.len(),
+        1,
+        "one diagnosis, not one per open: {:?}",
+        failed[0].diagnoses
+    );
+    assert_eq!(failed[0].diagnoses[0].id, "uvm_unusable");
+    // torch's short-lived helper processes (comm ld-linux-x86-64) open the
+    // GPU and exit cleanly: not failures.
+    for x in v.iter().filter(|x| x.comm != "python3") {
+        assert_eq!(x.result, "exited", "{}", x.text);
+        assert!(x.text.starts_with("exited with status 0"), "{}", x.text);
+    }
+}
+
+#[test]
+fn real_no_device_and_fork_after_init_rules() {
+    // H200: `CUDA_VISIBLE_DEVICES= cuInit` and a python parent that forks
+    // after cuInit; the child calls cuInit again.
+    let (_, v) = verdicts("h200-580.159.04-rules.ndjson");
+    let nodev = v
+        .iter()
+        .find(|x| x.curesult.as_deref() == Some("CUDA_ERROR_NO_DEVICE (100)"))
+        .expect("the CUDA_VISIBLE_DEVICES= run");
+    assert_eq!(nodev.diagnoses[0].id, "no_visible_devices");
+    assert!(nodev.diagnoses[0].hint.contains("CUDA_VISIBLE_DEVICES"));
+    let child = v
+        .iter()
+        .find(|x| x.curesult.as_deref() == Some("CUDA_ERROR_NOT_INITIALIZED (3)"))
+        .expect("the forked child");
+    assert_eq!(child.calls, 0, "libcuda refused without calling the driver");
+    assert_eq!(child.diagnoses[0].id, "fork_after_init");
+    assert!(child.diagnoses[0].hint.contains("spawn"));
+    let parent = v.iter().find(|x| x.result == "ok").expect("the parent");
+    assert!(parent.diagnoses.is_empty());
+}
+
+/// The kernel tier's HMM-failure run (Debian 6.1 under qemu, the stand-in
+/// modules with uvm_pmm_devmem_init failing NV_ERR_NO_MEMORY after 300 ms;
+/// `watch --raw` by default, so the ioctl records come from the driver
+/// layer), replayed here where no kernel has kprobes: the driver records
+/// decode with the rm_ioctl kernel-copy statuses, and the correlator gives
+/// the breakdown and the verdict the VM gave.
+#[test]
+fn the_vm_hmm_failure_replays_with_its_breakdown_and_verdict() {
+    let name = "vm-6.1-standin-hmm-failure.ndjson";
+    let r = replay(name, None);
+    for rec in &r.records {
+        schema::validate(rec).unwrap_or_else(|e| panic!("{e}\n{rec}"));
+    }
+    let start = r
+        .records
+        .iter()
+        .find(|x| x["type"] == "start")
+        .expect("start");
+    assert_eq!(start["ioctls_in_driver"], true);
+    let drv: Vec<&decode::DriverCall> = r
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Driver(d) => Some(d),
+            _ => None,
+        })
+        .collect();
+    let pmm = drv
+        .iter()
+        .find(|d| d.function == "uvm_pmm_devmem_init")
+        .expect("the HMM step");
+    assert_eq!(
+        (pmm.module, pmm.result.as_str(), pmm.ok),
+        ("nvidia_uvm", "NV_ERR_NO_MEMORY", false)
+    );
+    assert!(pmm.duration_ns >= 300_000_000, "{}", pmm.duration_ns);
+    let rm_bad = drv
+        .iter()
+        .find(|d| {
+            d.function == "rm_ioctl"
+                && d.rm_status.as_ref().and_then(|s| s.name) == Some("NV_ERR_INVALID_COMMAND")
+        })
+        .expect("the unknown control, from rm_ioctl's kernel copy");
+    assert_eq!(rm_bad.call.as_deref(), Some("NV_ESC_RM_CONTROL"));
+    assert!(!rm_bad.ok);
+    let io = ioctls(&r);
+    assert!(io.iter().all(|i| i.via == Some("driver") && i.fd == -1));
+    let reg = io
+        .iter()
+        .find(|i| i.name == Some("UVM_REGISTER_GPU"))
+        .expect("REGISTER_GPU");
+    assert_eq!(status(reg), Some("NV_ERR_NO_MEMORY"));
+
+    let (records, v) = verdicts(name);
+    let b = records
+        .iter()
+        .find_map(|x| match x {
+            nvprobe_model::correlate::Record::Breakdown(b) if b.call == "UVM_REGISTER_GPU" => {
+                Some(b)
+            }
+            _ => None,
+        })
+        .expect("a breakdown of the failed REGISTER_GPU");
+    assert!(
+        b.text.ends_with(" in uvm_pmm_devmem_init, which returned NV_ERR_NO_MEMORY (in uvm_gpu_retain_by_uuid < uvm_va_space_register_gpu < uvm_api_register_gpu)"),
+        "{}",
+        b.text
+    );
+    let spans: Vec<&str> = b.spans.iter().map(|s| s.function).collect();
+    assert_eq!(
+        spans,
+        [
+            "uvm_pmm_devmem_init",
+            "uvm_gpu_retain_by_uuid",
+            "uvm_va_space_register_gpu",
+            "uvm_api_register_gpu"
+        ]
+    );
+    let d = v
+        .iter()
+        .flat_map(|x| x.diagnoses.iter())
+        .find(|d| d.id == "uvm_step_failed")
+        .expect("the UVM step diagnosis");
+    assert!(
+        d.evidence.starts_with(
+            "UVM_REGISTER_GPU returned NV_ERR_NO_MEMORY; in the driver: UVM_REGISTER_GPU "
+        ),
+        "{}",
+        d.evidence
+    );
+    assert!(d.hint.contains("uvm_disable_hmm=1"), "{}", d.hint);
+}

@@ -1,0 +1,194 @@
+//! Tier 2 support: the real BPF programs on this machine's kernel, as root.
+//!
+//! A FUSE stand-in serves the NVIDIA device files ([`crate::fakedrv`])
+//! and `nvfixture` makes driver-style calls on it; `nvprobe watch --json`
+//! runs as a separate process, exactly as a user runs it. Without root the
+//! tests say `skipping` and pass, since loading BPF needs root.
+//!
+//! The root tests are tests/tests/root_*.rs, one file per feature; this
+//! module is what they share: the stand-in, the scenarios, the trace.
+
+use std::{
+    io::{BufRead, BufReader},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::Mutex,
+};
+
+use nvprobe::render::schema;
+use serde_json::Value;
+
+use crate::harness::{Finished, Trace, bin};
+
+/// The tests share tracefs and the BPF subsystem: one at a time. Each
+/// tests/tests file is its own test binary with its own lock; cargo runs
+/// the binaries one after another.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+#[macro_export]
+macro_rules! need_root {
+    () => {
+        if !$crate::harness::is_root() {
+            eprintln!("skipping: loading BPF programs needs root");
+            return;
+        }
+    };
+}
+
+pub fn lock() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub fn tmpdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("nvprobe-test-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).expect("tmp dir");
+    d
+}
+
+/// The FUSE stand-in, mounted for the life of the value.
+pub struct FakeDrv {
+    child: Child,
+    pub dir: PathBuf,
+}
+
+impl FakeDrv {
+    pub fn start(tmp: &Path) -> FakeDrv {
+        Self::start_at(&tmp.join("dev"))
+    }
+    pub fn start_at(dir: &Path) -> FakeDrv {
+        let dir = dir.to_path_buf();
+        let mut child = Command::new(bin("nvfixture"))
+            .arg("serve")
+            .arg(&dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start nvfixture serve");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("read ready");
+        assert_eq!(line.trim(), "ready", "the FUSE stand-in did not mount");
+        FakeDrv { child, dir }
+    }
+    pub fn ctl(&self) -> String {
+        self.dir.join("nvidiactl").display().to_string()
+    }
+    pub fn device_args(&self) -> Vec<String> {
+        vec![
+            "--device".into(),
+            format!("{}=ctl", self.ctl()),
+            "--device".into(),
+            format!("{}=gpu", self.dir.join("nvidia0").display()),
+        ]
+    }
+}
+
+impl Drop for FakeDrv {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+        let _ = nix::mount::umount2(&self.dir, nix::mount::MntFlags::MNT_DETACH);
+    }
+}
+
+/// Run an nvfixture scenario; return what it printed (its last JSON line).
+pub fn scenario(drv: &FakeDrv, name: &str, extra: &[&str]) -> Value {
+    let out = Command::new(bin("nvfixture"))
+        .args(["run", name, "--dir"])
+        .arg(&drv.dir)
+        .args(extra)
+        .output()
+        .expect("run nvfixture");
+    assert!(
+        out.status.success(),
+        "nvfixture {name} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.lines().last().expect("output")).expect("JSON")
+}
+
+pub fn watch(tmp: &Path, drv: &FakeDrv, extra: &[&str]) -> Trace {
+    let mut args: Vec<String> = drv.device_args();
+    args.extend(["--driver-version".to_owned(), "580.159.04".to_owned()]);
+    args.extend(extra.iter().map(|s| (*s).to_owned()));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    Trace::start(tmp, &refs)
+}
+
+pub fn check_schema(f: &Finished) {
+    for r in &f.records {
+        schema::validate(r).unwrap_or_else(|e| panic!("{e}\n{r}"));
+    }
+    assert!(
+        f.status.success(),
+        "nvprobe exit: {} ({})",
+        f.status,
+        f.stderr
+    );
+}
+
+/// Trace one nvfixture scenario from start to end: its JSON answer and the
+/// validated trace.
+pub fn trace_scenario(name: &str, extra: &[&str]) -> (Value, Finished) {
+    let _g = lock();
+    let tmp = tmpdir(name);
+    let drv = FakeDrv::start(&tmp);
+    let t = watch(&tmp, &drv, &[]);
+    let run = scenario(&drv, name, extra);
+    let f = t.stop();
+    check_schema(&f);
+    (run, f)
+}
+
+pub fn ioctls_of(f: &Finished, pid: u64) -> Vec<&Value> {
+    f.records
+        .iter()
+        .filter(|r| r["type"] == "ioctl" && r["pid"] == pid)
+        .collect()
+}
+
+pub fn control_named<'a>(v: &'a [&'a Value], control: &str) -> &'a Value {
+    v.iter()
+        .find(|r| r["args"]["control_name"] == control)
+        .unwrap_or_else(|| panic!("no {control} in {v:#?}"))
+}
+
+/// Start `nvfixture run cuinit` with the stand-in libcuda loaded; it waits
+/// for a line on stdin before calling cuInit.
+pub fn spawn_cuinit(
+    drv: &FakeDrv,
+    lib: &Path,
+    mode: &str,
+) -> (std::process::Child, BufReader<std::process::ChildStdout>) {
+    let mut c = Command::new(bin("nvfixture"))
+        .args(["run", "cuinit", "--dir"])
+        .arg(&drv.dir)
+        .arg("--lib")
+        .arg(lib)
+        .env("NVPROBE_STUB_MODE", mode)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn nvfixture");
+    let mut out = BufReader::new(c.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("ready");
+    assert!(line.contains("ready"), "{line}");
+    (c, out)
+}
+
+/// Build the stand-in libcuda (tests/cuda-stub/libcuda.c) with cc.
+pub fn stub_libcuda(tmp: &Path) -> Option<PathBuf> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("cuda-stub/libcuda.c");
+    let out = tmp.join("stublib/libcuda.so.1");
+    std::fs::create_dir_all(out.parent().expect("dir")).expect("mkdir");
+    let ok = Command::new("cc")
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .is_ok_and(|s| s.success());
+    ok.then_some(out)
+}

@@ -1,0 +1,242 @@
+//! Tier 2: the real BPF programs on this machine's kernel, as root.
+//!
+//! A FUSE stand-in serves the NVIDIA device files (tests/src/fakedrv.rs)
+//! and `nvfixture` makes driver-style calls on it; `nvprobe watch --json`
+//! runs as a separate process, exactly as a user runs it. Without root the
+//! tests say `skipping` and pass, since loading BPF needs root. What the
+//! root tests share is in tests/src/scenario.rs.
+//!
+//! This file: calls attributed to the right process, thread and fd, however the fd
+//! arrived (fork, dup, SCM_RIGHTS, pidfd_getfd, exec, before nvprobe
+//! started), in a pid namespace, and for many processes at once.
+
+use std::{
+    io::{BufRead, BufReader, Write},
+    process::{Command, Stdio},
+};
+
+use nvprobe_tests::{
+    harness::bin,
+    need_root,
+    scenario::{FakeDrv, check_schema, ioctls_of, lock, scenario, tmpdir, watch},
+};
+use serde_json::Value;
+
+#[test]
+fn fds_are_attributed_however_they_arrived_and_never_after_close() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("fds");
+    let drv = FakeDrv::start(&tmp);
+    let t = watch(&tmp, &drv, &[]);
+    let fork = scenario(&drv, "fork", &[]);
+    let dup = scenario(&drv, "dup", &[]);
+    let scm = scenario(&drv, "scm", &[]);
+    let pidfd = scenario(&drv, "pidfd", &[]);
+    let closed = scenario(&drv, "closed", &[]);
+    let exec = scenario(&drv, "exec", &[]);
+    let threads = scenario(&drv, "threads", &["--threads", "4"]);
+    let f = t.stop();
+    check_schema(&f);
+
+    // Inherited across fork: the child's call, under the child's pid.
+    let child = fork["child"].as_u64().expect("child");
+    let c = ioctls_of(&f, child);
+    assert_eq!(c.len(), 1);
+    assert_eq!(
+        (c[0]["fd"].as_i64(), c[0]["device"]["kind"].as_str()),
+        (fork["fd"].as_i64(), Some("ctl"))
+    );
+    assert!(
+        ioctls_of(&f, fork["pid"].as_u64().expect("pid")).is_empty(),
+        "the parent made none"
+    );
+
+    // dup, fcntl(F_DUPFD_CLOEXEC) and dup3 copies: each call under the fd
+    // the fixture got (not fixed numbers: the runner may pass fds down).
+    let d = ioctls_of(&f, dup["pid"].as_u64().expect("pid"));
+    let fds: Vec<i64> = d.iter().map(|r| r["fd"].as_i64().expect("fd")).collect();
+    let copies: Vec<i64> = dup["dups"]
+        .as_array()
+        .expect("the fds the fixture used")
+        .iter()
+        .map(|v| v.as_i64().expect("fd"))
+        .collect();
+    assert_eq!(fds, copies);
+    let opened = dup["fd"].as_i64().expect("fd");
+    assert!(
+        copies[0] > opened && copies[1] >= 100 && copies[2] >= 200,
+        "dup, F_DUPFD_CLOEXEC(100), dup3 onto 200 and up: {copies:?} (from {opened})"
+    );
+    assert!(
+        d.iter().all(|r| r["device"]["node"] == drv.ctl()),
+        "each copy is the ctl stand-in"
+    );
+    let dups: Vec<&Value> = f
+        .for_pid(dup["pid"].as_u64().expect("pid") as u32)
+        .into_iter()
+        .filter(|r| r["type"] == "dup")
+        .collect();
+    let calls: Vec<&str> = dups
+        .iter()
+        .map(|r| r["syscall"].as_str().expect("syscall"))
+        .collect();
+    assert_eq!(calls, ["dup", "fcntl(F_DUPFD_CLOEXEC)", "dup3"]);
+
+    // Received over a unix socket (SCM_RIGHTS).
+    let s = ioctls_of(&f, scm["child"].as_u64().expect("child"));
+    assert_eq!(s.len(), 1);
+    assert_eq!(s[0]["device"]["node"], drv.ctl());
+
+    // Taken with pidfd_getfd.
+    let p = ioctls_of(&f, pidfd["pid"].as_u64().expect("pid"));
+    assert_eq!(p.len(), 1);
+    assert_eq!(p[0]["fd"], pidfd["fd"]);
+
+    // After close: the ioctl got EBADF and is not attributed to the device.
+    assert_eq!(closed["ret"], -9);
+    assert!(ioctls_of(&f, closed["pid"].as_u64().expect("pid")).is_empty());
+
+    // Across exec: the inherited fd is traced, the CLOEXEC one is gone.
+    assert_eq!(exec["rets"], serde_json::json!([0, -9]));
+    let e = ioctls_of(&f, exec["pid"].as_u64().expect("pid"));
+    assert_eq!(e.len(), 1);
+    assert_eq!(e[0]["fd"], exec["fds"][0]);
+
+    // Helper threads: each tid, one pid.
+    let tp = threads["pid"].as_u64().expect("pid");
+    let t_io = ioctls_of(&f, tp);
+    assert_eq!(t_io.len(), 20);
+    let mut tids: Vec<u64> = t_io
+        .iter()
+        .map(|r| r["tid"].as_u64().expect("tid"))
+        .collect();
+    tids.sort_unstable();
+    tids.dedup();
+    let mut want: Vec<u64> = threads["tids"]
+        .as_array()
+        .expect("tids")
+        .iter()
+        .map(|v| v.as_u64().expect("tid"))
+        .collect();
+    want.sort_unstable();
+    assert_eq!(tids, want);
+}
+
+#[test]
+fn an_fd_opened_before_nvprobe_started_is_traced() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("pre");
+    let drv = FakeDrv::start(&tmp);
+    let mut child = Command::new(bin("nvfixture"))
+        .args(["run", "preopen", "--dir"])
+        .arg(&drv.dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("ready line");
+    let ready: Value = serde_json::from_str(&line).expect("JSON");
+    // nvprobe starts only now.
+    let t = watch(&tmp, &drv, &[]);
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"go\n")
+        .expect("go");
+    line.clear();
+    out.read_line(&mut line).expect("result");
+    assert!(child.wait().expect("wait").success());
+    let f = t.stop();
+    check_schema(&f);
+    let io = ioctls_of(&f, u64::from(child.id()));
+    assert_eq!(io.len(), 1);
+    assert_eq!(io[0]["fd"], ready["fd"]);
+    assert_eq!(io[0]["status"]["name"], "NV_ERR_INVALID_DEVICE");
+    assert!(
+        !f.for_pid(child.id()).iter().any(|r| r["type"] == "open"),
+        "the open happened before tracing"
+    );
+}
+
+#[test]
+fn calls_from_a_pid_namespace_carry_both_pids() {
+    need_root!();
+    let _g = lock();
+    if Command::new("unshare").arg("--version").output().is_err() {
+        eprintln!("skipping: unshare(1) is not installed");
+        return;
+    }
+    let tmp = tmpdir("pidns");
+    let drv = FakeDrv::start(&tmp);
+    let t = watch(&tmp, &drv, &[]);
+    let out = Command::new("unshare")
+        .args(["--pid", "--fork", "--"])
+        .arg(bin("nvfixture"))
+        .args(["run", "fork", "--dir"])
+        .arg(&drv.dir)
+        .output()
+        .expect("unshare");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ran: Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).expect("JSON");
+    let f = t.stop();
+    check_schema(&f);
+    // Inside the namespace the fixture is pid 1 and its child pid 2.
+    assert_eq!(
+        (ran["pid"].as_u64(), ran["child"].as_u64()),
+        (Some(1), Some(2))
+    );
+    let io: Vec<&Value> = f.of_type("ioctl").filter(|r| r["ns_pid"] == 2).collect();
+    assert_eq!(io.len(), 1, "the child's call, seen with its namespace pid");
+    assert_eq!(io[0]["ns_tid"], 2);
+    assert_ne!(io[0]["pid"], 2, "and with its host pid");
+    assert_eq!(io[0]["device"]["kind"], "ctl");
+}
+
+#[test]
+fn fifty_processes_with_helper_threads_keep_their_own_state() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("fifty");
+    let drv = FakeDrv::start(&tmp);
+    let t = watch(&tmp, &drv, &["--summary-only"]);
+    let children: Vec<std::process::Child> = (0..50)
+        .map(|_| {
+            Command::new(bin("nvfixture"))
+                .args(["run", "threads", "--threads", "3", "--dir"])
+                .arg(&drv.dir)
+                .stdout(Stdio::null())
+                .spawn()
+                .expect("spawn")
+        })
+        .collect();
+    let pids: Vec<u64> = children.iter().map(|c| u64::from(c.id())).collect();
+    for mut c in children {
+        assert!(c.wait().expect("wait").success());
+    }
+    let f = t.stop();
+    check_schema(&f);
+    assert_eq!(
+        f.of_type("ioctl").count(),
+        0,
+        "--summary-only prints no calls"
+    );
+    for pid in &pids {
+        let v: Vec<&Value> = f.of_type("cuinit").filter(|v| v["pid"] == *pid).collect();
+        assert_eq!(v.len(), 1, "one verdict for pid {pid}");
+        // 3 helper threads x 5 calls each, all counted for the process.
+        assert_eq!(v[0]["calls"], 15, "{}", v[0]);
+        assert_eq!(v[0]["exit"], "exited with status 0");
+    }
+    let s = f.summary();
+    assert_eq!(s["lost"]["total"], 0);
+}

@@ -1,0 +1,78 @@
+//! Tier 2: the real BPF programs on this machine's kernel, as root.
+//!
+//! A FUSE stand-in serves the NVIDIA device files (tests/src/fakedrv.rs)
+//! and `nvfixture` makes driver-style calls on it; `nvprobe watch --json`
+//! runs as a separate process, exactly as a user runs it. Without root the
+//! tests say `skipping` and pass, since loading BPF needs root. What the
+//! root tests share is in tests/src/scenario.rs.
+//!
+//! This file: user errors (not root, bad devices, bad options, bad recordings):
+//! clear messages and the documented exit codes.
+
+use std::{os::unix::process::CommandExt, process::Command};
+
+use nvprobe_tests::{
+    harness::bin,
+    need_root,
+    scenario::{lock, tmpdir},
+};
+
+#[test]
+fn user_errors_give_clear_messages_and_exit_codes() {
+    need_root!();
+    let _g = lock();
+    let run = |args: &[&str], uid: Option<u32>| {
+        let mut c = Command::new(bin("nvprobe"));
+        c.args(args);
+        if let Some(u) = uid {
+            c.uid(u).gid(u);
+        }
+        let o = c.output().expect("run nvprobe");
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run(&["watch"], Some(65534));
+    assert_eq!(code, Some(4), "{err}");
+    assert!(
+        err.contains("must run as root") && err.contains("sudo"),
+        "{err}"
+    );
+    let (code, err) = run(&["watch", "--device", "/nonexistent/nvidiactl"], None);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("/nonexistent/nvidiactl") && err.contains("cannot stat"),
+        "{err}"
+    );
+    let (code, err) = run(&["watch", "--device", "/dev/null"], None);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("=ctl"), "{err}");
+    let (code, err) = run(&["watch", "--ringbuf-size", "1000"], None);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("power of two"), "{err}");
+    let (code, err) = run(&["watch", "--duration", "-1"], None);
+    assert_eq!(code, Some(2), "{err}");
+    let (code, err) = run(&["watch", "--driver-version", "five"], None);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("not a driver version"), "{err}");
+    let tmp = tmpdir("badinput");
+    let out = tmp.join("nodir/x.ndjson");
+    let (code, err) = run(&["watch", "-o", out.to_str().expect("utf8")], None);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("cannot create output file"), "{err}");
+    // A malformed recording: every bad line is named, valid ones decoded.
+    let bad = tmp.join("bad.ndjson");
+    std::fs::write(&bad, "not json\n{\"type\":\"ioctl\",\"pid\":1,\"raw\":\"zz\"}\n{\"type\":\"ioctl\",\"pid\":1,\"raw\":\"0100\"}\n").expect("write");
+    let (code, err) = run(&["decode", bad.to_str().expect("utf8")], None);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains(":1: not a JSON record"), "{err}");
+    assert!(err.contains(":2: raw field is not hex"), "{err}");
+    assert!(
+        err.contains(":3: record of 2 bytes is shorter than a header"),
+        "{err}"
+    );
+    let (code, err) = run(&["decode", "/nonexistent.ndjson"], None);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("cannot open /nonexistent.ndjson"), "{err}");
+}

@@ -1,0 +1,161 @@
+//! Tier 2: the real BPF programs on this machine's kernel, as root.
+//!
+//! A FUSE stand-in serves the NVIDIA device files (tests/src/fakedrv.rs)
+//! and `nvfixture` makes driver-style calls on it; `nvprobe watch --json`
+//! runs as a separate process, exactly as a user runs it. Without root the
+//! tests say `skipping` and pass, since loading BPF needs root. What the
+//! root tests share is in tests/src/scenario.rs.
+//!
+//! This file: signals during start-up: who killed a process and at which stage,
+//! and a handled signal's call and disposition.
+
+use std::process::{Command, Stdio};
+
+use nvprobe_tests::{
+    harness::bin,
+    need_root,
+    scenario::{FakeDrv, check_schema, lock, scenario, tmpdir, trace_scenario, watch},
+};
+use serde_json::Value;
+
+#[test]
+fn cuinit_verdicts_name_the_killer_and_the_stage() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("verdict");
+    let drv = FakeDrv::start(&tmp);
+    let t = watch(&tmp, &drv, &[]);
+    // A harness `timeout` kills a process that waits after opening the ctl node.
+    let mut killed = Command::new("timeout")
+        .args(["-s", "TERM", "0.5"])
+        .arg(bin("nvfixture"))
+        .args(["run", "preopen", "--dir"])
+        .arg(&drv.dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("timeout");
+    let timeout_pid = u64::from(killed.id());
+    // Keep its stdin open: it waits there until killed.
+    let _stdin = killed.stdin.take();
+    let st = killed.wait().expect("wait");
+    assert_eq!(st.code(), Some(124));
+    // Its own alarm(1) kills a process inside driver calls.
+    let alarm = Command::new(bin("nvfixture"))
+        .args(["run", "alarm", "--dir"])
+        .arg(&drv.dir)
+        .status()
+        .expect("alarm");
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&alarm),
+        Some(14)
+    );
+    // A clean run that exits 0.
+    let ok = scenario(&drv, "dup", &[]);
+    let f = t.stop();
+    check_schema(&f);
+    let verdicts: Vec<&Value> = f.of_type("cuinit").collect();
+    let of = |pid: u64| verdicts.iter().find(|v| v["pid"] == pid).copied();
+
+    let sent = f
+        .of_type("proc")
+        .find(|r| r["op"] == "signal" && r["pid"] == timeout_pid)
+        .expect("timeout's SIGTERM seen");
+    let victim = sent["target_pid"].as_u64().expect("target");
+    assert_eq!(
+        (sent["signal"].as_str(), sent["code"].as_i64()),
+        (Some("SIGTERM"), Some(0))
+    );
+    let v = of(victim).expect("verdict for the killed process");
+    assert_eq!(v["result"], "killed");
+    let text = v["text"].as_str().expect("text");
+    assert!(
+        text.starts_with(&format!(
+            "killed by SIGTERM from timeout[{timeout_pid}] after "
+        )),
+        "{text}"
+    );
+    assert!(text.ends_with(", at S0 ctl_opened"), "{text}");
+    assert_eq!(v["diagnoses"][0]["id"], "killed_by_signal");
+    assert_eq!(v["exit"], "killed by SIGTERM");
+
+    let alarm_v = verdicts
+        .iter()
+        .find(|v| v["signal"]["name"] == "SIGALRM")
+        .expect("verdict for the alarm process");
+    assert_eq!(alarm_v["result"], "killed");
+    let text = alarm_v["text"].as_str().expect("text");
+    assert!(
+        text.contains("killed by SIGALRM from the kernel (alarm/itimer"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "in NV_ESC_RM_CONTROL NV2080_CTRL_CMD_GPU_GET_NAME_STRING; the call was still running"
+        ),
+        "{text}"
+    );
+
+    // The signal record: the call SIGALRM landed in, at which stage, and
+    // what became of it (the kill ended the call).
+    let sig = f
+        .of_type("signal")
+        .find(|s| s["signal"] == "SIGALRM")
+        .unwrap_or_else(|| panic!("a signal record for SIGALRM: {:#?}", f.records));
+    assert_eq!(
+        sig["in_flight"],
+        "NV_ESC_RM_CONTROL NV2080_CTRL_CMD_GPU_GET_NAME_STRING"
+    );
+    assert_eq!(sig["stage"], "S0 ctl_opened");
+    assert_eq!(sig["sender"], "the kernel (alarm/itimer or a fault)");
+    assert!(
+        matches!(sig["outcome"].as_str(), Some("died_in_call" | "completed")),
+        "{sig}"
+    );
+
+    let ok_v = of(ok["pid"].as_u64().expect("pid")).expect("verdict for the clean run");
+    assert_eq!(ok_v["exit"], "exited with status 0");
+    assert_eq!(ok_v["stages"][0]["stage"], "S0");
+    let exit = f
+        .of_type("proc")
+        .find(|r| r["op"] == "exit" && r["pid"] == ok["pid"])
+        .expect("exit record");
+    assert_eq!(exit["exit_code"], 0);
+}
+
+/// A signal caught by an SA_RESTART handler during a blocking call: the
+/// delivery says so, and the signal record names the call and its end.
+#[test]
+fn a_handled_signal_names_its_call_and_disposition() {
+    need_root!();
+    let (run, f) = trace_scenario("handled", &[]);
+    assert_eq!(run["ret"], 0, "{run}");
+    let pid = run["pid"].as_u64().expect("pid");
+    let d = f
+        .of_type("proc")
+        .find(|r| r["op"] == "signal_delivered" && r["pid"] == pid)
+        .unwrap_or_else(|| panic!("the delivery: {:#?}", f.records));
+    assert_eq!(d["signal"], "SIGALRM");
+    assert_eq!(d["action"], "handler");
+    assert_eq!(d["sa_restart"], true);
+    let s = f
+        .of_type("signal")
+        .find(|r| r["pid"] == pid)
+        .unwrap_or_else(|| panic!("a signal record: {:#?}", f.records));
+    assert_eq!(s["signal"], "SIGALRM");
+    assert_eq!(s["sender"], "the kernel (alarm/itimer or a fault)");
+    assert_eq!(
+        s["in_flight"],
+        "NV_ESC_RM_CONTROL NV2080_CTRL_CMD_GPU_GET_SHORT_NAME_STRING"
+    );
+    assert_eq!(s["stage"], "S0 ctl_opened");
+    // The FUSE stand-in answers after 2.5 s whatever the signal (with its
+    // status for an unknown control): the call completes, no EINTR.
+    assert_eq!(s["outcome"], "completed", "{s}");
+    assert!(
+        s["text"]
+            .as_str()
+            .is_some_and(|t| t.ends_with("the call returned NV_ERR_INVALID_COMMAND, not EINTR")),
+        "{s}"
+    );
+}

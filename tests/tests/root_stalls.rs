@@ -1,0 +1,128 @@
+//! Tier 2: the real BPF programs on this machine's kernel, as root.
+//!
+//! A FUSE stand-in serves the NVIDIA device files (tests/src/fakedrv.rs)
+//! and `nvfixture` makes driver-style calls on it; `nvprobe watch --json`
+//! runs as a separate process, exactly as a user runs it. Without root the
+//! tests say `skipping` and pass, since loading BPF needs root. What the
+//! root tests share is in tests/src/scenario.rs.
+//!
+//! This file: stall reports: a call that hangs in the driver, a stopped cuInit,
+//! and a cuInit computing in user space.
+
+use std::{
+    io::{BufRead, Write},
+    time::Duration,
+};
+
+use nvprobe_tests::{
+    need_root,
+    scenario::{FakeDrv, check_schema, lock, scenario, spawn_cuinit, stub_libcuda, tmpdir, watch},
+};
+use serde_json::Value;
+
+#[test]
+fn stalls_say_which_call_and_what_the_thread_is_doing() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("stall");
+    let Some(lib) = stub_libcuda(&tmp) else {
+        eprintln!("skipping: no C compiler to build the stand-in libcuda");
+        return;
+    };
+    let drv = FakeDrv::start(&tmp);
+    // A cuInit that will take 3 s, waiting to start.
+    let (mut c, mut out) = spawn_cuinit(&drv, &lib, "hang");
+    // A cuInit that computes for 2.5 s.
+    let (mut spin, mut spin_out) = spawn_cuinit(&drv, &lib, "spin");
+    let mut line = String::new();
+    let t = watch(&tmp, &drv, &["--stall-after", "1"]);
+    // 1. An ioctl that the stand-in answers after 2.5 s.
+    let hang = scenario(&drv, "hang", &[]);
+    assert_eq!(hang["ret"], 0);
+    // 2. The 3 s cuInit, stopped by us half-way.
+    c.stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"go\n")
+        .expect("go");
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = nix::unistd::Pid::from_raw(c.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).expect("SIGSTOP");
+    std::thread::sleep(Duration::from_millis(1800));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).expect("SIGCONT");
+    line.clear();
+    out.read_line(&mut line).expect("result");
+    assert!(c.wait().expect("wait").success());
+    // 3. The computing cuInit.
+    spin.stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"go\n")
+        .expect("go");
+    line.clear();
+    spin_out.read_line(&mut line).expect("result");
+    assert!(spin.wait().expect("wait").success());
+    let f = t.stop();
+    check_schema(&f);
+    let stalls: Vec<&Value> = f.of_type("stall").collect();
+
+    let io = stalls
+        .iter()
+        .find(|s| s["pid"] == hang["pid"])
+        .unwrap_or_else(|| panic!("a stall report for the hanging ioctl: {stalls:#?}"));
+    assert_eq!(io["call"], "NV_ESC_RM_CONTROL");
+    assert!(io["elapsed_s"].as_f64().expect("s") >= 1.0);
+    let state = io["state"].as_str().expect("state");
+    assert!(
+        matches!(state, "S" | "D"),
+        "waiting on the FUSE server: {state}"
+    );
+    let text = io["text"].as_str().expect("text");
+    // The hanging call came after the control node was opened.
+    assert_eq!(io["stage"], "S0 ctl_opened");
+    assert!(
+        text.starts_with("NV_ESC_RM_CONTROL (after S0 ctl_opened) has run "),
+        "{text}"
+    );
+    assert!(
+        text.contains(if state == "D" {
+            "blocked in the kernel (D) in "
+        } else {
+            "sleeping (S) in "
+        }),
+        "{text}"
+    );
+    assert!(io["wchan"].as_str().is_some_and(|w| !w.is_empty()), "{io}");
+
+    let ci = stalls
+        .iter()
+        .find(|s| s["pid"] == u64::from(c.id()) && s["state"] == "T")
+        .unwrap_or_else(|| panic!("a stall report for the stopped cuInit: {stalls:#?}"));
+    assert_eq!(ci["call"], "cuInit");
+    let text = ci["text"].as_str().expect("text");
+    assert!(
+        text.contains("the process is stopped (T) by SIGSTOP from "),
+        "{text}"
+    );
+    assert!(text.ends_with("not stuck in the driver"), "{text}");
+    assert!(text.starts_with("cuInit (after S"), "{text}");
+
+    let r = stalls
+        .iter()
+        .find(|s| s["pid"] == u64::from(spin.id()))
+        .unwrap_or_else(|| panic!("a stall report for the computing cuInit: {stalls:#?}"));
+    assert_eq!(r["call"], "cuInit");
+    assert_eq!(r["state"], "R", "{r}");
+    assert!(
+        r["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("running (R), in user space or in the kernel")),
+        "{r}"
+    );
+    assert!(
+        ci["stopped_by"]
+            .as_str()
+            .is_some_and(|s| s.contains(&format!("[{}]", std::process::id()))),
+        "{ci}"
+    );
+}

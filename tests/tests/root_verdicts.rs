@@ -1,0 +1,236 @@
+//! Tier 2: the real BPF programs on this machine's kernel, as root.
+//!
+//! A FUSE stand-in serves the NVIDIA device files (tests/src/fakedrv.rs)
+//! and `nvfixture` makes driver-style calls on it; `nvprobe watch --json`
+//! runs as a separate process, exactly as a user runs it. Without root the
+//! tests say `skipping` and pass, since loading BPF needs root. What the
+//! root tests share is in tests/src/scenario.rs.
+//!
+//! This file: cuInit verdicts and their diagnoses from live traces: libcuda
+//! uprobes (CUresult), inherited fds, exec, a failing nvidia-modprobe.
+
+use std::io::{BufRead, Write};
+
+use nvprobe_tests::{
+    need_root,
+    scenario::{
+        FakeDrv, check_schema, lock, scenario, spawn_cuinit, stub_libcuda, tmpdir, trace_scenario,
+        watch,
+    },
+};
+use serde_json::Value;
+
+#[test]
+fn libcuda_uprobes_give_the_curesult_verdict() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("uprobe");
+    let Some(lib) = stub_libcuda(&tmp) else {
+        eprintln!("skipping: no C compiler to build the stand-in libcuda");
+        return;
+    };
+    let drv = FakeDrv::start(&tmp);
+    let (mut good, mut good_out) = spawn_cuinit(&drv, &lib, "ok");
+    let (mut bad, mut bad_out) = spawn_cuinit(&drv, &lib, "fail");
+    // nvprobe finds the library in the processes' maps at start.
+    let t = watch(&tmp, &drv, &[]);
+    for (c, out) in [(&mut good, &mut good_out), (&mut bad, &mut bad_out)] {
+        c.stdin
+            .take()
+            .expect("stdin")
+            .write_all(b"go\n")
+            .expect("go");
+        let mut line = String::new();
+        out.read_line(&mut line).expect("result");
+        assert!(c.wait().expect("wait").success());
+    }
+    let f = t.stop();
+    check_schema(&f);
+    let start_rec = f.of_type("start").next().expect("start");
+    let hooked = start_rec["libcuda"].as_array().expect("libcuda list");
+    let stub = hooked
+        .iter()
+        .find(|a| {
+            a["path"]
+                .as_str()
+                .is_some_and(|p| p.ends_with(lib.to_str().expect("utf8")))
+        })
+        .expect("the stand-in libcuda was hooked");
+    assert_eq!(
+        stub["functions"],
+        serde_json::json!([
+            "cuInit",
+            "cuDriverGetVersion",
+            "cuDeviceGetCount",
+            "cuDeviceGet"
+        ])
+    );
+
+    let gp = u64::from(good.id());
+    let cuda: Vec<&Value> = f.of_type("cuda").filter(|r| r["pid"] == gp).collect();
+    let init_ret = cuda
+        .iter()
+        .find(|r| r["func"] == "cuInit" && r["phase"] == "return")
+        .expect("cuInit return");
+    assert_eq!(
+        (
+            init_ret["result"].as_i64(),
+            init_ret["result_name"].as_str()
+        ),
+        (Some(0), Some("CUDA_SUCCESS"))
+    );
+    assert!(init_ret["duration_ns"].as_u64().expect("ns") > 0);
+    let enter = cuda
+        .iter()
+        .find(|r| r["func"] == "cuInit" && r["phase"] == "enter")
+        .expect("cuInit entry");
+    assert_eq!(enter["flags"], 0);
+    let count = cuda
+        .iter()
+        .find(|r| r["func"] == "cuDeviceGetCount" && r["phase"] == "return")
+        .expect("count");
+    assert_eq!(count["value"], 1, "the count written through the pointer");
+
+    let verdict = |pid: u64| {
+        f.of_type("cuinit")
+            .find(|v| v["pid"] == pid)
+            .cloned()
+            .expect("verdict")
+    };
+    let v = verdict(gp);
+    assert_eq!(
+        (v["result"].as_str(), v["curesult"].as_str()),
+        (Some("ok"), Some("CUDA_SUCCESS (0)"))
+    );
+    assert_eq!(
+        v["source"],
+        "libcuda uprobe (cuInit's return) and driver calls"
+    );
+    let v = verdict(u64::from(bad.id()));
+    assert_eq!(v["result"], "failed");
+    assert_eq!(v["curesult"], "CUDA_ERROR_NOT_INITIALIZED (3)");
+    let text = v["text"].as_str().expect("text");
+    assert!(
+        text.contains(
+            "NV_ESC_RM_CONTROL NV0000_CTRL_CMD_GPU_ATTACH_IDS returned NV_ERR_INVALID_DEVICE"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_child_using_its_parents_nvidia_fds_is_diagnosed() {
+    need_root!();
+    let (ran, f) = trace_scenario("fork", &[]);
+    let child = ran["child"].as_u64().expect("child");
+    assert!(
+        f.of_type("proc")
+            .any(|r| r["op"] == "fork" && r["pid"] == ran["pid"] && r["target_pid"] == child),
+        "the fork is recorded"
+    );
+    let v = f
+        .of_type("cuinit")
+        .find(|v| v["pid"] == child)
+        .expect("child verdict");
+    let d = v["diagnoses"].as_array().expect("diagnoses");
+    let inh = d
+        .iter()
+        .find(|d| d["id"] == "inherited_nvidia_fds")
+        .expect("rule fired");
+    assert!(
+        inh["evidence"]
+            .as_str()
+            .expect("evidence")
+            .contains(&format!("fd {}", ran["fd"])),
+        "{inh}"
+    );
+    assert!(
+        inh["hint"].as_str().expect("hint").contains("fork"),
+        "{inh}"
+    );
+    // The parent opened its own fd: no such diagnosis there.
+    let parent = f.of_type("cuinit").find(|v| v["pid"] == ran["pid"]);
+    assert!(parent.is_none_or(|p| {
+        p["diagnoses"]
+            .as_array()
+            .is_some_and(|d| d.iter().all(|d| d["id"] != "inherited_nvidia_fds"))
+    }));
+}
+
+#[test]
+fn an_exec_starts_a_new_state() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("exec");
+    let drv = FakeDrv::start(&tmp);
+    let t = watch(&tmp, &drv, &[]);
+    let ran = scenario(&drv, "exec", &[]);
+    let f = t.stop();
+    check_schema(&f);
+    let pid = ran["pid"].as_u64().expect("pid");
+    let exec = f
+        .of_type("proc")
+        .find(|r| r["op"] == "exec" && r["pid"] == pid)
+        .expect("exec record");
+    assert_eq!(exec["target_pid"], pid);
+    let v: Vec<&Value> = f.of_type("cuinit").filter(|v| v["pid"] == pid).collect();
+    // Before the exec: two opens, no calls (no verdict); after: one call on
+    // the inherited fd, then the exit.
+    assert_eq!(v.len(), 1, "{v:#?}");
+    assert_eq!(v[0]["calls"], 1);
+    assert_eq!(v[0]["exit"], "exited with status 0");
+    assert_eq!(
+        v[0]["diagnoses"][0]["id"], "inherited_nvidia_fds",
+        "the new program never opened the fd it used"
+    );
+}
+
+/// libcuda with a missing node: stat() fails, the setuid nvidia-modprobe
+/// runs and fails. The helper's fork, exec and exit status are captured and
+/// explain the parent's verdict.
+#[test]
+fn a_failing_nvidia_modprobe_is_named() {
+    need_root!();
+    let (run, f) = trace_scenario("modprobe", &[]);
+    assert_eq!(run["stat_errno"], 2, "{run}");
+    assert_eq!(run["helper_status"], 1, "{run}");
+    let pid = run["pid"].as_u64().expect("pid");
+    let fork = f
+        .of_type("proc")
+        .find(|r| r["op"] == "fork" && r["pid"] == pid)
+        .unwrap_or_else(|| panic!("the helper's fork: {:#?}", f.records));
+    let child = fork["target_pid"].as_u64().expect("child");
+    assert!(
+        f.of_type("proc")
+            .any(|r| r["op"] == "exec" && r["pid"] == child && r["comm"] == "nvidia-modprobe"),
+        "the helper's exec"
+    );
+    let exit = f
+        .of_type("proc")
+        .find(|r| r["op"] == "exit" && r["pid"] == child)
+        .expect("the helper's exit");
+    assert_eq!(exit["exit"], "exited with status 1");
+    let v = f
+        .of_type("cuinit")
+        .find(|v| v["pid"] == pid)
+        .unwrap_or_else(|| panic!("a verdict for the parent: {:#?}", f.records));
+    let ids: Vec<&str> = v["diagnoses"]
+        .as_array()
+        .expect("diagnoses")
+        .iter()
+        .filter_map(|d| d["id"].as_str())
+        .collect();
+    assert_eq!(ids, ["node_missing", "nvidia_modprobe_failed"], "{v}");
+    assert_eq!(
+        v["diagnoses"][0]["evidence"],
+        format!("{}: ENOENT", run["missing"].as_str().expect("path"))
+    );
+    assert_eq!(
+        v["diagnoses"][1]["evidence"],
+        format!("nvidia-modprobe (pid {child}) exited with status 1")
+    );
+    assert!(
+        f.of_type("cuinit").all(|v| v["pid"] != child),
+        "the helper gets no verdict of its own"
+    );
+}
