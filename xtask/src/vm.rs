@@ -49,8 +49,17 @@ fn apt(args: &[&str]) -> anyhow::Result<()> {
         .stdout(Stdio::null()))
 }
 
-/// The newest kernel release matching the pattern ("6.1.0-47-amd64").
+/// The newest kernel release matching the pattern ("6.1.0-47-amd64"),
+/// refreshing apt's lists once when they have none (a machine whose lists
+/// predate the kernel, or were never fetched).
 fn resolve(k: &Kernel) -> anyhow::Result<String> {
+    resolve_listed(k).or_else(|_| {
+        apt(&["update", "-qq"])?;
+        resolve_listed(k)
+    })
+}
+
+fn resolve_listed(k: &Kernel) -> anyhow::Result<String> {
     let out = output(Command::new("apt-cache").args(["search", "--names-only", k.pattern]))
         .unwrap_or_default();
     let mut rels: Vec<String> = out
