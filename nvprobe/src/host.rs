@@ -3,7 +3,6 @@
 
 use std::{
     collections::HashMap,
-    fs,
     path::{Path, PathBuf},
 };
 
@@ -12,7 +11,10 @@ use nix::sys::stat::{SFlag, major, minor, stat};
 use nvprobe_common::{DevKind, kdev_make};
 use procfs::FromRead as _;
 
-use crate::decode::version::{DriverInfo, DriverVersion, parse_proc_version};
+use crate::{
+    decode::version::{DriverInfo, DriverVersion, parse_proc_version},
+    safefs::{self, SafeReadError},
+};
 
 /// How long a read of a driver file may take before it counts as blocked.
 pub const DRIVER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
@@ -20,8 +22,9 @@ pub const DRIVER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_s
 /// A read of a file under /proc/driver/nvidia that did not give its text.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DriverRead {
-    /// The read failed (errno text).
-    Failed(String),
+    /// The read failed, or (in a host tree) the file was not read: a link
+    /// out of the tree, not a regular file.
+    Failed(SafeReadError),
     /// The read did not finish within the timeout: the driver is stuck.
     Blocked,
 }
@@ -36,25 +39,60 @@ fn read_cache() -> &'static std::sync::Mutex<ReadCache> {
 /// The most of one driver file that is read.
 const READ_MAX: usize = 64 * 1024;
 
-/// Read files that call into the NVIDIA driver (/proc/driver/nvidia/...)
-/// in a forked child, so that a read stuck in the kernel (a hung GPU, a
-/// held lock) cannot keep nvprobe from exiting: whatever has not come back
-/// after `timeout` is `Blocked`. The host's own files (under /proc) are
-/// read once per process; a host tree's are read again each time (they are
-/// plain files), but a blocked one stays blocked.
-pub fn prefetch_driver_files(paths: &[std::path::PathBuf], timeout: std::time::Duration) {
-    use std::os::fd::AsRawFd as _;
-    let todo = to_read(paths);
+/// Read files that call into the NVIDIA driver (ROOT/proc/driver/nvidia/...,
+/// REL each) in a forked child, so that a read stuck in the kernel (a hung
+/// GPU, a held lock) cannot keep nvprobe from exiting: whatever has not
+/// come back after `timeout` is `Blocked`. The host's own files (under
+/// /proc) are read once per process; a host tree's are read again each
+/// time (they are plain files), but a blocked one stays blocked. A tree's
+/// file is resolved inside the tree first (`safefs`: no link out, a
+/// regular file only); the child opens that very file through its
+/// descriptor.
+pub fn prefetch_driver_files(root: &Path, rels: &[&str], timeout: std::time::Duration) {
+    use std::os::fd::{AsFd as _, AsRawFd as _};
+    let host = root == Path::new("/");
+    let paths: Vec<PathBuf> = rels.iter().map(|r| root.join(r)).collect();
+    let todo: Vec<usize> = to_read(&paths);
     if todo.is_empty() {
         return;
     }
-    let cpaths: Vec<std::ffi::CString> = todo
-        .iter()
-        .filter_map(|p| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).ok())
-        .collect();
-    if cpaths.len() != todo.len() {
+    let mut held = Vec::new();
+    let mut cpaths: Vec<std::ffi::CString> = Vec::new();
+    let mut asked: Vec<usize> = Vec::new();
+    for i in todo {
+        if host {
+            let Ok(c) = std::ffi::CString::new(paths[i].as_os_str().as_encoded_bytes()) else {
+                continue;
+            };
+            cpaths.push(c);
+        } else {
+            match safefs::resolve_regular(root, rels[i]) {
+                Ok(fd) => {
+                    cpaths.push(safefs::fd_path(fd.as_fd()));
+                    held.push(fd);
+                }
+                Err(e) => {
+                    safefs::note(root, rels[i], &e);
+                    read_cache()
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(paths[i].clone(), Err(DriverRead::Failed(e)));
+                    continue;
+                }
+            }
+        }
+        asked.push(i);
+    }
+    if asked.is_empty() {
         return;
     }
+    // The host's files are no links; a tree's are opened through
+    // /proc/self/fd (a link by design).
+    let flags = libc::O_RDONLY
+        | libc::O_CLOEXEC
+        | libc::O_NONBLOCK
+        | libc::O_NOCTTY
+        | if host { libc::O_NOFOLLOW } else { 0 };
     let Ok((rd, wr)) = nix::unistd::pipe() else {
         return;
     };
@@ -64,32 +102,33 @@ pub fn prefetch_driver_files(paths: &[std::path::PathBuf], timeout: std::time::D
     match unsafe { nix::unistd::fork() } {
         Err(_) => {}
         Ok(nix::unistd::ForkResult::Child) => unsafe {
-            read_in_child(&cpaths, wr.as_raw_fd(), &mut buf)
+            read_in_child(&cpaths, flags, wr.as_raw_fd(), &mut buf)
         },
         Ok(nix::unistd::ForkResult::Parent { child }) => {
             drop(wr);
             let data = replies_until(&rd, child, timeout);
             let mut got = parse_replies(&data);
             let mut c = read_cache().lock().unwrap_or_else(|e| e.into_inner());
-            for (i, path) in todo.iter().enumerate() {
-                c.insert(
-                    (*path).clone(),
-                    got.remove(&i).unwrap_or(Err(DriverRead::Blocked)),
-                );
+            for (k, &i) in asked.iter().enumerate() {
+                let r = got.remove(&k).unwrap_or(Err(DriverRead::Blocked));
+                if let Err(DriverRead::Failed(e)) = &r {
+                    safefs::note(root, rels[i], e);
+                }
+                c.insert(paths[i].clone(), r);
             }
         }
     }
+    drop(held);
 }
 
-/// The paths that need a read: not cached, or a host tree's (not under
-/// /proc) that did not block.
-fn to_read(paths: &[std::path::PathBuf]) -> Vec<&std::path::PathBuf> {
+/// The indices of the paths that need a read: not cached, or a host
+/// tree's (not under /proc) that did not block.
+fn to_read(paths: &[std::path::PathBuf]) -> Vec<usize> {
     let c = read_cache().lock().unwrap_or_else(|e| e.into_inner());
-    paths
-        .iter()
-        .filter(|p| match c.get(*p) {
+    (0..paths.len())
+        .filter(|&i| match c.get(&paths[i]) {
             Some(Err(DriverRead::Blocked)) => false,
-            Some(_) => !p.starts_with("/proc"),
+            Some(_) => !paths[i].starts_with("/proc"),
             None => true,
         })
         .collect()
@@ -102,10 +141,15 @@ fn to_read(paths: &[std::path::PathBuf]) -> Vec<&std::path::PathBuf> {
 ///
 /// Only in the child of a fork: it makes only system calls, on memory
 /// allocated before the fork.
-unsafe fn read_in_child(cpaths: &[std::ffi::CString], wr: std::os::fd::RawFd, buf: &mut [u8]) -> ! {
+unsafe fn read_in_child(
+    cpaths: &[std::ffi::CString],
+    flags: i32,
+    wr: std::os::fd::RawFd,
+    buf: &mut [u8],
+) -> ! {
     unsafe {
         for (i, p) in cpaths.iter().enumerate() {
-            let fd = libc::open(p.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+            let fd = libc::open(p.as_ptr(), flags);
             let (status, len) = if fd < 0 {
                 (*libc::__errno_location(), 0usize)
             } else {
@@ -194,9 +238,7 @@ fn parse_replies(data: &[u8]) -> std::collections::HashMap<usize, Result<String,
             if status == 0 {
                 Ok(String::from_utf8_lossy(body).into_owned())
             } else {
-                Err(DriverRead::Failed(
-                    std::io::Error::from_raw_os_error(status).to_string(),
-                ))
+                Err(DriverRead::Failed(SafeReadError::from_errno(status)))
             },
         );
         p += 12 + len;
@@ -204,13 +246,13 @@ fn parse_replies(data: &[u8]) -> std::collections::HashMap<usize, Result<String,
     got
 }
 
-/// One driver file, through the guarded reader.
-pub fn read_driver_file(path: &Path) -> Result<String, DriverRead> {
-    prefetch_driver_files(&[path.to_path_buf()], DRIVER_READ_TIMEOUT);
+/// One driver file, ROOT/REL, through the guarded reader.
+pub fn read_driver_file(root: &Path, rel: &str) -> Result<String, DriverRead> {
+    prefetch_driver_files(root, &[rel], DRIVER_READ_TIMEOUT);
     read_cache()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .get(path)
+        .get(&root.join(rel))
         .cloned()
         .unwrap_or(Err(DriverRead::Blocked))
 }
@@ -229,12 +271,12 @@ pub fn blocked_driver_files() -> Vec<std::path::PathBuf> {
 
 /// `/proc/driver/nvidia/version`, else `/sys/module/nvidia/version`.
 pub fn driver_info(root: &Path) -> Option<DriverInfo> {
-    if let Ok(text) = read_driver_file(&root.join("proc/driver/nvidia/version"))
+    if let Ok(text) = read_driver_file(root, "proc/driver/nvidia/version")
         && let Some(info) = parse_proc_version(&text)
     {
         return Some(info);
     }
-    let text = fs::read_to_string(root.join("sys/module/nvidia/version")).ok()?;
+    let text = safefs::read_text(root, "sys/module/nvidia/version", safefs::CAP)?;
     let version: DriverVersion = text.trim().parse().ok()?;
     Some(DriverInfo {
         version,
@@ -252,7 +294,10 @@ pub struct Majors {
 }
 
 pub fn majors(root: &Path) -> Majors {
-    let Ok(devs) = procfs::Devices::from_file(root.join("proc/devices")) else {
+    let Ok(text) = safefs::read_noted(root, "proc/devices", safefs::CAP) else {
+        return Majors::default();
+    };
+    let Ok(devs) = procfs::Devices::from_read(&text[..]) else {
         return Majors::default();
     };
     let find = |name: &str| {
@@ -283,17 +328,19 @@ pub struct CharNode {
     pub gid: u32,
 }
 
-/// Every `nvidia*` char node in ROOT/dev and ROOT/dev/nvidia-caps.
+/// Every `nvidia*` char node in ROOT/dev and ROOT/dev/nvidia-caps (each
+/// resolved inside ROOT: a link out of a tree is not looked at).
 pub fn nvidia_char_nodes(root: &Path) -> Vec<CharNode> {
     let mut out = Vec::new();
-    let mut scan = |dir: PathBuf, shown: &str| {
-        let Ok(rd) = fs::read_dir(&dir) else { return };
-        for e in rd.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
+    let mut scan = |dir: &str, shown: &str| {
+        let Some(names) = safefs::read_dir_noted(root, dir) else {
+            return;
+        };
+        for name in names {
             if !name.starts_with("nvidia") {
                 continue;
             }
-            if let Ok(st) = stat(&e.path())
+            if let Ok(st) = safefs::stat(root, format!("{dir}/{name}"))
                 && SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) == SFlag::S_IFCHR
             {
                 out.push(CharNode {
@@ -307,8 +354,8 @@ pub fn nvidia_char_nodes(root: &Path) -> Vec<CharNode> {
             }
         }
     };
-    scan(root.join("dev"), "/dev/");
-    scan(root.join("dev/nvidia-caps"), "/dev/nvidia-caps/");
+    scan("dev", "/dev/");
+    scan("dev/nvidia-caps", "/dev/nvidia-caps/");
     out
 }
 
@@ -394,35 +441,31 @@ pub fn file_identity(path: &Path) -> anyhow::Result<(u32, u64)> {
 
 pub use nvprobe_model::records::HmmFacts;
 
-/// ROOT/proc/kallsyms. The live one (root `/`) is read once per process:
-/// the kernel formats ~200,000 lines each time, a noticeable part of
-/// doctor's second.
+/// ROOT/proc/kallsyms (at most `safefs::KALLSYMS_CAP`). The live one
+/// (root `/`) is read once per process: the kernel formats ~200,000 lines
+/// each time, a noticeable part of doctor's second.
 pub fn kallsyms_text(root: &Path) -> Option<std::sync::Arc<String>> {
     static LIVE: std::sync::OnceLock<Option<std::sync::Arc<String>>> = std::sync::OnceLock::new();
+    let read =
+        || safefs::read_text(root, "proc/kallsyms", safefs::KALLSYMS_CAP).map(std::sync::Arc::new);
     if root == Path::new("/") {
-        return LIVE
-            .get_or_init(|| {
-                fs::read_to_string("/proc/kallsyms")
-                    .ok()
-                    .map(std::sync::Arc::new)
-            })
-            .clone();
+        return LIVE.get_or_init(read).clone();
     }
-    fs::read_to_string(root.join("proc/kallsyms"))
-        .ok()
-        .map(std::sync::Arc::new)
+    read()
 }
 
 /// Read the HMM facts from /proc/kallsyms and nvidia_uvm's parameters.
 pub fn hmm_facts(root: &Path) -> HmmFacts {
-    let disabled =
-        fs::read_to_string(root.join("sys/module/nvidia_uvm/parameters/uvm_disable_hmm"))
-            .ok()
-            .and_then(|s| match s.trim() {
-                "Y" | "1" => Some(true),
-                "N" | "0" => Some(false),
-                _ => None,
-            });
+    let disabled = safefs::read_text(
+        root,
+        "sys/module/nvidia_uvm/parameters/uvm_disable_hmm",
+        safefs::CAP,
+    )
+    .and_then(|s| match s.trim() {
+        "Y" | "1" => Some(true),
+        "N" | "0" => Some(false),
+        _ => None,
+    });
     let compiled_in = kallsyms_text(root).and_then(|text| {
         let (mut module, mut hmm) = (false, false);
         for l in text.lines().filter(|l| l.ends_with("[nvidia_uvm]")) {
@@ -445,6 +488,8 @@ pub fn hmm_facts(root: &Path) -> HmmFacts {
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
+
     use super::*;
 
     #[test]

@@ -16,5 +16,6 @@ pub mod hooks;
 pub mod host;
 pub mod output;
 pub mod pipeline;
+pub mod safefs;
 pub mod stall;
 pub mod uprobes;

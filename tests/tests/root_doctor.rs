@@ -7,9 +7,18 @@
 //! root tests share is in tests/src/scenario.rs.
 //!
 //! This file: `nvprobe doctor` on this host: the live kernel checks against the
-//! kernel's own config, snapshots, tracefs left alone, a stuck driver file.
+//! kernel's own config, snapshots (new private paths only, nothing private
+//! in them), tracefs left alone, a stuck driver file, a tree read as
+//! another user.
+//!
+//! `NVPROBE_BIN` runs the snapshot and permission tests against another
+//! nvprobe binary (to see an old one fail them).
 
-use std::{path::Path, process::Command};
+use std::{
+    os::unix::{fs::PermissionsExt as _, process::CommandExt as _},
+    path::{Path, PathBuf},
+    process::Command,
+};
 
 use nvprobe_tests::{
     harness::{bin, private_mount_namespace},
@@ -255,7 +264,12 @@ fn doctor_snapshot_round_trip() {
         .output()
         .expect("run");
     assert_eq!(again.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&again.stderr).contains("the folder exists and is not empty"));
+    assert!(
+        String::from_utf8_lossy(&again.stderr)
+            .contains("exists (a folder): doctor never writes over anything"),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
     let both = Command::new(bin("nvprobe"))
         .args(["doctor", "--snapshot", "/tmp/x.tar", "--root"])
         .arg(&dir)
@@ -365,4 +379,316 @@ fn doctor_does_not_hang_on_a_stuck_driver_file() {
         "0000:00:06.0: the driver did not answer for this GPU (its information file blocked)"
     );
     let _ = std::fs::remove_dir_all(&tmp);
+}
+
+fn nvprobe() -> PathBuf {
+    std::env::var_os("NVPROBE_BIN").map_or_else(|| bin("nvprobe"), PathBuf::from)
+}
+
+/// A private folder (mkdtemp), removed at the end.
+struct Tmp(PathBuf);
+
+impl Tmp {
+    fn new(tag: &str) -> Self {
+        let t = std::env::temp_dir().join(format!("nvprobe-test-{tag}-XXXXXX"));
+        Self(nix::unistd::mkdtemp(&t).expect("mkdtemp"))
+    }
+}
+
+impl Drop for Tmp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Before exec, in the child: make TMP/PREFIX<its pid>/keep.txt, what a
+/// local user could have planted at the old predictable name (the pid is
+/// known in the child only; no allocation there).
+fn plant_at_child_pid(cmd: &mut Command, tmp: &Path, prefix: &str) {
+    use std::os::unix::{ffi::OsStrExt as _, process::CommandExt as _};
+    let mut base = tmp.as_os_str().as_bytes().to_vec();
+    base.push(b'/');
+    base.extend_from_slice(prefix.as_bytes());
+    assert!(base.len() < 400);
+    // SAFETY: the closure makes only system calls (getpid, mkdir, open,
+    // close) on a stack buffer.
+    unsafe {
+        cmd.pre_exec(move || {
+            let mut buf = [0u8; 512];
+            let mut n = base.len();
+            buf[..n].copy_from_slice(&base);
+            let mut pid = libc::getpid() as u32;
+            let mut digits = [0u8; 10];
+            let mut d = 0;
+            loop {
+                digits[d] = b'0' + (pid % 10) as u8;
+                d += 1;
+                pid /= 10;
+                if pid == 0 {
+                    break;
+                }
+            }
+            while d > 0 {
+                d -= 1;
+                buf[n] = digits[d];
+                n += 1;
+            }
+            buf[n] = 0;
+            libc::mkdir(buf.as_ptr().cast(), 0o755);
+            for (i, b) in b"/keep.txt\0".iter().enumerate() {
+                buf[n + i] = *b;
+            }
+            let fd = libc::open(
+                buf.as_ptr().cast(),
+                libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
+                0o644,
+            );
+            if fd >= 0 {
+                libc::close(fd);
+            }
+            Ok(())
+        });
+    }
+}
+
+fn mode(p: &Path) -> u32 {
+    std::fs::symlink_metadata(p)
+        .expect("stat")
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+/// `nvprobe doctor --snapshot OUT` with umask 0 (so that only doctor's own
+/// modes count).
+fn snapshot_to(out: &Path) -> std::process::Output {
+    let mut c = Command::new(nvprobe());
+    c.args(["doctor", "--snapshot"]).arg(out);
+    // SAFETY: umask is async-signal-safe.
+    unsafe {
+        c.pre_exec(|| {
+            libc::umask(0);
+            Ok(())
+        });
+    }
+    c.output().expect("run nvprobe doctor --snapshot")
+}
+
+/// Item 3 of issue 11: `--snapshot OUT` never writes over what is there
+/// (an empty folder, a file, a link: the old code wrote into the folder,
+/// truncated the file, created the link's target), exits 2 saying so, and
+/// makes its files 0600 and folders 0700 whatever the umask (the old code
+/// left them to the umask: 0666/0777 here).
+#[test]
+fn snapshot_paths_are_new_and_private() {
+    need_root!();
+    let _g = lock();
+    let t = Tmp::new("snapout");
+    let empty = t.0.join("empty");
+    std::fs::create_dir(&empty).expect("mkdir");
+    let o = snapshot_to(&empty);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("exists (a folder): doctor never writes over anything"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_dir(&empty).expect("dir").count(), 0);
+    let file = t.0.join("host.tar");
+    std::fs::write(&file, "precious").expect("write");
+    let o = snapshot_to(&file);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("exists (a file)"));
+    assert_eq!(std::fs::read_to_string(&file).expect("read"), "precious");
+    let (link, victim) = (t.0.join("link.tar.gz"), t.0.join("victim"));
+    std::os::unix::fs::symlink(&victim, &link).expect("ln");
+    let o = snapshot_to(&link);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("exists (a link)"));
+    assert!(!victim.exists(), "the link was followed");
+    let dir = t.0.join("new");
+    let o = snapshot_to(&dir);
+    assert!(
+        o.status.code().is_some_and(|c| c <= 1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let mut todo = vec![dir.clone()];
+    let mut files = 0;
+    while let Some(d) = todo.pop() {
+        assert_eq!(mode(&d), 0o700, "{}", d.display());
+        for e in std::fs::read_dir(&d).expect("dir").flatten() {
+            if e.file_type().expect("type").is_dir() {
+                todo.push(e.path());
+            } else {
+                assert_eq!(mode(&e.path()), 0o600, "{}", e.path().display());
+                files += 1;
+            }
+        }
+    }
+    assert!(files > 5, "{files} files");
+    let tar = t.0.join("new.tar.gz");
+    let o = snapshot_to(&tar);
+    assert!(o.status.code().is_some_and(|c| c <= 1));
+    assert_eq!(mode(&tar), 0o600);
+}
+
+/// Item 5: a snapshot carried /proc/cmdline, /etc/passwd and /etc/group
+/// whole. Now: the kernel parameters doctor reads or that concern the
+/// NVIDIA driver, and only the accounts that own the NVIDIA nodes or that
+/// the checks were for (here root, who runs the test; this machine has no
+/// NVIDIA nodes), as name:x:uid:gid.
+#[test]
+fn a_snapshot_keeps_only_what_the_checks_need() {
+    need_root!();
+    let _g = lock();
+    let t = Tmp::new("snapkeep");
+    let dir = t.0.join("snap");
+    let o = snapshot_to(&dir);
+    assert!(
+        o.status.code().is_some_and(|c| c <= 1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let read = |r: &str| std::fs::read_to_string(dir.join(r)).unwrap_or_default();
+    let host_cmdline = std::fs::read_to_string("/proc/cmdline").expect("cmdline");
+    let kept = read("proc/cmdline");
+    for w in kept.split_whitespace() {
+        assert!(
+            nvprobe::doctor::snapshot::KEPT_PARAMS
+                .iter()
+                .any(|p| w.starts_with(p)),
+            "{w} kept"
+        );
+    }
+    assert!(
+        host_cmdline.split_whitespace().count() > kept.split_whitespace().count(),
+        "nothing was left out of {host_cmdline}"
+    );
+    let nodes: Vec<(u32, u32)> = nvprobe::host::nvidia_char_nodes(Path::new("/"))
+        .iter()
+        .map(|n| (n.uid, n.gid))
+        .collect();
+    let passwd = read("etc/passwd");
+    assert!(passwd.lines().any(|l| l == "root:x:0:0:::"), "{passwd}");
+    for l in passwd.lines() {
+        let f: Vec<&str> = l.split(':').collect();
+        let uid: u32 = f[2].parse().expect("uid");
+        assert!(uid == 0 || nodes.iter().any(|n| n.0 == uid), "{l}");
+        assert!(l.ends_with(":::"), "{l}");
+    }
+    let host_passwd = std::fs::read_to_string("/etc/passwd").expect("passwd");
+    assert!(passwd.lines().count() < host_passwd.lines().count());
+    for l in read("etc/group").lines() {
+        let gid: u32 = l.split(':').nth(2).expect("gid").parse().expect("gid");
+        let root_groups =
+            nix::unistd::getgrouplist(c"root", nix::unistd::Gid::from_raw(0)).expect("groups");
+        assert!(
+            root_groups.iter().any(|g| g.as_raw() == gid) || nodes.iter().any(|n| n.1 == gid),
+            "{l}"
+        );
+    }
+}
+
+/// Item 12: files under --root that the user may not read were taken for
+/// absent ("the nvidia module is not loaded"). Now doctor says
+/// "permission denied". Run as nobody (65534) on a tree whose version
+/// files and kernel log are mode 0000 (the old code: "no /proc/driver/
+/// nvidia/version and no /sys/module/nvidia/version: the nvidia module is
+/// not loaded").
+#[test]
+fn unreadable_files_are_permission_denied_not_absent() {
+    need_root!();
+    let t = Tmp::new("eacces");
+    std::fs::set_permissions(&t.0, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let tree = t.0.join("tree");
+    assert!(
+        Command::new("cp")
+            .arg("-r")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/hosts/healthy"))
+            .arg(&tree)
+            .status()
+            .expect("cp")
+            .success()
+    );
+    let _ = Command::new("chmod")
+        .arg("-R")
+        .arg("a+rX")
+        .arg(&tree)
+        .status();
+    std::fs::create_dir_all(tree.join("sys/module/nvidia")).expect("mkdir");
+    std::fs::write(tree.join("sys/module/nvidia/version"), "580.159.04\n").expect("write");
+    std::fs::write(tree.join("kmsg.txt"), "[ 1.0] NVRM: loading\n").expect("write");
+    for f in [
+        "proc/driver/nvidia/version",
+        "sys/module/nvidia/version",
+        "kmsg.txt",
+    ] {
+        std::fs::set_permissions(tree.join(f), std::fs::Permissions::from_mode(0o000))
+            .expect("chmod");
+    }
+    let o = Command::new(nvprobe())
+        .args(["doctor", "--json", "--root"])
+        .arg(&tree)
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .expect("run as nobody");
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stderr)));
+    let d = check_of(&doc, "driver_loaded");
+    assert_eq!(
+        d["evidence"],
+        "cannot tell whether the nvidia module is loaded: /proc/driver/nvidia/version: permission denied (EACCES); /sys/module/nvidia/version: permission denied (EACCES)",
+        "{doc}"
+    );
+    assert_eq!(d["verdict"], "warn");
+    let files: Vec<&str> = doc["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .filter(|c| c["id"] == "file")
+        .filter_map(|c| c["evidence"].as_str())
+        .collect();
+    assert!(
+        files.contains(&"kmsg.txt: permission denied (EACCES): not read"),
+        "{files:?}"
+    );
+}
+
+/// Item 1: `--snapshot OUT.tar.gz` gathered into TMPDIR/nvprobe-snapshot-PID
+/// after removing whatever was there. Now the archive is written from
+/// memory: no temporary folder at all, and what is at the old name is left
+/// alone.
+#[test]
+fn snapshots_use_no_temporary_folder() {
+    need_root!();
+    let _g = lock();
+    let t = Tmp::new("snaptmp");
+    let tmpdir = t.0.join("tmp");
+    std::fs::create_dir(&tmpdir).expect("mkdir");
+    let mut c = Command::new(nvprobe());
+    c.args(["doctor", "--snapshot"])
+        .arg(t.0.join("host.tar.gz"))
+        .env("TMPDIR", &tmpdir);
+    plant_at_child_pid(&mut c, &tmpdir, "nvprobe-snapshot-");
+    let child = c
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run");
+    let pid = child.id();
+    let o = child.wait_with_output().expect("wait");
+    assert!(
+        o.status.code().is_some_and(|c| c <= 1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let planted = tmpdir.join(format!("nvprobe-snapshot-{pid}"));
+    assert!(
+        planted.join("keep.txt").exists(),
+        "the folder at the old name was removed"
+    );
+    assert_eq!(std::fs::read_dir(&planted).expect("planted").count(), 1);
+    assert_eq!(std::fs::read_dir(&tmpdir).expect("tmp").count(), 1);
 }

@@ -19,8 +19,9 @@ pub struct DoctorArgs {
     /// invoking one (the user behind sudo).
     #[arg(long, value_name = "USER")]
     pub user: Option<String>,
-    /// Also write the files doctor reads to OUT (a new folder, or a .tar /
-    /// .tar.gz file) for someone else to check with --root.
+    /// Also write the files doctor reads to OUT (a new folder, or a new
+    /// .tar / .tar.gz file; never over an existing path) for someone else
+    /// to check with --root.
     #[arg(long, value_name = "OUT")]
     pub snapshot: Option<PathBuf>,
     /// One JSON document instead of text.
@@ -31,6 +32,12 @@ pub struct DoctorArgs {
 pub fn run(a: DoctorArgs) -> Result<(), Fail> {
     use nvprobe::doctor::{self, Verdict};
     let given = a.root.clone();
+    if a.snapshot.is_some() && given.is_some() {
+        return Err(Fail(
+            2,
+            anyhow::anyhow!("--snapshot captures this host: it cannot be combined with --root"),
+        ));
+    }
     let mut unpacked = None;
     let root = match &given {
         None => PathBuf::from("/"),
@@ -47,12 +54,20 @@ pub fn run(a: DoctorArgs) -> Result<(), Fail> {
             ));
         }
     };
-    if a.snapshot.is_some() && given.is_some() {
-        return Err(Fail(
-            2,
-            anyhow::anyhow!("--snapshot captures this host: it cannot be combined with --root"),
-        ));
-    }
+    // The snapshot's folder or archive is made first: a path that is taken
+    // or cannot be written fails before the checks run.
+    let target = match &a.snapshot {
+        Some(out) => Some(doctor::snapshot::Target::create(out).map_err(|e| {
+            Fail(
+                2,
+                e.context(format!(
+                    "--snapshot {}: could not write the snapshot",
+                    out.display()
+                )),
+            )
+        })?),
+        None => None,
+    };
     let live = given.is_none();
     let opts = doctor::Options {
         root: root.clone(),
@@ -64,9 +79,17 @@ pub fn run(a: DoctorArgs) -> Result<(), Fail> {
     if let Some(d) = &unpacked {
         let _ = std::fs::remove_dir_all(d);
     }
-    let checks = res.map_err(|e| Fail(2, anyhow::anyhow!(e)))?;
-    if let Some(out) = &a.snapshot {
-        let n = doctor::snapshot::write(out, &checks).map_err(|e| {
+    let checks = match res {
+        Ok(c) => c,
+        Err(e) => {
+            if let Some(t) = target {
+                t.discard();
+            }
+            return Err(Fail(2, anyhow::anyhow!(e)));
+        }
+    };
+    if let (Some(out), Some(target)) = (&a.snapshot, target) {
+        let n = target.write(&checks, a.user.as_deref()).map_err(|e| {
             Fail(
                 2,
                 e.context(format!(

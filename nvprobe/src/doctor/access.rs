@@ -4,7 +4,9 @@
 //! child, as that user, with a timeout. `/dev/nvidiaN` is never opened:
 //! that starts the GPU's initialisation.
 
-use std::{ffi::CString, fs, os::fd::AsRawFd as _, path::Path, time::Duration};
+use std::{ffi::CString, os::fd::AsRawFd as _, path::Path, time::Duration};
+
+use crate::safefs;
 
 use nix::{
     poll::{PollFd, PollFlags, PollTimeout, poll},
@@ -45,12 +47,16 @@ impl User {
 
 /// passwd/group entries from ROOT/etc (for `--root`).
 fn from_tree(root: &Path, spec: &str) -> Result<User, String> {
-    let passwd = fs::read_to_string(root.join("etc/passwd")).map_err(|e| {
-        format!(
-            "--user {spec}: cannot read {}/etc/passwd: {e}",
-            root.display()
-        )
-    })?;
+    let passwd = safefs::read_capped(root, "etc/passwd", safefs::CAP)
+        .and_then(|d| {
+            String::from_utf8(d).map_err(|_| safefs::SafeReadError::Io("not UTF-8 text".into()))
+        })
+        .map_err(|e| {
+            format!(
+                "--user {spec}: cannot read {}/etc/passwd: {e}",
+                root.display()
+            )
+        })?;
     let entry = passwd
         .lines()
         .map(|l| l.split(':').collect::<Vec<_>>())
@@ -69,7 +75,7 @@ fn from_tree(root: &Path, spec: &str) -> Result<User, String> {
         .map_err(|_| format!("--user {spec}: bad gid in passwd"))?;
     let name = entry[0].to_owned();
     let mut groups = vec![gid];
-    if let Ok(g) = fs::read_to_string(root.join("etc/group")) {
+    if let Some(g) = safefs::read_text(root, "etc/group", safefs::CAP) {
         for f in g.lines().map(|l| l.split(':').collect::<Vec<_>>()) {
             if f.len() >= 4
                 && f[3].split(',').any(|m| m == name)

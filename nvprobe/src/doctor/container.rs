@@ -2,20 +2,23 @@
 //! device cgroup's rules for the NVIDIA majors, and what the host side must
 //! provide.
 
-use std::{fs, path::Path};
+use std::path::Path;
 
 use super::{Check, Verdict, check};
-use crate::host::Majors;
+use crate::{host::Majors, safefs};
+
+fn read_text(root: &Path, rel: &str) -> String {
+    safefs::read_text(root, rel, safefs::CAP).unwrap_or_default()
+}
 
 /// The runtime and the file that says so.
 pub fn detect(root: &Path) -> Option<(&'static str, String)> {
-    let environ = fs::read(root.join("proc/1/environ")).unwrap_or_default();
+    let environ = safefs::read_noted(root, "proc/1/environ", safefs::CAP).unwrap_or_default();
     let env: Vec<String> = environ
         .split(|&b| b == 0)
         .map(|s| String::from_utf8_lossy(s).into_owned())
         .collect();
-    let cgroup = fs::read_to_string(root.join("proc/1/cgroup")).unwrap_or_default()
-        + &fs::read_to_string(root.join("proc/self/cgroup")).unwrap_or_default();
+    let cgroup = read_text(root, "proc/1/cgroup") + &read_text(root, "proc/self/cgroup");
     if env
         .iter()
         .any(|e| e.starts_with("KUBERNETES_SERVICE_HOST="))
@@ -36,13 +39,13 @@ pub fn detect(root: &Path) -> Option<(&'static str, String)> {
         };
         return Some((kind, format!("container={c} in pid 1's environment")));
     }
-    if root.join("run/.containerenv").exists() {
+    if safefs::exists(root, "run/.containerenv") {
         return Some(("podman", "/run/.containerenv".into()));
     }
-    if root.join(".dockerenv").exists() {
+    if safefs::exists(root, ".dockerenv") {
         return Some(("docker", "/.dockerenv".into()));
     }
-    if root.join("dev/.lxc-boot-id").exists() || cgroup.contains("/lxc") {
+    if safefs::exists(root, "dev/.lxc-boot-id") || cgroup.contains("/lxc") {
         return Some(("lxc", "/dev/.lxc-boot-id or an lxc cgroup".into()));
     }
     if cgroup.contains("docker") || cgroup.contains("libpod") {
@@ -96,7 +99,7 @@ fn allows(rules: &[Rule], major: u32, minor: u32) -> bool {
 /// The device cgroup v1 list of this process's cgroup, if cgroup v1's
 /// devices controller is mounted.
 fn devices_list(root: &Path) -> Option<(String, String)> {
-    let cg = fs::read_to_string(root.join("proc/self/cgroup")).unwrap_or_default();
+    let cg = read_text(root, "proc/self/cgroup");
     let path = cg.lines().find_map(|l| {
         let mut it = l.splitn(3, ':');
         let (_, ctrl, p) = (it.next()?, it.next()?, it.next()?);
@@ -113,11 +116,9 @@ fn devices_list(root: &Path) -> Option<(String, String)> {
     }
     candidates.push("sys/fs/cgroup/devices/devices.list".into());
     candidates.push("sys/fs/cgroup/devices.list".into());
-    candidates.into_iter().find_map(|c| {
-        fs::read_to_string(root.join(&c))
-            .ok()
-            .map(|t| (format!("/{c}"), t))
-    })
+    candidates
+        .into_iter()
+        .find_map(|c| safefs::read_text(root, &c, safefs::CAP).map(|t| (format!("/{c}"), t)))
 }
 
 pub fn checks(root: &Path, m: &Majors, out: &mut Vec<Check>) {
@@ -150,7 +151,7 @@ pub fn checks(root: &Path, m: &Majors, out: &mut Vec<Check>) {
             Some(&format!("what the host must provide: {}", host_side(rt, &uvm))),
         )),
     }
-    let cgv2 = root.join("sys/fs/cgroup/cgroup.controllers").exists();
+    let cgv2 = safefs::exists(root, "sys/fs/cgroup/cgroup.controllers");
     match devices_list(root) {
         Some((path, text)) => {
             let rules = parse_rules(&text);

@@ -2,14 +2,13 @@
 //! the driver's parameters, its GPUs, the PCI view of them, persistence,
 //! and reads of /proc/driver/nvidia that did not come back.
 
-use std::{
-    fs,
-    io::Read as _,
-    path::{Path, PathBuf},
-};
+use std::path::{Path, PathBuf};
 
 use super::{Check, Verdict, check, kmsg};
-use crate::host::{DriverRead, Majors, driver_info, hmm_facts, majors, read_driver_file};
+use crate::{
+    host::{DriverRead, Majors, driver_info, hmm_facts, majors, read_driver_file},
+    safefs::{self, SafeReadError},
+};
 
 /// HMM on and nvidia-uvm errors in this host's kernel log.
 const HMM_ERRORS_HINT: &str = concat!(
@@ -35,13 +34,17 @@ const HMM_ON_HINT: &str = concat!(
 /// that calls into a stuck driver must not hang doctor.
 pub(super) fn prefetch(root: &Path) {
     let mut driver_files = vec![
-        root.join("proc/driver/nvidia/version"),
-        root.join("proc/driver/nvidia/params"),
+        "proc/driver/nvidia/version".to_owned(),
+        "proc/driver/nvidia/params".to_owned(),
     ];
-    if let Ok(rd) = fs::read_dir(root.join("proc/driver/nvidia/gpus")) {
-        driver_files.extend(rd.flatten().map(|e| e.path().join("information")));
+    if let Some(gpus) = safefs::read_dir_noted(root, "proc/driver/nvidia/gpus") {
+        driver_files.extend(
+            gpus.iter()
+                .map(|b| format!("proc/driver/nvidia/gpus/{b}/information")),
+        );
     }
-    crate::host::prefetch_driver_files(&driver_files, crate::host::DRIVER_READ_TIMEOUT);
+    let rels: Vec<&str> = driver_files.iter().map(String::as_str).collect();
+    crate::host::prefetch_driver_files(root, &rels, crate::host::DRIVER_READ_TIMEOUT);
 }
 
 /// The driver files under ROOT whose read blocked: the driver is stuck.
@@ -73,24 +76,22 @@ pub(super) fn proc_driver_check(root: &Path) -> Option<Check> {
 }
 
 /// Kernel config: ROOT/proc/config.gz, else ROOT/boot/config-RELEASE, else
-/// an uncompressed ROOT/proc/config.
+/// an uncompressed ROOT/proc/config; each at most `safefs::GUNZIP_CAP`.
 pub(crate) fn kernel_config(root: &Path) -> Option<String> {
-    let mut s = String::new();
-    if let Ok(f) = fs::File::open(root.join("proc/config.gz"))
-        && flate2::read::GzDecoder::new(f)
-            .read_to_string(&mut s)
-            .is_ok()
+    let text = |d: Vec<u8>| String::from_utf8(d).ok();
+    if let Ok(d) = safefs::read_gz_noted(root, "proc/config.gz", safefs::CAP, safefs::GUNZIP_CAP)
+        && let Some(t) = text(d)
     {
-        return Some(s);
+        return Some(t);
     }
-    s.clear();
-    let release = fs::read_to_string(root.join("proc/sys/kernel/osrelease")).unwrap_or_default();
-    fs::File::open(root.join(format!("boot/config-{}", release.trim())))
-        .or_else(|_| fs::File::open(root.join("proc/config")))
-        .ok()?
-        .read_to_string(&mut s)
-        .ok()?;
-    Some(s)
+    let release =
+        safefs::read_text(root, "proc/sys/kernel/osrelease", safefs::CAP).unwrap_or_default();
+    let release = release.trim();
+    let boot = (!release.is_empty() && !release.contains('/') && release != "..")
+        .then(|| format!("boot/config-{release}"));
+    boot.and_then(|b| safefs::read_noted(root, &b, safefs::GUNZIP_CAP).ok())
+        .or_else(|| safefs::read_noted(root, "proc/config", safefs::GUNZIP_CAP).ok())
+        .and_then(text)
 }
 
 /// The nvidia and nvidia_uvm modules, and HMM in nvidia_uvm when it is
@@ -98,7 +99,7 @@ pub(crate) fn kernel_config(root: &Path) -> Option<String> {
 pub(super) fn driver_checks(root: &Path, log: &[String], out: &mut Vec<Check>) -> Majors {
     out.push(driver_loaded(root));
     let m = majors(root);
-    let uvm_loaded = root.join("sys/module/nvidia_uvm").exists() || m.uvm.is_some();
+    let uvm_loaded = safefs::exists(root, "sys/module/nvidia_uvm") || m.uvm.is_some();
     out.push(uvm_loaded_check(uvm_loaded, &m));
     if uvm_loaded {
         out.push(uvm_hmm(root, log));
@@ -107,15 +108,30 @@ pub(super) fn driver_checks(root: &Path, log: &[String], out: &mut Vec<Check>) -
 }
 
 fn driver_loaded(root: &Path) -> Check {
-    match driver_info(root) {
-        Some(d) => check(
+    let info = driver_info(root);
+    let why = if info.is_none() {
+        unreadable_version(root)
+    } else {
+        None
+    };
+    match (info, why) {
+        (Some(d), _) => check(
             "driver",
             "driver_loaded",
             Verdict::Ok,
             format!("{} kernel module {}", d.flavor, d.version),
             None,
         ),
-        None => check(
+        (None, Some(why)) => check(
+            "driver",
+            "driver_loaded",
+            Verdict::Warn,
+            format!("cannot tell whether the nvidia module is loaded: {why}"),
+            Some(
+                "run doctor as a user who may read these files (sudo), or fix the tree's permissions",
+            ),
+        ),
+        (None, None) => check(
             "driver",
             "driver_loaded",
             Verdict::Fail,
@@ -125,6 +141,35 @@ fn driver_loaded(root: &Path) -> Check {
             ),
         ),
     }
+}
+
+/// Why neither version file was read, when one of them is there but could
+/// not be read (permission denied, a link out of the tree, ...): "/proc/
+/// driver/nvidia/version: permission denied (EACCES); no /sys/module/nvidia/
+/// version". None when both are simply absent.
+fn unreadable_version(root: &Path) -> Option<String> {
+    let proc = match read_driver_file(root, "proc/driver/nvidia/version") {
+        Err(DriverRead::Failed(e)) => e,
+        _ => SafeReadError::NotFound,
+    };
+    let sys = safefs::read_capped(root, "sys/module/nvidia/version", safefs::CAP)
+        .err()
+        .unwrap_or(SafeReadError::NotFound);
+    if proc == SafeReadError::NotFound && sys == SafeReadError::NotFound {
+        return None;
+    }
+    let say = |rel: &str, e: &SafeReadError| match e {
+        SafeReadError::NotFound => format!("no /{rel}"),
+        SafeReadError::LinkOutside { .. } | SafeReadError::NotRegular(_) => {
+            format!("/{}", e.describe(rel))
+        }
+        e => format!("/{rel}: {e}"),
+    };
+    Some(format!(
+        "{}; {}",
+        say("proc/driver/nvidia/version", &proc),
+        say("sys/module/nvidia/version", &sys)
+    ))
 }
 
 fn uvm_loaded_check(uvm_loaded: bool, m: &Majors) -> Check {
@@ -228,18 +273,17 @@ fn uvm_hmm(root: &Path, log: &[String]) -> Check {
 /// `/proc/driver/nvidia/params` (how the driver makes nodes, excluded
 /// GPUs) and the GPUs under `/proc/driver/nvidia/gpus`.
 pub(super) fn param_and_gpu_checks(root: &Path, out: &mut Vec<Check>) {
-    let base = root.join("proc/driver/nvidia");
-    if !base.join("version").exists() {
+    if !safefs::exists(root, "proc/driver/nvidia/version") {
         return;
     }
-    out.extend(params_check(&base));
-    gpu_checks(&base, out);
+    out.extend(params_check(root));
+    gpu_checks(root, out);
 }
 
 /// The driver's parameters; None when their read blocked (`proc_driver`
 /// reports that).
-fn params_check(base: &Path) -> Option<Check> {
-    let text = match read_driver_file(&base.join("params")) {
+fn params_check(root: &Path) -> Option<Check> {
+    let text = match read_driver_file(root, "proc/driver/nvidia/params") {
         Err(DriverRead::Blocked) => return None,
         Err(DriverRead::Failed(e)) => {
             return Some(check(
@@ -295,13 +339,12 @@ fn params_check(base: &Path) -> Option<Check> {
 }
 
 /// One check per GPU the driver lists, and a failure when it lists none.
-fn gpu_checks(base: &Path, out: &mut Vec<Check>) {
+fn gpu_checks(root: &Path, out: &mut Vec<Check>) {
     let mut gpus = 0;
-    if let Ok(rd) = fs::read_dir(base.join("gpus")) {
-        let mut dirs: Vec<_> = rd.flatten().map(|e| e.path()).collect();
+    if let Some(mut dirs) = safefs::read_dir_noted(root, "proc/driver/nvidia/gpus") {
         dirs.sort();
         for d in dirs {
-            if let Some(c) = gpu_check(&d) {
+            if let Some(c) = gpu_check(root, &d) {
                 gpus += 1;
                 out.push(c);
             }
@@ -318,10 +361,10 @@ fn gpu_checks(base: &Path, out: &mut Vec<Check>) {
     }
 }
 
-/// The GPU of /proc/driver/nvidia/gpus/BUS (`d`); None when its
-/// information file cannot be read (it does not count as a GPU then).
-fn gpu_check(d: &Path) -> Option<Check> {
-    let info = match read_driver_file(&d.join("information")) {
+/// The GPU of /proc/driver/nvidia/gpus/BUS; None when its information
+/// file cannot be read (it does not count as a GPU then).
+fn gpu_check(root: &Path, bus: &str) -> Option<Check> {
+    let info = match read_driver_file(root, &format!("proc/driver/nvidia/gpus/{bus}/information")) {
         Ok(i) => i,
         Err(DriverRead::Blocked) => {
             return Some(check(
@@ -329,9 +372,7 @@ fn gpu_check(d: &Path) -> Option<Check> {
                 "gpu",
                 Verdict::Fail,
                 format!(
-                    "{}: the driver did not answer for this GPU (its information file blocked)",
-                    d.file_name()
-                        .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+                    "{bus}: the driver did not answer for this GPU (its information file blocked)"
                 ),
                 Some(
                     "the GPU or its driver state is stuck: see the proc_driver check and the kernel log",
@@ -345,9 +386,6 @@ fn gpu_check(d: &Path) -> Option<Check> {
             .find_map(|l| l.strip_prefix(k).map(|v| v.trim().to_owned()))
             .unwrap_or_else(|| "?".into())
     };
-    let bus = d
-        .file_name()
-        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
     let excluded = field("GPU Excluded:") == "Yes";
     let evidence = format!(
         "{} at {bus}, minor {}{}",
@@ -373,40 +411,34 @@ fn gpu_check(d: &Path) -> Option<Check> {
 /// NVIDIA display/3D controllers on the PCI bus: (bus id, "10de:2335",
 /// subsystem, bound driver).
 fn pci_gpus(root: &Path) -> Vec<(String, String, String, String)> {
-    let dir = root.join("sys/bus/pci/devices");
-    let Ok(rd) = fs::read_dir(&dir) else {
+    let Some(devices) = safefs::read_dir_noted(root, "sys/bus/pci/devices") else {
         return Vec::new();
     };
-    let read = |p: &Path, f: &str| {
-        fs::read_to_string(p.join(f))
-            .map(|s| s.trim().trim_start_matches("0x").to_owned())
-            .unwrap_or_default()
-    };
     let mut out = Vec::new();
-    for e in rd.flatten() {
-        let p = e.path();
-        if read(&p, "vendor") != "10de" || !read(&p, "class").starts_with("03") {
+    for bus in devices {
+        let p = format!("sys/bus/pci/devices/{bus}");
+        let read = |f: &str| {
+            safefs::read_text(root, &format!("{p}/{f}"), safefs::CAP)
+                .map(|s| s.trim().trim_start_matches("0x").to_owned())
+                .unwrap_or_default()
+        };
+        if read("vendor") != "10de" || !read("class").starts_with("03") {
             continue;
         }
         // Live: a symlink to the driver; a snapshot: a file with its name.
-        let driver = fs::read_link(p.join("driver"))
+        let driver = safefs::read_link(root, format!("{p}/driver"))
             .ok()
             .and_then(|l| l.file_name().map(|n| n.to_string_lossy().into_owned()))
             .or_else(|| {
-                fs::read_to_string(p.join("driver"))
-                    .ok()
+                safefs::read_text(root, &format!("{p}/driver"), safefs::CAP)
                     .map(|s| s.trim().to_owned())
             })
             .filter(|d| !d.is_empty())
             .unwrap_or_else(|| "none".into());
         out.push((
-            e.file_name().to_string_lossy().into_owned(),
-            format!("10de:{}", read(&p, "device")),
-            format!(
-                "{}:{}",
-                read(&p, "subsystem_vendor"),
-                read(&p, "subsystem_device")
-            ),
+            bus.clone(),
+            format!("10de:{}", read("device")),
+            format!("{}:{}", read("subsystem_vendor"), read("subsystem_device")),
             driver,
         ));
     }
@@ -418,12 +450,8 @@ fn pci_gpus(root: &Path) -> Vec<(String, String, String, String)> {
 /// the nvidia driver holds it, and whether the kernel log says it was lost.
 pub(super) fn pci_checks(root: &Path, log: &[String], out: &mut Vec<Check>) {
     let gpus = pci_gpus(root);
-    let listed: Vec<String> = fs::read_dir(root.join("proc/driver/nvidia/gpus"))
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| e.file_name().to_string_lossy().to_lowercase())
-                .collect()
-        })
+    let listed: Vec<String> = safefs::read_dir_noted(root, "proc/driver/nvidia/gpus")
+        .map(|v| v.iter().map(|b| b.to_lowercase()).collect())
         .unwrap_or_default();
     for (bus, id, sub, driver) in gpus {
         let short = bus.trim_start_matches("0000:").to_lowercase();
@@ -501,8 +529,8 @@ pub(super) fn persistence_check(root: &Path, live: bool, log: &[String], out: &m
                 .any(|p| p.stat().is_ok_and(|s| s.comm == "nvidia-persistenced"))
         })
     } else {
-        fs::read_to_string(root.join("processes.list"))
-            .is_ok_and(|t| t.lines().any(|l| l.trim() == "nvidia-persistenced"))
+        safefs::read_text(root, "processes.list", safefs::CAP)
+            .is_some_and(|t| t.lines().any(|l| l.trim() == "nvidia-persistenced"))
     };
     let legacy = log
         .iter()

@@ -24,6 +24,7 @@ use nvprobe_common::{
 };
 
 use super::{Check, Verdict, check};
+use crate::safefs;
 
 /// What each probe kind came to, for the layer summary.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -449,7 +450,8 @@ fn btf_checks(root: &Path, out: &mut Vec<Check>, a: &mut Ability) {
             }
         }
     } else {
-        let have = vmlinux.exists() || crate::hooks::listed(root, "sys/kernel/btf", "vmlinux");
+        let have = safefs::exists(root, "sys/kernel/btf/vmlinux")
+            || listed(root, "sys/kernel/btf", "vmlinux");
         a.btf = Some(have);
         out.push(if have {
             check(
@@ -470,16 +472,16 @@ fn btf_checks(root: &Path, out: &mut Vec<Check>, a: &mut Ability) {
         });
     }
     for m in ["nvidia", "nvidia_uvm"] {
-        if !root.join("sys/module").join(m).exists() && live {
+        if live && !safefs::exists(root, format!("sys/module/{m}")) {
             continue;
         }
-        let p = root.join("sys/kernel/btf").join(m);
+        let p = format!("sys/kernel/btf/{m}");
         let present = if live {
-            fs::read(&p)
+            safefs::read_capped(root, &p, safefs::KALLSYMS_CAP)
                 .ok()
                 .is_some_and(|d| d.len() > 24 && d[..2] == [0x9f, 0xeb])
         } else {
-            p.exists() || crate::hooks::listed(root, "sys/kernel/btf", m)
+            safefs::exists(root, &p) || listed(root, "sys/kernel/btf", m)
         };
         out.push(check(
             "tracing",
@@ -498,8 +500,8 @@ fn btf_checks(root: &Path, out: &mut Vec<Check>, a: &mut Ability) {
 /// Lockdown mode: securityfs when mounted, else the kernel config's forced
 /// mode and the command line.
 fn lockdown(root: &Path, out: &mut Vec<Check>, a: &mut Ability) {
-    let (mode, source) = if let Ok(t) =
-        fs::read_to_string(root.join("sys/kernel/security/lockdown"))
+    let (mode, source) = if let Some(t) =
+        safefs::read_text(root, "sys/kernel/security/lockdown", safefs::CAP)
         && let Some(m) = t
             .split_whitespace()
             .find(|w| w.starts_with('['))
@@ -507,7 +509,7 @@ fn lockdown(root: &Path, out: &mut Vec<Check>, a: &mut Ability) {
     {
         (Some(m), "/sys/kernel/security/lockdown")
     } else {
-        let cmdline = fs::read_to_string(root.join("proc/cmdline")).unwrap_or_default();
+        let cmdline = safefs::read_text(root, "proc/cmdline", safefs::CAP).unwrap_or_default();
         let from_cmd = cmdline
             .split_whitespace()
             .find_map(|w| w.strip_prefix("lockdown="))
@@ -568,6 +570,14 @@ fn lockdown(root: &Path, out: &mut Vec<Check>, a: &mut Ability) {
     });
 }
 
+/// A name in a snapshot's listing of a directory (`ROOT/DIR.list`, one
+/// name per line), for directories whose files are not copied (what
+/// `hooks::listed` does, read through `safefs`).
+pub(super) fn listed(root: &Path, dir: &str, name: &str) -> bool {
+    safefs::read_text(root, &format!("{dir}.list"), safefs::CAP)
+        .is_some_and(|t| t.lines().any(|l| l.trim() == name))
+}
+
 /// File evidence for `--root`: the tree's kernel config and listings.
 pub fn from_files(root: &Path, out: &mut Vec<Check>) -> Ability {
     let mut a = Ability::default();
@@ -579,13 +589,11 @@ pub fn from_files(root: &Path, out: &mut Vec<Check>) -> Ability {
             .map(|c| c.lines().any(|l| l == format!("{k}=y")))
     };
     let pmu = |name: &str| {
-        root.join("sys/bus/event_source/devices")
-            .join(name)
-            .exists()
-            || crate::hooks::listed(root, "sys/bus/event_source/devices", name)
+        safefs::exists(root, format!("sys/bus/event_source/devices/{name}"))
+            || listed(root, "sys/bus/event_source/devices", name)
     };
-    let has_listing = root.join("sys/bus/event_source/devices").exists()
-        || root.join("sys/bus/event_source/devices.list").exists();
+    let has_listing = safefs::exists(root, "sys/bus/event_source/devices")
+        || safefs::exists(root, "sys/bus/event_source/devices.list");
     let mut file_check = |id: &'static str,
                           what: &str,
                           ok: Option<bool>,

@@ -22,7 +22,7 @@ fn relevant(l: &str) -> bool {
 }
 
 fn read_tree(root: &Path) -> Vec<String> {
-    fs::read_to_string(root.join("kmsg.txt"))
+    crate::safefs::read_text(root, "kmsg.txt", crate::safefs::CAP)
         .map(|t| t.lines().map(str::to_owned).collect())
         .unwrap_or_default()
 }

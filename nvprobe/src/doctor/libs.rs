@@ -4,14 +4,10 @@
 //! from its name. A snapshot lists them in `libs.manifest` instead
 //! (`PATH VERSION SIZE` per line; `-` for no version found).
 
-use std::{
-    collections::BTreeMap,
-    fs,
-    path::{Path, PathBuf},
-};
+use std::{collections::BTreeMap, fs, os::fd::AsFd as _, path::Path};
 
 use super::{Check, Verdict, check};
-use crate::decode::version::DriverVersion;
+use crate::{decode::version::DriverVersion, safefs};
 
 /// Where ld.so looks besides ld.so.conf: the multiarch and classic paths,
 /// and the places NVIDIA's installers and container runtimes use.
@@ -57,14 +53,14 @@ impl Lib {
 /// form DIR/*.conf), in order.
 fn ld_conf_dirs(root: &Path) -> Vec<String> {
     let mut out = Vec::new();
-    let mut files = vec![root.join("etc/ld.so.conf")];
+    let mut files = vec!["etc/ld.so.conf".to_owned()];
     let mut seen = 0;
     while let Some(f) = files.pop() {
         seen += 1;
         if seen > 64 {
             break;
         }
-        let Ok(text) = fs::read_to_string(&f) else {
+        let Some(text) = safefs::read_text(root, &f, safefs::CAP) else {
             continue;
         };
         for line in text.lines() {
@@ -74,17 +70,18 @@ fn ld_conf_dirs(root: &Path) -> Vec<String> {
                 let (dir, suffix) = match pat.rsplit_once("/*") {
                     Some((d, s)) => (d.to_owned(), s.to_owned()),
                     None => {
-                        files.push(root.join(pat.trim_start_matches('/')));
+                        files.push(pat.trim_start_matches('/').to_owned());
                         continue;
                     }
                 };
-                let Ok(rd) = fs::read_dir(root.join(dir.trim_start_matches('/'))) else {
+                let dir = dir.trim_start_matches('/');
+                let Some(rd) = safefs::read_dir_noted(root, dir) else {
                     continue;
                 };
-                let mut names: Vec<PathBuf> = rd
-                    .flatten()
-                    .map(|e| e.path())
-                    .filter(|p| p.to_string_lossy().ends_with(&suffix))
+                let mut names: Vec<String> = rd
+                    .into_iter()
+                    .map(|n| format!("{dir}/{n}"))
+                    .filter(|p| p.ends_with(&suffix))
                     .collect();
                 names.sort();
                 names.reverse();
@@ -139,7 +136,7 @@ fn is_version(s: &[u8]) -> bool {
 /// most frequent standalone version string, "580.159.04" appears once
 /// standalone and in every companion name.
 pub fn version_of(path: &Path) -> Option<String> {
-    let data = fs::read(path).ok()?;
+    let data = safefs::read_to_cap(fs::File::open(path).ok()?, safefs::LIB_CAP).ok()?;
     version_in(&data)
 }
 
@@ -148,8 +145,12 @@ pub fn version_of(path: &Path) -> Option<String> {
 /// end (92.5 of 96 MB in 580.159.04), so a match costs one or two chunks,
 /// not the whole file. None when the file cannot be read.
 pub fn carries(path: &Path, version: &str) -> Option<bool> {
+    carries_in(&mut fs::File::open(path).ok()?, version)
+}
+
+/// [`carries`] of an open file.
+fn carries_in(f: &mut fs::File, version: &str) -> Option<bool> {
     use std::io::{Read as _, Seek as _, SeekFrom};
-    let mut f = fs::File::open(path).ok()?;
     let len = f.metadata().ok()?.len();
     let pat = format!("\0{version}\0");
     let pat = pat.as_bytes();
@@ -205,7 +206,7 @@ pub fn find(root: &Path, live: bool) -> Vec<Lib> {
 /// version) as a whole string is taken to be that version without reading
 /// all of it.
 pub fn find_for(root: &Path, live: bool, expected: Option<&str>) -> Vec<Lib> {
-    if let Ok(text) = fs::read_to_string(root.join("libs.manifest")) {
+    if let Some(text) = safefs::read_text(root, "libs.manifest", safefs::CAP) {
         return text
             .lines()
             .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
@@ -228,36 +229,52 @@ pub fn find_for(root: &Path, live: bool, expected: Option<&str>) -> Vec<Lib> {
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for dir in search_dirs(root, live) {
-        let Ok(rd) = fs::read_dir(root.join(dir.trim_start_matches('/'))) else {
+        let dir = dir.trim_start_matches('/');
+        let Some(mut entries) = safefs::read_dir_noted(root, dir) else {
             continue;
         };
-        let mut entries: Vec<_> = rd.flatten().collect();
-        entries.sort_by_key(|e| e.file_name());
-        for e in entries {
-            let name = e.file_name().to_string_lossy().into_owned();
+        entries.sort();
+        for name in entries {
             let Some((kind, _)) = NAMES.iter().find(|(_, n)| name.starts_with(n)) else {
                 continue;
             };
-            let Ok(real) = fs::canonicalize(e.path()) else {
+            // Resolved inside the root: a link out of a tree is not read.
+            let rel = format!("{dir}/{name}");
+            let mut f = match safefs::open_regular(root, &rel) {
+                Ok(f) => f,
+                Err(e) => {
+                    safefs::note(root, &rel, &e);
+                    continue;
+                }
+            };
+            let Ok(meta) = f.metadata() else {
                 continue;
             };
-            let Ok(meta) = fs::metadata(&real) else {
-                continue;
-            };
-            if !meta.is_file() || !seen.insert(real.clone()) {
+            if !seen.insert((
+                std::os::unix::fs::MetadataExt::dev(&meta),
+                std::os::unix::fs::MetadataExt::ino(&meta),
+            )) {
                 continue;
             }
-            let shown = real
-                .strip_prefix(root)
-                .map(|p| format!("/{}", p.display()))
-                .unwrap_or_else(|_| real.display().to_string());
+            let shown = safefs::shown_path(root, f.as_fd()).unwrap_or_else(|| format!("/{rel}"));
+            let version = match expected {
+                Some(v) if carries_in(&mut f, v) == Some(true) => Some(v.to_owned()),
+                _ => {
+                    use std::io::Seek as _;
+                    let _ = f.rewind();
+                    match safefs::read_to_cap(&mut f, safefs::LIB_CAP) {
+                        Ok(d) => version_in(&d),
+                        Err(e) => {
+                            safefs::note(root, &rel, &e);
+                            None
+                        }
+                    }
+                }
+            };
             out.push(Lib {
                 path: shown,
                 kind,
-                version: match expected {
-                    Some(v) if carries(&real, v) == Some(true) => Some(v.to_owned()),
-                    _ => version_of(&real),
-                },
+                version,
                 size: meta.len(),
             });
         }

@@ -15,7 +15,9 @@
 //!
 //! This module runs the areas in order; `check` holds the shared types,
 //! `driver`, `nodes` and `tracing` their areas' checks, `render` the text
-//! form.
+//! form. Every file of a tree is read through `crate::safefs` (inside the
+//! tree, regular files only, capped); `unpack` unpacks a `--root` archive
+//! into a private folder.
 
 pub mod access;
 mod check;
@@ -28,6 +30,7 @@ mod nodes;
 mod render;
 pub mod snapshot;
 mod tracing;
+pub mod unpack;
 
 use std::path::Path;
 
@@ -90,7 +93,40 @@ pub fn run_with(o: &Options) -> Result<Vec<Check>, String> {
     container::checks(root, &m, &mut out);
     kmsg::checks(&log, &mut out);
     lap("container checks");
+    tree_checks(root, &mut out);
     Ok(out)
+}
+
+/// The files of a tree that were there but not read (`safefs` noted
+/// them): a link out of the tree, not a regular file, too large,
+/// permission denied. One warning each, so that a check that saw nothing
+/// is not taken for a host that has nothing.
+fn tree_checks(root: &Path, out: &mut Vec<Check>) {
+    use crate::safefs::SafeReadError as E;
+    for (rel, e) in crate::safefs::take_notes(root) {
+        let hint = match e {
+            E::LinkOutside { .. } => {
+                "doctor reads a tree's files only inside the tree: copy the file itself into it (a snapshot holds no links); the checks that need it ran without it"
+            }
+            E::NotRegular(_) => {
+                "doctor reads only regular files of a tree (a FIFO or a device could block it or never end); the checks that need it ran without it"
+            }
+            E::TooLarge(_) => {
+                "far larger than this file is on a real host: doctor reads at most that much; the checks that need it ran without it"
+            }
+            E::PermissionDenied => {
+                "run doctor as a user who may read the tree (sudo), or fix its permissions; the checks that need it ran without it"
+            }
+            E::NotFound | E::Io(_) => "the checks that need this file ran without it",
+        };
+        out.push(check(
+            "tree",
+            "file",
+            Verdict::Warn,
+            e.describe(&rel),
+            Some(hint),
+        ));
+    }
 }
 
 /// The file checks of a host tree.

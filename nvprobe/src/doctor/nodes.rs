@@ -1,10 +1,10 @@
 //! The nodes area: the device nodes /proc/devices and the driver's GPUs
 //! call for, nvidia-caps, and whether a user may open them.
 
-use std::{collections::BTreeMap, fs, path::Path, time::Duration};
+use std::{collections::BTreeMap, path::Path, time::Duration};
 
 use super::{Check, Options, Verdict, access, check};
-use crate::host::Majors;
+use crate::{host::Majors, safefs};
 
 /// A device node as the host tree has it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -21,7 +21,7 @@ struct Node {
 fn nodes(root: &Path) -> Result<BTreeMap<String, Node>, String> {
     let manifest = root.join("dev.manifest");
     let mut out = BTreeMap::new();
-    if let Ok(text) = fs::read_to_string(&manifest) {
+    if let Some(text) = safefs::read_text(root, "dev.manifest", safefs::CAP) {
         for (n, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
@@ -79,12 +79,14 @@ fn nodes(root: &Path) -> Result<BTreeMap<String, Node>, String> {
 /// ("Device Minor: N").
 fn gpu_minors(root: &Path) -> Vec<(String, u32)> {
     let mut out = Vec::new();
-    let Ok(rd) = fs::read_dir(root.join("proc/driver/nvidia/gpus")) else {
+    let Some(buses) = safefs::read_dir_noted(root, "proc/driver/nvidia/gpus") else {
         return out;
     };
-    for e in rd.flatten() {
-        let bus = e.file_name().to_string_lossy().into_owned();
-        let Ok(info) = crate::host::read_driver_file(&e.path().join("information")) else {
+    for bus in buses {
+        let Ok(info) = crate::host::read_driver_file(
+            root,
+            &format!("proc/driver/nvidia/gpus/{bus}/information"),
+        ) else {
             continue;
         };
         if let Some(m) = info.lines().find_map(|l| {

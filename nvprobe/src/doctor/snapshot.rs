@@ -1,25 +1,60 @@
 //! `nvprobe doctor --snapshot OUT`: the files doctor reads, copied into a
 //! tree that `nvprobe doctor --root` reads back on another machine. OUT is
-//! a folder, or a `.tar` / `.tar.gz` file.
+//! a new folder, or a new `.tar` / `.tar.gz` file: doctor never writes over
+//! anything that is there (a file, a folder, a link), never follows a
+//! link, and makes files 0600 and folders 0700 whatever the umask (the
+//! archive is written from memory: no temporary folder).
 //!
-//! What cannot travel as files is written as listings: `dev.manifest`
-//! (nodes with major:minor, mode, owner), `libs.manifest` (each driver
-//! library's path, version from its contents, size), `kmsg.txt` (the NVIDIA
-//! lines of the kernel log), `sys/kernel/btf.list` and
-//! `sys/bus/event_source/devices.list`. Nothing private is copied: pid 1's
-//! environment is cut down to `container=` and whether
-//! KUBERNETES_SERVICE_HOST is set, kallsyms to the driver-hook and HMM
-//! symbols with their addresses zeroed.
+//! What a snapshot contains (and nothing else):
+//!
+//! - copied as they are: /proc/driver/nvidia/{version,params,registry},
+//!   /proc/driver/nvidia/gpus/*/{information,power,registry},
+//!   /proc/devices, /proc/modules, /proc/sys/kernel/osrelease,
+//!   /proc/config.gz, /proc/1/cgroup, /proc/self/cgroup,
+//!   /sys/kernel/security/lockdown, /sys/fs/cgroup/cgroup.controllers,
+//!   /sys/fs/cgroup/devices.list, /sys/fs/cgroup/devices/devices.list,
+//!   /etc/ld.so.conf and /etc/ld.so.conf.d/*.conf, /.dockerenv,
+//!   /run/.containerenv, /dev/.lxc-boot-id; for nvidia, nvidia_uvm,
+//!   nvidia_modeset and nvidia_drm: /sys/module/M/{version,srcversion} and
+//!   /sys/module/M/parameters/* (`.loaded` for a loaded module without
+//!   parameters); for each NVIDIA PCI device:
+//!   /sys/bus/pci/devices/BUS/{vendor,device,class,subsystem_vendor,
+//!   subsystem_device};
+//! - cut down: `proc/cmdline` keeps only the kernel parameters doctor reads
+//!   or that concern the NVIDIA driver (see `KEPT_PARAMS`: lockdown=,
+//!   nvidia*, nouveau*, rd.driver.*, modprobe.blacklist=,
+//!   module_blacklist=, iommu*, intel_iommu=, amd_iommu*, vfio-pci.* /
+//!   vfio_pci.*, pci=, pcie_aspm*); `init=`, `root=`, the console, and
+//!   everything after `--` (init's own arguments) are left out.
+//!   `etc/passwd` and `etc/group` keep only the users and groups that own
+//!   the NVIDIA nodes and the user doctor checked (`--user`, else the one
+//!   behind sudo), with that user's groups; a passwd line keeps name, uid
+//!   and gid (`name:x:uid:gid:::`), a group line its name, gid and the
+//!   kept users among its members. `proc/1/environ` keeps `container=` and
+//!   whether KUBERNETES_SERVICE_HOST is set; `proc/kallsyms` keeps the
+//!   driver-hook and uvm_hmm_* symbols and one symbol per NVIDIA module,
+//!   addresses zeroed;
+//! - written as listings: `dev.manifest` (the NVIDIA nodes: major:minor,
+//!   mode, owner), `libs.manifest` (each libcuda / libnvidia-ml: path,
+//!   version from its contents, size), `kmsg.txt` (the NVIDIA lines of the
+//!   kernel log), `processes.list` (whether nvidia-persistenced runs),
+//!   `sys/kernel/btf.list`, `sys/bus/event_source/devices.list`, and each
+//!   NVIDIA PCI device's bound driver as the file `.../BUS/driver`;
+//! - `snapshot.json`: nvprobe's version, the time, the kernel release, the
+//!   checks as they came out on the host, the list of files.
 
 use std::{
+    collections::BTreeSet,
     fs,
     io::Write as _,
+    os::fd::{AsFd as _, OwnedFd},
     path::{Path, PathBuf},
 };
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 
-use super::{Check, kmsg, libs};
+use super::{Check, access, kmsg, libs};
+use crate::{host::CharNode, safefs};
 
 /// Files copied as they are, when readable.
 const FILES: &[&str] = &[
@@ -28,7 +63,6 @@ const FILES: &[&str] = &[
     "proc/driver/nvidia/registry",
     "proc/devices",
     "proc/modules",
-    "proc/cmdline",
     "proc/sys/kernel/osrelease",
     "proc/config.gz",
     "proc/1/cgroup",
@@ -38,12 +72,72 @@ const FILES: &[&str] = &[
     "sys/fs/cgroup/devices.list",
     "sys/fs/cgroup/devices/devices.list",
     "etc/ld.so.conf",
-    "etc/passwd",
-    "etc/group",
     ".dockerenv",
     "run/.containerenv",
     "dev/.lxc-boot-id",
 ];
+
+/// The kernel parameters a snapshot keeps (a prefix each): `lockdown=`
+/// (the lockdown check reads it) and those that concern the NVIDIA driver
+/// and its devices (module options and blacklists, IOMMU and VFIO, PCI).
+pub const KEPT_PARAMS: &[&str] = &[
+    "lockdown=",
+    "nvidia",
+    "nouveau",
+    "rd.driver.",
+    "modprobe.blacklist=",
+    "module_blacklist=",
+    "iommu",
+    "intel_iommu=",
+    "amd_iommu",
+    "vfio-pci.",
+    "vfio_pci.",
+    "pci=",
+    "pcie_aspm",
+];
+
+/// The kernel command line cut down to `KEPT_PARAMS` (before `--`: what
+/// follows is init's).
+pub fn kept_cmdline(cmdline: &str) -> String {
+    let kept: Vec<&str> = cmdline
+        .split_whitespace()
+        .take_while(|w| *w != "--")
+        .filter(|w| KEPT_PARAMS.iter().any(|p| w.starts_with(p)))
+        .collect();
+    kept.join(" ") + "\n"
+}
+
+/// passwd and group cut down to the users UIDS (and the groups GIDS): name,
+/// uid, gid; a group's members only among the kept users.
+pub fn kept_accounts(
+    passwd: &str,
+    group: &str,
+    uids: &BTreeSet<u32>,
+    gids: &BTreeSet<u32>,
+) -> (String, String) {
+    let mut names = BTreeSet::new();
+    let mut p = String::new();
+    for f in passwd.lines().map(|l| l.split(':').collect::<Vec<_>>()) {
+        if f.len() >= 4
+            && let Ok(uid) = f[2].parse::<u32>()
+            && uids.contains(&uid)
+        {
+            names.insert(f[0].to_owned());
+            p += &format!("{}:x:{}:{}:::\n", f[0], f[2], f[3]);
+        }
+    }
+    let mut g = String::new();
+    for f in group.lines().map(|l| l.split(':').collect::<Vec<_>>()) {
+        if f.len() >= 4
+            && let Ok(gid) = f[2].parse::<u32>()
+            && gids.contains(&gid)
+        {
+            let members: Vec<&str> = f[3].split(',').filter(|m| names.contains(*m)).collect();
+            g += &format!("{}:x:{}:{}\n", f[0], f[2], members.join(","));
+        }
+    }
+    (p, g)
+}
 
 const MODULES: &[&str] = &["nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_drm"];
 
@@ -66,52 +160,131 @@ fn keep_symbol(line: &str, seen_module: &mut std::collections::HashSet<String>) 
     }
 }
 
+/// Where the files go: a folder (its descriptor) or an archive.
+enum Sink {
+    Dir(OwnedFd),
+    Tar(tar::Builder<fs::File>),
+    Gz(tar::Builder<flate2::write::GzEncoder<fs::File>>),
+}
+
 struct Writer {
-    dir: PathBuf,
+    sink: Sink,
     files: Vec<String>,
 }
 
 impl Writer {
     fn put(&mut self, rel: &str, data: &[u8]) -> anyhow::Result<()> {
-        let p = self.dir.join(rel);
-        if let Some(parent) = p.parent() {
-            fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
-        }
-        fs::write(&p, data).with_context(|| format!("writing {}", p.display()))?;
+        self.put_untracked(rel, data)?;
         self.files.push(rel.to_owned());
         Ok(())
     }
 
+    /// A file that is not listed in `snapshot.json` (that file itself).
+    fn put_untracked(&mut self, rel: &str, data: &[u8]) -> anyhow::Result<()> {
+        let header = || {
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(tar::EntryType::Regular);
+            h.set_size(data.len() as u64);
+            h.set_mode(0o600);
+            h.set_mtime(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs()),
+            );
+            h
+        };
+        match &mut self.sink {
+            Sink::Dir(fd) => safefs::create_file_at(fd.as_fd(), Path::new(rel))
+                .and_then(|mut f| f.write_all(data))
+                .with_context(|| format!("writing {rel}"))?,
+            Sink::Tar(b) => b
+                .append_data(&mut header(), rel, data)
+                .with_context(|| format!("writing {rel}"))?,
+            Sink::Gz(b) => b
+                .append_data(&mut header(), rel, data)
+                .with_context(|| format!("writing {rel}"))?,
+        }
+        Ok(())
+    }
+
+    /// A file of this host, when it is there and readable.
     fn copy(&mut self, rel: &str) -> anyhow::Result<()> {
-        if let Ok(d) = fs::read(Path::new("/").join(rel)) {
+        if let Ok(d) = safefs::read_capped(Path::new("/"), rel, safefs::CAP) {
             self.put(rel, &d)?;
         }
         Ok(())
     }
 }
 
+/// The names in a folder of this host, sorted, one a line.
 fn listing(dir: &str) -> Option<String> {
-    let mut names: Vec<String> = fs::read_dir(dir)
-        .ok()?
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
+    let mut names = names_in(dir)?;
     names.sort();
     Some(names.join("\n") + "\n")
 }
 
+/// The names in a folder of this host (REL from /).
+fn names_in(rel: &str) -> Option<Vec<String>> {
+    safefs::read_dir(Path::new("/"), rel).ok().map(|v| {
+        v.into_iter()
+            .map(|n| n.to_string_lossy().into_owned())
+            .collect()
+    })
+}
+
 /// Every file and listing of the snapshot, then `snapshot.json`.
-fn gather(w: &mut Writer, checks: &[Check]) -> anyhow::Result<()> {
+fn gather(w: &mut Writer, checks: &[Check], user: Option<&access::User>) -> anyhow::Result<()> {
+    let nodes = crate::host::nvidia_char_nodes(Path::new("/"));
     copy_files(w)?;
+    put_cmdline(w)?;
+    put_accounts(w, &nodes, user)?;
     copy_modules(w)?;
     put_kallsyms(w)?;
     put_environ(w)?;
     put_listings(w)?;
     copy_pci_devices(w)?;
-    put_dev_manifest(w)?;
+    put_dev_manifest(w, &nodes)?;
     put_libs_manifest(w)?;
     put_kmsg_and_processes(w)?;
     put_summary(w, checks)
+}
+
+/// `proc/cmdline`, cut down to `KEPT_PARAMS`.
+fn put_cmdline(w: &mut Writer) -> anyhow::Result<()> {
+    if let Ok(d) = safefs::read_capped(Path::new("/"), "proc/cmdline", safefs::CAP) {
+        w.put(
+            "proc/cmdline",
+            kept_cmdline(&String::from_utf8_lossy(&d)).as_bytes(),
+        )?;
+    }
+    Ok(())
+}
+
+/// `etc/passwd` and `etc/group`, cut down to the nodes' owners and the
+/// user the checks were for.
+fn put_accounts(
+    w: &mut Writer,
+    nodes: &[CharNode],
+    user: Option<&access::User>,
+) -> anyhow::Result<()> {
+    let read = |rel: &str| {
+        safefs::read_capped(Path::new("/"), rel, safefs::CAP)
+            .ok()
+            .map(|d| String::from_utf8_lossy(&d).into_owned())
+    };
+    let (Some(passwd), group) = (read("etc/passwd"), read("etc/group").unwrap_or_default()) else {
+        return Ok(());
+    };
+    let mut uids: BTreeSet<u32> = nodes.iter().map(|n| n.uid).collect();
+    let mut gids: BTreeSet<u32> = nodes.iter().map(|n| n.gid).collect();
+    if let Some(u) = user {
+        uids.insert(u.uid);
+        gids.insert(u.gid);
+        gids.extend(u.groups.iter().copied());
+    }
+    let (p, g) = kept_accounts(&passwd, &group, &uids, &gids);
+    w.put("etc/passwd", p.as_bytes())?;
+    w.put("etc/group", g.as_bytes())
 }
 
 /// The plain files: `FILES`, ld.so.conf.d's `.conf` files, and each GPU's
@@ -121,18 +294,14 @@ fn copy_files(w: &mut Writer) -> anyhow::Result<()> {
         w.copy(f)?;
     }
     for d in ["etc/ld.so.conf.d"] {
-        if let Ok(rd) = fs::read_dir(Path::new("/").join(d)) {
-            for e in rd.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                if name.ends_with(".conf") {
-                    w.copy(&format!("{d}/{name}"))?;
-                }
+        for name in names_in(d).unwrap_or_default() {
+            if name.ends_with(".conf") {
+                w.copy(&format!("{d}/{name}"))?;
             }
         }
     }
-    if let Ok(rd) = fs::read_dir("/proc/driver/nvidia/gpus") {
-        for e in rd.flatten() {
-            let bus = e.file_name().to_string_lossy().into_owned();
+    if let Some(buses) = names_in("proc/driver/nvidia/gpus") {
+        for bus in buses {
             for f in ["information", "power", "registry"] {
                 w.copy(&format!("proc/driver/nvidia/gpus/{bus}/{f}"))?;
             }
@@ -147,17 +316,16 @@ fn copy_modules(w: &mut Writer) -> anyhow::Result<()> {
     for m in MODULES {
         w.copy(&format!("sys/module/{m}/version"))?;
         w.copy(&format!("sys/module/{m}/srcversion"))?;
-        if let Ok(rd) = fs::read_dir(format!("/sys/module/{m}/parameters")) {
+        if let Some(names) = names_in(&format!("sys/module/{m}/parameters")) {
             let mut any = false;
-            for e in rd.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
+            for name in names {
                 w.copy(&format!("sys/module/{m}/parameters/{name}"))?;
                 any = true;
             }
             if !any {
                 w.put(&format!("sys/module/{m}/.loaded"), b"")?;
             }
-        } else if Path::new(&format!("/sys/module/{m}")).exists() {
+        } else if safefs::exists(Path::new("/"), format!("sys/module/{m}")) {
             w.put(&format!("sys/module/{m}/.loaded"), b"")?;
         }
     }
@@ -166,7 +334,7 @@ fn copy_modules(w: &mut Writer) -> anyhow::Result<()> {
 
 /// The kallsyms lines `keep_symbol` keeps, addresses zeroed.
 fn put_kallsyms(w: &mut Writer) -> anyhow::Result<()> {
-    if let Ok(text) = fs::read_to_string("/proc/kallsyms") {
+    if let Some(text) = crate::host::kallsyms_text(Path::new("/")) {
         let mut seen = std::collections::HashSet::new();
         let kept: String = text
             .lines()
@@ -184,7 +352,7 @@ fn put_kallsyms(w: &mut Writer) -> anyhow::Result<()> {
 /// Pid 1's environment cut down to `container=` and whether
 /// KUBERNETES_SERVICE_HOST is set.
 fn put_environ(w: &mut Writer) -> anyhow::Result<()> {
-    if let Ok(env) = fs::read("/proc/1/environ") {
+    if let Ok(env) = safefs::read_capped(Path::new("/"), "proc/1/environ", safefs::CAP) {
         let mut kept = Vec::new();
         for e in env.split(|&b| b == 0) {
             if e.starts_with(b"container=") {
@@ -202,9 +370,9 @@ fn put_environ(w: &mut Writer) -> anyhow::Result<()> {
 /// The BTF and event-source folders as listings of their names.
 fn put_listings(w: &mut Writer) -> anyhow::Result<()> {
     for (dir, rel) in [
-        ("/sys/kernel/btf", "sys/kernel/btf.list"),
+        ("sys/kernel/btf", "sys/kernel/btf.list"),
         (
-            "/sys/bus/event_source/devices",
+            "sys/bus/event_source/devices",
             "sys/bus/event_source/devices.list",
         ),
     ] {
@@ -217,16 +385,16 @@ fn put_listings(w: &mut Writer) -> anyhow::Result<()> {
 
 /// Each NVIDIA PCI device's ids, and its driver's name as a file.
 fn copy_pci_devices(w: &mut Writer) -> anyhow::Result<()> {
-    let Ok(rd) = fs::read_dir("/sys/bus/pci/devices") else {
+    let Some(buses) = names_in("sys/bus/pci/devices") else {
         return Ok(());
     };
-    for e in rd.flatten() {
-        let p = e.path();
-        let vendor = fs::read_to_string(p.join("vendor")).unwrap_or_default();
-        if vendor.trim() != "0x10de" {
+    for bus in buses {
+        let p = format!("sys/bus/pci/devices/{bus}");
+        let vendor = safefs::read_capped(Path::new("/"), format!("{p}/vendor"), safefs::CAP)
+            .unwrap_or_default();
+        if String::from_utf8_lossy(&vendor).trim() != "0x10de" {
             continue;
         }
-        let bus = e.file_name().to_string_lossy().into_owned();
         for f in [
             "vendor",
             "device",
@@ -236,7 +404,7 @@ fn copy_pci_devices(w: &mut Writer) -> anyhow::Result<()> {
         ] {
             w.copy(&format!("sys/bus/pci/devices/{bus}/{f}"))?;
         }
-        let driver = fs::read_link(p.join("driver"))
+        let driver = safefs::read_link(Path::new("/"), format!("{p}/driver"))
             .ok()
             .and_then(|l| l.file_name().map(|n| n.to_string_lossy().into_owned()))
             .unwrap_or_default();
@@ -249,10 +417,10 @@ fn copy_pci_devices(w: &mut Writer) -> anyhow::Result<()> {
 }
 
 /// `dev.manifest`: the NVIDIA nodes with numbers, mode and owner.
-fn put_dev_manifest(w: &mut Writer) -> anyhow::Result<()> {
+fn put_dev_manifest(w: &mut Writer, nodes: &[CharNode]) -> anyhow::Result<()> {
     let mut manifest =
         String::from("# PATH c MAJOR:MINOR MODE UID GID (nvprobe doctor --snapshot)\n");
-    for n in crate::host::nvidia_char_nodes(Path::new("/")) {
+    for n in nodes {
         manifest += &format!(
             "{} c {}:{} {:04o} {} {}\n",
             n.path, n.major, n.minor, n.mode, n.uid, n.gid
@@ -300,86 +468,108 @@ fn put_summary(w: &mut Writer, checks: &[Check]) -> anyhow::Result<()> {
     let doc = serde_json::json!({
         "nvprobe": env!("CARGO_PKG_VERSION"),
         "created": humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
-        "kernel": fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim(),
+        "kernel": safefs::read_text(Path::new("/"), "proc/sys/kernel/osrelease", safefs::CAP).unwrap_or_default().trim(),
         "checks_on_the_host": checks,
         "files": w.files,
     });
-    let mut f = fs::File::create(w.dir.join("snapshot.json"))?;
-    writeln!(f, "{}", serde_json::to_string_pretty(&doc)?)?;
-    Ok(())
+    let text = serde_json::to_string_pretty(&doc)? + "\n";
+    w.put_untracked("snapshot.json", text.as_bytes())
 }
 
-/// Write the snapshot to OUT (a folder, or a .tar/.tar.gz file). Returns
-/// the number of files written.
-pub fn write(out: &Path, checks: &[Check]) -> anyhow::Result<usize> {
-    let name = out.to_string_lossy();
-    let archive = name.ends_with(".tar") || name.ends_with(".tar.gz") || name.ends_with(".tgz");
-    if !archive {
-        if out.exists()
-            && fs::read_dir(out)
-                .map(|mut d| d.next().is_some())
-                .unwrap_or(true)
-        {
-            bail!("the folder exists and is not empty; give a new folder or a .tar file");
-        }
-        fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-        let mut w = Writer {
-            dir: out.to_path_buf(),
-            files: Vec::new(),
+/// Where a snapshot goes, created before anything is gathered: a path
+/// that cannot be written (or is taken) fails first and leaves nothing.
+pub struct Target {
+    path: PathBuf,
+    writer: Writer,
+}
+
+impl Target {
+    /// A new folder OUT, or a new OUT.tar / OUT.tar.gz / OUT.tgz file:
+    /// refused when anything is at OUT already (a link too: never followed).
+    pub fn create(out: &Path) -> anyhow::Result<Target> {
+        let name = out.to_string_lossy();
+        let taken = |e: std::io::Error| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                let what = match fs::symlink_metadata(out) {
+                    Ok(m) if m.is_symlink() => "a link",
+                    Ok(m) if m.is_dir() => "a folder",
+                    _ => "a file",
+                };
+                anyhow::anyhow!(
+                    "{} exists ({what}): doctor never writes over anything; give a new folder or a new .tar / .tar.gz path",
+                    out.display()
+                )
+            } else {
+                anyhow::Error::new(e).context(format!("creating {}", out.display()))
+            }
         };
-        gather(&mut w, checks)?;
-        return Ok(w.files.len());
-    }
-    // The archive is created first: a path that cannot be written fails
-    // before anything is gathered, and leaves nothing behind.
-    let f = fs::File::create(out).with_context(|| format!("creating {}", out.display()))?;
-    let dir = std::env::temp_dir().join(format!("nvprobe-snapshot-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    let res = (|| -> anyhow::Result<usize> {
-        fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let mut w = Writer {
-            dir: dir.clone(),
-            files: Vec::new(),
-        };
-        gather(&mut w, checks)?;
-        if name.ends_with(".tar") {
-            let mut b = tar::Builder::new(f);
-            b.append_dir_all(".", &dir).and_then(|()| b.finish())
+        let sink = if name.ends_with(".tar") {
+            Sink::Tar(tar::Builder::new(
+                safefs::create_new_file(out).map_err(taken)?,
+            ))
+        } else if name.ends_with(".tar.gz") || name.ends_with(".tgz") {
+            let f = safefs::create_new_file(out).map_err(taken)?;
+            Sink::Gz(tar::Builder::new(flate2::write::GzEncoder::new(
+                f,
+                flate2::Compression::default(),
+            )))
         } else {
-            let gz = flate2::write::GzEncoder::new(f, flate2::Compression::default());
-            let mut b = tar::Builder::new(gz);
-            b.append_dir_all(".", &dir)
-                .and_then(|()| b.into_inner())
-                .and_then(|gz| gz.finish().map(|_| ()))
-        }
-        .with_context(|| format!("writing {}", out.display()))?;
-        Ok(w.files.len())
-    })();
-    let _ = fs::remove_dir_all(&dir);
-    if res.is_err() {
-        let _ = fs::remove_file(out);
+            Sink::Dir(safefs::create_new_dir(out).map_err(taken)?)
+        };
+        Ok(Target {
+            path: out.to_path_buf(),
+            writer: Writer {
+                sink,
+                files: Vec::new(),
+            },
+        })
     }
-    res
+
+    /// Gather the snapshot into the target. USER: the `--user` the checks
+    /// were made for (else the user behind sudo). Returns the number of
+    /// files written; on failure what was created is removed.
+    pub fn write(mut self, checks: &[Check], user: Option<&str>) -> anyhow::Result<usize> {
+        let user = access::resolve(Path::new("/"), true, user).ok().flatten();
+        let res = gather(&mut self.writer, checks, user.as_ref()).and_then(|()| {
+            match self.writer.sink {
+                Sink::Dir(_) => Ok(()),
+                Sink::Tar(b) => b.into_inner().map(drop),
+                Sink::Gz(b) => b.into_inner().and_then(|gz| gz.finish()).map(drop),
+            }
+            .with_context(|| format!("writing {}", self.path.display()))
+        });
+        match res {
+            Ok(()) => Ok(self.writer.files.len()),
+            Err(e) => {
+                remove(&self.path);
+                Err(e)
+            }
+        }
+    }
+
+    /// Remove what `create` made (the checks could not run).
+    pub fn discard(self) {
+        drop(self.writer);
+        remove(&self.path);
+    }
 }
 
-/// `--root FILE.tar[.gz]`: unpack into a temporary folder (the caller
-/// removes it).
-pub fn unpack(archive: &Path) -> anyhow::Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("nvprobe-root-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir)?;
-    let f = fs::File::open(archive).with_context(|| format!("--root {}", archive.display()))?;
-    let name = archive.to_string_lossy();
-    let res = if name.ends_with(".tar") {
-        tar::Archive::new(f).unpack(&dir)
-    } else {
-        tar::Archive::new(flate2::read::GzDecoder::new(f)).unpack(&dir)
+/// Remove a snapshot folder or archive that was not finished.
+fn remove(path: &Path) {
+    let _ = match fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => fs::remove_dir_all(path),
+        _ => fs::remove_file(path),
     };
-    res.with_context(|| {
-        format!(
-            "--root {}: not a readable snapshot archive",
-            archive.display()
-        )
-    })?;
-    Ok(dir)
+}
+
+/// Write the snapshot to OUT (see [`Target`]). Returns the number of files
+/// written.
+pub fn write(out: &Path, checks: &[Check], user: Option<&str>) -> anyhow::Result<usize> {
+    Target::create(out)?.write(checks, user)
+}
+
+/// `--root FILE.tar[.gz]`: unpack into a private temporary folder (the
+/// caller removes it); see `super::unpack`.
+pub fn unpack(archive: &Path) -> anyhow::Result<PathBuf> {
+    super::unpack::unpack(archive)
 }

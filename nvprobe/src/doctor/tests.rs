@@ -336,3 +336,188 @@ fn no_driver_and_a_broken_manifest() {
     assert!(m.evidence.ends_with("dev.manifest:1: expected `PATH c MAJOR:MINOR MODE [UID GID]`, got \"/dev/nvidiactl c 195 0666\""), "{}", m.evidence);
     let _ = fs::remove_dir_all(&dir);
 }
+
+/// A private copy of a fixture tree, and a folder beside it that stands
+/// for the rest of the host; removed at the end.
+struct Hostile {
+    base: std::path::PathBuf,
+    root: std::path::PathBuf,
+    outside: std::path::PathBuf,
+}
+
+impl Hostile {
+    fn new(tag: &str, from: &str) -> Self {
+        let (base, _) =
+            crate::safefs::private_temp_dir(&std::env::temp_dir(), &format!("nvprobe-{tag}-"))
+                .expect("mkdtemp");
+        let (root, outside) = (base.join("root"), base.join("outside"));
+        copy_tree(&tree(from), &root);
+        fs::create_dir_all(&outside).expect("mkdir");
+        Self {
+            base,
+            root,
+            outside,
+        }
+    }
+}
+
+impl Drop for Hostile {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.base);
+    }
+}
+
+/// Item 2 of issue 11: a link out of the tree (absolute, or `..` above
+/// its root) is not followed; the check says which link and where it
+/// points. The old code read the host's file through it.
+#[test]
+fn links_out_of_a_tree_are_not_read() {
+    use std::os::unix::fs::symlink;
+    let h = Hostile::new("links-out", "healthy");
+    let secret = h.outside.join("secret");
+    fs::write(
+        &secret,
+        "[ 9.0] NVRM: Xid (PCI:0000:00:06.0): 79, SECRET-OUTSIDE\n",
+    )
+    .expect("write");
+    fs::write(
+        h.outside.join("libcuda"),
+        b"\x00575.57.08\x00SECRET-LIB\x00",
+    )
+    .expect("write");
+    let _ = fs::remove_file(h.root.join("kmsg.txt"));
+    symlink(&secret, h.root.join("kmsg.txt")).expect("ln");
+    fs::remove_file(h.root.join("libs.manifest")).expect("rm");
+    let lib = h.root.join("usr/lib/x86_64-linux-gnu");
+    fs::create_dir_all(&lib).expect("mkdir");
+    symlink(h.outside.join("libcuda"), lib.join("libcuda.so.1")).expect("ln");
+    symlink("../../../../outside/libcuda", lib.join("libnvidia-ml.so.1")).expect("ln");
+    let c = run(&h.root);
+    for ch in &c {
+        assert!(
+            !ch.evidence.contains("SECRET") && !ch.evidence.contains("575.57.08"),
+            "read through a link: {ch:?}"
+        );
+    }
+    let files: Vec<&str> = by_id(&c, "file")
+        .iter()
+        .map(|c| c.evidence.as_str())
+        .collect();
+    assert_eq!(
+        files,
+        [
+            format!(
+                "kmsg.txt is a link out of the tree (-> {}): not read",
+                secret.display()
+            ),
+            format!(
+                "usr/lib/x86_64-linux-gnu/libcuda.so.1 is a link out of the tree (-> {}): not read",
+                h.outside.join("libcuda").display()
+            ),
+            "usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1 is a link out of the tree (-> ../../../../outside/libcuda): not read".to_owned(),
+        ],
+        "{}",
+        text(&c)
+    );
+    assert!(
+        by_id(&c, "file")
+            .iter()
+            .all(|c| c.area == "tree" && c.verdict == Verdict::Warn)
+    );
+}
+
+/// Item 8: FIFOs where doctor reads files of a tree: the old code waited
+/// for a writer forever (or 2 s per driver file, then called the driver
+/// stuck). Now each is refused at once and named.
+#[test]
+fn fifos_in_a_tree_do_not_block() {
+    let h = Hostile::new("fifos", "healthy");
+    let fifos = [
+        "kmsg.txt",
+        "proc/devices",
+        "dev.manifest",
+        "proc/kallsyms",
+        "proc/config.gz",
+        "proc/driver/nvidia/params",
+        "libs.manifest",
+        "sys/kernel/btf.list",
+        "processes.list",
+    ];
+    for f in fifos {
+        let p = h.root.join(f);
+        let _ = fs::remove_file(&p);
+        nix::unistd::mkfifo(&p, nix::sys::stat::Mode::from_bits_truncate(0o644)).expect("mkfifo");
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let root = h.root.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(run(&root));
+    });
+    let c = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("doctor blocked on a FIFO");
+    let mut files: Vec<&str> = by_id(&c, "file")
+        .iter()
+        .map(|c| c.evidence.as_str())
+        .collect();
+    files.sort();
+    let mut want: Vec<String> = fifos
+        .iter()
+        .map(|f| format!("{f} is a FIFO, not a regular file: not read"))
+        .collect();
+    want.sort();
+    assert_eq!(files, want, "{}", text(&c));
+    assert!(by_id(&c, "proc_driver").is_empty(), "not a stuck driver");
+    assert_eq!(
+        by_id(&c, "params")[0].evidence,
+        "/proc/driver/nvidia/params: a FIFO, not a regular file"
+    );
+}
+
+/// Item 1: `--snapshot OUT.tar` used temp_dir/nvprobe-snapshot-PID, removed
+/// whatever was there and recreated it. Now the archive is written from
+/// memory: what is at that name is left alone, and nothing is made there.
+#[test]
+fn snapshots_use_no_predictable_temp_folder() {
+    let h = Hostile::new("snaptmp", "healthy");
+    let planted = std::env::temp_dir().join(format!("nvprobe-snapshot-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&planted);
+    fs::create_dir_all(&planted).expect("plant");
+    fs::write(planted.join("keep.txt"), "someone else's").expect("plant");
+    let out = h.outside.join("s.tar");
+    let n = super::snapshot::write(&out, &[], None);
+    let kept = planted.join("keep.txt").exists();
+    let only = fs::read_dir(&planted).map(|d| d.count()).unwrap_or(0);
+    let _ = fs::remove_dir_all(&planted);
+    assert!(n.is_ok_and(|n| n > 0));
+    assert!(kept && only == 1, "the planted folder was touched");
+}
+
+/// Item 5: what a snapshot keeps of the kernel command line and of the
+/// accounts.
+#[test]
+fn snapshots_keep_only_the_parameters_and_accounts_checks_need() {
+    use super::snapshot::{kept_accounts, kept_cmdline};
+    assert_eq!(
+        kept_cmdline(
+            "BOOT_IMAGE=/vmlinuz root=UUID=1234 ro quiet init=/sbin/secret-init nvidia-drm.modeset=1 \
+             nvidia.NVreg_DeviceFileMode=0660 modprobe.blacklist=nouveau rd.driver.blacklist=nouveau \
+             nouveau.modeset=0 intel_iommu=on iommu=pt vfio-pci.ids=10de:2335 pci=realloc lockdown=integrity \
+             console=ttyS0 -- --init-arg nvidia.fake=1"
+        ),
+        "nvidia-drm.modeset=1 nvidia.NVreg_DeviceFileMode=0660 modprobe.blacklist=nouveau \
+         rd.driver.blacklist=nouveau nouveau.modeset=0 intel_iommu=on iommu=pt vfio-pci.ids=10de:2335 \
+         pci=realloc lockdown=integrity\n"
+    );
+    let passwd = "root:x:0:0:root:/root:/bin/bash\nann:x:1000:1000:Ann Example,,,:/home/ann:/bin/zsh\n\
+                  bob:x:1001:1001::/home/bob:/bin/bash\nsvc:x:999:999::/var/svc:/usr/sbin/nologin\n";
+    let group = "root:x:0:\nvideo:x:44:ann,bob,svc\nann:x:1000:\nbob:x:1001:\nsecret:x:500:ann\n";
+    let (p, g) = kept_accounts(
+        passwd,
+        group,
+        &[0, 1000].into_iter().collect(),
+        &[0, 44, 1000].into_iter().collect(),
+    );
+    assert_eq!(p, "root:x:0:0:::\nann:x:1000:1000:::\n");
+    assert_eq!(g, "root:x:0:\nvideo:x:44:ann\nann:x:1000:\n");
+}

@@ -53,7 +53,7 @@ pub(super) fn hook_check(
     };
     let have = crate::hooks::describe(&s);
     let required_missing = !crate::hooks::covers_ioctls(&s);
-    out.push(match crate::hooks::unavailable_reason(root) {
+    out.push(match unavailable_reason(root) {
         Some(why) => check(
             "tracing",
             "driver_hooks",
@@ -70,4 +70,41 @@ pub(super) fn hook_check(
         ),
         None => check("tracing", "driver_hooks", Verdict::Ok, format!("driver {v}: {have}"), None),
     });
+}
+
+/// `hooks::unavailable_reason`, with a tree's files read through `safefs`
+/// (its own reads follow links and wait on FIFOs).
+fn unavailable_reason(root: &Path) -> Option<String> {
+    if root == Path::new("/") {
+        return crate::hooks::unavailable_reason(root);
+    }
+    if crate::safefs::exists(root, "sys/bus/event_source/devices/kprobe/type")
+        || kernel::listed(root, "sys/bus/event_source/devices", "kprobe")
+    {
+        return None;
+    }
+    Some(NO_KPROBES.to_owned())
+}
+
+/// What `hooks::unavailable_reason` says of a kernel without kprobes.
+const NO_KPROBES: &str = "this kernel has no kprobes (no /sys/bus/event_source/devices/kprobe: CONFIG_KPROBES is off), \
+     and fentry cannot take module functions with aya 0.14 (no split BTF)";
+
+#[cfg(test)]
+mod tests {
+    /// The text is the one `hooks` gives.
+    #[test]
+    fn no_kprobes_reads_as_in_hooks() {
+        let (dir, _) = crate::safefs::private_temp_dir(&std::env::temp_dir(), "nvprobe-nokp-")
+            .expect("mkdtemp");
+        assert_eq!(
+            crate::hooks::unavailable_reason(&dir).as_deref(),
+            Some(super::NO_KPROBES)
+        );
+        assert_eq!(
+            super::unavailable_reason(&dir).as_deref(),
+            Some(super::NO_KPROBES)
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

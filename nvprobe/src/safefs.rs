@@ -1,0 +1,971 @@
+//! Safe file helpers: every file `doctor` reads from a host tree, and every
+//! file it writes as root, goes through here.
+//!
+//! Reading (`read_capped` and friends) resolves a path *inside* a root:
+//!
+//! - A host tree (`--root DIR`, or an unpacked archive): a link whose
+//!   target is absolute or climbs above the root is "a link out of the
+//!   tree" and is not followed (`openat2` with `RESOLVE_BENEATH |
+//!   RESOLVE_NO_MAGICLINKS`; where the kernel has no `openat2`, a walk of
+//!   one component at a time from descriptors, `O_NOFOLLOW`, that does the
+//!   same). Links that stay inside are followed. RESOLVE_BENEATH rather than
+//!   RESOLVE_IN_ROOT: IN_ROOT would quietly read `ROOT/root/secret` for a
+//!   link to `/root/secret`, a file the link does not name; BENEATH lets
+//!   doctor say that the link points out of the tree.
+//! - The host itself (root `/`): ordinary resolution, magic links refused.
+//!
+//! The file is first opened with `O_PATH` (no open of a device, no wait on
+//! a FIFO), must be a regular file (`fstat`), and is then reopened for
+//! reading through its descriptor (`/proc/self/fd/N`, the same inode) with
+//! `O_NONBLOCK`. Every read has a cap ([`CAP`], [`KALLSYMS_CAP`],
+//! [`LIB_CAP`], [`GUNZIP_CAP`]); a larger file is [`SafeReadError::TooLarge`].
+//!
+//! Problems with a tree's files (a link out, not a regular file, too
+//! large, permission denied) are noted per root ([`note`]); doctor reports
+//! them as checks ([`take_notes`]). A missing file is not a problem.
+//!
+//! Writing: [`create_new_dir`] and [`create_new_file`] never reuse or
+//! follow an existing path (`O_CREAT|O_EXCL|O_NOFOLLOW`, `mkdir`), and set
+//! 0700 / 0600 whatever the umask; [`private_temp_dir`] is `mkdtemp`;
+//! [`create_file_at`], [`mkdirs_at`] and [`symlink_at`] create paths below
+//! a folder descriptor one component at a time, never through a link.
+
+use std::{
+    collections::BTreeMap,
+    ffi::{CString, OsStr, OsString},
+    fs::File,
+    io::{self, Read as _},
+    os::{
+        fd::{AsFd, AsRawFd as _, BorrowedFd, FromRawFd as _, OwnedFd},
+        unix::ffi::{OsStrExt as _, OsStringExt as _},
+    },
+    path::{Component, Path, PathBuf},
+    sync::Mutex,
+};
+
+/// The most of one file that is read, unless the file has its own cap.
+pub const CAP: u64 = 16 << 20;
+/// /proc/kallsyms (a large kernel's is about 20 MiB).
+pub const KALLSYMS_CAP: u64 = 64 << 20;
+/// A driver library (libcuda 580 is 96 MB).
+pub const LIB_CAP: u64 = 256 << 20;
+/// What a `.gz` file (the kernel config) may unpack to.
+pub const GUNZIP_CAP: u64 = 16 << 20;
+
+/// Why a file was not read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SafeReadError {
+    NotFound,
+    /// A folder, FIFO, device node or socket (what it is, in words).
+    NotRegular(&'static str),
+    /// A link on the way points out of the tree: the link (relative to the
+    /// root) and its target.
+    LinkOutside {
+        link: String,
+        target: String,
+    },
+    /// Larger than the cap (bytes).
+    TooLarge(u64),
+    PermissionDenied,
+    Io(String),
+}
+
+impl std::fmt::Display for SafeReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NotFound => write!(f, "no such file"),
+            Self::NotRegular(k) => write!(f, "{k}, not a regular file"),
+            Self::LinkOutside { link, target } => {
+                write!(f, "{link} is a link out of the tree (-> {target})")
+            }
+            Self::TooLarge(cap) => write!(f, "larger than {}", size_words(*cap)),
+            Self::PermissionDenied => write!(f, "permission denied (EACCES)"),
+            Self::Io(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for SafeReadError {}
+
+/// "16 MiB", or "65536 bytes" for a size that is not whole MiB.
+pub fn size_words(n: u64) -> String {
+    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
+        format!("{} MiB", n >> 20)
+    } else {
+        format!("{n} bytes")
+    }
+}
+
+impl SafeReadError {
+    /// From an errno of open/read.
+    pub fn from_errno(e: i32) -> Self {
+        match e {
+            libc::ENOENT | libc::ENOTDIR => Self::NotFound,
+            libc::EACCES | libc::EPERM => Self::PermissionDenied,
+            e => Self::Io(io::Error::from_raw_os_error(e).to_string()),
+        }
+    }
+
+    fn from_io(e: &io::Error) -> Self {
+        match e.raw_os_error() {
+            Some(n) => Self::from_errno(n),
+            None => Self::Io(e.to_string()),
+        }
+    }
+
+    /// The sentence for file REL (relative to the root): "kmsg.txt is a
+    /// link out of the tree (-> /root/secret): not read".
+    pub fn describe(&self, rel: &str) -> String {
+        match self {
+            Self::NotFound => format!("{rel}: no such file"),
+            Self::NotRegular(k) => format!("{rel} is {k}, not a regular file: not read"),
+            Self::LinkOutside { link, target } if link == rel => {
+                format!("{rel} is a link out of the tree (-> {target}): not read")
+            }
+            Self::LinkOutside { link, target } => {
+                format!("{rel}: {link} is a link out of the tree (-> {target}): not read")
+            }
+            Self::TooLarge(cap) => format!(
+                "{rel} is larger than {}, what doctor reads of it: not read",
+                size_words(*cap)
+            ),
+            Self::PermissionDenied => format!("{rel}: permission denied (EACCES): not read"),
+            Self::Io(e) => format!("{rel}: {e}: not read"),
+        }
+    }
+}
+
+type Result<T> = std::result::Result<T, SafeReadError>;
+
+/// Whether ROOT is the host itself (ordinary resolution) rather than a
+/// tree (nothing leaves it).
+fn is_host(root: &Path) -> bool {
+    root == Path::new("/")
+}
+
+fn cstr(p: &OsStr) -> Result<CString> {
+    CString::new(p.as_bytes()).map_err(|_| SafeReadError::Io("a NUL byte in the path".into()))
+}
+
+fn errno() -> i32 {
+    io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+fn openat_raw(dir: BorrowedFd<'_>, name: &OsStr, flags: i32, mode: u32) -> Result<OwnedFd> {
+    let c = cstr(name)?;
+    // SAFETY: a valid descriptor and NUL-terminated path; the result is a
+    // new descriptor we own.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags | libc::O_CLOEXEC, mode) };
+    if fd < 0 {
+        return Err(SafeReadError::from_errno(errno()));
+    }
+    // SAFETY: just opened, owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn fstat(fd: BorrowedFd<'_>) -> Result<libc::stat> {
+    // SAFETY: zeroed stat is a valid out-buffer for fstat.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: valid descriptor and buffer.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return Err(SafeReadError::from_errno(errno()));
+    }
+    Ok(st)
+}
+
+fn file_kind(mode: u32) -> &'static str {
+    match mode & libc::S_IFMT {
+        libc::S_IFREG => "a regular file",
+        libc::S_IFDIR => "a folder",
+        libc::S_IFIFO => "a FIFO",
+        libc::S_IFCHR => "a character device",
+        libc::S_IFBLK => "a block device",
+        libc::S_IFSOCK => "a socket",
+        libc::S_IFLNK => "a link",
+        _ => "a special file",
+    }
+}
+
+/// The relative path REL as components; `..` is refused (callers never
+/// need it; a tree's links may still use it, inside the tree).
+fn components(rel: &Path) -> Result<Vec<OsString>> {
+    let mut out = Vec::new();
+    for c in rel.components() {
+        match c {
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+            Component::ParentDir => {
+                return Err(SafeReadError::Io("a path with `..`".into()));
+            }
+            Component::Normal(n) => out.push(n.to_os_string()),
+        }
+    }
+    Ok(out)
+}
+
+fn open_root(root: &Path) -> Result<OwnedFd> {
+    let c = cstr(root.as_os_str())?;
+    // SAFETY: NUL-terminated path; the result is ours.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(SafeReadError::from_errno(errno()));
+    }
+    // SAFETY: just opened.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// openat2(2); Err(errno) when it fails (ENOSYS where the kernel lacks it).
+fn openat2(
+    dir: BorrowedFd<'_>,
+    rel: &OsStr,
+    flags: i32,
+    resolve: u64,
+) -> std::result::Result<OwnedFd, i32> {
+    let c = CString::new(rel.as_bytes()).map_err(|_| libc::EINVAL)?;
+    // SAFETY: open_how is plain data.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (flags | libc::O_CLOEXEC) as u64;
+    how.resolve = resolve;
+    // SAFETY: valid descriptor, path and open_how of the size given.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir.as_raw_fd(),
+            c.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    if fd < 0 {
+        return Err(errno());
+    }
+    // SAFETY: a new descriptor.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// How `resolve_at` may resolve: openat2 first, or the walk only (tests).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum How {
+    Auto,
+    #[cfg_attr(not(test), allow(dead_code))]
+    WalkOnly,
+}
+
+/// An `O_PATH` descriptor of REL resolved inside ROOT (see the module
+/// comment): no link out of a tree is followed.
+pub fn resolve(root: &Path, rel: impl AsRef<Path>) -> Result<OwnedFd> {
+    let r = open_root(root)?;
+    resolve_at(r.as_fd(), rel.as_ref(), is_host(root), How::Auto)
+}
+
+fn resolve_at(root: BorrowedFd<'_>, rel: &Path, host: bool, how: How) -> Result<OwnedFd> {
+    let comps = components(rel)?;
+    if how == How::Auto {
+        let joined: PathBuf = comps.iter().collect();
+        let joined = if comps.is_empty() {
+            OsString::from(".")
+        } else {
+            joined.into_os_string()
+        };
+        let resolve = if host {
+            libc::RESOLVE_NO_MAGICLINKS
+        } else {
+            libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS
+        };
+        match openat2(root, &joined, libc::O_PATH, resolve) {
+            Ok(fd) => return Ok(fd),
+            Err(libc::ENOENT | libc::ENOTDIR) => return Err(SafeReadError::NotFound),
+            Err(libc::EACCES) => return Err(SafeReadError::PermissionDenied),
+            // EXDEV (a link out), ELOOP (a loop or a magic link), ENOSYS,
+            // EPERM (a seccomp filter), EINVAL, EAGAIN: the walk decides
+            // and says which link.
+            Err(_) => {}
+        }
+    }
+    walk(root, comps, host)
+}
+
+/// The component walk: each step an `openat(O_PATH|O_NOFOLLOW)` from the
+/// folder before it; links are read and their targets walked in turn (at
+/// most 40), `..` goes back to the folder it came from. In a tree an
+/// absolute link, or a `..` above the root, is `LinkOutside`.
+fn walk(root: BorrowedFd<'_>, comps: Vec<OsString>, host: bool) -> Result<OwnedFd> {
+    let dup = || {
+        root.try_clone_to_owned()
+            .map_err(|e| SafeReadError::from_io(&e))
+    };
+    let mut stack: Vec<OwnedFd> = vec![dup()?];
+    let mut names: Vec<OsString> = Vec::new();
+    let mut todo: Vec<OsString> = comps.into_iter().rev().collect();
+    let mut hops = 0;
+    let mut via: Option<(String, String)> = None;
+    let shown = |names: &[OsString], last: &OsStr| {
+        let mut p: PathBuf = names.iter().collect();
+        p.push(last);
+        p.to_string_lossy().into_owned()
+    };
+    while let Some(c) = todo.pop() {
+        if c.is_empty() || c == "." {
+            continue;
+        }
+        if c == ".." {
+            if stack.len() > 1 {
+                stack.pop();
+                names.pop();
+            } else if !host {
+                let (link, target) = via
+                    .clone()
+                    .unwrap_or_else(|| (String::new(), String::from("..")));
+                return Err(SafeReadError::LinkOutside { link, target });
+            }
+            continue;
+        }
+        let top = stack.last().expect("the root stays").as_fd();
+        let fd = openat_raw(top, &c, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
+        let st = fstat(fd.as_fd())?;
+        if st.st_mode & libc::S_IFMT == libc::S_IFLNK {
+            hops += 1;
+            if hops > 40 {
+                return Err(SafeReadError::from_errno(libc::ELOOP));
+            }
+            let target = readlink_fd(fd.as_fd())?;
+            let link = shown(&names, &c);
+            if target.as_bytes().starts_with(b"/") {
+                if !host {
+                    return Err(SafeReadError::LinkOutside {
+                        link,
+                        target: target.to_string_lossy().into_owned(),
+                    });
+                }
+                stack.truncate(1);
+                names.clear();
+            }
+            via = Some((link, target.to_string_lossy().into_owned()));
+            todo.extend(
+                target
+                    .as_bytes()
+                    .split(|&b| b == b'/')
+                    .rev()
+                    .map(|s| OsString::from_vec(s.to_vec())),
+            );
+            continue;
+        }
+        if !todo.is_empty() && st.st_mode & libc::S_IFMT != libc::S_IFDIR {
+            return Err(SafeReadError::NotFound);
+        }
+        stack.push(fd);
+        names.push(c);
+    }
+    Ok(stack.pop().expect("the root stays"))
+}
+
+/// The target of the link an `O_PATH|O_NOFOLLOW` descriptor holds.
+fn readlink_fd(fd: BorrowedFd<'_>) -> Result<OsString> {
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: an empty path with an O_PATH descriptor reads that link;
+    // the buffer is ours and its length given.
+    let n = unsafe {
+        libc::readlinkat(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    if n < 0 {
+        return Err(SafeReadError::from_errno(errno()));
+    }
+    buf.truncate(n as usize);
+    Ok(OsString::from_vec(buf))
+}
+
+/// `/proc/self/fd/N` of a descriptor: opening it opens that same inode.
+pub fn fd_path(fd: BorrowedFd<'_>) -> CString {
+    CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).expect("no NUL")
+}
+
+/// An `O_PATH` descriptor of REL inside ROOT that is a regular file.
+pub fn resolve_regular(root: &Path, rel: impl AsRef<Path>) -> Result<OwnedFd> {
+    let fd = resolve(root, rel)?;
+    let st = fstat(fd.as_fd())?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return Err(SafeReadError::NotRegular(file_kind(st.st_mode)));
+    }
+    Ok(fd)
+}
+
+/// REL inside ROOT, a regular file, opened for reading (`O_NONBLOCK`).
+pub fn open_regular(root: &Path, rel: impl AsRef<Path>) -> Result<File> {
+    let p = resolve_regular(root, rel)?;
+    reopen(p.as_fd())
+}
+
+/// Open for reading the regular file an `O_PATH` descriptor holds.
+fn reopen(p: BorrowedFd<'_>) -> Result<File> {
+    let path = fd_path(p);
+    // SAFETY: NUL-terminated path; the result is ours.
+    let fd = unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(SafeReadError::from_errno(errno()));
+    }
+    // SAFETY: just opened.
+    let f = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    let (a, b) = (fstat(p)?, fstat(f.as_fd())?);
+    if (a.st_dev, a.st_ino) != (b.st_dev, b.st_ino) || b.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return Err(SafeReadError::Io(
+            "the file changed while it was opened".into(),
+        ));
+    }
+    Ok(f)
+}
+
+/// At most CAP bytes of R; more is `TooLarge`.
+pub fn read_to_cap(r: impl io::Read, cap: u64) -> Result<Vec<u8>> {
+    let mut v = Vec::new();
+    r.take(cap.saturating_add(1))
+        .read_to_end(&mut v)
+        .map_err(|e| SafeReadError::from_io(&e))?;
+    if v.len() as u64 > cap {
+        return Err(SafeReadError::TooLarge(cap));
+    }
+    Ok(v)
+}
+
+/// ROOT/REL, resolved inside ROOT, a regular file of at most CAP bytes.
+pub fn read_capped(root: &Path, rel: impl AsRef<Path>, cap: u64) -> Result<Vec<u8>> {
+    let f = open_regular(root, rel)?;
+    read_to_cap(f, cap)
+}
+
+/// [`read_capped`], and a problem noted for the root (see [`note`]).
+pub fn read_noted(root: &Path, rel: &str, cap: u64) -> Result<Vec<u8>> {
+    let r = read_capped(root, rel, cap);
+    if let Err(e) = &r {
+        note(root, rel, e);
+    }
+    r
+}
+
+/// [`read_noted`] as UTF-8 text; None when it cannot be read (noted).
+pub fn read_text(root: &Path, rel: &str, cap: u64) -> Option<String> {
+    let d = read_noted(root, rel, cap).ok()?;
+    match String::from_utf8(d) {
+        Ok(s) => Some(s),
+        Err(_) => {
+            note(root, rel, &SafeReadError::Io("not UTF-8 text".into()));
+            None
+        }
+    }
+}
+
+/// A gzip file of at most CAP bytes, unpacked to at most UNPACKED bytes
+/// (noted).
+pub fn read_gz_noted(root: &Path, rel: &str, cap: u64, unpacked: u64) -> Result<Vec<u8>> {
+    let d = read_noted(root, rel, cap)?;
+    let r = read_to_cap(flate2::read::GzDecoder::new(&d[..]), unpacked);
+    if let Err(e) = &r {
+        note(root, rel, e);
+    }
+    r
+}
+
+/// Whether ROOT/REL exists (resolved inside ROOT; a link out does not).
+pub fn exists(root: &Path, rel: impl AsRef<Path>) -> bool {
+    resolve(root, rel).is_ok()
+}
+
+/// stat() of ROOT/REL, resolved inside ROOT.
+pub fn stat(root: &Path, rel: impl AsRef<Path>) -> Result<libc::stat> {
+    let fd = resolve(root, rel)?;
+    fstat(fd.as_fd())
+}
+
+/// The names in folder ROOT/REL (resolved inside ROOT), in the order the
+/// file system gives them, without `.` and `..`.
+pub fn read_dir(root: &Path, rel: impl AsRef<Path>) -> Result<Vec<OsString>> {
+    let p = resolve(root, rel)?;
+    let st = fstat(p.as_fd())?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
+        return Err(SafeReadError::NotRegular(file_kind(st.st_mode)));
+    }
+    let d = openat_raw(
+        p.as_fd(),
+        OsStr::new("."),
+        libc::O_RDONLY | libc::O_DIRECTORY,
+        0,
+    )?;
+    let dir = nix::dir::Dir::from_fd(d).map_err(|e| SafeReadError::from_errno(e as i32))?;
+    let mut out = Vec::new();
+    for e in dir {
+        let e = e.map_err(|e| SafeReadError::from_errno(e as i32))?;
+        let n = e.file_name().to_bytes();
+        if n != b"." && n != b".." {
+            out.push(OsString::from_vec(n.to_vec()));
+        }
+    }
+    Ok(out)
+}
+
+/// [`read_dir`], a problem noted; names as (lossy) strings.
+pub fn read_dir_noted(root: &Path, rel: &str) -> Option<Vec<String>> {
+    match read_dir(root, rel) {
+        Ok(v) => Some(
+            v.into_iter()
+                .map(|n| n.to_string_lossy().into_owned())
+                .collect(),
+        ),
+        Err(e) => {
+            note(root, rel, &e);
+            None
+        }
+    }
+}
+
+/// The target of link ROOT/REL (its folder resolved inside ROOT).
+pub fn read_link(root: &Path, rel: impl AsRef<Path>) -> Result<PathBuf> {
+    let rel = rel.as_ref();
+    let name = rel.file_name().ok_or(SafeReadError::NotFound)?;
+    let dir = resolve(root, rel.parent().unwrap_or(Path::new("")))?;
+    let fd = openat_raw(dir.as_fd(), name, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
+    let st = fstat(fd.as_fd())?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFLNK {
+        return Err(SafeReadError::NotRegular(file_kind(st.st_mode)));
+    }
+    readlink_fd(fd.as_fd()).map(PathBuf::from)
+}
+
+/// Where the file an open descriptor holds is, relative to ROOT ("/usr/lib/
+/// libcuda.so.1"), from /proc/self/fd; None when that is not inside ROOT.
+pub fn shown_path(root: &Path, fd: BorrowedFd<'_>) -> Option<String> {
+    let real = std::fs::read_link(fd_path(fd).to_str().ok()?).ok()?;
+    let root = std::fs::canonicalize(root).ok()?;
+    let rel = real.strip_prefix(&root).ok()?;
+    Some(format!("/{}", rel.display()))
+}
+
+// ---- problems per root ----
+
+type Notes = BTreeMap<PathBuf, BTreeMap<String, SafeReadError>>;
+
+fn notes() -> &'static Mutex<Notes> {
+    static N: std::sync::OnceLock<Mutex<Notes>> = std::sync::OnceLock::new();
+    N.get_or_init(Default::default)
+}
+
+/// Remember that REL of tree ROOT could not be read for a reason other than
+/// its absence (the host's own files are not noted).
+pub fn note(root: &Path, rel: &str, e: &SafeReadError) {
+    if is_host(root) || *e == SafeReadError::NotFound {
+        return;
+    }
+    notes()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(root.to_path_buf())
+        .or_default()
+        .entry(rel.trim_start_matches('/').to_owned())
+        .or_insert_with(|| e.clone());
+}
+
+/// The problems noted for ROOT, by path, and forget them.
+pub fn take_notes(root: &Path) -> Vec<(String, SafeReadError)> {
+    notes()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(root)
+        .map(|m| m.into_iter().collect())
+        .unwrap_or_default()
+}
+
+// ---- writing ----
+
+fn io_last() -> io::Error {
+    io::Error::last_os_error()
+}
+
+fn io_of(e: SafeReadError) -> io::Error {
+    match e {
+        SafeReadError::NotFound => io::Error::from(io::ErrorKind::NotFound),
+        SafeReadError::PermissionDenied => io::Error::from(io::ErrorKind::PermissionDenied),
+        e => io::Error::other(e.to_string()),
+    }
+}
+
+/// Give the file or folder an `O_PATH` (or any) descriptor holds exactly
+/// MODE, whatever the umask made of it.
+fn set_mode(fd: BorrowedFd<'_>, mode: u32) -> io::Result<()> {
+    let p = fd_path(fd);
+    // SAFETY: NUL-terminated path (the descriptor's own inode).
+    if unsafe { libc::chmod(p.as_ptr(), mode) } == 0 {
+        return Ok(());
+    }
+    // SAFETY: valid descriptor (works when it is not O_PATH).
+    if unsafe { libc::fchmod(fd.as_raw_fd(), mode) } == 0 {
+        return Ok(());
+    }
+    Err(io_last())
+}
+
+/// A new folder at PATH, mode 0700: Err when anything (a file, a folder, a
+/// link) is there already. Returns its `O_PATH` descriptor.
+pub fn create_new_dir(path: &Path) -> io::Result<OwnedFd> {
+    let c = CString::new(path.as_os_str().as_bytes()).map_err(io::Error::other)?;
+    // SAFETY: NUL-terminated path.
+    if unsafe { libc::mkdir(c.as_ptr(), 0o700) } != 0 {
+        return Err(io_last());
+    }
+    // SAFETY: as above; the result is ours.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io_last());
+    }
+    // SAFETY: just opened.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    own_folder(fd.as_fd())?;
+    set_mode(fd.as_fd(), 0o700)?;
+    Ok(fd)
+}
+
+/// The folder is ours (made by this process's user), not one put in its
+/// place.
+fn own_folder(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let st = fstat(fd).map_err(io_of)?;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if st.st_mode & libc::S_IFMT != libc::S_IFDIR || st.st_uid != me {
+        return Err(io::Error::other(
+            "the new folder was replaced by another one",
+        ));
+    }
+    Ok(())
+}
+
+/// A new file at PATH, mode 0600, opened for writing: Err when anything is
+/// there already (a link is not followed).
+pub fn create_new_file(path: &Path) -> io::Result<File> {
+    let c = CString::new(path.as_os_str().as_bytes()).map_err(io::Error::other)?;
+    // SAFETY: NUL-terminated path; the result is ours.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            0o600 as libc::c_uint,
+        )
+    };
+    if fd < 0 {
+        return Err(io_last());
+    }
+    // SAFETY: just opened.
+    let f = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    set_mode(f.as_fd(), 0o600)?;
+    Ok(f)
+}
+
+/// A private folder in PARENT (`mkdtemp`: PREFIX + 6 random characters,
+/// mode 0700, ours): its path and `O_PATH` descriptor.
+pub fn private_temp_dir(parent: &Path, prefix: &str) -> io::Result<(PathBuf, OwnedFd)> {
+    let template = parent.join(format!("{prefix}XXXXXX"));
+    let path = nix::unistd::mkdtemp(&template).map_err(io::Error::from)?;
+    let c = CString::new(path.as_os_str().as_bytes()).map_err(io::Error::other)?;
+    // SAFETY: NUL-terminated path; the result is ours.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io_last());
+    }
+    // SAFETY: just opened.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    own_folder(fd.as_fd())?;
+    set_mode(fd.as_fd(), 0o700)?;
+    Ok((path, fd))
+}
+
+/// The plain components of a relative path to create: Err for an absolute
+/// path, `..`, or nothing at all.
+pub fn plain_components(rel: &Path) -> io::Result<Vec<OsString>> {
+    let mut out = Vec::new();
+    for c in rel.components() {
+        match c {
+            Component::Normal(n) => out.push(n.to_os_string()),
+            Component::CurDir => {}
+            _ => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("{}: not a plain relative path", rel.display()),
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn io_at(dir: BorrowedFd<'_>, name: &OsStr, flags: i32, mode: u32) -> io::Result<OwnedFd> {
+    openat_raw(dir, name, flags, mode).map_err(|e| match e {
+        SafeReadError::Io(_) | SafeReadError::LinkOutside { .. } => {
+            io::Error::other(format!("{}: {e}", name.to_string_lossy()))
+        }
+        e => io_of(e),
+    })
+}
+
+/// One folder below DIR: opened when it is a folder (not a link), made
+/// (0700) when absent.
+fn subdir(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<OwnedFd> {
+    let flags = libc::O_PATH | libc::O_NOFOLLOW;
+    let fd = match io_at(dir, name, flags, 0) {
+        Ok(fd) => fd,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let c = CString::new(name.as_bytes()).map_err(io::Error::other)?;
+            // SAFETY: valid descriptor and path.
+            if unsafe { libc::mkdirat(dir.as_raw_fd(), c.as_ptr(), 0o700) } != 0
+                && io_last().raw_os_error() != Some(libc::EEXIST)
+            {
+                return Err(io_last());
+            }
+            let fd = io_at(dir, name, flags, 0)?;
+            set_mode(fd.as_fd(), 0o700)?;
+            fd
+        }
+        Err(e) => return Err(e),
+    };
+    let st = fstat(fd.as_fd()).map_err(io_of)?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
+        return Err(io::Error::other(format!(
+            "{} is {}, not a folder: not followed",
+            name.to_string_lossy(),
+            file_kind(st.st_mode)
+        )));
+    }
+    Ok(fd)
+}
+
+/// The folders of REL below DIR, each made (0700) when absent, never
+/// through a link. Returns the last one's descriptor.
+pub fn mkdirs_at(dir: BorrowedFd<'_>, rel: &Path) -> io::Result<OwnedFd> {
+    let mut cur = dir.try_clone_to_owned()?;
+    for c in plain_components(rel)? {
+        cur = subdir(cur.as_fd(), &c)?;
+    }
+    Ok(cur)
+}
+
+/// The folder of REL and its last name; Err for an empty path.
+fn parent_and_name(dir: BorrowedFd<'_>, rel: &Path) -> io::Result<(OwnedFd, OsString)> {
+    let mut comps = plain_components(rel)?;
+    let name = comps
+        .pop()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "an empty path"))?;
+    let mut cur = dir.try_clone_to_owned()?;
+    for c in comps {
+        cur = subdir(cur.as_fd(), &c)?;
+    }
+    Ok((cur, name))
+}
+
+/// A new file REL below DIR (its folders made as needed, never through a
+/// link), mode 0600, opened for writing; Err when something is there.
+pub fn create_file_at(dir: BorrowedFd<'_>, rel: &Path) -> io::Result<File> {
+    let (parent, name) = parent_and_name(dir, rel)?;
+    let fd = io_at(
+        parent.as_fd(),
+        &name,
+        libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW,
+        0o600,
+    )?;
+    let f = File::from(fd);
+    set_mode(f.as_fd(), 0o600)?;
+    Ok(f)
+}
+
+/// A new link REL below DIR pointing at TARGET (which the caller checked).
+pub fn symlink_at(dir: BorrowedFd<'_>, rel: &Path, target: &Path) -> io::Result<()> {
+    let (parent, name) = parent_and_name(dir, rel)?;
+    let (t, n) = (
+        CString::new(target.as_os_str().as_bytes()).map_err(io::Error::other)?,
+        CString::new(name.as_bytes()).map_err(io::Error::other)?,
+    );
+    // SAFETY: valid descriptor and paths.
+    if unsafe { libc::symlinkat(t.as_ptr(), parent.as_raw_fd(), n.as_ptr()) } != 0 {
+        return Err(io_last());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::{PermissionsExt as _, symlink};
+
+    use super::*;
+
+    struct Tmp(PathBuf);
+    impl Drop for Tmp {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    fn tmp(tag: &str) -> Tmp {
+        let (p, _) = private_temp_dir(&std::env::temp_dir(), &format!("nvprobe-safefs-{tag}-"))
+            .expect("mkdtemp");
+        Tmp(p)
+    }
+
+    /// Both ways of resolving (openat2, and the walk where the kernel has
+    /// no openat2) agree, on every kind of link.
+    #[test]
+    fn links_inside_are_followed_links_out_are_not() {
+        let t = tmp("links");
+        let (root, outside) = (t.0.join("root"), t.0.join("outside"));
+        std::fs::create_dir_all(root.join("usr/lib")).expect("mkdir");
+        std::fs::create_dir_all(&outside).expect("mkdir");
+        std::fs::write(outside.join("secret"), "secret").expect("write");
+        std::fs::write(root.join("usr/lib/libcuda.so.580"), "lib").expect("write");
+        symlink("libcuda.so.580", root.join("usr/lib/libcuda.so.1")).expect("ln");
+        symlink("usr/lib", root.join("lib")).expect("ln");
+        symlink("../../kmsg.txt", root.join("usr/lib/up")).expect("ln");
+        std::fs::write(root.join("kmsg.txt"), "log").expect("write");
+        symlink(outside.join("secret"), root.join("abs")).expect("ln");
+        symlink("../outside/secret", root.join("rel-out")).expect("ln");
+        symlink("/etc", root.join("etc")).expect("ln");
+        symlink("loop", root.join("loop")).expect("ln");
+        let rootfd = open_root(&root).expect("root");
+        for how in [How::Auto, How::WalkOnly] {
+            let read = |rel: &str| -> Result<Vec<u8>> {
+                let p = resolve_at(rootfd.as_fd(), Path::new(rel), false, how)?;
+                let st = fstat(p.as_fd())?;
+                if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+                    return Err(SafeReadError::NotRegular(file_kind(st.st_mode)));
+                }
+                read_to_cap(reopen(p.as_fd())?, CAP)
+            };
+            assert_eq!(read("usr/lib/libcuda.so.1").as_deref(), Ok(&b"lib"[..]));
+            assert_eq!(read("lib/libcuda.so.1").as_deref(), Ok(&b"lib"[..]));
+            assert_eq!(read("usr/lib/up").as_deref(), Ok(&b"log"[..]));
+            assert_eq!(
+                read("abs"),
+                Err(SafeReadError::LinkOutside {
+                    link: "abs".into(),
+                    target: outside.join("secret").display().to_string()
+                })
+            );
+            assert_eq!(
+                read("rel-out"),
+                Err(SafeReadError::LinkOutside {
+                    link: "rel-out".into(),
+                    target: "../outside/secret".into()
+                })
+            );
+            assert_eq!(
+                read("etc/shadow"),
+                Err(SafeReadError::LinkOutside {
+                    link: "etc".into(),
+                    target: "/etc".into()
+                })
+            );
+            assert_eq!(read("missing"), Err(SafeReadError::NotFound));
+            assert_eq!(read("kmsg.txt/x"), Err(SafeReadError::NotFound));
+            assert_eq!(read("usr"), Err(SafeReadError::NotRegular("a folder")));
+            assert!(matches!(read("loop"), Err(SafeReadError::Io(_))));
+        }
+        assert_eq!(
+            SafeReadError::LinkOutside {
+                link: "kmsg.txt".into(),
+                target: "/root/secret".into()
+            }
+            .describe("kmsg.txt"),
+            "kmsg.txt is a link out of the tree (-> /root/secret): not read"
+        );
+    }
+
+    /// A FIFO is refused at once (no wait for a writer); a file over the
+    /// cap is TooLarge; a gzip bomb stops at its cap.
+    #[test]
+    fn fifos_and_large_files_are_not_read() {
+        let t = tmp("fifo");
+        let root = &t.0;
+        nix::unistd::mkfifo(
+            &root.join("kmsg.txt"),
+            nix::sys::stat::Mode::from_bits_truncate(0o644),
+        )
+        .expect("mkfifo");
+        let started = std::time::Instant::now();
+        assert_eq!(
+            read_capped(root, "kmsg.txt", CAP),
+            Err(SafeReadError::NotRegular("a FIFO"))
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        std::fs::write(root.join("big"), vec![b'x'; 1000]).expect("write");
+        assert_eq!(
+            read_capped(root, "big", 999),
+            Err(SafeReadError::TooLarge(999))
+        );
+        assert_eq!(read_capped(root, "big", 1000).map(|v| v.len()), Ok(1000));
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        io::Write::write_all(&mut gz, &vec![0u8; 8 << 20]).expect("gz");
+        std::fs::write(root.join("config.gz"), gz.finish().expect("gz")).expect("write");
+        let rp = root.to_path_buf();
+        assert_eq!(
+            read_gz_noted(&rp, "config.gz", CAP, 1 << 20),
+            Err(SafeReadError::TooLarge(1 << 20))
+        );
+        assert_eq!(
+            take_notes(&rp),
+            [("config.gz".to_owned(), SafeReadError::TooLarge(1 << 20)),]
+        );
+    }
+
+    /// New files and folders: never over something that is there, never
+    /// through a link, 0600/0700 whatever the umask.
+    #[test]
+    fn creates_new_paths_only() {
+        let t = tmp("create");
+        let d = t.0.join("out");
+        let fd = create_new_dir(&d).expect("new");
+        assert!(create_new_dir(&d).is_err(), "exists");
+        let mode = |p: &Path| {
+            std::fs::symlink_metadata(p)
+                .expect("stat")
+                .permissions()
+                .mode()
+                & 0o7777
+        };
+        assert_eq!(mode(&d), 0o700);
+        let mut f = create_file_at(fd.as_fd(), Path::new("a/b/c.txt")).expect("file");
+        io::Write::write_all(&mut f, b"x").expect("write");
+        assert_eq!(mode(&d.join("a/b")), 0o700);
+        assert_eq!(mode(&d.join("a/b/c.txt")), 0o600);
+        assert!(create_file_at(fd.as_fd(), Path::new("a/b/c.txt")).is_err());
+        symlink(&t.0, d.join("l")).expect("ln");
+        assert!(create_file_at(fd.as_fd(), Path::new("l/x")).is_err());
+        assert!(create_file_at(fd.as_fd(), Path::new("l")).is_err());
+        assert!(create_file_at(fd.as_fd(), Path::new("../x")).is_err());
+        assert!(create_file_at(fd.as_fd(), Path::new("/x")).is_err());
+        assert!(!t.0.join("x").exists());
+        let victim = t.0.join("victim");
+        symlink(&victim, t.0.join("dangling")).expect("ln");
+        assert!(create_new_file(&t.0.join("dangling")).is_err());
+        assert!(!victim.exists(), "the link was not followed");
+        let (p, _) = private_temp_dir(&t.0, "x-").expect("mkdtemp");
+        assert_eq!(mode(&p), 0o700);
+        assert!(p.file_name().is_some_and(|n| n.len() == 8));
+    }
+}
