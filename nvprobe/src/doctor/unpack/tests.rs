@@ -517,84 +517,101 @@ fn fuzz_cases() -> u32 {
         .unwrap_or(500)
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig {
+/// One fuzz case: build the archive, unpack it and run the checks on a
+/// thread of its own. SB holds `work` (where the private folder is made),
+/// `canary` (the rest of the host) and `archives`.
+fn fuzz_case(case: &Case, sb: &Path) -> Result<(), TestCaseError> {
+    let (work, canary, archives) = (&sb.join("work"), &sb.join("canary"), &sb.join("archives"));
+    let c = canary.display().to_string();
+    let ents: Vec<Ent> = case
+        .ents
+        .iter()
+        .map(|e| {
+            let sub = |b: &[u8]| String::from_utf8_lossy(b).replace("{C}", &c).into_bytes();
+            Ent {
+                name: sub(&e.name),
+                link: sub(&e.link),
+                ..e.clone()
+            }
+        })
+        .collect();
+    let mut bytes = tar_bytes(&ents);
+    if let Some((i, b)) = case.flip
+        && !bytes.is_empty()
+    {
+        let i = i % bytes.len();
+        bytes[i] = b;
+    }
+    if let Some(n) = case.cut {
+        bytes.truncate(n);
+    }
+    if case.gzip {
+        bytes = gz(&bytes);
+    }
+    let archive = archives.join(if case.gzip { "case.tar.gz" } else { "case.tar" });
+    std::fs::write(&archive, &bytes).expect("write");
+    let before = tree_of(canary);
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    let rss = vm_kib("VmRSS:");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (a, w) = (archive.clone(), work.clone());
+    std::thread::spawn(move || {
+        let limits = Limits {
+            total: 256 << 10,
+            files: 32,
+            stream: 1 << 20,
+        };
+        let r = unpack_with(&a, &w, limits);
+        let checks = r.as_ref().ok().map(|d| crate::doctor::run(d));
+        if let Ok(d) = &r {
+            let _ = std::fs::remove_dir_all(d);
+            let _ = safefs::take_notes(d);
+        }
+        let _ = tx.send((r.map_err(|e| format!("{e:#}")), checks));
+    });
+    let (r, checks) = rx
+        .recv_timeout(Duration::from_secs(20))
+        .map_err(|_| TestCaseError::fail("unpack + checks took over 20 s"))?;
+    let grew = vm_kib("VmHWM:").saturating_sub(rss);
+    prop_assert!(grew < 256 << 10, "memory grew by {} KiB", grew);
+    prop_assert_eq!(tree_of(canary), before, "written outside");
+    prop_assert_eq!(tree_of(work), Vec::<PathBuf>::new(), "left behind");
+    if let Err(e) = &r {
+        prop_assert!(e.contains("--root"), "{}", e);
+    }
+    for ch in checks.unwrap_or_default() {
+        prop_assert!(
+            !ch.evidence.contains("SECRET-CANARY"),
+            "read outside: {:?}",
+            ch
+        );
+    }
+    Ok(())
+}
+
+/// Random small tar / tar.gz archives (every entry type, links in and out,
+/// absolute and `..` paths, long names and pax headers, sizes declared far
+/// beyond the data, cut or damaged streams) through unpack and all the
+/// checks: never a panic, a hang (20 s), more than 256 MiB of memory, or a
+/// file written (or read) outside the private folder.
+#[test]
+fn random_archives_unpack_and_check_safely() {
+    let sb = Sandbox::new("fuzz");
+    for d in ["work", "canary", "archives"] {
+        std::fs::create_dir_all(sb.0.join(d)).expect("mkdir");
+    }
+    std::fs::write(
+        sb.0.join("canary/secret"),
+        "[1.0] NVRM: Xid SECRET-CANARY\n",
+    )
+    .expect("write");
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
         cases: fuzz_cases(),
         failure_persistence: None,
         ..ProptestConfig::default()
-    })]
-
-    /// Random small tar / tar.gz archives (every entry type, links in and
-    /// out, absolute and `..` paths, long names and pax headers, sizes
-    /// declared far beyond the data, cut or damaged streams) through
-    /// unpack and all the checks: never a panic, a hang (20 s), more than
-    /// 256 MiB of memory, or a file written (or read) outside the private
-    /// folder.
-    #[test]
-    fn random_archives_unpack_and_check_safely(case in case_strategy()) {
-        static SANDBOX: std::sync::OnceLock<(PathBuf, PathBuf, PathBuf)> =
-            std::sync::OnceLock::new();
-        let (work, canary, archives) = SANDBOX.get_or_init(|| {
-            let (sb, _) = safefs::private_temp_dir(&std::env::temp_dir(), "nvprobe-fuzz-")
-                .expect("mkdtemp");
-            let (w, c, a) = (sb.join("work"), sb.join("canary"), sb.join("archives"));
-            for d in [&w, &c, &a] {
-                std::fs::create_dir_all(d).expect("mkdir");
-            }
-            std::fs::write(c.join("secret"), "[1.0] NVRM: Xid SECRET-CANARY\n").expect("write");
-            (w, c, a)
-        });
-        let c = canary.display().to_string();
-        let ents: Vec<Ent> = case
-            .ents
-            .iter()
-            .map(|e| {
-                let sub = |b: &[u8]| {
-                    String::from_utf8_lossy(b).replace("{C}", &c).into_bytes()
-                };
-                Ent { name: sub(&e.name), link: sub(&e.link), ..e.clone() }
-            })
-            .collect();
-        let mut bytes = tar_bytes(&ents);
-        if let Some((i, b)) = case.flip && !bytes.is_empty() {
-            let i = i % bytes.len();
-            bytes[i] = b;
-        }
-        if let Some(n) = case.cut {
-            bytes.truncate(n);
-        }
-        if case.gzip {
-            bytes = gz(&bytes);
-        }
-        let archive = archives.join(if case.gzip { "case.tar.gz" } else { "case.tar" });
-        std::fs::write(&archive, &bytes).expect("write");
-        let before = tree_of(canary);
-        let _ = std::fs::write("/proc/self/clear_refs", "5");
-        let rss = vm_kib("VmRSS:");
-        let (tx, rx) = std::sync::mpsc::channel();
-        let (a, w) = (archive.clone(), work.clone());
-        std::thread::spawn(move || {
-            let limits = Limits { total: 256 << 10, files: 32, stream: 1 << 20 };
-            let r = unpack_with(&a, &w, limits);
-            let checks = r.as_ref().ok().map(|d| crate::doctor::run(d));
-            if let Ok(d) = &r {
-                let _ = std::fs::remove_dir_all(d);
-                let _ = safefs::take_notes(d);
-            }
-            let _ = tx.send((r.map_err(|e| format!("{e:#}")), checks));
-        });
-        let (r, checks) = rx
-            .recv_timeout(Duration::from_secs(20))
-            .map_err(|_| TestCaseError::fail("unpack + checks took over 20 s"))?;
-        let grew = vm_kib("VmHWM:").saturating_sub(rss);
-        prop_assert!(grew < 256 << 10, "memory grew by {} KiB", grew);
-        prop_assert_eq!(tree_of(canary), before, "written outside");
-        prop_assert_eq!(tree_of(work), Vec::<PathBuf>::new(), "left behind");
-        if let Err(e) = &r {
-            prop_assert!(e.contains("--root"), "{}", e);
-        }
-        for ch in checks.unwrap_or_default() {
-            prop_assert!(!ch.evidence.contains("SECRET-CANARY"), "read outside: {:?}", ch);
-        }
+    });
+    let res = runner.run(&case_strategy(), |case| fuzz_case(&case, &sb.0));
+    if let Err(e) = res {
+        panic!("{e}");
     }
 }
