@@ -42,6 +42,7 @@ pub mod maps {
     pub const UVM_SIZES: &str = "UVM_SIZES";
     pub const CUDA_ENTRIES: &str = "CUDA_ENTRIES";
     pub const SELFTEST_HITS: &str = "SELFTEST_HITS";
+    pub const WAKE_NEXT: &str = "WAKE_NEXT";
 }
 
 /// NVIDIA ioctl numbers both sides need (nv-ioctl-numbers.h,
@@ -206,6 +207,11 @@ pub enum PathOp {
     Access = 8,
     Faccessat = 9,
     Faccessat2 = 10,
+    /// mknod/mknodat of an NVIDIA path (libcuda creates missing nodes as
+    /// root): `st_mode` is the mode, `st_rdev` the requested device (the
+    /// syscall's `unsigned dev`, new_encode_dev), `stat_valid` 3.
+    Mknod = 11,
+    Mknodat = 12,
 }
 
 impl PathOp {
@@ -221,6 +227,8 @@ impl PathOp {
             8 => Self::Access,
             9 => Self::Faccessat,
             10 => Self::Faccessat2,
+            11 => Self::Mknod,
+            12 => Self::Mknodat,
             _ => return None,
         })
     }

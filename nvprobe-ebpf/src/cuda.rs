@@ -18,7 +18,7 @@ use nvprobe_common::{CUDA_ENTER, CUDA_RETURN, CudaEntry, CudaEvent, EventKind};
 
 use crate::{
     fdres::{fill_header, wakeup_bytes},
-    maps::{EVENTS, NV_PROCS, count_lost, wakeup_flags},
+    maps::{EVENTS, count_lost, wakeup_flags},
 };
 
 /// (tid << 32 | function) -> entry state.
@@ -81,7 +81,7 @@ pub fn nvprobe_cuda_enter(ctx: ProbeContext) -> u32 {
     );
     // A libcuda user is an NVIDIA process even before it opens a node.
     let tgid = (pid_tgid >> 32) as u32;
-    let _ = NV_PROCS.insert(&tgid, &1, 0);
+    crate::maps::first_sight(tgid);
     emit(func, CUDA_ENTER, now, now, 0, args, None);
     0
 }

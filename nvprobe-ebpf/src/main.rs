@@ -187,6 +187,11 @@ pub(crate) fn ioctl_finish(ret: i64) -> Result<(), i64> {
     let (ptr, size) = if flags & ioctl_flags::XFER != 0 {
         if flags & ioctl_flags::XFER_FAULT != 0 {
             (0u64, 0u32)
+        } else if inf.xfer_size > nvprobe_common::ioctl::NV_MAX_IOCTL_SIZE {
+            // The driver refuses a wrapper claiming more than this
+            // (NV_ABSOLUTE_MAX_IOCTL_SIZE): copy nothing of what lies
+            // behind the pointer, which is not a parameter struct.
+            (0u64, inf.xfer_size)
         } else {
             (inf.xfer_ptr, inf.xfer_size)
         }
@@ -207,6 +212,11 @@ pub(crate) fn ioctl_finish(ret: i64) -> Result<(), i64> {
         }
     };
 
+    // From now on this process's exit and signals are reported, even when
+    // its first NVIDIA call is an ioctl on an inherited fd (the verdict then
+    // comes at its exit, not when tracing stops).
+    let tgid = (aya_ebpf::helpers::bpf_get_current_pid_tgid() >> 32) as u32;
+    maps::first_sight(tgid);
     let Some(mut entry) = EVENTS.reserve::<IoctlEvent>(0) else {
         count_lost(EventKind::Ioctl);
         return Ok(());
@@ -403,6 +413,54 @@ pub fn nvprobe_statx_enter(ctx: TracePointContext) -> u32 {
             arg(&ctx, ARG1)?,
             arg(&ctx, ARG2)?,
             arg(&ctx, ARG4)?,
+        )
+    })();
+    0
+}
+
+/// mknod/mknodat of an NVIDIA path: the mode goes where stat flags go,
+/// the device number in a2 (the exit writes it as st_rdev, stat_valid 3).
+#[inline(always)]
+fn mknod_enter(op: PathOp, dfd: i32, path: u64, mode: u64, dev: u64) -> Result<(), i64> {
+    if !paths::nvidia_path(path) || !pid_allowed() {
+        return Ok(());
+    }
+    let mut inf = zeroed_inflight();
+    inf.kind = EventKind::Path as u32;
+    inf.op = op as u32;
+    inf.start_ns = now();
+    inf.fd = dfd;
+    inf.a0 = path;
+    inf.a1 = mode;
+    inf.a2 = dev;
+    store(inf)
+}
+
+#[tracepoint]
+pub fn nvprobe_mknod_enter(ctx: TracePointContext) -> u32 {
+    // long mknod(const char *filename, umode_t mode, unsigned dev)
+    let _ = (|| {
+        mknod_enter(
+            PathOp::Mknod,
+            -100,
+            arg(&ctx, ARG0)?,
+            arg(&ctx, ARG1)?,
+            arg(&ctx, ARG2)?,
+        )
+    })();
+    0
+}
+
+#[tracepoint]
+pub fn nvprobe_mknodat_enter(ctx: TracePointContext) -> u32 {
+    // long mknodat(int dfd, const char *filename, umode_t mode, unsigned dev)
+    let _ = (|| {
+        mknod_enter(
+            PathOp::Mknodat,
+            arg::<u64>(&ctx, ARG0)? as i32,
+            arg(&ctx, ARG1)?,
+            arg(&ctx, ARG2)?,
+            arg(&ctx, ARG3)?,
         )
     })();
     0
@@ -610,7 +668,7 @@ fn exit_path(inf: &Inflight, ret: i64, end: u64) -> Result<(), i64> {
     // one: libcuda may only stat() a missing node and then run the
     // setuid nvidia-modprobe, whose fork, exec and exit status matter).
     let tgid = (aya_ebpf::helpers::bpf_get_current_pid_tgid() >> 32) as u32;
-    let _ = maps::NV_PROCS.insert(&tgid, &1, 0);
+    maps::first_sight(tgid);
     let Some(mut entry) = EVENTS.reserve::<PathEvent>(0) else {
         count_lost(EventKind::Path);
         return Ok(());
@@ -631,7 +689,12 @@ fn exit_path(inf: &Inflight, ret: i64, end: u64) -> Result<(), i64> {
         (*ev).st_rdev = 0;
         (*ev).st_mode = 0;
         (*ev)._pad = 0;
-        if ret == 0 && inf.a3 != 0 {
+        if matches!(op, PathOp::Mknod | PathOp::Mknodat) {
+            (*ev).mode = 0;
+            (*ev).stat_valid = 3;
+            (*ev).st_rdev = inf.a2;
+            (*ev).st_mode = inf.a1 as u32;
+        } else if ret == 0 && inf.a3 != 0 {
             paths::read_stat(op, inf.a3, &mut *ev);
         }
         let n = generated::bpf_probe_read_user_str(

@@ -88,13 +88,44 @@ pub fn take_slot(tid: u32, kind: Option<u32>) -> Option<Inflight> {
     }
 }
 
+/// Set when a process is seen for the first time: its record wakes the
+/// collector at once, so that it reads the process's identity from /proc
+/// while the process lives (a short one is gone by the next tick).
+#[map]
+pub static WAKE_NEXT: PerCpuArray<u8> = PerCpuArray::with_max_entries(1, 0);
+
+/// Follow `tgid` from now on (its exit, signals, forks are reported);
+/// true when it was not followed yet.
+#[inline(always)]
+pub fn first_sight(tgid: u32) -> bool {
+    // SAFETY: plain lookup.
+    if unsafe { NV_PROCS.get(&tgid) }.is_some() {
+        return false;
+    }
+    let _ = NV_PROCS.insert(&tgid, &1, 0);
+    if let Some(p) = WAKE_NEXT.get_ptr_mut(0) {
+        // SAFETY: per-CPU slot of this program's CPU.
+        unsafe { *p = 1 };
+    }
+    true
+}
+
 /// Submit flags for a record of `size` bytes: wake the collector only when
 /// this record makes the backlog cross `threshold` bytes. Waking on every
 /// record above the threshold would cost an irq_work per event exactly when
 /// the collector is busiest; below it the collector drains on its timer,
-/// and its poll() sees any data left, so no wake-up is lost.
+/// and its poll() sees any data left, so no wake-up is lost. The first record of a new process always wakes it.
 #[inline(always)]
 pub fn wakeup_flags(threshold: u32, size: usize) -> u64 {
+    if let Some(p) = WAKE_NEXT.get_ptr_mut(0) {
+        // SAFETY: per-CPU slot of this program's CPU.
+        unsafe {
+            if *p != 0 {
+                *p = 0;
+                return BPF_RB_FORCE_WAKEUP as u64;
+            }
+        }
+    }
     // Includes the record being submitted (reserved space counts).
     let avail = EVENTS.query(BPF_RB_AVAIL_DATA as u64);
     let t = threshold as u64;

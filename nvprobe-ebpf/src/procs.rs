@@ -110,7 +110,7 @@ pub fn nvprobe_proc_fork(ctx: RawTracePointContext) -> u32 {
     if pid != tgid {
         return 0; // a thread
     }
-    let _ = NV_PROCS.insert(&tgid, &1, 0);
+    crate::maps::first_sight(tgid);
     emit(|e| {
         e.op = ProcOp::Fork as u32;
         e.target_tgid = tgid;

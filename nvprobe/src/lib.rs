@@ -14,6 +14,7 @@ pub mod btf;
 pub mod doctor;
 pub mod hooks;
 pub mod host;
+pub mod identity;
 pub mod output;
 pub mod pipeline;
 pub mod safefs;

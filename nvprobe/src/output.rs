@@ -2,8 +2,13 @@
 //! collector's threads never wait in write(2). Rendering itself is the
 //! model's (`nvprobe_model::render`).
 
-use std::io::{self, Write};
+use std::{
+    io::{self, Write},
+    os::fd::{AsFd, OwnedFd},
+    sync::{Arc, OnceLock},
+};
 
+pub use self::file::{Opened, OutputSpec};
 use bytes::BytesMut;
 pub use nvprobe_model::render::{Clock, Format, Note, Renderer};
 use nvprobe_model::{correlate::Record, decode::Event};
@@ -15,39 +20,47 @@ struct WriterThread {
     tx: Option<std::sync::mpsc::SyncSender<bytes::Bytes>>,
     handle: Option<std::thread::JoinHandle<io::Result<()>>>,
     failed: std::sync::Arc<std::sync::Mutex<Option<io::Error>>>,
+    health: Health,
 }
 
 impl WriterThread {
-    fn spawn(mut w: Box<dyn Write + Send>) -> Self {
+    fn spawn(mut w: Box<dyn Write + Send>, health: Health) -> Self {
         let (tx, rx) = std::sync::mpsc::sync_channel::<bytes::Bytes>(64);
         let failed = std::sync::Arc::new(std::sync::Mutex::new(None));
         let f2 = failed.clone();
+        let h2 = health.clone();
         let handle = std::thread::Builder::new()
             .name("nvprobe-writer".into())
             .spawn(move || {
                 for b in rx {
                     if let Err(e) = w.write_all(&b).and_then(|()| w.flush()) {
                         let kind = e.kind();
+                        h2.set(&e);
                         if let Ok(mut g) = f2.lock() {
                             *g = Some(e);
                         }
                         return Err(io::Error::from(kind));
                     }
                 }
-                w.flush()
+                w.flush().inspect_err(|e| h2.set(e))
             })
             .ok();
         Self {
             tx: Some(tx),
             handle,
             failed,
+            health,
         }
     }
 
     fn check(&self) -> io::Result<()> {
         match self.failed.lock().ok().and_then(|mut g| g.take()) {
             Some(e) => Err(e),
-            None => Ok(()),
+            None => match self.health.broken() {
+                // Reported once already: say it again, as the same kind.
+                Some(f) => Err(io::Error::new(f.kind, f.message)),
+                None => Ok(()),
+            },
         }
     }
 
@@ -79,6 +92,75 @@ impl Drop for WriterThread {
     }
 }
 
+/// The first write error of an output, as its kind and its text.
+#[derive(Clone, Debug)]
+pub struct WriteFailure {
+    pub kind: io::ErrorKind,
+    pub message: String,
+}
+
+/// The output failed: nvprobe stops (a closed pipe is a normal way to stop,
+/// any other write error is not).
+#[derive(Debug, thiserror::Error)]
+#[error("writing the output failed: {}", .0.message)]
+pub struct WriteFailed(pub WriteFailure);
+
+impl WriteFailed {
+    /// The reader went away (`nvprobe watch | head`): stop, exit 0.
+    pub fn is_broken_pipe(&self) -> bool {
+        self.0.kind == io::ErrorKind::BrokenPipe
+    }
+}
+
+/// Whether an output still works, for the loops that feed it: the writer
+/// thread's first error, and for a pipe, whether its reader is gone (seen
+/// even when nothing is being written).
+#[derive(Clone, Default)]
+pub struct Health {
+    failed: Arc<OnceLock<WriteFailure>>,
+    /// A copy of the pipe's write end (a copy: the writer may close its own).
+    pipe: Option<Arc<OwnedFd>>,
+}
+
+impl Health {
+    fn set(&self, e: &io::Error) {
+        let _ = self.failed.set(WriteFailure {
+            kind: e.kind(),
+            message: e.to_string(),
+        });
+    }
+
+    /// The output's failure, if it failed or its pipe has no reader left.
+    pub fn broken(&self) -> Option<WriteFailure> {
+        if let Some(f) = self.failed.get() {
+            return Some(f.clone());
+        }
+        let fd = self.pipe.as_ref()?;
+        let mut fds = [nix::poll::PollFd::new(
+            fd.as_fd(),
+            nix::poll::PollFlags::empty(),
+        )];
+        // A pipe whose every reader has closed polls POLLERR.
+        match nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO) {
+            Ok(n)
+                if n > 0
+                    && fds[0]
+                        .revents()
+                        .is_some_and(|r| r.contains(nix::poll::PollFlags::POLLERR)) =>
+            {
+                self.set(&io::Error::from(io::ErrorKind::BrokenPipe));
+                self.failed.get().cloned()
+            }
+            _ => None,
+        }
+    }
+
+    /// The failure as an error to return.
+    pub fn error(&self) -> Option<WriteFailed> {
+        self.broken().map(WriteFailed)
+    }
+}
+
 /// A renderer, a buffer, and the writer thread behind them.
 pub struct Output {
     w: WriterThread,
@@ -88,11 +170,29 @@ pub struct Output {
 
 impl Output {
     pub fn new(w: Box<dyn Write + Send>, format: Format, clock: Clock) -> Self {
+        Self::with_health(w, Health::default(), format, clock)
+    }
+
+    /// An output opened by [`OutputSpec::open`] (its pipe watched).
+    pub fn opened(o: Opened, format: Format, clock: Clock) -> Self {
+        let health = Health {
+            failed: Arc::default(),
+            pipe: o.pipe.map(Arc::new),
+        };
+        Self::with_health(o.writer, health, format, clock)
+    }
+
+    fn with_health(w: Box<dyn Write + Send>, health: Health, format: Format, clock: Clock) -> Self {
         Self {
-            w: WriterThread::spawn(w),
+            w: WriterThread::spawn(w, health),
             r: Renderer::new(format, clock),
             buf: BytesMut::with_capacity(1 << 16),
         }
+    }
+
+    /// A handle that says whether this output still works.
+    pub fn health(&self) -> Health {
+        self.w.health.clone()
     }
 
     pub fn format(&self) -> Format {
@@ -157,3 +257,275 @@ impl Output {
         self.w.finish()
     }
 }
+
+/// `-o FILE`: where nvprobe (root) may write, and how.
+mod file {
+    use std::{
+        fs::{self, File, Metadata},
+        io::{self, Write},
+        os::{
+            fd::{AsFd, OwnedFd},
+            unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt},
+        },
+        path::{Path, PathBuf},
+    };
+
+    use anyhow::bail;
+
+    /// The output of `watch` or `decode`: stdout, or a file checked before
+    /// start-up (nothing is created or truncated then) and opened only once
+    /// start-up has succeeded. A file is never reached through a symbolic
+    /// link (O_NOFOLLOW), never the input, and an existing regular file is
+    /// overwritten only with `force`; a file nvprobe creates or overwrites
+    /// gets `mode` whatever the umask. Devices and FIFOs are written as
+    /// they are (no truncation, no mode change).
+    #[derive(Clone, Debug)]
+    pub struct OutputSpec {
+        pub path: Option<PathBuf>,
+        /// Overwrite an existing regular file.
+        pub force: bool,
+        /// Permission bits of a file nvprobe creates or overwrites.
+        pub mode: u32,
+        /// The input (decode's recording) as (st_dev, st_ino): never written.
+        pub input: Option<(u64, u64)>,
+    }
+
+    impl Default for OutputSpec {
+        fn default() -> Self {
+            Self {
+                path: None,
+                force: false,
+                mode: 0o600,
+                input: None,
+            }
+        }
+    }
+
+    /// An output opened: its writer, and a copy of its fd when it is a pipe
+    /// (to see its reader go away).
+    pub struct Opened {
+        pub writer: Box<dyn Write + Send>,
+        pub pipe: Option<OwnedFd>,
+    }
+
+    fn pipe_copy(fd: std::os::fd::BorrowedFd<'_>) -> Option<OwnedFd> {
+        let st = nix::sys::stat::fstat(fd).ok()?;
+        let fifo = nix::sys::stat::SFlag::from_bits_truncate(st.st_mode)
+            .contains(nix::sys::stat::SFlag::S_IFIFO);
+        fifo.then(|| fd.try_clone_to_owned().ok()).flatten()
+    }
+
+    impl OutputSpec {
+        /// What can be refused before start-up, touching nothing.
+        pub fn check(&self) -> anyhow::Result<()> {
+            let Some(p) = &self.path else { return Ok(()) };
+            match fs::symlink_metadata(p) {
+                Ok(m) => self.judge(p, &m),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    let dir = p
+                        .parent()
+                        .filter(|d| !d.as_os_str().is_empty())
+                        .unwrap_or(Path::new("."));
+                    match fs::metadata(dir) {
+                        Ok(m) if m.is_dir() => Ok(()),
+                        Ok(_) => bail!(
+                            "cannot create output file {}: {} is not a directory",
+                            p.display(),
+                            dir.display()
+                        ),
+                        Err(e) => bail!(
+                            "cannot create output file {}: {}: {e}",
+                            p.display(),
+                            dir.display()
+                        ),
+                    }
+                }
+                Err(e) => bail!("cannot create output file {}: {e}", p.display()),
+            }
+        }
+
+        /// Whether an existing path may be written.
+        fn judge(&self, p: &Path, m: &Metadata) -> anyhow::Result<()> {
+            let ft = m.file_type();
+            let p = p.display();
+            if ft.is_symlink() {
+                bail!(
+                    "refusing to write to {p}: it is a symbolic link (nvprobe does not follow links for its output: give the file itself)"
+                );
+            }
+            if self.input == Some((m.dev(), m.ino())) {
+                bail!("refusing to write to {p}: it is the input being decoded");
+            }
+            if ft.is_dir() {
+                bail!("cannot create output file {p}: it is a directory");
+            }
+            if ft.is_file() {
+                if !self.force {
+                    bail!(
+                        "{p} exists: refusing to overwrite it (give --force to overwrite it, or another -o FILE)"
+                    );
+                }
+                if m.nlink() > 1 {
+                    bail!(
+                        "refusing to overwrite {p}: it has {} hard links (another name shares its contents)",
+                        m.nlink()
+                    );
+                }
+            }
+            Ok(())
+        }
+
+        /// Open the output (create, or overwrite with `force`). Call it
+        /// once start-up has succeeded.
+        pub fn open(&self) -> anyhow::Result<Opened> {
+            let Some(p) = &self.path else {
+                return Ok(Opened {
+                    writer: Box::new(io::stdout()),
+                    pipe: pipe_copy(io::stdout().as_fd()),
+                });
+            };
+            let existing = fs::symlink_metadata(p).ok();
+            if let Some(m) = &existing {
+                self.judge(p, m)?;
+            }
+            let mut o = fs::OpenOptions::new();
+            o.write(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .mode(self.mode);
+            match &existing {
+                // Created here, or refused if it appeared meanwhile.
+                None => o.create_new(true),
+                Some(m) if m.is_file() => o.create(true),
+                // A device or a FIFO: written as it is.
+                Some(_) => &mut o,
+            };
+            let f = o.open(p).map_err(|e| match e.raw_os_error() {
+                Some(libc::EEXIST) => anyhow::anyhow!(
+                    "{} exists: refusing to overwrite it (give --force to overwrite it, or another -o FILE)",
+                    p.display()
+                ),
+                Some(libc::ELOOP) => anyhow::anyhow!(
+                    "refusing to write to {}: it is a symbolic link (nvprobe does not follow links for its output: give the file itself)",
+                    p.display()
+                ),
+                _ => anyhow::anyhow!("cannot create output file {}: {e}", p.display()),
+            })?;
+            let m = f.metadata()?;
+            let mut fresh = self.clone();
+            // The file opened is judged again: what the path named may have
+            // changed since it was looked at.
+            fresh.force = true;
+            fresh.judge(p, &m)?;
+            if m.is_file() {
+                f.set_permissions(fs::Permissions::from_mode(self.mode))?;
+                f.set_len(0)?;
+            }
+            let pipe = pipe_copy(f.as_fd());
+            Ok(Opened {
+                writer: Box::new(f),
+                pipe,
+            })
+        }
+    }
+
+    /// `--output-mode`: octal permission bits (`600`, `0640`, `0o644`).
+    pub fn parse_mode(s: &str) -> Result<u32, String> {
+        let t = s.trim();
+        let digits = t.strip_prefix("0o").unwrap_or(t);
+        match u32::from_str_radix(digits, 8) {
+            Ok(m) if m <= 0o777 && !digits.is_empty() => Ok(m),
+            _ => Err(format!(
+                "{s:?} is not a file mode: give octal permission bits, 0 to 777 (e.g. 600 or 0640)"
+            )),
+        }
+    }
+
+    /// The (st_dev, st_ino) of an open file.
+    pub fn identity(f: &File) -> Option<(u64, u64)> {
+        f.metadata().ok().map(|m| (m.dev(), m.ino()))
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use std::os::unix::fs::{PermissionsExt, symlink};
+
+        use super::*;
+
+        fn tmp(tag: &str) -> PathBuf {
+            let d =
+                std::env::temp_dir().join(format!("nvprobe-outfile-{tag}-{}", std::process::id()));
+            let _ = fs::remove_dir_all(&d);
+            fs::create_dir_all(&d).expect("tmp");
+            d
+        }
+
+        fn spec(p: &Path) -> OutputSpec {
+            OutputSpec {
+                path: Some(p.to_path_buf()),
+                ..Default::default()
+            }
+        }
+
+        #[test]
+        fn modes_are_octal_bits() {
+            assert_eq!(parse_mode("600"), Ok(0o600));
+            assert_eq!(parse_mode("0640"), Ok(0o640));
+            assert_eq!(parse_mode("0o644"), Ok(0o644));
+            for bad in ["", "8", "1777", "rw", "0o"] {
+                assert!(parse_mode(bad).is_err(), "{bad}");
+            }
+        }
+
+        /// The mode is set on the file, not left to the umask (which
+        /// takes 0o022 off here: 0o666 would come out 0o644).
+        #[test]
+        fn new_and_overwritten_files_get_the_mode_whatever_the_umask() {
+            let d = tmp("mode");
+            let p = d.join("out");
+            let mut s = spec(&p);
+            s.mode = 0o666;
+            drop(s.open().expect("open"));
+            let mode = |p: &Path| fs::metadata(p).expect("meta").permissions().mode() & 0o7777;
+            assert_eq!(mode(&p), 0o666);
+            fs::write(&p, "old contents").expect("write");
+            s.mode = 0o600;
+            s.force = true;
+            drop(s.open().expect("overwrite"));
+            assert_eq!(mode(&p), 0o600);
+            assert_eq!(fs::read_to_string(&p).expect("read"), "");
+        }
+
+        #[test]
+        fn refuses_links_existing_files_and_the_input() {
+            let d = tmp("refuse");
+            let target = d.join("target");
+            fs::write(&target, "keep").expect("write");
+            let link = d.join("link");
+            symlink(&target, &link).expect("symlink");
+            let e = spec(&link).check().expect_err("symlink").to_string();
+            assert!(e.contains("symbolic link"), "{e}");
+            let mut forced = spec(&link);
+            forced.force = true;
+            assert!(forced.open().is_err());
+            let e = spec(&target).check().expect_err("exists").to_string();
+            assert!(e.contains("--force"), "{e}");
+            assert!(spec(&target).open().is_err());
+            let mut same = spec(&target);
+            same.force = true;
+            same.input = identity(&File::open(&target).expect("open"));
+            let e = same.open().err().expect("input").to_string();
+            assert!(e.contains("the input"), "{e}");
+            let hard = d.join("hard");
+            fs::hard_link(&target, &hard).expect("link");
+            let mut h = spec(&hard);
+            h.force = true;
+            assert!(h.open().is_err());
+            assert_eq!(fs::read_to_string(&target).expect("read"), "keep");
+            let mut ok = spec(&d.join("fresh"));
+            ok.force = true;
+            ok.open().expect("new file with --force");
+        }
+    }
+}
+
+pub use self::file::{identity as file_identity, parse_mode};

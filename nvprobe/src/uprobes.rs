@@ -72,13 +72,41 @@ pub fn static_candidates() -> Vec<PathBuf> {
             }
         }
     }
-    for d in STD_DIRS {
+    let mut dirs: Vec<PathBuf> = STD_DIRS.iter().map(PathBuf::from).collect();
+    dirs.extend(toolkit_stub_dirs());
+    for d in dirs {
         if let Ok(rd) = std::fs::read_dir(d) {
             for e in rd.flatten() {
                 if e.file_name().to_str().is_some_and(is_libcuda) {
                     out.push(e.path());
                 }
             }
+        }
+    }
+    out
+}
+
+/// The CUDA toolkits' link-time stub folders (/usr/local/cuda*/lib64/stubs,
+/// …/targets/*/lib/stubs): a process that loads the stub by mistake calls
+/// cuInit there, and its CUDA_ERROR_STUB_LIBRARY is seen only if the stub
+/// is hooked too.
+fn toolkit_stub_dirs() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir("/usr/local") else {
+        return out;
+    };
+    for e in rd.flatten() {
+        if !e
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.starts_with("cuda"))
+        {
+            continue;
+        }
+        let root = e.path();
+        out.push(root.join("lib64/stubs"));
+        if let Ok(targets) = std::fs::read_dir(root.join("targets")) {
+            out.extend(targets.flatten().map(|t| t.path().join("lib/stubs")));
         }
     }
     out

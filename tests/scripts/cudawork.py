@@ -9,7 +9,13 @@ start-up).
   cudawork.py ctx N             N x cuCtxCreate/cuCtxDestroy on device 0
   cudawork.py mem N             N x cuMemAlloc(64 MiB)/cuMemFree in one context
   cudawork.py torch             torch.cuda.init() (torch reaches libcuda through cudart)
+  cudawork.py forkchild         cuInit, then fork: the child calls cuDeviceGetCount
+                                without cuInit (CUDA does not survive fork)
+
+  --case NAME anywhere is ignored (it tags the command line for the
+  recordings); CUDAWORK_LIB=PATH loads that libcuda instead.
 """
+import os
 import ctypes
 import json
 import sys
@@ -17,6 +23,8 @@ import time
 
 
 def lib():
+    if os.environ.get("CUDAWORK_LIB"):
+        return ctypes.CDLL(os.environ["CUDAWORK_LIB"])
     for name in ("libcuda.so.1", "libcuda.so"):
         try:
             return ctypes.CDLL(name)
@@ -26,8 +34,12 @@ def lib():
 
 
 def main():
-    mode = sys.argv[1]
-    n = int(sys.argv[2]) if len(sys.argv) > 2 else 1
+    args = list(sys.argv[1:])
+    if "--case" in args:
+        i = args.index("--case")
+        del args[i : i + 2]
+    mode = args[0]
+    n = int(args[1]) if len(args) > 1 else 1
     out = {"mode": mode, "n": n}
     if mode == "torch":
         t0 = time.perf_counter()
@@ -39,6 +51,17 @@ def main():
         print(json.dumps(out))
         return
     cu = lib()
+    if mode == "forkchild":
+        out["cuInit"] = cu.cuInit(0)
+        pid = os.fork()
+        if pid == 0:
+            count = ctypes.c_int(-1)
+            r = cu.cuDeviceGetCount(ctypes.byref(count))
+            print(json.dumps({"child_cuDeviceGetCount": r}))
+            os._exit(1 if r else 0)
+        out["child_status"] = os.waitpid(pid, 0)[1]
+        print(json.dumps(out))
+        return
     t0 = time.perf_counter()
     out["cuInit"] = cu.cuInit(0)
     out["cuInit_seconds"] = time.perf_counter() - t0

@@ -10,6 +10,7 @@
 
 #![recursion_limit = "256"]
 
+pub mod attribution;
 pub mod correlate;
 pub mod decode;
 pub mod hints;

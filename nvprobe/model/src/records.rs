@@ -87,6 +87,9 @@ pub struct StartRecord {
     /// Whether the driver layer's ioctl entry points make the ioctl records.
     pub ioctls_in_driver: bool,
     pub driver_layer: Option<DriverLayerStart>,
+    /// The GPUs the driver lists (minor, UUID, PCI bus, model).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<crate::attribution::HostGpu>,
 }
 
 /// A file declared with `--device`.
@@ -168,6 +171,8 @@ impl StartRecord {
         for e in &self.extra_devices {
             ctx.extra.insert((e.sdev, e.ino), e.path.as_str().into());
         }
+        ctx.host_gpus = self.gpus.clone();
+        ctx.host_driver = self.driver.as_ref().map(|d| d.version.to_string());
         ctx
     }
 }

@@ -12,6 +12,11 @@ use crate::decode::Event;
 #[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct ProcSummary {
     pub pid: u32,
+    /// When this process was first seen (CLOCK_MONOTONIC ns of its first
+    /// event), present only when the table has more than one process with
+    /// this pid (the pid was reused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_ns: Option<u64>,
     pub comm: String,
     pub events: u64,
     pub ioctls: u64,
@@ -52,11 +57,35 @@ pub struct Summary {
     pub failed: u64,
     pub lost: LostSummary,
     pub decode_errors: u64,
+    /// Per process (pid and start: a reused pid is another row; an exec
+    /// with a new name another row too): the busiest [`TOP_PROCESSES`] and
+    /// up to [`TOP_FAILING`] more that had failures.
     pub processes: Vec<ProcSummary>,
+    /// Processes left out of `processes`, and their events.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub processes_omitted: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub processes_omitted_events: u64,
     pub calls: Vec<CallSummary>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bpf: Vec<ProgStats>,
 }
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// The busiest processes the summary lists.
+pub const TOP_PROCESSES: usize = 100;
+/// Processes with failures listed beyond the busiest.
+pub const TOP_FAILING: usize = 100;
+/// Processes kept while tracing before the table is cut back to the listed
+/// ones and those still running: memory stays bounded however many
+/// processes come and go.
+const KEEP_AT_MOST: usize = 4 * (TOP_PROCESSES + TOP_FAILING);
+/// Running processes kept through a cut (without the process layer no exit
+/// is seen, and every process looks running).
+const OPEN_MAX: usize = 2000;
 
 /// How a call is counted: by its decoded name, or by its raw number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -65,15 +94,70 @@ enum CallKey {
     Raw(&'static str, u32),
 }
 
-/// Accumulates per-process and per-call counts. Keyed by pid *and* comm so
-/// that an exec (new comm) or a reused pid shows as its own row. Nothing on
-/// the per-event path allocates once a process and a call were seen.
+/// One process: from its first event to its exit. After the exit its pid
+/// may come back as another process (another `Life`).
+#[derive(Clone, Debug, Default)]
+struct Life {
+    start_ns: u64,
+    /// Its exit was seen.
+    ended: bool,
+    /// A row per name (an exec changes it).
+    rows: Vec<ProcSummary>,
+}
+
+impl Life {
+    fn events(&self) -> u64 {
+        self.rows.iter().map(|r| r.events).sum()
+    }
+    fn failed(&self) -> u64 {
+        self.rows.iter().map(|r| r.failed).sum()
+    }
+    /// Another part of the same process's counts (a later batch).
+    fn absorb(&mut self, o: Life) {
+        self.ended |= o.ended;
+        for r in o.rows {
+            match self.rows.iter_mut().find(|m| m.comm == r.comm) {
+                Some(m) => {
+                    m.events += r.events;
+                    m.ioctls += r.ioctls;
+                    m.failed += r.failed;
+                    if r.last_failure.is_some() {
+                        m.last_failure = r.last_failure;
+                    }
+                }
+                None => self.rows.push(r),
+            }
+        }
+    }
+    /// Which lives are listed first: those with failures (most first, up
+    /// to [`TOP_FAILING`]), then by events.
+    fn rank(&self, pid: u32) -> (u64, u64, std::cmp::Reverse<(u32, u64)>) {
+        (
+            self.events(),
+            self.failed(),
+            std::cmp::Reverse((pid, self.start_ns)),
+        )
+    }
+}
+
+/// Accumulates per-process and per-call counts. A process is its pid and
+/// its start (its first event): a pid reused after an exit is another
+/// process; an exec (new comm) shows as its own row. The process table is
+/// bounded ([`KEEP_AT_MOST`]): what is cut is counted, not listed. Nothing
+/// on the per-event path allocates once a process and a call were seen.
 #[derive(Default)]
 pub struct Stats {
     events: HashMap<&'static str, u64>,
     failed: u64,
     decode_errors: u64,
-    procs: HashMap<u32, Vec<ProcSummary>>,
+    /// Per pid, its lives in order; only the last can still be running.
+    procs: HashMap<u32, Vec<Life>>,
+    /// Lives in `procs`.
+    lives: usize,
+    /// `lives` that makes the next cut (0: [`KEEP_AT_MOST`]).
+    prune_at: usize,
+    omitted: u64,
+    omitted_events: u64,
     calls: HashMap<CallKey, CallSummary>,
 }
 
@@ -102,25 +186,42 @@ fn failure_text(ev: &Event) -> Option<String> {
 }
 
 impl Stats {
+    /// The running life of `pid`, begun at `t` if there is none.
+    fn life(&mut self, pid: u32, t: u64) -> &mut Life {
+        let lives = self.procs.entry(pid).or_default();
+        if lives.last().is_none_or(|l| l.ended) {
+            lives.push(Life {
+                start_ns: t,
+                ..Default::default()
+            });
+            self.lives += 1;
+        }
+        let last = lives.len() - 1;
+        &mut lives[last]
+    }
+
     pub fn record(&mut self, ev: &Event) {
         *self.events.entry(ev.type_name()).or_default() += 1;
+        let ok = ev.ok();
+        if !ok {
+            self.failed += 1;
+        }
         let p = ev.proc();
-        let rows = self.procs.entry(p.pid).or_default();
-        let i = match rows.iter().position(|r| r.comm == p.comm) {
+        let life = self.life(p.pid, ev.span().0);
+        let i = match life.rows.iter().position(|r| r.comm == p.comm) {
             Some(i) => i,
             None => {
-                rows.push(ProcSummary {
+                life.rows.push(ProcSummary {
                     pid: p.pid,
                     comm: p.comm.clone(),
                     ..Default::default()
                 });
-                rows.len() - 1
+                life.rows.len() - 1
             }
         };
-        let ps = &mut rows[i];
+        let ps = &mut life.rows[i];
         ps.events += 1;
-        if !ev.ok() {
-            self.failed += 1;
+        if !ok {
             ps.failed += 1;
             ps.last_failure = failure_text(ev);
         }
@@ -148,28 +249,48 @@ impl Stats {
         }
     }
 
-    /// Fold another thread's counts into these.
+    /// A process event (not counted as an event of the table): an exit
+    /// ends the process, so that its pid, if reused, is another process.
+    pub fn process(&mut self, ev: &Event) {
+        if let Event::Proc(p) = ev
+            && p.op == crate::decode::ProcKind::Exit
+        {
+            // An exit with nothing before it here still ends the process
+            // counted in an earlier batch (see `merge`).
+            self.life(p.target_pid, p.time_ns).ended = true;
+        }
+    }
+
+    /// Fold the counts of what came next (a later batch) into these.
     pub fn merge(&mut self, o: Stats) {
         for (k, v) in o.events {
             *self.events.entry(k).or_default() += v;
         }
         self.failed += o.failed;
         self.decode_errors += o.decode_errors;
-        for (pid, rows) in o.procs {
+        self.omitted += o.omitted;
+        self.omitted_events += o.omitted_events;
+        for (pid, lives) in o.procs {
             let mine = self.procs.entry(pid).or_default();
-            for r in rows {
-                match mine.iter_mut().find(|m| m.comm == r.comm) {
-                    Some(m) => {
-                        m.events += r.events;
-                        m.ioctls += r.ioctls;
-                        m.failed += r.failed;
-                        if r.last_failure.is_some() {
-                            m.last_failure = r.last_failure;
-                        }
-                    }
-                    None => mine.push(r),
+            let before = mine.len();
+            let mut lives = lives.into_iter();
+            // The first may go on with the process running here.
+            if let Some(first) = lives.next() {
+                match mine.last_mut() {
+                    Some(l) if !l.ended => l.absorb(first),
+                    // An exit whose process is not held (cut, or filtered).
+                    _ if first.rows.is_empty() => {}
+                    _ => mine.push(first),
                 }
             }
+            mine.extend(lives.filter(|l| !l.rows.is_empty()));
+            self.lives += mine.len() - before;
+            if mine.is_empty() {
+                self.procs.remove(&pid);
+            }
+        }
+        if self.lives > self.prune_at.max(KEEP_AT_MOST) {
+            self.prune();
         }
         for (k, c) in o.calls {
             let m = self.calls.entry(k).or_insert_with(|| CallSummary {
@@ -183,6 +304,66 @@ impl Stats {
         }
     }
 
+    /// Which lives the summary lists: the [`TOP_PROCESSES`] busiest, and up
+    /// to [`TOP_FAILING`] of the others that had failures (most failures
+    /// first); (pid, index) of each.
+    fn listed(&self) -> Vec<(u32, usize)> {
+        let mut all: Vec<(u32, usize, &Life)> = self
+            .procs
+            .iter()
+            .flat_map(|(pid, lives)| lives.iter().enumerate().map(move |(i, l)| (*pid, i, l)))
+            .collect();
+        if all.len() > TOP_PROCESSES {
+            all.sort_unstable_by_key(|x| std::cmp::Reverse(x.2.rank(x.0)));
+            let rest = all.split_off(TOP_PROCESSES);
+            let mut failing: Vec<_> = rest.into_iter().filter(|x| x.2.failed() > 0).collect();
+            failing.sort_unstable_by(|a, b| {
+                (b.2.failed(), b.2.rank(b.0)).cmp(&(a.2.failed(), a.2.rank(a.0)))
+            });
+            failing.truncate(TOP_FAILING);
+            all.extend(failing);
+        }
+        all.into_iter().map(|(p, i, _)| (p, i)).collect()
+    }
+
+    /// Cut the table back to the lives the summary would list, and the
+    /// processes still running unless they alone are too many ([`OPEN_MAX`]);
+    /// the rest is counted. A process cut while running starts a new row if
+    /// it is seen again.
+    fn prune(&mut self) {
+        let open = self
+            .procs
+            .values()
+            .filter(|l| l.last().is_some_and(|l| !l.ended))
+            .count();
+        let keep_open = open <= OPEN_MAX;
+        let listed: std::collections::HashSet<(u32, usize)> = self.listed().into_iter().collect();
+        let (mut omitted, mut omitted_events) = (0, 0);
+        for (pid, lives) in self.procs.iter_mut() {
+            let n = lives.len();
+            let mut i = 0;
+            lives.retain(|l| {
+                let kept = listed.contains(&(*pid, i)) || (keep_open && i + 1 == n && !l.ended);
+                i += 1;
+                if !kept {
+                    omitted += 1;
+                    omitted_events += l.events();
+                }
+                kept
+            });
+        }
+        self.omitted += omitted;
+        self.omitted_events += omitted_events;
+        self.procs.retain(|_, l| !l.is_empty());
+        self.lives = self.procs.values().map(Vec::len).sum();
+        self.prune_at = KEEP_AT_MOST.max(2 * self.lives);
+    }
+
+    /// Processes held now (for tests and soak figures).
+    pub fn processes_held(&self) -> usize {
+        self.lives
+    }
+
     pub fn decode_error(&mut self) {
         self.decode_errors += 1;
     }
@@ -194,8 +375,34 @@ impl Stats {
     pub fn finish(&self, duration_s: f64, lost: LostSummary) -> Summary {
         let mut calls: Vec<_> = self.calls.values().cloned().collect();
         calls.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.name.cmp(&b.name)));
-        let mut processes: Vec<ProcSummary> = self.procs.values().flatten().cloned().collect();
-        processes.sort_by(|a, b| a.pid.cmp(&b.pid).then_with(|| a.comm.cmp(&b.comm)));
+        let listed = self.listed();
+        let mut omitted = self.omitted;
+        let mut omitted_events = self.omitted_events;
+        let shown: std::collections::HashSet<(u32, usize)> = listed.iter().copied().collect();
+        for (pid, lives) in &self.procs {
+            for (i, l) in lives.iter().enumerate() {
+                if !shown.contains(&(*pid, i)) {
+                    omitted += 1;
+                    omitted_events += l.events();
+                }
+            }
+        }
+        let mut processes: Vec<(u64, ProcSummary)> = Vec::new();
+        for (pid, i) in listed {
+            let lives = &self.procs[&pid];
+            let l = &lives[i];
+            let reused = lives.len() > 1;
+            for r in &l.rows {
+                let mut r = r.clone();
+                r.start_ns = reused.then_some(l.start_ns);
+                processes.push((l.start_ns, r));
+            }
+        }
+        processes.sort_by(|(sa, a), (sb, b)| {
+            (a.pid, sa)
+                .cmp(&(b.pid, sb))
+                .then_with(|| a.comm.cmp(&b.comm))
+        });
         Summary {
             duration_s,
             events: self
@@ -206,7 +413,9 @@ impl Stats {
             failed: self.failed,
             lost,
             decode_errors: self.decode_errors,
-            processes,
+            processes: processes.into_iter().map(|(_, r)| r).collect(),
+            processes_omitted: omitted,
+            processes_omitted_events: omitted_events,
             calls,
             bpf: Vec::new(),
         }
@@ -247,6 +456,13 @@ impl Summary {
                     p.ioctls,
                     p.failed,
                     p.last_failure.as_deref().unwrap_or("-")
+                );
+            }
+            if self.processes_omitted > 0 {
+                let _ = writeln!(
+                    s,
+                    "{:>8}  and {} more processes ({} events), not listed",
+                    "…", self.processes_omitted, self.processes_omitted_events
                 );
             }
         }

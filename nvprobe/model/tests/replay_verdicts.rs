@@ -122,7 +122,7 @@ fn real_timeouts_and_itimers_are_reported_as_kills_not_hangs() {
         term.text.starts_with("killed by SIGTERM from timeout[")
             && term
                 .text
-                .ends_with(" in UVM_REGISTER_GPU; the call was still running"),
+                .ends_with(" in UVM_REGISTER_GPU for GPU-b913914d-600b-40a8-dc6a-fdee51c74b76; the call was still running"),
         "{}",
         term.text
     );

@@ -74,13 +74,40 @@ fn tracefs_ready(p: &Path) -> bool {
     p.join("events").is_dir()
 }
 
+/// Where tracefs is, and whether nvprobe mounted it there. A mount
+/// nvprobe made is undone when this is dropped (MNT_DETACH: probes already
+/// attached do not need it), on every way out of `watch`, errors included.
+#[derive(Debug)]
+pub struct Tracefs {
+    pub path: PathBuf,
+    /// nvprobe mounted it (and unmounts it when done).
+    pub mounted: bool,
+}
+
+impl Drop for Tracefs {
+    fn drop(&mut self) {
+        if self.mounted
+            && let Err(e) = nix::mount::umount2(&self.path, nix::mount::MntFlags::MNT_DETACH)
+        {
+            log::warn!(
+                "could not unmount the tracefs nvprobe mounted at {}: {}",
+                self.path.display(),
+                e.desc()
+            );
+        }
+    }
+}
+
 /// Find tracefs, mounting it at /sys/kernel/tracing when it is not mounted
 /// (a fresh container or VM often has it unmounted). Must run before the
 /// first tracepoint attach: aya looks for tracefs once.
-pub fn ensure_tracefs() -> Result<(PathBuf, bool), StartError> {
+pub fn ensure_tracefs() -> Result<Tracefs, StartError> {
     for p in TRACEFS_PATHS {
         if tracefs_ready(Path::new(p)) {
-            return Ok((PathBuf::from(p), false));
+            return Ok(Tracefs {
+                path: PathBuf::from(p),
+                mounted: false,
+            });
         }
     }
     let target = Path::new(TRACEFS_PATHS[0]);
@@ -94,11 +121,21 @@ pub fn ensure_tracefs() -> Result<(PathBuf, bool), StartError> {
         None::<&str>,
     );
     match res {
-        Ok(()) if tracefs_ready(target) => Ok((target.to_path_buf(), true)),
-        Ok(()) => Err(StartError::Tracefs {
-            path: target.display().to_string(),
-            err: "mounted, but it has no events directory".into(),
-        }),
+        Ok(()) => {
+            // Unmounted again when dropped, whatever comes next.
+            let t = Tracefs {
+                path: target.to_path_buf(),
+                mounted: true,
+            };
+            if tracefs_ready(target) {
+                Ok(t)
+            } else {
+                Err(StartError::Tracefs {
+                    path: target.display().to_string(),
+                    err: "mounted, but it has no events directory".into(),
+                })
+            }
+        }
         Err(e) => Err(StartError::Tracefs {
             path: target.display().to_string(),
             err: e.desc().to_owned(),

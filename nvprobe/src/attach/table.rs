@@ -133,6 +133,20 @@ pub const PROBES: &[Probe] = &[
         "statx of NVIDIA paths",
     ),
     p(
+        "mknod",
+        "nvprobe_mknod_enter",
+        "nvprobe_exit",
+        false,
+        "nodes created by mknod (libcuda creates missing NVIDIA nodes)",
+    ),
+    p(
+        "mknodat",
+        "nvprobe_mknodat_enter",
+        "nvprobe_exit",
+        false,
+        "nodes created by mknodat",
+    ),
+    p(
         "access",
         "nvprobe_access_enter",
         "nvprobe_exit",

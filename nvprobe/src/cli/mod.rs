@@ -9,17 +9,13 @@ pub mod doctor;
 pub mod hooks;
 pub mod watch;
 
-use std::{
-    fs::File,
-    io::{self, Write},
-    path::PathBuf,
-};
+use std::path::PathBuf;
 
-use anyhow::Context as _;
 use clap::Args;
 use nvprobe::{
     attach::StartError,
     decode::version::{DriverInfo, DriverVersion, VersionCtx},
+    output::{OutputSpec, parse_mode},
 };
 
 #[derive(Args)]
@@ -27,9 +23,17 @@ pub struct OutputArgs {
     /// NDJSON output (schema: `nvprobe schema`) instead of text.
     #[arg(long)]
     pub json: bool,
-    /// Write to FILE instead of stdout.
+    /// Write to FILE instead of stdout. FILE is created (mode 0600, see
+    /// --output-mode) once start-up has succeeded; an existing file is
+    /// refused unless --force is given, a symbolic link always.
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// With -o: overwrite FILE if it exists (a regular file).
+    #[arg(long, requires = "output")]
+    pub force: bool,
+    /// With -o: the permission bits of the file written, in octal.
+    #[arg(long, value_name = "MODE", default_value = "600", value_parser = parse_mode, requires = "output")]
+    pub output_mode: u32,
     /// Decode struct layouts as for this driver version (default: the
     /// running driver's, from /proc/driver/nvidia/version).
     #[arg(long, value_name = "VERSION")]
@@ -70,21 +74,28 @@ pub fn start_fail(e: StartError) -> Fail {
     Fail(code, e.into())
 }
 
-pub fn open_output(path: &Option<PathBuf>) -> anyhow::Result<Box<dyn Write + Send>> {
-    Ok(match path {
-        Some(p) => Box::new(
-            File::create(p)
-                .with_context(|| format!("cannot create output file {}", p.display()))?,
-        ),
-        None => Box::new(io::stdout()),
-    })
+/// Where the output goes, checked now (exit 2), opened after start-up.
+pub fn output_spec(a: &OutputArgs, input: Option<(u64, u64)>) -> Result<OutputSpec, Fail> {
+    let spec = OutputSpec {
+        path: a.output.clone(),
+        force: a.force,
+        mode: a.output_mode,
+        input,
+    };
+    spec.check().map_err(|e| Fail(2, e))?;
+    Ok(spec)
 }
 
 pub fn version_ctx(arg: Option<DriverVersion>, driver: Option<&DriverInfo>) -> VersionCtx {
     VersionCtx::from_version(arg.or(driver.map(|d| d.version)))
 }
 
-/// Seconds as a number (`1.5`) or with a unit: `1.5s`, `500ms`, `2m`.
+/// The longest duration a flag takes (`--duration`, `--stall-after`): a
+/// year, far beyond any trace, far below what a timer can hold.
+pub const MAX_SECS: f64 = 365.0 * 24.0 * 3600.0;
+
+/// Seconds as a number (`1.5`) or with a unit: `1.5s`, `500ms`, `2m`; at
+/// most [`MAX_SECS`].
 pub fn parse_secs(s: &str) -> Result<f64, String> {
     let t = s.trim();
     let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
@@ -97,16 +108,57 @@ pub fn parse_secs(s: &str) -> Result<f64, String> {
         (t, 1.0)
     };
     match num.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v * scale),
+        Ok(v) if v.is_finite() && v >= 0.0 && v * scale <= MAX_SECS => Ok(v * scale),
+        Ok(v) if v.is_finite() && v > 0.0 => Err(format!(
+            "{s:?} is too long: at most {MAX_SECS} seconds (365 days)"
+        )),
         _ => Err(format!(
             "{s:?} is not a duration: give seconds (5, 0.5) or a number with ms, s or m (500ms, 2m)"
         )),
     }
 }
 
+/// The largest pid this kernel hands out (/proc/sys/kernel/pid_max; the
+/// kernel's limit, 4194304, when it cannot be read).
+fn pid_max() -> u32 {
+    std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(4_194_304)
+}
+
+/// `--pid`: a process id this kernel can have (1 to pid_max - 1).
+pub fn parse_pid(s: &str) -> Result<u32, String> {
+    let v: u32 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a process id"))?;
+    let max = pid_max();
+    if v == 0 {
+        return Err("0 is not a process id (pids start at 1)".into());
+    }
+    if v >= max {
+        return Err(format!(
+            "{v} is not a process id here: this kernel's pids are below {max} (/proc/sys/kernel/pid_max)"
+        ));
+    }
+    Ok(v)
+}
+
+/// `--comm`: a non-empty process name, without NUL.
+pub fn parse_comm(s: &str) -> Result<String, String> {
+    if s.is_empty() {
+        return Err("an empty name matches no process: give a process name (comm)".into());
+    }
+    if s.contains('\0') {
+        return Err(format!("{s:?}: a process name has no NUL byte"));
+    }
+    Ok(s.to_owned())
+}
+
 #[cfg(test)]
 mod tests {
-    use super::parse_secs;
+    use super::{MAX_SECS, parse_comm, parse_pid, parse_secs};
 
     #[test]
     fn durations_take_plain_seconds_or_units() {
@@ -119,5 +171,34 @@ mod tests {
             let e = parse_secs(bad).expect_err(bad);
             assert!(e.contains("500ms"), "{e}");
         }
+    }
+
+    /// Durations that panicked once attached (exit 101): refused at parse
+    /// time, saying the limit.
+    #[test]
+    fn durations_have_a_maximum() {
+        assert!(parse_secs("365d").is_err());
+        assert_eq!(parse_secs("31536000"), Ok(MAX_SECS));
+        assert_eq!(parse_secs("525600m"), Ok(MAX_SECS));
+        for bad in ["1e308", "1e19", "31536001", "525601m", "1e300ms"] {
+            let e = parse_secs(bad).expect_err(bad);
+            assert!(e.contains("at most 31536000 seconds"), "{bad}: {e}");
+        }
+        // Everything accepted fits a Duration and an Instant.
+        let d = std::time::Duration::from_secs_f64(parse_secs("31536000").expect("max"));
+        assert!(std::time::Instant::now().checked_add(d).is_some());
+    }
+
+    #[test]
+    fn pids_and_names_are_checked() {
+        assert_eq!(parse_pid("1"), Ok(1));
+        assert!(parse_pid("0").expect_err("0").contains("pids start at 1"));
+        assert!(parse_pid("99999999").expect_err("big").contains("pid_max"));
+        assert!(parse_pid("-3").is_err());
+        assert!(parse_comm("").expect_err("empty").contains("empty"));
+        assert_eq!(
+            parse_comm("nvidia-persistenced"),
+            Ok("nvidia-persistenced".into())
+        );
     }
 }

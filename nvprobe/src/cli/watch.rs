@@ -1,7 +1,7 @@
 //! `nvprobe watch`: check the kernel, attach every layer it allows, and
 //! run the live pipeline until Ctrl-C, SIGTERM or `--duration`.
 
-use std::{collections::HashSet, path::Path, sync::Arc, time::Duration};
+use std::{path::Path, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use clap::Args;
@@ -12,7 +12,7 @@ use nvprobe::{
         version::{DriverInfo, VersionCtx, version_warning},
     },
     host::{self, ExtraDevice},
-    output::{Clock, Format, Note, Output},
+    output::{Clock, Format, Note, Output, WriteFailed},
     pipeline::{
         Filters, PipeOpts,
         live::{self, RunOpts, StopSignals},
@@ -21,7 +21,10 @@ use nvprobe::{
     uprobes::Libcuda,
 };
 
-use super::{Fail, OutputArgs, open_output, parse_ringbuf, parse_secs, start_fail, version_ctx};
+use super::{
+    Fail, OutputArgs, output_spec, parse_comm, parse_pid, parse_ringbuf, parse_secs, start_fail,
+    version_ctx,
+};
 
 #[derive(Args)]
 pub struct WatchArgs {
@@ -32,10 +35,12 @@ pub struct WatchArgs {
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = ["syscall", "process", "cuda", "driver"])]
     pub layers: Vec<String>,
     /// Only this process (thread-group id); repeatable. Filtered in the kernel.
-    #[arg(long, value_name = "PID")]
+    #[arg(long, value_name = "PID", value_parser = parse_pid)]
     pub pid: Vec<u32>,
-    /// Only processes with this name (comm); repeatable.
-    #[arg(long, value_name = "COMM")]
+    /// Only processes with this name (comm); repeatable. The kernel keeps
+    /// the first 15 bytes of a name, and so does the match:
+    /// nvidia-persistenced matches the kernel's nvidia-persiste.
+    #[arg(long, value_name = "COMM", value_parser = parse_comm)]
     pub comm: Vec<String>,
     /// Treat PATH as an NVIDIA device file of KIND (ctl, gpu or uvm), for odd
     /// setups and tests; repeatable. KIND is guessed from names like nvidiactl.
@@ -45,6 +50,10 @@ pub struct WatchArgs {
     /// decode the recording again later.
     #[arg(long)]
     pub raw: bool,
+    /// Leave command lines out of `process` records and verdicts (they can
+    /// hold secrets passed as arguments).
+    #[arg(long)]
+    pub no_cmdline: bool,
     /// Ring buffer size in bytes (a power of two, at least one page).
     #[arg(long, value_name = "BYTES", default_value_t = 16 * 1024 * 1024, value_parser = parse_ringbuf)]
     pub ringbuf_size: u32,
@@ -73,6 +82,10 @@ struct Host {
     vctx: VersionCtx,
     majors: host::Majors,
     extra: Vec<(ExtraDevice, (u32, u64))>,
+    /// The host checks of `nvprobe doctor` (files only: the probes answer
+    /// for the kernel), run before any probe is attached so that their
+    /// reads (a forked child of nvprobe) are not traced.
+    checks: Vec<nvprobe::doctor::Check>,
 }
 
 impl WatchArgs {
@@ -104,6 +117,8 @@ impl WatchArgs {
 
 pub fn run(a: WatchArgs) -> Result<(), Fail> {
     a.validate()?;
+    // Checked now, created only once start-up has succeeded.
+    let spec = output_spec(&a.out, None)?;
     let mut extra = Vec::new();
     for d in &a.device {
         let id = host::file_identity(&d.path).map_err(|e| Fail(2, e))?;
@@ -117,21 +132,24 @@ pub fn run(a: WatchArgs) -> Result<(), Fail> {
         driver,
         majors: host::majors(root),
         extra,
+        checks: nvprobe::doctor::run_with(&nvprobe::doctor::Options {
+            watch_startup: true,
+            live: true,
+            ..nvprobe::doctor::Options::tree(root)
+        })
+        .unwrap_or_default(),
     };
     attach::check_bpf().map_err(start_fail)?;
-    let (tracefs, mounted) = attach::ensure_tracefs().map_err(start_fail)?;
-    attach::check_syscall_tracepoints(&tracefs).map_err(start_fail)?;
+    // Declared before the probes: a tracefs nvprobe mounts is unmounted
+    // after they are detached, on every way out.
+    let tracefs = attach::ensure_tracefs().map_err(start_fail)?;
+    attach::check_syscall_tracepoints(&tracefs.path).map_err(start_fail)?;
     let cfg = attach::kernel_config().map_err(start_fail)?;
     let format = if a.out.json {
         Format::Json
     } else {
         Format::Text
     };
-    let mut out = Output::new(
-        open_output(&a.out.output).map_err(|e| Fail(2, e))?,
-        format,
-        Clock::now(),
-    );
     let settings = Settings {
         driver_layer: a.layer("driver"),
         // By default the driver layer takes the NVIDIA ioctls over where it
@@ -148,11 +166,19 @@ pub fn run(a: WatchArgs) -> Result<(), Fail> {
         version: h.vctx,
     };
     let mut loaded =
-        attach::load_and_attach(cfg, &settings, tracefs.clone()).map_err(start_fail)?;
+        attach::load_and_attach(cfg, &settings, tracefs.path.clone()).map_err(start_fail)?;
     let ctx = decode_context(&a, &h, &settings);
     let mut libcuda = Libcuda::default();
     hook_libcuda(&a, &mut loaded, &mut libcuda);
-    let start = start_record(&a, &h, &ctx, &loaded, &libcuda, (&tracefs, mounted));
+    let start = start_record(
+        &a,
+        &h,
+        &ctx,
+        &loaded,
+        &libcuda,
+        (&tracefs.path, tracefs.mounted),
+    );
+    let warnings = warnings(&a, &h, &loaded)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -161,23 +187,26 @@ pub fn run(a: WatchArgs) -> Result<(), Fail> {
         let _in_rt = rt.enter();
         StopSignals::install()?
     };
+    // Start-up succeeded: only now is the output file created.
+    let mut out = Output::opened(spec.open().map_err(|e| Fail(2, e))?, format, Clock::now());
     let now = Clock::mono_now();
-    out.note(now, &Note::Start(&start))?;
-    let warnings = warnings(&a, &h, &loaded)?;
+    out.note(now, &Note::Start(&start)).map_err(write_fail)?;
     for (id, msg) in &warnings {
         eprintln!("nvprobe: warning: {msg}");
         if format == Format::Json || a.out.output.is_some() {
-            out.note(now, &Note::Warning { id, message: msg })?;
+            out.note(now, &Note::Warning { id, message: msg })
+                .map_err(write_fail)?;
         }
     }
-    eprintln!("{}", banner(&h, &loaded, mounted));
-    out.flush()?;
+    eprintln!("{}", banner(&a, &h, &loaded, tracefs.mounted));
+    out.flush().map_err(write_fail)?;
     // Stats are collected while this fd is open.
     let stats_fd = a.bpf_stats.then(enable_bpf_stats).flatten();
     let opts = RunOpts {
         duration: a.duration.map(Duration::from_secs_f64),
         tick: Duration::from_millis(20),
-        lost_every: 10,
+        drain_budget: Duration::from_millis(10),
+        lost_every: Duration::from_millis(200),
         pipe: PipeOpts {
             // The main thread drains the ring buffer; these decode and render.
             workers: std::thread::available_parallelism()
@@ -189,12 +218,11 @@ pub fn run(a: WatchArgs) -> Result<(), Fail> {
         bpf_stats: stats_fd.is_some(),
         stall_after: (a.stall_after > 0.0).then(|| Duration::from_secs_f64(a.stall_after)),
         cuda_layer: a.layer("cuda"),
-        stall_every: 25,
+        cmdline: !a.no_cmdline,
+        stall_every: Duration::from_millis(500),
     };
-    let filters = Filters {
-        comms: a.comm.iter().cloned().collect::<HashSet<_>>(),
-    };
-    let summary = rt.block_on(live::run(
+    let filters = Filters::by_comm(&a.comm);
+    let res = rt.block_on(live::run(
         &mut loaded.ebpf,
         &mut libcuda,
         Arc::new(ctx),
@@ -202,10 +230,32 @@ pub fn run(a: WatchArgs) -> Result<(), Fail> {
         out,
         &opts,
         stop,
-    ))?;
+    ));
+    // Detach every probe now, whatever happened.
     drop(loaded);
+    let summary = match res {
+        Ok(s) => s,
+        // The reader went away (`nvprobe watch | head`): a normal end.
+        Err(e) if is_broken_pipe(&e) => return Ok(()),
+        Err(e) => return Err(Fail(1, e)),
+    };
     report_end(&a, format, &summary);
     Ok(())
+}
+
+/// A write error: the reader going away ends nvprobe quietly (exit 0, see
+/// `main`), anything else is an error (exit 1).
+fn write_fail(e: std::io::Error) -> Fail {
+    Fail(1, e.into())
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<WriteFailed>()
+            .is_some_and(WriteFailed::is_broken_pipe)
+            || c.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 fn enable_bpf_stats() -> Option<std::os::fd::OwnedFd> {
@@ -233,6 +283,8 @@ fn decode_context(a: &WatchArgs, h: &Host, s: &Settings<'_>) -> Context {
     for (d, id) in &h.extra {
         ctx.extra.insert(*id, d.path.display().to_string().into());
     }
+    ctx.host_gpus = nvprobe::identity::host_gpus(Path::new("/"));
+    ctx.host_driver = h.driver.as_ref().map(|d| d.version.to_string());
     ctx
 }
 
@@ -312,6 +364,7 @@ fn start_record(
         tracefs_mounted_by_nvprobe: mounted,
         libcuda: libcuda.attached(),
         ioctls_in_driver: loaded.ioctls_in_driver,
+        gpus: ctx.host_gpus.clone(),
         driver_layer: Some(nvprobe::hooks::start_state(
             Path::new("/"),
             h.driver.as_ref().map(|d| &d.version),
@@ -389,15 +442,8 @@ fn warnings(a: &WatchArgs, h: &Host, loaded: &Loaded) -> Result<Vec<(&'static st
             ),
         ));
     }
-    // The host checks of `nvprobe doctor` (files only: the probes above
-    // answer for the kernel), so that the trace says what it runs on.
-    let checks = nvprobe::doctor::run_with(&nvprobe::doctor::Options {
-        watch_startup: true,
-        live: true,
-        ..nvprobe::doctor::Options::tree(Path::new("/"))
-    })
-    .unwrap_or_default();
-    for c in checks
+    for c in h
+        .checks
         .iter()
         .filter(|c| c.verdict != nvprobe::doctor::Verdict::Ok)
     {
@@ -429,10 +475,10 @@ fn warnings(a: &WatchArgs, h: &Host, loaded: &Loaded) -> Result<Vec<(&'static st
     Ok(warnings)
 }
 
-fn banner(h: &Host, loaded: &Loaded, mounted: bool) -> String {
+fn banner(a: &WatchArgs, h: &Host, loaded: &Loaded, mounted: bool) -> String {
     let attached = loaded.probes.iter().filter(|p| p.attached).count();
     format!(
-        "nvprobe {}: tracing NVIDIA driver calls ({}; decoding as {}{}); {attached}/{} probes attached{}{}. Ctrl-C to stop.",
+        "nvprobe {}: tracing NVIDIA driver calls ({}; decoding as {}{}); {attached}/{} probes attached{}{}{}. Ctrl-C to stop.",
         env!("CARGO_PKG_VERSION"),
         h.driver.as_ref().map_or_else(
             || "no NVIDIA driver loaded".to_owned(),
@@ -447,6 +493,31 @@ fn banner(h: &Host, loaded: &Loaded, mounted: bool) -> String {
             ""
         },
         if mounted { "; mounted tracefs" } else { "" },
+        comm_match(&a.comm),
+    )
+}
+
+/// How `--comm` matches, said at start-up: the kernel's name of a process
+/// is its first 15 bytes.
+fn comm_match(names: &[String]) -> String {
+    if names.is_empty() {
+        return String::new();
+    }
+    let each: Vec<String> = names
+        .iter()
+        .map(|n| {
+            let k = Filters::kernel_comm(n);
+            if k == *n {
+                k
+            } else {
+                format!("{k} (from {n})")
+            }
+        })
+        .collect();
+    format!(
+        "; --comm matches the kernel's process name (comm, its first {} bytes): {}",
+        nvprobe::pipeline::COMM_BYTES,
+        each.join(", ")
     )
 }
 
@@ -458,7 +529,7 @@ fn report_end(a: &WatchArgs, format: Format, summary: &nvprobe::summary::Summary
             summary.duration_s,
             summary.failed,
             summary.lost.total,
-            summary.processes.len()
+            summary.processes.len() as u64 + summary.processes_omitted
         );
     }
     if summary.lost.total > 0 {

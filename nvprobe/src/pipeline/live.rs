@@ -24,7 +24,7 @@ use tokio::{
     time::{Instant, interval},
 };
 
-use super::{BATCH_RECORDS, Filters, PipeOpts, Pipeline, lost::LostCounter};
+use super::{BATCH_RECORDS, Batch, Filters, PipeOpts, Pipeline, lost::LostCounter};
 use crate::output::Output;
 
 pub struct RunOpts {
@@ -32,18 +32,24 @@ pub struct RunOpts {
     /// How often the ring buffer is drained without a wake-up (the BPF side
     /// wakes the collector only once a backlog builds up).
     pub tick: Duration,
-    /// How often (in ticks) the lost counters are read.
-    pub lost_every: u32,
+    /// The longest one drain of the ring buffer runs before the loop looks
+    /// at signals, the timers and the output again (under a flood the ring
+    /// buffer is never empty).
+    pub drain_budget: Duration,
+    /// How often the lost counters are read (whatever the ring buffer does).
+    pub lost_every: Duration,
     pub pipe: PipeOpts,
     /// Report calls running longer than this (None: off).
     pub stall_after: Option<Duration>,
-    /// How often (in ticks) in-flight calls are checked.
-    pub stall_every: u32,
+    /// How often in-flight calls are checked.
+    pub stall_every: Duration,
     /// Report each BPF program's run count and time (stats must have been
     /// enabled with BPF_ENABLE_STATS before the run).
     pub bpf_stats: bool,
     /// Hook the libcuda of processes first seen while tracing.
     pub cuda_layer: bool,
+    /// Keep command lines in `process` records.
+    pub cmdline: bool,
 }
 
 fn prog_stats(ebpf: &aya::Ebpf) -> Vec<ProgStats> {
@@ -111,6 +117,9 @@ impl Seen {
                 if p.op == ProcOp::Exit as u32 {
                     self.cuinit.retain(|_, (g, _)| *g != target);
                     self.stoppers.remove(&target);
+                    // The kernel forgot it too (NV_PROCS): a process that
+                    // reuses the pid is followed again when first seen.
+                    self.known.remove(&target);
                 } else if p.op == ProcOp::SignalGenerate as u32
                     // SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU
                     && (19..=22).contains(&p.sig)
@@ -138,43 +147,131 @@ struct Live {
     nv_procs: Option<aya::maps::HashMap<MapData, u32, u8>>,
     inflight: Option<aya::maps::Array<MapData, nvprobe_common::Inflight>>,
     stalls: crate::stall::Detector,
+    /// A batch the decode threads had no room for yet (sent first next time).
+    held: Option<Batch>,
+    /// Processes first seen in the batch being filled (tgid, comm): their
+    /// identity is read from /proc and sent before that batch.
+    idents: Vec<(u32, String)>,
+    /// `--comm`: identities only of the processes it keeps.
+    filters: Arc<Filters>,
+    libs: crate::identity::LibCache,
+    /// Keep command lines in `process` records (`--no-cmdline` clears it).
+    cmdline: bool,
+}
+
+/// What a drain left behind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Drained {
+    /// The ring buffer is empty.
+    All,
+    /// The time budget ran out with records still waiting.
+    Budget,
+    /// The decode threads are full: a batch is held until they have room.
+    Backlog,
 }
 
 impl Live {
-    /// Move everything the ring buffer holds into batches.
+    /// Move what the ring buffer holds into batches, for at most `budget`
+    /// (a flood never empties it). Never waits on the decode threads: when
+    /// they are full the batch is held, and the ring buffer fills up (the
+    /// kernel counts what it then drops).
     fn drain<T: std::borrow::BorrowMut<MapData>>(
         &mut self,
         ring: &mut RingBuf<T>,
         pipe: &mut Pipeline,
-    ) -> anyhow::Result<()> {
-        loop {
-            let mut b = pipe.batch();
-            while b.len() < BATCH_RECORDS {
-                let Some(item) = ring.next() else { break };
-                if let Some(h) = Header::peek(&item) {
-                    // A process first seen here (say, through an fd it
-                    // inherited): have the kernel report its exit and
-                    // signals too.
-                    if self.seen.known.insert(h.tgid) {
-                        self.seen.new_tgids.push(h.tgid);
-                        if let Some(m) = self.nv_procs.as_mut() {
-                            let _ = m.insert(h.tgid, 1, 0);
-                        }
-                    }
-                    self.seen.track(&item);
-                    b.push(&item, h.ktime_ns, 0);
-                } else {
-                    b.push(&item, Clock::mono_now(), 0);
-                }
-            }
-            // An empty batch still takes its number: send it so the writer
-            // does not wait for it.
-            let full = b.len() == BATCH_RECORDS;
-            pipe.send(b)?;
-            if !full {
-                return Ok(());
+        budget: Duration,
+    ) -> anyhow::Result<Drained> {
+        let t0 = std::time::Instant::now();
+        if let Some(b) = self.held.take() {
+            self.held = pipe.try_send(b)?;
+            if self.held.is_some() {
+                return Ok(Drained::Backlog);
             }
         }
+        loop {
+            let Some(first) = ring.next() else {
+                return Ok(Drained::All);
+            };
+            let mut b = pipe.batch();
+            self.push(&mut b, &first);
+            drop(first);
+            while b.len() < BATCH_RECORDS {
+                let Some(item) = ring.next() else { break };
+                self.push(&mut b, &item);
+            }
+            let full = b.len() == BATCH_RECORDS;
+            self.send_identities(pipe)?;
+            self.held = pipe.try_send(b)?;
+            if self.held.is_some() {
+                return Ok(Drained::Backlog);
+            }
+            if !full {
+                return Ok(Drained::All);
+            }
+            if t0.elapsed() >= budget {
+                return Ok(Drained::Budget);
+            }
+        }
+    }
+
+    /// Who the processes first seen in this batch are, read while they
+    /// live and sent before the batch, so that their verdicts can name them.
+    fn send_identities(&mut self, pipe: &mut Pipeline) -> anyhow::Result<()> {
+        for (pid, comm) in std::mem::take(&mut self.idents) {
+            if !self.filters.keep_comm(&comm) {
+                continue;
+            }
+            let mut info = crate::identity::read(pid, self.cmdline, &mut self.libs);
+            info.comm = Some(comm);
+            pipe.process(Clock::mono_now(), info)?;
+        }
+        Ok(())
+    }
+
+    fn push(&mut self, b: &mut Batch, item: &[u8]) {
+        if let Some(h) = Header::peek(item) {
+            // A process first seen here (say, through an fd it inherited):
+            // have the kernel report its exit and signals too.
+            if self.seen.known.insert(h.tgid) {
+                self.seen.new_tgids.push(h.tgid);
+                let end = h.comm.iter().position(|&b| b == 0).unwrap_or(h.comm.len());
+                self.idents
+                    .push((h.tgid, decode::escape_bytes(&h.comm[..end])));
+                if let Some(m) = self.nv_procs.as_mut() {
+                    let _ = m.insert(h.tgid, 1, 0);
+                }
+            }
+            self.seen.track(item);
+            b.push(item, h.ktime_ns, 0);
+        } else {
+            b.push(item, Clock::mono_now(), 0);
+        }
+    }
+
+    /// At the stop: what is waiting, for at most `budget` in all (a flood
+    /// that goes on is not waited for), every batch sent.
+    fn drain_last<T: std::borrow::BorrowMut<MapData>>(
+        &mut self,
+        ring: &mut RingBuf<T>,
+        pipe: &mut Pipeline,
+        budget: Duration,
+    ) -> anyhow::Result<()> {
+        let t0 = std::time::Instant::now();
+        loop {
+            if let Some(b) = self.held.take() {
+                pipe.send(b)?;
+            }
+            let left = budget.saturating_sub(t0.elapsed());
+            match self.drain(ring, pipe, left)? {
+                Drained::All => break,
+                _ if t0.elapsed() >= budget => break,
+                _ => {}
+            }
+        }
+        if let Some(b) = self.held.take() {
+            pipe.send(b)?;
+        }
+        Ok(())
     }
 
     /// A new NVIDIA process may carry its own libcuda.
@@ -279,9 +376,19 @@ fn take_map(ebpf: &mut aya::Ebpf, name: &str) -> anyhow::Result<aya::maps::Map> 
         .with_context(|| format!("{name} map missing from the object"))
 }
 
+/// When the periodic work is next due, each on its own clock: a flood
+/// that keeps the ring buffer busy delays none of it.
+struct Schedule {
+    lost: Instant,
+    stall: Instant,
+    deadline: Option<Instant>,
+}
+
 /// Run until SIGINT/SIGTERM (or `--duration`), then drain what is left and
 /// return the summary. Dropping the caller's `Ebpf` afterwards detaches
-/// every probe.
+/// every probe. A write error ends the run at once
+/// ([`crate::output::WriteFailed`]): the caller tells a closed pipe from
+/// the rest.
 pub async fn run(
     ebpf: &mut aya::Ebpf,
     libcuda: &mut crate::uprobes::Libcuda,
@@ -307,9 +414,12 @@ pub async fn run(
     } = stop;
     let mut tick = interval(opts.tick);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut ticks = 0u32;
     let started = Instant::now();
-    let deadline = opts.duration.map(|d| started + d);
+    let mut due = Schedule {
+        lost: started + opts.lost_every,
+        stall: started + opts.stall_every,
+        deadline: opts.duration.map(|d| started + d),
+    };
     let mut live = Live {
         seen: Seen::default(),
         nv_procs: ebpf
@@ -319,50 +429,96 @@ pub async fn run(
             .take_map(maps::INFLIGHT)
             .and_then(|m| aya::maps::Array::try_from(m).ok()),
         stalls: crate::stall::Detector::default(),
+        held: None,
+        idents: Vec::new(),
+        libs: crate::identity::LibCache::new(ctx.host_driver.clone()),
+        cmdline: opts.cmdline,
+        filters: filters.clone(),
     };
     let version = ctx.version;
+    let health = out.health();
     let mut pipe = Pipeline::start(out, ctx, filters, &opts.pipe)?;
+    let budget = opts.drain_budget;
+    let mut left = Drained::All;
     loop {
+        // Signals and the tick come first: a ring buffer that is never
+        // empty must not keep them waiting.
         tokio::select! {
-            guard = ring.readable_mut() => {
-                let mut guard = guard.context("waiting on the ring buffer")?;
-                live.drain(guard.get_inner_mut(), &mut pipe)?;
-                guard.clear_ready();
-            }
+            biased;
+            _ = sigint.recv() => break,
+            _ = sigterm.recv() => break,
             _ = tick.tick() => {
-                live.drain(ring.get_mut(), &mut pipe)?;
-                ticks += 1;
+                left = live.drain(ring.get_mut(), &mut pipe, budget)?;
                 if opts.cuda_layer {
                     live.hook_new_libcuda(ebpf, libcuda, &mut pipe)?;
                 } else {
                     live.seen.new_tgids.clear();
                 }
-                if let Some(after) = opts.stall_after
-                    && ticks.is_multiple_of(opts.stall_every.max(1))
-                    && !live.seen.known.is_empty()
-                {
-                    live.check_stalls(after, &version, &mut pipe)?;
-                }
-                if ticks.is_multiple_of(opts.lost_every.max(1)) {
-                    poll_lost(&mut lost, &mut pipe)?;
-                }
-                if deadline.is_some_and(|d| Instant::now() >= d) {
-                    break;
-                }
             }
-            _ = sigint.recv() => break,
-            _ = sigterm.recv() => break,
+            // More is waiting: go on after a yield to the runtime (signals,
+            // timers), or after a millisecond when the decode threads are
+            // full.
+            _ = pause(left), if left != Drained::All => {
+                left = live.drain(ring.get_mut(), &mut pipe, budget)?;
+            }
+            guard = ring.readable_mut(), if left == Drained::All => {
+                let mut guard = guard.context("waiting on the ring buffer")?;
+                left = live.drain(guard.get_inner_mut(), &mut pipe, budget)?;
+                guard.clear_ready();
+            }
+        }
+        if let Some(e) = health.error() {
+            // Nothing more can be written: no last drain, no summary.
+            drop(pipe.finish());
+            return Err(e.into());
+        }
+        let now = Instant::now();
+        if now >= due.lost {
+            poll_lost(&mut lost, &mut pipe)?;
+            due.lost = now + opts.lost_every;
+        }
+        if now >= due.stall {
+            if let Some(after) = opts.stall_after
+                && !live.seen.known.is_empty()
+            {
+                live.check_stalls(after, &version, &mut pipe)?;
+            }
+            due.stall = now + opts.stall_every;
+        }
+        if due.deadline.is_some_and(|d| now >= d) {
+            break;
         }
     }
     // What arrived between the last wake-up and the stop.
-    live.drain(ring.get_mut(), &mut pipe)?;
+    live.drain_last(ring.get_mut(), &mut pipe, LAST_DRAIN)?;
     poll_lost(&mut lost, &mut pipe)?;
-    let (mut out, stats) = pipe.finish()?;
+    let finished = pipe.finish();
+    if let Some(e) = health.error() {
+        return Err(e.into());
+    }
+    let (mut out, stats) = finished?;
     let mut summary = stats.finish(started.elapsed().as_secs_f64(), lost.summary());
     if opts.bpf_stats {
         summary.bpf = prog_stats(ebpf);
     }
     out.note(Clock::mono_now(), &Note::Summary(&summary))?;
-    out.finish()?;
+    if let Err(e) = out.finish() {
+        return Err(match health.error() {
+            Some(w) => w.into(),
+            None => e.into(),
+        });
+    }
     Ok(summary)
+}
+
+/// The longest the stop waits for records still in the ring buffer.
+const LAST_DRAIN: Duration = Duration::from_millis(500);
+
+/// Between two drains of a ring buffer that still holds records.
+async fn pause(left: Drained) {
+    if left == Drained::Backlog {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    } else {
+        tokio::task::yield_now().await;
+    }
 }

@@ -32,13 +32,37 @@ use crate::output::Output;
 /// Records per batch handed to a worker.
 pub const BATCH_RECORDS: usize = 512;
 
+/// The kernel keeps a task's name (comm) in 16 bytes, NUL included.
+pub const COMM_BYTES: usize = 15;
+
 /// `--comm` names: processes whose events are kept.
 #[derive(Default)]
 pub struct Filters {
-    pub comms: HashSet<String>,
+    /// Each name as the kernel keeps it (its first 15 bytes), written as
+    /// decoded events write a comm.
+    comms: HashSet<String>,
 }
 
 impl Filters {
+    /// Match each name the way the kernel stores it: its first 15 bytes
+    /// (`nvidia-persistenced` is `nvidia-persiste` in the kernel).
+    pub fn by_comm<'a>(names: impl IntoIterator<Item = &'a String>) -> Self {
+        Self {
+            comms: names.into_iter().map(|n| Self::kernel_comm(n)).collect(),
+        }
+    }
+
+    /// A name as events show the kernel's comm of a process named so.
+    pub fn kernel_comm(name: &str) -> String {
+        let b = name.as_bytes();
+        decode::escape_bytes(&b[..b.len().min(COMM_BYTES)])
+    }
+
+    /// Whether a process of this (kernel) comm is kept.
+    pub fn keep_comm(&self, comm: &str) -> bool {
+        self.comms.is_empty() || self.comms.contains(comm)
+    }
+
     fn keep(&self, ev: &decode::Event) -> bool {
         self.comms.is_empty() || self.comms.contains(&ev.proc().comm)
     }
@@ -217,6 +241,12 @@ impl Writer {
         if self.res.is_ok() && item.bytes.len() > from {
             self.res = self.out.rendered(item.bytes.slice(from..));
         }
+        // The correlator's records wait in the output's buffer: hand them
+        // to the writer now, so a verdict is written when its process ends,
+        // not with the next burst of events (or at the stop).
+        if self.res.is_ok() {
+            self.res = self.out.flush();
+        }
     }
 
     /// Verdicts for the processes still running, then hand everything back.
@@ -281,7 +311,12 @@ impl Pipeline {
         let w = Writer {
             out,
             stats: Stats::default(),
-            corr: Correlator::with_board(board.clone()),
+            corr: {
+                let mut c = Correlator::with_board(board.clone());
+                c.set_host_gpus(ctx.host_gpus.clone());
+                c.set_host_driver(ctx.host_driver.clone());
+                c
+            },
             summary_only: opts.summary_only,
             host_facts: opts.host_facts,
             hmm: None,
@@ -316,19 +351,41 @@ impl Pipeline {
         })
     }
 
-    /// An empty batch, numbered to be written after what came before.
+    /// An empty batch; it is numbered when it is sent, to be written after
+    /// what was sent (or noted) before it.
     pub fn batch(&mut self) -> Batch {
-        let b = Batch::new(self.seq);
-        self.seq += 1;
-        b
+        Batch::new(0)
     }
 
-    pub fn send(&mut self, b: Batch) -> anyhow::Result<()> {
+    pub fn send(&mut self, mut b: Batch) -> anyhow::Result<()> {
+        b.seq = self.seq;
+        self.seq += 1;
         self.work_tx
             .as_ref()
             .context("pipeline closed")?
             .send(b)
             .map_err(|_| anyhow::anyhow!("the decode threads stopped"))
+    }
+
+    /// Send without waiting: the batch comes back when the decode threads
+    /// have no room for it.
+    pub fn try_send(&mut self, mut b: Batch) -> anyhow::Result<Option<Batch>> {
+        b.seq = self.seq;
+        match self
+            .work_tx
+            .as_ref()
+            .context("pipeline closed")?
+            .try_send(b)
+        {
+            Ok(()) => {
+                self.seq += 1;
+                Ok(None)
+            }
+            Err(std::sync::mpsc::TrySendError::Full(b)) => Ok(Some(b)),
+            Err(std::sync::mpsc::TrySendError::Disconnected(_)) => {
+                Err(anyhow::anyhow!("the decode threads stopped"))
+            }
+        }
     }
 
     /// A record that is not a kernel event, in order after the batches
@@ -341,6 +398,33 @@ impl Pipeline {
             bytes: buf.freeze(),
             stats: None,
             steps: Vec::new(),
+        };
+        self.seq += 1;
+        self.done_tx
+            .as_ref()
+            .context("pipeline closed")?
+            .send(item)
+            .map_err(|_| anyhow::anyhow!("the output thread stopped"))
+    }
+
+    /// A process's identity: written as a `process` record and given to
+    /// the correlator, in order with the batches around it.
+    pub fn process(
+        &mut self,
+        mono_ns: u64,
+        info: nvprobe_model::attribution::ProcessInfo,
+    ) -> anyhow::Result<()> {
+        let mut buf = BytesMut::new();
+        self.notes.note(&mut buf, mono_ns, &Note::Process(&info))?;
+        let item = Rendered {
+            seq: self.seq,
+            steps: vec![Step {
+                end: buf.len(),
+                mono_ns,
+                obs: Some(Obs::identity(info, mono_ns)),
+            }],
+            bytes: buf.freeze(),
+            stats: None,
         };
         self.seq += 1;
         self.done_tx

@@ -44,9 +44,17 @@ struct Replay<'a> {
 }
 
 impl Replay<'_> {
+    /// One bad line: counted, and said (the first [`BAD_LINES_SAID`]).
     fn complain(&mut self, lineno: u64, what: &str) {
-        eprintln!("nvprobe: {}:{lineno}: {what}", self.name);
         self.bad += 1;
+        if self.bad <= BAD_LINES_SAID {
+            eprintln!("nvprobe: {}:{lineno}: {what}", self.name);
+        } else if self.bad == BAD_LINES_SAID + 1 {
+            eprintln!(
+                "nvprobe: {}: more than {BAD_LINES_SAID} bad lines: the rest are counted, not shown",
+                self.name
+            );
+        }
     }
 
     /// The pipeline, started with the context of the recording's start
@@ -117,7 +125,19 @@ impl Replay<'_> {
                 return Ok(());
             }
             Some("stall") => return self.stall(lineno, &v),
-            _ => {}
+            Some("process") => return self.process(lineno, &v),
+            Some(t) if !record_types().contains(t) => {
+                self.complain(
+                    lineno,
+                    &format!("not an nvprobe record: unknown type {t:?}"),
+                );
+                return Ok(());
+            }
+            Some(_) => {}
+            None => {
+                self.complain(lineno, "not an nvprobe record: no \"type\"");
+                return Ok(());
+            }
         }
         let raw = match v.get("raw") {
             Some(Value::String(s)) => s,
@@ -141,6 +161,7 @@ impl Replay<'_> {
                             | "proc"
                             | "cuda"
                             | "driver"
+                            | "mknod"
                     )
                 );
                 if kernel_event {
@@ -187,13 +208,34 @@ impl Replay<'_> {
             && let Ok(wall) = humantime::parse_rfc3339(t)
             && let Ok(d) = wall.duration_since(std::time::UNIX_EPOCH)
         {
-            self.clock = Some(Clock::fixed(d.as_nanos() as i128 - i128::from(m)));
+            let offset = d.as_nanos() as i128 - i128::from(m);
+            // Any event time (a u64 of ns) must stay a date RFC 3339 can
+            // write (up to the year 9999).
+            if offset + i128::from(u64::MAX) < LAST_RFC3339_NS {
+                self.clock = Some(Clock::fixed(offset));
+            } else {
+                self.complain(lineno, &format!("start record time {t:?} is too late"));
+            }
         }
         match serde_json::from_value::<StartRecord>(v) {
             Ok(s) => {
                 self.pipe(Some(&s))?;
             }
             Err(e) => self.complain(lineno, &format!("bad start record: {e}")),
+        }
+        Ok(())
+    }
+
+    /// A process's identity, recorded when it was first seen: to the
+    /// correlator (verdicts name it) and to the output.
+    fn process(&mut self, lineno: u64, v: &Value) -> anyhow::Result<()> {
+        match serde_json::from_value::<nvprobe_model::attribution::ProcessInfo>(v.clone()) {
+            Ok(info) => {
+                self.flush()?;
+                let t = v["mono_ns"].as_u64().unwrap_or(0);
+                self.pipe(None)?.process(t, info)?;
+            }
+            Err(e) => self.complain(lineno, &format!("bad process record: {e}")),
         }
         Ok(())
     }
@@ -211,14 +253,88 @@ impl Replay<'_> {
     }
 }
 
+/// The longest line read (a recorded line is a few KiB): a longer one is
+/// a bad line, skipped without being held in memory.
+pub const MAX_LINE: usize = 1 << 20;
+
+/// Bad lines said one by one on stderr; the rest are counted.
+const BAD_LINES_SAID: u64 = 100;
+
+/// The end of the year 9999 in ns since the epoch (RFC 3339's last).
+const LAST_RFC3339_NS: i128 = 253_402_300_800 * 1_000_000_000;
+
+/// The record types nvprobe writes (from the schema).
+fn record_types() -> &'static std::collections::HashSet<String> {
+    static TYPES: std::sync::OnceLock<std::collections::HashSet<String>> =
+        std::sync::OnceLock::new();
+    TYPES.get_or_init(|| {
+        nvprobe_model::render::schema::schema()["oneOf"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v["properties"]["type"]["const"].as_str())
+            .map(str::to_owned)
+            .collect()
+    })
+}
+
+/// One line, or how long it was when it was longer than `MAX_LINE`.
+enum Line {
+    Text,
+    TooLong(usize),
+    End,
+}
+
+/// Read up to the next newline into `buf` (without it), keeping at most
+/// `MAX_LINE` bytes of it: memory stays bounded whatever the input.
+fn next_line(r: &mut impl BufRead, buf: &mut Vec<u8>) -> std::io::Result<Line> {
+    buf.clear();
+    let mut len = 0usize;
+    let mut any = false;
+    loop {
+        let chunk = match r.fill_buf() {
+            Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if chunk.is_empty() {
+            break;
+        }
+        any = true;
+        let (part, done) = match memchr::memchr(b'\n', chunk) {
+            Some(i) => (&chunk[..i], Some(i + 1)),
+            None => (chunk, None),
+        };
+        len += part.len();
+        if len <= MAX_LINE {
+            buf.extend_from_slice(part);
+        }
+        let used = done.unwrap_or(chunk.len());
+        r.consume(used);
+        if done.is_some() {
+            break;
+        }
+    }
+    Ok(match (any, len > MAX_LINE) {
+        (false, _) => Line::End,
+        (true, true) => {
+            buf.clear();
+            Line::TooLong(len)
+        }
+        (true, false) => Line::Text,
+    })
+}
+
 /// Decode a recording through the pipeline; the summary is written last.
+/// A write error stops it at once ([`crate::output::WriteFailed`]).
 pub fn run(
-    reader: impl BufRead,
+    mut reader: impl BufRead,
     name: &str,
     out: Output,
     version: Option<DriverVersion>,
     opts: &PipeOpts,
 ) -> anyhow::Result<Replayed> {
+    let health = out.health();
     let mut r = Replay {
         name,
         opts,
@@ -233,28 +349,51 @@ pub fn run(
         without_raw: 0,
     };
     let mut lineno = 0u64;
-    for line in reader.split(b'\n') {
+    let mut line = Vec::new();
+    loop {
+        let got = next_line(&mut reader, &mut line)
+            .map_err(|e| anyhow::anyhow!("reading {name} at line {}: {e}", lineno + 1))?;
         lineno += 1;
-        let line = line.map_err(|e| anyhow::anyhow!("reading {name} at line {lineno}: {e}"))?;
-        match std::str::from_utf8(&line) {
-            Ok(l) => r.line(lineno, l)?,
-            Err(_) => r.complain(lineno, "not UTF-8 text"),
+        match got {
+            Line::End => break,
+            Line::TooLong(n) => r.complain(
+                lineno,
+                &format!("a line of {n} bytes, longer than {MAX_LINE}: skipped"),
+            ),
+            Line::Text => match std::str::from_utf8(&line) {
+                Ok(l) => r.line(lineno, l)?,
+                Err(_) => r.complain(lineno, "not UTF-8 text"),
+            },
+        }
+        if lineno.is_multiple_of(1024)
+            && let Some(e) = health.error()
+        {
+            return Err(e.into());
         }
     }
     r.flush()?;
-    let (mut out, stats) = match r.pipe.take() {
-        Some(p) => p.finish()?,
-        None => (
+    let finished = match r.pipe.take() {
+        Some(p) => p.finish(),
+        None => Ok((
             r.out.take().ok_or_else(|| anyhow::anyhow!("no output"))?,
             Default::default(),
-        ),
+        )),
     };
+    if let Some(e) = health.error() {
+        return Err(e.into());
+    }
+    let (mut out, stats) = finished?;
     let summary = stats.finish(
         r.recorded_duration.unwrap_or(0.0),
         r.recorded_lost.take().unwrap_or_default(),
     );
     out.note(0, &Note::Summary(&summary))?;
-    out.finish()?;
+    if let Err(e) = out.finish() {
+        return Err(match health.error() {
+            Some(w) => w.into(),
+            None => e.into(),
+        });
+    }
     Ok(Replayed {
         bad_lines: r.bad + summary.decode_errors,
         summary,

@@ -24,11 +24,12 @@ pub use self::{
     rules::{Diagnosis, apply_hmm_facts},
     signals::{SignalInfo, SignalReport},
     stages::{STAGES, StageHit},
+    tracker::GpuProgress,
     verdict::{CuInit, FailedCall},
 };
 use self::{
     obs::ObsKind,
-    tracker::{IoctlObs, ProcInit},
+    tracker::{IoctlObs, PathObs, ProcInit},
     verdict::verdict,
 };
 use crate::decode::{Event, ProcCall, ProcKind, signal::name as signal_name};
@@ -61,6 +62,9 @@ pub struct Correlator {
     /// Kept up to date when set (stage transitions and exits are rare, so
     /// the lock costs nothing per call).
     pub board: Option<StageBoard>,
+    /// The host's GPUs (minor, UUID), to tie UVM's UUIDs to nodes.
+    host_gpus: std::sync::Arc<Vec<crate::attribution::HostGpu>>,
+    host_driver: Option<std::sync::Arc<str>>,
 }
 
 impl Correlator {
@@ -71,7 +75,30 @@ impl Correlator {
             procs: HashMap::new(),
             spans: HashMap::new(),
             board: Some(board),
+            host_gpus: Default::default(),
+            host_driver: None,
         }
+    }
+
+    /// Tie UVM's GPU UUIDs to /dev/nvidiaN minors with the host's list.
+    pub fn set_host_gpus(&mut self, gpus: Vec<crate::attribution::HostGpu>) {
+        self.host_gpus = std::sync::Arc::new(gpus);
+    }
+
+    /// The kernel module's version, to compare with the libcuda a process
+    /// loads.
+    pub fn set_host_driver(&mut self, version: Option<String>) {
+        self.host_driver = version.map(Into::into);
+    }
+
+    /// The state of `pid`, made on first use.
+    fn state(&mut self, pid: u32) -> &mut ProcInit {
+        let (gpus, drv) = (&self.host_gpus, &self.host_driver);
+        self.procs.entry(pid).or_insert_with(|| ProcInit {
+            host_gpus: gpus.clone(),
+            host_driver: drv.clone(),
+            ..ProcInit::default()
+        })
     }
 
     /// Feed one decoded event; stage transitions and verdicts go to `out`.
@@ -106,13 +133,22 @@ impl Correlator {
                 });
                 return;
             }
+            ObsKind::Identity(info) => {
+                // A later read that found the process gone does not replace
+                // what an earlier one learned.
+                let st = self.state(pid);
+                if info.exe.is_some() || st.info.as_ref().is_none_or(|i| i.exe.is_none()) {
+                    st.info = Some(*info);
+                }
+                return;
+            }
             ObsKind::Cuda {
                 func,
                 enter,
                 result,
                 result_name,
             } => {
-                let st = self.procs.entry(pid).or_default();
+                let st = self.state(pid);
                 st.begin(start, &o.comm);
                 let ret = (!enter).then_some((end, result, result_name));
                 return st.on_cuda(pid, func, ret, out);
@@ -122,8 +158,16 @@ impl Correlator {
                 call,
                 fd,
                 failure,
+                gpu,
+                uvm,
             } => {
-                let st = self.procs.entry(pid).or_default();
+                let spans = self.spans.get_mut(&o.tid);
+                let (gpus, drv) = (&self.host_gpus, &self.host_driver);
+                let st = self.procs.entry(pid).or_insert_with(|| ProcInit {
+                    host_gpus: gpus.clone(),
+                    host_driver: drv.clone(),
+                    ..ProcInit::default()
+                });
                 st.begin(start, &o.comm);
                 st.last_ns = st.last_ns.max(end);
                 let io = IoctlObs {
@@ -136,18 +180,36 @@ impl Correlator {
                     fd,
                     failure,
                     stage: o.stage.is_some(),
+                    gpu,
+                    uvm,
                 };
-                st.on_ioctl(io, self.spans.get_mut(&o.tid), out)
+                st.on_ioctl(io, spans, out)
             }
             ObsKind::Path {
                 opened_device,
                 problem,
                 open_path,
+                path,
+                ok,
+                open,
+                gpu_minor,
+                mknod,
             } => {
-                let st = self.procs.entry(pid).or_default();
+                let st = self.state(pid);
                 st.begin(start, &o.comm);
                 st.last_ns = st.last_ns.max(end);
-                st.on_path(opened_device, problem, open_path)
+                let p = PathObs {
+                    opened_device,
+                    problem,
+                    open_path,
+                    path,
+                    ok,
+                    open,
+                    gpu_minor,
+                    mknod_ok: mknod.is_some() && ok,
+                    mknod,
+                };
+                st.on_path(p, end)
             }
         };
         if let Some(s) = o.stage {
@@ -233,7 +295,7 @@ impl Correlator {
         if let Some(st) = self.procs.get_mut(&pid)
             && !st.done
             // Forked children that never touched NVIDIA get no verdict.
-            && (st.calls > 0 || st.cuinit_entered || !st.stages.is_empty() || !st.path_problems.is_empty())
+            && st.has_activity()
         {
             let code = p.exit_code.unwrap_or(0);
             let exit = if code & 0x7f != 0 {
@@ -259,7 +321,7 @@ impl Correlator {
         }
         if let Some(st) = self.procs.get_mut(&p.target_pid)
             && !st.done
-            && st.calls > 0
+            && st.has_activity()
         {
             out.push(Record::Cuinit(Box::new(verdict(
                 p.target_pid,
@@ -289,7 +351,7 @@ impl Correlator {
             }
             if let Some(st) = self.procs.get_mut(&pid)
                 && !st.done
-                && st.calls > 0
+                && st.has_activity()
             {
                 out.push(Record::Cuinit(Box::new(verdict(pid, st, None))));
                 st.done = true;

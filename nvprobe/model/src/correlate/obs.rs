@@ -1,7 +1,7 @@
 //! What the correlator keeps of each event: a small, owned summary made
 //! on the decode threads, so the full event never crosses threads.
 
-use crate::decode::{CudaPhase, Event, Ioctl, ProcCall, Status, args::Arg};
+use crate::decode::{Call, CudaPhase, DeviceKind, Event, Ioctl, ProcCall, Status, args::Arg, uvm};
 
 use super::stages::stage_of;
 
@@ -59,6 +59,13 @@ impl Comm {
     }
 }
 
+/// A GPU as a call names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum GpuRef {
+    Minor(u32),
+    Uuid(String),
+}
+
 /// What the correlator keeps of an event.
 #[derive(Debug)]
 pub struct Obs {
@@ -79,6 +86,11 @@ pub(crate) enum ObsKind {
         fd: i32,
         /// The errno or status name, for failed calls only.
         failure: Option<String>,
+        /// The GPU the call names: its node's minor (calls on /dev/nvidiaN)
+        /// or the UUID UVM_REGISTER_GPU carries.
+        gpu: Option<GpuRef>,
+        /// The call was made on /dev/nvidia-uvm.
+        uvm: bool,
     },
     Path {
         opened_device: bool,
@@ -86,7 +98,17 @@ pub(crate) enum ObsKind {
         problem: Option<(String, String)>,
         /// For the stage text of a ctl open.
         open_path: Option<String>,
+        /// The path, and whether the call succeeded (for a problem that
+        /// start-up later got past).
+        path: String,
+        ok: bool,
+        /// open (not stat/access), and of which GPU minor.
+        open: bool,
+        gpu_minor: Option<u32>,
+        /// A mknod: the node it creates ("195:0").
+        mknod: Option<String>,
     },
+    Identity(Box<crate::attribution::ProcessInfo>),
     Proc(Box<ProcCall>),
     Cuda {
         func: &'static str,
@@ -117,8 +139,23 @@ impl Obs {
                         .or_else(|| i.status.as_ref().map(Status::text))
                         .unwrap_or_default()
                 }),
+                gpu: gpu_of(i),
+                uvm: matches!(i.device.kind, DeviceKind::Uvm),
             },
-            Event::Open(p) | Event::Stat(p) | Event::Access(p) => ObsKind::Path {
+            Event::Open(p) | Event::Stat(p) | Event::Access(p) | Event::Mknod(p) => ObsKind::Path {
+                path: p.path.clone(),
+                ok: p.ok,
+                open: matches!(ev, Event::Open(_)),
+                gpu_minor: p
+                    .device
+                    .as_ref()
+                    .filter(|d| d.kind == DeviceKind::Gpu && matches!(ev, Event::Open(_)))
+                    .map(|d| d.minor),
+                mknod: matches!(ev, Event::Mknod(_)).then(|| {
+                    p.device
+                        .as_ref()
+                        .map_or_else(String::new, |d| format!("{}:{}", d.major, d.minor))
+                }),
                 opened_device: matches!(ev, Event::Open(_)) && p.ok && p.device.is_some(),
                 // /dev/char/195:N links are refreshed opportunistically by
                 // libcuda, and numa_status is probed; their absence is normal.
@@ -126,13 +163,17 @@ impl Obs {
                     && !p.path.starts_with("/dev/char/")
                     && !p.path.starts_with("/proc/driver/nvidia/gpus/"))
                 .then(|| {
-                    (
-                        p.path.clone(),
-                        p.mismatch
-                            .clone()
-                            .or_else(|| p.errno.clone())
-                            .unwrap_or_default(),
-                    )
+                    let why = p
+                        .mismatch
+                        .clone()
+                        .or_else(|| p.errno.clone())
+                        .unwrap_or_default();
+                    let why = match (&p.device, matches!(ev, Event::Mknod(_))) {
+                        (Some(d), true) => format!("mknod {}:{} failed: {why}", d.major, d.minor),
+                        (None, true) => format!("mknod failed: {why}"),
+                        _ => why,
+                    };
+                    (p.path.clone(), why)
                 }),
                 open_path: stage.map(|_| p.path.clone()),
             },
@@ -163,5 +204,35 @@ impl Obs {
             stage,
             kind,
         })
+    }
+}
+
+/// The GPU a call names: the minor of a /dev/nvidiaN call, or the UUID
+/// of UVM_REGISTER_GPU.
+fn gpu_of(i: &Ioctl) -> Option<GpuRef> {
+    if i.device.kind == DeviceKind::Gpu {
+        return Some(GpuRef::Minor(i.device.minor));
+    }
+    if i.call == Call::Uvm(uvm::UVM_REGISTER_GPU)
+        && let Some(Arg::Text(u)) = i.args.get("gpu_uuid")
+    {
+        return Some(GpuRef::Uuid(u.clone()));
+    }
+    None
+}
+
+impl Obs {
+    /// The identity of a process, read from /proc by the live collector
+    /// (or from a recording's `process` record).
+    pub fn identity(info: crate::attribution::ProcessInfo, mono_ns: u64) -> Obs {
+        Obs {
+            pid: info.pid,
+            tid: info.pid,
+            comm: Comm::new(""),
+            start: mono_ns,
+            end: mono_ns,
+            stage: None,
+            kind: ObsKind::Identity(Box::new(info)),
+        }
     }
 }

@@ -13,6 +13,10 @@ pub struct Diagnosis {
     pub id: &'static str,
     pub evidence: String,
     pub hint: &'static str,
+    /// error (explains the outcome), warning, recovered (a problem the
+    /// start-up got past: it never explains a failure) or info.
+    #[serde(default)]
+    pub severity: &'static str,
 }
 
 /// One row of the rule table.
@@ -40,6 +44,9 @@ pub const RULES: &[Rule] = &[
         hint: "the device cgroup or file mode denies access: allow char 195:* and the nvidia-uvm major in the container, or fix the node's mode" },
     Rule { id: "node_missing", reference: "docs/FAILURE-CATALOGUE.md",
         hint: "create the nodes (nvidia-modprobe -c0 -u, or udev) or pass them into the container" },
+    Rule { id: "node_create_failed", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "libcuda tried to create the missing node and was refused (no CAP_MKNOD in a container or user namespace, \
+or a read-only /dev): create the nodes on the host and pass them in (docker --device, lxc.mount.entry, the device plugin)" },
     Rule { id: "node_error", reference: "",
         hint: "check the node and the driver" },
     Rule { id: "uvm_unusable", reference: "docs/FAILURE-CATALOGUE.md",
@@ -70,6 +77,18 @@ driver when a harness timeout fired) or when a GPU was first registered without 
 process asks for HMM (docs/NVIDIA-ABI.md §6.3). Check how the process ended; if no signal came, see the HMM hint: \
 modprobe nvidia_uvm uvm_disable_hmm=1" },
     Rule { id: "uvm_step_failed", reference: hmm_issues!(), hint: HMM_HINT },
+    Rule { id: "stub_library", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "the process loaded the CUDA toolkit's link-time stub libcuda (lib/stubs), which only lets programs link: \
+remove the stubs folder from LD_LIBRARY_PATH / the rpath so the driver's libcuda.so.1 is found" },
+    Rule { id: "system_driver_mismatch", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "the libcuda in use does not match the kernel module (often a cuda-compat libcuda in a container, or a \
+driver upgraded without a reboot): use the libcuda of the module's version, or reboot after the upgrade" },
+    Rule { id: "system_not_ready", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "CUDA_ERROR_SYSTEM_NOT_READY: on NVSwitch systems the fabric manager must run (systemctl start \
+nvidia-fabricmanager, same version as the driver)" },
+    Rule { id: "devices_unavailable", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "every visible GPU is busy or unavailable: check the compute mode (nvidia-smi -q -d COMPUTE: \
+EXCLUSIVE_PROCESS allows one process, PROHIBITED none) and who holds the GPU (nvidia-smi)" },
 ];
 
 /// The second fork_after_init: no parent seen, but cuInit answered 3
@@ -87,6 +106,57 @@ fn diag(id: &'static str, evidence: String) -> Diagnosis {
         id,
         evidence,
         hint: rule(id).map_or("", |r| r.hint),
+        severity: "error",
+    }
+}
+
+/// Whether `d` is a problem the process got past: a node that was missing
+/// or refused and then opened (or created) successfully.
+pub(crate) fn is_recovered(d: &Diagnosis, st: &ProcInit) -> bool {
+    d.severity == "recovered"
+        || st
+            .fixed_paths
+            .iter()
+            .any(|p| d.evidence.starts_with(&format!("{p}: ")))
+}
+
+/// The truthfulness pass: no diagnosis contradicts the outcome. On a
+/// start-up that succeeded, every problem is one it recovered from (said
+/// so, at a lower severity); on one that failed, a node problem the
+/// process later got past is marked recovered too, and never explains the
+/// failure.
+pub(crate) fn settle_severity(ds: &mut [Diagnosis], st: &ProcInit, succeeded: bool) {
+    for d in ds.iter_mut() {
+        if d.id == "inherited_nvidia_fds" {
+            d.severity = if succeeded { "info" } else { "warning" };
+            continue;
+        }
+        let fixed = st
+            .fixed_paths
+            .iter()
+            .find(|p| d.evidence.starts_with(&format!("{p}: ")));
+        if !(succeeded || fixed.is_some()) {
+            continue;
+        }
+        d.severity = "recovered";
+        let path = d.evidence.split(": ").next().unwrap_or_default().to_owned();
+        let made = st
+            .mknods
+            .iter()
+            .find(|(p, _, err)| *p == path && err.is_none())
+            .map(|(_, dev, _)| format!("; libcuda created it (mknod {dev})"));
+        d.evidence = format!(
+            "{}{}{}",
+            d.evidence,
+            made.unwrap_or_default(),
+            if succeeded {
+                "; start-up recovered and succeeded"
+            } else if fixed.is_some() {
+                "; it was opened successfully later, so it is not what failed"
+            } else {
+                ""
+            }
+        );
     }
 }
 
@@ -105,12 +175,14 @@ type Check = fn(&Facts<'_>, &mut Vec<Diagnosis>);
 
 /// The checks, in the order their diagnoses are listed.
 const CHECKS: &[Check] = &[
+    stub_library,
     node_problems,
     inherited_fds,
     version_mismatch,
     modprobe_failed,
     fork_after_init,
     no_visible_devices,
+    known_curesults,
     signal_or_uvm_step,
 ];
 
@@ -122,14 +194,72 @@ pub(crate) fn diagnose(f: &Facts<'_>) -> Vec<Diagnosis> {
     v
 }
 
+/// cuInit returned 34 (CUDA_ERROR_STUB_LIBRARY), or the process mapped the
+/// toolkit's stub: name the file.
+fn stub_library(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
+    let stub =
+        f.st.info
+            .as_ref()
+            .and_then(|i| i.libcuda.iter().find(|l| l.stub));
+    let returned = matches!(f.st.curesult, Some((34, _)));
+    if !returned && stub.is_none() {
+        return;
+    }
+    let what = match (returned, stub) {
+        (true, Some(l)) => format!(
+            "cuInit returned CUDA_ERROR_STUB_LIBRARY (34): the process loaded {}, the CUDA toolkit's stub",
+            l.path
+        ),
+        (true, None) => {
+            "cuInit returned CUDA_ERROR_STUB_LIBRARY (34): a stub libcuda was loaded".to_owned()
+        }
+        (false, Some(l)) => format!(
+            "the process loaded {}, the CUDA toolkit's stub libcuda",
+            l.path
+        ),
+        (false, None) => return,
+    };
+    out.push(diag("stub_library", what));
+}
+
+/// cuInit results whose cause is outside the driver calls.
+fn known_curesults(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
+    let Some((code, name)) = f.st.curesult else {
+        return;
+    };
+    let id = match code {
+        803 => "system_driver_mismatch",
+        802 => "system_not_ready",
+        46 => "devices_unavailable",
+        _ => return,
+    };
+    let mut evidence = format!("cuInit returned {} ({code})", name.unwrap_or("CUresult"));
+    if code == 803
+        && let Some(l) = f.st.info.as_ref().and_then(|i| i.libcuda.first())
+    {
+        evidence.push_str(&format!(
+            "; libcuda in use: {}{}",
+            l.path,
+            l.version
+                .as_ref()
+                .map_or(String::new(), |v| format!(" ({v})"))
+        ));
+    }
+    out.push(diag(id, evidence));
+}
+
 fn node_problems(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     for (path, why) in &f.st.path_problems {
-        let id = if path.contains("nvidia-uvm") {
+        // The cause decides the id (and so the hint); a missing or unusable
+        // uvm node has its own, since CUDA needs it and NVML does not.
+        let id = if why.starts_with("mknod") {
+            "node_create_failed"
+        } else if why == "EACCES" || why == "EPERM" {
+            "node_permission"
+        } else if path.contains("nvidia-uvm") {
             "uvm_unusable"
         } else if why.contains("not the NVIDIA") {
             "node_wrong_device"
-        } else if why == "EACCES" || why == "EPERM" {
-            "node_permission"
         } else if why == "ENOENT" {
             "node_missing"
         } else {
@@ -152,11 +282,38 @@ fn inherited_fds(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
 }
 
 fn version_mismatch(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
+    let libs =
+        f.st.info
+            .as_ref()
+            .map(|i| i.libcuda.as_slice())
+            .unwrap_or_default();
+    let module = f.st.host_driver.as_deref();
+    let other = libs.iter().find(|l| {
+        !l.stub
+            && l.version
+                .as_deref()
+                .zip(module)
+                .is_some_and(|(a, b)| a != b)
+    });
+    let both = |l: &crate::attribution::LibcudaMapped| {
+        format!(
+            "libcuda {} is {}, the kernel module is {}",
+            l.path,
+            l.version.as_deref().unwrap_or("?"),
+            module.unwrap_or("?")
+        )
+    };
     if let Some((call, result)) = &f.st.version_check {
+        let extra = other.map_or(String::new(), |l| format!("; {}", both(l)));
         out.push(diag(
             "version_mismatch",
-            format!("{call} returned {result}"),
+            format!("{call} returned {result}{extra}"),
         ));
+    } else if let Some(l) = other {
+        out.push(Diagnosis {
+            severity: "warning",
+            ..diag("version_mismatch", both(l))
+        });
     }
 }
 
@@ -172,11 +329,14 @@ fn fork_after_init(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     let st = f.st;
     let not_initialized = matches!(st.curesult, Some((3, _)));
     if let Some((ppid, true)) = st.parent
-        && (st.inherited.is_some() || not_initialized)
+        && (st.inherited.is_some() || not_initialized || st.not_initialized.is_some())
     {
+        let refused = st.not_initialized.as_ref().map_or(String::new(), |f| {
+            format!("; its {f} returned CUDA_ERROR_NOT_INITIALIZED (3)")
+        });
         out.push(diag(
             "fork_after_init",
-            format!("forked from pid {ppid} after its cuInit had completed"),
+            format!("forked from pid {ppid} after its cuInit had completed{refused}"),
         ));
     } else if not_initialized && st.calls == 0 {
         // Seen on the real driver: in a child forked after its parent's
@@ -201,15 +361,25 @@ fn no_visible_devices(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
             && !st.reached[5]
             && f.exited_ok);
     if no_device {
-        out.push(diag(
-            "no_visible_devices",
-            if st.curesult.is_some() {
-                "cuInit returned CUDA_ERROR_NO_DEVICE (100)".to_owned()
-            } else {
-                "UVM was initialised but no GPU was attached or opened before the process ended"
-                    .to_owned()
-            },
-        ));
+        let mut evidence = if st.curesult.is_some() {
+            "cuInit returned CUDA_ERROR_NO_DEVICE (100)".to_owned()
+        } else {
+            "UVM was initialised but no GPU was attached or opened before the process ended"
+                .to_owned()
+        };
+        if let Some(v) = st
+            .info
+            .as_ref()
+            .and_then(|i| i.env.get("CUDA_VISIBLE_DEVICES"))
+        {
+            evidence.push_str(
+                &match crate::attribution::resolve_visible(v, &st.host_gpus) {
+                    Err(why) => format!("; {why}"),
+                    Ok(m) => format!("; CUDA_VISIBLE_DEVICES={v} selects /dev/nvidia{m:?}"),
+                },
+            );
+        }
+        out.push(diag("no_visible_devices", evidence));
     }
 }
 

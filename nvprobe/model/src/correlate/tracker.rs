@@ -41,6 +41,27 @@ pub(crate) struct ProcInit {
     pub(crate) pending: Vec<PendingSig>,
     /// The in-driver breakdown of the last failed call (driver layer).
     pub(crate) last_breakdown: Option<String>,
+    /// Who the process is (the live collector's `process` record).
+    pub(crate) info: Option<crate::attribution::ProcessInfo>,
+    /// Per GPU: opened, registered with UVM.
+    pub(crate) gpus: Vec<GpuProgress>,
+    /// Paths that failed and later succeeded (start-up got past them).
+    pub(crate) fixed_paths: Vec<String>,
+    /// mknods of NVIDIA nodes: (path, device, errno if it failed).
+    pub(crate) mknods: Vec<(String, String, Option<String>)>,
+    /// NVIDIA path lookups and opens, successful device opens.
+    pub(crate) lookups: u64,
+    /// It opened /dev/nvidia-uvm or made a UVM call: only CUDA does.
+    pub(crate) uvm_touched: bool,
+    /// libcuda calls seen by the uprobes (any function).
+    pub(crate) cuda_calls: u64,
+    /// The first libcuda call other than cuInit that returned
+    /// CUDA_ERROR_NOT_INITIALIZED (3).
+    pub(crate) not_initialized: Option<String>,
+    /// The host's GPUs (minor, UUID), shared by every process.
+    pub(crate) host_gpus: std::sync::Arc<Vec<crate::attribution::HostGpu>>,
+    /// The kernel module's version, when the host said.
+    pub(crate) host_driver: Option<std::sync::Arc<str>>,
 }
 
 impl ProcInit {
@@ -60,6 +81,44 @@ pub(crate) fn ms(ns: u64, since: u64) -> f64 {
     (ns.saturating_sub(since) as f64 / 1e4).round() / 100.0
 }
 
+/// A path event as the tracker needs it.
+pub(crate) struct PathObs {
+    pub(crate) opened_device: bool,
+    pub(crate) problem: Option<(String, String)>,
+    pub(crate) open_path: Option<String>,
+    pub(crate) path: String,
+    pub(crate) ok: bool,
+    pub(crate) open: bool,
+    pub(crate) gpu_minor: Option<u32>,
+    pub(crate) mknod: Option<String>,
+    pub(crate) mknod_ok: bool,
+}
+
+/// How a call names a GPU.
+pub(crate) enum GpuKey {
+    Minor(u32),
+    Uuid(String),
+    Both(u32, String),
+}
+
+/// One GPU's start-up in one process.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, schemars::JsonSchema)]
+pub struct GpuProgress {
+    /// The /dev/nvidiaN minor.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub minor: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
+    /// When /dev/nvidiaN was opened (ms since the first NVIDIA call).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub opened_ms: Option<f64>,
+    /// When UVM_REGISTER_GPU returned for it, and what.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub registered_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub register_result: Option<String>,
+}
+
 /// An ioctl as the tracker needs it.
 pub(crate) struct IoctlObs {
     pub(crate) pid: u32,
@@ -71,9 +130,23 @@ pub(crate) struct IoctlObs {
     pub(crate) fd: i32,
     pub(crate) failure: Option<String>,
     pub(crate) stage: bool,
+    pub(crate) gpu: Option<super::obs::GpuRef>,
+    pub(crate) uvm: bool,
 }
 
 impl ProcInit {
+    /// Whether the process did anything NVIDIA-related itself (a forked
+    /// child that only inherited the map entry did not): only those get a
+    /// verdict.
+    pub(crate) fn has_activity(&self) -> bool {
+        self.calls > 0
+            || self.lookups > 0
+            || self.cuda_calls > 0
+            || self.cuinit_entered
+            || !self.stages.is_empty()
+            || self.info.as_ref().is_some_and(|i| !i.libcuda.is_empty())
+    }
+
     /// The first event of a process names it and starts its clock.
     pub(crate) fn begin(&mut self, start: u64, comm: &Comm) {
         if self.first_ns == 0 {
@@ -90,7 +163,11 @@ impl ProcInit {
         end: Option<(u64, Option<i64>, Option<&'static str>)>,
         out: &mut Vec<Record>,
     ) {
+        self.cuda_calls += 1;
         if func != "cuInit" {
+            if let Some((_, Some(3), _)) = end {
+                self.not_initialized.get_or_insert_with(|| func.to_owned());
+            }
             return;
         }
         let Some((end, result, result_name)) = end else {
@@ -123,6 +200,10 @@ impl ProcInit {
         if self.calls == 0 && !self.opened_any {
             self.inherited = Some((o.call.text(), o.fd));
         }
+        if o.uvm {
+            self.uvm_touched = true;
+        }
+        self.note_gpu(&o);
         self.calls += 1;
         // A call that failed with EINTR (or a restart code) and was then
         // made again successfully is not what explains the end.
@@ -153,6 +234,40 @@ impl ProcInit {
         }
         self.last_call = Some((start, end, o.call));
         o.stage.then(|| o.call.text())
+    }
+
+    /// A call that names a GPU: UVM registration's result and time.
+    fn note_gpu(&mut self, o: &IoctlObs) {
+        let Some(super::obs::GpuRef::Uuid(u)) = &o.gpu else {
+            return;
+        };
+        let at = ms(o.span.1, self.first_ns);
+        let result = if o.ok {
+            "NV_OK".to_owned()
+        } else {
+            o.failure.clone().unwrap_or_default()
+        };
+        let key = match self.host_minor(u) {
+            Some(m) => GpuKey::Both(m, u.clone()),
+            None => GpuKey::Uuid(u.clone()),
+        };
+        let g = self.gpu(key);
+        if o.ok {
+            g.registered_ms.get_or_insert(at);
+        }
+        g.register_result = Some(result);
+    }
+
+    /// The minor of a GPU UUID, from the host's GPU list.
+    fn host_minor(&self, uuid: &str) -> Option<u32> {
+        self.host_gpus
+            .iter()
+            .find(|g| {
+                g.uuid
+                    .as_deref()
+                    .is_some_and(|x| x.eq_ignore_ascii_case(uuid))
+            })
+            .map(|g| g.minor)
     }
 
     fn note_failure(&mut self, o: &IoctlObs) {
@@ -201,19 +316,57 @@ impl ProcInit {
     }
 
     /// An open, stat or access of an NVIDIA path.
-    pub(crate) fn on_path(
-        &mut self,
-        opened_device: bool,
-        problem: Option<(String, String)>,
-        open_path: Option<String>,
-    ) -> Option<String> {
-        if opened_device {
+    pub(crate) fn on_path(&mut self, p: PathObs, at_ns: u64) -> Option<String> {
+        self.lookups += 1;
+        if p.opened_device {
             self.opened_any = true;
         }
-        if let Some(pr) = problem {
-            self.path_problems.push(pr);
+        if p.path.contains("nvidia-uvm") && p.open {
+            self.uvm_touched = true;
         }
-        open_path.map(|p| format!("open {p}"))
+        if let Some(m) = p.gpu_minor {
+            let at = ms(at_ns, self.first_ns);
+            let g = self.gpu(GpuKey::Minor(m));
+            g.opened_ms.get_or_insert(at);
+        }
+        if let Some(dev) = p.mknod {
+            self.mknods
+                .push((p.path.clone(), dev, p.problem.as_ref().map(|x| x.1.clone())));
+        }
+        if let Some(pr) = p.problem {
+            self.path_problems.push(pr);
+        } else if p.ok
+            && (p.open || p.mknod_ok)
+            && self.path_problems.iter().any(|(path, _)| *path == p.path)
+            && !self.fixed_paths.contains(&p.path)
+        {
+            self.fixed_paths.push(p.path.clone());
+        }
+        p.open_path.map(|x| format!("open {x}"))
+    }
+
+    /// The progress entry of a GPU, found by minor or UUID (the host's GPU
+    /// list ties the two when it is known).
+    pub(crate) fn gpu(&mut self, key: GpuKey) -> &mut GpuProgress {
+        let i = self.gpus.iter().position(|g| match &key {
+            GpuKey::Minor(m) => g.minor == Some(*m),
+            GpuKey::Uuid(u) => g.uuid.as_deref() == Some(u.as_str()),
+            GpuKey::Both(m, u) => g.minor == Some(*m) || g.uuid.as_deref() == Some(u.as_str()),
+        });
+        let i = i.unwrap_or_else(|| {
+            self.gpus.push(GpuProgress::default());
+            self.gpus.len() - 1
+        });
+        let g = &mut self.gpus[i];
+        match key {
+            GpuKey::Minor(m) => g.minor = Some(m),
+            GpuKey::Uuid(u) => g.uuid = Some(u),
+            GpuKey::Both(m, u) => {
+                g.minor = Some(m);
+                g.uuid = Some(u);
+            }
+        }
+        g
     }
 
     /// Stage `s` reached at `end` through `via`, the first time.

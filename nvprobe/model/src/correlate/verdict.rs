@@ -42,6 +42,18 @@ pub struct CuInit {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub curesult: Option<String>,
     pub diagnoses: Vec<Diagnosis>,
+    /// cuda (called cuInit or another CUDA driver API, or set up UVM),
+    /// nvml (a driver client that never starts CUDA: nvidia-smi, DCGM,
+    /// persistenced, device plugins), probe (only looked at NVIDIA paths),
+    /// helper (a program a CUDA process ran, e.g. nvidia-modprobe).
+    #[serde(default)]
+    pub class: &'static str,
+    /// Who the process is (from /proc while it lived).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<crate::attribution::ProcessInfo>,
+    /// Each GPU's progress: opened, registered with UVM.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<super::GpuProgress>,
 }
 
 pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<(String, i32)>) -> CuInit {
@@ -60,7 +72,11 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<(String, i32)>) -> C
         .find(|s| fatal_sig != 0 && s.sig == fatal_sig)
         .or_else(|| st.signals.iter().rev().find(|s| s.during.is_some()))
         .cloned();
-    let diagnoses = rules::diagnose(&rules::Facts {
+    let class = class_of(st);
+    if class != "cuda" {
+        return other_class(pid, st, class, exit, signal);
+    }
+    let mut diagnoses = rules::diagnose(&rules::Facts {
         st,
         fatal_sig,
         exited_ok: exit.as_ref().is_some_and(|e| e.1 == 0),
@@ -90,7 +106,8 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<(String, i32)>) -> C
                         "cuInit returned {r} after {}{}",
                         last_stage.as_deref().unwrap_or("no driver call"),
                         diagnoses
-                            .first()
+                            .iter()
+                            .find(|d| !rules::is_recovered(d, st))
                             .map_or(String::new(), |d| format!(": {}", d.evidence))
                     ),
                 },
@@ -112,11 +129,15 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<(String, i32)>) -> C
         );
         let source = if st.cuinit_entered {
             "libcuda uprobe (cuInit entered and never returned) and driver calls"
+        } else if st.cuda_calls > 0 {
+            "libcuda uprobes (CUDA calls other than cuInit) and driver calls"
         } else {
             "driver calls alone (no libcuda uprobe)"
         };
         (result, text, source, None)
     };
+    rules::settle_severity(&mut diagnoses, st, result == "ok");
+    let text = with_gpu(text, st);
     CuInit {
         pid,
         comm: st.comm.clone(),
@@ -131,7 +152,203 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<(String, i32)>) -> C
         exit: exit.map(|e| e.0),
         curesult,
         diagnoses,
+        class,
+        process: st.info.clone(),
+        gpus: st.gpus.clone(),
     }
+}
+
+/// Programs that use the driver without starting CUDA (NVML clients).
+const DRIVER_CLIENTS: &[&str] = &[
+    "nvidia-smi",
+    "nv-hostengine",
+    "nvidia-persistenced",
+    "nvidia-device-plugin",
+    "dcgmi",
+    "dcgm-exporter",
+    "nvidia-dcgm",
+];
+
+/// The process's class, from what it did (see [`CuInit::class`]).
+pub(crate) fn class_of(st: &ProcInit) -> &'static str {
+    let exe_is = |name: &str| {
+        st.comm == name
+            || st
+                .info
+                .as_ref()
+                .and_then(|i| i.exe.as_deref())
+                .is_some_and(|e| e.ends_with(&format!("/{name}")))
+    };
+    let libcuda = st.info.as_ref().is_some_and(|i| !i.libcuda.is_empty());
+    let nvml = st.info.as_ref().is_some_and(|i| i.libnvml.is_some())
+        || DRIVER_CLIENTS.iter().any(|c| exe_is(c));
+    // UVM registration is the step only CUDA takes (nvidia-smi opens UVM and
+    // initialises it too, seen on the H200, but registers no GPU).
+    let registered = st.reached[7] || st.gpus.iter().any(|g| g.register_result.is_some());
+    // A child of a process whose cuInit completed carries on its CUDA work.
+    let cuda_parent = matches!(st.parent, Some((_, true)));
+    if st.parent.is_some() && exe_is("nvidia-modprobe") {
+        "helper"
+    } else if st.cuinit_entered || st.curesult.is_some() || st.cuda_calls > 0 || registered {
+        "cuda"
+    } else if nvml && (st.calls > 0 || st.opened_any || !st.modprobe.is_empty()) {
+        "nvml"
+    } else if st.uvm_touched || st.reached[4] || libcuda || cuda_parent || !st.modprobe.is_empty() {
+        // UVM, libcuda, or the setuid helper libcuda runs for missing nodes.
+        "cuda"
+    } else if st.calls > 0 || st.opened_any {
+        "nvml"
+    } else {
+        "probe"
+    }
+}
+
+/// The verdict of a process that never started CUDA: a driver client, a
+/// process that only looked at paths, or a helper. Never a failed CUDA
+/// start-up.
+fn other_class(
+    pid: u32,
+    st: &ProcInit,
+    class: &'static str,
+    exit: Option<(String, i32)>,
+    signal: Option<SignalInfo>,
+) -> CuInit {
+    let fatal = exit.as_ref().is_some_and(|e| e.1 != 0);
+    let ended = exit.as_ref().map_or_else(
+        || "still running when tracing stopped".to_owned(),
+        |e| e.0.clone(),
+    );
+    let (result, text, diagnoses) = match class {
+        "helper" => {
+            let parent = st.parent.map_or(0, |p| p.0);
+            let ok = exit.as_ref().is_some_and(|e| e.0.ends_with("status 0"));
+            (
+                if ok {
+                    "ok"
+                } else if fatal {
+                    "killed"
+                } else {
+                    "failed"
+                },
+                format!("run by pid {parent} to load a module or create a node: {ended}"),
+                Vec::new(),
+            )
+        }
+        "nvml" => {
+            let mut d = rules::diagnose(&rules::Facts {
+                st,
+                fatal_sig: exit.as_ref().map_or(0, |e| e.1),
+                exited_ok: exit.as_ref().is_some_and(|e| e.1 == 0),
+                signal: signal.as_ref(),
+            });
+            d.retain(|x| {
+                x.id.starts_with("node_")
+                    || matches!(
+                        x.id,
+                        "version_mismatch"
+                            | "killed_by_signal"
+                            | "inherited_nvidia_fds"
+                            | "nvidia_modprobe_failed"
+                    )
+            });
+            let failed = st.last_failure.as_ref();
+            let result = if fatal {
+                "killed"
+            } else if failed.is_some() && !d.is_empty() {
+                "failed"
+            } else {
+                "ok"
+            };
+            rules::settle_severity(&mut d, st, result == "ok");
+            let text = if fatal {
+                // Who killed it, where: as for a CUDA start-up.
+                let last = st
+                    .stages
+                    .iter()
+                    .max_by(|a, b| a.stage.cmp(b.stage))
+                    .map(|x| format!("{} {}", x.stage, x.name));
+                let (_, t) = driver_only(st, exit.as_ref(), signal.as_ref(), last.as_deref(), &d);
+                format!("{t} (a driver client: no CUDA call)")
+            } else {
+                format!(
+                    "a driver client (NVML or similar; no CUDA call): {} driver calls{}; {ended}",
+                    st.calls,
+                    failed.map_or(String::new(), |f| format!(
+                        ", last failed: {} returned {}",
+                        f.call, f.result
+                    ))
+                )
+            };
+            (result, text, d)
+        }
+        _ => (
+            "ok",
+            format!(
+                "looked up NVIDIA paths only ({} lookups, no driver call, no libcuda seen){}; {ended}",
+                st.lookups,
+                st.path_problems
+                    .first()
+                    .map_or(String::new(), |(p, why)| format!(": {p} {why}"))
+            ),
+            Vec::new(),
+        ),
+    };
+    CuInit {
+        pid,
+        comm: st.comm.clone(),
+        result,
+        source: "driver calls and path lookups",
+        text,
+        total_ms: ms(st.last_ns, st.first_ns),
+        stages: st.stages.clone(),
+        calls: st.calls,
+        failed_call: st.last_failure.clone(),
+        signal,
+        exit: exit.map(|e| e.0),
+        curesult: None,
+        diagnoses,
+        class,
+        process: st.info.clone(),
+        gpus: st.gpus.clone(),
+    }
+}
+
+/// "… in UVM_REGISTER_GPU" names the GPU: "(GPU-xxxx, minor 5; GPU 6 of 8
+/// seen)".
+fn with_gpu(text: String, st: &ProcInit) -> String {
+    let Some(g) = st
+        .gpus
+        .iter()
+        .find(|g| g.register_result.as_deref().is_some_and(|r| r != "NV_OK"))
+        .or_else(|| {
+            st.gpus
+                .iter()
+                .find(|g| g.uuid.is_some() && g.registered_ms.is_none())
+        })
+    else {
+        return text;
+    };
+    if !text.contains("UVM_REGISTER_GPU") {
+        return text;
+    }
+    // "GPU k of n" only where the host's GPU list ties the UUID to a node
+    // (a recording without that list gives the UUID alone).
+    let mut host: Vec<&crate::attribution::HostGpu> = st.host_gpus.iter().collect();
+    host.sort_by(|a, b| a.pci.cmp(&b.pci).then(a.minor.cmp(&b.minor)));
+    let pos = g.minor.and_then(|m| host.iter().position(|h| h.minor == m));
+    let what = match (&g.uuid, g.minor, pos) {
+        (Some(u), Some(m), Some(i)) => {
+            format!("GPU {} of {} ({u}, /dev/nvidia{m})", i + 1, host.len())
+        }
+        (Some(u), _, _) => u.clone(),
+        (None, Some(m), _) => format!("/dev/nvidia{m}"),
+        (None, None, _) => return text,
+    };
+    text.replacen(
+        "UVM_REGISTER_GPU",
+        &format!("UVM_REGISTER_GPU for {what}"),
+        1,
+    )
 }
 
 /// The verdict's result and text from the driver calls and the process's

@@ -398,6 +398,8 @@ pub enum Event {
     Open(PathCall),
     Stat(PathCall),
     Access(PathCall),
+    /// mknod/mknodat of an NVIDIA path: `device` is the node it creates.
+    Mknod(PathCall),
     Close(FdCall),
     Dup(FdCall),
     Mmap(MmapCall),
@@ -410,7 +412,7 @@ impl Event {
     pub fn proc(&self) -> &Proc {
         match self {
             Event::Ioctl(e) => &e.proc,
-            Event::Open(e) | Event::Stat(e) | Event::Access(e) => &e.proc,
+            Event::Open(e) | Event::Stat(e) | Event::Access(e) | Event::Mknod(e) => &e.proc,
             Event::Close(e) | Event::Dup(e) => &e.proc,
             Event::Mmap(e) => &e.proc,
             Event::Proc(e) => &e.proc,
@@ -422,7 +424,9 @@ impl Event {
     pub fn span(&self) -> (u64, u64) {
         let (s, d) = match self {
             Event::Ioctl(e) => (e.start_ns, e.duration_ns),
-            Event::Open(e) | Event::Stat(e) | Event::Access(e) => (e.start_ns, e.duration_ns),
+            Event::Open(e) | Event::Stat(e) | Event::Access(e) | Event::Mknod(e) => {
+                (e.start_ns, e.duration_ns)
+            }
             Event::Close(e) | Event::Dup(e) => (e.start_ns, e.duration_ns),
             Event::Mmap(e) => (e.start_ns, e.duration_ns),
             Event::Proc(e) => (e.time_ns, 0),
@@ -434,7 +438,7 @@ impl Event {
     pub fn ok(&self) -> bool {
         match self {
             Event::Ioctl(e) => e.ok,
-            Event::Open(e) | Event::Stat(e) | Event::Access(e) => e.ok,
+            Event::Open(e) | Event::Stat(e) | Event::Access(e) | Event::Mknod(e) => e.ok,
             Event::Close(e) | Event::Dup(e) => e.ok,
             Event::Mmap(e) => e.ok,
             Event::Proc(_) => true,
@@ -448,6 +452,7 @@ impl Event {
             Event::Open(_) => "open",
             Event::Stat(_) => "stat",
             Event::Access(_) => "access",
+            Event::Mknod(_) => "mknod",
             Event::Close(_) => "close",
             Event::Dup(_) => "dup",
             Event::Mmap(_) => "mmap",

@@ -118,6 +118,19 @@ fn check_mismatch(path: &str, dev: Option<&Device>, is_chr: bool) -> Option<Stri
     None
 }
 
+/// mknod's mode: the file type and the permission bits.
+fn node_mode(m: u32) -> String {
+    let kind = match m & 0o170000 {
+        0o020000 => "S_IFCHR",
+        0o060000 => "S_IFBLK",
+        0o010000 => "S_IFIFO",
+        0o140000 => "S_IFSOCK",
+        0o100000 | 0 => "S_IFREG",
+        _ => "S_IF?",
+    };
+    format!("{kind}|{:04o}", m & 0o7777)
+}
+
 pub(super) fn decode_path(ev: &PathEvent, ctx: &Context, raw: Option<String>) -> Event {
     let op = PathOp::from_u32(ev.op);
     let plen = (ev.path_len as usize).min(ev.path.len());
@@ -134,9 +147,13 @@ pub(super) fn decode_path(ev: &PathEvent, ctx: &Context, raw: Option<String>) ->
         Some(PathOp::Access) => "access",
         Some(PathOp::Faccessat) => "faccessat",
         Some(PathOp::Faccessat2) => "faccessat2",
+        Some(PathOp::Mknod) => "mknod",
+        Some(PathOp::Mknodat) => "mknodat",
         None => "unknown",
     };
+    let mknod = matches!(op, Some(PathOp::Mknod | PathOp::Mknodat));
     let flags = match op {
+        _ if mknod => node_mode(ev.st_mode),
         Some(o) if o.is_open() => open_flags(ev.flags),
         Some(PathOp::Access | PathOp::Faccessat | PathOp::Faccessat2) => access_mode(ev.flags),
         _ => at_flags(ev.flags),
@@ -159,6 +176,10 @@ pub(super) fn decode_path(ev: &PathEvent, ctx: &Context, raw: Option<String>) ->
         // A stat tells what the name resolves to without opening it.
         let (major, minor) = if ev.stat_valid == 2 {
             ((ev.st_rdev >> 32) as u32, ev.st_rdev as u32)
+        } else if ev.stat_valid == 3 {
+            // mknod's `unsigned dev` (new_decode_dev).
+            let d = ev.st_rdev as u32;
+            ((d & 0xfff00) >> 8, (d & 0xff) | ((d >> 12) & 0xfff00))
         } else {
             (
                 nix::sys::stat::major(ev.st_rdev) as u32,
@@ -198,6 +219,7 @@ pub(super) fn decode_path(ev: &PathEvent, ctx: &Context, raw: Option<String>) ->
         raw,
     };
     match op {
+        _ if mknod => Event::Mknod(call),
         Some(o) if o.is_open() => Event::Open(call),
         Some(PathOp::Access | PathOp::Faccessat | PathOp::Faccessat2) => Event::Access(call),
         _ => Event::Stat(call),

@@ -70,7 +70,12 @@ pub(super) fn decode_ioctl(ev: &IoctlEvent, ctx: &Context, raw: Option<String>) 
             }
         }
         call = Call::Escape(nr);
-        if nr != escape::NV_ESC_IOCTL_XFER_CMD {
+        if xfer.is_some() && size > nvprobe_common::ioctl::NV_MAX_IOCTL_SIZE {
+            loc = Err(format!(
+                "the XFER wrapper claims {size} bytes, over the driver's limit of {}: nothing was copied",
+                nvprobe_common::ioctl::NV_MAX_IOCTL_SIZE
+            ));
+        } else if nr != escape::NV_ESC_IOCTL_XFER_CMD {
             loc = escape::status_loc(nr, size, v);
             args = escape::args(nr, size, &head, v);
         } else {

@@ -75,6 +75,10 @@ pub struct Context {
     /// Dynamic majors of nvidia-uvm and nvidia-caps (0 = absent).
     pub uvm_major: u32,
     pub caps_major: u32,
+    /// The GPUs the driver lists, to tie UVM's UUIDs to nodes.
+    pub host_gpus: Vec<crate::attribution::HostGpu>,
+    /// The kernel module's version.
+    pub host_driver: Option<String>,
 }
 
 impl Context {
@@ -86,6 +90,8 @@ impl Context {
             keep_raw: false,
             uvm_major: 0,
             caps_major: 0,
+            host_gpus: Vec::new(),
+            host_driver: None,
         }
     }
 }

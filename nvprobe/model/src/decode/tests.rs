@@ -207,6 +207,27 @@ fn xfer_is_unwrapped() {
     );
 }
 
+/// A wrapper claiming more than the driver's 16384-byte limit: the kernel
+/// side copies nothing behind its pointer, and the decoder says why.
+#[test]
+fn an_oversized_xfer_wrapper_is_not_read() {
+    let mut ev = ioctl(0xc010_46d3, kdev_make(195, 255), DevKind::Ctl, &[], 0);
+    ev.flags = ioctl_flags::XFER;
+    ev.xfer_cmd = 0x2a;
+    ev.xfer_size = 100_880;
+    ev.param_size = 100_880;
+    let Event::Ioctl(d) = decode(&bytes_of(&ev), &ctx580()).expect("decodes") else {
+        panic!()
+    };
+    assert!(d.status.is_none());
+    assert!(d.args.is_empty());
+    let note = d.status_note.expect("a note");
+    assert!(
+        note.contains("100880 bytes") && note.contains("16384"),
+        "{note}"
+    );
+}
+
 #[test]
 fn unknown_numbers_stay_raw() {
     let ev = ioctl(0xc008_46ee, kdev_make(195, 255), DevKind::Ctl, &[0u8; 8], 0);

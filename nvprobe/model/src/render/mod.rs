@@ -94,6 +94,8 @@ pub enum Note<'a> {
         total: u64,
     },
     Summary(&'a Summary),
+    /// Who a followed process is (read from /proc when it is first seen).
+    Process(&'a crate::attribution::ProcessInfo),
 }
 
 /// Renders records into bytes. Cheap to clone: each pipeline worker has

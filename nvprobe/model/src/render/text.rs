@@ -79,7 +79,9 @@ pub fn event_line(clock: &Clock, mono_ns: u64, ev: &Event) -> String {
     let mut s = format!("{} {} ", time_of(clock, mono_ns), who(ev.proc()));
     match ev {
         Event::Ioctl(e) => ioctl_text(&mut s, e),
-        Event::Open(e) | Event::Stat(e) | Event::Access(e) => path_text(&mut s, e),
+        Event::Open(e) | Event::Stat(e) | Event::Access(e) | Event::Mknod(e) => {
+            path_text(&mut s, e)
+        }
         Event::Close(e) | Event::Dup(e) => fd_text(&mut s, e),
         Event::Cuda(c) => cuda_text(&mut s, c),
         Event::Driver(d) => driver_text(&mut s, d),
@@ -228,7 +230,8 @@ fn mmap_text(s: &mut String, e: &MmapCall) {
 pub fn note_text(clock: &Clock, mono_ns: u64, note: &Note<'_>) -> String {
     match note {
         // The start banner goes to stderr in text mode (main.rs).
-        Note::Start(_) => String::new(),
+        // The identity shows in the verdict.
+        Note::Start(_) | Note::Process(_) => String::new(),
         Note::Warning { message, .. } => {
             format!("{} !! warning: {message}", time_of(clock, mono_ns))
         }
@@ -255,6 +258,72 @@ pub fn note_text(clock: &Clock, mono_ns: u64, note: &Note<'_>) -> String {
 }
 
 /// Stage transitions and verdicts, for people.
+fn verdict_text(v: &crate::correlate::CuInit) -> String {
+    let mut s = format!(
+        "== {}[{}] cuInit {}: {} ({:.1} ms, {} driver calls; {})\n",
+        v.comm, v.pid, v.result, v.text, v.total_ms, v.calls, v.source
+    );
+    if let Some(p) = &v.process {
+        let mut who = Vec::new();
+        if let Some(e) = &p.exe {
+            who.push(e.clone());
+        }
+        if let Some(c) = p.cmdline_text(120) {
+            who.push(format!("`{c}`"));
+        }
+        if let Some(c) = &p.container {
+            who.push(format!(
+                "in {} {}{}",
+                c.runtime,
+                c.id.as_deref().map_or("", |i| &i[..i.len().min(12)]),
+                c.pod_uid
+                    .as_deref()
+                    .map_or(String::new(), |u| format!(" (pod {u})"))
+            ));
+        }
+        for (k, val) in &p.env {
+            who.push(format!("{k}={val}"));
+        }
+        if !who.is_empty() {
+            let _ = writeln!(s, "   process: {}", who.join("; "));
+        }
+    }
+    for g in &v.gpus {
+        let name = match (g.minor, &g.uuid) {
+            (Some(m), Some(u)) => format!("/dev/nvidia{m} {u}"),
+            (Some(m), None) => format!("/dev/nvidia{m}"),
+            (None, Some(u)) => u.clone(),
+            (None, None) => continue,
+        };
+        let mut what = Vec::new();
+        if let Some(t) = g.opened_ms {
+            what.push(format!("opened at {t:.1} ms"));
+        }
+        match (&g.register_result, g.registered_ms) {
+            (_, Some(t)) => what.push(format!("registered with UVM at {t:.1} ms")),
+            (Some(r), None) => what.push(format!("UVM registration returned {r}")),
+            (None, None) => {}
+        }
+        let _ = writeln!(s, "   gpu {name}: {}", what.join(", "));
+    }
+    for d in &v.diagnoses {
+        let mark = match d.severity {
+            "recovered" | "info" => "~",
+            _ => "!",
+        };
+        let sev = match d.severity {
+            "" | "error" => String::new(),
+            other => format!(" ({other})"),
+        };
+        let _ = writeln!(
+            s,
+            "   {mark} {}{sev}: {}\n     hint: {}",
+            d.id, d.evidence, d.hint
+        );
+    }
+    s
+}
+
 pub fn record_text(rec: &crate::correlate::Record) -> String {
     use crate::correlate::Record;
     match rec {
@@ -267,15 +336,9 @@ pub fn record_text(rec: &crate::correlate::Record) -> String {
             "== {}[{}/{}] in the driver: {}\n",
             b.comm, b.pid, b.tid, b.text
         ),
-        Record::Cuinit(v) => {
-            let mut s = format!(
-                "== {}[{}] cuInit {}: {} ({:.1} ms, {} driver calls; {})\n",
-                v.comm, v.pid, v.result, v.text, v.total_ms, v.calls, v.source
-            );
-            for d in &v.diagnoses {
-                let _ = writeln!(s, "   ! {}: {}\n     hint: {}", d.id, d.evidence, d.hint);
-            }
-            s
-        }
+        // Text shows the CUDA start-ups; the other classes (driver clients,
+        // path lookups, helpers) are in the JSON.
+        Record::Cuinit(v) if v.class != "cuda" && !v.class.is_empty() => String::new(),
+        Record::Cuinit(v) => verdict_text(v),
     }
 }

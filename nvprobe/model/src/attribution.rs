@@ -1,0 +1,394 @@
+//! Who a process is and where it runs: its executable, command line, the
+//! environment that steers GPU selection, its cgroup and, parsed from the
+//! cgroup path, the container runtime, container id and Kubernetes pod.
+//! The live collector reads these from /proc while the process lives and
+//! writes them as a `process` record, so replays see the same identity.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// The environment variables that decide which GPUs and which libraries a
+/// CUDA process uses; nothing else of the environment is kept.
+pub const STEERING_ENV: &[&str] = &[
+    "CUDA_VISIBLE_DEVICES",
+    "NVIDIA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "CUDA_MPS_PIPE_DIRECTORY",
+    "LD_LIBRARY_PATH",
+    "LD_PRELOAD",
+];
+
+/// A libcuda file a process has mapped.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct LibcudaMapped {
+    pub path: String,
+    /// The driver version the file carries, when it could be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// The CUDA toolkit's link-time stub (returns CUDA_ERROR_STUB_LIBRARY).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stub: bool,
+}
+
+/// Where a process runs, parsed from its cgroup path.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Container {
+    /// docker, containerd, cri-o, podman, lxc, kubernetes (runtime unknown).
+    pub runtime: String,
+    /// The container id (64 hex digits for OCI runtimes; the LXC/Proxmox
+    /// container's name or number).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The Kubernetes pod's uid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_uid: Option<String>,
+    /// guaranteed, burstable or besteffort.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qos: Option<String>,
+}
+
+/// The `process` record: one per process nvprobe follows, when it is
+/// first seen (read from /proc while it lives).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default)]
+pub struct ProcessInfo {
+    pub pid: u32,
+    /// The task name when nvprobe first saw the process.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub comm: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ppid: Option<u32>,
+    /// The executable (`/proc/PID/exe`), not the task name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exe: Option<String>,
+    /// The command line, argument by argument (left out with --no-cmdline).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cmdline: Option<Vec<String>>,
+    /// The steering variables of [`STEERING_ENV`] that are set.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// The cgroup v2 path (or the v1 path of the devices/pids controller).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container: Option<Container>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub libcuda: Vec<LibcudaMapped>,
+    /// The NVML library, when the process has it mapped (a driver client).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub libnvml: Option<String>,
+    /// Why the identity is partial ("the process had exited"), if it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl ProcessInfo {
+    /// The command line as one shell-readable line, shortened to `max`
+    /// characters.
+    pub fn cmdline_text(&self, max: usize) -> Option<String> {
+        let args = self.cmdline.as_ref()?;
+        let mut s = String::new();
+        for a in args {
+            if !s.is_empty() {
+                s.push(' ');
+            }
+            let plain = !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
+            if plain {
+                s.push_str(a);
+            } else {
+                s.push('\'');
+                s.push_str(&a.replace('\'', "'\\''"));
+                s.push('\'');
+            }
+        }
+        if s.chars().count() > max {
+            s = s.chars().take(max).collect::<String>() + "…";
+        }
+        Some(s)
+    }
+}
+
+fn is_hex64(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// The 64-hex container id in a cgroup path component such as
+/// `docker-<id>.scope`, `cri-containerd-<id>.scope`, `crio-<id>.scope`,
+/// `libpod-<id>.scope` or a bare `<id>`.
+fn container_id(component: &str) -> Option<(&'static str, String)> {
+    let c = component.strip_suffix(".scope").unwrap_or(component);
+    for (prefix, runtime) in [
+        ("docker-", "docker"),
+        ("cri-containerd-", "containerd"),
+        ("crio-conmon-", "cri-o"),
+        ("crio-", "cri-o"),
+        ("libpod-conmon-", "podman"),
+        ("libpod-", "podman"),
+    ] {
+        if let Some(id) = c.strip_prefix(prefix)
+            && is_hex64(id)
+        {
+            return Some((runtime, id.to_owned()));
+        }
+    }
+    is_hex64(c).then(|| ("", c.to_owned()))
+}
+
+/// The pod uid and QoS class in a kubelet cgroup component:
+/// `kubepods-burstable-pod<uid>.slice` (systemd driver, dashes for the
+/// uid's underscores) or `pod<uid>` (cgroupfs driver).
+fn pod(path: &str) -> Option<(String, Option<String>)> {
+    let mut qos = None;
+    for comp in path.split('/') {
+        let c = comp.strip_suffix(".slice").unwrap_or(comp);
+        for q in ["burstable", "besteffort"] {
+            if c.contains(&format!("kubepods-{q}")) || c == q {
+                qos = Some(q.to_owned());
+            }
+        }
+        let uid = match c.rfind("-pod") {
+            Some(i) => Some(&c[i + 4..]),
+            None => c.strip_prefix("pod"),
+        };
+        if let Some(uid) = uid {
+            let uid = uid.replace('_', "-");
+            if uid.len() == 36 && uid.chars().all(|ch| ch.is_ascii_hexdigit() || ch == '-') {
+                let qos = qos.or_else(|| Some("guaranteed".to_owned()));
+                return Some((uid, qos));
+            }
+        }
+    }
+    None
+}
+
+/// The container a cgroup path belongs to, if any: Kubernetes pods (any
+/// CRI runtime), docker, podman, CRI-O, containerd, LXC and Proxmox
+/// (`/lxc/<id>`, `/lxc.payload.<name>`). None for a host process.
+pub fn parse_cgroup(path: &str) -> Option<Container> {
+    let kube = pod(path);
+    let found = path.split('/').rev().find_map(container_id);
+    if let Some((runtime, id)) = found {
+        let runtime = match (runtime, &kube) {
+            ("", Some(_)) => "kubernetes",
+            ("", None) if path.contains("/docker/") => "docker",
+            ("", None) => "unknown",
+            (r, _) => r,
+        };
+        return Some(Container {
+            runtime: runtime.to_owned(),
+            id: Some(id),
+            pod_uid: kube.as_ref().map(|k| k.0.clone()),
+            qos: kube.and_then(|k| k.1),
+        });
+    }
+    if let Some((uid, qos)) = kube {
+        return Some(Container {
+            runtime: "kubernetes".to_owned(),
+            id: None,
+            pod_uid: Some(uid),
+            qos,
+        });
+    }
+    // LXC and Proxmox: /lxc/<name>/…, /lxc.payload.<name>/…,
+    // /lxc.monitor.<name>.
+    for comp in path.split('/') {
+        let name = comp
+            .strip_prefix("lxc.payload.")
+            .or_else(|| comp.strip_prefix("lxc.monitor."));
+        if let Some(n) = name.filter(|n| !n.is_empty()) {
+            return Some(lxc(n));
+        }
+    }
+    let mut parts = path.split('/').filter(|c| !c.is_empty());
+    while let Some(c) = parts.next() {
+        if c == "lxc"
+            && let Some(n) = parts.next()
+        {
+            return Some(lxc(n));
+        }
+    }
+    None
+}
+
+fn lxc(name: &str) -> Container {
+    Container {
+        runtime: "lxc".to_owned(),
+        id: Some(name.to_owned()),
+        pod_uid: None,
+        qos: None,
+    }
+}
+
+/// A GPU the driver lists (/proc/driver/nvidia/gpus/*/information).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct HostGpu {
+    pub minor: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
+    /// PCI bus id (0000:00:06.0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pci: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+/// What a CUDA_VISIBLE_DEVICES value selects among the host's GPUs, in
+/// CUDA's order (PCI bus order, which is also CUDA's default order for
+/// identical GPUs). Err says why it selects nothing.
+pub fn resolve_visible(value: &str, gpus: &[HostGpu]) -> Result<Vec<u32>, String> {
+    let mut sorted: Vec<&HostGpu> = gpus.iter().collect();
+    sorted.sort_by(|a, b| a.pci.cmp(&b.pci).then(a.minor.cmp(&b.minor)));
+    let mut out = Vec::new();
+    for item in value.split(',').map(str::trim) {
+        if item.is_empty() {
+            break;
+        }
+        let found = if let Ok(i) = item.parse::<i64>() {
+            // CUDA stops at the first invalid index.
+            usize::try_from(i).ok().and_then(|i| sorted.get(i)).copied()
+        } else if item.starts_with("GPU-") || item.starts_with("MIG-") {
+            sorted.iter().copied().find(|g| {
+                g.uuid.as_deref().is_some_and(|u| {
+                    u.eq_ignore_ascii_case(item)
+                        || u.to_ascii_lowercase()
+                            .starts_with(&item.to_ascii_lowercase())
+                })
+            })
+        } else {
+            None
+        };
+        match found {
+            Some(g) if !out.contains(&g.minor) => out.push(g.minor),
+            Some(_) => {}
+            None => break,
+        }
+    }
+    if out.is_empty() {
+        let n = gpus.len();
+        Err(if value.trim().is_empty() {
+            "CUDA_VISIBLE_DEVICES is set but empty: it hides every GPU".to_owned()
+        } else {
+            format!(
+                "CUDA_VISIBLE_DEVICES={value} matches none of this host's {n} GPU{}",
+                if n == 1 { "" } else { "s" }
+            )
+        })
+    } else {
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ID: &str = "4f6c5a0e1d2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5";
+
+    /// Real cgroup v2 path shapes, as each runtime writes them (systemd and
+    /// cgroupfs drivers; docs of docker, containerd, CRI-O, podman,
+    /// kubelet, LXC and Proxmox).
+    #[test]
+    fn cgroup_paths_of_each_runtime() {
+        let c = |p: &str| parse_cgroup(p);
+        let docker = c(&format!("/system.slice/docker-{ID}.scope")).expect("docker");
+        assert_eq!(
+            (docker.runtime.as_str(), docker.id.as_deref()),
+            ("docker", Some(ID))
+        );
+        let docker_fs = c(&format!("/docker/{ID}")).expect("docker cgroupfs");
+        assert_eq!(docker_fs.runtime, "docker");
+        let podman = c(&format!(
+            "/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-{ID}.scope/container"
+        ))
+        .expect("podman");
+        assert_eq!(
+            (podman.runtime.as_str(), podman.id.as_deref()),
+            ("podman", Some(ID))
+        );
+        let k8s_containerd = c(&format!(
+            "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0f1e2d3c_4b5a_6978_8a9b_0c1d2e3f4a5b.slice/cri-containerd-{ID}.scope"
+        ))
+        .expect("k8s");
+        assert_eq!(k8s_containerd.runtime, "containerd");
+        assert_eq!(k8s_containerd.id.as_deref(), Some(ID));
+        assert_eq!(
+            k8s_containerd.pod_uid.as_deref(),
+            Some("0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b")
+        );
+        assert_eq!(k8s_containerd.qos.as_deref(), Some("burstable"));
+        let k8s_crio = c(&format!(
+            "/kubepods.slice/kubepods-pod0f1e2d3c_4b5a_6978_8a9b_0c1d2e3f4a5b.slice/crio-{ID}.scope"
+        ))
+        .expect("crio");
+        assert_eq!(k8s_crio.runtime, "cri-o");
+        assert_eq!(k8s_crio.qos.as_deref(), Some("guaranteed"));
+        let k8s_cgroupfs = c(&format!(
+            "/kubepods/besteffort/pod0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b/{ID}"
+        ))
+        .expect("cgroupfs");
+        assert_eq!(k8s_cgroupfs.runtime, "kubernetes");
+        assert_eq!(k8s_cgroupfs.qos.as_deref(), Some("besteffort"));
+        let lxc = c("/lxc/101/ns/user.slice").expect("proxmox");
+        assert_eq!(
+            (lxc.runtime.as_str(), lxc.id.as_deref()),
+            ("lxc", Some("101"))
+        );
+        let lxc_payload = c("/lxc.payload.gpubox/system.slice").expect("lxc 4");
+        assert_eq!(lxc_payload.id.as_deref(), Some("gpubox"));
+        assert_eq!(c("/user.slice/user-0.slice/session-3.scope"), None);
+        assert_eq!(c("/"), None);
+        assert_eq!(c("/system.slice/docker-short.scope"), None);
+    }
+
+    fn gpus(n: u32) -> Vec<HostGpu> {
+        (0..n)
+            .map(|i| HostGpu {
+                minor: i,
+                uuid: Some(format!("GPU-0000000{i}-aaaa-bbbb-cccc-dddddddddddd")),
+                pci: Some(format!("0000:0{i}:00.0")),
+                model: None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn visible_devices_resolve_like_cuda() {
+        let g = gpus(8);
+        assert_eq!(resolve_visible("5", &g), Ok(vec![5]));
+        assert_eq!(resolve_visible("3,1", &g), Ok(vec![3, 1]));
+        // CUDA stops at the first invalid entry.
+        assert_eq!(resolve_visible("2,9,4", &g), Ok(vec![2]));
+        assert_eq!(resolve_visible("GPU-00000006", &g), Ok(vec![6]));
+        let none = resolve_visible("-1", &g).expect_err("-1 hides all");
+        assert!(
+            none.contains("matches none of this host's 8 GPUs"),
+            "{none}"
+        );
+        assert!(
+            resolve_visible("", &g)
+                .expect_err("empty")
+                .contains("empty")
+        );
+        assert!(resolve_visible("GPU-ffff", &g).is_err());
+    }
+
+    #[test]
+    fn command_lines_read_like_a_shell() {
+        let p = ProcessInfo {
+            cmdline: Some(vec![
+                "python3".into(),
+                "-c".into(),
+                "import torch; x='a'".into(),
+            ]),
+            ..ProcessInfo::default()
+        };
+        assert_eq!(
+            p.cmdline_text(200).as_deref(),
+            Some("python3 -c 'import torch; x='\\''a'\\'''")
+        );
+        assert_eq!(p.cmdline_text(10).as_deref(), Some("python3 -c…"));
+    }
+}

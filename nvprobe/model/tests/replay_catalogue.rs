@@ -1,0 +1,249 @@
+//! The failure catalogue on the real driver (docs/FAILURE-CATALOGUE.md):
+//! tests/scripts/record-verdict-catalogue.sh ran each reproducible entry
+//! on the H200 (open module 580.159.04) under `nvprobe watch --json --raw`.
+//! The recording is replayed as `nvprobe decode` does (the start record's
+//! context, `process` records in stream order) and each case's verdict is
+//! checked: its class, result, diagnoses and their severity.
+
+mod common;
+
+use common::fixture;
+use nvprobe_model::{
+    attribution::ProcessInfo,
+    correlate::{Correlator, CuInit, Obs, Record},
+    decode,
+    records::StartRecord,
+};
+use serde_json::Value;
+
+/// Every verdict of the recording, replayed in stream order.
+fn replayed(name: &str) -> Vec<CuInit> {
+    let text = std::fs::read_to_string(fixture(name)).expect("fixture present");
+    let mut c = Correlator::default();
+    let mut out = Vec::new();
+    let mut ctx = None;
+    for line in text.lines() {
+        let v: Value = serde_json::from_str(line).expect("JSON");
+        match v["type"].as_str() {
+            Some("start") => {
+                let s: StartRecord = serde_json::from_value(v).expect("start record");
+                let x = s.context(None);
+                c.set_host_gpus(x.host_gpus.clone());
+                c.set_host_driver(x.host_driver.clone());
+                ctx = Some(x);
+            }
+            Some("process") => {
+                let info: ProcessInfo = serde_json::from_value(v).expect("process record");
+                c.observe_obs(Obs::identity(info, 0), &mut out);
+            }
+            _ => {
+                if let (Some(raw), Some(ctx)) = (v["raw"].as_str(), ctx.as_ref()) {
+                    let bytes = decode::hex_decode(raw).expect("hex");
+                    let ev = decode::decode(&bytes, ctx).expect("decodes");
+                    c.observe(&ev, &mut out);
+                }
+            }
+        }
+    }
+    c.finish(&mut out);
+    out.into_iter()
+        .filter_map(|r| match r {
+            Record::Cuinit(v) => Some(*v),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The verdict of the process whose command line carries `--case NAME`.
+fn case<'a>(v: &'a [CuInit], name: &str) -> &'a CuInit {
+    v.iter()
+        .find(|x| {
+            x.process
+                .as_ref()
+                .and_then(|p| p.cmdline.as_ref())
+                .is_some_and(|c| c.windows(2).any(|w| w[0] == "--case" && w[1] == name))
+        })
+        .unwrap_or_else(|| panic!("no verdict for case {name}"))
+}
+
+fn ids(v: &CuInit) -> Vec<(&str, &str)> {
+    v.diagnoses.iter().map(|d| (d.id, d.severity)).collect()
+}
+
+const REC: &str = "h200-580.159.04-catalogue.ndjson";
+
+#[test]
+fn every_catalogue_case_gets_its_verdict_on_the_real_driver() {
+    let v = replayed(REC);
+    let ok = case(&v, "ok");
+    assert_eq!((ok.class, ok.result), ("cuda", "ok"));
+    assert!(ok.diagnoses.is_empty());
+    assert_eq!(ok.gpus.len(), 1, "one GPU, tied by the host's list");
+    assert!(ok.gpus[0].minor == Some(0) && ok.gpus[0].registered_ms.is_some());
+
+    let stub = case(&v, "stub");
+    assert_eq!((stub.result, stub.calls), ("failed", 0));
+    assert_eq!(ids(stub), [("stub_library", "error")]);
+    assert!(
+        stub.diagnoses[0]
+            .evidence
+            .contains("/usr/local/cuda-13.0/targets/x86_64-linux/lib/stubs/libcuda.so"),
+        "{}",
+        stub.diagnoses[0].evidence
+    );
+
+    for (c, value) in [
+        ("visible_none", "-1"),
+        ("visible_uuid", "GPU-00000000-dead-beef-0000-000000000000"),
+    ] {
+        let x = case(&v, c);
+        assert_eq!(ids(x), [("no_visible_devices", "error")], "{c}");
+        assert!(
+            x.diagnoses[0].evidence.ends_with(&format!(
+                "CUDA_VISIBLE_DEVICES={value} matches none of this host's 1 GPU"
+            )),
+            "{}",
+            x.diagnoses[0].evidence
+        );
+    }
+
+    let t = case(&v, "timeout");
+    assert_eq!(t.result, "killed");
+    assert!(
+        t.text.contains("in UVM_REGISTER_GPU for GPU 1 of 1 (GPU-"),
+        "{}",
+        t.text
+    );
+
+    let root = case(&v, "missing_nodes_root");
+    assert_eq!(root.result, "ok");
+    assert_eq!(
+        ids(root),
+        [
+            ("node_missing", "recovered"),
+            ("uvm_unusable", "recovered"),
+            ("node_missing", "recovered")
+        ]
+    );
+    assert!(
+        root.diagnoses[0]
+            .evidence
+            .contains("libcuda created it (mknod 195:255); start-up recovered and succeeded"),
+        "{}",
+        root.diagnoses[0].evidence
+    );
+    assert_eq!(
+        root.process
+            .as_ref()
+            .and_then(|p| p.container.as_ref())
+            .map(|c| c.runtime.as_str()),
+        Some("docker"),
+        "the container the cgroup names"
+    );
+
+    let user = case(&v, "missing_uvm_user");
+    assert_eq!(user.curesult.as_deref(), Some("CUDA_ERROR_UNKNOWN (999)"));
+    assert_eq!(
+        ids(user),
+        [("uvm_unusable", "error"), ("node_create_failed", "error")]
+    );
+    assert_eq!(
+        user.diagnoses[1].evidence,
+        "/dev/nvidia-uvm: mknod 238:0 failed: EPERM"
+    );
+
+    let perm = case(&v, "uvm_perm_user");
+    assert_eq!(ids(perm), [("node_permission", "error")]);
+    assert_eq!(perm.diagnoses[0].evidence, "/dev/nvidia-uvm: EACCES");
+
+    // libcuda replaces a wrong node as root, and cannot replace a bind mount.
+    let wrong = case(&v, "uvm_wrong_node");
+    assert_eq!(
+        (wrong.result, ids(wrong)[0]),
+        ("ok", ("uvm_unusable", "recovered"))
+    );
+    let bind = case(&v, "uvm_bind");
+    assert_eq!(bind.result, "failed");
+    assert_eq!(ids(bind), [("uvm_unusable", "error")]);
+    assert!(bind.diagnoses[0].evidence.contains("is device 1:3"));
+
+    let torch = case(&v, "torch");
+    assert_eq!((torch.class, torch.result), ("cuda", "ok"));
+}
+
+#[test]
+fn the_forked_child_is_named_by_the_call_that_was_refused() {
+    let v = replayed(REC);
+    let parent = case(&v, "fork");
+    let child = v
+        .iter()
+        .find(|x| x.pid != parent.pid && x.diagnoses.iter().any(|d| d.id == "fork_after_init"))
+        .expect("the child's verdict");
+    assert_eq!(child.class, "cuda");
+    assert!(
+        child.diagnoses[0]
+            .evidence
+            .ends_with("its cuDeviceGetCount returned CUDA_ERROR_NOT_INITIALIZED (3)"),
+        "{}",
+        child.diagnoses[0].evidence
+    );
+}
+
+#[test]
+fn no_process_that_never_started_cuda_is_a_failed_cuda_start_up() {
+    let v = replayed(REC);
+    for x in &v {
+        let comm = x.comm.as_str();
+        if matches!(
+            comm,
+            "ls" | "mknod" | "nvidia-smi" | "sh" | "unshare" | "setpriv"
+        ) {
+            assert_ne!(x.class, "cuda", "{comm}[{}]: {}", x.pid, x.text);
+        }
+        if x.class != "cuda" {
+            assert!(
+                x.result == "ok" || x.diagnoses.iter().all(|d| !d.id.starts_with("uvm")),
+                "{comm}: {x:#?}"
+            );
+        }
+    }
+    let smi = v
+        .iter()
+        .find(|x| x.comm == "nvidia-smi")
+        .expect("nvidia-smi");
+    assert_eq!((smi.class, smi.result), ("nvml", "ok"));
+    let ls = v.iter().find(|x| x.comm == "ls").expect("ls");
+    assert_eq!((ls.class, ls.result), ("probe", "ok"));
+    assert!(ls.diagnoses.is_empty());
+}
+
+#[test]
+fn every_verdict_was_in_the_stream_before_nvprobe_stopped() {
+    // The recording's own cuinit records (written live) against the
+    // processes that ended: each ended process has its verdict, and the
+    // summary (written at the stop) comes after all of them.
+    let text = std::fs::read_to_string(fixture(REC)).expect("fixture");
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    let summary_at = lines
+        .iter()
+        .position(|r| r["type"] == "summary")
+        .expect("summary");
+    let exits: Vec<u64> = lines
+        .iter()
+        .filter(|r| r["type"] == "proc" && r["op"] == "exit")
+        .filter_map(|r| r["target_pid"].as_u64())
+        .collect();
+    for pid in &exits {
+        let at = lines
+            .iter()
+            .position(|r| r["type"] == "cuinit" && r["pid"].as_u64() == Some(*pid));
+        if let Some(at) = at {
+            assert!(at < summary_at, "pid {pid}'s verdict came at the stop");
+        }
+    }
+    let verdicts = lines.iter().filter(|r| r["type"] == "cuinit").count();
+    assert!(verdicts >= 20, "{verdicts} verdicts");
+}

@@ -1,0 +1,257 @@
+//! Who a traced process is, read from /proc while it lives: executable,
+//! command line, the environment variables that steer GPU selection, its
+//! cgroup (and the container that implies), and the libcuda files it has
+//! mapped, each with its version and whether it is the toolkit's stub.
+//! Every read is bounded; a process that is gone gives a partial identity
+//! that says so.
+
+use std::{
+    collections::HashMap,
+    fs,
+    io::Read as _,
+    os::unix::fs::MetadataExt as _,
+    path::{Path, PathBuf},
+};
+
+use nvprobe_model::attribution::{LibcudaMapped, ProcessInfo, STEERING_ENV, parse_cgroup};
+
+/// Caps on what is read of a process.
+const CMDLINE_CAP: u64 = 16 << 10;
+const ENVIRON_CAP: u64 = 256 << 10;
+const SMALL_CAP: u64 = 64 << 10;
+
+fn read_capped(p: &Path, cap: u64) -> Option<Vec<u8>> {
+    let mut v = Vec::new();
+    fs::File::open(p).ok()?.take(cap).read_to_end(&mut v).ok()?;
+    Some(v)
+}
+
+/// What a libcuda file is, cached by (device, inode): the version read
+/// can cost a pass over a ~100 MB file, once per distinct file.
+#[derive(Default)]
+pub struct LibCache {
+    seen: HashMap<(u64, u64), (Option<String>, bool)>,
+    /// The kernel module's version: a library that carries it needs no
+    /// full scan.
+    pub module: Option<String>,
+}
+
+impl LibCache {
+    /// A cache that knows the kernel module's version.
+    pub fn new(module: Option<String>) -> Self {
+        Self {
+            seen: HashMap::new(),
+            module,
+        }
+    }
+
+    fn describe(&mut self, shown: &str, real: &Path) -> LibcudaMapped {
+        let key = fs::metadata(real).map(|m| (m.dev(), m.ino())).ok();
+        let cached = key.and_then(|k| self.seen.get(&k).cloned());
+        let (version, stub) = cached.unwrap_or_else(|| {
+            let size = fs::metadata(real).map(|m| m.len()).ok();
+            let version = match &self.module {
+                Some(v) if crate::doctor::libs::carries(real, v) == Some(true) => Some(v.clone()),
+                _ => crate::doctor::libs::version_of(real),
+            };
+            // The toolkit's stub: in a stubs folder, or small and carrying
+            // no driver version (the real libcuda is tens of MB).
+            // An unreadable file (the process is gone) is not called a stub.
+            let stub = shown.contains("/stubs/")
+                || (version.is_none() && size.is_some_and(|n| n > 0 && n < (4 << 20)));
+            if let Some(k) = key {
+                self.seen.insert(k, (version.clone(), stub));
+            }
+            (version, stub)
+        });
+        LibcudaMapped {
+            path: shown.to_owned(),
+            version,
+            stub,
+        }
+    }
+}
+
+/// The files named PREFIX* that `pid` has mapped: (the path as the
+/// process sees it, the same file through /proc/PID/root).
+fn mapped(pid: u32, prefix: &str) -> Vec<(String, PathBuf)> {
+    let Some(maps) = read_capped(Path::new(&format!("/proc/{pid}/maps")), 4 << 20) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, PathBuf)> = Vec::new();
+    for line in String::from_utf8_lossy(&maps).lines() {
+        let Some(path) = line.split_whitespace().nth(5) else {
+            continue;
+        };
+        let name = Path::new(path).file_name().and_then(|n| n.to_str());
+        if name.is_some_and(|n| n.starts_with(prefix)) && !out.iter().any(|(p, _)| p == path) {
+            out.push((
+                path.to_owned(),
+                PathBuf::from(format!("/proc/{pid}/root{path}")),
+            ));
+        }
+    }
+    out
+}
+
+/// The identity of `pid`; `cmdline` false leaves the command line out.
+pub fn read(pid: u32, cmdline: bool, libs: &mut LibCache) -> ProcessInfo {
+    let base = PathBuf::from(format!("/proc/{pid}"));
+    let mut info = ProcessInfo {
+        pid,
+        ..ProcessInfo::default()
+    };
+    let Ok(exe) = fs::read_link(base.join("exe")) else {
+        info.note =
+            Some("the process had exited (or is a kernel thread) before nvprobe read /proc".into());
+        return info;
+    };
+    info.exe = Some(exe.to_string_lossy().into_owned());
+    if cmdline && let Some(c) = read_capped(&base.join("cmdline"), CMDLINE_CAP) {
+        info.cmdline = Some(
+            c.split(|&b| b == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect(),
+        );
+    }
+    if let Some(env) = read_capped(&base.join("environ"), ENVIRON_CAP) {
+        for kv in env.split(|&b| b == 0) {
+            let kv = String::from_utf8_lossy(kv);
+            if let Some((k, v)) = kv.split_once('=')
+                && STEERING_ENV.contains(&k)
+            {
+                info.env.insert(k.to_owned(), v.to_owned());
+            }
+        }
+    }
+    if let Some(stat) = read_capped(&base.join("stat"), SMALL_CAP) {
+        // pid (comm) state ppid …: comm may hold spaces and parentheses.
+        let s = String::from_utf8_lossy(&stat);
+        info.ppid = s
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse().ok());
+    }
+    if let Some(cg) = read_capped(&base.join("cgroup"), SMALL_CAP) {
+        let text = String::from_utf8_lossy(&cg);
+        // cgroup v2 ("0::/path"), else the v1 pids or devices hierarchy.
+        let path = text
+            .lines()
+            .find_map(|l| l.strip_prefix("0::"))
+            .or_else(|| {
+                text.lines().find_map(|l| {
+                    let mut f = l.splitn(3, ':');
+                    let (_, ctl, p) = (f.next()?, f.next()?, f.next()?);
+                    ctl.split(',')
+                        .any(|c| c == "pids" || c == "devices")
+                        .then_some(p)
+                })
+            });
+        if let Some(p) = path {
+            info.container = parse_cgroup(p);
+            info.cgroup = Some(p.to_owned());
+        }
+    }
+    info.libcuda = mapped(pid, "libcuda.so")
+        .into_iter()
+        .map(|(shown, real)| libs.describe(&shown, &real))
+        .collect();
+    info.libnvml = mapped(pid, "libnvidia-ml.so")
+        .into_iter()
+        .next()
+        .map(|m| m.0);
+    info
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// This test process's own identity: its executable, its cgroup as the
+    /// kernel gives it, the container that path implies (none on a host).
+    #[test]
+    fn own_identity_reads_from_proc() {
+        let me = std::process::id();
+        let info = read(me, true, &mut LibCache::default());
+        let exe = std::env::current_exe().expect("exe");
+        assert_eq!(info.exe.as_deref(), exe.to_str());
+        assert!(info.cmdline.as_ref().is_some_and(|c| !c.is_empty()));
+        assert_eq!(info.ppid, Some(nix::unistd::getppid().as_raw() as u32));
+        let cg = fs::read_to_string("/proc/self/cgroup").expect("cgroup");
+        if let Some(p) = cg.lines().find_map(|l| l.strip_prefix("0::")) {
+            assert_eq!(info.cgroup.as_deref(), Some(p));
+            assert_eq!(info.container, parse_cgroup(p));
+        }
+        assert!(info.libcuda.is_empty());
+        let gone = read(u32::MAX - 1, true, &mut LibCache::default());
+        assert!(gone.note.is_some() && gone.exe.is_none());
+    }
+}
+
+/// The GPUs the driver lists under ROOT (/proc/driver/nvidia/gpus/*/
+/// information, read through the guarded reader: a GPU that does not
+/// answer is left out, never waited on).
+pub fn host_gpus(root: &Path) -> Vec<nvprobe_model::attribution::HostGpu> {
+    let dir = root.join("proc/driver/nvidia/gpus");
+    let Ok(rd) = fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in rd.flatten() {
+        let rel = format!(
+            "proc/driver/nvidia/gpus/{}/information",
+            e.file_name().to_string_lossy()
+        );
+        let Ok(text) = crate::host::read_driver_file(root, &rel) else {
+            continue;
+        };
+        if let Some(g) = parse_gpu_information(&text) {
+            out.push(g);
+        }
+    }
+    out.sort_by(|a, b| a.pci.cmp(&b.pci).then(a.minor.cmp(&b.minor)));
+    out
+}
+
+/// One GPU's information file ("Device Minor: 0", "GPU UUID: GPU-…").
+pub fn parse_gpu_information(text: &str) -> Option<nvprobe_model::attribution::HostGpu> {
+    let field = |k: &str| {
+        text.lines()
+            .find_map(|l| {
+                l.strip_prefix(k)
+                    .map(|v| v.trim_start_matches(':').trim().to_owned())
+            })
+            .filter(|v| !v.is_empty())
+    };
+    Some(nvprobe_model::attribution::HostGpu {
+        minor: field("Device Minor")?.parse().ok()?,
+        uuid: field("GPU UUID"),
+        pci: field("Bus Location"),
+        model: field("Model"),
+    })
+}
+
+#[cfg(test)]
+mod gpu_tests {
+    use super::*;
+
+    /// The H200's own information file (tests/fixtures/hosts/h200-snapshot).
+    #[test]
+    fn the_h200_information_file_parses() {
+        let root = Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/fixtures/hosts/h200-snapshot"
+        ));
+        let g = host_gpus(root);
+        assert_eq!(g.len(), 1, "{g:?}");
+        assert_eq!(g[0].minor, 0);
+        assert_eq!(
+            g[0].uuid.as_deref(),
+            Some("GPU-36f62854-0cbb-4081-2735-4e936cae897d")
+        );
+        assert_eq!(g[0].pci.as_deref(), Some("0000:00:06.0"));
+        assert_eq!(g[0].model.as_deref(), Some("NVIDIA H200"));
+        assert_eq!(parse_gpu_information("Model: x\n"), None);
+    }
+}
