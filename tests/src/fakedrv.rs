@@ -4,7 +4,7 @@
 //! traced process sees what it would see from the driver: ret 0 and a
 //! status in the struct, or an errno.
 //!
-//! The answers follow the escape semantics of the ABI reference (§1.3,
+//! The answers follow the escape semantics of docs/NVIDIA-ABI.md (§1.3,
 //! §2): unknown escapes and wrong sizes give -EINVAL, RM_ALLOC of a root
 //! client rewrites hClass 0 to 0x41 and returns an RM-made handle.
 

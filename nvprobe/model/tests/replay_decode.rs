@@ -164,7 +164,7 @@ fn rm_classes_and_card_info(by_name: &ByName) {
     ];
     assert_eq!(classes, want);
     // Real driver: root clients are allocated with NVOS64 (48 bytes), not
-    // NVOS21 as in the 545 trace of the ABI reference (§7.1 step 5).
+    // NVOS21 as in the 545 trace of docs/NVIDIA-ABI.md (§7.1 step 5).
     assert_eq!(
         by_name["NV_ESC_RM_ALLOC"][0].args.to_json()["struct"],
         "NVOS64"

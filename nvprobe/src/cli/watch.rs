@@ -125,20 +125,7 @@ pub fn run(a: WatchArgs) -> Result<(), Fail> {
         extra.push((d.clone(), id));
     }
     attach::check_root().map_err(start_fail)?;
-    let root = Path::new("/");
-    let driver = host::driver_info(root);
-    let h = Host {
-        vctx: version_ctx(a.out.driver_version, driver.as_ref()),
-        driver,
-        majors: host::majors(root),
-        extra,
-        checks: nvprobe::doctor::run_with(&nvprobe::doctor::Options {
-            watch_startup: true,
-            live: true,
-            ..nvprobe::doctor::Options::tree(root)
-        })
-        .unwrap_or_default(),
-    };
+    let h = Host::read(&a, extra);
     attach::check_bpf().map_err(start_fail)?;
     // Declared before the probes: a tracefs nvprobe mounts is unmounted
     // after they are detached, on every way out.
@@ -202,25 +189,7 @@ pub fn run(a: WatchArgs) -> Result<(), Fail> {
     out.flush().map_err(write_fail)?;
     // Stats are collected while this fd is open.
     let stats_fd = a.bpf_stats.then(enable_bpf_stats).flatten();
-    let opts = RunOpts {
-        duration: a.duration.map(Duration::from_secs_f64),
-        tick: Duration::from_millis(20),
-        drain_budget: Duration::from_millis(10),
-        lost_every: Duration::from_millis(200),
-        pipe: PipeOpts {
-            // The main thread drains the ring buffer; these decode and render.
-            workers: std::thread::available_parallelism()
-                .map_or(1, |n| n.get().saturating_sub(1))
-                .clamp(1, 4),
-            summary_only: a.summary_only,
-            host_facts: true,
-        },
-        bpf_stats: stats_fd.is_some(),
-        stall_after: (a.stall_after > 0.0).then(|| Duration::from_secs_f64(a.stall_after)),
-        cuda_layer: a.layer("cuda"),
-        cmdline: !a.no_cmdline,
-        stall_every: Duration::from_millis(500),
-    };
+    let opts = run_opts(&a, stats_fd.is_some());
     let filters = Filters::by_comm(&a.comm);
     let res = rt.block_on(live::run(
         &mut loaded.ebpf,
@@ -241,6 +210,50 @@ pub fn run(a: WatchArgs) -> Result<(), Fail> {
     };
     report_end(&a, format, &summary);
     Ok(())
+}
+
+/// How the live pipeline runs.
+fn run_opts(a: &WatchArgs, bpf_stats: bool) -> RunOpts {
+    RunOpts {
+        duration: a.duration.map(Duration::from_secs_f64),
+        tick: Duration::from_millis(20),
+        drain_budget: Duration::from_millis(10),
+        lost_every: Duration::from_millis(200),
+        pipe: PipeOpts {
+            // The main thread drains the ring buffer; these decode and render.
+            workers: std::thread::available_parallelism()
+                .map_or(1, |n| n.get().saturating_sub(1))
+                .clamp(1, 4),
+            summary_only: a.summary_only,
+            host_facts: true,
+        },
+        bpf_stats,
+        stall_after: (a.stall_after > 0.0).then(|| Duration::from_secs_f64(a.stall_after)),
+        cuda_layer: a.layer("cuda"),
+        cmdline: !a.no_cmdline,
+        stall_every: Duration::from_millis(500),
+    }
+}
+
+impl Host {
+    /// What the host says before anything is attached, with the host checks
+    /// of `nvprobe doctor` (their reads are not traced as a process).
+    fn read(a: &WatchArgs, extra: Vec<(ExtraDevice, (u32, u64))>) -> Host {
+        let root = Path::new("/");
+        let driver = host::driver_info(root);
+        Host {
+            vctx: version_ctx(a.out.driver_version, driver.as_ref()),
+            driver,
+            majors: host::majors(root),
+            extra,
+            checks: nvprobe::doctor::run_with(&nvprobe::doctor::Options {
+                watch_startup: true,
+                live: true,
+                ..nvprobe::doctor::Options::tree(root)
+            })
+            .unwrap_or_default(),
+        }
+    }
 }
 
 /// A write error: the reader going away ends nvprobe quietly (exit 0, see

@@ -46,7 +46,7 @@ fn get32(b: &[u8], off: usize) -> u32 {
     u32::from_le_bytes(b[off..off + 4].try_into().expect("4 bytes"))
 }
 
-/// The driver calls of a cuInit, in the real 580 order (ABI reference §7,
+/// The driver calls of a cuInit, in the real 580 order (docs/NVIDIA-ABI.md §7,
 /// H200 recordings). Prints what each returned.
 fn client() -> anyhow::Result<()> {
     let rw = OFlag::O_RDWR | OFlag::O_CLOEXEC;

@@ -362,3 +362,5 @@ impl Correlator {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_classes;

@@ -1,0 +1,334 @@
+//! One verdict per process, with a class; diagnoses never contradict the
+//! outcome (issue 10). Constructed streams; the real ones are in
+//! nvprobe/model/tests.
+
+use super::{
+    tests::{exit_of, failed, io, open, proc_, proc_call},
+    *,
+};
+use crate::{
+    attribution::{HostGpu, ProcessInfo},
+    decode::CudaPhase,
+};
+
+fn lookup(t: u64, path: &str, errno: Option<&str>) -> Event {
+    let Event::Open(mut p) = open(t, path, "none") else {
+        unreachable!()
+    };
+    p.syscall = "newfstatat";
+    p.device = None;
+    p.fd = None;
+    if let Some(e) = errno {
+        p.errno = Some(e.into());
+        p.ret = -2;
+        p.ok = false;
+    } else {
+        p.ret = 0;
+    }
+    Event::Stat(p)
+}
+
+fn mknod(t: u64, path: &str, minor: u32) -> Event {
+    let Event::Open(mut p) = open(t, path, "gpu") else {
+        unreachable!()
+    };
+    p.syscall = "mknodat";
+    p.ret = 0;
+    p.fd = None;
+    if let Some(d) = p.device.as_mut() {
+        d.minor = minor;
+    }
+    Event::Mknod(p)
+}
+
+fn cuda(t: u64, func: &'static str, ret: Option<(i64, &'static str)>) -> Event {
+    Event::Cuda(crate::decode::CudaCall {
+        proc: proc_(),
+        func,
+        phase: if ret.is_some() {
+            CudaPhase::Return
+        } else {
+            CudaPhase::Enter
+        },
+        start_ns: t * 1_000_000,
+        duration_ns: ret.map(|_| 1000),
+        result: ret.map(|r| r.0),
+        result_name: ret.map(|r| r.1),
+        flags: None,
+        value: None,
+        raw: None,
+    })
+}
+
+/// Every verdict a stream gives, with identities fed first.
+fn verdicts_of(ids: Vec<ProcessInfo>, gpus: Vec<HostGpu>, events: &[Event]) -> Vec<CuInit> {
+    let mut c = Correlator::default();
+    c.set_host_gpus(gpus);
+    c.set_host_driver(Some("580.159.04".into()));
+    let mut out = Vec::new();
+    for i in ids {
+        c.observe_obs(Obs::identity(i, 0), &mut out);
+    }
+    for e in events {
+        c.observe(e, &mut out);
+    }
+    c.finish(&mut out);
+    out.into_iter()
+        .filter_map(|r| match r {
+            Record::Cuinit(v) => Some(*v),
+            _ => None,
+        })
+        .collect()
+}
+
+fn with_libcuda(path: &str, version: Option<&str>, stub: bool) -> ProcessInfo {
+    ProcessInfo {
+        pid: 7,
+        exe: Some("/usr/bin/python3".into()),
+        libcuda: vec![crate::attribution::LibcudaMapped {
+            path: path.into(),
+            version: version.map(Into::into),
+            stub,
+        }],
+        ..ProcessInfo::default()
+    }
+}
+
+#[test]
+fn processes_that_never_start_cuda_are_not_failed_cuda_start_ups() {
+    // `ls /dev/nvidia*`: lookups only, one of them missing.
+    let ls = verdicts_of(
+        vec![],
+        vec![],
+        &[
+            lookup(1, "/dev/nvidiactl", None),
+            lookup(2, "/dev/nvidia-uvm", Some("ENOENT")),
+            exit_of(3, 7, 0),
+        ],
+    );
+    assert_eq!(ls.len(), 1);
+    assert_eq!((ls[0].class, ls[0].result), ("probe", "ok"));
+    assert!(ls[0].diagnoses.is_empty(), "{:?}", ls[0].diagnoses);
+    assert!(
+        ls[0]
+            .text
+            .starts_with("looked up NVIDIA paths only (2 lookups"),
+        "{}",
+        ls[0].text
+    );
+    // nvidia-smi: the driver, no UVM, no libcuda.
+    let smi = verdicts_of(
+        vec![],
+        vec![],
+        &[
+            open(1, "/dev/nvidiactl", "ctl"),
+            io(
+                2,
+                "NV_ESC_RM_ALLOC",
+                Some(("hClass_name", "NV01_ROOT_CLIENT")),
+                "ctl",
+            ),
+            open(3, "/dev/nvidia0", "gpu"),
+            exit_of(4, 7, 0),
+        ],
+    );
+    assert_eq!((smi[0].class, smi[0].result), ("nvml", "ok"));
+    assert!(smi[0].text.contains("a driver client"), "{}", smi[0].text);
+    // A CUDA start-up is one: its verdict comes once, at cuInit's return.
+    let cu = verdicts_of(
+        vec![],
+        vec![],
+        &[
+            cuda(1, "cuInit", None),
+            open(2, "/dev/nvidiactl", "ctl"),
+            cuda(3, "cuInit", Some((0, "CUDA_SUCCESS"))),
+            exit_of(4, 7, 0),
+        ],
+    );
+    assert_eq!(cu.len(), 1, "exactly one verdict: {cu:#?}");
+    assert_eq!((cu[0].class, cu[0].result), ("cuda", "ok"));
+}
+
+#[test]
+fn a_node_libcuda_created_is_a_recovered_problem_not_a_cause() {
+    let v = verdicts_of(
+        vec![],
+        vec![],
+        &[
+            cuda(1, "cuInit", None),
+            lookup(2, "/dev/nvidia0", Some("ENOENT")),
+            mknod(3, "/dev/nvidia0", 0),
+            open(4, "/dev/nvidia0", "gpu"),
+            cuda(5, "cuInit", Some((0, "CUDA_SUCCESS"))),
+        ],
+    );
+    assert_eq!(v[0].result, "ok");
+    let d = &v[0].diagnoses[0];
+    assert_eq!((d.id, d.severity), ("node_missing", "recovered"));
+    assert_eq!(
+        d.evidence,
+        "/dev/nvidia0: ENOENT; libcuda created it (mknod 195:0); start-up recovered and succeeded"
+    );
+    // A failed start-up: the node that was opened later is not the cause.
+    let v = verdicts_of(
+        vec![],
+        vec![],
+        &[
+            cuda(1, "cuInit", None),
+            lookup(2, "/dev/nvidia-uvm", Some("ENOENT")),
+            open(3, "/dev/nvidia-uvm", "uvm"),
+            cuda(4, "cuInit", Some((999, "CUDA_ERROR_UNKNOWN"))),
+        ],
+    );
+    assert_eq!(v[0].result, "failed");
+    assert_eq!(v[0].diagnoses[0].severity, "recovered");
+    assert!(
+        !v[0].text.contains("/dev/nvidia-uvm: ENOENT"),
+        "a recovered problem must not explain the failure: {}",
+        v[0].text
+    );
+}
+
+#[test]
+fn a_refused_mknod_is_named() {
+    let Event::Mknod(mut p) = mknod(2, "/dev/nvidia0", 0) else {
+        unreachable!()
+    };
+    p.ret = -1;
+    p.errno = Some("EPERM".into());
+    p.ok = false;
+    let v = verdicts_of(
+        vec![],
+        vec![],
+        &[
+            cuda(1, "cuInit", None),
+            Event::Mknod(p),
+            cuda(3, "cuInit", Some((100, "CUDA_ERROR_NO_DEVICE"))),
+        ],
+    );
+    let d = v[0]
+        .diagnoses
+        .iter()
+        .find(|d| d.id == "node_create_failed")
+        .expect("named");
+    assert_eq!(d.evidence, "/dev/nvidia0: mknod 195:0 failed: EPERM");
+}
+
+#[test]
+fn the_toolkit_stub_is_named_with_its_path() {
+    let stub = "/usr/local/cuda-13.0/targets/x86_64-linux/lib/stubs/libcuda.so";
+    let v = verdicts_of(
+        vec![with_libcuda(stub, None, true)],
+        vec![],
+        &[
+            cuda(1, "cuInit", None),
+            cuda(2, "cuInit", Some((34, "CUDA_ERROR_STUB_LIBRARY"))),
+        ],
+    );
+    assert_eq!((v[0].class, v[0].result), ("cuda", "failed"));
+    assert_eq!(v[0].calls, 0);
+    let d = &v[0].diagnoses[0];
+    assert_eq!(d.id, "stub_library");
+    assert!(d.evidence.contains(stub), "{}", d.evidence);
+    assert!(v[0].text.contains("stub"), "{}", v[0].text);
+}
+
+#[test]
+fn a_libcuda_of_another_version_is_named_with_both() {
+    let v = verdicts_of(
+        vec![with_libcuda(
+            "/usr/lib/libcuda.so.1",
+            Some("550.163.01"),
+            false,
+        )],
+        vec![],
+        &[
+            cuda(1, "cuInit", None),
+            open(2, "/dev/nvidiactl", "ctl"),
+            failed(io(3, "NV_ESC_CHECK_VERSION_STR", None, "ctl"), "EINVAL"),
+            cuda(
+                4,
+                "cuInit",
+                Some((803, "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH")),
+            ),
+        ],
+    );
+    let d = v[0]
+        .diagnoses
+        .iter()
+        .find(|d| d.id == "version_mismatch")
+        .expect("named");
+    assert!(
+        d.evidence.ends_with(
+            "libcuda /usr/lib/libcuda.so.1 is 550.163.01, the kernel module is 580.159.04"
+        ),
+        "{}",
+        d.evidence
+    );
+}
+
+#[test]
+fn any_cuda_call_refused_after_fork_is_fork_after_init() {
+    let mut child = cuda(
+        5,
+        "cuDevicePrimaryCtxRetain",
+        Some((3, "CUDA_ERROR_NOT_INITIALIZED")),
+    );
+    if let Event::Cuda(c) = &mut child {
+        c.proc.pid = 8;
+        c.proc.tid = 8;
+    }
+    let mut fork = proc_call(ProcKind::Fork, 7, "app", 8, 4_000_000);
+    fork.proc.pid = 7;
+    let mut exit = exit_of(6, 8, 1 << 8);
+    if let Event::Proc(p) = &mut exit {
+        p.proc.pid = 8;
+    }
+    let v = verdicts_of(
+        vec![],
+        vec![],
+        &[
+            cuda(1, "cuInit", None),
+            cuda(2, "cuInit", Some((0, "CUDA_SUCCESS"))),
+            Event::Proc(fork),
+            child,
+            exit,
+        ],
+    );
+    let c = v.iter().find(|x| x.pid == 8).expect("the child's verdict");
+    assert_eq!(c.class, "cuda");
+    assert!(
+        c.diagnoses.iter().any(|d| d.id == "fork_after_init"),
+        "{:#?}",
+        c.diagnoses
+    );
+}
+
+#[test]
+fn a_visibility_list_that_matches_nothing_is_said_plainly() {
+    let mut info = with_libcuda("/usr/lib/libcuda.so.1", Some("580.159.04"), false);
+    info.env
+        .insert("CUDA_VISIBLE_DEVICES".into(), "GPU-deadbeef".into());
+    let gpu = HostGpu {
+        minor: 0,
+        uuid: Some("GPU-f0568750-7765-f166-dd86-a87a8ebdc1bf".into()),
+        pci: Some("0000:00:06.0".into()),
+        model: None,
+    };
+    let v = verdicts_of(
+        vec![info],
+        vec![gpu],
+        &[
+            cuda(1, "cuInit", None),
+            cuda(2, "cuInit", Some((100, "CUDA_ERROR_NO_DEVICE"))),
+        ],
+    );
+    let d = &v[0].diagnoses[0];
+    assert_eq!(d.id, "no_visible_devices");
+    assert!(
+        d.evidence
+            .ends_with("CUDA_VISIBLE_DEVICES=GPU-deadbeef matches none of this host's 1 GPU"),
+        "{}",
+        d.evidence
+    );
+}
