@@ -25,7 +25,7 @@ struct WriterThread {
 
 impl WriterThread {
     fn spawn(mut w: Box<dyn Write + Send>, health: Health) -> Self {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<bytes::Bytes>(64);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<bytes::Bytes>(16);
         let failed = std::sync::Arc::new(std::sync::Mutex::new(None));
         let f2 = failed.clone();
         let h2 = health.clone();

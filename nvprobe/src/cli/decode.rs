@@ -30,10 +30,13 @@ pub struct DecodeArgs {
 }
 
 /// What an input must be: a file, a pipe, a FIFO (not a directory, a
-/// device or a socket: nothing there is a recording).
-fn check_kind(what: &str, ft: fs::FileType) -> Result<(), Fail> {
+/// device or a socket: nothing there is a recording). Standard input may
+/// also be a terminal or a socket, not a directory.
+fn check_kind(what: &str, ft: fs::FileType, stdin: bool) -> Result<(), Fail> {
     let why = if ft.is_dir() {
         "is a directory"
+    } else if stdin {
+        return Ok(());
     } else if ft.is_char_device() || ft.is_block_device() {
         "is a device"
     } else if ft.is_socket() {
@@ -63,16 +66,16 @@ fn open_input(path: &Path, name: &str) -> Result<Input, Fail> {
         let m = f
             .metadata()
             .map_err(|e| Fail(2, anyhow::anyhow!("cannot read standard input: {e}")))?;
-        check_kind("standard input", m.file_type())?;
+        check_kind("standard input", m.file_type(), true)?;
         let id = m.is_file().then(|| file_identity(&f)).flatten();
         return Ok((Box::new(f), id));
     }
     let cannot = |e: io::Error| Fail(2, anyhow::anyhow!("cannot open {name}: {e}"));
     // Looked at before it is opened (opening a device can do things).
-    check_kind(name, fs::metadata(path).map_err(cannot)?.file_type())?;
+    check_kind(name, fs::metadata(path).map_err(cannot)?.file_type(), false)?;
     let f = File::open(path).map_err(cannot)?;
     let m = f.metadata().map_err(cannot)?;
-    check_kind(name, m.file_type())?;
+    check_kind(name, m.file_type(), false)?;
     let id = m.is_file().then(|| file_identity(&f)).flatten();
     Ok((Box::new(f), id))
 }
@@ -113,6 +116,12 @@ pub fn run(a: DecodeArgs) -> Result<(), Fail> {
         eprintln!(
             "nvprobe: {} event(s) had no raw record and were skipped: record with `watch --json --raw` to decode again",
             r.without_raw
+        );
+    }
+    if r.unknown_types > 0 {
+        eprintln!(
+            "nvprobe: {} record(s) of a type this nvprobe does not know (from a newer nvprobe?) were skipped",
+            r.unknown_types
         );
     }
     if r.bad_lines > 0 {

@@ -5,6 +5,8 @@
 //! [`live`] (the ring buffer, lost counters, stall checks) and [`replay`]
 //! (a `watch --json --raw` recording), so the two cannot differ.
 
+#[cfg(test)]
+mod fuzz;
 pub mod live;
 mod lost;
 pub mod replay;
@@ -155,8 +157,11 @@ fn render_batch(
     for (t, origin, rec) in b.records() {
         match decode::decode(rec, ctx) {
             Ok(ev) if filters.keep(&ev) => {
-                if !matches!(ev, decode::Event::Proc(_)) {
-                    stats.record(&ev);
+                if matches!(ev, decode::Event::Proc(_)) {
+                    // Not an event of the table; an exit ends a process.
+                    stats.process(&ev, t);
+                } else {
+                    stats.record(&ev, t);
                 }
                 if !summary_only {
                     // Rendering into memory cannot fail.
@@ -304,9 +309,12 @@ impl Pipeline {
         opts: &PipeOpts,
     ) -> anyhow::Result<Self> {
         let notes = out.renderer();
-        let (work_tx, work_rx) = sync_channel::<Batch>(64);
+        // Short queues: what is queued must still be written after a stop,
+        // and under a flood to a slow disk every queue is full. The ring
+        // buffer is the buffer; these only smooth.
+        let (work_tx, work_rx) = sync_channel::<Batch>(16);
         let work_rx = Arc::new(Mutex::new(work_rx));
-        let (done_tx, done_rx) = sync_channel::<Rendered>(256);
+        let (done_tx, done_rx) = sync_channel::<Rendered>(32);
         let board = StageBoard::default();
         let w = Writer {
             out,

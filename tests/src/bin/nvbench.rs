@@ -66,6 +66,16 @@ enum Cmd {
     Tcgets,
     /// getppid(): a syscall nvprobe does not trace.
     Getppid,
+    /// The soak: fork `--iters` short processes per thread (`--threads`
+    /// forking at once), each making one ioctl(CMD) on PATH (opened by the
+    /// parent, inherited) and exiting: as many distinct processes (and,
+    /// past pid_max, reused pids) as asked. Times the whole run.
+    Forks {
+        #[arg(long)]
+        path: String,
+        #[arg(long, value_parser = parse_hex, default_value = "c020462a")]
+        cmd: u64,
+    },
 }
 
 fn parse_hex(s: &str) -> Result<u64, String> {
@@ -100,6 +110,27 @@ fn measure(iters: u64, batches: u32, threads: u32, f: impl Fn(u64) + Sync) -> Ve
             t0.elapsed().as_nanos() as f64 / iters as f64
         })
         .collect()
+}
+
+/// Fork `n` children one after another, each: one ioctl, then exit.
+fn forks(fd: i32, cmd: u64, n: u64) {
+    for _ in 0..n {
+        // SAFETY: the child makes one ioctl and _exits (async-signal-safe
+        // only); the parent waits for it.
+        match unsafe { libc::fork() } {
+            0 => unsafe {
+                let mut buf = [0u8; 32];
+                libc::ioctl(fd, cmd as _, buf.as_mut_ptr());
+                libc::_exit(0)
+            },
+            pid if pid > 0 => {
+                let mut st = 0;
+                // SAFETY: waits for the child just forked.
+                unsafe { libc::waitpid(pid, &mut st, 0) };
+            }
+            _ => std::thread::sleep(std::time::Duration::from_millis(1)),
+        }
+    }
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -173,6 +204,23 @@ fn main() -> anyhow::Result<()> {
                 }
             });
             (v, json!({}))
+        }
+        Cmd::Forks { path, cmd } => {
+            let fd = rw(&path)?;
+            let raw = fd.as_raw_fd();
+            let t0 = Instant::now();
+            std::thread::scope(|s| {
+                for _ in 0..cli.threads {
+                    s.spawn(|| forks(raw, cmd, cli.iters));
+                }
+            });
+            let secs = t0.elapsed().as_secs_f64();
+            let n = cli.iters * u64::from(cli.threads);
+            println!(
+                "{}",
+                json!({ "forks": n, "seconds": secs, "ns_per_op": secs * 1e9 / n.max(1) as f64, "threads": cli.threads })
+            );
+            return Ok(());
         }
         Cmd::Getppid => {
             let v = measure(cli.iters, cli.batches, cli.threads, |n| {

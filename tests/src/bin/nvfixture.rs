@@ -49,7 +49,7 @@ enum Cmd {
         /// For `threads`: how many threads.
         #[arg(long, default_value_t = 4)]
         threads: u32,
-        /// For `flood`: ioctls to make.
+        /// For `flood`: ioctls to make per thread (0: until killed).
         #[arg(long, default_value_t = 10000)]
         count: u64,
         /// For `cuinit`: the libcuda to dlopen.
@@ -355,8 +355,10 @@ fn preopen_scenario(dir: &Path) -> anyhow::Result<Value> {
     Ok(json!({ "fd": fd.as_raw_fd(), "ret": r, "status": st }))
 }
 
-/// Wait for a line on stdin, then make `count` RM_CONTROL calls as fast as
-/// possible on PATH (for the lost-event accounting test).
+/// Wait for a line on stdin, then make `count` RM_CONTROL calls per
+/// thread as fast as possible on PATH (for the lost-event accounting
+/// test); `count` 0 floods until the process is killed (for the tests of
+/// nvprobe under a flood that does not end).
 fn flood_scenario(dir: &Path, count: u64, threads: u32) -> anyhow::Result<Value> {
     let fd = open_rw(dir, true)?;
     println!("{}", json!({ "ready": true }));
@@ -368,8 +370,10 @@ fn flood_scenario(dir: &Path, count: u64, threads: u32) -> anyhow::Result<Value>
         for _ in 0..threads {
             s.spawn(move || {
                 let mut p = [0u8; 32];
-                for _ in 0..count {
+                let mut n = 0u64;
+                while count == 0 || n < count {
                     ioctl(f, RM_CONTROL, &mut p);
+                    n += 1;
                 }
             });
         }

@@ -50,6 +50,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .unwrap_or_default(),
     };
     let nvbench = dir.join("nvbench").display().to_string();
+    // NVPROBE_BENCH_ONLY=stress: only the flood and the soak.
+    if std::env::var("NVPROBE_BENCH_ONLY").is_ok_and(|v| v == "stress") {
+        let (flood, soak) = stress_runs(&env, &nvbench)?;
+        super::stress::print(&flood, &soak);
+        if let Some(p) = args.json_out {
+            let v = serde_json::json!({ "flood": flood, "soak": soak });
+            std::fs::write(&p, serde_json::to_string_pretty(&v)?)?;
+        }
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Ok(());
+    }
     let (mut workloads, fuse) = if args.gpu {
         (gpu_workloads(&nvbench, &args.python, &args.cudawork), None)
     } else {
@@ -63,9 +74,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(fuse) = fuse {
         stop_fuse(fuse);
     }
+    let (flood, soak) = stress_runs(&env, &nvbench)?;
     print_tables(&results, &drains);
+    super::stress::print(&flood, &soak);
     if let Some(p) = args.json_out {
-        let v = serde_json::json!({ "results": super::to_json(&results), "drain": drains, "rounds": args.rounds, "gpu": args.gpu });
+        let v = serde_json::json!({ "results": super::to_json(&results), "drain": drains, "flood": flood, "soak": soak, "rounds": args.rounds, "gpu": args.gpu });
         std::fs::write(&p, serde_json::to_string_pretty(&v)?)?;
     }
     let _ = std::fs::remove_dir_all(&tmp);
@@ -217,6 +230,15 @@ fn drain_runs(env: &Env, nvbench: &str) -> anyhow::Result<Vec<Value>> {
         drains.push(super::drain(env, Path::new(nvbench), rate, iters)?);
     }
     Ok(drains)
+}
+
+/// The flood (8 processes) and the soak (100,000 short processes).
+fn stress_runs(env: &Env, nvbench: &str) -> anyhow::Result<(Value, Value)> {
+    let nvbench = Path::new(nvbench);
+    Ok((
+        super::stress::flood_run(env, nvbench, 8)?,
+        super::stress::soak_run(env, nvbench, 100_000)?,
+    ))
 }
 
 fn print_tables(results: &Results, drains: &[Value]) {
