@@ -433,7 +433,7 @@ impl Event {
             Event::Cuda(e) => (e.start_ns, e.duration_ns.unwrap_or(0)),
             Event::Driver(e) => (e.start_ns, e.duration_ns),
         };
-        (s, s + d)
+        (s, s.saturating_add(d))
     }
     pub fn ok(&self) -> bool {
         match self {
