@@ -262,3 +262,33 @@ fn t_out(f: &Finished, tmp: &Path) -> PathBuf {
     std::fs::write(&p, body).expect("write recording");
     p
 }
+
+/// `--raw` never carries what lies behind an XFER wrapper that claims more
+/// than the driver's limit (issue 11: 100,880 bytes of another buffer were
+/// copied into the recording).
+#[test]
+fn an_oversized_xfer_wrapper_leaks_nothing_into_raw() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("xferbig");
+    let drv = FakeDrv::start(&tmp);
+    let t = watch(&tmp, &drv, &["--raw"]);
+    scenario(&drv, "xfer-big", &[]);
+    let f = t.stop();
+    check_schema(&f);
+    let rec = f
+        .of_type("ioctl")
+        .find(|r| r["xfer"]["size"] == 100_880)
+        .expect("the oversized XFER call");
+    let raw = rec["raw"].as_str().expect("raw");
+    assert!(
+        !raw.contains("abababab"),
+        "bytes behind the pointer were copied"
+    );
+    assert!(
+        rec["status_note"]
+            .as_str()
+            .is_some_and(|n| n.contains("16384")),
+        "{rec}"
+    );
+}

@@ -97,6 +97,19 @@ fn ctl(dir: &Path) -> PathBuf {
     dir.join("nvidiactl")
 }
 
+/// An XFER wrapper that claims more than the driver's 16384-byte limit and
+/// points at a buffer of 0xAB: the kernel side must copy none of it.
+fn xfer_big(dir: &Path) -> anyhow::Result<Value> {
+    let fd = open_rw(&ctl(dir), true)?;
+    let secret = vec![0xABu8; 100_880];
+    let mut xfer = [0u8; 16];
+    xfer[0..4].copy_from_slice(&0x2au32.to_le_bytes());
+    xfer[4..8].copy_from_slice(&100_880u32.to_le_bytes());
+    xfer[8..16].copy_from_slice(&(secret.as_ptr() as u64).to_le_bytes());
+    let ret = ioctl(fd.as_raw_fd(), XFER, &mut xfer);
+    Ok(json!({ "xfer_ret": ret }))
+}
+
 fn basic(dir: &Path) -> anyhow::Result<Value> {
     let fd = open_rw(&ctl(dir), true)?;
     let f = fd.as_raw_fd();
@@ -493,6 +506,7 @@ fn main() -> anyhow::Result<()> {
         } => {
             let v = match scenario.as_str() {
                 "basic" => basic(&dir)?,
+                "xfer-big" => xfer_big(&dir)?,
                 "fork" => fork_scenario(&dir)?,
                 "dup" => dup_scenario(&dir)?,
                 "scm" => scm_scenario(&dir)?,
