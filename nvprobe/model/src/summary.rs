@@ -246,7 +246,7 @@ impl Stats {
             });
             c.count += 1;
             c.failed += u64::from(!e.ok);
-            c.total_ns += e.duration_ns;
+            c.total_ns = c.total_ns.saturating_add(e.duration_ns);
             c.max_ns = c.max_ns.max(e.duration_ns);
         }
     }
@@ -301,7 +301,7 @@ impl Stats {
             });
             m.count += c.count;
             m.failed += c.failed;
-            m.total_ns += c.total_ns;
+            m.total_ns = m.total_ns.saturating_add(c.total_ns);
             m.max_ns = m.max_ns.max(c.max_ns);
         }
     }
@@ -587,6 +587,30 @@ mod tests {
 
     fn rows(s: &Summary, pid: u32) -> Vec<&ProcSummary> {
         s.processes.iter().filter(|p| p.pid == pid).collect()
+    }
+
+    /// Mangled recordings carry absurd durations (the decode fuzz found two
+    /// near u64::MAX): a call's total saturates, in a batch and across the
+    /// merge, instead of overflowing.
+    #[test]
+    fn call_totals_saturate() {
+        let m = Make::new();
+        let long = |t| {
+            let mut e = m.ioctl(9, "w", t, true);
+            if let Event::Ioctl(i) = &mut e {
+                i.duration_ns = u64::MAX - 5;
+            }
+            e
+        };
+        let mut s = Stats::default();
+        feed(&mut s, &[long(1), long(2)]);
+        feed(&mut s, &[long(3)]);
+        let sum = s.finish(0.0, LostSummary::default());
+        assert_eq!(sum.calls.len(), 1);
+        assert_eq!(sum.calls[0].count, 3);
+        assert_eq!(sum.calls[0].total_ns, u64::MAX);
+        assert_eq!(sum.calls[0].max_ns, u64::MAX - 5);
+        assert!(sum.to_text().contains(&sum.calls[0].name));
     }
 
     /// A pid used again after an exit is another process (another row,
