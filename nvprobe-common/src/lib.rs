@@ -43,6 +43,39 @@ pub mod maps {
     pub const CUDA_ENTRIES: &str = "CUDA_ENTRIES";
     pub const SELFTEST_HITS: &str = "SELFTEST_HITS";
     pub const WAKE_NEXT: &str = "WAKE_NEXT";
+    pub const STATUS_AT: &str = "STATUS_AT";
+    pub const QUIETED: &str = "QUIETED";
+}
+
+/// `NV_PROCS` values: a followed process, and one whose successful calls
+/// the kernel drops (`--events failures|verdicts`, once its start-up has
+/// its verdict). An exec makes a quiet process followed again.
+pub mod nv_procs {
+    pub const FOLLOWED: u8 = 1;
+    pub const QUIET: u8 = 2;
+}
+
+/// `STATUS_AT`: where a call's NV_STATUS is, so that the kernel can tell a
+/// successful call of a quiet process without copying its parameters. Keys:
+/// the ioctl command of an escape (`_IOWR('F', nr, size)`), an
+/// XFER-wrapped escape ([`status_at::xfer_key`]) or a UVM command; values:
+/// the status's offset in the parameters, or [`status_at::NO_STATUS`] when
+/// the errno alone is the result. A call not in the map is always sent.
+pub mod status_at {
+    /// The struct has no NV_STATUS: a return of 0 is success.
+    pub const NO_STATUS: u32 = u32::MAX;
+    /// Entries the map holds at most.
+    pub const MAX_ENTRIES: u32 = 1024;
+    /// The key of escape `nr` with parameters of `size` bytes behind an
+    /// XFER wrapper (bit 31 set, bit 30 clear: no `_IOWR` command and no
+    /// UVM command looks like it).
+    pub const fn xfer_key(nr: u32, size: u32) -> u32 {
+        0x8000_0000 | ((size & 0x7fff) << 8) | (nr & 0xff)
+    }
+    /// The key of escape `nr` called directly: its `_IOWR` command.
+    pub const fn escape_key(nr: u32, size: u32) -> u32 {
+        (3 << 30) | ((size & 0x3fff) << 16) | (super::ioctl::NV_IOCTL_MAGIC << 8) | (nr & 0xff)
+    }
 }
 
 /// NVIDIA ioctl numbers both sides need (nv-ioctl-numbers.h,

@@ -27,7 +27,7 @@ use aya_ebpf::{
 };
 use nvprobe_common::{
     DevKind, EventKind, FdEvent, FdOp, HEAD_LEN, Inflight, IoctlEvent, MmapEvent, PathEvent,
-    PathOp, TAIL_LEN, ioctl_flags,
+    PathOp, TAIL_LEN, ioctl_flags, nv_procs, status_at,
 };
 
 use crate::{
@@ -216,7 +216,19 @@ pub(crate) fn ioctl_finish(ret: i64) -> Result<(), i64> {
     // its first NVIDIA call is an ioctl on an inherited fd (the verdict then
     // comes at its exit, not when tracing stops).
     let tgid = (aya_ebpf::helpers::bpf_get_current_pid_tgid() >> 32) as u32;
-    maps::first_sight(tgid);
+    // SAFETY: plain lookup of a u8.
+    match unsafe { maps::NV_PROCS.get(&tgid) }.copied() {
+        None => {
+            maps::first_sight(tgid);
+        }
+        // A process past its verdict whose call succeeded: nothing of it
+        // is shipped (--events failures|verdicts), so nothing is copied.
+        Some(v) if v & nv_procs::QUIET != 0 && ret == 0 && quiet_success(&inf, ptr, size) => {
+            maps::count_quieted();
+            return Ok(());
+        }
+        Some(_) => {}
+    }
     let Some(mut entry) = EVENTS.reserve::<IoctlEvent>(0) else {
         count_lost(EventKind::Ioctl);
         return Ok(());
@@ -282,6 +294,38 @@ pub(crate) fn ioctl_finish(ret: i64) -> Result<(), i64> {
         core::mem::size_of::<IoctlEvent>(),
     ));
     Ok(())
+}
+
+/// Whether a call that returned 0 also left NV_STATUS 0 (NV_OK) in its
+/// parameters, by the offset user space put into STATUS_AT; false when the
+/// call is not there or its status cannot be read (it is then sent).
+#[inline(always)]
+fn quiet_success(inf: &Inflight, ptr: u64, size: u32) -> bool {
+    let key = if inf.flags & ioctl_flags::XFER != 0 {
+        if inf.flags & ioctl_flags::XFER_FAULT != 0
+            || inf.xfer_size > nvprobe_common::ioctl::NV_MAX_IOCTL_SIZE
+        {
+            return false;
+        }
+        status_at::xfer_key(inf.xfer_cmd, inf.xfer_size)
+    } else {
+        inf.cmd
+    };
+    // SAFETY: plain lookup of a u32.
+    let Some(off) = (unsafe { maps::STATUS_AT.get(&key) }).copied() else {
+        return false;
+    };
+    if off == status_at::NO_STATUS {
+        return true;
+    }
+    if ptr == 0 || off.saturating_add(4) > size {
+        return false;
+    }
+    // SAFETY: reading user memory through the helper, which handles faults.
+    matches!(
+        unsafe { bpf_probe_read_user((ptr + off as u64) as *const u32) },
+        Ok(0)
+    )
 }
 
 // ---------------------------------------------------------------------------

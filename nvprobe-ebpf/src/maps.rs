@@ -45,6 +45,24 @@ pub static EXTRA_FILES: HashMap<ExtraKey, u8> = HashMap::with_max_entries(256, 0
 #[map]
 pub static UVM_SIZES: HashMap<u32, u32> = HashMap::with_max_entries(512, 0);
 
+/// Where each call's NV_STATUS is (nvprobe_common::status_at), filled by
+/// user space for the running driver version.
+#[map]
+pub static STATUS_AT: HashMap<u32, u32> =
+    HashMap::with_max_entries(nvprobe_common::status_at::MAX_ENTRIES, 0);
+
+/// Successful calls of quiet processes left out here, per CPU.
+#[map]
+pub static QUIETED: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+
+#[inline(always)]
+pub fn count_quieted() {
+    if let Some(p) = QUIETED.get_ptr_mut(0) {
+        // SAFETY: per-CPU slot, no concurrent writer on this CPU.
+        unsafe { *p += 1 };
+    }
+}
+
 #[inline(always)]
 fn count_slot(slot: u32) {
     if let Some(p) = LOST.get_ptr_mut(slot) {
@@ -102,7 +120,7 @@ pub fn first_sight(tgid: u32) -> bool {
     if unsafe { NV_PROCS.get(&tgid) }.is_some() {
         return false;
     }
-    let _ = NV_PROCS.insert(&tgid, &1, 0);
+    let _ = NV_PROCS.insert(&tgid, &nvprobe_common::nv_procs::FOLLOWED, 0);
     if let Some(p) = WAKE_NEXT.get_ptr_mut(0) {
         // SAFETY: per-CPU slot of this program's CPU.
         unsafe { *p = 1 };

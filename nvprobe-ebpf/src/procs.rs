@@ -83,6 +83,9 @@ pub fn nvprobe_proc_exit(ctx: TracePointContext) -> u32 {
 pub fn nvprobe_proc_exec(_ctx: TracePointContext) -> u32 {
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
     if is_nv(tgid) {
+        // A new program starts up again: its calls are shipped until its
+        // own verdict.
+        let _ = NV_PROCS.insert(&tgid, &nvprobe_common::nv_procs::FOLLOWED, 0);
         emit(|e| {
             e.op = ProcOp::Exec as u32;
             e.target_tgid = tgid;

@@ -10,7 +10,7 @@ use std::{
 
 pub use self::file::{Opened, OutputSpec};
 use bytes::BytesMut;
-pub use nvprobe_model::render::{Clock, Format, Note, Renderer};
+pub use nvprobe_model::render::{Clock, Format, Level, Note, Renderer};
 use nvprobe_model::{correlate::Record, decode::Event};
 
 /// Writes filled buffers on its own thread, so that the collector's thread

@@ -110,6 +110,31 @@ impl Trace {
         t
     }
 
+    /// The records written so far (complete lines only).
+    pub fn records_now(&self) -> Vec<Value> {
+        fs::read_to_string(&self.out)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// Wait until a record written so far satisfies `pred` (nvprobe's
+    /// progress, not a duration: the patience only ends a broken run).
+    pub fn wait_for(&self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let t0 = Instant::now();
+        loop {
+            if let Some(r) = self.records_now().into_iter().find(|r| pred(r)) {
+                return r;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "nvprobe wrote no {what} within 60 s"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }

@@ -65,6 +65,9 @@ impl HmmFacts {
 #[serde(default)]
 pub struct StartRecord {
     pub tool_version: String,
+    /// The host's name (uname's nodename).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     pub kernel: String,
     pub driver: Option<crate::decode::version::DriverInfo>,
     /// The driver version whose struct layouts decode the statuses.

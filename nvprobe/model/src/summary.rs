@@ -69,6 +69,10 @@ pub struct Summary {
     pub calls: Vec<CallSummary>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bpf: Vec<ProgStats>,
+    /// Successful calls of processes past their start-up verdict that the
+    /// kernel left out (`--events failures|verdicts`): not in `events`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub quieted: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -421,6 +425,7 @@ impl Stats {
             processes_omitted_events: omitted_events,
             calls,
             bpf: Vec::new(),
+            quieted: 0,
         }
     }
 }
@@ -442,6 +447,13 @@ impl Summary {
                 .map(|(c, n)| format!("cpu{c}={n}"))
                 .collect();
             let _ = writeln!(s, "lost per CPU: {}", per_cpu.join(" "));
+        }
+        if self.quieted > 0 {
+            let _ = writeln!(
+                s,
+                "{} successful calls of processes past their verdict were left out in the kernel (--events)",
+                self.quieted
+            );
         }
         if !self.processes.is_empty() {
             let _ = writeln!(

@@ -269,6 +269,20 @@ fn fill_maps(ebpf: &mut Ebpf, s: &Settings<'_>) -> anyhow::Result<()> {
     for (cmd, size) in uvm::sizes(&s.version) {
         sizes.insert(cmd, size, 0)?;
     }
+    // Where each call keeps its NV_STATUS, for the kernel to tell the
+    // successful calls of quiet processes (--events failures|verdicts).
+    let mut status: BpfHashMap<_, u32, u32> = BpfHashMap::try_from(
+        ebpf.map_mut(maps::STATUS_AT)
+            .ok_or_else(|| io::Error::other("STATUS_AT missing"))?,
+    )?;
+    let mut entries = crate::decode::escape::status_at_entries(&s.version);
+    entries.extend(uvm::status_at_entries(&s.version));
+    for (key, off) in entries
+        .into_iter()
+        .take(nvprobe_common::status_at::MAX_ENTRIES as usize)
+    {
+        status.insert(key, off, 0)?;
+    }
     let mut pids: BpfHashMap<_, u32, u8> = BpfHashMap::try_from(
         ebpf.map_mut(maps::PID_FILTER)
             .ok_or_else(|| io::Error::other("PID_FILTER missing"))?,

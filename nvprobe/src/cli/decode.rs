@@ -9,7 +9,7 @@ use std::{
 };
 
 use clap::Args;
-use nvprobe::output::{Clock, Format, Output, WriteFailed, file_identity};
+use nvprobe::output::{Clock, Output, WriteFailed, file_identity};
 use nvprobe::pipeline::{PipeOpts, replay};
 
 use super::{Fail, OutputArgs, output_spec};
@@ -85,11 +85,7 @@ pub fn run(a: DecodeArgs) -> Result<(), Fail> {
     let (input, id) = open_input(&a.file, &name)?;
     // The input is open and may be read: only now is the output created.
     let spec = output_spec(&a.out, id)?;
-    let format = if a.out.json {
-        Format::Json
-    } else {
-        Format::Text
-    };
+    let format = a.out.format();
     let out = Output::opened(
         spec.open().map_err(|e| Fail(2, e))?,
         format,
@@ -98,6 +94,7 @@ pub fn run(a: DecodeArgs) -> Result<(), Fail> {
     let opts = PipeOpts {
         workers: 1,
         summary_only: a.summary_only,
+        level: a.out.events,
         host_facts: false,
     };
     let reader = BufReader::with_capacity(1 << 16, input);

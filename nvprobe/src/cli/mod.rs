@@ -15,14 +15,26 @@ use clap::Args;
 use nvprobe::{
     attach::StartError,
     decode::version::{DriverInfo, DriverVersion, VersionCtx},
-    output::{OutputSpec, parse_mode},
+    output::{Format, Level, OutputSpec, parse_mode},
 };
 
 #[derive(Args)]
 pub struct OutputArgs {
-    /// NDJSON output (schema: `nvprobe schema`) instead of text.
-    #[arg(long)]
+    /// NDJSON output (schema: `nvprobe schema`) instead of text: the same
+    /// as --format json.
+    #[arg(long, conflicts_with = "format")]
     pub json: bool,
+    /// text (for people), json (NDJSON, schema v1: `nvprobe schema`) or
+    /// otlp-json (one OTLP/JSON LogsData per line, for an OpenTelemetry
+    /// collector's otlpjsonfile receiver; docs/LOG-PIPELINES.md).
+    #[arg(long, value_name = "FORMAT", value_parser = parse_format)]
+    pub format: Option<Format>,
+    /// What is written: all (every call), failures (all but successful
+    /// calls) or verdicts (start-up verdicts, stalls, signals that hit
+    /// NVIDIA calls, failed calls, lost counts, the summary). Everything
+    /// is still counted in the summary.
+    #[arg(long, value_name = "LEVEL", default_value = "all", value_parser = parse_level)]
+    pub events: Level,
     /// Write to FILE instead of stdout. FILE is created (mode 0600, see
     /// --output-mode) once start-up has succeeded; an existing file is
     /// refused unless --force is given, a symbolic link always.
@@ -38,6 +50,24 @@ pub struct OutputArgs {
     /// running driver's, from /proc/driver/nvidia/version).
     #[arg(long, value_name = "VERSION")]
     pub driver_version: Option<DriverVersion>,
+}
+
+impl OutputArgs {
+    pub fn format(&self) -> Format {
+        match (self.json, self.format) {
+            (_, Some(f)) => f,
+            (true, None) => Format::Json,
+            (false, None) => Format::Text,
+        }
+    }
+}
+
+fn parse_format(s: &str) -> Result<Format, String> {
+    s.parse()
+}
+
+fn parse_level(s: &str) -> Result<Level, String> {
+    s.parse()
 }
 
 pub fn parse_ringbuf(s: &str) -> Result<u32, String> {

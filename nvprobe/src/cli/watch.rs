@@ -132,11 +132,7 @@ pub fn run(a: WatchArgs) -> Result<(), Fail> {
     let tracefs = attach::ensure_tracefs().map_err(start_fail)?;
     attach::check_syscall_tracepoints(&tracefs.path).map_err(start_fail)?;
     let cfg = attach::kernel_config().map_err(start_fail)?;
-    let format = if a.out.json {
-        Format::Json
-    } else {
-        Format::Text
-    };
+    let format = a.out.format();
     let settings = Settings {
         driver_layer: a.layer("driver"),
         // By default the driver layer takes the NVIDIA ioctls over where it
@@ -180,7 +176,7 @@ pub fn run(a: WatchArgs) -> Result<(), Fail> {
     out.note(now, &Note::Start(&start)).map_err(write_fail)?;
     for (id, msg) in &warnings {
         eprintln!("nvprobe: warning: {msg}");
-        if format == Format::Json || a.out.output.is_some() {
+        if format.structured() || a.out.output.is_some() {
             out.note(now, &Note::Warning { id, message: msg })
                 .map_err(write_fail)?;
         }
@@ -225,6 +221,7 @@ fn run_opts(a: &WatchArgs, bpf_stats: bool) -> RunOpts {
                 .map_or(1, |n| n.get().saturating_sub(1))
                 .clamp(1, 4),
             summary_only: a.summary_only,
+            level: a.out.events,
             host_facts: true,
         },
         bpf_stats,
@@ -334,6 +331,9 @@ fn start_record(
         .collect();
     StartRecord {
         tool_version: env!("CARGO_PKG_VERSION").to_owned(),
+        host: nix::unistd::gethostname()
+            .ok()
+            .map(|h| h.to_string_lossy().into_owned()),
         kernel: nix::sys::utsname::uname()
             .map(|u| u.release().to_string_lossy().into_owned())
             .unwrap_or_default(),
@@ -536,7 +536,7 @@ fn comm_match(names: &[String]) -> String {
 
 fn report_end(a: &WatchArgs, format: Format, summary: &nvprobe::summary::Summary) {
     let total: u64 = summary.events.values().sum();
-    if format == Format::Json || a.out.output.is_some() {
+    if format.structured() || a.out.output.is_some() {
         eprintln!(
             "nvprobe: stopped after {:.1} s: {total} events, {} failed, {} lost, {} processes",
             summary.duration_s,

@@ -145,6 +145,8 @@ impl Seen {
 struct Live {
     seen: Seen,
     nv_procs: Option<aya::maps::HashMap<MapData, u32, u8>>,
+    /// Successful calls of quiet processes the kernel left out, per CPU.
+    quieted: Option<PerCpuArray<MapData, u64>>,
     inflight: Option<aya::maps::Array<MapData, nvprobe_common::Inflight>>,
     stalls: crate::stall::Detector,
     /// A batch the decode threads had no room for yet (sent first next time).
@@ -171,6 +173,30 @@ enum Drained {
 }
 
 impl Live {
+    /// Let the kernel drop the successful calls of these processes (their
+    /// verdict is out; `--events failures|verdicts` ships none of them).
+    /// Only a process the kernel still follows is changed: one that exited
+    /// meanwhile is gone from NV_PROCS, and its pid may be another's.
+    fn quiet(&mut self, pids: Vec<u32>) {
+        let Some(m) = self.nv_procs.as_mut() else {
+            return;
+        };
+        const BPF_EXIST: u64 = 2;
+        for pid in pids {
+            let _ = m.insert(
+                pid,
+                nvprobe_common::nv_procs::FOLLOWED | nvprobe_common::nv_procs::QUIET,
+                BPF_EXIST,
+            );
+        }
+    }
+
+    fn quieted_total(&self) -> u64 {
+        self.quieted
+            .as_ref()
+            .and_then(|m| m.get(&0, 0).ok())
+            .map_or(0, |v| v.iter().sum())
+    }
     /// Move what the ring buffer holds into batches, for at most `budget`
     /// (a flood never empties it). Never waits on the decode threads: when
     /// they are full the batch is held, and the ring buffer fills up (the
@@ -425,6 +451,9 @@ pub async fn run(
         nv_procs: ebpf
             .take_map(maps::NV_PROCS)
             .and_then(|m| aya::maps::HashMap::try_from(m).ok()),
+        quieted: ebpf
+            .take_map(maps::QUIETED)
+            .and_then(|m| PerCpuArray::try_from(m).ok()),
         inflight: ebpf
             .take_map(maps::INFLIGHT)
             .and_then(|m| aya::maps::Array::try_from(m).ok()),
@@ -449,6 +478,7 @@ pub async fn run(
             _ = sigterm.recv() => break,
             _ = tick.tick() => {
                 left = live.drain(ring.get_mut(), &mut pipe, budget)?;
+                live.quiet(pipe.take_quiet());
                 if opts.cuda_layer {
                     live.hook_new_libcuda(ebpf, libcuda, &mut pipe)?;
                 } else {
@@ -498,6 +528,7 @@ pub async fn run(
     }
     let (mut out, stats) = finished?;
     let mut summary = stats.finish(started.elapsed().as_secs_f64(), lost.summary());
+    summary.quieted = live.quieted_total();
     if opts.bpf_stats {
         summary.bpf = prog_stats(ebpf);
     }

@@ -25,7 +25,7 @@ use bytes::BytesMut;
 use nvprobe_model::{
     correlate::{Correlator, Obs, Record, StageBoard},
     decode::{self, Context},
-    render::{Note, Renderer},
+    render::{Level, Note, Renderer},
     summary::Stats,
 };
 
@@ -76,6 +76,8 @@ pub struct PipeOpts {
     pub workers: usize,
     /// Only the per-process verdicts and the summary.
     pub summary_only: bool,
+    /// What is shipped (`--events`); everything is still counted.
+    pub level: Level,
     /// Make UVM diagnoses specific to this host's nvidia_uvm (live runs
     /// only: a recording's host is not this one).
     pub host_facts: bool,
@@ -150,6 +152,7 @@ fn render_batch(
     filters: &Filters,
     r: &mut Renderer,
     summary_only: bool,
+    level: Level,
 ) -> Rendered {
     let mut stats = Stats::default();
     let mut buf = BytesMut::with_capacity(if summary_only { 0 } else { b.count * 480 });
@@ -163,7 +166,7 @@ fn render_batch(
                 } else {
                     stats.record(&ev, t);
                 }
-                if !summary_only {
+                if !summary_only && level.event(&ev) {
                     // Rendering into memory cannot fail.
                     let _ = r.event(&mut buf, t, &ev);
                 }
@@ -206,12 +209,19 @@ struct Writer {
     stats: Stats,
     corr: Correlator,
     summary_only: bool,
+    level: Level,
     host_facts: bool,
     hmm: Option<crate::host::HmmFacts>,
     recs: Vec<Record>,
     last_ns: u64,
     res: io::Result<()>,
+    /// Processes whose start-up verdict is out: the kernel may drop their
+    /// successful calls from now on (quiet levels only).
+    quiet: Quiet,
 }
+
+/// Pids handed from the output thread to the live source.
+type Quiet = Arc<Mutex<Vec<u32>>>;
 
 type Finished = (Output, Stats, io::Result<()>);
 
@@ -221,7 +231,17 @@ impl Writer {
             if self.host_facts {
                 refine_for_host(&mut r, &mut self.hmm);
             }
-            if self.res.is_ok() && (!self.summary_only || matches!(r, Record::Cuinit(_))) {
+            if let Record::Cuinit(v) = &r
+                && v.result == "ok"
+                && self.level.quiet()
+                && let Ok(mut q) = self.quiet.lock()
+            {
+                q.push(v.pid);
+            }
+            if self.res.is_ok()
+                && (!self.summary_only || matches!(r, Record::Cuinit(_)))
+                && self.level.record(&r)
+            {
                 self.res = self.out.record(mono_ns, &r);
             }
         }
@@ -299,6 +319,8 @@ pub struct Pipeline {
     workers: Vec<std::thread::JoinHandle<()>>,
     writer: Option<std::thread::JoinHandle<Finished>>,
     notes: Renderer,
+    level: Level,
+    quiet: Quiet,
 }
 
 impl Pipeline {
@@ -316,6 +338,7 @@ impl Pipeline {
         let work_rx = Arc::new(Mutex::new(work_rx));
         let (done_tx, done_rx) = sync_channel::<Rendered>(32);
         let board = StageBoard::default();
+        let quiet = Quiet::default();
         let w = Writer {
             out,
             stats: Stats::default(),
@@ -326,11 +349,13 @@ impl Pipeline {
                 c
             },
             summary_only: opts.summary_only,
+            level: opts.level,
             host_facts: opts.host_facts,
             hmm: None,
             recs: Vec::new(),
             last_ns: 0,
             res: Ok(()),
+            quiet: quiet.clone(),
         };
         let writer = std::thread::Builder::new()
             .name("nvprobe-output".into())
@@ -340,11 +365,11 @@ impl Pipeline {
         for i in 0..opts.workers.max(1) {
             let (rx, tx) = (work_rx.clone(), done_tx.clone());
             let (ctx, filters, r) = (ctx.clone(), filters.clone(), notes.clone());
-            let summary_only = opts.summary_only;
+            let (summary_only, level) = (opts.summary_only, opts.level);
             handles.push(
                 std::thread::Builder::new()
                     .name(format!("nvprobe-decode-{i}"))
-                    .spawn(move || worker(&rx, &tx, &ctx, &filters, r, summary_only))
+                    .spawn(move || worker(&rx, &tx, &ctx, &filters, r, summary_only, level))
                     .context("starting a decode thread")?,
             );
         }
@@ -356,7 +381,18 @@ impl Pipeline {
             workers: handles,
             writer: Some(writer),
             notes,
+            level: opts.level,
+            quiet,
         })
+    }
+
+    /// Processes whose verdict is out since the last call (quiet levels):
+    /// their successful calls need not leave the kernel any more.
+    pub fn take_quiet(&self) -> Vec<u32> {
+        self.quiet
+            .lock()
+            .map(|mut q| std::mem::take(&mut *q))
+            .unwrap_or_default()
     }
 
     /// An empty batch; it is numbered when it is sent, to be written after
@@ -400,7 +436,9 @@ impl Pipeline {
     /// sent before it.
     pub fn note(&mut self, mono_ns: u64, note: &Note<'_>) -> anyhow::Result<()> {
         let mut buf = BytesMut::new();
-        self.notes.note(&mut buf, mono_ns, note)?;
+        if self.level.note(note) {
+            self.notes.note(&mut buf, mono_ns, note)?;
+        }
         let item = Rendered {
             seq: self.seq,
             bytes: buf.freeze(),
@@ -423,7 +461,10 @@ impl Pipeline {
         info: nvprobe_model::attribution::ProcessInfo,
     ) -> anyhow::Result<()> {
         let mut buf = BytesMut::new();
-        self.notes.note(&mut buf, mono_ns, &Note::Process(&info))?;
+        let note = Note::Process(&info);
+        if self.level.note(&note) {
+            self.notes.note(&mut buf, mono_ns, &note)?;
+        }
         let item = Rendered {
             seq: self.seq,
             steps: vec![Step {
@@ -468,6 +509,7 @@ fn worker(
     filters: &Filters,
     mut r: Renderer,
     summary_only: bool,
+    level: Level,
 ) {
     loop {
         let next = match rx.lock() {
@@ -476,7 +518,14 @@ fn worker(
         };
         let Ok(batch) = next else { break };
         if tx
-            .send(render_batch(&batch, ctx, filters, &mut r, summary_only))
+            .send(render_batch(
+                &batch,
+                ctx,
+                filters,
+                &mut r,
+                summary_only,
+                level,
+            ))
             .is_err()
         {
             break;

@@ -483,6 +483,54 @@ fn cuinit_scenario(dir: &Path, lib: Option<&Path>) -> anyhow::Result<Value> {
     }
 }
 
+/// A start-up that succeeds, then a steady loop: ready, (go) cuInit
+/// through the stand-in libcuda, `inited`, (go) `count` RM controls that
+/// succeed (NV_OK, SYSTEM_GET_BUILD_VERSION) and 3 that fail with
+/// NV_ERR_INVALID_COMMAND behind a return of 0 (an unknown control), for
+/// the tests of `--events` and of the kernel dropping quiet processes'
+/// successful calls.
+fn steady_scenario(dir: &Path, lib: Option<&Path>, count: u64) -> anyhow::Result<Value> {
+    let lib = lib.context("--lib is required")?;
+    // SAFETY: the environment is set before any other thread exists.
+    unsafe { std::env::set_var("NVPROBE_FAKE_DIR", dir) };
+    let c = std::ffi::CString::new(lib.as_os_str().as_encoded_bytes())?;
+    let go = || -> anyhow::Result<()> {
+        std::io::stdout().flush()?;
+        let mut line = String::new();
+        std::io::stdin().lock().read_line(&mut line)?;
+        Ok(())
+    };
+    // SAFETY: dlopen/dlsym with valid C strings; cuInit has the cuda.h
+    // prototype.
+    let init: extern "C" fn(u32) -> i32 = unsafe {
+        let h = libc::dlopen(c.as_ptr(), libc::RTLD_NOW);
+        if h.is_null() {
+            bail!("dlopen {} failed", lib.display());
+        }
+        let f = libc::dlsym(h, c"cuInit".as_ptr());
+        if f.is_null() {
+            bail!("{} lacks cuInit", lib.display());
+        }
+        std::mem::transmute(f)
+    };
+    println!("{}", json!({ "ready": true }));
+    go()?;
+    let r = init(0);
+    println!("{}", json!({ "inited": r }));
+    go()?;
+    let fd = open_rw(&ctl(dir), true)?;
+    let f = fd.as_raw_fd();
+    let mut ok = 0u64;
+    for _ in 0..count {
+        ok += u64::from(control(f, 0, 0x101) == (0, 0));
+    }
+    let mut failed = 0u64;
+    for _ in 0..3 {
+        failed += u64::from(control(f, 0, 0x0000_0dea) == (0, 0x24));
+    }
+    Ok(json!({ "cuInit": r, "ok_calls": ok, "failed_calls": failed }))
+}
+
 fn main() -> anyhow::Result<()> {
     match Cli::parse().cmd {
         Cmd::Serve { dir } => {
@@ -526,6 +574,7 @@ fn main() -> anyhow::Result<()> {
                     json!({ "ret": r, "status": st })
                 }
                 "cuinit" => cuinit_scenario(&dir, lib.as_deref())?,
+                "steady" => steady_scenario(&dir, lib.as_deref(), count)?,
                 other => bail!("unknown scenario {other}"),
             };
             let mut v = v;

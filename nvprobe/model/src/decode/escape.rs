@@ -337,6 +337,37 @@ pub fn status_loc(nr: u32, size: u32, v: &VersionCtx) -> Result<StatusLoc, Strin
     }
 }
 
+/// The `STATUS_AT` entries of the escapes (nvprobe_common::status_at):
+/// every (layout size, status offset) whose offset does not rest on an
+/// assumed driver version, directly and behind an XFER wrapper.
+pub fn status_at_entries(v: &VersionCtx) -> Vec<(u32, u32)> {
+    use nvprobe_common::status_at::{escape_key, xfer_key};
+    let mut out = Vec::new();
+    for esc in ESCAPES {
+        let sizes: Vec<u32> = match esc.layout {
+            Fixed { size, .. } => vec![size],
+            BySize(t) => t.iter().map(|&(s, _)| s).collect(),
+            RmAlloc => vec![32, 40, 48],
+            ErrnoOnly | Unhandled | Unknown => continue,
+        };
+        for size in sizes {
+            let Ok(loc) = status_loc(esc.nr, size, v) else {
+                continue;
+            };
+            if loc.basis == super::version::LayoutBasis::Assumed || loc.offset + 4 > size {
+                continue;
+            }
+            if size < 1 << 14 {
+                out.push((escape_key(esc.nr, size), loc.offset));
+            }
+            if esc.nr != NV_ESC_IOCTL_XFER_CMD {
+                out.push((xfer_key(esc.nr, size), loc.offset));
+            }
+        }
+    }
+    out
+}
+
 /// NV_ESC_RM_ALLOC takes NVOS21 (32 B) or NVOS64 (40 B before 535, 48 B
 /// from 535). Size 48 alone decides; 32 and 40 need the version (§2.4).
 fn rm_alloc_status(size: u32, v: &VersionCtx) -> Result<StatusLoc, String> {

@@ -305,6 +305,21 @@ pub fn sizes(v: &VersionCtx) -> impl Iterator<Item = (u32, u32)> + '_ {
         .filter_map(move |c| layout(c, v).map(|(size, _, _)| (c.cmd, size)))
 }
 
+/// The `STATUS_AT` entries of the UVM commands (nvprobe_common::status_at)
+/// whose layout does not rest on an assumed driver version.
+pub fn status_at_entries(v: &VersionCtx) -> Vec<(u32, u32)> {
+    let mut out = vec![(UVM_DEINITIALIZE, nvprobe_common::status_at::NO_STATUS)];
+    for c in COMMANDS {
+        if let Ok(loc) = status_loc(c.cmd, v)
+            && loc.basis != super::version::LayoutBasis::Assumed
+            && layout(c, v).is_some_and(|(size, off, _)| off + 4 <= size)
+        {
+            out.push((c.cmd, loc.offset));
+        }
+    }
+    out
+}
+
 pub fn status_loc(cmd: u32, v: &VersionCtx) -> Result<StatusLoc, String> {
     let Some(c) = lookup(cmd) else {
         return Err("unknown UVM command: no layout".into());

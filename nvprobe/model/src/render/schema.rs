@@ -17,7 +17,9 @@ fn envelope() -> Map<String, Value> {
     let v = json!({
         "v": { "const": SCHEMA_VERSION, "description": "schema version" },
         "time": { "type": "string", "description": "wall-clock time of the record, RFC 3339, UTC, microseconds" },
-        "mono_ns": { "type": "integer", "minimum": 0, "description": "CLOCK_MONOTONIC ns (the kernel's bpf_ktime_get_ns for kernel events)" }
+        "mono_ns": { "type": "integer", "minimum": 0, "description": "CLOCK_MONOTONIC ns (the kernel's bpf_ktime_get_ns for kernel events)" },
+        "severity": { "enum": ["debug", "info", "warn", "error"], "description": "how serious the record is, as OpenTelemetry's severity text (absent in recordings made before it was added)" },
+        "severity_number": { "enum": [5, 9, 13, 17], "description": "OpenTelemetry SeverityNumber of `severity`: DEBUG 5, INFO 9, WARN 13, ERROR 17" }
     });
     v.as_object().cloned().unwrap_or_default()
 }

@@ -1,0 +1,187 @@
+//! How much of the stream is shipped (`--events`), and how serious each
+//! record is (its `severity`, in OpenTelemetry's text and number).
+//!
+//! Always-on use cannot ship every driver call (a steady training loop
+//! writes megabytes a minute): `failures` drops successful calls, and
+//! `verdicts` keeps only what answers "what went wrong on this node":
+//! start-up verdicts, stalls, signals that hit NVIDIA calls, failed calls,
+//! lost counts, warnings, the start record and the summary. Every level
+//! still counts everything in the summary.
+
+use std::str::FromStr;
+
+use serde::Serialize;
+
+use super::Note;
+use crate::{correlate::Record, decode::Event};
+
+/// What `--events` ships.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    /// Every event and record.
+    #[default]
+    All,
+    /// Everything but successful calls: failed calls, process events,
+    /// milestones, verdicts, identities and the collector's records.
+    Failures,
+    /// Start-up verdicts, stalls, signals that hit an NVIDIA call, failed
+    /// calls, lost counts, warnings, the start record and the summary.
+    Verdicts,
+}
+
+impl Level {
+    pub const NAMES: [&'static str; 3] = ["all", "failures", "verdicts"];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::All => "all",
+            Level::Failures => "failures",
+            Level::Verdicts => "verdicts",
+        }
+    }
+
+    /// Whether successful calls are left out (the kernel may drop them
+    /// for processes past their verdict).
+    pub fn quiet(self) -> bool {
+        self != Level::All
+    }
+
+    pub fn event(self, ev: &Event) -> bool {
+        match self {
+            Level::All => true,
+            Level::Failures => !ev.ok() || matches!(ev, Event::Proc(_)),
+            Level::Verdicts => !ev.ok(),
+        }
+    }
+
+    pub fn record(self, r: &Record) -> bool {
+        match (self, r) {
+            (Level::All | Level::Failures, _) => true,
+            (Level::Verdicts, Record::Cuinit(_)) => true,
+            // A signal between calls explains nothing about the driver.
+            (Level::Verdicts, Record::Signal(s)) => s.outcome != "in_user_space",
+            (Level::Verdicts, Record::Stage { .. } | Record::Breakdown(_)) => false,
+        }
+    }
+
+    pub fn note(self, n: &Note<'_>) -> bool {
+        match (self, n) {
+            (Level::All | Level::Failures, _) => true,
+            (Level::Verdicts, Note::Process(_)) => false,
+            (Level::Verdicts, _) => true,
+        }
+    }
+}
+
+impl FromStr for Level {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "all" => Ok(Level::All),
+            "failures" => Ok(Level::Failures),
+            "verdicts" => Ok(Level::Verdicts),
+            _ => Err(format!(
+                "unknown event level {s:?} (use {})",
+                Level::NAMES.join(", ")
+            )),
+        }
+    }
+}
+
+/// OpenTelemetry's severity (logs data model): the text nvprobe writes and
+/// its SeverityNumber.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Severity {
+    Debug,
+    Info,
+    Warn,
+    Error,
+}
+
+impl Severity {
+    pub fn text(self) -> &'static str {
+        match self {
+            Severity::Debug => "debug",
+            Severity::Info => "info",
+            Severity::Warn => "warn",
+            Severity::Error => "error",
+        }
+    }
+
+    /// SeverityNumber: DEBUG 5, INFO 9, WARN 13, ERROR 17.
+    pub fn number(self) -> u8 {
+        match self {
+            Severity::Debug => 5,
+            Severity::Info => 9,
+            Severity::Warn => 13,
+            Severity::Error => 17,
+        }
+    }
+
+    /// A driver call or process event: a failed call is a warning (many
+    /// are probes a start-up gets past; its verdict says whether it
+    /// mattered), a CUDA call that returned an error is an error.
+    pub fn of_event(ev: &Event) -> Self {
+        match ev {
+            Event::Cuda(_) if !ev.ok() => Severity::Error,
+            Event::Proc(p) if matches!(p.op, crate::decode::ProcKind::Signal) => Severity::Info,
+            _ if !ev.ok() => Severity::Warn,
+            _ => Severity::Debug,
+        }
+    }
+
+    /// A correlator record: a verdict that failed is an error, one with a
+    /// problem it got past a warning.
+    pub fn of_record(r: &Record) -> Self {
+        match r {
+            Record::Stage { .. } | Record::Breakdown(_) => Severity::Info,
+            Record::Signal(_) => Severity::Warn,
+            Record::Cuinit(v) => match v.result {
+                "ok" if v.diagnoses.is_empty() => Severity::Info,
+                "ok" => Severity::Warn,
+                // A process that exited or was still starting when tracing
+                // stopped, without a failed cuInit.
+                "exited" | "incomplete" if v.class != "cuda" => Severity::Info,
+                "exited" | "incomplete" if v.diagnoses.iter().all(|d| d.severity != "error") => {
+                    Severity::Warn
+                }
+                _ => Severity::Error,
+            },
+        }
+    }
+
+    pub fn of_note(n: &Note<'_>) -> Self {
+        match n {
+            Note::Start(_) | Note::Summary(_) | Note::Process(_) => Severity::Info,
+            Note::Stall(_) | Note::Warning { .. } | Note::Lost { .. } => Severity::Warn,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn levels_parse_and_say_their_names() {
+        for n in Level::NAMES {
+            assert_eq!(n.parse::<Level>().expect("level").as_str(), n);
+        }
+        let e = "everything".parse::<Level>().unwrap_err();
+        assert!(e.contains("all, failures, verdicts"), "{e}");
+        assert!(!Level::All.quiet() && Level::Verdicts.quiet() && Level::Failures.quiet());
+    }
+
+    #[test]
+    fn severity_numbers_are_opentelemetrys() {
+        let s = [
+            Severity::Debug,
+            Severity::Info,
+            Severity::Warn,
+            Severity::Error,
+        ];
+        assert_eq!(s.map(Severity::number), [5, 9, 13, 17]);
+        assert_eq!(s.map(Severity::text), ["debug", "info", "warn", "error"]);
+    }
+}
