@@ -45,6 +45,7 @@ pub mod maps {
     pub const WAKE_NEXT: &str = "WAKE_NEXT";
     pub const STATUS_AT: &str = "STATUS_AT";
     pub const QUIETED: &str = "QUIETED";
+    pub const RB_FILL: &str = "RB_FILL";
 }
 
 /// `NV_PROCS` values: a followed process, and one whose successful calls

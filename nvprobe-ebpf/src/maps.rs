@@ -51,6 +51,11 @@ pub static UVM_SIZES: HashMap<u32, u32> = HashMap::with_max_entries(512, 0);
 pub static STATUS_AT: HashMap<u32, u32> =
     HashMap::with_max_entries(nvprobe_common::status_at::MAX_ENTRIES, 0);
 
+/// The most data the ring buffer held when a record was submitted, in
+/// bytes, since user space last reset it (`--metrics`).
+#[map]
+pub static RB_FILL: Array<u64> = Array::with_max_entries(1, 0);
+
 /// Successful calls of quiet processes left out here, per CPU.
 #[map]
 pub static QUIETED: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
@@ -146,6 +151,15 @@ pub fn wakeup_flags(threshold: u32, size: usize) -> u64 {
     }
     // Includes the record being submitted (reserved space counts).
     let avail = EVENTS.query(BPF_RB_AVAIL_DATA as u64);
+    if let Some(p) = RB_FILL.get_ptr_mut(0) {
+        // SAFETY: pointer into the array map's value; a racing writer on
+        // another CPU may win, which only loses a high-water mark.
+        unsafe {
+            if avail > *p {
+                *p = avail;
+            }
+        }
+    }
     let t = threshold as u64;
     if avail >= t && avail < t + size as u64 + 8 {
         BPF_RB_FORCE_WAKEUP as u64

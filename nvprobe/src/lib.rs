@@ -15,6 +15,7 @@ pub mod doctor;
 pub mod hooks;
 pub mod host;
 pub mod identity;
+pub mod metrics;
 pub mod output;
 pub mod pipeline;
 pub mod safefs;

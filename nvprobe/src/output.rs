@@ -16,23 +16,77 @@ use nvprobe_model::{correlate::Record, decode::Event};
 /// Writes filled buffers on its own thread, so that the collector's thread
 /// spends its time decoding, not in write(2) (about half of the cost per
 /// event when NDJSON goes to a file).
+/// What the writer thread is handed.
+enum Msg {
+    Data(bytes::Bytes),
+    /// SIGHUP: write to a newly opened file from here on (logrotate).
+    Reopen,
+}
+
+/// Opens the output file again (its path, anew): see [`OutputSpec::reopen`].
+pub type ReopenFn = Box<dyn FnMut() -> anyhow::Result<Box<dyn Write + Send>> + Send>;
+
+/// Asks the writer thread to reopen its file, in order with what was
+/// written before. It does not keep the writer alive: once the output
+/// finishes, a request does nothing.
+#[derive(Clone)]
+pub struct Reopener(ReopenTx);
+
+type ReopenTx = Arc<std::sync::Mutex<Option<std::sync::mpsc::SyncSender<Msg>>>>;
+
+impl Reopener {
+    /// Queue the reopen; false when the writer's queue is full (ask again
+    /// later). True when it is queued, or the writer is gone.
+    pub fn request(&self) -> bool {
+        match self.0.lock().ok().and_then(|g| g.clone()) {
+            Some(tx) => !matches!(
+                tx.try_send(Msg::Reopen),
+                Err(std::sync::mpsc::TrySendError::Full(_))
+            ),
+            None => true,
+        }
+    }
+}
+
 struct WriterThread {
-    tx: Option<std::sync::mpsc::SyncSender<bytes::Bytes>>,
+    tx: Option<std::sync::mpsc::SyncSender<Msg>>,
+    /// The sender reopen requests use (None once finishing, or when the
+    /// output is not a file).
+    reopen_tx: ReopenTx,
     handle: Option<std::thread::JoinHandle<io::Result<()>>>,
     failed: std::sync::Arc<std::sync::Mutex<Option<io::Error>>>,
     health: Health,
 }
 
 impl WriterThread {
-    fn spawn(mut w: Box<dyn Write + Send>, health: Health) -> Self {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<bytes::Bytes>(16);
+    fn spawn(mut w: Box<dyn Write + Send>, health: Health, mut reopen: Option<ReopenFn>) -> Self {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Msg>(16);
+        let reopen_tx = Arc::new(std::sync::Mutex::new(reopen.is_some().then(|| tx.clone())));
         let failed = std::sync::Arc::new(std::sync::Mutex::new(None));
         let f2 = failed.clone();
         let h2 = health.clone();
         let handle = std::thread::Builder::new()
             .name("nvprobe-writer".into())
             .spawn(move || {
-                for b in rx {
+                for m in rx {
+                    let b = match m {
+                        Msg::Data(b) => b,
+                        Msg::Reopen => {
+                            let Some(open) = reopen.as_mut() else {
+                                continue;
+                            };
+                            // What went before ends in the old file.
+                            let _ = w.flush();
+                            match open() {
+                                Ok(n) => w = n,
+                                // The old file is kept: nothing is lost.
+                                Err(e) => eprintln!(
+                                    "nvprobe: warning: SIGHUP: {e:#}; still writing to the file opened before"
+                                ),
+                            }
+                            continue;
+                        }
+                    };
                     if let Err(e) = w.write_all(&b).and_then(|()| w.flush()) {
                         let kind = e.kind();
                         h2.set(&e);
@@ -47,6 +101,7 @@ impl WriterThread {
             .ok();
         Self {
             tx: Some(tx),
+            reopen_tx,
             handle,
             failed,
             health,
@@ -67,7 +122,7 @@ impl WriterThread {
     fn send(&self, b: bytes::Bytes) -> io::Result<()> {
         self.check()?;
         match &self.tx {
-            Some(tx) => tx.send(b).map_err(|_| {
+            Some(tx) => tx.send(Msg::Data(b)).map_err(|_| {
                 self.check()
                     .err()
                     .unwrap_or_else(|| io::Error::other("the output writer thread stopped"))
@@ -77,6 +132,9 @@ impl WriterThread {
     }
 
     fn finish(&mut self) -> io::Result<()> {
+        if let Ok(mut g) = self.reopen_tx.lock() {
+            g.take();
+        }
         drop(self.tx.take());
         if let Some(h) = self.handle.take() {
             h.join()
@@ -170,7 +228,7 @@ pub struct Output {
 
 impl Output {
     pub fn new(w: Box<dyn Write + Send>, format: Format, clock: Clock) -> Self {
-        Self::with_health(w, Health::default(), format, clock)
+        Self::with_health(w, Health::default(), None, format, clock)
     }
 
     /// An output opened by [`OutputSpec::open`] (its pipe watched).
@@ -179,15 +237,27 @@ impl Output {
             failed: Arc::default(),
             pipe: o.pipe.map(Arc::new),
         };
-        Self::with_health(o.writer, health, format, clock)
+        Self::with_health(o.writer, health, o.reopen, format, clock)
     }
 
-    fn with_health(w: Box<dyn Write + Send>, health: Health, format: Format, clock: Clock) -> Self {
+    fn with_health(
+        w: Box<dyn Write + Send>,
+        health: Health,
+        reopen: Option<ReopenFn>,
+        format: Format,
+        clock: Clock,
+    ) -> Self {
         Self {
-            w: WriterThread::spawn(w, health),
+            w: WriterThread::spawn(w, health, reopen),
             r: Renderer::new(format, clock),
             buf: BytesMut::with_capacity(1 << 16),
         }
+    }
+
+    /// A handle that reopens the output file (SIGHUP), when it is one.
+    pub fn reopener(&self) -> Option<Reopener> {
+        let on = self.w.reopen_tx.lock().is_ok_and(|g| g.is_some());
+        on.then(|| Reopener(self.w.reopen_tx.clone()))
     }
 
     /// A handle that says whether this output still works.
@@ -270,7 +340,7 @@ mod file {
         path::{Path, PathBuf},
     };
 
-    use anyhow::bail;
+    use anyhow::{Context as _, bail};
 
     /// The output of `watch` or `decode`: stdout, or a file checked before
     /// start-up (nothing is created or truncated then) and opened only once
@@ -306,6 +376,8 @@ mod file {
     pub struct Opened {
         pub writer: Box<dyn Write + Send>,
         pub pipe: Option<OwnedFd>,
+        /// A regular file's: opens its path again (SIGHUP).
+        pub reopen: Option<super::ReopenFn>,
     }
 
     fn pipe_copy(fd: std::os::fd::BorrowedFd<'_>) -> Option<OwnedFd> {
@@ -382,6 +454,7 @@ mod file {
                 return Ok(Opened {
                     writer: Box::new(io::stdout()),
                     pipe: pipe_copy(io::stdout().as_fd()),
+                    reopen: None,
                 });
             };
             let existing = fs::symlink_metadata(p).ok();
@@ -421,10 +494,61 @@ mod file {
                 f.set_len(0)?;
             }
             let pipe = pipe_copy(f.as_fd());
+            let reopen: Option<super::ReopenFn> = m.is_file().then(|| {
+                let spec = self.clone();
+                Box::new(move || spec.reopen()) as super::ReopenFn
+            });
             Ok(Opened {
                 writer: Box::new(f),
                 pipe,
+                reopen,
             })
+        }
+
+        /// The file at the output's path again (SIGHUP, after logrotate
+        /// moved it away): a new file (exclusive, not following links,
+        /// with the output's mode), or the regular file found there (made
+        /// by `logrotate`'s `create`, or the same file when nothing moved
+        /// it), appended to. A link, a file with other names, anything but
+        /// a regular file is refused.
+        pub fn reopen(&self) -> anyhow::Result<Box<dyn Write + Send>> {
+            let p = self.path.as_deref().context("stdout is not reopened")?;
+            let mut o = fs::OpenOptions::new();
+            o.custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .mode(self.mode);
+            let f = match o.clone().write(true).create_new(true).open(p) {
+                Ok(f) => {
+                    f.set_permissions(fs::Permissions::from_mode(self.mode))?;
+                    f
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
+                    o.append(true).open(p).map_err(|e| match e.raw_os_error() {
+                        Some(libc::ELOOP) => anyhow::anyhow!(
+                            "refusing to reopen {}: it is a symbolic link (nvprobe does not follow links for its output)",
+                            p.display()
+                        ),
+                        _ => anyhow::anyhow!("reopening {}: {e}", p.display()),
+                    })?
+                }
+                Err(e) => {
+                    return Err(anyhow::anyhow!("cannot create output file {}: {e}", p.display()));
+                }
+            };
+            let m = f.metadata()?;
+            if !m.is_file() {
+                bail!(
+                    "refusing to reopen {}: it is not a regular file",
+                    p.display()
+                );
+            }
+            if m.nlink() > 1 {
+                bail!(
+                    "refusing to reopen {}: it has {} hard links (another name shares its contents)",
+                    p.display(),
+                    m.nlink()
+                );
+            }
+            Ok(Box::new(f))
         }
     }
 

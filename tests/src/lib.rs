@@ -12,4 +12,5 @@
 pub mod doctortest;
 pub mod fakedrv;
 pub mod harness;
+pub mod pyenv;
 pub mod scenario;

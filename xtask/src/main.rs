@@ -240,8 +240,46 @@ fn run(args: Vec<String>) -> anyhow::Result<()> {
     std::process::exit(st.code().unwrap_or(1));
 }
 
+/// The real components the test tiers check nvprobe against: Prometheus
+/// (the metrics test), Python's venv (the OTLP and manifest validators,
+/// whose packages come from PyPI), systemd-analyze (the unit). Installed
+/// with apt as root; without root the tests that need them say so.
+fn test_tools() -> anyhow::Result<()> {
+    let have = |c: &str, arg: &str| output(Command::new(c).arg(arg)).is_some();
+    let mut missing = Vec::new();
+    if !have("prometheus", "--version") || !have("promtool", "--version") {
+        missing.push("prometheus");
+    }
+    if output(Command::new("python3").args(["-m", "venv", "--help"])).is_none() {
+        missing.push("python3-venv");
+    }
+    if !have("systemd-analyze", "--version") {
+        missing.push("systemd");
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    if !is_root() {
+        eprintln!(
+            "xtask: not root: cannot install {} (sudo apt-get install {0}); the tests that need them will fail",
+            missing.join(" ")
+        );
+        return Ok(());
+    }
+    sh(Command::new("apt-get")
+        .args(["update", "-qq"])
+        .stdout(Stdio::null()))?;
+    sh(Command::new("apt-get")
+        .args(["install", "-y", "-q", "--no-install-recommends"])
+        .args(&missing)
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .stdout(Stdio::null()))?;
+    Ok(())
+}
+
 fn test(no_lint: bool, no_vm: bool) -> anyhow::Result<()> {
     setup(false)?;
+    test_tools()?;
     if !no_lint {
         sh(cargo().args(["fmt", "--all", "--", "--check"]))?;
         sh(cargo().args(["clippy", "--all-targets", "--", "-D", "warnings"]))?;

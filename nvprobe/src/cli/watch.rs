@@ -69,6 +69,11 @@ pub struct WatchArgs {
     /// report them in the summary: what nvprobe costs the traced host.
     #[arg(long)]
     pub bpf_stats: bool,
+    /// Serve Prometheus metrics (OpenMetrics) at http://ADDR/metrics, e.g.
+    /// 127.0.0.1:9477 or [::]:9477: verdicts, driver calls and their
+    /// latency, stalls, signals, lost events, the ring buffer's fill.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
     /// Stop after this many seconds (default: run until Ctrl-C / SIGTERM).
     #[arg(long, value_name = "SECS", value_parser = parse_secs)]
     pub duration: Option<f64>,
@@ -119,6 +124,8 @@ pub fn run(a: WatchArgs) -> Result<(), Fail> {
     a.validate()?;
     // Checked now, created only once start-up has succeeded.
     let spec = output_spec(&a.out, None)?;
+    // Taken now: a port in use is a usage error before anything attaches.
+    let listener = a.metrics.map(listen).transpose()?;
     let mut extra = Vec::new();
     for d in &a.device {
         let id = host::file_identity(&d.path).map_err(|e| Fail(2, e))?;
@@ -166,9 +173,36 @@ pub fn run(a: WatchArgs) -> Result<(), Fail> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
+    let metrics = listener.map(|l| {
+        let m = Arc::new(nvprobe::metrics::Metrics::new(
+            vec![
+                ("version".into(), env!("CARGO_PKG_VERSION").into()),
+                ("kernel".into(), start.kernel.clone()),
+                (
+                    "driver".into(),
+                    h.driver
+                        .as_ref()
+                        .map_or_else(|| "none".into(), |d| d.version.to_string()),
+                ),
+            ],
+            a.ringbuf_size,
+        ));
+        (l, m)
+    });
     let stop = {
         let _in_rt = rt.enter();
         StopSignals::install()?
+    };
+    let metrics = match metrics {
+        Some((l, m)) => {
+            let _in_rt = rt.enter();
+            let l = tokio::net::TcpListener::from_std(l)
+                .context("serving --metrics")
+                .map_err(|e| Fail(1, e))?;
+            rt.spawn(nvprobe::metrics::serve(l, m.clone()));
+            Some(m)
+        }
+        None => None,
     };
     // Start-up succeeded: only now is the output file created.
     let mut out = Output::opened(spec.open().map_err(|e| Fail(2, e))?, format, Clock::now());
@@ -185,7 +219,7 @@ pub fn run(a: WatchArgs) -> Result<(), Fail> {
     out.flush().map_err(write_fail)?;
     // Stats are collected while this fd is open.
     let stats_fd = a.bpf_stats.then(enable_bpf_stats).flatten();
-    let opts = run_opts(&a, stats_fd.is_some());
+    let opts = run_opts(&a, stats_fd.is_some(), metrics);
     let filters = Filters::by_comm(&a.comm);
     let res = rt.block_on(live::run(
         &mut loaded.ebpf,
@@ -209,7 +243,11 @@ pub fn run(a: WatchArgs) -> Result<(), Fail> {
 }
 
 /// How the live pipeline runs.
-fn run_opts(a: &WatchArgs, bpf_stats: bool) -> RunOpts {
+fn run_opts(
+    a: &WatchArgs,
+    bpf_stats: bool,
+    metrics: Option<Arc<nvprobe::metrics::Metrics>>,
+) -> RunOpts {
     RunOpts {
         duration: a.duration.map(Duration::from_secs_f64),
         tick: Duration::from_millis(20),
@@ -222,6 +260,7 @@ fn run_opts(a: &WatchArgs, bpf_stats: bool) -> RunOpts {
                 .clamp(1, 4),
             summary_only: a.summary_only,
             level: a.out.events,
+            metrics,
             host_facts: true,
         },
         bpf_stats,
@@ -251,6 +290,21 @@ impl Host {
             .unwrap_or_default(),
         }
     }
+}
+
+/// The --metrics socket, bound before anything is attached.
+fn listen(addr: std::net::SocketAddr) -> Result<std::net::TcpListener, Fail> {
+    let l = std::net::TcpListener::bind(addr).map_err(|e| {
+        Fail(
+            2,
+            anyhow::anyhow!(
+                "--metrics: cannot listen on {addr}: {e} (another program has the port? choose another, e.g. --metrics 127.0.0.1:9477)"
+            ),
+        )
+    })?;
+    l.set_nonblocking(true)
+        .map_err(|e| Fail(1, anyhow::anyhow!("--metrics: {e}")))?;
+    Ok(l)
 }
 
 /// A write error: the reader going away ends nvprobe quietly (exit 0, see

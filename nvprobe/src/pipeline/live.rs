@@ -147,6 +147,10 @@ struct Live {
     nv_procs: Option<aya::maps::HashMap<MapData, u32, u8>>,
     /// Successful calls of quiet processes the kernel left out, per CPU.
     quieted: Option<PerCpuArray<MapData, u64>>,
+    /// The ring buffer's high-water mark since the last reset (--metrics).
+    rb_fill: Option<aya::maps::Array<MapData, u64>>,
+    /// Lost-counter polls since the metrics were last updated.
+    polls: u32,
     inflight: Option<aya::maps::Array<MapData, nvprobe_common::Inflight>>,
     stalls: crate::stall::Detector,
     /// A batch the decode threads had no room for yet (sent first next time).
@@ -188,6 +192,22 @@ impl Live {
                 nvprobe_common::nv_procs::FOLLOWED | nvprobe_common::nv_procs::QUIET,
                 BPF_EXIST,
             );
+        }
+    }
+
+    /// The gauges and totals read from the kernel side; the ring buffer's
+    /// high-water mark over about a second (five polls).
+    fn update_metrics(&mut self, m: &crate::metrics::Metrics) {
+        m.processes(self.seen.known.len());
+        m.quieted_total(self.quieted_total());
+        self.polls += 1;
+        if self.polls >= 5 {
+            self.polls = 0;
+            if let Some(a) = self.rb_fill.as_mut() {
+                let high = a.get(&0, 0).unwrap_or(0);
+                let _ = a.set(0, 0, 0);
+                m.ringbuf_high_water(high);
+            }
         }
     }
 
@@ -382,10 +402,13 @@ fn poll_lost(lost: &mut LostCounter, pipe: &mut Pipeline) -> anyhow::Result<()> 
 
 /// SIGINT and SIGTERM, caught from before the start record is written (a
 /// signal sent as soon as the start record appears must stop nvprobe
-/// cleanly, not kill it). Install inside the runtime (`Runtime::enter`).
+/// cleanly, not kill it), and SIGHUP: reopen the `-o` file (logrotate),
+/// or stop when writing to stdout (the terminal went away). Install inside
+/// the runtime (`Runtime::enter`).
 pub struct StopSignals {
     int: tokio::signal::unix::Signal,
     term: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
 }
 
 impl StopSignals {
@@ -393,6 +416,7 @@ impl StopSignals {
         Ok(Self {
             int: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
             term: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
+            hup: signal(SignalKind::hangup()).context("installing the SIGHUP handler")?,
         })
     }
 }
@@ -437,7 +461,10 @@ pub async fn run(
     let StopSignals {
         int: mut sigint,
         term: mut sigterm,
+        hup: mut sighup,
     } = stop;
+    let reopener = out.reopener();
+    let mut reopen_due = false;
     let mut tick = interval(opts.tick);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let started = Instant::now();
@@ -454,6 +481,10 @@ pub async fn run(
         quieted: ebpf
             .take_map(maps::QUIETED)
             .and_then(|m| PerCpuArray::try_from(m).ok()),
+        rb_fill: ebpf
+            .take_map(maps::RB_FILL)
+            .and_then(|m| aya::maps::Array::try_from(m).ok()),
+        polls: 0,
         inflight: ebpf
             .take_map(maps::INFLIGHT)
             .and_then(|m| aya::maps::Array::try_from(m).ok()),
@@ -476,6 +507,12 @@ pub async fn run(
             biased;
             _ = sigint.recv() => break,
             _ = sigterm.recv() => break,
+            _ = sighup.recv() => {
+                if reopener.is_none() {
+                    break;
+                }
+                reopen_due = true;
+            }
             _ = tick.tick() => {
                 left = live.drain(ring.get_mut(), &mut pipe, budget)?;
                 live.quiet(pipe.take_quiet());
@@ -497,6 +534,9 @@ pub async fn run(
                 guard.clear_ready();
             }
         }
+        if reopen_due && reopener.as_ref().is_none_or(|r| r.request()) {
+            reopen_due = false;
+        }
         if let Some(e) = health.error() {
             // Nothing more can be written: no last drain, no summary.
             drop(pipe.finish());
@@ -506,6 +546,9 @@ pub async fn run(
         if now >= due.lost {
             poll_lost(&mut lost, &mut pipe)?;
             due.lost = now + opts.lost_every;
+            if let Some(m) = &opts.pipe.metrics {
+                live.update_metrics(m);
+            }
         }
         if now >= due.stall {
             if let Some(after) = opts.stall_after

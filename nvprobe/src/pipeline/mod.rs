@@ -78,6 +78,8 @@ pub struct PipeOpts {
     pub summary_only: bool,
     /// What is shipped (`--events`); everything is still counted.
     pub level: Level,
+    /// `--metrics`: counted here as the records go by.
+    pub metrics: Option<Arc<crate::metrics::Metrics>>,
     /// Make UVM diagnoses specific to this host's nvidia_uvm (live runs
     /// only: a recording's host is not this one).
     pub host_facts: bool,
@@ -151,15 +153,23 @@ fn render_batch(
     ctx: &Context,
     filters: &Filters,
     r: &mut Renderer,
-    summary_only: bool,
-    level: Level,
+    how: &Rendering,
+    metrics: &mut Option<crate::metrics::CallCache>,
 ) -> Rendered {
+    let Rendering {
+        summary_only,
+        level,
+        ..
+    } = *how;
     let mut stats = Stats::default();
     let mut buf = BytesMut::with_capacity(if summary_only { 0 } else { b.count * 480 });
     let mut steps = Vec::with_capacity(b.count);
     for (t, origin, rec) in b.records() {
         match decode::decode(rec, ctx) {
             Ok(ev) if filters.keep(&ev) => {
+                if let Some(m) = metrics.as_mut() {
+                    m.event(&ev);
+                }
                 if matches!(ev, decode::Event::Proc(_)) {
                     // Not an event of the table; an exit ends a process.
                     stats.process(&ev, t);
@@ -210,6 +220,7 @@ struct Writer {
     corr: Correlator,
     summary_only: bool,
     level: Level,
+    metrics: Option<Arc<crate::metrics::Metrics>>,
     host_facts: bool,
     hmm: Option<crate::host::HmmFacts>,
     recs: Vec<Record>,
@@ -230,6 +241,9 @@ impl Writer {
         for mut r in std::mem::take(&mut self.recs) {
             if self.host_facts {
                 refine_for_host(&mut r, &mut self.hmm);
+            }
+            if let Some(m) = &self.metrics {
+                m.record(&r);
             }
             if let Record::Cuinit(v) = &r
                 && v.result == "ok"
@@ -321,6 +335,7 @@ pub struct Pipeline {
     notes: Renderer,
     level: Level,
     quiet: Quiet,
+    metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
 impl Pipeline {
@@ -350,6 +365,7 @@ impl Pipeline {
             },
             summary_only: opts.summary_only,
             level: opts.level,
+            metrics: opts.metrics.clone(),
             host_facts: opts.host_facts,
             hmm: None,
             recs: Vec::new(),
@@ -365,11 +381,15 @@ impl Pipeline {
         for i in 0..opts.workers.max(1) {
             let (rx, tx) = (work_rx.clone(), done_tx.clone());
             let (ctx, filters, r) = (ctx.clone(), filters.clone(), notes.clone());
-            let (summary_only, level) = (opts.summary_only, opts.level);
+            let how = Rendering {
+                summary_only: opts.summary_only,
+                level: opts.level,
+                metrics: opts.metrics.clone(),
+            };
             handles.push(
                 std::thread::Builder::new()
                     .name(format!("nvprobe-decode-{i}"))
-                    .spawn(move || worker(&rx, &tx, &ctx, &filters, r, summary_only, level))
+                    .spawn(move || worker(&rx, &tx, &ctx, &filters, r, how))
                     .context("starting a decode thread")?,
             );
         }
@@ -383,6 +403,7 @@ impl Pipeline {
             notes,
             level: opts.level,
             quiet,
+            metrics: opts.metrics.clone(),
         })
     }
 
@@ -435,6 +456,13 @@ impl Pipeline {
     /// A record that is not a kernel event, in order after the batches
     /// sent before it.
     pub fn note(&mut self, mono_ns: u64, note: &Note<'_>) -> anyhow::Result<()> {
+        if let Some(m) = &self.metrics {
+            match note {
+                Note::Stall(r) => m.stall(r),
+                Note::Lost { kind, count, .. } => m.lost(kind, *count),
+                _ => {}
+            }
+        }
         let mut buf = BytesMut::new();
         if self.level.note(note) {
             self.notes.note(&mut buf, mono_ns, note)?;
@@ -460,6 +488,9 @@ impl Pipeline {
         mono_ns: u64,
         info: nvprobe_model::attribution::ProcessInfo,
     ) -> anyhow::Result<()> {
+        // OTLP resources carry the identity whether or not the level
+        // writes the record itself.
+        self.notes.resources().learn(&info);
         let mut buf = BytesMut::new();
         let note = Note::Process(&info);
         if self.level.note(&note) {
@@ -502,15 +533,22 @@ impl Pipeline {
     }
 }
 
+/// How a decode thread renders and counts.
+struct Rendering {
+    summary_only: bool,
+    level: Level,
+    metrics: Option<Arc<crate::metrics::Metrics>>,
+}
+
 fn worker(
     rx: &Mutex<Receiver<Batch>>,
     tx: &SyncSender<Rendered>,
     ctx: &Context,
     filters: &Filters,
     mut r: Renderer,
-    summary_only: bool,
-    level: Level,
+    how: Rendering,
 ) {
+    let mut cache = how.metrics.clone().map(crate::metrics::CallCache::new);
     loop {
         let next = match rx.lock() {
             Ok(g) => g.recv(),
@@ -518,14 +556,7 @@ fn worker(
         };
         let Ok(batch) = next else { break };
         if tx
-            .send(render_batch(
-                &batch,
-                ctx,
-                filters,
-                &mut r,
-                summary_only,
-                level,
-            ))
+            .send(render_batch(&batch, ctx, filters, &mut r, &how, &mut cache))
             .is_err()
         {
             break;

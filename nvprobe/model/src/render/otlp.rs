@@ -90,16 +90,21 @@ impl Resources {
             Some(i) => Some(Arc::new(process_attrs(i))),
             None => pid.and_then(|p| self.procs.read().ok()?.by_pid.get(&p).cloned()),
         };
-        match known {
-            Some(k) => a.extend(k.iter().cloned()),
+        let named = match known {
+            Some(k) => {
+                a.extend(k.iter().cloned());
+                k.iter().any(|x| x["key"] == "process.executable.name")
+            }
             None => {
                 if let Some(p) = pid {
                     a.push(kv("process.pid", int_value(u64::from(p))));
                 }
-                if let Some(c) = comm {
-                    a.push(kv("process.executable.name", str_value(c)));
-                }
+                false
             }
+        };
+        // The record's task name when the identity has none.
+        if let (false, Some(c)) = (named, comm) {
+            a.push(kv("process.executable.name", str_value(c)));
         }
         a
     }

@@ -1,0 +1,532 @@
+//! `--metrics ADDR`: OpenMetrics for Prometheus (prometheus-client), served
+//! over HTTP at /metrics. Labels stay low-cardinality: call names, status
+//! names, verdict results, classes and diagnosis ids; never pids, handles
+//! or paths.
+//!
+//! Counting is cheap on the hot path: each decode thread keeps its own
+//! handles to the per-call counters and histograms ([`CallCache`]), so a
+//! call costs a hash lookup without allocation and a few atomic adds.
+
+use std::{collections::HashMap, fmt::Write as _, sync::Arc, time::Duration};
+
+use nvprobe_model::{
+    correlate::{CuInit, Record, SignalReport},
+    decode::{Event, Ioctl},
+    records::StallReport,
+};
+use prometheus_client::{
+    encoding::EncodeLabelSet,
+    metrics::{
+        counter::Counter,
+        family::Family,
+        gauge::Gauge,
+        histogram::{Histogram, exponential_buckets},
+        info::Info,
+    },
+    registry::{Registry, Unit},
+};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VerdictLabels {
+    result: String,
+    class: String,
+    /// The diagnosis that explains the outcome (the first error, else the
+    /// first one), or "none".
+    diagnosis: String,
+    /// The call the verdict names as failed ("NV_ESC_RM_CONTROL
+    /// NV0000_CTRL_CMD_GPU_ATTACH_IDS"), or "none".
+    failed_call: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DiagnosisLabels {
+    diagnosis: String,
+    severity: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    call: String,
+    status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallName {
+    call: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EventLabels {
+    event: String,
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SignalLabels {
+    signal: String,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    kind: String,
+}
+
+fn latency_histogram() -> Histogram {
+    // 1 µs … ~4.2 s, ×4 per bucket.
+    Histogram::new(exponential_buckets(1e-6, 4.0, 12))
+}
+
+/// Every metric nvprobe serves.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    verdicts: Family<VerdictLabels, Counter>,
+    diagnoses: Family<DiagnosisLabels, Counter>,
+    calls: Family<CallLabels, Counter>,
+    latency: Family<CallName, Histogram, fn() -> Histogram>,
+    events: Family<EventLabels, Counter>,
+    signals: Family<SignalLabels, Counter>,
+    stalls: Family<CallName, Counter>,
+    lost: Family<KindLabels, Counter>,
+    quieted: Counter,
+    processes: Gauge,
+    ringbuf_fill: Gauge<f64, std::sync::atomic::AtomicU64>,
+    ringbuf_bytes: u32,
+}
+
+impl Metrics {
+    /// `build`: the labels of `nvprobe_build_info` (version, kernel, driver).
+    pub fn new(build: Vec<(String, String)>, ringbuf_bytes: u32) -> Self {
+        let mut registry = Registry::with_prefix("nvprobe");
+        let m = Self {
+            verdicts: Family::default(),
+            diagnoses: Family::default(),
+            calls: Family::default(),
+            latency: Family::new_with_constructor(latency_histogram),
+            events: Family::default(),
+            signals: Family::default(),
+            stalls: Family::default(),
+            lost: Family::default(),
+            quieted: Counter::default(),
+            processes: Gauge::default(),
+            ringbuf_fill: Gauge::default(),
+            ringbuf_bytes,
+            registry: Registry::default(),
+        };
+        registry.register(
+            "build",
+            "nvprobe's version, the kernel and the NVIDIA driver it traces",
+            Info::new(build),
+        );
+        registry.register(
+            "verdicts",
+            "Start-up verdicts (one per process followed), by result, class, the diagnosis that explains it and the call that failed",
+            m.verdicts.clone(),
+        );
+        registry.register(
+            "diagnoses",
+            "Diagnoses in start-up verdicts, by id and severity",
+            m.diagnoses.clone(),
+        );
+        registry.register(
+            "driver_calls",
+            "NVIDIA ioctls that reached nvprobe, by call (escape, RM control or UVM command) and status (NV_STATUS, errno, or ok)",
+            m.calls.clone(),
+        );
+        registry.register_with_unit(
+            "driver_call_duration",
+            "Time NVIDIA ioctls took, by call",
+            Unit::Seconds,
+            m.latency.clone(),
+        );
+        registry.register(
+            "events",
+            "Events decoded, by type and result (ok, failed)",
+            m.events.clone(),
+        );
+        registry.register(
+            "signals",
+            "Signals that reached processes in an NVIDIA call or start-up, by signal and what the call did",
+            m.signals.clone(),
+        );
+        registry.register(
+            "stalls",
+            "Stall reports: an NVIDIA call or cuInit still running past --stall-after, by call",
+            m.stalls.clone(),
+        );
+        registry.register(
+            "lost_events",
+            "Records the kernel could not deliver (ring buffer full, slot collisions), by kind",
+            m.lost.clone(),
+        );
+        registry.register(
+            "quieted_calls",
+            "Successful calls of processes past their verdict that the kernel left out (--events failures|verdicts)",
+            m.quieted.clone(),
+        );
+        registry.register(
+            "processes_tracked",
+            "Processes that use NVIDIA devices followed now",
+            m.processes.clone(),
+        );
+        registry.register(
+            "ringbuf_fill_ratio",
+            "Highest fill of the ring buffer seen in the last second (0-1)",
+            m.ringbuf_fill.clone(),
+        );
+        registry.register(
+            "ringbuf_size",
+            "Size of the ring buffer in bytes",
+            Gauge::<i64>::default().tap(|g| {
+                g.set(i64::from(ringbuf_bytes));
+            }),
+        );
+        Self { registry, ..m }
+    }
+
+    /// The OpenMetrics text of every metric.
+    pub fn encode(&self) -> String {
+        let mut s = String::with_capacity(16 << 10);
+        if prometheus_client::encoding::text::encode(&mut s, &self.registry).is_err() {
+            s.clear();
+            let _ = writeln!(s, "# EOF");
+        }
+        s
+    }
+
+    /// A correlator record: verdicts, their diagnoses, signals.
+    pub fn record(&self, r: &Record) {
+        match r {
+            Record::Cuinit(v) => self.verdict(v),
+            Record::Signal(s) => self.signal(s),
+            Record::Stage { .. } | Record::Breakdown(_) => {}
+        }
+    }
+
+    fn verdict(&self, v: &CuInit) {
+        let primary = v
+            .diagnoses
+            .iter()
+            .find(|d| d.severity == "error")
+            .or_else(|| v.diagnoses.first())
+            .map_or("none", |d| d.id);
+        self.verdicts
+            .get_or_create(&VerdictLabels {
+                result: v.result.into(),
+                class: v.class.into(),
+                diagnosis: primary.into(),
+                failed_call: v
+                    .failed_call
+                    .as_ref()
+                    .map_or_else(|| "none".into(), |f| f.call.clone()),
+            })
+            .inc();
+        for d in &v.diagnoses {
+            self.diagnoses
+                .get_or_create(&DiagnosisLabels {
+                    diagnosis: d.id.into(),
+                    severity: d.severity.into(),
+                })
+                .inc();
+        }
+    }
+
+    fn signal(&self, s: &SignalReport) {
+        self.signals
+            .get_or_create(&SignalLabels {
+                signal: s.signal.clone(),
+                outcome: s.outcome.into(),
+            })
+            .inc();
+    }
+
+    pub fn stall(&self, r: &StallReport) {
+        self.stalls
+            .get_or_create(&CallName {
+                call: r.call.clone(),
+            })
+            .inc();
+    }
+
+    pub fn lost(&self, kind: &str, count: u64) {
+        self.lost
+            .get_or_create(&KindLabels { kind: kind.into() })
+            .inc_by(count);
+    }
+
+    /// The kernel's running total of quieted calls.
+    pub fn quieted_total(&self, total: u64) {
+        let now = self.quieted.get();
+        if total > now {
+            self.quieted.inc_by(total - now);
+        }
+    }
+
+    pub fn processes(&self, n: usize) {
+        self.processes.set(n as i64);
+    }
+
+    /// The most the ring buffer held lately, in bytes.
+    pub fn ringbuf_high_water(&self, bytes: u64) {
+        let ratio = bytes as f64 / f64::from(self.ringbuf_bytes.max(1));
+        self.ringbuf_fill.set(ratio.clamp(0.0, 1.0));
+    }
+}
+
+trait Tap: Sized {
+    fn tap(self, f: impl FnOnce(&Self)) -> Self {
+        f(&self);
+        self
+    }
+}
+impl<T> Tap for T {}
+
+/// What names a call in the metrics: an escape, RM control or UVM command
+/// name, or the raw request of one nvprobe cannot name.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+enum CallKey {
+    Named(&'static str),
+    Raw(String),
+}
+
+impl CallKey {
+    fn of(e: &Ioctl) -> Self {
+        match (&e.xfer, e.name) {
+            (Some(x), _) => x.name.map_or_else(
+                || CallKey::Raw(format!("XFER {}", e.request)),
+                CallKey::Named,
+            ),
+            (None, Some(n)) => CallKey::Named(n),
+            (None, None) => CallKey::Raw(format!("{} {}", e.family.as_str(), e.request)),
+        }
+    }
+    fn name(&self) -> &str {
+        match self {
+            CallKey::Named(n) => n,
+            CallKey::Raw(s) => s,
+        }
+    }
+}
+
+/// A call's status label: the NV_STATUS it left, else the errno, else ok.
+fn status_label(e: &Ioctl) -> String {
+    if let Some(s) = &e.status {
+        return s
+            .name
+            .map_or_else(|| format!("{:#x}", s.code), str::to_owned);
+    }
+    if let Some(errno) = &e.errno {
+        return errno.clone();
+    }
+    if e.ok { "ok" } else { "failed" }.to_owned()
+}
+
+/// One decode thread's handles on the per-call metrics.
+pub struct CallCache {
+    m: Arc<Metrics>,
+    counters: HashMap<(CallKey, i64, u32), Counter>,
+    hists: HashMap<CallKey, Histogram>,
+    events: HashMap<(&'static str, bool), Counter>,
+}
+
+/// Distinct keys a cache keeps before it starts over (a flood of raw,
+/// unnamed requests cannot grow it without bound; the families keep
+/// their series).
+const CACHE_MAX: usize = 4096;
+
+impl CallCache {
+    pub fn new(m: Arc<Metrics>) -> Self {
+        Self {
+            m,
+            counters: HashMap::new(),
+            hists: HashMap::new(),
+            events: HashMap::new(),
+        }
+    }
+
+    pub fn event(&mut self, ev: &Event) {
+        let ok = ev.ok();
+        let m = &self.m;
+        self.events
+            .entry((ev.type_name(), ok))
+            .or_insert_with(|| {
+                m.events.get_or_create_owned(&EventLabels {
+                    event: ev.type_name().into(),
+                    result: if ok { "ok" } else { "failed" }.into(),
+                })
+            })
+            .inc();
+        let Event::Ioctl(e) = ev else { return };
+        if self.counters.len() > CACHE_MAX || self.hists.len() > CACHE_MAX {
+            self.counters.clear();
+            self.hists.clear();
+        }
+        let key = CallKey::of(e);
+        let code = e.status.as_ref().map_or(u32::MAX, |s| s.code);
+        self.counters
+            .entry((key.clone(), e.ret, code))
+            .or_insert_with(|| {
+                m.calls.get_or_create_owned(&CallLabels {
+                    call: key.name().to_owned(),
+                    status: status_label(e),
+                })
+            })
+            .inc();
+        self.hists
+            .entry(key.clone())
+            .or_insert_with(|| {
+                m.latency.get_or_create_owned(&CallName {
+                    call: key.name().to_owned(),
+                })
+            })
+            .observe(e.duration_ns as f64 / 1e9);
+    }
+}
+
+/// Connections served at once; more wait in the kernel's backlog.
+const MAX_CONNECTIONS: usize = 16;
+/// The longest request head read.
+const MAX_REQUEST: usize = 8 << 10;
+
+/// Serve /metrics until the runtime stops.
+pub async fn serve(listener: tokio::net::TcpListener, m: Arc<Metrics>) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let (sock, _) = match listener.accept().await {
+            Ok(s) => s,
+            Err(_) => {
+                // Out of fds, or the like: do not spin.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let m = m.clone();
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(Duration::from_secs(5), answer(sock, &m)).await;
+            drop(permit);
+        });
+    }
+}
+
+/// One HTTP/1.1 exchange, then close.
+async fn answer(mut sock: tokio::net::TcpStream, m: &Metrics) -> std::io::Result<()> {
+    let mut head = Vec::with_capacity(1024);
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") {
+        let n = sock.read(&mut buf).await?;
+        if n == 0 {
+            break;
+        }
+        head.extend_from_slice(&buf[..n]);
+        if head.len() > MAX_REQUEST {
+            return respond(
+                &mut sock,
+                "431 Request Header Fields Too Large",
+                "text/plain",
+                "request too large\n",
+                false,
+            )
+            .await;
+        }
+    }
+    let line = head.split(|&b| b == b'\n').next().unwrap_or_default();
+    let line = String::from_utf8_lossy(line);
+    let mut parts = line.split_whitespace();
+    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let path = target.split('?').next().unwrap_or("");
+    let head_only = method == "HEAD";
+    match (method, path) {
+        ("GET" | "HEAD", "/metrics") => {
+            let body = m.encode();
+            respond(
+                &mut sock,
+                "200 OK",
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                &body,
+                head_only,
+            )
+            .await
+        }
+        ("GET" | "HEAD", "/" | "/healthz") => {
+            respond(
+                &mut sock,
+                "200 OK",
+                "text/plain; charset=utf-8",
+                "nvprobe: metrics at /metrics\n",
+                head_only,
+            )
+            .await
+        }
+        ("GET" | "HEAD", _) => {
+            respond(
+                &mut sock,
+                "404 Not Found",
+                "text/plain",
+                "not found: try /metrics\n",
+                head_only,
+            )
+            .await
+        }
+        _ => {
+            respond(
+                &mut sock,
+                "405 Method Not Allowed",
+                "text/plain",
+                "only GET and HEAD\n",
+                false,
+            )
+            .await
+        }
+    }
+}
+
+async fn respond(
+    sock: &mut tokio::net::TcpStream,
+    status: &str,
+    ctype: &str,
+    body: &str,
+    head_only: bool,
+) -> std::io::Result<()> {
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    sock.write_all(head.as_bytes()).await?;
+    if !head_only {
+        sock.write_all(body.as_bytes()).await?;
+    }
+    sock.shutdown().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_registry_encodes_every_family() {
+        let m = Metrics::new(vec![("version".into(), "0.1.0".into())], 1 << 24);
+        m.lost("ioctl", 3);
+        m.quieted_total(10);
+        m.quieted_total(7);
+        m.processes(4);
+        m.ringbuf_high_water(1 << 22);
+        let t = m.encode();
+        for want in [
+            "nvprobe_build_info{version=\"0.1.0\"} 1",
+            "nvprobe_lost_events_total{kind=\"ioctl\"} 3",
+            "nvprobe_quieted_calls_total 10",
+            "nvprobe_processes_tracked 4",
+            "nvprobe_ringbuf_fill_ratio 0.25",
+            "nvprobe_ringbuf_size 16777216",
+            "# TYPE nvprobe_driver_call_duration_seconds histogram",
+            "# EOF",
+        ] {
+            assert!(t.contains(want), "{want} missing from\n{t}");
+        }
+    }
+}

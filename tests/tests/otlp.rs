@@ -1,0 +1,167 @@
+//! `--format otlp-json` against the official OTLP protobuf definitions:
+//! recordings from the H200 decoded to OTLP/JSON, every line parsed as a
+//! `LogsData` by opentelemetry-proto (Python, protobuf's JSON mapping,
+//! unknown fields refused), and compared with the NDJSON of the same
+//! recording: the same records, in OpenTelemetry's names.
+
+use std::{collections::BTreeMap, path::Path, process::Command};
+
+use nvprobe_tests::{
+    harness::{bin, fixture},
+    pyenv::python_with,
+    scenario::tmpdir,
+};
+use serde_json::Value;
+
+fn decode(rec: &Path, out: &Path, args: &[&str]) {
+    let o = Command::new(bin("nvprobe"))
+        .arg("decode")
+        .arg(rec)
+        .args(args)
+        .arg("-o")
+        .arg(out)
+        .output()
+        .expect("run nvprobe decode");
+    assert!(
+        o.status.success(),
+        "nvprobe decode {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+fn validate(python: &Path, file: &Path) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/otlp-validate.py");
+    let o = Command::new(python)
+        .arg(script)
+        .arg(file)
+        .output()
+        .expect("run the validator");
+    assert!(
+        o.status.success(),
+        "{} is not OTLP/JSON: {}",
+        file.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).expect("validator output")
+}
+
+fn json_types(file: &Path) -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    for l in std::fs::read_to_string(file).expect("read").lines() {
+        let v: Value = serde_json::from_str(l).expect("ndjson");
+        let t = format!("nvprobe.{}", v["type"].as_str().expect("type"));
+        *m.entry(t).or_default() += 1;
+    }
+    m
+}
+
+#[test]
+fn otlp_json_is_logs_data_with_semantic_convention_names() {
+    let python = match python_with("otlp", &["opentelemetry-proto==1.*", "protobuf"]) {
+        Ok(Some(p)) => p,
+        Ok(None) => return,
+        Err(e) => panic!("{e}"),
+    };
+    let tmp = tmpdir("otlp");
+    let rec = fixture("h200-580.159.04-catalogue.ndjson");
+    let (otlp, ndjson) = (tmp.join("c.otlp.json"), tmp.join("c.ndjson"));
+    decode(&rec, &otlp, &["--format", "otlp-json"]);
+    decode(&rec, &ndjson, &["--json"]);
+    let r = validate(&python, &otlp);
+    let lines = std::fs::read_to_string(&otlp)
+        .expect("read")
+        .lines()
+        .count();
+    assert_eq!(r["lines"], lines as u64);
+    // The same records as the NDJSON, type for type.
+    let want = json_types(&ndjson);
+    let got: BTreeMap<String, u64> = serde_json::from_value(r["types"].clone()).expect("types");
+    assert_eq!(got, want);
+    for t in [
+        "nvprobe.cuinit",
+        "nvprobe.ioctl",
+        "nvprobe.process",
+        "nvprobe.summary",
+    ] {
+        assert!(got.contains_key(t), "{t} in {got:?}");
+    }
+    for (sev, _) in r["severities"].as_object().expect("severities") {
+        assert!(
+            ["debug/5", "info/9", "warn/13", "error/17"].contains(&sev.as_str()),
+            "{sev}"
+        );
+    }
+    let keys: Vec<&str> = r["resource_keys"]
+        .as_array()
+        .expect("keys")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for k in [
+        "service.name",
+        "service.version",
+        "process.pid",
+        "process.executable.name",
+        "process.executable.path",
+        "process.command_line",
+        "process.command_args",
+        "process.linux.cgroup",
+        "container.id",
+        "container.runtime.name",
+    ] {
+        assert!(keys.contains(&k), "{k} in {keys:?}");
+    }
+    // A verdict: its process is its resource; its fields are nvprobe.*.
+    let v = &r["first"]["nvprobe.cuinit"];
+    assert_eq!(v["resource"]["service.name"], "nvprobe");
+    assert_eq!(v["resource"]["process.pid"], v["attributes"]["nvprobe.pid"]);
+    assert!(
+        v["attributes"]["nvprobe.result"].is_string()
+            && v["body"].as_str().is_some_and(|b| b.starts_with("== ")),
+        "{v}"
+    );
+    // The failed start-up in the docker container the catalogue recorded.
+    let ioctl = &r["first"]["nvprobe.ioctl"];
+    assert!(
+        ioctl["attributes"]["nvprobe.duration_ns"].is_i64(),
+        "{ioctl}"
+    );
+    assert!(ioctl["time_unix_nano"].as_u64().expect("time") > 1_700_000_000_000_000_000);
+
+    // --events verdicts: only what that level ships.
+    let quiet = tmp.join("v.otlp.json");
+    decode(
+        &rec,
+        &quiet,
+        &["--format", "otlp-json", "--events", "verdicts"],
+    );
+    let r = validate(&python, &quiet);
+    let got: BTreeMap<String, u64> = serde_json::from_value(r["types"].clone()).expect("types");
+    assert_eq!(got.get("nvprobe.cuinit"), want.get("nvprobe.cuinit"));
+    for t in got.keys() {
+        assert!(
+            [
+                "nvprobe.start",
+                "nvprobe.warning",
+                "nvprobe.lost",
+                "nvprobe.stall",
+                "nvprobe.summary",
+                "nvprobe.cuinit",
+                "nvprobe.signal",
+                "nvprobe.ioctl",
+                "nvprobe.open",
+                "nvprobe.stat",
+                "nvprobe.access",
+                "nvprobe.mknod",
+                "nvprobe.cuda",
+                "nvprobe.mmap",
+                "nvprobe.close",
+                "nvprobe.dup",
+                "nvprobe.driver"
+            ]
+            .contains(&t.as_str()),
+            "{t} at --events verdicts"
+        );
+    }
+    assert!(got["nvprobe.ioctl"] < want["nvprobe.ioctl"]);
+}

@@ -1,0 +1,287 @@
+//! Tier 2: `--metrics` scraped by a real Prometheus server (Debian's
+//! `prometheus` package), as root.
+//!
+//! Two start-ups through the stand-in libcuda (one succeeds, one fails at
+//! GPU_ATTACH_IDS with NV_ERR_INVALID_DEVICE) are traced with
+//! `--metrics`; Prometheus scrapes nvprobe every second with the alert
+//! rules of deploy/prometheus/nvprobe-alerts.yml loaded, and the test reads
+//! the values back through Prometheus's own query API, and the alert that
+//! fires.
+
+use std::{
+    io::{Read, Write},
+    net::{TcpListener, TcpStream},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use nvprobe_tests::{
+    need_root,
+    scenario::{FakeDrv, check_schema, lock, spawn_cuinit, stub_libcuda, tmpdir, watch},
+};
+use serde_json::Value;
+
+fn rules() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/prometheus/nvprobe-alerts.yml")
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// GET `path` from 127.0.0.1:`port`: (status line, headers, body).
+fn get(port: u16, path: &str) -> std::io::Result<(String, String, String)> {
+    let mut s = TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut all = String::new();
+    s.read_to_string(&mut all)?;
+    let (head, body) = all.split_once("\r\n\r\n").unwrap_or((&all, ""));
+    let (status, headers) = head.split_once("\r\n").unwrap_or((head, ""));
+    Ok((status.to_owned(), headers.to_owned(), body.to_owned()))
+}
+
+fn encode(q: &str) -> String {
+    q.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+struct Prometheus {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Prometheus {
+    fn start(tmp: &Path, target: u16) -> Prometheus {
+        let port = free_port();
+        let cfg = tmp.join("prometheus.yml");
+        std::fs::write(
+            &cfg,
+            format!(
+                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
+                 rule_files:\n  - {}\n\
+                 scrape_configs:\n  - job_name: nvprobe\n    static_configs:\n      - targets: ['127.0.0.1:{target}']\n",
+                rules().display()
+            ),
+        )
+        .expect("config");
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={}", cfg.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                tmp.join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(tmp.join("prometheus.log")).expect("log"))
+            .spawn()
+            .expect("start prometheus");
+        Prometheus { child, port }
+    }
+
+    fn api(&self, path: &str) -> Option<Value> {
+        let (status, _, body) = get(self.port, path).ok()?;
+        if !status.contains(" 200 ") {
+            return None;
+        }
+        let v: Value = serde_json::from_str(&body).ok()?;
+        (v["status"] == "success").then(|| v["data"].clone())
+    }
+
+    /// An instant query: (labels, value) of each series.
+    fn query(&self, q: &str) -> Vec<(Value, f64)> {
+        self.api(&format!("/api/v1/query?query={}", encode(q)))
+            .and_then(|d| d["result"].as_array().cloned())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| {
+                let v = r["value"][1]
+                    .as_str()
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(f64::NAN);
+                (r["metric"].clone(), v)
+            })
+            .collect()
+    }
+
+    /// Wait until `q` has a series whose value is `want` (Prometheus
+    /// scrapes each second; the patience only ends a broken run).
+    fn wait_value(&self, q: &str, want: f64) -> Vec<(Value, f64)> {
+        let t0 = Instant::now();
+        loop {
+            let r = self.query(q);
+            if r.iter().any(|(_, v)| *v == want) {
+                return r;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(90),
+                "Prometheus never had {q} = {want}: last {r:?}"
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+}
+
+#[test]
+fn prometheus_scrapes_verdicts_calls_and_latency_and_the_alert_fires() {
+    need_root!();
+    let have = Command::new("prometheus").arg("--version").output();
+    assert!(
+        have.is_ok_and(|o| o.status.success()),
+        "the Prometheus server is missing: install Debian's prometheus package (cargo xtask test installs it)"
+    );
+    let _g = lock();
+    let tmp = tmpdir("metrics");
+    let Some(lib) = stub_libcuda(&tmp) else {
+        eprintln!("skipping: no C compiler to build the stand-in libcuda");
+        return;
+    };
+    let drv = FakeDrv::start(&tmp);
+    let (mut good, mut good_out) = spawn_cuinit(&drv, &lib, "ok");
+    let (mut bad, mut bad_out) = spawn_cuinit(&drv, &lib, "fail");
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let t = watch(
+        &tmp,
+        &drv,
+        &[
+            "--metrics",
+            &addr,
+            "--events",
+            "verdicts",
+            "--pid",
+            &good.id().to_string(),
+            "--pid",
+            &bad.id().to_string(),
+        ],
+    );
+    // The endpoint itself: OpenMetrics text, ending in # EOF.
+    let (status, headers, body) = get(port, "/metrics").expect("GET /metrics");
+    assert!(status.contains(" 200 "), "{status}");
+    assert!(
+        headers
+            .to_ascii_lowercase()
+            .contains("content-type: application/openmetrics-text"),
+        "{headers}"
+    );
+    assert!(
+        body.ends_with("# EOF\n") && body.contains("nvprobe_build_info{"),
+        "{body}"
+    );
+    let (status, _, _) = get(port, "/nope").expect("GET /nope");
+    assert!(status.contains(" 404 "), "{status}");
+
+    let prom = Prometheus::start(&tmp, port);
+    prom.wait_value("up{job=\"nvprobe\"}", 1.0);
+    for (c, out) in [(&mut good, &mut good_out), (&mut bad, &mut bad_out)] {
+        c.stdin
+            .take()
+            .expect("stdin")
+            .write_all(b"go\n")
+            .expect("go");
+        let mut line = String::new();
+        std::io::BufRead::read_line(out, &mut line).expect("result");
+        assert!(c.wait().expect("wait").success());
+    }
+    // Verdicts by result and class, and the diagnosis of the failure.
+    let ok = prom.wait_value("nvprobe_verdicts_total{result=\"ok\",class=\"cuda\"}", 1.0);
+    assert_eq!(ok[0].0["diagnosis"], "none", "{ok:?}");
+    let failed = prom.wait_value(
+        "nvprobe_verdicts_total{result=\"failed\",class=\"cuda\"}",
+        1.0,
+    );
+    let failed_call = failed[0].0["failed_call"]
+        .as_str()
+        .expect("failed_call")
+        .to_owned();
+    assert_eq!(
+        failed_call, "NV_ESC_RM_CONTROL NV0000_CTRL_CMD_GPU_ATTACH_IDS",
+        "{failed:?}"
+    );
+    assert_eq!(ok[0].0["failed_call"], "none", "{ok:?}");
+    // Driver calls by name and status; latency histograms per call.
+    prom.wait_value(
+        "nvprobe_driver_calls_total{call=\"NV_ESC_RM_CONTROL\",status=\"NV_ERR_INVALID_DEVICE\"}",
+        1.0,
+    );
+    prom.wait_value(
+        "nvprobe_driver_calls_total{call=\"NV_ESC_RM_ALLOC\",status=\"NV_OK\"}",
+        2.0,
+    );
+    prom.wait_value(
+        "nvprobe_driver_call_duration_seconds_count{call=\"NV_ESC_RM_ALLOC\"}",
+        2.0,
+    );
+    let le = prom
+        .query("nvprobe_driver_call_duration_seconds_bucket{call=\"NV_ESC_RM_ALLOC\",le=\"+Inf\"}");
+    assert_eq!(le.first().map(|x| x.1), Some(2.0), "{le:?}");
+    // No label carries a pid.
+    for (labels, _) in prom.query("{__name__=~\"nvprobe_.*\"}") {
+        for (k, _) in labels.as_object().expect("labels") {
+            assert!(!k.contains("pid"), "{labels}");
+        }
+    }
+    prom.wait_value(
+        "nvprobe_events_total{event=\"cuda\",result=\"failed\"}",
+        1.0,
+    );
+    // The alert rule: the failed start-up fires CudaStartupFailures.
+    let t0 = Instant::now();
+    let alert = loop {
+        let firing = prom
+            .api("/api/v1/alerts")
+            .and_then(|d| d["alerts"].as_array().cloned())
+            .unwrap_or_default()
+            .into_iter()
+            .find(|a| a["labels"]["alertname"] == "CudaStartupFailures" && a["state"] == "firing");
+        if let Some(a) = firing {
+            break a;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(90),
+            "CudaStartupFailures never fired"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    assert_eq!(alert["labels"]["result"], "failed", "{alert}");
+    assert_eq!(
+        alert["labels"]["failed_call"],
+        failed_call.as_str(),
+        "{alert}"
+    );
+    drop(prom);
+    let f = t.stop();
+    check_schema(&f);
+
+    let o = Command::new("promtool")
+        .args(["check", "rules"])
+        .arg(rules())
+        .output()
+        .expect("promtool");
+    assert!(
+        o.status.success(),
+        "promtool: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+}
