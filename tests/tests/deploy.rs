@@ -158,7 +158,9 @@ fn python_tools() -> Option<PathBuf> {
         .expect("the target folder above the profile folder")
         .to_path_buf();
     let venv = target.join("pyenv/deploy");
-    let ready = venv.join(".nvprobe-ready");
+    // The stamp file the project's Python-environment helper
+    // (tests/src/pyenv.rs) writes too, so that either reuses the other's.
+    let ready = venv.join("nvprobe-packages.txt");
     let want = PY_REQUIREMENTS.join("\n");
     if fs::read_to_string(&ready).is_ok_and(|r| r == want) {
         return Some(venv.join("bin"));
