@@ -274,6 +274,11 @@ impl Output {
         self.r.set_clock(clock);
     }
 
+    /// A process exited: its OTLP resource is no longer needed.
+    pub fn forget_process(&self, pid: u32, exit_ns: u64) {
+        self.r.resources().forget(pid, exit_ns);
+    }
+
     /// A renderer like this output's, for another thread.
     pub fn renderer(&self) -> Renderer {
         self.r.clone()

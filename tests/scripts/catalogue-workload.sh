@@ -50,11 +50,12 @@ nodes() { # $1: which nodes to create in the tmpfs /dev
 # any user can read.
 cp $W /tmp/cudawork.py && chmod 644 /tmp/cudawork.py
 SYSPY=/usr/bin/python3
-in_ns() { # $1 case, $2 nodes, $3 user (root or nobody)
+in_ns() { # $1 case, $2 nodes, $3 user (root or nobody), $4 cgroup (default: the docker one)
   local setup; setup=$(nodes "$2")
   local as=""; [ "$3" = nobody ] && as="setpriv --reuid=65534 --regid=65534 --clear-groups"
+  local cg=${4:-$CG}
   run "$1" unshare -m --propagation private sh -c "
-    echo \$\$ > $CG/cgroup.procs 2>/dev/null
+    echo \$\$ > $cg/cgroup.procs 2>/dev/null
     $setup
     exec $as env LD_LIBRARY_PATH=\$LD_LIBRARY_PATH $SYSPY /tmp/cudawork.py cuinit --case $1"
 }
@@ -70,5 +71,12 @@ in_ns uvm_wrong_node "ctl gpu0 uvmnull" root
 # Another device is bind-mounted over /dev/nvidia-uvm (a container's bad
 # device mount): it cannot be replaced.
 in_ns uvm_bind "ctl gpu0 uvmbind" root
+# A Kubernetes pod's container (containerd, burstable QoS), named as the
+# kubelet's systemd cgroup driver names them: the uvm node is missing.
+POD=0f1e2d3c-4b5a-4697-8877-665544332211
+K8S=/sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod${POD//-/_}.slice/cri-containerd-$(printf 'beef%060d' 42).scope
+mkdir -p "$K8S" 2>/dev/null || true
+in_ns k8s_missing_uvm_user "ctl gpu0" nobody "$K8S"
+rmdir "$K8S" "${K8S%/*}" "${K8S%/*/*}" "${K8S%/*/*/*}" 2>/dev/null || true
 rmdir "$CG" 2>/dev/null || true
 exit 0

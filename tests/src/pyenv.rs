@@ -13,6 +13,9 @@ use std::{
 /// The python of a virtual environment holding `packages` (pip
 /// requirement strings), or why there is none. `Ok(None)`: offline, skip.
 pub fn python_with(name: &str, packages: &[&str]) -> Result<Option<PathBuf>, String> {
+    // Tests of one binary may ask at once: one makes it, the others wait.
+    static MAKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _g = MAKING.lock().unwrap_or_else(|e| e.into_inner());
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../target/pyenv")
         .join(name);

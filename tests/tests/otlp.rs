@@ -150,8 +150,6 @@ fn otlp_json_is_logs_data_with_semantic_convention_names() {
                 "nvprobe.signal",
                 "nvprobe.ioctl",
                 "nvprobe.open",
-                "nvprobe.stat",
-                "nvprobe.access",
                 "nvprobe.mknod",
                 "nvprobe.cuda",
                 "nvprobe.mmap",
@@ -164,4 +162,67 @@ fn otlp_json_is_logs_data_with_semantic_convention_names() {
         );
     }
     assert!(got["nvprobe.ioctl"] < want["nvprobe.ioctl"]);
+}
+
+/// The OTLP/JSON nvprobe wrote on the H200 (tests/fixtures/README.md:
+/// record-fleet.sh): every line is a LogsData; the failed start-up in a
+/// Kubernetes-named cgroup carries its container, pod and executable.
+#[test]
+fn the_real_drivers_otlp_json_validates_and_names_the_container() {
+    let python = match python_with("otlp", &["opentelemetry-proto==1.*", "protobuf"]) {
+        Ok(Some(p)) => p,
+        Ok(None) => return,
+        Err(e) => panic!("{e}"),
+    };
+    let f = fixture("h200-580.159.04-fleet-verdicts.otlp.json");
+    let r = validate(&python, &f);
+    assert_eq!(r["lines"], 59);
+    let text = std::fs::read_to_string(&f).expect("fixture");
+    let line = text
+        .lines()
+        .find(|l| l.contains("k8s_missing_uvm_user") && l.contains("\"nvprobe.cuinit\""))
+        .expect("the Kubernetes case's verdict");
+    let v: Value = serde_json::from_str(line).expect("json");
+    let rl = &v["resourceLogs"][0];
+    let res: BTreeMap<String, Value> = rl["resource"]["attributes"]
+        .as_array()
+        .expect("attributes")
+        .iter()
+        .map(|a| {
+            (
+                a["key"].as_str().expect("key").to_owned(),
+                a["value"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(res["container.runtime.name"]["stringValue"], "containerd");
+    assert_eq!(
+        res["container.id"]["stringValue"],
+        "beef000000000000000000000000000000000000000000000000000000000042"
+    );
+    assert_eq!(
+        res["k8s.pod.uid"]["stringValue"],
+        "0f1e2d3c-4b5a-4697-8877-665544332211"
+    );
+    assert_eq!(
+        res["process.executable.path"]["stringValue"],
+        "/usr/bin/python3.12"
+    );
+    assert!(
+        res["process.linux.cgroup"]["stringValue"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("/kubepods.slice/kubepods-burstable.slice/")),
+        "{res:?}"
+    );
+    let lr = &rl["scopeLogs"][0]["logRecords"][0];
+    assert_eq!(
+        (lr["severityText"].as_str(), lr["severityNumber"].as_u64()),
+        (Some("error"), Some(17))
+    );
+    assert!(
+        lr["body"]["stringValue"]
+            .as_str()
+            .is_some_and(|b| b.contains("cuInit failed") && b.contains("/dev/nvidia-uvm: ENOENT")),
+        "{lr}"
+    );
 }

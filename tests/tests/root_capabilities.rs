@@ -409,3 +409,59 @@ fn a_missing_bpf_or_perfmon_capability_is_a_clear_error() {
     let (code, err) = watch_with(set_without(&set, &[]));
     assert_eq!(code, Some(0), "{err}");
 }
+
+/// Once attached, nvprobe keeps only the capabilities it still uses (BPF,
+/// PERFMON, SYS_ADMIN, SYS_PTRACE, DAC_READ_SEARCH) in every thread's
+/// effective, permitted and bounding sets, drops the rest root holds, and
+/// says which it kept in the start record.
+#[test]
+fn after_attaching_only_the_capabilities_still_used_are_kept() {
+    nvprobe_tests::need_root!();
+    let _g = nvprobe_tests::scenario::lock();
+    let tmp = nvprobe_tests::scenario::tmpdir("caps-dropped");
+    let drv = nvprobe_tests::scenario::FakeDrv::start(&tmp);
+    let t = nvprobe_tests::scenario::watch(&tmp, &drv, &[]);
+    // linux/capability.h: DAC_READ_SEARCH 2, SYS_PTRACE 19, SYS_ADMIN 21,
+    // PERFMON 38, BPF 39.
+    let want: u64 = [2u32, 19, 21, 38, 39].iter().map(|b| 1u64 << b).sum();
+    let mut threads = 0;
+    for task in std::fs::read_dir(format!("/proc/{}/task", t.pid())).expect("tasks") {
+        let status =
+            std::fs::read_to_string(task.expect("task").path().join("status")).expect("status");
+        for key in ["CapEff:", "CapPrm:", "CapBnd:"] {
+            let hex = status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .expect("cap line")
+                .trim();
+            let v = u64::from_str_radix(hex, 16).expect("hex");
+            assert_eq!(v, want, "{key} {hex} in\n{status}");
+        }
+        threads += 1;
+    }
+    assert!(
+        threads >= 2,
+        "the pipeline's threads inherit the reduced sets"
+    );
+    let start = t.wait_for("start", |r| r["type"] == "start");
+    assert_eq!(
+        start["capabilities_kept"],
+        serde_json::json!([
+            "CAP_BPF",
+            "CAP_DAC_READ_SEARCH",
+            "CAP_PERFMON",
+            "CAP_SYS_ADMIN",
+            "CAP_SYS_PTRACE"
+        ])
+    );
+    // It still works with them: a scenario's calls are traced, and it
+    // stops cleanly (detaching, unmounting what it mounted).
+    let ran = nvprobe_tests::scenario::scenario(&drv, "basic", &[]);
+    let f = t.stop();
+    nvprobe_tests::scenario::check_schema(&f);
+    assert!(
+        f.records
+            .iter()
+            .any(|r| r["type"] == "ioctl" && r["pid"] == ran["pid"])
+    );
+}

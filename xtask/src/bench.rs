@@ -22,6 +22,8 @@ use serde_json::{Value, json};
 pub enum Mode {
     Untraced,
     Nvprobe,
+    /// `--events verdicts`: the always-on level.
+    NvprobeVerdicts,
     Strace,
 }
 
@@ -30,6 +32,7 @@ impl Mode {
         match self {
             Mode::Untraced => "untraced",
             Mode::Nvprobe => "nvprobe",
+            Mode::NvprobeVerdicts => "nvprobe --events verdicts",
             Mode::Strace => "strace -f",
         }
     }
@@ -72,6 +75,8 @@ pub struct Samples {
     pub values: Vec<f64>,
     pub lost: u64,
     pub events: u64,
+    /// Successful calls the kernel left out (`--events verdicts`).
+    pub quieted: u64,
     /// ns per run of each BPF program, from nvprobe --bpf-stats.
     pub bpf: Vec<(String, f64, u64)>,
 }
@@ -138,14 +143,18 @@ fn run_workload(env: &Env, w: &Workload, mode: Mode) -> anyhow::Result<(f64, Opt
         (Mode::Strace, Some(a)) => a.clone(),
         _ => w.argv.clone(),
     };
-    let probe = if mode == Mode::Nvprobe {
-        Some(start_nvprobe(
+    let probe = match mode {
+        Mode::Nvprobe => Some(start_nvprobe(
             env,
             &w.nvprobe_args,
             &w.name.replace(' ', "_"),
-        )?)
-    } else {
-        None
+        )?),
+        Mode::NvprobeVerdicts => {
+            let mut a = w.nvprobe_args.clone();
+            a.extend(["--events".into(), "verdicts".into()]);
+            Some(start_nvprobe(env, &a, &w.name.replace(' ', "_"))?)
+        }
+        _ => None,
     };
     let mut cmd = match mode {
         Mode::Strace => {
@@ -228,6 +237,7 @@ pub fn run(env: &Env, workloads: &[Workload], rounds: u32) -> anyhow::Result<Res
                 s.values.push(v);
                 if let Some(sm) = summary {
                     s.lost += sm["lost"]["total"].as_u64().unwrap_or(0);
+                    s.quieted += sm["quieted"].as_u64().unwrap_or(0);
                     s.events += sm["events"]
                         .as_object()
                         .map_or(0, |o| o.values().filter_map(Value::as_u64).sum());
@@ -288,13 +298,15 @@ pub fn drain(env: &Env, nvbench: &Path, rate: u64, iters: u64) -> anyhow::Result
 /// Markdown table of the results.
 pub fn table(results: &[(Workload, Vec<(Mode, Samples)>)]) -> String {
     let mut s = String::from(
-        "| workload | metric | untraced (median) | nvprobe (median) | nvprobe / untraced | nvprobe − untraced | strace -f (median) | strace / untraced | runs | lost |\n|---|---|---|---|---|---|---|---|---|---|\n",
+        "| workload | metric | untraced (median) | nvprobe (median) | nvprobe / untraced | nvprobe − untraced | `--events verdicts` (median) | verdicts / untraced | strace -f (median) | strace / untraced | runs | lost | calls left in the kernel (verdicts) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for (w, per_mode) in results {
         let get = |m: Mode| per_mode.iter().find(|(x, _)| *x == m).map(|(_, s)| s);
         let base = get(Mode::Untraced).map(|s| median(&s.values));
         let nv = get(Mode::Nvprobe).map(|s| median(&s.values));
         let st = get(Mode::Strace).map(|s| median(&s.values));
+        let quiet = get(Mode::NvprobeVerdicts).map(|s| median(&s.values));
+        let quieted = get(Mode::NvprobeVerdicts).map_or("–".into(), |s| s.quieted.to_string());
         let unit = match w.metric {
             Metric::NsPerOp => "ns/op",
             _ => "s",
@@ -316,12 +328,14 @@ pub fn table(results: &[(Workload, Vec<(Mode, Samples)>)]) -> String {
         let runs = per_mode.first().map_or(0, |(_, s)| s.values.len());
         let lost = get(Mode::Nvprobe).map_or("–".into(), |s| s.lost.to_string());
         s.push_str(&format!(
-            "| {} | {unit} | {} | {} | {} | {} | {} | {} | {runs} | {lost} |\n",
+            "| {} | {unit} | {} | {} | {} | {} | {} | {} | {} | {} | {runs} | {lost} | {quieted} |\n",
             w.name,
             fmt(base),
             fmt(nv),
             ratio(nv, base),
             delta,
+            fmt(quiet),
+            ratio(quiet, base),
             fmt(st),
             ratio(st, base),
         ));
@@ -372,6 +386,7 @@ pub fn to_json(results: &[(Workload, Vec<(Mode, Samples)>)]) -> Value {
                         "values": s.values,
                         "median": median(&s.values),
                         "lost": s.lost,
+                        "quieted": s.quieted,
                         "events": s.events,
                         "bpf": s.bpf.iter().map(|b| json!({"program": b.0, "ns_per_run": b.1, "runs": b.2})).collect::<Vec<_>>(),
                     })).collect::<Vec<_>>()

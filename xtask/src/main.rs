@@ -242,7 +242,8 @@ fn run(args: Vec<String>) -> anyhow::Result<()> {
 
 /// The real components the test tiers check nvprobe against: Prometheus
 /// (the metrics test), Python's venv (the OTLP and manifest validators,
-/// whose packages come from PyPI), systemd-analyze (the unit). Installed
+/// whose packages come from PyPI), systemd-analyze (the unit), logrotate
+/// (its configuration). Installed
 /// with apt as root; without root the tests that need them say so.
 fn test_tools() -> anyhow::Result<()> {
     let have = |c: &str, arg: &str| output(Command::new(c).arg(arg)).is_some();
@@ -255,6 +256,9 @@ fn test_tools() -> anyhow::Result<()> {
     }
     if !have("systemd-analyze", "--version") {
         missing.push("systemd");
+    }
+    if !have("logrotate", "--version") {
+        missing.push("logrotate");
     }
     if missing.is_empty() {
         return Ok(());

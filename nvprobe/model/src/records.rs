@@ -68,6 +68,10 @@ pub struct StartRecord {
     /// The host's name (uname's nodename).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
+    /// The capabilities nvprobe kept once attached (it drops the others;
+    /// absent when it could not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capabilities_kept: Option<Vec<String>>,
     pub kernel: String,
     pub driver: Option<crate::decode::version::DriverInfo>,
     /// The driver version whose struct layouts decode the statuses.

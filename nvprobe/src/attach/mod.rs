@@ -3,6 +3,7 @@
 //! (driver layer first, then the syscall and process tracepoints; the
 //! table is in [`table`]).
 
+pub mod caps;
 mod checks;
 mod driver;
 pub mod table;

@@ -160,7 +160,7 @@ pub fn run(a: WatchArgs) -> Result<(), Fail> {
     let ctx = decode_context(&a, &h, &settings);
     let mut libcuda = Libcuda::default();
     hook_libcuda(&a, &mut loaded, &mut libcuda);
-    let start = start_record(
+    let mut start = start_record(
         &a,
         &h,
         &ctx,
@@ -205,7 +205,19 @@ pub fn run(a: WatchArgs) -> Result<(), Fail> {
         None => None,
     };
     // Start-up succeeded: only now is the output file created.
-    let mut out = Output::opened(spec.open().map_err(|e| Fail(2, e))?, format, Clock::now());
+    let opened = spec.open().map_err(|e| Fail(2, e))?;
+    // Attached, listening, the output open: keep only the capabilities
+    // still used, before any thread is made (they inherit the sets).
+    start.capabilities_kept = match attach::caps::drop_unneeded() {
+        Ok(k) => Some(k),
+        Err(e) => {
+            eprintln!(
+                "nvprobe: warning: could not drop unneeded capabilities ({e}); going on with those it has"
+            );
+            None
+        }
+    };
+    let mut out = Output::opened(opened, format, Clock::now());
     let now = Clock::mono_now();
     out.note(now, &Note::Start(&start)).map_err(write_fail)?;
     for (id, msg) in &warnings {
@@ -385,6 +397,7 @@ fn start_record(
         .collect();
     StartRecord {
         tool_version: env!("CARGO_PKG_VERSION").to_owned(),
+        capabilities_kept: None,
         host: nix::unistd::gethostname()
             .ok()
             .map(|h| h.to_string_lossy().into_owned()),

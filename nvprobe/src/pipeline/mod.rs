@@ -273,8 +273,12 @@ impl Writer {
             from = step.end;
             self.last_ns = self.last_ns.max(step.mono_ns);
             if let Some(o) = step.obs {
+                let exited = o.exited();
                 self.corr.observe_obs(o, &mut self.recs);
                 self.emit(step.mono_ns);
+                if let Some(pid) = exited {
+                    self.out.forget_process(pid, step.mono_ns);
+                }
             }
         }
         if self.res.is_ok() && item.bytes.len() > from {
@@ -490,7 +494,9 @@ impl Pipeline {
     ) -> anyhow::Result<()> {
         // OTLP resources carry the identity whether or not the level
         // writes the record itself.
-        self.notes.resources().learn(&info);
+        if self.notes.format() == crate::output::Format::OtlpJson {
+            self.notes.resources().learn(&info, mono_ns);
+        }
         let mut buf = BytesMut::new();
         let note = Note::Process(&info);
         if self.level.note(&note) {

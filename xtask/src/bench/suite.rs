@@ -124,7 +124,7 @@ fn gpu_workloads(nvbench: &str, python: &str, cudawork: &Path) -> Vec<Workload> 
         argv: [vec![python.to_owned(), cw.clone()], s(args)].concat(),
         argv_strace: None,
         metric,
-        modes: vec![Untraced, Nvprobe, Strace],
+        modes: vec![Untraced, Nvprobe, NvprobeVerdicts, Strace],
         nvprobe_args: vec![],
     };
     vec![
@@ -132,7 +132,7 @@ fn gpu_workloads(nvbench: &str, python: &str, cudawork: &Path) -> Vec<Workload> 
             nvbench,
             "RM_CONTROL (NULL control) on /dev/nvidiactl",
             &["rm-null-control"],
-            vec![Untraced, Nvprobe, Strace],
+            vec![Untraced, Nvprobe, NvprobeVerdicts, Strace],
             &[],
         ),
         py("python + cuInit (process wall)", &["cuinit"], Metric::Wall),

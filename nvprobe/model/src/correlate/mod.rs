@@ -56,9 +56,10 @@ pub type StageBoard = std::sync::Arc<std::sync::Mutex<HashMap<u32, String>>>;
 #[derive(Default)]
 pub struct Correlator {
     procs: HashMap<u32, ProcInit>,
-    /// Driver-layer spans per thread, until the syscall they belong to
-    /// returns (at most 32 per thread).
-    spans: HashMap<u32, Vec<Span>>,
+    /// Driver-layer spans per thread (tid -> its process, its spans), until
+    /// the syscall they belong to returns (at most 32 per thread); a
+    /// process's threads are forgotten when it exits or execs.
+    spans: HashMap<u32, (u32, Vec<Span>)>,
     /// Kept up to date when set (stage transitions and exits are rare, so
     /// the lock costs nothing per call).
     pub board: Option<StageBoard>,
@@ -119,7 +120,7 @@ impl Correlator {
                 ok,
                 result,
             } => {
-                let v = self.spans.entry(o.tid).or_default();
+                let (_, v) = self.spans.entry(o.tid).or_insert_with(|| (pid, Vec::new()));
                 if v.len() == 32 {
                     v.remove(0);
                 }
@@ -161,7 +162,7 @@ impl Correlator {
                 gpu,
                 uvm,
             } => {
-                let spans = self.spans.get_mut(&o.tid);
+                let spans = self.spans.get_mut(&o.tid).map(|(_, v)| v);
                 let (gpus, drv) = (&self.host_gpus, &self.host_driver);
                 let st = self.procs.entry(pid).or_insert_with(|| ProcInit {
                     host_gpus: gpus.clone(),
@@ -310,6 +311,12 @@ impl Correlator {
         }
         self.procs.remove(&pid);
         self.unboard(pid);
+        self.spans.retain(|_, (p, _)| *p != pid);
+    }
+
+    /// Processes and threads held now (for the tests of boundedness).
+    pub fn held(&self) -> (usize, usize) {
+        (self.procs.len(), self.spans.len())
     }
 
     fn on_exec(&mut self, p: &ProcCall, out: &mut Vec<Record>) {
@@ -331,6 +338,7 @@ impl Correlator {
         }
         self.procs.remove(&p.target_pid);
         self.unboard(p.target_pid);
+        self.spans.retain(|_, (pid, _)| *pid != p.target_pid);
         // The new program is still its parent's child (a helper
         // such as nvidia-modprobe reports to it when it exits).
         if parent.is_some() {

@@ -124,6 +124,14 @@ pub(crate) enum ObsKind {
 }
 
 impl Obs {
+    /// The process an exit ends, when this is one.
+    pub fn exited(&self) -> Option<u32> {
+        match &self.kind {
+            ObsKind::Proc(p) if p.op == crate::decode::ProcKind::Exit => Some(p.target_pid),
+            _ => None,
+        }
+    }
+
     pub fn of(ev: &Event) -> Option<Obs> {
         let pr = ev.proc();
         let (start, end) = ev.span();

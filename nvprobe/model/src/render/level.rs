@@ -26,7 +26,8 @@ pub enum Level {
     /// milestones, verdicts, identities and the collector's records.
     Failures,
     /// Start-up verdicts, stalls, signals that hit an NVIDIA call, failed
-    /// calls, lost counts, warnings, the start record and the summary.
+    /// calls (not failed path lookups: stat, access), lost counts,
+    /// warnings, the start record and the summary.
     Verdicts,
 }
 
@@ -51,7 +52,10 @@ impl Level {
         match self {
             Level::All => true,
             Level::Failures => !ev.ok() || matches!(ev, Event::Proc(_)),
-            Level::Verdicts => !ev.ok(),
+            // A stat or access that failed is a lookup (libcuda probes
+            // /dev/char/195:255 and the like on every start-up), not a
+            // call into the driver: the verdict says when one mattered.
+            Level::Verdicts => !ev.ok() && !matches!(ev, Event::Stat(_) | Event::Access(_)),
         }
     }
 

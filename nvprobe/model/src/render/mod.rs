@@ -300,7 +300,7 @@ impl Renderer {
                         (None, None, None)
                     }
                     Note::Process(p) => {
-                        self.resources.learn(p);
+                        self.resources.learn(p, mono_ns);
                         (Some(p.pid), None, Some(*p))
                     }
                     Note::Stall(r) => (Some(r.pid), Some(r.comm.as_str()), None),

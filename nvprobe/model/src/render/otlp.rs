@@ -30,9 +30,9 @@ use serde_json::{Map, Value, json};
 use super::Severity;
 use crate::attribution::ProcessInfo;
 
-/// Processes whose identity is kept for their resource (the oldest go
-/// first; a process seen again is read again).
-const KEEP_PROCESSES: usize = 16_384;
+/// Processes whose identity is kept for their resource at most (the
+/// oldest go first); a process's identity is also forgotten at its exit.
+const KEEP_PROCESSES: usize = 4096;
 
 /// Longest `process.command_line` written (the whole line is in
 /// `process.command_args`).
@@ -48,7 +48,8 @@ pub struct Resources {
 
 #[derive(Debug, Default)]
 struct Procs {
-    by_pid: HashMap<u32, Arc<Vec<Value>>>,
+    /// pid -> (when it was learnt, its attributes).
+    by_pid: HashMap<u32, (u64, Arc<Vec<Value>>)>,
     order: VecDeque<u32>,
 }
 
@@ -60,13 +61,14 @@ impl Resources {
         }
     }
 
-    /// A process's identity: the resource of its later records.
-    pub fn learn(&self, info: &ProcessInfo) {
+    /// A process's identity, learnt at `at_ns`: the resource of its later
+    /// records.
+    pub fn learn(&self, info: &ProcessInfo, at_ns: u64) {
         let attrs = Arc::new(process_attrs(info));
         let Ok(mut p) = self.procs.write() else {
             return;
         };
-        if p.by_pid.insert(info.pid, attrs).is_none() {
+        if p.by_pid.insert(info.pid, (at_ns, attrs)).is_none() {
             p.order.push_back(info.pid);
         }
         while p.order.len() > KEEP_PROCESSES {
@@ -74,6 +76,27 @@ impl Resources {
                 p.by_pid.remove(&old);
             }
         }
+    }
+
+    /// `pid` exited at `exit_ns`: forget what was learnt of it before then
+    /// (not a later process that reuses the pid).
+    pub fn forget(&self, pid: u32, exit_ns: u64) {
+        let Ok(mut p) = self.procs.write() else {
+            return;
+        };
+        if p.by_pid.get(&pid).is_some_and(|(at, _)| *at <= exit_ns) {
+            p.by_pid.remove(&pid);
+            p.order.retain(|x| *x != pid);
+        }
+    }
+
+    /// Identities held now.
+    pub fn len(&self) -> usize {
+        self.procs.read().map_or(0, |p| p.by_pid.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// The resource attributes of a record about `pid` (the identity the
@@ -88,7 +111,7 @@ impl Resources {
         }
         let known = match own {
             Some(i) => Some(Arc::new(process_attrs(i))),
-            None => pid.and_then(|p| self.procs.read().ok()?.by_pid.get(&p).cloned()),
+            None => pid.and_then(|p| self.procs.read().ok()?.by_pid.get(&p).map(|x| x.1.clone())),
         };
         let named = match known {
             Some(k) => {
@@ -306,7 +329,7 @@ mod tests {
             }),
             ..Default::default()
         };
-        res.learn(&info);
+        res.learn(&info, 1);
         let line = logs_data(
             &res,
             LogRecord {
@@ -385,13 +408,22 @@ mod tests {
     fn the_table_of_identities_is_bounded() {
         let res = Resources::default();
         for pid in 0..(KEEP_PROCESSES as u32 + 100) {
-            res.learn(&ProcessInfo {
-                pid,
-                ..Default::default()
-            });
+            res.learn(
+                &ProcessInfo {
+                    pid,
+                    ..Default::default()
+                },
+                u64::from(pid),
+            );
         }
+        // An exit forgets the identity learnt before it, not a newer one.
+        let last = KEEP_PROCESSES as u32 + 99;
+        res.forget(last, u64::from(last) - 1);
+        assert_eq!(res.len(), KEEP_PROCESSES);
+        res.forget(last, u64::from(last));
+        assert_eq!(res.len(), KEEP_PROCESSES - 1);
         let p = res.procs.read().expect("lock");
         assert_eq!(p.by_pid.len(), KEEP_PROCESSES);
-        assert!(!p.by_pid.contains_key(&0) && p.by_pid.contains_key(&(KEEP_PROCESSES as u32 + 99)));
+        assert!(!p.by_pid.contains_key(&0) && p.by_pid.contains_key(&(KEEP_PROCESSES as u32 + 98)));
     }
 }
