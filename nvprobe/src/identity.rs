@@ -13,12 +13,16 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use nvprobe_model::attribution::{LibcudaMapped, ProcessInfo, STEERING_ENV, parse_cgroup};
+use nvprobe_model::attribution::{
+    Container, KubeNames, LibcudaMapped, ProcessInfo, STEERING_ENV, parse_cgroup,
+};
 
 /// Caps on what is read of a process.
 const CMDLINE_CAP: u64 = 16 << 10;
 const ENVIRON_CAP: u64 = 256 << 10;
 const SMALL_CAP: u64 = 64 << 10;
+/// Containers whose Kubernetes names are cached.
+const NAMES_KEPT: usize = 1024;
 
 fn read_capped(p: &Path, cap: u64) -> Option<Vec<u8>> {
     let mut v = Vec::new();
@@ -31,6 +35,9 @@ fn read_capped(p: &Path, cap: u64) -> Option<Vec<u8>> {
 #[derive(Default)]
 pub struct LibCache {
     seen: HashMap<(u64, u64), (Option<String>, bool)>,
+    /// Kubernetes names per container id, from the runtime's record (at
+    /// most [`NAMES_KEPT`]; a container's processes share them).
+    names: HashMap<String, KubeNames>,
     /// The kernel module's version: a library that carries it needs no
     /// full scan.
     pub module: Option<String>,
@@ -41,8 +48,30 @@ impl LibCache {
     pub fn new(module: Option<String>) -> Self {
         Self {
             seen: HashMap::new(),
+            names: HashMap::new(),
             module,
         }
+    }
+
+    /// The pod name, namespace and container name the container runtime
+    /// keeps for `c` (containerd's and CRI-O's OCI bundle, docker's
+    /// config), read once per container from the host's files: no socket,
+    /// nothing that can block, links out of the root refused, 1 MiB at
+    /// most.
+    fn kube_names(&mut self, root: &Path, c: &Container) -> Option<KubeNames> {
+        let id = c.id.as_deref()?;
+        if let Some(n) = self.names.get(id) {
+            return Some(n.clone());
+        }
+        let rel = nvprobe_model::attribution::runtime_record(&c.runtime, id)?;
+        let bytes = crate::safefs::read_capped(root, &rel, 1 << 20).ok()?;
+        let doc: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+        let names = nvprobe_model::attribution::kube_names(&doc);
+        if self.names.len() >= NAMES_KEPT {
+            self.names.clear();
+        }
+        self.names.insert(id.to_owned(), names.clone());
+        Some(names)
     }
 
     fn describe(&mut self, shown: &str, real: &Path) -> LibcudaMapped {
@@ -149,7 +178,14 @@ pub fn read(pid: u32, cmdline: bool, libs: &mut LibCache) -> ProcessInfo {
                 })
             });
         if let Some(p) = path {
-            info.container = parse_cgroup(p);
+            info.container = parse_cgroup(p).map(|mut c| {
+                if let Some(n) = libs.kube_names(Path::new("/"), &c) {
+                    c.pod_name = n.pod_name;
+                    c.pod_namespace = n.pod_namespace;
+                    c.container_name = n.container_name;
+                }
+                c
+            });
             info.cgroup = Some(p.to_owned());
         }
     }
@@ -253,5 +289,66 @@ mod gpu_tests {
         assert_eq!(g[0].pci.as_deref(), Some("0000:00:06.0"));
         assert_eq!(g[0].model.as_deref(), Some("NVIDIA H200"));
         assert_eq!(parse_gpu_information("Model: x\n"), None);
+    }
+}
+
+#[cfg(test)]
+mod runtime_tests {
+    use super::*;
+
+    /// containerd's record of a container under a host root: the names are
+    /// read once (a second process of the container uses the cache); a
+    /// record planted as a link out of the root is not followed.
+    #[test]
+    fn kubernetes_names_are_read_from_the_runtimes_record() {
+        let (root, _fd) =
+            crate::safefs::private_temp_dir(&std::env::temp_dir(), "nvprobe-kube").expect("tmp");
+        let id = "beef".repeat(16);
+        let rel = nvprobe_model::attribution::runtime_record("containerd", &id).expect("path");
+        let file = root.join(&rel);
+        fs::create_dir_all(file.parent().expect("dir")).expect("mkdir");
+        fs::write(
+            &file,
+            r#"{"annotations":{"io.kubernetes.cri.sandbox-name":"trainer-0","io.kubernetes.cri.sandbox-namespace":"ml","io.kubernetes.cri.container-name":"pytorch"}}"#,
+        )
+        .expect("write");
+        let c = Container {
+            runtime: "containerd".into(),
+            id: Some(id.clone()),
+            ..Container::default()
+        };
+        let mut libs = LibCache::default();
+        let n = libs.kube_names(&root, &c).expect("names");
+        assert_eq!(
+            (
+                n.pod_namespace.as_deref(),
+                n.pod_name.as_deref(),
+                n.container_name.as_deref()
+            ),
+            (Some("ml"), Some("trainer-0"), Some("pytorch"))
+        );
+        fs::remove_file(&file).expect("rm");
+        assert_eq!(libs.kube_names(&root, &c), Some(n), "cached");
+        // Another container whose record is a link to a file outside.
+        let other = "cafe".repeat(16);
+        let rel2 = nvprobe_model::attribution::runtime_record("containerd", &other).expect("path");
+        let link = root.join(&rel2);
+        fs::create_dir_all(link.parent().expect("dir")).expect("mkdir");
+        let outside =
+            std::env::temp_dir().join(format!("nvprobe-kube-secret-{}", std::process::id()));
+        fs::write(
+            &outside,
+            r#"{"annotations":{"io.kubernetes.pod.name":"leak"}}"#,
+        )
+        .expect("w");
+        std::os::unix::fs::symlink(&outside, &link).expect("ln");
+        let c2 = Container {
+            runtime: "containerd".into(),
+            id: Some(other),
+            ..Container::default()
+        };
+        assert_eq!(libs.kube_names(&root, &c2), None);
+        let _ = fs::remove_file(&outside);
+        let _ = fs::remove_dir_all(&root);
     }
 }

@@ -46,6 +46,80 @@ pub struct Container {
     /// guaranteed, burstable or besteffort.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qos: Option<String>,
+    /// The pod's name, namespace and the container's name, where the
+    /// container runtime's own record of the container says so (see
+    /// [`kube_names`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_namespace: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_name: Option<String>,
+}
+
+/// The Kubernetes names a container runtime keeps with a container.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KubeNames {
+    pub pod_name: Option<String>,
+    pub pod_namespace: Option<String>,
+    pub container_name: Option<String>,
+}
+
+/// Longest name kept (Kubernetes names are at most 253 characters).
+const NAME_MAX: usize = 253;
+
+/// The pod name, namespace and container name in a runtime's record of a
+/// container: the OCI bundle's `annotations` (containerd's CRI plugin:
+/// `io.kubernetes.cri.sandbox-name`, `…sandbox-namespace`,
+/// `…container-name`; CRI-O: `io.kubernetes.pod.name`,
+/// `io.kubernetes.pod.namespace`, `io.kubernetes.container.name`) or
+/// docker's `Config.Labels` (the same keys as CRI-O, set by cri-dockerd).
+/// Values that are not short plain names are left out.
+pub fn kube_names(doc: &serde_json::Value) -> KubeNames {
+    let maps = [&doc["annotations"], &doc["Config"]["Labels"]];
+    let get = |keys: &[&str]| {
+        maps.iter().find_map(|m| {
+            keys.iter().find_map(|k| {
+                m.get(*k)?.as_str().filter(|v| {
+                    !v.is_empty()
+                        && v.len() <= NAME_MAX
+                        && v.chars()
+                            .all(|c| c.is_ascii_alphanumeric() || "-._".contains(c))
+                })
+            })
+        })
+    };
+    KubeNames {
+        pod_name: get(&["io.kubernetes.cri.sandbox-name", "io.kubernetes.pod.name"])
+            .map(Into::into),
+        pod_namespace: get(&[
+            "io.kubernetes.cri.sandbox-namespace",
+            "io.kubernetes.pod.namespace",
+        ])
+        .map(Into::into),
+        container_name: get(&[
+            "io.kubernetes.cri.container-name",
+            "io.kubernetes.container.name",
+        ])
+        .map(Into::into),
+    }
+}
+
+/// Where a runtime keeps its record of container `id`, relative to the
+/// host's root: containerd's CRI bundle, CRI-O's, docker's. None for an
+/// id that is not 64 hex digits (nothing else is ever joined to a path).
+pub fn runtime_record(runtime: &str, id: &str) -> Option<String> {
+    if id.len() != 64 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    Some(match runtime {
+        "containerd" => {
+            format!("run/containerd/io.containerd.runtime.v2.task/k8s.io/{id}/config.json")
+        }
+        "cri-o" => format!("run/containers/storage/overlay-containers/{id}/userdata/config.json"),
+        "docker" => format!("var/lib/docker/containers/{id}/config.v2.json"),
+        _ => return None,
+    })
 }
 
 /// The `process` record: one per process nvprobe follows, when it is
@@ -182,6 +256,7 @@ pub fn parse_cgroup(path: &str) -> Option<Container> {
             id: Some(id),
             pod_uid: kube.as_ref().map(|k| k.0.clone()),
             qos: kube.and_then(|k| k.1),
+            ..Container::default()
         });
     }
     if let Some((uid, qos)) = kube {
@@ -190,6 +265,7 @@ pub fn parse_cgroup(path: &str) -> Option<Container> {
             id: None,
             pod_uid: Some(uid),
             qos,
+            ..Container::default()
         });
     }
     // LXC and Proxmox: /lxc/<name>/…, /lxc.payload.<name>/…,
@@ -217,8 +293,7 @@ fn lxc(name: &str) -> Container {
     Container {
         runtime: "lxc".to_owned(),
         id: Some(name.to_owned()),
-        pod_uid: None,
-        qos: None,
+        ..Container::default()
     }
 }
 
@@ -283,6 +358,66 @@ pub fn resolve_visible(value: &str, gpus: &[HostGpu]) -> Result<Vec<u32>, String
 
 #[cfg(test)]
 mod tests {
+
+    /// The runtimes' own records of a container, as their public sources
+    /// write them: containerd's CRI plugin annotates the OCI spec
+    /// (pkg/cri/annotations: io.kubernetes.cri.sandbox-name, …), CRI-O
+    /// too (pkg/annotations: io.kubernetes.pod.name, …), cri-dockerd sets
+    /// docker labels (io.kubernetes.pod.name, …).
+    #[test]
+    fn kubernetes_names_come_from_each_runtimes_record() {
+        let containerd = serde_json::json!({"ociVersion": "1.1.0", "annotations": {
+            "io.kubernetes.cri.container-type": "container",
+            "io.kubernetes.cri.sandbox-name": "trainer-0",
+            "io.kubernetes.cri.sandbox-namespace": "ml",
+            "io.kubernetes.cri.container-name": "pytorch",
+            "io.kubernetes.cri.sandbox-uid": "0f1e2d3c-4b5a-4697-8877-665544332211"}});
+        let crio = serde_json::json!({"annotations": {
+            "io.kubernetes.pod.name": "infer-7f9c",
+            "io.kubernetes.pod.namespace": "serving",
+            "io.kubernetes.container.name": "triton"}});
+        let docker = serde_json::json!({"Config": {"Labels": {
+            "io.kubernetes.pod.name": "job-x",
+            "io.kubernetes.pod.namespace": "default",
+            "io.kubernetes.container.name": "main"}}});
+        let n = |p: &str, ns: &str, c: &str| KubeNames {
+            pod_name: Some(p.into()),
+            pod_namespace: Some(ns.into()),
+            container_name: Some(c.into()),
+        };
+        assert_eq!(kube_names(&containerd), n("trainer-0", "ml", "pytorch"));
+        assert_eq!(kube_names(&crio), n("infer-7f9c", "serving", "triton"));
+        assert_eq!(kube_names(&docker), n("job-x", "default", "main"));
+        // A plain docker container has no such labels; odd values are
+        // left out, not shown.
+        assert_eq!(
+            kube_names(&serde_json::json!({"Config": {"Labels": {}}})),
+            KubeNames::default()
+        );
+        let odd = serde_json::json!({"annotations": {"io.kubernetes.pod.name": "a\u{1b}[31mb", "io.kubernetes.pod.namespace": "x".repeat(300)}});
+        assert_eq!(kube_names(&odd), KubeNames::default());
+    }
+
+    #[test]
+    fn runtime_records_are_found_only_for_plain_ids() {
+        let id = "ab".repeat(32);
+        assert_eq!(
+            runtime_record("containerd", &id).as_deref(),
+            Some(
+                format!("run/containerd/io.containerd.runtime.v2.task/k8s.io/{id}/config.json")
+                    .as_str()
+            )
+        );
+        assert!(runtime_record("cri-o", &id).is_some_and(|p| p.ends_with("/userdata/config.json")));
+        assert!(runtime_record("docker", &id).is_some_and(|p| p.ends_with("config.v2.json")));
+        assert_eq!(runtime_record("podman", &id), None);
+        assert_eq!(runtime_record("containerd", "../../../etc/shadow"), None);
+        assert_eq!(
+            runtime_record("containerd", &format!("{}/..", &id[..61])),
+            None
+        );
+    }
+
     use super::*;
 
     const ID: &str = "4f6c5a0e1d2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5";

@@ -168,6 +168,15 @@ fn process_attrs(i: &ProcessInfo) -> Vec<Value> {
         if let Some(q) = &c.qos {
             a.push(kv("nvprobe.k8s.qos_class", str_value(q)));
         }
+        if let Some(n) = &c.pod_name {
+            a.push(kv("k8s.pod.name", str_value(n)));
+        }
+        if let Some(n) = &c.pod_namespace {
+            a.push(kv("k8s.namespace.name", str_value(n)));
+        }
+        if let Some(n) = &c.container_name {
+            a.push(kv("k8s.container.name", str_value(n)));
+        }
     }
     a
 }
@@ -326,6 +335,9 @@ mod tests {
                 id: Some("ab".repeat(32)),
                 pod_uid: Some("0f1e2d3c-0000-4000-8000-000000000001".into()),
                 qos: Some("burstable".into()),
+                pod_name: Some("trainer-0".into()),
+                pod_namespace: Some("ml".into()),
+                container_name: Some("pytorch".into()),
             }),
             ..Default::default()
         };
@@ -361,6 +373,18 @@ mod tests {
         assert_eq!(
             attr(ra, "k8s.pod.uid"),
             Some(&json!({"stringValue": "0f1e2d3c-0000-4000-8000-000000000001"}))
+        );
+        assert_eq!(
+            attr(ra, "k8s.pod.name"),
+            Some(&json!({"stringValue": "trainer-0"}))
+        );
+        assert_eq!(
+            attr(ra, "k8s.namespace.name"),
+            Some(&json!({"stringValue": "ml"}))
+        );
+        assert_eq!(
+            attr(ra, "k8s.container.name"),
+            Some(&json!({"stringValue": "pytorch"}))
         );
         let lr = &rl["scopeLogs"][0]["logRecords"][0];
         assert_eq!(lr["timeUnixNano"], "1764000000123456789");

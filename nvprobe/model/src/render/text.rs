@@ -276,9 +276,16 @@ fn verdict_text(v: &crate::correlate::CuInit) -> String {
                 "in {} {}{}",
                 c.runtime,
                 c.id.as_deref().map_or("", |i| &i[..i.len().min(12)]),
-                c.pod_uid
-                    .as_deref()
-                    .map_or(String::new(), |u| format!(" (pod {u})"))
+                match (&c.pod_namespace, &c.pod_name, &c.pod_uid) {
+                    (Some(ns), Some(n), _) => format!(
+                        " (pod {ns}/{n}{})",
+                        c.container_name
+                            .as_deref()
+                            .map_or(String::new(), |k| format!(", container {k}"))
+                    ),
+                    (_, _, Some(u)) => format!(" (pod {u})"),
+                    _ => String::new(),
+                }
             ));
         }
         for (k, val) in &p.env {
