@@ -49,8 +49,10 @@ pub mod maps {
 }
 
 /// `NV_PROCS` values: a followed process, and one whose successful calls
-/// the kernel drops (`--events failures|verdicts`, once its start-up has
-/// its verdict). An exec makes a quiet process followed again.
+/// the kernel drops (`--events failures|verdicts`, set by the kernel side
+/// itself when cuInit returns CUDA_SUCCESS: no race with an exec or a
+/// reused pid). An exec makes a quiet process followed again; an exit
+/// removes it.
 pub mod nv_procs {
     pub const FOLLOWED: u8 = 1;
     pub const QUIET: u8 = 2;
@@ -504,6 +506,9 @@ pub struct ProcEvent {
     pub sa_flags: u64,
 }
 
+/// The cookie of cuInit in [`CUDA_FUNCS`].
+pub const CUDA_CUINIT: u32 = 1;
+
 /// libcuda functions nvprobe hooks; the number is the uprobe's attach
 /// cookie. Fixed numbers; never reuse one.
 pub const CUDA_FUNCS: &[(u32, &str)] = &[
@@ -624,6 +629,10 @@ pub struct Config {
     /// 1: the driver layer's ioctl entry points (kprobes) make the ioctl
     /// records, and the ioctl syscall tracepoints are not attached.
     pub drv_ioctls: u32,
+    /// 1 (`--events failures|verdicts`): when cuInit returns CUDA_SUCCESS
+    /// the process becomes quiet ([`nv_procs::QUIET`]): its successful
+    /// NVIDIA calls are no longer sent.
+    pub quiet: u32,
 }
 
 /// Kernel-internal dev_t helpers (`MAJOR()`/`MINOR()` in linux/kdev_t.h).

@@ -98,6 +98,16 @@ pub fn nvprobe_cuda_return(ctx: RetProbeContext) -> u32 {
     let _ = CUDA_INFLIGHT.remove(&key);
     let (start, args) = entry.map_or((now, [0; 3]), |e| (e.start_ns, e.args));
     let ret = ctx.ret::<u64>() as u32 as i64;
+    if func == nvprobe_common::CUDA_CUINIT && ret == 0 && crate::fdres::quiet_levels() {
+        // The start-up's verdict is `ok` with this record: from here on
+        // this program's successful NVIDIA calls stay in the kernel.
+        let tgid = (pid_tgid >> 32) as u32;
+        let _ = crate::maps::NV_PROCS.insert(
+            &tgid,
+            &(nvprobe_common::nv_procs::FOLLOWED | nvprobe_common::nv_procs::QUIET),
+            0,
+        );
+    }
     let out = if ret == 0 && GETTERS.contains(&func) && args[0] != 0 {
         // SAFETY: user read through the helper.
         unsafe { bpf_probe_read_user(args[0] as *const i32) }.ok()

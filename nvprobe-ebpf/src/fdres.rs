@@ -48,6 +48,7 @@ static CONFIG: Config = Config {
     task_pid: 0,
     task_exit_code: 0,
     drv_ioctls: 0,
+    quiet: 0,
 };
 
 #[inline(always)]
@@ -161,6 +162,12 @@ pub fn resolve_fd(fd: i32) -> Option<FileId> {
 #[inline(always)]
 pub fn drv_ioctls() -> bool {
     cfg!(drv_ioctls) != 0
+}
+
+/// `--events failures|verdicts`: successful start-ups make processes quiet.
+#[inline(always)]
+pub fn quiet_levels() -> bool {
+    cfg!(quiet) != 0
 }
 
 /// What a `struct file *` is, as [`resolve_fd`] says it for an fd.

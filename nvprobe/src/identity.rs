@@ -179,7 +179,9 @@ pub fn read(pid: u32, cmdline: bool, libs: &mut LibCache) -> ProcessInfo {
             });
         if let Some(p) = path {
             info.container = parse_cgroup(p).map(|mut c| {
-                if let Some(n) = libs.kube_names(Path::new("/"), &c) {
+                // The host's files as pid 1 sees them: in a DaemonSet pod
+                // (host pid namespace) that is the node's root.
+                if let Some(n) = libs.kube_names(Path::new("/proc/1/root"), &c) {
                     c.pod_name = n.pod_name;
                     c.pod_namespace = n.pod_namespace;
                     c.container_name = n.container_name;

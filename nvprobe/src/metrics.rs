@@ -176,9 +176,10 @@ impl Metrics {
             "Highest fill of the ring buffer seen in the last second (0-1)",
             m.ringbuf_fill.clone(),
         );
-        registry.register(
+        registry.register_with_unit(
             "ringbuf_size",
-            "Size of the ring buffer in bytes",
+            "Size of the ring buffer",
+            Unit::Bytes,
             Gauge::<i64>::default().tap(|g| {
                 g.set(i64::from(ringbuf_bytes));
             }),
@@ -294,12 +295,14 @@ enum CallKey {
 impl CallKey {
     fn of(e: &Ioctl) -> Self {
         match (&e.xfer, e.name) {
-            (Some(x), _) => x.name.map_or_else(
-                || CallKey::Raw(format!("XFER {}", e.request)),
-                CallKey::Named,
-            ),
+            // A request nvprobe cannot name is "unknown <family>", not its
+            // number: any user who can open a node could otherwise make
+            // series without end.
+            (Some(x), _) => x
+                .name
+                .map_or(CallKey::Named("unknown XFER"), CallKey::Named),
             (None, Some(n)) => CallKey::Named(n),
-            (None, None) => CallKey::Raw(format!("{} {}", e.family.as_str(), e.request)),
+            (None, None) => CallKey::Raw(format!("unknown {}", e.family.as_str())),
         }
     }
     fn name(&self) -> &str {
@@ -402,11 +405,29 @@ pub async fn serve(listener: tokio::net::TcpListener, m: Arc<Metrics>) {
                 continue;
             }
         };
-        let Ok(permit) = slots.clone().acquire_owned().await else {
-            return;
+        // Busy (16 exchanges under way): say so at once rather than hold
+        // the connection, so that idle clients cannot starve a scrape.
+        let Ok(permit) = slots.clone().try_acquire_owned() else {
+            tokio::spawn(async move {
+                let mut sock = sock;
+                let _ = tokio::time::timeout(
+                    Duration::from_secs(1),
+                    respond(
+                        &mut sock,
+                        "503 Service Unavailable",
+                        "text/plain",
+                        "busy\n",
+                        false,
+                    ),
+                )
+                .await;
+            });
+            continue;
         };
         let m = m.clone();
         tokio::spawn(async move {
+            // The whole exchange, from accept: 2 s to send the request,
+            // the rest to take the answer.
             let _ = tokio::time::timeout(Duration::from_secs(5), answer(sock, &m)).await;
             drop(permit);
         });
@@ -417,8 +438,11 @@ pub async fn serve(listener: tokio::net::TcpListener, m: Arc<Metrics>) {
 async fn answer(mut sock: tokio::net::TcpStream, m: &Metrics) -> std::io::Result<()> {
     let mut head = Vec::with_capacity(1024);
     let mut buf = [0u8; 1024];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
     while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") {
-        let n = sock.read(&mut buf).await?;
+        let n = tokio::time::timeout_at(deadline, sock.read(&mut buf))
+            .await
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
         if n == 0 {
             break;
         }
@@ -522,7 +546,7 @@ mod tests {
             "nvprobe_quieted_calls_total 10",
             "nvprobe_processes_tracked 4",
             "nvprobe_ringbuf_fill_ratio 0.25",
-            "nvprobe_ringbuf_size 16777216",
+            "nvprobe_ringbuf_size_bytes 16777216",
             "# EOF",
         ] {
             assert!(t.contains(want), "{want} missing from\n{t}");

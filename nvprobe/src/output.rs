@@ -518,8 +518,25 @@ mod file {
         /// a regular file is refused.
         pub fn reopen(&self) -> anyhow::Result<Box<dyn Write + Send>> {
             let p = self.path.as_deref().context("stdout is not reopened")?;
+            // Looked at before it is opened: a FIFO would block the open,
+            // a file another user made would get root's records.
+            if let Ok(m) = fs::symlink_metadata(p) {
+                if m.file_type().is_symlink() {
+                    bail!(
+                        "refusing to reopen {}: it is a symbolic link (nvprobe does not follow links for its output)",
+                        p.display()
+                    );
+                }
+                if !m.is_file() {
+                    bail!(
+                        "refusing to reopen {}: it is not a regular file",
+                        p.display()
+                    );
+                }
+            }
+            let me = nix::unistd::geteuid().as_raw();
             let mut o = fs::OpenOptions::new();
-            o.custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            o.custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
                 .mode(self.mode);
             let f = match o.clone().write(true).create_new(true).open(p) {
                 Ok(f) => {
@@ -540,6 +557,13 @@ mod file {
                 }
             };
             let m = f.metadata()?;
+            if m.uid() != me {
+                bail!(
+                    "refusing to reopen {}: it belongs to uid {}, not to nvprobe's uid {me}",
+                    p.display(),
+                    m.uid()
+                );
+            }
             if !m.is_file() {
                 bail!(
                     "refusing to reopen {}: it is not a regular file",

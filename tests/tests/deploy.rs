@@ -49,6 +49,17 @@ fn on_path(tool: &str) -> bool {
         .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
 }
 
+/// A tool the check needs is missing: as root (CI, `cargo xtask test`,
+/// which installs it) that fails the test; otherwise the check is skipped
+/// with a note.
+fn missing(tool: &str, package: &str) {
+    assert!(
+        !nvprobe_tests::harness::is_root(),
+        "{tool} is missing: apt-get install {package} (cargo xtask test installs it as root)"
+    );
+    eprintln!("skipping: {tool} is not installed (Debian: apt-get install {package})");
+}
+
 /// A private temporary folder, removed when dropped.
 struct TempDir(PathBuf);
 
@@ -70,7 +81,7 @@ impl Drop for TempDir {
 #[test]
 fn systemd_unit_verifies_clean() {
     if !on_path("systemd-analyze") {
-        eprintln!("skipping: systemd-analyze is not installed (Debian: apt-get install systemd)");
+        missing("systemd-analyze", "systemd");
         return;
     }
     let unit = read("systemd/nvprobe.service");
@@ -112,7 +123,7 @@ fn systemd_unit_verifies_clean() {
 #[test]
 fn logrotate_config_parses() {
     if !on_path("logrotate") && !Path::new("/usr/sbin/logrotate").exists() {
-        eprintln!("skipping: logrotate is not installed (Debian: apt-get install logrotate)");
+        missing("logrotate", "logrotate");
         return;
     }
     let tool = if on_path("logrotate") {

@@ -45,6 +45,40 @@ fn validate(python: &Path, file: &Path) -> Value {
     serde_json::from_slice(&o.stdout).expect("validator output")
 }
 
+/// What protobuf's JSON parser forgives but the OTLP/JSON mapping
+/// requires: camelCase names, 64-bit integers as decimal strings, the
+/// severity as an enum number.
+fn check_otlp_json_shapes(file: &Path) {
+    fn walk(v: &Value, at: &str) {
+        match v {
+            Value::Object(m) => {
+                for (k, x) in m {
+                    assert!(!k.contains('_'), "snake_case field {k} at {at}");
+                    match k.as_str() {
+                        "intValue" | "timeUnixNano" | "observedTimeUnixNano" => {
+                            assert!(
+                                x.as_str().is_some_and(|s| s.parse::<i128>().is_ok()),
+                                "{k} must be a decimal string at {at}: {x}"
+                            );
+                        }
+                        "severityNumber" => assert!(x.is_u64(), "{k} at {at}: {x}"),
+                        // Attribute keys are data, not field names.
+                        "key" => assert!(x.is_string(), "key at {at}"),
+                        _ => walk(x, &format!("{at}.{k}")),
+                    }
+                }
+            }
+            Value::Array(a) => a.iter().for_each(|x| walk(x, at)),
+            _ => {}
+        }
+    }
+    for (n, l) in std::fs::read_to_string(file).expect("read").lines().enumerate() {
+        let v: Value = serde_json::from_str(l).expect("json");
+        assert!(v["resourceLogs"].is_array(), "line {}", n + 1);
+        walk(&v, "");
+    }
+}
+
 fn json_types(file: &Path) -> BTreeMap<String, u64> {
     let mut m = BTreeMap::new();
     for l in std::fs::read_to_string(file).expect("read").lines() {
@@ -68,6 +102,7 @@ fn otlp_json_is_logs_data_with_semantic_convention_names() {
     decode(&rec, &otlp, &["--format", "otlp-json"]);
     decode(&rec, &ndjson, &["--json"]);
     let r = validate(&python, &otlp);
+    check_otlp_json_shapes(&otlp);
     let lines = std::fs::read_to_string(&otlp)
         .expect("read")
         .lines()
@@ -176,6 +211,7 @@ fn the_real_drivers_otlp_json_validates_and_names_the_container() {
     };
     let f = fixture("h200-580.159.04-fleet-verdicts.otlp.json");
     let r = validate(&python, &f);
+    check_otlp_json_shapes(&f);
     assert_eq!(r["lines"], 59);
     let text = std::fs::read_to_string(&f).expect("fixture");
     let line = text

@@ -74,6 +74,11 @@ pub struct WatchArgs {
     /// latency, stalls, signals, lost events, the ring buffer's fill.
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<std::net::SocketAddr>,
+    /// The host's name in the start record and OTLP's `host.name` (default:
+    /// the kernel's host name; in a Kubernetes pod that is the pod's, so
+    /// the DaemonSet passes the node's name from the downward API).
+    #[arg(long, value_name = "NAME", value_parser = parse_host_name)]
+    pub host_name: Option<String>,
     /// Stop after this many seconds (default: run until Ctrl-C / SIGTERM).
     #[arg(long, value_name = "SECS", value_parser = parse_secs)]
     pub duration: Option<f64>,
@@ -154,6 +159,7 @@ pub fn run(a: WatchArgs) -> Result<(), Fail> {
         extra: &h.extra,
         ringbuf_bytes: a.ringbuf_size,
         version: h.vctx,
+        quiet: a.out.events.quiet(),
     };
     let mut loaded =
         attach::load_and_attach(cfg, &settings, tracefs.path.clone()).map_err(start_fail)?;
@@ -243,6 +249,7 @@ pub fn run(a: WatchArgs) -> Result<(), Fail> {
         stop,
     ));
     // Detach every probe now, whatever happened.
+    loaded.detach_all();
     drop(loaded);
     let summary = match res {
         Ok(s) => s,
@@ -301,6 +308,25 @@ impl Host {
             })
             .unwrap_or_default(),
         }
+    }
+}
+
+/// `--host-name`: a DNS name (what a node name is), at most 253 bytes.
+fn parse_host_name(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        });
+    if ok {
+        Ok(s.to_owned())
+    } else {
+        Err(format!(
+            "{s:?} is not a host name (letters, digits, '-', '_', dot-separated labels)"
+        ))
     }
 }
 
@@ -398,9 +424,11 @@ fn start_record(
     StartRecord {
         tool_version: env!("CARGO_PKG_VERSION").to_owned(),
         capabilities_kept: None,
-        host: nix::unistd::gethostname()
-            .ok()
-            .map(|h| h.to_string_lossy().into_owned()),
+        host: a.host_name.clone().or_else(|| {
+            nix::unistd::gethostname()
+                .ok()
+                .map(|h| h.to_string_lossy().into_owned())
+        }),
         kernel: nix::sys::utsname::uname()
             .map(|u| u.release().to_string_lossy().into_owned())
             .unwrap_or_default(),

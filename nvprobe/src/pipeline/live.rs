@@ -177,24 +177,6 @@ enum Drained {
 }
 
 impl Live {
-    /// Let the kernel drop the successful calls of these processes (their
-    /// verdict is out; `--events failures|verdicts` ships none of them).
-    /// Only a process the kernel still follows is changed: one that exited
-    /// meanwhile is gone from NV_PROCS, and its pid may be another's.
-    fn quiet(&mut self, pids: Vec<u32>) {
-        let Some(m) = self.nv_procs.as_mut() else {
-            return;
-        };
-        const BPF_EXIST: u64 = 2;
-        for pid in pids {
-            let _ = m.insert(
-                pid,
-                nvprobe_common::nv_procs::FOLLOWED | nvprobe_common::nv_procs::QUIET,
-                BPF_EXIST,
-            );
-        }
-    }
-
     /// The gauges and totals read from the kernel side; the ring buffer's
     /// high-water mark over about a second (five polls).
     fn update_metrics(&mut self, m: &crate::metrics::Metrics) {
@@ -507,15 +489,12 @@ pub async fn run(
             biased;
             _ = sigint.recv() => break,
             _ = sigterm.recv() => break,
-            _ = sighup.recv() => {
-                if reopener.is_none() {
-                    break;
-                }
-                reopen_due = true;
-            }
+            // Without -o there is nothing to reopen: a hangup of the
+            // terminal shows as a failed write, and a reload sent to a
+            // service logging to stdout must not stop it.
+            _ = sighup.recv() => reopen_due = reopener.is_some(),
             _ = tick.tick() => {
                 left = live.drain(ring.get_mut(), &mut pipe, budget)?;
-                live.quiet(pipe.take_quiet());
                 if opts.cuda_layer {
                     live.hook_new_libcuda(ebpf, libcuda, &mut pipe)?;
                 } else {

@@ -226,13 +226,7 @@ struct Writer {
     recs: Vec<Record>,
     last_ns: u64,
     res: io::Result<()>,
-    /// Processes whose start-up verdict is out: the kernel may drop their
-    /// successful calls from now on (quiet levels only).
-    quiet: Quiet,
 }
-
-/// Pids handed from the output thread to the live source.
-type Quiet = Arc<Mutex<Vec<u32>>>;
 
 type Finished = (Output, Stats, io::Result<()>);
 
@@ -244,13 +238,6 @@ impl Writer {
             }
             if let Some(m) = &self.metrics {
                 m.record(&r);
-            }
-            if let Record::Cuinit(v) = &r
-                && v.result == "ok"
-                && self.level.quiet()
-                && let Ok(mut q) = self.quiet.lock()
-            {
-                q.push(v.pid);
             }
             if self.res.is_ok()
                 && (!self.summary_only || matches!(r, Record::Cuinit(_)))
@@ -338,7 +325,6 @@ pub struct Pipeline {
     writer: Option<std::thread::JoinHandle<Finished>>,
     notes: Renderer,
     level: Level,
-    quiet: Quiet,
     metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
@@ -357,7 +343,6 @@ impl Pipeline {
         let work_rx = Arc::new(Mutex::new(work_rx));
         let (done_tx, done_rx) = sync_channel::<Rendered>(32);
         let board = StageBoard::default();
-        let quiet = Quiet::default();
         let w = Writer {
             out,
             stats: Stats::default(),
@@ -375,7 +360,6 @@ impl Pipeline {
             recs: Vec::new(),
             last_ns: 0,
             res: Ok(()),
-            quiet: quiet.clone(),
         };
         let writer = std::thread::Builder::new()
             .name("nvprobe-output".into())
@@ -406,18 +390,8 @@ impl Pipeline {
             writer: Some(writer),
             notes,
             level: opts.level,
-            quiet,
             metrics: opts.metrics.clone(),
         })
-    }
-
-    /// Processes whose verdict is out since the last call (quiet levels):
-    /// their successful calls need not leave the kernel any more.
-    pub fn take_quiet(&self) -> Vec<u32> {
-        self.quiet
-            .lock()
-            .map(|mut q| std::mem::take(&mut *q))
-            .unwrap_or_default()
     }
 
     /// An empty batch; it is numbered when it is sent, to be written after

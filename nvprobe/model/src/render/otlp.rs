@@ -138,8 +138,16 @@ fn process_attrs(i: &ProcessInfo) -> Vec<Value> {
     if let Some(p) = i.ppid {
         a.push(kv("process.parent_pid", int_value(u64::from(p))));
     }
-    if let Some(c) = &i.comm {
-        a.push(kv("process.executable.name", str_value(c)));
+    // The convention's name is the executable's base name; the task name
+    // (15 bytes, settable by the process) only when the path is unknown.
+    let name = i
+        .exe
+        .as_deref()
+        .and_then(|e| e.rsplit('/').next())
+        .filter(|n| !n.is_empty())
+        .or(i.comm.as_deref());
+    if let Some(n) = name {
+        a.push(kv("process.executable.name", str_value(n)));
     }
     if let Some(e) = &i.exe {
         a.push(kv("process.executable.path", str_value(e)));
@@ -447,7 +455,7 @@ mod tests {
         res.forget(last, u64::from(last));
         assert_eq!(res.len(), KEEP_PROCESSES - 1);
         let p = res.procs.read().expect("lock");
-        assert_eq!(p.by_pid.len(), KEEP_PROCESSES);
+        assert_eq!(p.order.len(), KEEP_PROCESSES - 1);
         assert!(!p.by_pid.contains_key(&0) && p.by_pid.contains_key(&(KEEP_PROCESSES as u32 + 98)));
     }
 }
