@@ -27,6 +27,9 @@ enum Cmd {
     Watch(cli::watch::WatchArgs),
     /// Decode a recording made with `watch --json --raw` (no root needed).
     Decode(cli::decode::DecodeArgs),
+    /// Compare two start-ups: where they part, calls only one made, results
+    /// that differ, time per stage, verdicts (no root).
+    Diff(cli::diff::DiffArgs),
     /// Print the JSON Schema of the NDJSON output.
     Schema,
     /// Check this host (or a host tree) for what breaks CUDA start-up and
@@ -46,6 +49,7 @@ fn main() -> ExitCode {
     let res = match cli.cmd {
         Cmd::Watch(a) => cli::watch::run(a),
         Cmd::Decode(a) => cli::decode::run(a),
+        Cmd::Diff(a) => cli::diff::run(a),
         Cmd::Doctor(a) => cli::doctor::run(a),
         Cmd::Hooks(a) => cli::hooks::run(a),
         Cmd::Schema => {

@@ -72,7 +72,11 @@ fn check_otlp_json_shapes(file: &Path) {
             _ => {}
         }
     }
-    for (n, l) in std::fs::read_to_string(file).expect("read").lines().enumerate() {
+    for (n, l) in std::fs::read_to_string(file)
+        .expect("read")
+        .lines()
+        .enumerate()
+    {
         let v: Value = serde_json::from_str(l).expect("json");
         assert!(v["resourceLogs"].is_array(), "line {}", n + 1);
         walk(&v, "");

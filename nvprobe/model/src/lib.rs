@@ -13,6 +13,7 @@
 pub mod attribution;
 pub mod correlate;
 pub mod decode;
+pub mod diff;
 pub mod hints;
 pub mod records;
 pub mod render;

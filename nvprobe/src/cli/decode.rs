@@ -56,7 +56,7 @@ fn check_kind(what: &str, ft: fs::FileType, stdin: bool) -> Result<(), Fail> {
 /// output must never be).
 type Input = (Box<dyn Read>, Option<(u64, u64)>);
 
-fn open_input(path: &Path, name: &str) -> Result<Input, Fail> {
+pub(super) fn open_input(path: &Path, name: &str) -> Result<Input, Fail> {
     if path.as_os_str() == "-" {
         let f = io::stdin()
             .as_fd()

@@ -5,6 +5,7 @@
 //! something nvprobe needs; 4 not permitted (not root, BPF refused).
 
 pub mod decode;
+pub mod diff;
 pub mod doctor;
 pub mod hooks;
 pub mod watch;

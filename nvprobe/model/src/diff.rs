@@ -1,0 +1,592 @@
+//! `nvprobe diff`: two processes' start-ups side by side ("it works on node
+//! A"). Each side is the decoded NDJSON of one process: its calls as steps
+//! named by what they are (escape or UVM command, RM control or class,
+//! path), never by handles, fds or addresses, so that two machines' runs
+//! line up. The steps are aligned (longest common subsequence of their
+//! names), and the diff says where they first part, which calls only one
+//! side made, which results differ, the time to each stage on both sides,
+//! and the two verdicts.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// Steps kept per process (a start-up makes a few hundred calls; a long
+/// run is cut, and the diff says so).
+pub const MAX_STEPS: usize = 4000;
+/// Processes whose records are kept while reading.
+pub const MAX_PIDS: usize = 4096;
+
+/// One call of a process, as the diff compares it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Step {
+    /// What the call is: "ioctl NV_ESC_RM_CONTROL NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION",
+    /// "open /dev/nvidia-uvm", "signal SIGTERM".
+    pub call: String,
+    /// "ok", the NV_STATUS or errno name, or what the call found (an open
+    /// of a node that is another device: "ok, device none").
+    pub result: String,
+    pub ok: bool,
+    /// Milliseconds since the process's first recorded call.
+    pub at_ms: f64,
+    pub duration_ms: f64,
+}
+
+/// One process's start-up.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Side {
+    pub label: String,
+    pub pid: u32,
+    pub comm: String,
+    pub steps: Vec<Step>,
+    /// Steps past [`MAX_STEPS`] that were not kept.
+    pub cut: u64,
+    /// Stage → (name, ms since the first call).
+    pub stages: BTreeMap<String, (String, f64)>,
+    /// The verdict: result and text.
+    pub verdict: Option<(String, String)>,
+    /// Other CUDA start-ups in the same recording (pid, comm).
+    pub others: Vec<(u32, String)>,
+}
+
+/// Reads decoded NDJSON records and keeps, per process, what a diff needs.
+#[derive(Default)]
+pub struct Collector {
+    procs: HashMap<u32, Side>,
+    first_ns: HashMap<u32, u64>,
+    /// Pids in the order their first call came.
+    order: Vec<u32>,
+    /// CUDA start-ups (pids with a `cuinit` verdict of class cuda).
+    cuda: Vec<u32>,
+}
+
+fn str_of<'a>(v: &'a Value, k: &str) -> Option<&'a str> {
+    v.get(k).and_then(Value::as_str)
+}
+
+/// What a call is, without handles or fds.
+fn call_name(v: &Value) -> Option<String> {
+    let t = str_of(v, "type")?;
+    Some(match t {
+        "ioctl" => {
+            let name = v
+                .pointer("/xfer/name")
+                .and_then(Value::as_str)
+                .or_else(|| str_of(v, "name"))
+                .map_or_else(
+                    || {
+                        format!(
+                            "{} {}",
+                            str_of(v, "family").unwrap_or("?"),
+                            str_of(v, "request").unwrap_or("?")
+                        )
+                    },
+                    str::to_owned,
+                );
+            let args = &v["args"];
+            let what = ["control_name", "hClass_name", "hClass", "control"]
+                .iter()
+                .find_map(|k| args.get(*k).and_then(Value::as_str));
+            match what {
+                Some(w) => format!("ioctl {name} {w}"),
+                None => format!("ioctl {name}"),
+            }
+        }
+        "open" | "stat" | "access" | "mknod" => format!("{t} {}", str_of(v, "path").unwrap_or("?")),
+        "mmap" => format!(
+            "mmap {}",
+            v.pointer("/device/kind")
+                .and_then(Value::as_str)
+                .unwrap_or("?")
+        ),
+        "cuda" => format!(
+            "cuda {} {}",
+            str_of(v, "func").unwrap_or("?"),
+            str_of(v, "phase").unwrap_or("")
+        ),
+        "proc" => match str_of(v, "op")? {
+            "signal" | "signal_delivered" => format!(
+                "{} {}",
+                str_of(v, "op").unwrap_or("signal"),
+                str_of(v, "signal").unwrap_or("?")
+            ),
+            "fork" | "exec" | "exit" => str_of(v, "op")?.to_owned(),
+            _ => return None,
+        },
+        // close, dup: bookkeeping; driver: the driver layer's own spans.
+        _ => return None,
+    })
+}
+
+fn result_of(v: &Value) -> String {
+    if let Some(n) = v.pointer("/status/name").and_then(Value::as_str) {
+        return n.to_owned();
+    }
+    if let Some(e) = str_of(v, "errno") {
+        return e.to_owned();
+    }
+    if let Some(r) = str_of(v, "result_name") {
+        return r.to_owned();
+    }
+    let mut r = if v["ok"] == false { "failed" } else { "ok" }.to_owned();
+    // An open or stat that found another device where an NVIDIA node
+    // should be.
+    if let Some(k) = v.pointer("/device/kind").and_then(Value::as_str)
+        && str_of(v, "type").is_some_and(|t| t == "open" || t == "stat")
+        && str_of(v, "path").is_some_and(|p| p.starts_with("/dev/nvidia"))
+    {
+        r.push_str(&format!(", device {k}"));
+    }
+    r
+}
+
+impl Collector {
+    /// One decoded record.
+    pub fn record(&mut self, v: &Value) {
+        let Some(pid) = v.get("pid").and_then(Value::as_u64).map(|p| p as u32) else {
+            return;
+        };
+        let t = str_of(v, "type").unwrap_or("");
+        if !self.procs.contains_key(&pid) {
+            if self.procs.len() >= MAX_PIDS {
+                return;
+            }
+            self.order.push(pid);
+        }
+        let side = self.procs.entry(pid).or_insert_with(|| Side {
+            pid,
+            comm: str_of(v, "comm").unwrap_or("?").to_owned(),
+            ..Side::default()
+        });
+        match t {
+            "stage" => {
+                if let (Some(s), Some(n), Some(at)) = (
+                    str_of(v, "stage"),
+                    str_of(v, "name"),
+                    v.get("at_ms").and_then(Value::as_f64),
+                ) {
+                    side.stages
+                        .entry(s.to_owned())
+                        .or_insert((n.to_owned(), at));
+                }
+            }
+            "cuinit" => {
+                if side.verdict.is_none() {
+                    side.verdict = Some((
+                        str_of(v, "result").unwrap_or("?").to_owned(),
+                        str_of(v, "text").unwrap_or("").to_owned(),
+                    ));
+                    if str_of(v, "class") == Some("cuda") {
+                        self.cuda.push(pid);
+                    }
+                }
+            }
+            _ => {
+                let Some(call) = call_name(v) else { return };
+                let start = v
+                    .get("start_ns")
+                    .or_else(|| v.get("time_ns"))
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0);
+                let first = *self.first_ns.entry(pid).or_insert(start);
+                if side.steps.len() >= MAX_STEPS {
+                    side.cut += 1;
+                    return;
+                }
+                side.steps.push(Step {
+                    call,
+                    result: result_of(v),
+                    ok: v["ok"] != false,
+                    at_ms: start.saturating_sub(first) as f64 / 1e6,
+                    duration_ms: v.get("duration_ns").and_then(Value::as_u64).unwrap_or(0) as f64
+                        / 1e6,
+                });
+            }
+        }
+    }
+
+    /// The process `pid`, or the first CUDA start-up of the recording.
+    pub fn side(mut self, label: &str, pid: Option<u32>) -> Result<Side, String> {
+        let chosen = match pid {
+            Some(p) => {
+                if !self.procs.contains_key(&p) {
+                    return Err(format!("{label}: no process {p} in the recording"));
+                }
+                p
+            }
+            None => *self.cuda.first().ok_or_else(|| {
+                format!("{label}: no CUDA start-up (no cuinit verdict of class cuda): give --pid")
+            })?,
+        };
+        let others = self
+            .cuda
+            .iter()
+            .filter(|p| **p != chosen)
+            .filter_map(|p| self.procs.get(p).map(|s| (*p, s.comm.clone())))
+            .collect();
+        let mut side = self.procs.remove(&chosen).unwrap_or_default();
+        side.label = label.to_owned();
+        side.others = others;
+        Ok(side)
+    }
+}
+
+/// How two steps at aligned places compare.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Difference {
+    /// Made by A only (B went on without it).
+    OnlyA {
+        step: Step,
+        index_a: usize,
+    },
+    OnlyB {
+        step: Step,
+        index_b: usize,
+    },
+    /// The same call, another result.
+    Result {
+        call: String,
+        a: String,
+        b: String,
+        index_a: usize,
+        index_b: usize,
+    },
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct StageRow {
+    pub stage: String,
+    pub name: String,
+    pub a_ms: Option<f64>,
+    pub b_ms: Option<f64>,
+}
+
+/// The comparison.
+#[derive(Clone, Debug, Serialize)]
+pub struct Diff {
+    pub a: SideSummary,
+    pub b: SideSummary,
+    /// The first place the two start-ups part, if they do.
+    pub first_divergence: Option<Difference>,
+    pub differences: Vec<Difference>,
+    /// Calls made by one side only, grouped by call: (call, count in A, count in B).
+    pub call_counts: Vec<(String, u64, u64)>,
+    pub stages: Vec<StageRow>,
+    pub same_calls: usize,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SideSummary {
+    pub label: String,
+    pub pid: u32,
+    pub comm: String,
+    pub steps: usize,
+    pub cut: u64,
+    pub verdict: Option<(String, String)>,
+    pub other_cuda_processes: Vec<(u32, String)>,
+}
+
+fn summary(s: &Side) -> SideSummary {
+    SideSummary {
+        label: s.label.clone(),
+        pid: s.pid,
+        comm: s.comm.clone(),
+        steps: s.steps.len(),
+        cut: s.cut,
+        verdict: s.verdict.clone(),
+        other_cuda_processes: s.others.clone(),
+    }
+}
+
+/// Align `a` and `b` by call name (LCS) and list what differs.
+pub fn diff(a: &Side, b: &Side) -> Diff {
+    let (n, m) = (a.steps.len(), b.steps.len());
+    // lcs[i][j]: LCS length of a[i..], b[j..] (n, m ≤ MAX_STEPS: 16 M
+    // cells of u16 at most).
+    let mut lcs = vec![0u16; (n + 1) * (m + 1)];
+    let at = |i: usize, j: usize| i * (m + 1) + j;
+    for i in (0..n).rev() {
+        for j in (0..m).rev() {
+            lcs[at(i, j)] = if a.steps[i].call == b.steps[j].call {
+                lcs[at(i + 1, j + 1)] + 1
+            } else {
+                lcs[at(i + 1, j)].max(lcs[at(i, j + 1)])
+            };
+        }
+    }
+    let (mut i, mut j) = (0, 0);
+    let mut differences = Vec::new();
+    let mut same = 0;
+    while i < n || j < m {
+        if i < n && j < m && a.steps[i].call == b.steps[j].call {
+            if a.steps[i].result != b.steps[j].result {
+                differences.push(Difference::Result {
+                    call: a.steps[i].call.clone(),
+                    a: a.steps[i].result.clone(),
+                    b: b.steps[j].result.clone(),
+                    index_a: i,
+                    index_b: j,
+                });
+            } else {
+                same += 1;
+            }
+            i += 1;
+            j += 1;
+        } else if j >= m || (i < n && lcs[at(i + 1, j)] >= lcs[at(i, j + 1)]) {
+            differences.push(Difference::OnlyA {
+                step: a.steps[i].clone(),
+                index_a: i,
+            });
+            i += 1;
+        } else {
+            differences.push(Difference::OnlyB {
+                step: b.steps[j].clone(),
+                index_b: j,
+            });
+            j += 1;
+        }
+    }
+    let mut counts: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for d in &differences {
+        match d {
+            Difference::OnlyA { step, .. } => counts.entry(step.call.clone()).or_default().0 += 1,
+            Difference::OnlyB { step, .. } => counts.entry(step.call.clone()).or_default().1 += 1,
+            Difference::Result { .. } => {}
+        }
+    }
+    let mut stages: BTreeMap<String, StageRow> = BTreeMap::new();
+    for (side, s) in [(0, a), (1, b)] {
+        for (stage, (name, ms)) in &s.stages {
+            let row = stages.entry(stage.clone()).or_insert_with(|| StageRow {
+                stage: stage.clone(),
+                name: name.clone(),
+                a_ms: None,
+                b_ms: None,
+            });
+            if side == 0 {
+                row.a_ms = Some(*ms);
+            } else {
+                row.b_ms = Some(*ms);
+            }
+        }
+    }
+    Diff {
+        a: summary(a),
+        b: summary(b),
+        first_divergence: differences.first().cloned(),
+        differences,
+        call_counts: counts.into_iter().map(|(k, (x, y))| (k, x, y)).collect(),
+        stages: stages.into_values().collect(),
+        same_calls: same,
+    }
+}
+
+fn describe(d: &Difference, a: &str, b: &str) -> String {
+    match d {
+        Difference::OnlyA { step, index_a } => format!(
+            "{a} call #{} {} = {} at {:.1} ms; {b} made no such call here",
+            index_a + 1,
+            step.call,
+            step.result,
+            step.at_ms
+        ),
+        Difference::OnlyB { step, index_b } => format!(
+            "{b} call #{} {} = {} at {:.1} ms; {a} made no such call here",
+            index_b + 1,
+            step.call,
+            step.result,
+            step.at_ms
+        ),
+        Difference::Result {
+            call,
+            a: ra,
+            b: rb,
+            index_a,
+            index_b,
+        } => format!(
+            "{call}: {a} (call #{}) got {ra}, {b} (call #{}) got {rb}",
+            index_a + 1,
+            index_b + 1
+        ),
+    }
+}
+
+impl Diff {
+    /// For people.
+    pub fn to_text(&self) -> String {
+        use std::fmt::Write as _;
+        let (a, b) = (&self.a.label, &self.b.label);
+        let mut s = String::new();
+        for x in [&self.a, &self.b] {
+            let _ = writeln!(
+                s,
+                "{}: {}[{}], {} calls{}{}",
+                x.label,
+                x.comm,
+                x.pid,
+                x.steps,
+                if x.cut > 0 {
+                    format!(" (+{} not compared)", x.cut)
+                } else {
+                    String::new()
+                },
+                if x.other_cuda_processes.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; {} other CUDA start-up(s) in the recording (--pid to choose)",
+                        x.other_cuda_processes.len()
+                    )
+                }
+            );
+        }
+        match &self.first_divergence {
+            None => {
+                let _ = writeln!(
+                    s,
+                    "same calls with the same results ({} calls)",
+                    self.same_calls
+                );
+            }
+            Some(d) => {
+                let _ = writeln!(s, "first divergence: {}", describe(d, a, b));
+            }
+        }
+        let results: Vec<&Difference> = self
+            .differences
+            .iter()
+            .filter(|d| matches!(d, Difference::Result { .. }))
+            .collect();
+        if !results.is_empty() {
+            let _ = writeln!(s, "results that differ ({}):", results.len());
+            for d in results.iter().take(20) {
+                let _ = writeln!(s, "  {}", describe(d, a, b));
+            }
+        }
+        if !self.call_counts.is_empty() {
+            let _ = writeln!(
+                s,
+                "calls one side made and the other did not (call: {a} {b}):"
+            );
+            for (call, x, y) in self.call_counts.iter().take(30) {
+                let _ = writeln!(s, "  {call}: {x} {y}");
+            }
+            if self.call_counts.len() > 30 {
+                let _ = writeln!(s, "  … and {} more", self.call_counts.len() - 30);
+            }
+        }
+        if !self.stages.is_empty() {
+            let _ = writeln!(s, "stages (ms since the first call):   {a:>10} {b:>10}");
+            let ms = |v: Option<f64>| v.map_or("-".to_owned(), |x| format!("{x:.1}"));
+            for r in &self.stages {
+                let _ = writeln!(
+                    s,
+                    "  {:<4} {:<28} {:>10} {:>10}",
+                    r.stage,
+                    r.name,
+                    ms(r.a_ms),
+                    ms(r.b_ms)
+                );
+            }
+        }
+        for x in [&self.a, &self.b] {
+            match &x.verdict {
+                Some((r, t)) => {
+                    let _ = writeln!(s, "{} verdict: {r}: {t}", x.label);
+                }
+                None => {
+                    let _ = writeln!(s, "{} verdict: none", x.label);
+                }
+            }
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn side(label: &str, calls: &[(&str, &str)]) -> Side {
+        Side {
+            label: label.into(),
+            steps: calls
+                .iter()
+                .enumerate()
+                .map(|(i, (c, r))| Step {
+                    call: (*c).into(),
+                    result: (*r).into(),
+                    ok: *r == "ok",
+                    at_ms: i as f64,
+                    duration_ms: 0.0,
+                })
+                .collect(),
+            ..Side::default()
+        }
+    }
+
+    #[test]
+    fn alignment_names_the_first_divergence_and_what_only_one_side_did() {
+        let a = side(
+            "A",
+            &[
+                ("open ctl", "ok"),
+                ("alloc", "ok"),
+                ("uvm init", "ok"),
+                ("register gpu0", "ok"),
+                ("register gpu1", "ok"),
+            ],
+        );
+        let b = side(
+            "B",
+            &[
+                ("open ctl", "ok"),
+                ("alloc", "ok"),
+                ("uvm init", "NV_ERR_NOT_SUPPORTED"),
+            ],
+        );
+        let d = diff(&a, &b);
+        assert_eq!(
+            d.first_divergence,
+            Some(Difference::Result {
+                call: "uvm init".into(),
+                a: "ok".into(),
+                b: "NV_ERR_NOT_SUPPORTED".into(),
+                index_a: 2,
+                index_b: 2
+            })
+        );
+        assert_eq!(d.same_calls, 2);
+        assert_eq!(
+            d.call_counts,
+            vec![
+                ("register gpu0".into(), 1, 0),
+                ("register gpu1".into(), 1, 0)
+            ]
+        );
+        let t = d.to_text();
+        assert!(t.contains("first divergence: uvm init: A (call #3) got ok, B (call #3) got NV_ERR_NOT_SUPPORTED"), "{t}");
+        // Identical sides: no divergence.
+        let same = diff(&a, &a);
+        assert!(same.first_divergence.is_none() && same.same_calls == 5);
+    }
+
+    #[test]
+    fn calls_are_named_without_handles() {
+        let v: Value = serde_json::json!({"type": "ioctl", "pid": 7, "name": "NV_ESC_RM_CONTROL",
+            "args": {"hClient": "0xc1d0001b", "control": "0x101", "control_name": "NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION"},
+            "status": {"name": "NV_OK"}, "ok": true, "start_ns": 5, "duration_ns": 1000});
+        assert_eq!(
+            call_name(&v).as_deref(),
+            Some("ioctl NV_ESC_RM_CONTROL NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION")
+        );
+        assert_eq!(result_of(&v), "NV_OK");
+        let o: Value = serde_json::json!({"type": "open", "pid": 7, "path": "/dev/nvidia-uvm", "device": {"kind": "none"}, "ok": true});
+        assert_eq!(call_name(&o).as_deref(), Some("open /dev/nvidia-uvm"));
+        assert_eq!(result_of(&o), "ok, device none");
+        let c: Value = serde_json::json!({"type": "close", "pid": 7});
+        assert_eq!(call_name(&c), None);
+    }
+}

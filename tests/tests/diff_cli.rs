@@ -1,0 +1,112 @@
+//! `nvprobe diff` on real H200 recordings (tests/fixtures/README.md): the
+//! healthy cuInit against the one with /dev/nvidia-uvm masked by another
+//! device, against `CUDA_VISIBLE_DEVICES=` and against a harness timeout.
+
+use std::process::Command;
+
+use nvprobe_tests::harness::{bin, fixture};
+use serde_json::Value;
+
+fn diff(b: &str, extra: &[&str]) -> (i32, String, String) {
+    let o = Command::new(bin("nvprobe"))
+        .arg("diff")
+        .arg(fixture("h200-580.159.04-cuinit-ctypes.ndjson"))
+        .arg(fixture(b))
+        .args(extra)
+        .output()
+        .expect("run nvprobe diff");
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_masked_uvm_node_is_the_first_divergence() {
+    let (rc, out, err) = diff("h200-580.159.04-uvm-masked.ndjson", &[]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(
+        out.contains(
+            "first divergence: stat /dev/nvidia-uvm: A (call #32) got ok, device uvm, B (call #32) got failed, device none"
+        ),
+        "{out}"
+    );
+    // Time per stage side by side: B never got past S2.
+    assert!(out.contains("  S2   rm_client"), "{out}");
+    let s7 = out
+        .lines()
+        .find(|l| l.contains("S7   uvm_gpu_registered"))
+        .expect("S7 row");
+    assert!(s7.trim_end().ends_with('-'), "{s7}");
+    assert!(
+        out.contains("B verdict: failed: stopped after S2 rm_client: /dev/nvidia-uvm"),
+        "{out}"
+    );
+    assert!(out.contains("A verdict: ok:"), "{out}");
+    // The calls only the healthy side made include the GPU's registration.
+    assert!(
+        out.contains("ioctl UVM_REGISTER_GPU: 1 0") || out.contains("… and"),
+        "{out}"
+    );
+
+    let (rc, json, _) = diff("h200-580.159.04-uvm-masked.ndjson", &["--json"]);
+    assert_eq!(rc, 0);
+    let v: Value = serde_json::from_str(&json).expect("one JSON document");
+    assert_eq!(v["first_divergence"]["kind"], "result");
+    assert_eq!(v["first_divergence"]["call"], "stat /dev/nvidia-uvm");
+    assert_eq!(
+        (v["a"]["pid"].as_u64(), v["b"]["pid"].as_u64()),
+        (Some(447), Some(470))
+    );
+    let only_a: u64 = v["call_counts"]
+        .as_array()
+        .expect("counts")
+        .iter()
+        .filter_map(|c| c[1].as_u64())
+        .sum();
+    assert_eq!(
+        only_a as usize + v["same_calls"].as_u64().expect("same") as usize + 3,
+        158
+    );
+}
+
+#[test]
+fn no_visible_devices_and_a_timeout_part_at_uvm_registration() {
+    let (rc, out, _) = diff("h200-580.159.04-novisible.ndjson", &[]);
+    assert_eq!(rc, 0);
+    assert!(
+        out.contains("2 other CUDA start-up(s) in the recording (--pid to choose)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("first divergence: A call #154 ioctl UVM_REGISTER_GPU = NV_OK"),
+        "{out}"
+    );
+    let (rc, out, _) = diff("h200-580.159.04-timeout-kill.ndjson", &[]);
+    assert_eq!(rc, 0);
+    assert!(
+        out.contains(
+            "first divergence: ioctl UVM_REGISTER_GPU: A (call #154) got NV_OK, B (call #154) got NV_ERR_BUSY_RETRY"
+        ),
+        "{out}"
+    );
+}
+
+#[test]
+fn the_same_recording_has_no_divergence_and_bad_pids_are_usage_errors() {
+    let (rc, out, _) = diff("h200-580.159.04-cuinit-ctypes.ndjson", &[]);
+    assert_eq!(rc, 0);
+    assert!(
+        out.contains("same calls with the same results (158 calls)"),
+        "{out}"
+    );
+    let (rc, _, err) = diff("h200-580.159.04-cuinit-ctypes.ndjson", &["--pid", "1"]);
+    assert_eq!(rc, 2);
+    assert!(err.contains("A: no process 1 in the recording"), "{err}");
+    let (rc, _, err) = diff(
+        "h200-580.159.04-cuinit-ctypes.ndjson",
+        &["--pid", "1", "--pid", "2", "--pid", "3"],
+    );
+    assert_eq!(rc, 2, "{err}");
+}
