@@ -26,6 +26,12 @@ struct Run {
 }
 
 fn run_at(level: &str) -> Option<Run> {
+    run_scenario("steady", level)
+}
+
+/// `scenario` (steady or steady-exec) traced at `level`; the answer is the
+/// scenario's last line (after-exec's, for steady-exec).
+fn run_scenario(scenario: &str, level: &str) -> Option<Run> {
     let _g = lock();
     let tmp = tmpdir(&format!("levels-{level}"));
     let Some(lib) = stub_libcuda(&tmp) else {
@@ -34,7 +40,7 @@ fn run_at(level: &str) -> Option<Run> {
     };
     let drv = FakeDrv::start(&tmp);
     let mut c = Command::new(bin("nvfixture"))
-        .args(["run", "steady", "--count", &STEADY.to_string(), "--dir"])
+        .args(["run", scenario, "--count", &STEADY.to_string(), "--dir"])
         .arg(&drv.dir)
         .arg("--lib")
         .arg(&lib)
@@ -57,9 +63,14 @@ fn run_at(level: &str) -> Option<Run> {
     // The kernel made the process quiet when cuInit returned: nothing to
     // wait for.
     stdin.write_all(b"go\n").expect("go");
-    line.clear();
-    out.read_line(&mut line).expect("answer");
-    let answer: Value = serde_json::from_str(&line).expect("json answer");
+    let mut answer = Value::Null;
+    loop {
+        line.clear();
+        if out.read_line(&mut line).expect("answer") == 0 {
+            break;
+        }
+        answer = serde_json::from_str(&line).expect("json answer");
+    }
     assert!(c.wait().expect("wait").success());
     let f = t.stop();
     check_schema(&f);
@@ -176,4 +187,33 @@ fn verdicts_level_ships_failures_and_the_kernel_drops_quiet_successes() {
         s["quieted"].as_u64() == Some(quieted) && row["failed"] == 3,
         "{row}"
     );
+}
+
+/// An exec ends the quiet: the new program (no cuInit of its own) has its
+/// successful call on the inherited fd counted as arrived, not quieted.
+#[test]
+fn an_exec_makes_a_quiet_process_followed_in_full_again() {
+    need_root!();
+    let Some(r) = run_scenario("steady-exec", "verdicts") else {
+        return;
+    };
+    // after-exec's answer: the inherited fd's control succeeded, the
+    // close-on-exec one was gone.
+    assert_eq!(r.answer["rets"][0], 0, "{}", r.answer);
+    let s = r
+        .records
+        .iter()
+        .rev()
+        .find(|x| x["type"] == "summary")
+        .expect("summary");
+    assert_eq!(s["quieted"].as_u64(), Some(STEADY), "{s}");
+    let arrived: u64 = s["processes"]
+        .as_array()
+        .expect("processes")
+        .iter()
+        .filter(|p| p["pid"] == r.pid)
+        .filter_map(|p| p["ioctls"].as_u64())
+        .sum();
+    // cuInit's 2, the 3 failures, and the new program's 1.
+    assert_eq!(arrived, 2 + 3 + 1, "{s}");
 }

@@ -246,6 +246,16 @@ fn prometheus_scrapes_verdicts_calls_and_latency_and_the_alert_fires() {
         "nvprobe_events_total{event=\"cuda\",result=\"failed\"}",
         1.0,
     );
+    // The gauges read from the kernel side: the ring buffer's size and
+    // fill, the processes followed (both exited: 0), no loss.
+    prom.wait_value("nvprobe_ringbuf_size_bytes", 16_777_216.0);
+    prom.wait_value("nvprobe_processes_tracked", 0.0);
+    let fill = prom.query("nvprobe_ringbuf_fill_ratio");
+    assert!(
+        fill.len() == 1 && (0.0..=1.0).contains(&fill[0].1),
+        "{fill:?}"
+    );
+    assert!(prom.query("nvprobe_lost_events_total").is_empty());
     // The alert rule: the failed start-up fires CudaStartupFailures.
     let t0 = Instant::now();
     let alert = loop {

@@ -489,7 +489,12 @@ fn cuinit_scenario(dir: &Path, lib: Option<&Path>) -> anyhow::Result<Value> {
 /// NV_ERR_INVALID_COMMAND behind a return of 0 (an unknown control), for
 /// the tests of `--events` and of the kernel dropping quiet processes'
 /// successful calls.
-fn steady_scenario(dir: &Path, lib: Option<&Path>, count: u64) -> anyhow::Result<Value> {
+fn steady_scenario(
+    dir: &Path,
+    lib: Option<&Path>,
+    count: u64,
+    then_exec: bool,
+) -> anyhow::Result<Value> {
     let lib = lib.context("--lib is required")?;
     // SAFETY: the environment is set before any other thread exists.
     unsafe { std::env::set_var("NVPROBE_FAKE_DIR", dir) };
@@ -528,7 +533,18 @@ fn steady_scenario(dir: &Path, lib: Option<&Path>, count: u64) -> anyhow::Result
     for _ in 0..3 {
         failed += u64::from(control(f, 0, 0x0000_0dea) == (0, 0x24));
     }
-    Ok(json!({ "cuInit": r, "ok_calls": ok, "failed_calls": failed }))
+    let answer = json!({ "cuInit": r, "ok_calls": ok, "failed_calls": failed });
+    if then_exec {
+        // A new program in the same process (no cuInit of its own): its
+        // one successful call on the inherited fd is shipped again.
+        println!("{answer}");
+        std::io::stdout().flush()?;
+        let keep = open_rw(&ctl(dir), false)?.into_raw_fd();
+        let cloexec = open_rw(&ctl(dir), true)?.into_raw_fd();
+        let err = exec_self(&std::env::current_exe()?, dir, keep, cloexec);
+        bail!("exec failed: {err}");
+    }
+    Ok(answer)
 }
 
 fn main() -> anyhow::Result<()> {
@@ -574,7 +590,8 @@ fn main() -> anyhow::Result<()> {
                     json!({ "ret": r, "status": st })
                 }
                 "cuinit" => cuinit_scenario(&dir, lib.as_deref())?,
-                "steady" => steady_scenario(&dir, lib.as_deref(), count)?,
+                "steady" => steady_scenario(&dir, lib.as_deref(), count, false)?,
+                "steady-exec" => steady_scenario(&dir, lib.as_deref(), count, true)?,
                 other => bail!("unknown scenario {other}"),
             };
             let mut v = v;
