@@ -17,6 +17,7 @@ pub mod host;
 pub mod identity;
 pub mod metrics;
 pub mod output;
+pub mod perfetto;
 pub mod pipeline;
 pub mod safefs;
 pub mod stall;

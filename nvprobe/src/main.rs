@@ -30,6 +30,8 @@ enum Cmd {
     /// Compare two start-ups: where they part, calls only one made, results
     /// that differ, time per stage, verdicts (no root).
     Diff(cli::diff::DiffArgs),
+    /// Export a recording as a Perfetto trace (--perfetto -o FILE; no root).
+    Export(cli::export::ExportArgs),
     /// Print the JSON Schema of the NDJSON output.
     Schema,
     /// Check this host (or a host tree) for what breaks CUDA start-up and
@@ -50,6 +52,7 @@ fn main() -> ExitCode {
         Cmd::Watch(a) => cli::watch::run(a),
         Cmd::Decode(a) => cli::decode::run(a),
         Cmd::Diff(a) => cli::diff::run(a),
+        Cmd::Export(a) => cli::export::run(a),
         Cmd::Doctor(a) => cli::doctor::run(a),
         Cmd::Hooks(a) => cli::hooks::run(a),
         Cmd::Schema => {

@@ -32,11 +32,34 @@ pub struct DiffArgs {
     pub json: bool,
 }
 
-/// Decoded lines in, a Collector out.
-#[derive(Clone, Default)]
-struct Sink(Arc<Mutex<(Vec<u8>, Collector)>>);
+/// What takes decoded records one by one.
+pub(super) trait Records: Default + Send + 'static {
+    fn record(&mut self, v: &serde_json::Value);
+}
 
-impl Write for Sink {
+impl Records for Collector {
+    fn record(&mut self, v: &serde_json::Value) {
+        Collector::record(self, v);
+    }
+}
+
+impl Records for nvprobe::perfetto::Exporter {
+    fn record(&mut self, v: &serde_json::Value) {
+        nvprobe::perfetto::Exporter::record(self, v);
+    }
+}
+
+/// Decoded lines in, records out.
+#[derive(Default)]
+struct Sink<R>(Arc<Mutex<(Vec<u8>, R)>>);
+
+impl<R> Clone for Sink<R> {
+    fn clone(&self) -> Self {
+        Self(self.0.clone())
+    }
+}
+
+impl<R: Records> Write for Sink<R> {
     fn write(&mut self, b: &[u8]) -> io::Result<usize> {
         let mut g = self.0.lock().map_err(|_| io::Error::other("poisoned"))?;
         let (partial, c) = &mut *g;
@@ -61,7 +84,16 @@ fn open(path: &Path) -> Result<Box<dyn BufRead>, Fail> {
 }
 
 fn load(path: &Path, label: &str, pid: Option<u32>) -> Result<Side, Fail> {
-    let sink = Sink::default();
+    let collector: Collector = decoded(path)?;
+    collector
+        .side(label, pid)
+        .map_err(|e| Fail(2, anyhow::anyhow!("{e}")))
+}
+
+/// The recording at `path` decoded again by this nvprobe (or, recorded
+/// without --raw, its records as written), fed to an `R`.
+pub(super) fn decoded<R: Records>(path: &Path) -> Result<R, Fail> {
+    let sink = Sink::<R>::default();
     let out = Output::new(Box::new(sink.clone()), Format::Json, Clock::fixed(0));
     let opts = PipeOpts {
         workers: 1,
@@ -72,9 +104,9 @@ fn load(path: &Path, label: &str, pid: Option<u32>) -> Result<Side, Fail> {
     };
     let name = path.display().to_string();
     let r = replay::run(open(path)?, &name, out, None, &opts).map_err(|e| Fail(1, e))?;
-    let collector = if r.without_raw > 0 {
+    if r.without_raw > 0 {
         // Recorded without --raw: the decoded records as they were written.
-        let mut c = Collector::default();
+        let mut c = R::default();
         let mut lines = open(path)?;
         let mut line = Vec::new();
         loop {
@@ -89,17 +121,14 @@ fn load(path: &Path, label: &str, pid: Option<u32>) -> Result<Side, Fail> {
                 c.record(&v);
             }
         }
-        c
+        Ok(c)
     } else {
         let mut g = sink
             .0
             .lock()
             .map_err(|_| Fail(1, anyhow::anyhow!("poisoned")))?;
-        std::mem::take(&mut g.1)
-    };
-    collector
-        .side(label, pid)
-        .map_err(|e| Fail(2, anyhow::anyhow!("{e}")))
+        Ok(std::mem::take(&mut g.1))
+    }
 }
 
 pub fn run(a: DiffArgs) -> Result<(), Fail> {

@@ -7,6 +7,7 @@
 pub mod decode;
 pub mod diff;
 pub mod doctor;
+pub mod export;
 pub mod hooks;
 pub mod watch;
 

@@ -1,0 +1,426 @@
+//! `nvprobe export --perfetto`: a recording as a Perfetto trace (the native
+//! protobuf format, TrackEvent), written with the `perfetto_protos`
+//! bindings of Perfetto's own .proto files.
+//!
+//! Tracks: one per process (its stages, signals and verdict as instants),
+//! one per thread under it (driver calls as slices named by escape or UVM
+//! command with control or class, the status, args and device in their
+//! arguments; cuInit, from its uprobe, as the slice around its calls;
+//! stalls as slices), and one per GPU, with a child track per thread that
+//! called it (a GPU's calls from several threads overlap; one track per
+//! thread keeps every track's slices nested).
+//!
+//! The input is decoded records (a recording re-decoded by the replay
+//! pipeline, as `nvprobe diff` does); packets are sorted by time before
+//! they are written. `tests/scripts/perfetto-validate.py` reads the result
+//! with Perfetto's own protobuf definitions.
+
+use std::{
+    collections::HashMap,
+    io::{self, Write},
+};
+
+use perfetto_protos::{
+    debug_annotation::DebugAnnotation,
+    process_descriptor::ProcessDescriptor,
+    thread_descriptor::ThreadDescriptor,
+    trace_packet::TracePacket,
+    track_descriptor::TrackDescriptor,
+    track_event::{TrackEvent, track_event::Type},
+};
+use protobuf::{Message, MessageField};
+use serde_json::Value;
+
+/// Slices and instants exported at most (a longer recording is cut; the
+/// counts say so).
+pub const MAX_EVENTS: usize = 2_000_000;
+
+/// The trusted packet sequence every packet is on.
+const SEQUENCE: u32 = 1;
+
+/// What the export made.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Exported {
+    pub processes: usize,
+    pub threads: usize,
+    pub gpus: usize,
+    pub slices: usize,
+    pub instants: usize,
+    /// Events past [`MAX_EVENTS`], not exported.
+    pub cut: u64,
+}
+
+#[derive(Default)]
+pub struct Exporter {
+    /// (timestamp, encoded TracePacket) of the events, sorted at the end.
+    events: Vec<(u64, u64, Vec<u8>)>,
+    /// Track descriptors, written first.
+    tracks: Vec<Vec<u8>>,
+    procs: HashMap<u32, u64>,
+    threads: HashMap<(u32, u32), u64>,
+    gpus: HashMap<String, u64>,
+    gpu_threads: HashMap<(u64, u32), u64>,
+    next_uuid: u64,
+    seq: u64,
+    pub stats: Exported,
+}
+
+fn str_of<'a>(v: &'a Value, k: &str) -> Option<&'a str> {
+    v.get(k).and_then(Value::as_str)
+}
+
+fn annotation(name: &str, v: &Value) -> Option<DebugAnnotation> {
+    let mut a = DebugAnnotation::new();
+    a.set_name(name.to_owned());
+    match v {
+        Value::Null => return None,
+        Value::Bool(b) => a.set_bool_value(*b),
+        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => a.set_int_value(i),
+            (None, Some(u)) => a.set_uint_value(u),
+            _ => a.set_double_value(n.as_f64().unwrap_or(0.0)),
+        },
+        Value::String(s) => a.set_string_value(s.clone()),
+        other => a.set_string_value(other.to_string()),
+    }
+    Some(a)
+}
+
+/// The slice name of a call, without handles or fds.
+fn call_name(v: &Value) -> Option<String> {
+    let t = str_of(v, "type")?;
+    Some(match t {
+        "ioctl" => {
+            let name = v
+                .pointer("/xfer/name")
+                .and_then(Value::as_str)
+                .or_else(|| str_of(v, "name"))
+                .map_or_else(
+                    || {
+                        format!(
+                            "{} {}",
+                            str_of(v, "family").unwrap_or("?"),
+                            str_of(v, "request").unwrap_or("?")
+                        )
+                    },
+                    str::to_owned,
+                );
+            match ["control_name", "hClass_name", "hClass"]
+                .iter()
+                .find_map(|k| v["args"].get(*k).and_then(Value::as_str))
+            {
+                Some(w) => format!("{name} {w}"),
+                None => name,
+            }
+        }
+        "open" | "stat" | "access" | "mknod" => format!("{t} {}", str_of(v, "path").unwrap_or("?")),
+        "mmap" => "mmap".to_owned(),
+        "driver" => str_of(v, "function")?.to_owned(),
+        _ => return None,
+    })
+}
+
+/// The GPU a call names: its device node, or the UUID it registers.
+fn gpu_of(v: &Value) -> Option<String> {
+    if v.pointer("/device/kind").and_then(Value::as_str) == Some("gpu") {
+        return v
+            .pointer("/device/node")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .or_else(|| {
+                v.pointer("/device/minor")
+                    .map(|m| format!("/dev/nvidia{m}"))
+            });
+    }
+    v.pointer("/args/gpu_uuid")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+impl Exporter {
+    fn uuid(&mut self) -> u64 {
+        self.next_uuid += 1;
+        // Away from 0 and from small numbers other writers use.
+        0x6e76_0000_0000 + self.next_uuid
+    }
+
+    fn track(&mut self, td: TrackDescriptor) {
+        let mut p = TracePacket::new();
+        p.set_track_descriptor(td);
+        p.set_trusted_packet_sequence_id(SEQUENCE);
+        if let Ok(b) = p.write_to_bytes() {
+            self.tracks.push(b);
+        }
+    }
+
+    fn process(&mut self, pid: u32, name: &str) -> u64 {
+        if let Some(u) = self.procs.get(&pid) {
+            return *u;
+        }
+        let uuid = self.uuid();
+        let mut td = TrackDescriptor::new();
+        td.set_uuid(uuid);
+        let mut pd = ProcessDescriptor::new();
+        pd.pid = Some(pid as i32);
+        pd.process_name = Some(name.to_owned());
+        td.process = MessageField::some(pd);
+        self.track(td);
+        self.procs.insert(pid, uuid);
+        self.stats.processes += 1;
+        uuid
+    }
+
+    fn thread(&mut self, pid: u32, tid: u32, name: &str) -> u64 {
+        if let Some(u) = self.threads.get(&(pid, tid)) {
+            return *u;
+        }
+        let parent = self.process(pid, name);
+        let uuid = self.uuid();
+        let mut td = TrackDescriptor::new();
+        td.set_uuid(uuid);
+        td.set_parent_uuid(parent);
+        let mut t = ThreadDescriptor::new();
+        t.pid = Some(pid as i32);
+        t.tid = Some(tid as i32);
+        t.thread_name = Some(name.to_owned());
+        td.thread = MessageField::some(t);
+        self.track(td);
+        self.threads.insert((pid, tid), uuid);
+        self.stats.threads += 1;
+        uuid
+    }
+
+    /// The track of `gpu` for thread `tid` (under the GPU's own track).
+    fn gpu_thread(&mut self, gpu: &str, pid: u32, tid: u32, comm: &str) -> u64 {
+        let g = match self.gpus.get(gpu) {
+            Some(u) => *u,
+            None => {
+                let uuid = self.uuid();
+                let mut td = TrackDescriptor::new();
+                td.set_uuid(uuid);
+                td.set_name(format!("GPU {gpu}"));
+                self.track(td);
+                self.gpus.insert(gpu.to_owned(), uuid);
+                self.stats.gpus += 1;
+                uuid
+            }
+        };
+        if let Some(u) = self.gpu_threads.get(&(g, tid)) {
+            return *u;
+        }
+        let uuid = self.uuid();
+        let mut td = TrackDescriptor::new();
+        td.set_uuid(uuid);
+        td.set_parent_uuid(g);
+        td.set_name(format!("{comm}[{pid}/{tid}]"));
+        self.track(td);
+        self.gpu_threads.insert((g, tid), uuid);
+        uuid
+    }
+
+    fn event(&mut self, ts: u64, te: TrackEvent) {
+        if self.events.len() >= MAX_EVENTS {
+            self.stats.cut += 1;
+            return;
+        }
+        let mut p = TracePacket::new();
+        p.set_timestamp(ts);
+        p.set_trusted_packet_sequence_id(SEQUENCE);
+        p.set_track_event(te);
+        if let Ok(b) = p.write_to_bytes() {
+            self.seq += 1;
+            self.events.push((ts, self.seq, b));
+        }
+    }
+
+    fn slice(&mut self, track: u64, name: &str, start: u64, dur: u64, args: Vec<DebugAnnotation>) {
+        let mut b = TrackEvent::new();
+        b.set_type(Type::TYPE_SLICE_BEGIN);
+        b.set_track_uuid(track);
+        b.set_name(name.to_owned());
+        b.debug_annotations = args;
+        self.event(start, b);
+        let mut e = TrackEvent::new();
+        e.set_type(Type::TYPE_SLICE_END);
+        e.set_track_uuid(track);
+        self.event(start.saturating_add(dur), e);
+        self.stats.slices += 1;
+    }
+
+    fn instant(&mut self, track: u64, name: &str, ts: u64, args: Vec<DebugAnnotation>) {
+        let mut i = TrackEvent::new();
+        i.set_type(Type::TYPE_INSTANT);
+        i.set_track_uuid(track);
+        i.set_name(name.to_owned());
+        i.debug_annotations = args;
+        self.event(ts, i);
+        self.stats.instants += 1;
+    }
+
+    /// One decoded record.
+    pub fn record(&mut self, v: &Value) {
+        if self.next_uuid == 0 {
+            // The first uuid is nonzero: 0 means "no track" in Perfetto.
+            self.next_uuid = 1;
+        }
+        let t = str_of(v, "type").unwrap_or("");
+        let Some(pid) = v.get("pid").and_then(Value::as_u64).map(|p| p as u32) else {
+            return;
+        };
+        let comm = str_of(v, "comm").unwrap_or("?").to_owned();
+        let tid = v
+            .get("tid")
+            .and_then(Value::as_u64)
+            .map_or(pid, |t| t as u32);
+        let mono = v.get("mono_ns").and_then(Value::as_u64).unwrap_or(0);
+        let args = |keys: &[&str]| -> Vec<DebugAnnotation> {
+            keys.iter()
+                .filter_map(|k| annotation(k, v.get(*k).unwrap_or(&Value::Null)))
+                .collect()
+        };
+        match t {
+            "cuda" => {
+                // The return carries the call's start and duration.
+                if str_of(v, "phase") == Some("return") {
+                    let track = self.thread(pid, tid, &comm);
+                    let start = v.get("start_ns").and_then(Value::as_u64).unwrap_or(mono);
+                    let dur = v.get("duration_ns").and_then(Value::as_u64).unwrap_or(0);
+                    let name = str_of(v, "func").unwrap_or("cuda").to_owned();
+                    self.slice(
+                        track,
+                        &name,
+                        start,
+                        dur,
+                        args(&["result", "result_name", "value"]),
+                    );
+                }
+            }
+            "stage" => {
+                let track = self.process(pid, &comm);
+                let name = format!(
+                    "{} {}",
+                    str_of(v, "stage").unwrap_or("?"),
+                    str_of(v, "name").unwrap_or("")
+                );
+                self.instant(track, &name, mono, args(&["via", "at_ms"]));
+            }
+            "cuinit" => {
+                let track = self.process(pid, &comm);
+                let name = format!("cuInit {}", str_of(v, "result").unwrap_or("?"));
+                self.instant(
+                    track,
+                    &name,
+                    mono,
+                    args(&["text", "class", "curesult", "total_ms"]),
+                );
+            }
+            "signal" => {
+                let track = self.process(pid, &comm);
+                let name = format!(
+                    "{} from {}",
+                    str_of(v, "signal").unwrap_or("signal"),
+                    str_of(v, "sender").unwrap_or("?")
+                );
+                self.instant(
+                    track,
+                    &name,
+                    mono,
+                    args(&["text", "in_flight", "outcome", "stage"]),
+                );
+            }
+            "stall" => {
+                // An instant when reported (the call itself is the slice,
+                // written when it returns).
+                let track = self.thread(pid, tid, &comm);
+                let name = format!("stall: {}", str_of(v, "call").unwrap_or("?"));
+                self.instant(
+                    track,
+                    &name,
+                    mono,
+                    args(&["text", "state", "wchan", "elapsed_s"]),
+                );
+            }
+            "proc" => {
+                let op = str_of(v, "op").unwrap_or("");
+                if matches!(op, "signal_delivered" | "exit" | "exec" | "fork") {
+                    let target = v
+                        .get("target_tid")
+                        .and_then(Value::as_u64)
+                        .map_or(tid, |t| t as u32);
+                    let track = if op == "signal_delivered" {
+                        self.thread(pid, target, &comm)
+                    } else {
+                        self.process(pid, &comm)
+                    };
+                    let name = match op {
+                        "signal_delivered" => {
+                            format!("{} delivered", str_of(v, "signal").unwrap_or("signal"))
+                        }
+                        _ => op.to_owned(),
+                    };
+                    self.instant(track, &name, mono, args(&["target_pid", "exit", "action"]));
+                }
+            }
+            _ => {
+                let Some(name) = call_name(v) else { return };
+                let start = v.get("start_ns").and_then(Value::as_u64).unwrap_or(mono);
+                let dur = v.get("duration_ns").and_then(Value::as_u64).unwrap_or(0);
+                let mut a = Vec::new();
+                let status = v
+                    .pointer("/status/name")
+                    .and_then(Value::as_str)
+                    .or_else(|| str_of(v, "errno"))
+                    .unwrap_or(if v["ok"] == false { "failed" } else { "ok" });
+                a.extend(annotation("result", &Value::from(status)));
+                a.extend(annotation("ok", &v["ok"]));
+                a.extend(annotation(
+                    "device",
+                    v.pointer("/device/node").unwrap_or(&Value::Null),
+                ));
+                a.extend(annotation("fd", v.get("fd").unwrap_or(&Value::Null)));
+                if let Some(obj) = v.get("args").and_then(Value::as_object) {
+                    for (k, x) in obj {
+                        a.extend(annotation(&format!("args.{k}"), x));
+                    }
+                }
+                let track = self.thread(pid, tid, &comm);
+                self.slice(track, &name, start, dur, a.clone());
+                if let Some(gpu) = gpu_of(v) {
+                    let g = self.gpu_thread(&gpu, pid, tid, &comm);
+                    self.slice(g, &name, start, dur, a);
+                }
+            }
+        }
+    }
+
+    /// Write the trace: the track descriptors, then every event in time
+    /// order (an END before a BEGIN at the same time, so that back-to-back
+    /// calls do not nest).
+    pub fn finish(mut self, w: &mut impl Write) -> io::Result<Exported> {
+        self.events.sort_by_key(|(ts, seq, _)| (*ts, *seq));
+        let field = |w: &mut dyn Write, b: &[u8]| -> io::Result<()> {
+            // Trace.packet = 1, length-delimited.
+            let mut head = vec![0x0a];
+            let mut n = b.len() as u64;
+            loop {
+                let byte = (n & 0x7f) as u8;
+                n >>= 7;
+                if n == 0 {
+                    head.push(byte);
+                    break;
+                }
+                head.push(byte | 0x80);
+            }
+            w.write_all(&head)?;
+            w.write_all(b)
+        };
+        for t in &self.tracks {
+            field(w, t)?;
+        }
+        for (_, _, b) in &self.events {
+            field(w, b)?;
+        }
+        w.flush()?;
+        Ok(self.stats)
+    }
+}

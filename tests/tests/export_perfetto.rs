@@ -1,0 +1,102 @@
+//! `nvprobe export --perfetto` on real H200 recordings, read back with
+//! Perfetto's own protobuf definitions (PyPI `perfetto`'s
+//! perfetto_trace_pb2, through tests/scripts/perfetto-validate.py): every
+//! event on a described track, time in order, every track's slices
+//! balanced and nested; the tracks and slice counts nvprobe's records
+//! call for.
+
+use std::{collections::BTreeMap, path::Path, process::Command};
+
+use nvprobe_tests::{
+    harness::{bin, fixture},
+    pyenv::python_with,
+    scenario::tmpdir,
+};
+use serde_json::Value;
+
+fn decoded(rec: &Path) -> Vec<Value> {
+    let o = Command::new(bin("nvprobe"))
+        .arg("decode")
+        .arg(rec)
+        .arg("--json")
+        .output()
+        .expect("decode");
+    assert!(o.status.success());
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect()
+}
+
+fn export(rec: &Path, out: &Path) -> (i32, String) {
+    let o = Command::new(bin("nvprobe"))
+        .args(["export", "--perfetto"])
+        .arg(rec)
+        .arg("-o")
+        .arg(out)
+        .output()
+        .expect("export");
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn an_h200_start_up_exports_to_a_trace_perfettos_reader_accepts() {
+    let python = match python_with("perfetto", &["perfetto==0.59.1"]) {
+        Ok(Some(p)) => p,
+        Ok(None) => return,
+        Err(e) => panic!("{e}"),
+    };
+    let tmp = tmpdir("perfetto");
+    let rec = fixture("h200-580.159.04-uprobes.ndjson");
+    let out = tmp.join("uprobes.pftrace");
+    let _ = std::fs::remove_file(&out);
+    let (rc, err) = export(&rec, &out);
+    assert_eq!(rc, 0, "{err}");
+    assert!(err.contains("5 processes"), "{err}");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/perfetto-validate.py");
+    let o = Command::new(&python)
+        .arg(script)
+        .arg(&out)
+        .output()
+        .expect("validator");
+    assert!(
+        o.status.success(),
+        "Perfetto's reader refused the trace: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r: Value = serde_json::from_slice(&o.stdout).expect("validator output");
+    // What the records call for.
+    let recs = decoded(&rec);
+    let count = |f: &dyn Fn(&Value) -> bool| recs.iter().filter(|v| f(v)).count() as u64;
+    let cuinits =
+        count(&|v| v["type"] == "cuda" && v["func"] == "cuInit" && v["phase"] == "return");
+    let registers = count(&|v| v["type"] == "ioctl" && v["name"] == "UVM_REGISTER_GPU");
+    let s7 = count(&|v| v["type"] == "stage" && v["stage"] == "S7");
+    let pids: std::collections::BTreeSet<u64> =
+        recs.iter().filter_map(|v| v["pid"].as_u64()).collect();
+    assert_eq!(r["slices"]["cuInit"].as_u64(), Some(cuinits));
+    // On the thread's track and on the GPU's.
+    assert_eq!(
+        r["slices"]["UVM_REGISTER_GPU"].as_u64(),
+        Some(2 * registers)
+    );
+    assert_eq!(r["instants"]["S7 uvm_gpu_registered"].as_u64(), Some(s7));
+    assert_eq!(r["processes"]["434"], "python3");
+    assert_eq!(
+        r["processes"].as_object().map(|m| m.len() as u64),
+        Some(pids.len() as u64)
+    );
+    // cuInit (its uprobe) encloses the driver calls it made.
+    assert_eq!(r["depth"], 2);
+    let named: BTreeMap<String, u64> =
+        serde_json::from_value(r["named_tracks"].clone()).expect("tracks");
+    assert!(named.contains_key("GPU /dev/nvidia0"), "{named:?}");
+    assert!(named.keys().any(|k| k.starts_with("GPU GPU-")), "{named:?}");
+    // An existing file is not overwritten without --force.
+    let (rc, err) = export(&rec, &out);
+    assert_eq!(rc, 2);
+    assert!(err.contains("refusing to overwrite"), "{err}");
+}
