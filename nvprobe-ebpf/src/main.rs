@@ -27,7 +27,7 @@ use aya_ebpf::{
 };
 use nvprobe_common::{
     DevKind, EventKind, FdEvent, FdOp, HEAD_LEN, Inflight, IoctlEvent, MmapEvent, PathEvent,
-    PathOp, TAIL_LEN, ioctl_flags, nv_procs, status_at,
+    PathOp, TAIL_LEN, ioctl_flags, nv_procs,
 };
 
 use crate::{
@@ -223,7 +223,7 @@ pub(crate) fn ioctl_finish(ret: i64) -> Result<(), i64> {
         }
         // A process past its verdict whose call succeeded: nothing of it
         // is shipped (--events failures|verdicts), so nothing is copied.
-        Some(v) if v & nv_procs::QUIET != 0 && ret == 0 && quiet_success(&inf, ptr, size) => {
+        Some(v) if v & nv_procs::QUIET != 0 && ret == 0 && maps::quiet_success(&inf, ptr, size) => {
             maps::count_quieted();
             return Ok(());
         }
@@ -294,38 +294,6 @@ pub(crate) fn ioctl_finish(ret: i64) -> Result<(), i64> {
         core::mem::size_of::<IoctlEvent>(),
     ));
     Ok(())
-}
-
-/// Whether a call that returned 0 also left NV_STATUS 0 (NV_OK) in its
-/// parameters, by the offset user space put into STATUS_AT; false when the
-/// call is not there or its status cannot be read (it is then sent).
-#[inline(always)]
-fn quiet_success(inf: &Inflight, ptr: u64, size: u32) -> bool {
-    let key = if inf.flags & ioctl_flags::XFER != 0 {
-        if inf.flags & ioctl_flags::XFER_FAULT != 0
-            || inf.xfer_size > nvprobe_common::ioctl::NV_MAX_IOCTL_SIZE
-        {
-            return false;
-        }
-        status_at::xfer_key(inf.xfer_cmd, inf.xfer_size)
-    } else {
-        inf.cmd
-    };
-    // SAFETY: plain lookup of a u32.
-    let Some(off) = (unsafe { maps::STATUS_AT.get(&key) }).copied() else {
-        return false;
-    };
-    if off == status_at::NO_STATUS {
-        return true;
-    }
-    if ptr == 0 || off.saturating_add(4) > size {
-        return false;
-    }
-    // SAFETY: reading user memory through the helper, which handles faults.
-    matches!(
-        unsafe { bpf_probe_read_user((ptr + off as u64) as *const u32) },
-        Ok(0)
-    )
 }
 
 // ---------------------------------------------------------------------------

@@ -68,6 +68,38 @@ pub fn count_quieted() {
     }
 }
 
+/// Whether a call that returned 0 also left NV_STATUS 0 (NV_OK) in its
+/// parameters, by the offset user space put into STATUS_AT; false when the
+/// call is not there or its status cannot be read (it is then sent).
+#[inline(always)]
+pub fn quiet_success(inf: &Inflight, ptr: u64, size: u32) -> bool {
+    let key = if inf.flags & nvprobe_common::ioctl_flags::XFER != 0 {
+        if inf.flags & nvprobe_common::ioctl_flags::XFER_FAULT != 0
+            || inf.xfer_size > nvprobe_common::ioctl::NV_MAX_IOCTL_SIZE
+        {
+            return false;
+        }
+        nvprobe_common::status_at::xfer_key(inf.xfer_cmd, inf.xfer_size)
+    } else {
+        inf.cmd
+    };
+    // SAFETY: plain lookup of a u32.
+    let Some(off) = (unsafe { STATUS_AT.get(&key) }).copied() else {
+        return false;
+    };
+    if off == nvprobe_common::status_at::NO_STATUS {
+        return true;
+    }
+    if ptr == 0 || off.saturating_add(4) > size {
+        return false;
+    }
+    // SAFETY: reading user memory through the helper, which handles faults.
+    matches!(
+        unsafe { aya_ebpf::helpers::bpf_probe_read_user((ptr + off as u64) as *const u32) },
+        Ok(0)
+    )
+}
+
 #[inline(always)]
 fn count_slot(slot: u32) {
     if let Some(p) = LOST.get_ptr_mut(slot) {

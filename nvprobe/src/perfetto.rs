@@ -86,40 +86,6 @@ fn annotation(name: &str, v: &Value) -> Option<DebugAnnotation> {
     Some(a)
 }
 
-/// The slice name of a call, without handles or fds.
-fn call_name(v: &Value) -> Option<String> {
-    let t = str_of(v, "type")?;
-    Some(match t {
-        "ioctl" => {
-            let name = v
-                .pointer("/xfer/name")
-                .and_then(Value::as_str)
-                .or_else(|| str_of(v, "name"))
-                .map_or_else(
-                    || {
-                        format!(
-                            "{} {}",
-                            str_of(v, "family").unwrap_or("?"),
-                            str_of(v, "request").unwrap_or("?")
-                        )
-                    },
-                    str::to_owned,
-                );
-            match ["control_name", "hClass_name", "hClass"]
-                .iter()
-                .find_map(|k| v["args"].get(*k).and_then(Value::as_str))
-            {
-                Some(w) => format!("{name} {w}"),
-                None => name,
-            }
-        }
-        "open" | "stat" | "access" | "mknod" => format!("{t} {}", str_of(v, "path").unwrap_or("?")),
-        "mmap" => "mmap".to_owned(),
-        "driver" => str_of(v, "function")?.to_owned(),
-        _ => return None,
-    })
-}
-
 /// The GPU a call names: its device node, or the UUID it registers.
 fn gpu_of(v: &Value) -> Option<String> {
     if v.pointer("/device/kind").and_then(Value::as_str) == Some("gpu") {
@@ -362,7 +328,9 @@ impl Exporter {
                 }
             }
             _ => {
-                let Some(name) = call_name(v) else { return };
+                let Some(name) = nvprobe_model::diff::call_label(v) else {
+                    return;
+                };
                 let start = v.get("start_ns").and_then(Value::as_u64).unwrap_or(mono);
                 let dur = v.get("duration_ns").and_then(Value::as_u64).unwrap_or(0);
                 let mut a = Vec::new();

@@ -65,8 +65,13 @@ fn str_of<'a>(v: &'a Value, k: &str) -> Option<&'a str> {
     v.get(k).and_then(Value::as_str)
 }
 
-/// What a call is, without handles or fds.
-fn call_name(v: &Value) -> Option<String> {
+/// What a driver call is, without handles, fds or addresses: the escape or
+/// UVM command with its RM control or class ("NV_ESC_RM_CONTROL
+/// NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION"), a path call with its path
+/// ("open /dev/nvidia-uvm"), an mmap with the device kind, a driver-layer
+/// function. None for other records. Shared by `diff` and the Perfetto
+/// export's slice names.
+pub fn call_label(v: &Value) -> Option<String> {
     let t = str_of(v, "type")?;
     Some(match t {
         "ioctl" => {
@@ -85,21 +90,34 @@ fn call_name(v: &Value) -> Option<String> {
                     str::to_owned,
                 );
             let args = &v["args"];
-            let what = ["control_name", "hClass_name", "hClass", "control"]
+            match ["control_name", "hClass_name", "hClass", "control"]
                 .iter()
-                .find_map(|k| args.get(*k).and_then(Value::as_str));
-            match what {
-                Some(w) => format!("ioctl {name} {w}"),
-                None => format!("ioctl {name}"),
+                .find_map(|k| args.get(*k).and_then(Value::as_str))
+            {
+                Some(w) => format!("{name} {w}"),
+                None => name,
             }
         }
-        "open" | "stat" | "access" | "mknod" => format!("{t} {}", str_of(v, "path").unwrap_or("?")),
+        "open" | "stat" | "access" | "mknod" => {
+            format!("{t} {}", str_of(v, "path").unwrap_or("?"))
+        }
         "mmap" => format!(
             "mmap {}",
             v.pointer("/device/kind")
                 .and_then(Value::as_str)
                 .unwrap_or("?")
         ),
+        "driver" => str_of(v, "function")?.to_owned(),
+        _ => return None,
+    })
+}
+
+/// What a step of a process is: a driver call ([`call_label`]; ioctls
+/// prefixed), a CUDA call, a signal, fork, exec or exit.
+fn call_name(v: &Value) -> Option<String> {
+    let t = str_of(v, "type")?;
+    Some(match t {
+        "ioctl" => format!("ioctl {}", call_label(v)?),
         "cuda" => format!(
             "cuda {} {}",
             str_of(v, "func").unwrap_or("?"),
@@ -115,7 +133,8 @@ fn call_name(v: &Value) -> Option<String> {
             _ => return None,
         },
         // close, dup: bookkeeping; driver: the driver layer's own spans.
-        _ => return None,
+        "close" | "dup" | "driver" => return None,
+        _ => call_label(v)?,
     })
 }
 
