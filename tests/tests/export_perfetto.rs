@@ -100,3 +100,67 @@ fn an_h200_start_up_exports_to_a_trace_perfettos_reader_accepts() {
     assert_eq!(rc, 2);
     assert!(err.contains("refusing to overwrite"), "{err}");
 }
+
+/// `watch --perfetto FILE` writes the live run's timeline when it stops:
+/// the scenario's calls are slices on its thread, as many as the NDJSON of
+/// the same run has, and Perfetto's reader accepts the file.
+#[test]
+fn watch_writes_the_timeline_of_a_live_run() {
+    nvprobe_tests::need_root!();
+    let python = match python_with("perfetto", &["perfetto==0.59.1"]) {
+        Ok(Some(p)) => p,
+        Ok(None) => return,
+        Err(e) => panic!("{e}"),
+    };
+    let _g = nvprobe_tests::scenario::lock();
+    let tmp = tmpdir("perfetto-live");
+    let trace = tmp.join("live.pftrace");
+    let _ = std::fs::remove_file(&trace);
+    let drv = nvprobe_tests::scenario::FakeDrv::start(&tmp);
+    let t =
+        nvprobe_tests::scenario::watch(&tmp, &drv, &["--perfetto", trace.to_str().expect("utf8")]);
+    let ran = nvprobe_tests::scenario::scenario(&drv, "basic", &[]);
+    let f = t.stop();
+    nvprobe_tests::scenario::check_schema(&f);
+    assert!(
+        f.stderr.contains("nvprobe: Perfetto trace:"),
+        "{}",
+        f.stderr
+    );
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(&trace)
+            .expect("trace written")
+            .permissions(),
+    ) & 0o777;
+    assert_eq!(mode, 0o600);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/perfetto-validate.py");
+    let o = Command::new(&python)
+        .arg(script)
+        .arg(&trace)
+        .output()
+        .expect("validator");
+    assert!(
+        o.status.success(),
+        "Perfetto's reader refused the trace: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r: Value = serde_json::from_slice(&o.stdout).expect("validator output");
+    let pid = ran["pid"].as_u64().expect("pid");
+    assert!(r["processes"].get(pid.to_string()).is_some(), "{r}");
+    // Every RM_ALLOC of the run is a slice (none on a GPU track: it is a
+    // ctl call).
+    let allocs = f
+        .records
+        .iter()
+        .filter(|v| v["type"] == "ioctl" && v["name"] == "NV_ESC_RM_ALLOC")
+        .count() as u64;
+    let sliced: u64 = r["slices"]
+        .as_object()
+        .expect("slices")
+        .iter()
+        .filter(|(k, _)| k.starts_with("NV_ESC_RM_ALLOC"))
+        .filter_map(|(_, n)| n.as_u64())
+        .sum();
+    assert!(allocs > 0);
+    assert_eq!(sliced, allocs, "{r}");
+}

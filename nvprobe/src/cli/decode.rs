@@ -96,6 +96,7 @@ pub fn run(a: DecodeArgs) -> Result<(), Fail> {
         summary_only: a.summary_only,
         level: a.out.events,
         metrics: None,
+        perfetto: None,
         host_facts: false,
     };
     let reader = BufReader::with_capacity(1 << 16, input);

@@ -100,6 +100,7 @@ pub(super) fn decoded<R: Records>(path: &Path) -> Result<R, Fail> {
         summary_only: false,
         level: Level::All,
         metrics: None,
+        perfetto: None,
         host_facts: false,
     };
     let name = path.display().to_string();

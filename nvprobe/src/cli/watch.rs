@@ -79,6 +79,11 @@ pub struct WatchArgs {
     /// the DaemonSet passes the node's name from the downward API).
     #[arg(long, value_name = "NAME", value_parser = parse_host_name)]
     pub host_name: Option<String>,
+    /// Also write a Perfetto trace of the run to FILE when it stops (every
+    /// event, whatever --events writes; at most 2,000,000 slices and
+    /// instants). Created like -o: 0600, never through a link.
+    #[arg(long, value_name = "FILE")]
+    pub perfetto: Option<std::path::PathBuf>,
     /// Stop after this many seconds (default: run until Ctrl-C / SIGTERM).
     #[arg(long, value_name = "SECS", value_parser = parse_secs)]
     pub duration: Option<f64>,
@@ -131,6 +136,22 @@ pub fn run(a: WatchArgs) -> Result<(), Fail> {
     let spec = output_spec(&a.out, None)?;
     // Taken now: a port in use is a usage error before anything attaches.
     let listener = a.metrics.map(listen).transpose()?;
+    let trace_spec = a
+        .perfetto
+        .as_ref()
+        .map(|p| {
+            let s = nvprobe::output::OutputSpec {
+                path: Some(p.clone()),
+                force: a.out.force,
+                mode: a.out.output_mode,
+                input: None,
+            };
+            s.check().map(|()| s).map_err(|e| Fail(2, e))
+        })
+        .transpose()?;
+    let timeline = trace_spec
+        .as_ref()
+        .map(|_| nvprobe::pipeline::Timeline::default());
     let mut extra = Vec::new();
     for d in &a.device {
         let id = host::file_identity(&d.path).map_err(|e| Fail(2, e))?;
@@ -237,7 +258,8 @@ pub fn run(a: WatchArgs) -> Result<(), Fail> {
     out.flush().map_err(write_fail)?;
     // Stats are collected while this fd is open.
     let stats_fd = a.bpf_stats.then(enable_bpf_stats).flatten();
-    let opts = run_opts(&a, stats_fd.is_some(), metrics);
+    let mut opts = run_opts(&a, stats_fd.is_some(), metrics);
+    opts.pipe.perfetto = timeline.clone();
     let filters = Filters::by_comm(&a.comm);
     let res = rt.block_on(live::run(
         &mut loaded.ebpf,
@@ -258,6 +280,39 @@ pub fn run(a: WatchArgs) -> Result<(), Fail> {
         Err(e) => return Err(Fail(1, e)),
     };
     report_end(&a, format, &summary);
+    if let (Some(spec), Some(t)) = (trace_spec, timeline) {
+        write_timeline(&spec, t)?;
+    }
+    Ok(())
+}
+
+/// `--perfetto FILE`: the run's timeline, written once it has stopped.
+fn write_timeline(
+    spec: &nvprobe::output::OutputSpec,
+    t: nvprobe::pipeline::Timeline,
+) -> Result<(), Fail> {
+    let exporter = match Arc::try_unwrap(t) {
+        Ok(m) => m.into_inner().unwrap_or_else(|e| e.into_inner()),
+        Err(shared) => std::mem::take(&mut *shared.lock().unwrap_or_else(|e| e.into_inner())),
+    };
+    let opened = spec.open().map_err(|e| Fail(1, e))?;
+    let mut w = std::io::BufWriter::new(opened.writer);
+    let s = exporter
+        .finish(&mut w)
+        .and_then(|s| std::io::Write::flush(&mut w).map(|()| s))
+        .map_err(|e| Fail(1, anyhow::anyhow!("writing the Perfetto trace: {e}")))?;
+    eprintln!(
+        "nvprobe: Perfetto trace: {} processes, {} threads, {} slices, {} instants{}",
+        s.processes,
+        s.threads,
+        s.slices,
+        s.instants,
+        if s.cut > 0 {
+            format!(" ({} events not exported)", s.cut)
+        } else {
+            String::new()
+        }
+    );
     Ok(())
 }
 
@@ -280,6 +335,7 @@ fn run_opts(
             summary_only: a.summary_only,
             level: a.out.events,
             metrics,
+            perfetto: None,
             host_facts: true,
         },
         bpf_stats,

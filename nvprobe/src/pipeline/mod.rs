@@ -31,6 +31,19 @@ use nvprobe_model::{
 
 use crate::output::Output;
 
+/// The Perfetto exporter a live run feeds (shared by the decode threads
+/// and the output thread; it sorts by time at the end).
+pub type Timeline = Arc<Mutex<crate::perfetto::Exporter>>;
+
+/// Feed one record to the timeline, with the envelope's `mono_ns` it reads
+/// for instants.
+fn to_timeline<T: serde::Serialize>(t: &mut crate::perfetto::Exporter, mono_ns: u64, value: &T) {
+    if let Ok(serde_json::Value::Object(mut m)) = serde_json::to_value(value) {
+        m.insert("mono_ns".into(), mono_ns.into());
+        t.record(&serde_json::Value::Object(m));
+    }
+}
+
 /// Records per batch handed to a worker.
 pub const BATCH_RECORDS: usize = 512;
 
@@ -80,6 +93,9 @@ pub struct PipeOpts {
     pub level: Level,
     /// `--metrics`: counted here as the records go by.
     pub metrics: Option<Arc<crate::metrics::Metrics>>,
+    /// `watch --perfetto`: every event and record also goes to the
+    /// timeline, whatever `--events` writes.
+    pub perfetto: Option<Timeline>,
     /// Make UVM diagnoses specific to this host's nvidia_uvm (live runs
     /// only: a recording's host is not this one).
     pub host_facts: bool,
@@ -161,6 +177,7 @@ fn render_batch(
         level,
         ..
     } = *how;
+    let mut timeline = how.perfetto.as_ref().and_then(|t| t.lock().ok());
     let mut stats = Stats::default();
     let mut buf = BytesMut::with_capacity(if summary_only { 0 } else { b.count * 480 });
     let mut steps = Vec::with_capacity(b.count);
@@ -169,6 +186,9 @@ fn render_batch(
             Ok(ev) if filters.keep(&ev) => {
                 if let Some(m) = metrics.as_mut() {
                     m.event(&ev);
+                }
+                if let Some(tl) = timeline.as_mut() {
+                    to_timeline(tl, t, &ev);
                 }
                 if matches!(ev, decode::Event::Proc(_)) {
                     // Not an event of the table; an exit ends a process.
@@ -221,6 +241,7 @@ struct Writer {
     summary_only: bool,
     level: Level,
     metrics: Option<Arc<crate::metrics::Metrics>>,
+    perfetto: Option<Timeline>,
     host_facts: bool,
     hmm: Option<crate::host::HmmFacts>,
     recs: Vec<Record>,
@@ -238,6 +259,9 @@ impl Writer {
             }
             if let Some(m) = &self.metrics {
                 m.record(&r);
+            }
+            if let Some(mut tl) = self.perfetto.as_ref().and_then(|t| t.lock().ok()) {
+                to_timeline(&mut tl, mono_ns, &r);
             }
             if self.res.is_ok()
                 && (!self.summary_only || matches!(r, Record::Cuinit(_)))
@@ -326,6 +350,7 @@ pub struct Pipeline {
     notes: Renderer,
     level: Level,
     metrics: Option<Arc<crate::metrics::Metrics>>,
+    perfetto: Option<Timeline>,
 }
 
 impl Pipeline {
@@ -355,6 +380,7 @@ impl Pipeline {
             summary_only: opts.summary_only,
             level: opts.level,
             metrics: opts.metrics.clone(),
+            perfetto: opts.perfetto.clone(),
             host_facts: opts.host_facts,
             hmm: None,
             recs: Vec::new(),
@@ -373,6 +399,7 @@ impl Pipeline {
                 summary_only: opts.summary_only,
                 level: opts.level,
                 metrics: opts.metrics.clone(),
+                perfetto: opts.perfetto.clone(),
             };
             handles.push(
                 std::thread::Builder::new()
@@ -391,6 +418,7 @@ impl Pipeline {
             notes,
             level: opts.level,
             metrics: opts.metrics.clone(),
+            perfetto: opts.perfetto.clone(),
         })
     }
 
@@ -440,6 +468,11 @@ impl Pipeline {
                 Note::Lost { kind, count, .. } => m.lost(kind, *count),
                 _ => {}
             }
+        }
+        if let (Note::Stall(_), Some(mut tl)) =
+            (note, self.perfetto.as_ref().and_then(|t| t.lock().ok()))
+        {
+            to_timeline(&mut tl, mono_ns, note);
         }
         let mut buf = BytesMut::new();
         if self.level.note(note) {
@@ -518,6 +551,7 @@ struct Rendering {
     summary_only: bool,
     level: Level,
     metrics: Option<Arc<crate::metrics::Metrics>>,
+    perfetto: Option<Timeline>,
 }
 
 fn worker(
