@@ -99,6 +99,15 @@ fn an_h200_start_up_exports_to_a_trace_perfettos_reader_accepts() {
     let (rc, err) = export(&rec, &out);
     assert_eq!(rc, 2);
     assert!(err.contains("refusing to overwrite"), "{err}");
+    // Lines that are not records: named, counted, exit 2 (as decode).
+    let bad = tmp.join("bad.ndjson");
+    std::fs::write(&bad, "not a record\n").expect("write");
+    let (rc, err) = export(&bad, &tmp.join("bad.pftrace"));
+    assert_eq!(rc, 2, "{err}");
+    assert!(
+        err.contains("1 line(s) of") && err.contains("could not be decoded"),
+        "{err}"
+    );
 }
 
 /// `watch --perfetto FILE` writes the live run's timeline when it stops:

@@ -84,15 +84,16 @@ fn open(path: &Path) -> Result<Box<dyn BufRead>, Fail> {
 }
 
 fn load(path: &Path, label: &str, pid: Option<u32>) -> Result<Side, Fail> {
-    let collector: Collector = decoded(path)?;
+    let (collector, _): (Collector, _) = decoded(path)?;
     collector
         .side(label, pid)
         .map_err(|e| Fail(2, anyhow::anyhow!("{e}")))
 }
 
 /// The recording at `path` decoded again by this nvprobe (or, recorded
-/// without --raw, its records as written), fed to an `R`.
-pub(super) fn decoded<R: Records>(path: &Path) -> Result<R, Fail> {
+/// without --raw, its records as written), fed to an `R`; and how many of
+/// its lines were not records (each named on stderr).
+pub(super) fn decoded<R: Records>(path: &Path) -> Result<(R, u64), Fail> {
     let sink = Sink::<R>::default();
     let out = Output::new(Box::new(sink.clone()), Format::Json, Clock::fixed(0));
     let opts = PipeOpts {
@@ -122,13 +123,13 @@ pub(super) fn decoded<R: Records>(path: &Path) -> Result<R, Fail> {
                 c.record(&v);
             }
         }
-        Ok(c)
+        Ok((c, r.bad_lines))
     } else {
         let mut g = sink
             .0
             .lock()
             .map_err(|_| Fail(1, anyhow::anyhow!("poisoned")))?;
-        Ok(std::mem::take(&mut g.1))
+        Ok((std::mem::take(&mut g.1), r.bad_lines))
     }
 }
 

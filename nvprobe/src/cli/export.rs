@@ -42,7 +42,7 @@ pub fn run(a: ExportArgs) -> Result<(), Fail> {
         input,
     };
     spec.check().map_err(|e| Fail(2, e))?;
-    let exporter: nvprobe::perfetto::Exporter = super::diff::decoded(&a.file)?;
+    let (exporter, bad): (nvprobe::perfetto::Exporter, _) = super::diff::decoded(&a.file)?;
     let opened = spec.open().map_err(|e| Fail(2, e))?;
     let mut w = std::io::BufWriter::new(opened.writer);
     let s = exporter
@@ -63,5 +63,12 @@ pub fn run(a: ExportArgs) -> Result<(), Fail> {
             String::new()
         }
     );
+    if bad > 0 {
+        // As `decode`: what could be read is written, the rest is an error.
+        return Err(Fail(
+            2,
+            anyhow::anyhow!("{bad} line(s) of {name} could not be decoded"),
+        ));
+    }
     Ok(())
 }
