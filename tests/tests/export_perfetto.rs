@@ -28,6 +28,28 @@ fn decoded(rec: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// Python with Perfetto's own protobuf definitions (None: offline, skip).
+fn perfetto_python() -> Option<std::path::PathBuf> {
+    python_with("perfetto", &["perfetto==0.59.1"]).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The trace read back by tests/scripts/perfetto-validate.py, which fails
+/// on anything Perfetto's reader would not accept.
+fn read_back(python: &Path, trace: &Path) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/perfetto-validate.py");
+    let o = Command::new(python)
+        .arg(script)
+        .arg(trace)
+        .output()
+        .expect("validator");
+    assert!(
+        o.status.success(),
+        "Perfetto's reader refused the trace: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).expect("validator output")
+}
+
 fn export(rec: &Path, out: &Path) -> (i32, String) {
     let o = Command::new(bin("nvprobe"))
         .args(["export", "--perfetto"])
@@ -44,10 +66,8 @@ fn export(rec: &Path, out: &Path) -> (i32, String) {
 
 #[test]
 fn an_h200_start_up_exports_to_a_trace_perfettos_reader_accepts() {
-    let python = match python_with("perfetto", &["perfetto==0.59.1"]) {
-        Ok(Some(p)) => p,
-        Ok(None) => return,
-        Err(e) => panic!("{e}"),
+    let Some(python) = perfetto_python() else {
+        return;
     };
     let tmp = tmpdir("perfetto");
     let rec = fixture("h200-580.159.04-uprobes.ndjson");
@@ -56,18 +76,7 @@ fn an_h200_start_up_exports_to_a_trace_perfettos_reader_accepts() {
     let (rc, err) = export(&rec, &out);
     assert_eq!(rc, 0, "{err}");
     assert!(err.contains("5 processes"), "{err}");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/perfetto-validate.py");
-    let o = Command::new(&python)
-        .arg(script)
-        .arg(&out)
-        .output()
-        .expect("validator");
-    assert!(
-        o.status.success(),
-        "Perfetto's reader refused the trace: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let r: Value = serde_json::from_slice(&o.stdout).expect("validator output");
+    let r = read_back(&python, &out);
     // What the records call for.
     let recs = decoded(&rec);
     let count = |f: &dyn Fn(&Value) -> bool| recs.iter().filter(|v| f(v)).count() as u64;
@@ -116,10 +125,8 @@ fn an_h200_start_up_exports_to_a_trace_perfettos_reader_accepts() {
 #[test]
 fn watch_writes_the_timeline_of_a_live_run() {
     nvprobe_tests::need_root!();
-    let python = match python_with("perfetto", &["perfetto==0.59.1"]) {
-        Ok(Some(p)) => p,
-        Ok(None) => return,
-        Err(e) => panic!("{e}"),
+    let Some(python) = perfetto_python() else {
+        return;
     };
     let _g = nvprobe_tests::scenario::lock();
     let tmp = tmpdir("perfetto-live");
@@ -142,18 +149,7 @@ fn watch_writes_the_timeline_of_a_live_run() {
             .permissions(),
     ) & 0o777;
     assert_eq!(mode, 0o600);
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/perfetto-validate.py");
-    let o = Command::new(&python)
-        .arg(script)
-        .arg(&trace)
-        .output()
-        .expect("validator");
-    assert!(
-        o.status.success(),
-        "Perfetto's reader refused the trace: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let r: Value = serde_json::from_slice(&o.stdout).expect("validator output");
+    let r = read_back(&python, &trace);
     let pid = ran["pid"].as_u64().expect("pid");
     assert!(r["processes"].get(pid.to_string()).is_some(), "{r}");
     // Every RM_ALLOC of the run is a slice (none on a GPU track: it is a
