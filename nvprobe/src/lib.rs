@@ -21,4 +21,5 @@ pub mod perfetto;
 pub mod pipeline;
 pub mod safefs;
 pub mod stall;
+pub mod top;
 pub mod uprobes;

@@ -25,6 +25,10 @@ struct Cli {
 enum Cmd {
     /// Trace every process's calls to /dev/nvidia* (needs root).
     Watch(cli::watch::WatchArgs),
+    /// A live view of every process starting CUDA: class, stage, time in
+    /// start-up, the call in flight, the last failure; what is most likely
+    /// wrong first (needs root; takes watch's options; q quits).
+    Top(cli::top::TopArgs),
     /// Decode a recording made with `watch --json --raw` (no root needed).
     Decode(cli::decode::DecodeArgs),
     /// Compare two start-ups: where they part, calls only one made, results
@@ -50,6 +54,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let res = match cli.cmd {
         Cmd::Watch(a) => cli::watch::run(a),
+        Cmd::Top(a) => cli::top::run(a),
         Cmd::Decode(a) => cli::decode::run(a),
         Cmd::Diff(a) => cli::diff::run(a),
         Cmd::Export(a) => cli::export::run(a),

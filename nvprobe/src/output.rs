@@ -385,6 +385,17 @@ mod file {
         pub reopen: Option<super::ReopenFn>,
     }
 
+    impl Opened {
+        /// Nowhere: `top` without -o shows the events, writes none.
+        pub fn sink() -> Self {
+            Self {
+                writer: Box::new(io::sink()),
+                pipe: None,
+                reopen: None,
+            }
+        }
+    }
+
     fn pipe_copy(fd: std::os::fd::BorrowedFd<'_>) -> Option<OwnedFd> {
         let st = nix::sys::stat::fstat(fd).ok()?;
         let fifo = nix::sys::stat::SFlag::from_bits_truncate(st.st_mode)

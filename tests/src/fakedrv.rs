@@ -139,7 +139,12 @@ impl FakeNv {
                     std::thread::sleep(Duration::from_millis(SLOW_CONTROL_MS));
                 }
                 if control == HANG_CONTROL {
-                    std::thread::sleep(Duration::from_millis(HANG_CONTROL_MS));
+                    // NVFIXTURE_HANG_MS (for `serve`): a longer hang.
+                    let ms = std::env::var("NVFIXTURE_HANG_MS")
+                        .ok()
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(HANG_CONTROL_MS);
+                    std::thread::sleep(Duration::from_millis(ms));
                 }
                 let st = CONTROL_ANSWERS
                     .iter()

@@ -56,8 +56,19 @@ impl FakeDrv {
         Self::start_at(&tmp.join("dev"))
     }
     pub fn start_at(dir: &Path) -> FakeDrv {
+        Self::start_with(dir, None)
+    }
+    /// A stand-in whose hanging control (`HANG_CONTROL`) hangs `hang_ms`.
+    pub fn start_hanging(tmp: &Path, hang_ms: u64) -> FakeDrv {
+        Self::start_with(&tmp.join("dev"), Some(hang_ms))
+    }
+    fn start_with(dir: &Path, hang_ms: Option<u64>) -> FakeDrv {
         let dir = dir.to_path_buf();
-        let mut child = Command::new(bin("nvfixture"))
+        let mut cmd = Command::new(bin("nvfixture"));
+        if let Some(ms) = hang_ms {
+            cmd.env("NVFIXTURE_HANG_MS", ms.to_string());
+        }
+        let mut child = cmd
             .arg("serve")
             .arg(&dir)
             .stdin(Stdio::piped())

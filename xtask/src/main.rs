@@ -243,7 +243,7 @@ fn run(args: Vec<String>) -> anyhow::Result<()> {
 /// The real components the test tiers check nvprobe against: Prometheus
 /// (the metrics test), Python's venv (the OTLP and manifest validators,
 /// whose packages come from PyPI), systemd-analyze (the unit), logrotate
-/// (its configuration). Installed
+/// (its configuration), tmux (a real terminal for `nvprobe top`). Installed
 /// with apt as root; without root the tests that need them say so.
 fn test_tools() -> anyhow::Result<()> {
     let have = |c: &str, arg: &str| output(Command::new(c).arg(arg)).is_some();
@@ -259,6 +259,9 @@ fn test_tools() -> anyhow::Result<()> {
     }
     if !have("logrotate", "--version") {
         missing.push("logrotate");
+    }
+    if !have("tmux", "-V") {
+        missing.push("tmux");
     }
     if missing.is_empty() {
         return Ok(());

@@ -97,6 +97,7 @@ pub fn run(a: DecodeArgs) -> Result<(), Fail> {
         level: a.out.events,
         metrics: None,
         perfetto: None,
+        view: None,
         host_facts: false,
     };
     let reader = BufReader::with_capacity(1 << 16, input);

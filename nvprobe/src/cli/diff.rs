@@ -102,6 +102,7 @@ pub(super) fn decoded<R: Records>(path: &Path) -> Result<(R, u64), Fail> {
         level: Level::All,
         metrics: None,
         perfetto: None,
+        view: None,
         host_facts: false,
     };
     let name = path.display().to_string();

@@ -9,6 +9,7 @@ pub mod diff;
 pub mod doctor;
 pub mod export;
 pub mod hooks;
+pub mod top;
 pub mod watch;
 
 use std::path::PathBuf;

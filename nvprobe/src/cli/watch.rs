@@ -131,6 +131,12 @@ impl WatchArgs {
 }
 
 pub fn run(a: WatchArgs) -> Result<(), Fail> {
+    run_with(a, None)
+}
+
+/// `watch`, or with `view` set, `top`: the same run, shown as a live view
+/// (events are written only with -o).
+pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<(), Fail> {
     a.validate()?;
     // Checked now, created only once start-up has succeeded.
     let spec = output_spec(&a.out, None)?;
@@ -232,7 +238,11 @@ pub fn run(a: WatchArgs) -> Result<(), Fail> {
         None => None,
     };
     // Start-up succeeded: only now is the output file created.
-    let opened = spec.open().map_err(|e| Fail(2, e))?;
+    let opened = if view.is_some() && a.out.output.is_none() {
+        nvprobe::output::Opened::sink()
+    } else {
+        spec.open().map_err(|e| Fail(2, e))?
+    };
     // Attached, listening, the output open: keep only the capabilities
     // still used, before any thread is made (they inherit the sets).
     start.capabilities_kept = match attach::caps::drop_unneeded() {
@@ -260,6 +270,17 @@ pub fn run(a: WatchArgs) -> Result<(), Fail> {
     let stats_fd = a.bpf_stats.then(enable_bpf_stats).flatten();
     let mut opts = run_opts(&a, stats_fd.is_some(), metrics);
     opts.pipe.perfetto = timeline.clone();
+    let drawer = match view {
+        Some(o) => {
+            let v = nvprobe::top::View::new(
+                probes_line(&loaded, &libcuda),
+                (a.stall_after * 1e9) as u64,
+            );
+            opts.pipe.view = Some(v.clone());
+            Some(nvprobe::top::draw::Drawer::start(v, o).map_err(|e| Fail(1, e))?)
+        }
+        None => None,
+    };
     let filters = Filters::by_comm(&a.comm);
     let res = rt.block_on(live::run(
         &mut loaded.ebpf,
@@ -270,6 +291,10 @@ pub fn run(a: WatchArgs) -> Result<(), Fail> {
         &opts,
         stop,
     ));
+    // The terminal back first: the detach can take a second.
+    if let Some(d) = drawer {
+        d.finish();
+    }
     // Detach every probe now, whatever happened.
     loaded.detach_all();
     drop(loaded);
@@ -336,6 +361,7 @@ fn run_opts(
             level: a.out.events,
             metrics,
             perfetto: None,
+            view: None,
             host_facts: true,
         },
         bpf_stats,
@@ -659,6 +685,26 @@ fn banner(a: &WatchArgs, h: &Host, loaded: &Loaded, mounted: bool) -> String {
         if mounted { "; mounted tracefs" } else { "" },
         comm_match(&a.comm),
     )
+}
+
+/// The probes in use, per layer, for `top`'s footer.
+fn probes_line(loaded: &Loaded, libcuda: &Libcuda) -> String {
+    let mut layers: Vec<(&str, usize, usize)> = Vec::new();
+    for p in &loaded.probes {
+        match layers.iter_mut().find(|l| l.0 == p.layer) {
+            Some(l) => {
+                l.1 += usize::from(p.attached);
+                l.2 += 1;
+            }
+            None => layers.push((&p.layer, usize::from(p.attached), 1)),
+        }
+    }
+    let mut parts: Vec<String> = layers
+        .iter()
+        .map(|(l, on, all)| format!("{l} {on}/{all}"))
+        .collect();
+    parts.push(format!("libcuda {}", libcuda.attached().len()));
+    parts.join(", ")
 }
 
 /// How `--comm` matches, said at start-up: the kernel's name of a process

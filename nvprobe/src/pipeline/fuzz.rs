@@ -298,6 +298,7 @@ fn replay_lines(lines: &[Vec<u8>], format: Format) -> (replay::Replayed, Vec<u8>
         level: nvprobe_model::render::Level::All,
         metrics: None,
         perfetto: None,
+        view: None,
         host_facts: false,
     };
     let r = replay::run(Cursor::new(input), "fuzz", out, None, &opts).expect("replay runs");

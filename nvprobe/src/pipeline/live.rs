@@ -329,42 +329,57 @@ impl Live {
         Ok(())
     }
 
-    /// Report the calls (ioctls in flight in the kernel's table, cuInit
-    /// from the uprobes) that have run longer than `after`.
-    fn check_stalls(
-        &mut self,
-        after: Duration,
+    /// The calls in flight: ioctls in the kernel's table, cuInit from the
+    /// uprobes (with its process).
+    fn in_flight(
+        &self,
         version: &nvprobe_model::decode::version::VersionCtx,
-        pipe: &mut Pipeline,
-    ) -> anyhow::Result<()> {
+    ) -> Vec<(Option<u32>, crate::stall::InFlight)> {
         let mut calls = Vec::new();
         if let Some(arr) = self.inflight.as_ref() {
             for v in arr.iter().flatten() {
                 if v.kind == EventKind::Ioctl as u32 && v.tid != 0 {
                     let xfer =
                         (v.flags & nvprobe_common::ioctl_flags::XFER != 0).then_some(v.xfer_cmd);
-                    calls.push(crate::stall::InFlight {
-                        tid: v.tid,
-                        start_ns: v.start_ns,
-                        call: decode::raw_call_name(
-                            nvprobe_common::DevKind::from_u8(v.file.kind),
-                            v.cmd,
-                            xfer,
-                            version,
-                        ),
-                        fd: (v.fd >= 0).then_some(v.fd),
-                    });
+                    calls.push((
+                        None,
+                        crate::stall::InFlight {
+                            tid: v.tid,
+                            start_ns: v.start_ns,
+                            call: decode::raw_call_name(
+                                nvprobe_common::DevKind::from_u8(v.file.kind),
+                                v.cmd,
+                                xfer,
+                                version,
+                            ),
+                            fd: (v.fd >= 0).then_some(v.fd),
+                        },
+                    ));
                 }
             }
         }
-        for (tid, (_, start)) in &self.seen.cuinit {
-            calls.push(crate::stall::InFlight {
-                tid: *tid,
-                start_ns: *start,
-                call: "cuInit".into(),
-                fd: None,
-            });
+        for (tid, (tgid, start)) in &self.seen.cuinit {
+            calls.push((
+                Some(*tgid),
+                crate::stall::InFlight {
+                    tid: *tid,
+                    start_ns: *start,
+                    call: "cuInit".into(),
+                    fd: None,
+                },
+            ));
         }
+        calls
+    }
+
+    /// Report the calls in flight that have run longer than `after`.
+    fn check_stalls(
+        &mut self,
+        after: Duration,
+        version: &nvprobe_model::decode::version::VersionCtx,
+        pipe: &mut Pipeline,
+    ) -> anyhow::Result<()> {
+        let calls: Vec<_> = self.in_flight(version).into_iter().map(|c| c.1).collect();
         self.stalls.stoppers = self.seen.stoppers.clone();
         self.stalls.stages = pipe.board.lock().map(|b| b.clone()).unwrap_or_default();
         let now = Clock::mono_now();
@@ -413,6 +428,8 @@ fn take_map(ebpf: &mut aya::Ebpf, name: &str) -> anyhow::Result<aya::maps::Map> 
 struct Schedule {
     lost: Instant,
     stall: Instant,
+    /// `nvprobe top`'s calls in flight.
+    view: Instant,
     deadline: Option<Instant>,
 }
 
@@ -453,6 +470,7 @@ pub async fn run(
     let mut due = Schedule {
         lost: started + opts.lost_every,
         stall: started + opts.stall_every,
+        view: started,
         deadline: opts.duration.map(|d| started + d),
     };
     let mut live = Live {
@@ -537,6 +555,23 @@ pub async fn run(
             }
             due.stall = now + opts.stall_every;
         }
+        if let Some(v) = &opts.pipe.view
+            && now >= due.view
+        {
+            let calls = live.in_flight(&version);
+            v.lock().flights(
+                calls
+                    .into_iter()
+                    .map(|(pid, c)| crate::top::Flight {
+                        tid: c.tid,
+                        pid,
+                        start_ns: c.start_ns,
+                        call: c.call,
+                    })
+                    .collect(),
+            );
+            due.view = now + VIEW_EVERY;
+        }
         if due.deadline.is_some_and(|d| now >= d) {
             break;
         }
@@ -563,6 +598,9 @@ pub async fn run(
     }
     Ok(summary)
 }
+
+/// How often `nvprobe top` learns the calls in flight.
+const VIEW_EVERY: Duration = Duration::from_millis(200);
 
 /// The longest the stop waits for records still in the ring buffer.
 const LAST_DRAIN: Duration = Duration::from_millis(500);

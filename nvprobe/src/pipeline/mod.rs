@@ -96,6 +96,8 @@ pub struct PipeOpts {
     /// `watch --perfetto`: every event and record also goes to the
     /// timeline, whatever `--events` writes.
     pub perfetto: Option<Timeline>,
+    /// `nvprobe top`: the live view, fed every event and record.
+    pub view: Option<crate::top::View>,
     /// Make UVM diagnoses specific to this host's nvidia_uvm (live runs
     /// only: a recording's host is not this one).
     pub host_facts: bool,
@@ -190,6 +192,9 @@ fn render_batch(
                 if let Some(tl) = timeline.as_mut() {
                     to_timeline(tl, t, &ev);
                 }
+                if let Some(v) = &how.view {
+                    v.lock().event(t, &ev);
+                }
                 if matches!(ev, decode::Event::Proc(_)) {
                     // Not an event of the table; an exit ends a process.
                     stats.process(&ev, t);
@@ -242,6 +247,7 @@ struct Writer {
     level: Level,
     metrics: Option<Arc<crate::metrics::Metrics>>,
     perfetto: Option<Timeline>,
+    view: Option<crate::top::View>,
     host_facts: bool,
     hmm: Option<crate::host::HmmFacts>,
     recs: Vec<Record>,
@@ -262,6 +268,9 @@ impl Writer {
             }
             if let Some(mut tl) = self.perfetto.as_ref().and_then(|t| t.lock().ok()) {
                 to_timeline(&mut tl, mono_ns, &r);
+            }
+            if let Some(v) = &self.view {
+                v.lock().record(mono_ns, &r);
             }
             if self.res.is_ok()
                 && (!self.summary_only || matches!(r, Record::Cuinit(_)))
@@ -351,6 +360,7 @@ pub struct Pipeline {
     level: Level,
     metrics: Option<Arc<crate::metrics::Metrics>>,
     perfetto: Option<Timeline>,
+    view: Option<crate::top::View>,
 }
 
 impl Pipeline {
@@ -381,6 +391,7 @@ impl Pipeline {
             level: opts.level,
             metrics: opts.metrics.clone(),
             perfetto: opts.perfetto.clone(),
+            view: opts.view.clone(),
             host_facts: opts.host_facts,
             hmm: None,
             recs: Vec::new(),
@@ -400,6 +411,7 @@ impl Pipeline {
                 level: opts.level,
                 metrics: opts.metrics.clone(),
                 perfetto: opts.perfetto.clone(),
+                view: opts.view.clone(),
             };
             handles.push(
                 std::thread::Builder::new()
@@ -419,6 +431,7 @@ impl Pipeline {
             level: opts.level,
             metrics: opts.metrics.clone(),
             perfetto: opts.perfetto.clone(),
+            view: opts.view.clone(),
         })
     }
 
@@ -466,6 +479,13 @@ impl Pipeline {
             match note {
                 Note::Stall(r) => m.stall(r),
                 Note::Lost { kind, count, .. } => m.lost(kind, *count),
+                _ => {}
+            }
+        }
+        if let Some(v) = &self.view {
+            match note {
+                Note::Stall(_) => v.lock().stall(),
+                Note::Lost { count, .. } => v.lock().lost(*count),
                 _ => {}
             }
         }
@@ -552,6 +572,7 @@ struct Rendering {
     level: Level,
     metrics: Option<Arc<crate::metrics::Metrics>>,
     perfetto: Option<Timeline>,
+    view: Option<crate::top::View>,
 }
 
 fn worker(

@@ -1,0 +1,465 @@
+//! `nvprobe top`: the live view. The pipeline feeds a [`View`] (events on
+//! the decode threads, a batch under one lock; stages, verdicts and
+//! signals on the output thread; the calls in flight on the collector's
+//! tick), and a drawing thread of its own ([`draw`]) shows a copy of it a
+//! few times a second: drawing can drop frames, never events.
+
+pub mod draw;
+
+use std::{
+    collections::{HashMap, VecDeque},
+    sync::{Arc, Mutex, MutexGuard},
+};
+
+use nvprobe_model::{
+    correlate::Record,
+    decode::{Event, Ioctl, ProcKind, args::Arg},
+};
+
+/// The most processes kept (the oldest ended ones go first).
+const MAX_ROWS: usize = 2000;
+/// How long a process that ended stays in the view.
+const ENDED_KEEP_NS: u64 = 60_000_000_000;
+/// Lines of nvprobe's own messages kept for the view.
+const MAX_MESSAGES: usize = 50;
+
+/// The view shared by the pipeline and the drawing thread.
+#[derive(Clone, Default)]
+pub struct View(Arc<Mutex<State>>);
+
+impl View {
+    pub fn new(probes: String, stall_after_ns: u64) -> Self {
+        Self(Arc::new(Mutex::new(State {
+            probes,
+            stall_after_ns,
+            ..State::default()
+        })))
+    }
+
+    /// The state, for a batch of updates (a poisoned lock is still usable:
+    /// the view only shows what it holds).
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A copy of what is to be shown at `now_ns` (CLOCK_MONOTONIC), in
+    /// order: what is most likely wrong first.
+    pub fn snapshot(&self, now_ns: u64) -> Snapshot {
+        let mut st = self.lock();
+        st.expire(now_ns);
+        let mut rows: Vec<RowView> = st.procs.values().map(|r| r.view(now_ns, &st)).collect();
+        rows.sort_by(|a, b| {
+            a.rank
+                .cmp(&b.rank)
+                .then(b.time_ms.total_cmp(&a.time_ms))
+                .then(a.pid.cmp(&b.pid))
+        });
+        Snapshot {
+            rows,
+            events: st.events,
+            lost: st.lost,
+            stalls: st.stalls,
+            probes: st.probes.clone(),
+            messages: st.messages.iter().cloned().collect(),
+        }
+    }
+
+    /// One of nvprobe's own messages (what it would have written to
+    /// stderr while the view owns the terminal).
+    pub fn message(&self, line: String) {
+        let mut st = self.lock();
+        if st.messages.len() == MAX_MESSAGES {
+            st.messages.pop_front();
+        }
+        st.messages.push_back(line);
+    }
+}
+
+/// A call in flight, as the collector's tick saw it.
+pub struct Flight {
+    pub tid: u32,
+    /// The process, when the collector knows it (cuInit); else looked up.
+    pub pid: Option<u32>,
+    pub start_ns: u64,
+    pub call: String,
+}
+
+/// A call in flight, its process known.
+#[derive(Debug)]
+struct Flying {
+    pid: u32,
+    tid: u32,
+    call: String,
+    start_ns: u64,
+}
+
+/// One process as the view keeps it.
+#[derive(Clone, Debug, Default)]
+struct Row {
+    pid: u32,
+    comm: String,
+    /// The verdict's class; before it, "cuda" once cuInit or UVM is seen.
+    class: &'static str,
+    stage: Option<String>,
+    first_ns: u64,
+    calls: u64,
+    last_failure: Option<String>,
+    /// (result, text, total_ms) of the cuInit verdict.
+    verdict: Option<(&'static str, String, f64)>,
+    signal: Option<String>,
+    ended_ns: Option<u64>,
+    exit: Option<String>,
+}
+
+/// The view's state.
+#[derive(Default)]
+pub struct State {
+    procs: HashMap<u32, Row>,
+    /// tid -> its process, for the calls in flight (a process's threads
+    /// are forgotten when it exits).
+    tids: HashMap<u32, u32>,
+    /// Each call in flight at the last tick, until its thread's next
+    /// event says it ended.
+    flights: Vec<Flying>,
+    events: u64,
+    lost: u64,
+    stalls: u64,
+    probes: String,
+    stall_after_ns: u64,
+    messages: VecDeque<String>,
+}
+
+/// How a call is named in the view: the escape, UVM command or ioctl
+/// number, with the RM control or class it carries.
+pub fn ioctl_label(i: &Ioctl) -> String {
+    let name = i
+        .xfer
+        .as_ref()
+        .and_then(|x| x.name)
+        .or(i.name)
+        .map_or_else(|| format!("ioctl {}", i.request), str::to_owned);
+    match ["control_name", "hClass_name"]
+        .iter()
+        .find_map(|k| match i.args.get(k) {
+            Some(Arg::Str(s)) => Some(*s),
+            _ => None,
+        }) {
+        Some(w) => format!("{name} {w}"),
+        None => name,
+    }
+}
+
+/// A failed call in a few words: the call and what it got.
+fn failure(ev: &Event) -> Option<String> {
+    if ev.ok() {
+        return None;
+    }
+    Some(match ev {
+        Event::Ioctl(i) => {
+            let got = i
+                .status
+                .as_ref()
+                .map(|s| {
+                    s.name
+                        .map_or_else(|| format!("status {:#x}", s.code), str::to_owned)
+                })
+                .or_else(|| i.errno.clone())
+                .unwrap_or_else(|| format!("returned {}", i.ret));
+            format!("{} = {got}", ioctl_label(i))
+        }
+        Event::Open(p) | Event::Mknod(p) => {
+            // An open that succeeded on the wrong node (a bind-mounted
+            // /dev/null) says what it found.
+            let got = p.errno.clone().or_else(|| {
+                p.mismatch
+                    .as_ref()
+                    .map(|m| m.split_once(" is ").map_or(m.as_str(), |x| x.1).to_owned())
+            });
+            format!(
+                "{} {} = {}",
+                p.syscall,
+                p.path,
+                got.as_deref().unwrap_or("failed")
+            )
+        }
+        // A failed stat or access is a lookup, not a call into the driver
+        // (libcuda probes paths that need not exist on every start-up).
+        Event::Stat(_) | Event::Access(_) => return None,
+        Event::Mmap(m) => format!("mmap = {}", m.errno.as_deref().unwrap_or("failed")),
+        Event::Cuda(c) => format!(
+            "{} = {}",
+            c.func,
+            c.result_name
+                .map_or_else(|| format!("{}", c.result.unwrap_or(0)), str::to_owned)
+        ),
+        Event::Driver(d) => format!("{} failed", d.function),
+        Event::Close(_) | Event::Dup(_) | Event::Proc(_) => return None,
+    })
+}
+
+impl State {
+    fn row(&mut self, pid: u32, comm: &str, t: u64) -> &mut Row {
+        self.procs.entry(pid).or_insert_with(|| Row {
+            pid,
+            comm: comm.to_owned(),
+            first_ns: t,
+            ..Row::default()
+        })
+    }
+
+    /// One decoded event at `t` (its end).
+    pub fn event(&mut self, t: u64, ev: &Event) {
+        self.events += 1;
+        let p = ev.proc();
+        if let Event::Proc(pc) = ev {
+            let target = pc.target_pid;
+            match pc.op {
+                ProcKind::Exit if self.procs.contains_key(&target) => {
+                    self.tids.retain(|_, pid| *pid != target);
+                    self.flights.retain(|f| f.pid != target);
+                    if let Some(r) = self.procs.get_mut(&target) {
+                        r.ended_ns = Some(t);
+                        r.exit.clone_from(&pc.exit);
+                    }
+                }
+                ProcKind::SignalDelivered => {
+                    if let (Some(r), Some(s)) = (self.procs.get_mut(&target), &pc.signal) {
+                        r.signal = Some(s.clone());
+                    }
+                }
+                _ => {}
+            }
+            return;
+        }
+        if self.procs.len() >= MAX_ROWS && !self.procs.contains_key(&p.pid) {
+            self.evict();
+        }
+        self.tids.insert(p.tid, p.pid);
+        let start = ev.span().0;
+        // A call of this thread that began by then has ended.
+        if !self.flights.is_empty() {
+            self.flights
+                .retain(|f| f.tid != p.tid || f.start_ns > start);
+        }
+        let r = self.row(p.pid, &p.comm, start);
+        r.calls += 1;
+        if r.class.is_empty()
+            && (matches!(ev, Event::Cuda(_))
+                || matches!(ev, Event::Ioctl(i) if i.device.kind == nvprobe_model::decode::DeviceKind::Uvm))
+        {
+            r.class = "cuda";
+        }
+        if let Some(f) = failure(ev) {
+            r.last_failure = Some(f);
+        }
+    }
+
+    /// A record of the correlator.
+    pub fn record(&mut self, t: u64, rec: &Record) {
+        match rec {
+            Record::Stage { pid, comm, hit } => {
+                // Stages can be reached out of order (S2 before S1): the
+                // furthest one shows.
+                let r = self.row(*pid, comm, t);
+                let text = format!("{} {}", hit.stage, hit.name);
+                if r.stage.as_ref().is_none_or(|s| *s < text) {
+                    r.stage = Some(text);
+                }
+            }
+            Record::Cuinit(v) => {
+                let r = self.row(v.pid, &v.comm, t);
+                r.class = v.class;
+                let first = v.text.lines().next().unwrap_or_default().to_owned();
+                r.verdict = Some((v.result, first, v.total_ms));
+            }
+            Record::Signal(s) => {
+                if let Some(r) = self.procs.get_mut(&s.pid) {
+                    r.signal = Some(format!("{} ({})", s.signal, s.outcome));
+                }
+            }
+            Record::Breakdown(_) => {}
+        }
+    }
+
+    /// Events the kernel could not deliver.
+    pub fn lost(&mut self, n: u64) {
+        self.lost = self.lost.saturating_add(n);
+    }
+
+    /// A stall report was made.
+    pub fn stall(&mut self) {
+        self.stalls += 1;
+    }
+
+    /// The calls in flight at this tick (the previous tick's are replaced).
+    pub fn flights(&mut self, calls: Vec<Flight>) {
+        self.flights = calls
+            .into_iter()
+            .filter_map(|f| {
+                let pid = f
+                    .pid
+                    .or_else(|| self.tids.get(&f.tid).copied())
+                    .or_else(|| tgid_of(f.tid))?;
+                Some(Flying {
+                    pid,
+                    tid: f.tid,
+                    call: f.call,
+                    start_ns: f.start_ns,
+                })
+            })
+            .collect();
+    }
+
+    /// Drop what ended long ago.
+    fn expire(&mut self, now_ns: u64) {
+        self.procs.retain(|_, r| {
+            r.ended_ns
+                .is_none_or(|e| now_ns.saturating_sub(e) < ENDED_KEEP_NS)
+        });
+    }
+
+    /// Make room: the process that ended first, else the oldest.
+    fn evict(&mut self) {
+        let victim = self
+            .procs
+            .values()
+            .min_by_key(|r| (r.ended_ns.is_none(), r.ended_ns.unwrap_or(r.first_ns)))
+            .map(|r| r.pid);
+        if let Some(pid) = victim {
+            self.procs.remove(&pid);
+            self.tids.retain(|_, p| *p != pid);
+        }
+    }
+}
+
+/// The process of a thread nvprobe has not seen make a call yet (its
+/// first call is the one in flight).
+fn tgid_of(tid: u32) -> Option<u32> {
+    let s = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Why a row is where it is: lower is more likely wrong.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Rank {
+    /// A call in flight for longer than --stall-after.
+    Stalled = 0,
+    /// Its start-up ended badly (failed, killed, incomplete).
+    Failed = 1,
+    /// Still starting, and a call already failed.
+    Failing = 2,
+    /// Still starting.
+    Starting = 3,
+    /// Ended well, or not a CUDA start-up.
+    Done = 4,
+}
+
+/// One line of the view.
+#[derive(Clone, Debug)]
+pub struct RowView {
+    pub pid: u32,
+    pub comm: String,
+    pub class: String,
+    pub stage: String,
+    /// Time in start-up: the verdict's, else since the first call.
+    pub time_ms: f64,
+    /// The longest call in flight and for how long.
+    pub in_flight: String,
+    pub last_failure: String,
+    /// The verdict's result, or starting / ended.
+    pub state: String,
+    /// The verdict's first line, or the signal that landed.
+    pub why: String,
+    pub rank: Rank,
+}
+
+impl Row {
+    fn view(&self, now_ns: u64, st: &State) -> RowView {
+        let flight = st
+            .flights
+            .iter()
+            .filter(|f| f.pid == self.pid && self.ended_ns.is_none())
+            .min_by_key(|f| f.start_ns);
+        let flight_ns = flight.map_or(0, |f| now_ns.saturating_sub(f.start_ns));
+        let stalled = flight.is_some() && st.stall_after_ns > 0 && flight_ns >= st.stall_after_ns;
+        let rank = match &self.verdict {
+            _ if stalled => Rank::Stalled,
+            Some((res, _, _)) if matches!(*res, "failed" | "killed") => Rank::Failed,
+            // Tracing stopped while it was still starting.
+            Some(("incomplete", _, _)) => Rank::Starting,
+            Some(_) => Rank::Done,
+            None if self.ended_ns.is_some() => Rank::Done,
+            None if self.last_failure.is_some() => Rank::Failing,
+            None => Rank::Starting,
+        };
+        let end = self.ended_ns.unwrap_or(now_ns);
+        RowView {
+            pid: self.pid,
+            comm: self.comm.clone(),
+            class: if self.class.is_empty() {
+                "-"
+            } else {
+                self.class
+            }
+            .to_owned(),
+            stage: self.stage.clone().unwrap_or_else(|| "-".into()),
+            time_ms: self
+                .verdict
+                .as_ref()
+                .map_or(end.saturating_sub(self.first_ns) as f64 / 1e6, |v| v.2),
+            // The time first: a narrow column still shows it.
+            in_flight: flight
+                .map_or_else(String::new, |f| format!("{} {}", secs(flight_ns), f.call)),
+            last_failure: self.last_failure.clone().unwrap_or_default(),
+            state: match (&self.verdict, self.ended_ns) {
+                (Some((res, _, _)), _) => (*res).to_owned(),
+                (None, Some(_)) => "ended".into(),
+                (None, None) => "starting".into(),
+            },
+            why: match (&self.verdict, &self.signal) {
+                _ if stalled => flight.map_or_else(String::new, |f| {
+                    format!(
+                        "{} has been running for {} (stage {})",
+                        f.call,
+                        secs(flight_ns),
+                        self.stage.as_deref().unwrap_or("none yet")
+                    )
+                }),
+                (Some((_, text, _)), _) => text.clone(),
+                (None, Some(s)) => format!("signal {s}"),
+                (None, None) => self.exit.clone().unwrap_or_default(),
+            },
+            rank,
+        }
+    }
+}
+
+/// A duration for people: 850ms, 12.3s, 4m05s.
+pub fn secs(ns: u64) -> String {
+    let ms = ns / 1_000_000;
+    if ms < 10 {
+        format!("{:.1}ms", ns as f64 / 1e6)
+    } else if ms < 1000 {
+        format!("{ms}ms")
+    } else if ms < 60_000 {
+        format!("{:.1}s", ms as f64 / 1000.0)
+    } else {
+        format!("{}m{:02}s", ms / 60_000, (ms / 1000) % 60)
+    }
+}
+
+/// What the drawing thread shows.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    pub rows: Vec<RowView>,
+    pub events: u64,
+    pub lost: u64,
+    pub stalls: u64,
+    pub probes: String,
+    pub messages: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests;
