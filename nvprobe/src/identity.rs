@@ -79,9 +79,14 @@ impl LibCache {
         let cached = key.and_then(|k| self.seen.get(&k).cloned());
         let (version, stub) = cached.unwrap_or_else(|| {
             let size = fs::metadata(real).map(|m| m.len()).ok();
+            let name = Path::new(shown)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
             let version = match &self.module {
                 Some(v) if crate::doctor::libs::carries(real, v) == Some(true) => Some(v.clone()),
-                _ => crate::doctor::libs::version_of(real),
+                _ => crate::doctor::libs::named_version(real, &name)
+                    .or_else(|| crate::doctor::libs::version_of(real)),
             };
             // The toolkit's stub: in a stubs folder, or small and carrying
             // no driver version (the real libcuda is tens of MB).

@@ -99,8 +99,9 @@ fn top_shows_a_hanging_call_first_and_the_failed_start_up_then_quits_on_q() {
     }
     let _g = lock();
     let tmp = tmpdir("top");
-    // The hanging control hangs 8 s here: time to look at it.
-    let drv = FakeDrv::start_hanging(&tmp, 8000);
+    // The hanging control hangs 15 s here: time to look at it on a slow
+    // machine (the stall shows from 1 s on).
+    let drv = FakeDrv::start_hanging(&tmp, 15000);
     let exit = tmp.join("exit");
     let mut args = drv.device_args();
     args.extend(

@@ -12,6 +12,7 @@
 mod bench;
 mod gentables;
 mod vm;
+mod vmreal;
 
 use std::{
     path::{Path, PathBuf},

@@ -27,6 +27,8 @@ pub struct Kernel {
     pub pattern: &'static str,
     /// What follows the release in the image package's name.
     pub image_suffix: &'static str,
+    /// Also boot Debian's real NVIDIA open module on it (vmreal.rs).
+    pub real: bool,
 }
 
 pub const MATRIX: &[Kernel] = &[
@@ -34,11 +36,13 @@ pub const MATRIX: &[Kernel] = &[
         label: "6.1",
         pattern: r"^linux-image-6\.1\.0-[0-9]+-amd64$",
         image_suffix: "",
+        real: true,
     },
     Kernel {
         label: "6.12",
         pattern: r"^linux-image-6\.12\.[0-9]+\+deb12-amd64-unsigned$",
         image_suffix: "-unsigned",
+        real: false,
     },
 ];
 
@@ -115,7 +119,7 @@ mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 mount -t tmpfs tmp /tmp
 echo "NVVM: kernel $(uname -r)"
-/bin/nvvmtest run /kmod
+if [ -d /kmod-real ]; then /bin/nvvmtest real /kmod-real; else /bin/nvvmtest run /kmod; fi
 echo "NVVM: done"
 poweroff -f
 "#;
@@ -131,8 +135,8 @@ fn one(k: &Kernel, bins: &Path, bench: bool) -> anyhow::Result<(bool, String)> {
     fs::create_dir_all(&work)?;
     let vmlinuz = install_kernel(k, &rel, &work)?;
     let kmod = build_kmod(&rel, &work)?;
-    let initrd = build_initramfs(&work, bins, &kmod)?;
-    let mut q = boot(&vmlinuz, &initrd, bench)?;
+    let initrd = build_initramfs(&work, bins, &kmod, None)?;
+    let mut q = boot(&vmlinuz, &initrd, bench, 1024)?;
     let (passed, log) = read_console(&mut q, &work)?;
     let _ = q.kill();
     let _ = q.wait();
@@ -177,6 +181,43 @@ fn install_kernel(k: &Kernel, rel: &str, work: &Path) -> anyhow::Result<PathBuf>
     Ok(vmlinuz)
 }
 
+/// The real NVIDIA open module on this kernel: build (or take from the
+/// cache) and boot; returns (passed, log).
+fn one_real(k: &Kernel, bins: &Path) -> anyhow::Result<(bool, String)> {
+    let rel = resolve(k)?;
+    let work = root_dir().join("target/vm").join(&rel);
+    fs::create_dir_all(&work)?;
+    let vmlinuz = install_kernel(k, &rel, &work)?;
+    let real = crate::vmreal::prepare(&rel)?;
+    eprintln!(
+        "xtask: vm-test {} real driver: nvidia {} (zero-GPU patch), libcuda {}{}",
+        k.label,
+        real.version,
+        real.version,
+        real.other.as_ref().map_or_else(String::new, |o| format!(
+            " and {}",
+            o.file_name().unwrap_or_default().to_string_lossy()
+        ))
+    );
+    let rwork = work.join("real");
+    fs::create_dir_all(&rwork)?;
+    let initrd = build_initramfs(&rwork, bins, &real.kmod, Some(&real))?;
+    // The real nvidia.ko and libcuda live in the initramfs: more memory.
+    let mut q = boot(&vmlinuz, &initrd, false, 3072)?;
+    let (passed, log) = read_console(&mut q, &rwork)?;
+    let _ = q.kill();
+    let _ = q.wait();
+    fs::write(rwork.join("console.log"), &log)?;
+    match passed {
+        Some(p) => Ok((p, log)),
+        None => bail!(
+            "the VM with the real driver gave no result line within {} s (console: {})",
+            BOOT_LIMIT.as_secs(),
+            rwork.join("console.log").display()
+        ),
+    }
+}
+
 /// The stand-ins, built against this kernel's headers in `work/kmod`.
 fn build_kmod(rel: &str, work: &Path) -> anyhow::Result<PathBuf> {
     let kmod = work.join("kmod");
@@ -196,7 +237,12 @@ fn build_kmod(rel: &str, work: &Path) -> anyhow::Result<PathBuf> {
 
 /// The initramfs: busybox, nvprobe, nvvmtest, their libraries, the .ko.
 /// Returns `work/initrd.gz`.
-fn build_initramfs(work: &Path, bins: &Path, kmod: &Path) -> anyhow::Result<PathBuf> {
+fn build_initramfs(
+    work: &Path,
+    bins: &Path,
+    kmod: &Path,
+    real: Option<&crate::vmreal::RealParts>,
+) -> anyhow::Result<PathBuf> {
     let root = work.join("initramfs");
     let _ = fs::remove_dir_all(&root);
     for d in [
@@ -218,8 +264,48 @@ fn build_initramfs(work: &Path, bins: &Path, kmod: &Path) -> anyhow::Result<Path
             copy_into(&root, &lib)?;
         }
     }
+    let kdir = if real.is_some() { "kmod-real" } else { "kmod" };
+    fs::create_dir_all(root.join(kdir))?;
     for m in ["nvidia.ko", "nvidia-uvm.ko"] {
-        fs::copy(kmod.join(m), root.join("kmod").join(m))?;
+        fs::copy(kmod.join(m), root.join(kdir).join(m))?;
+    }
+    if let Some(r) = real {
+        // The kernel modules nvidia.ko needs (drm), from the kernel's own
+        // package, in the order to load them.
+        let rel_dir = fs::read_dir(work.join("../img/lib/modules"))?
+            .flatten()
+            .map(|e| e.path())
+            .next()
+            .context("the kernel's modules")?;
+        let mut order = Vec::new();
+        module_deps(&kmod.join("nvidia.ko"), &rel_dir, &mut order)?;
+        for m in &order {
+            fs::copy(m, root.join(kdir).join(m.file_name().context("name")?))?;
+        }
+        let names: Vec<String> = order
+            .iter()
+            .filter_map(|m| m.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .collect();
+        fs::write(root.join(kdir).join("load-order"), names.join("\n"))?;
+        // libcuda where the loader and nvprobe look for it, its libraries,
+        // nvidia-modprobe, and the other version's libcuda aside.
+        let lib = root.join("usr/lib/x86_64-linux-gnu");
+        fs::create_dir_all(&lib)?;
+        let name = r.libcuda.file_name().context("libcuda name")?;
+        fs::copy(&r.libcuda, lib.join(name))?;
+        std::os::unix::fs::symlink(name, lib.join("libcuda.so.1"))?;
+        for l in ldd_libs(&r.libcuda)? {
+            copy_into(&root, &l)?;
+        }
+        fs::create_dir_all(root.join("usr/bin"))?;
+        fs::copy(&r.modprobe, root.join("usr/bin/nvidia-modprobe"))?;
+        fs::create_dir_all(root.join("opt/other"))?;
+        if let Some(o) = &r.other {
+            fs::copy(
+                o,
+                root.join("opt/other").join(o.file_name().context("name")?),
+            )?;
+        }
     }
     fs::write(root.join("init"), INIT)?;
     sh(Command::new("chmod").arg("+x").arg(root.join("init")))?;
@@ -231,9 +317,37 @@ fn build_initramfs(work: &Path, bins: &Path, kmod: &Path) -> anyhow::Result<Path
     Ok(initrd)
 }
 
+/// The modules `ko` depends on (modinfo), found in the kernel's tree,
+/// dependencies first.
+fn module_deps(ko: &Path, tree: &Path, order: &mut Vec<PathBuf>) -> anyhow::Result<()> {
+    let deps = output(Command::new("modinfo").args(["-F", "depends"]).arg(ko)).unwrap_or_default();
+    for d in deps.trim().split(',').filter(|d| !d.is_empty()) {
+        let file = output(Command::new("find").arg(tree).args([
+            "-name",
+            &format!("{d}.ko*"),
+            "-o",
+            "-name",
+            &format!("{}.ko*", d.replace('_', "-")),
+        ]))
+        .unwrap_or_default();
+        let Some(f) = file.lines().next().map(PathBuf::from) else {
+            bail!(
+                "{}: needs module {d}, not in {}",
+                ko.display(),
+                tree.display()
+            );
+        };
+        if !order.contains(&f) {
+            module_deps(&f, tree, order)?;
+            order.push(f);
+        }
+    }
+    Ok(())
+}
+
 /// Start qemu on the kernel and initramfs. TCG: slow but needs no /dev/kvm
 /// (which does not work here).
-fn boot(vmlinuz: &Path, initrd: &Path, bench: bool) -> anyhow::Result<Child> {
+fn boot(vmlinuz: &Path, initrd: &Path, bench: bool, mem_mb: u32) -> anyhow::Result<Child> {
     Command::new("qemu-system-x86_64")
         .args([
             "-accel",
@@ -241,7 +355,7 @@ fn boot(vmlinuz: &Path, initrd: &Path, bench: bool) -> anyhow::Result<Child> {
             "-cpu",
             "max",
             "-m",
-            "1024",
+            &mem_mb.to_string(),
             "-smp",
             "1",
             "-nographic",
@@ -367,6 +481,8 @@ pub fn vm_test(only: Option<String>, bench: bool) -> anyhow::Result<()> {
         ("busybox", "busybox-static"),
         ("cpio", "cpio"),
         ("make", "make"),
+        ("patch", "patch"),
+        ("xz", "xz-utils"),
     ] {
         if output(Command::new("sh").args(["-c", &format!("command -v {bin}")])).is_none() {
             apt(&["install", "-y", "-q", "--no-install-recommends", pkg])?;
@@ -399,6 +515,22 @@ pub fn vm_test(only: Option<String>, bench: bool) -> anyhow::Result<()> {
             Err(e) => {
                 eprintln!("xtask: vm-test {}: could not run: {e:#}", k.label);
                 failed.push(k.label);
+            }
+        }
+        if k.real && !bench {
+            match one_real(k, &bins) {
+                Ok((true, _)) => eprintln!("xtask: vm-test {} real driver: PASS", k.label),
+                Ok((false, log)) => {
+                    eprintln!("xtask: vm-test {} real driver: FAIL\n{log}", k.label);
+                    failed.push(k.label);
+                }
+                Err(e) => {
+                    eprintln!(
+                        "xtask: vm-test {} real driver: could not run: {e:#}",
+                        k.label
+                    );
+                    failed.push(k.label);
+                }
             }
         }
     }

@@ -351,3 +351,61 @@ fn the_vm_hmm_failure_replays_with_its_breakdown_and_verdict() {
     );
     assert!(d.hint.contains("uvm_disable_hmm=1"), "{}", d.hint);
 }
+
+/// The kernel tier on the real NVIDIA open module (Debian's 535.261.03
+/// with the zero-GPU patch, Debian 6.1 under qemu; `cargo xtask vm-test`'s
+/// real-driver stage): the real libcuda's cuInit with no GPU, replayed.
+/// The RM core's rm_ioctl cannot be kprobed there (not an ftrace
+/// location), and the recording says so; the verdict comes from cuInit's
+/// uprobe and the written-back RM statuses.
+#[test]
+fn the_real_module_in_the_vm_replays_with_its_verdict() {
+    let name = "vm-6.1-real-535.261.03.ndjson";
+    let r = replay(name, None);
+    for rec in &r.records {
+        schema::validate(rec).unwrap_or_else(|e| panic!("{e}\n{rec}"));
+    }
+    let start = r
+        .records
+        .iter()
+        .find(|x| x["type"] == "start")
+        .expect("start");
+    assert_eq!(start["driver"]["version"], "535.261.03");
+    assert_eq!(start["ioctls_in_driver"], true);
+    let rm = start["probes"]
+        .as_array()
+        .and_then(|p| p.iter().find(|p| p["name"] == "rm_ioctl"))
+        .expect("rm_ioctl's probe");
+    assert_eq!(rm["attached"], false);
+    assert!(
+        rm["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("rm_ioctl is not an ftrace location")),
+        "{rm}"
+    );
+    let (_, v) = verdicts(name);
+    let cu = v
+        .iter()
+        .find(|v| v.curesult.is_some())
+        .expect("the cuInit with its uprobe");
+    assert_eq!(cu.result, "failed");
+    assert_eq!(cu.class, "cuda");
+    assert_eq!(cu.curesult.as_deref(), Some("CUDA_ERROR_UNKNOWN (999)"));
+    assert_eq!(stage_ids(cu), ["S0", "S2", "S1", "S4"]);
+    let f = cu.failed_call.as_ref().expect("failed call");
+    assert_eq!(
+        (f.call.as_str(), f.result.as_str()),
+        (
+            "NV_ESC_RM_CONTROL NV_CONF_COMPUTE_CTRL_CMD_SYSTEM_GET_CAPABILITIES",
+            "NV_ERR_INVALID_LOCK_STATE"
+        )
+    );
+    assert!(
+        cu.text.starts_with("cuInit returned CUDA_ERROR_UNKNOWN (999); the driver call that explains it: NV_ESC_RM_CONTROL NV_CONF_COMPUTE_CTRL_CMD_SYSTEM_GET_CAPABILITIES returned NV_ERR_INVALID_LOCK_STATE"),
+        "{}",
+        cu.text
+    );
+    // Every NVIDIA ioctl came from the real module's entry points.
+    let io = ioctls(&r);
+    assert!(io.len() >= 20 && io.iter().all(|i| i.via == Some("driver")));
+}

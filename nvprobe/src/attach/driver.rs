@@ -14,9 +14,11 @@ use super::{ProbeState, Refusal, Settings};
 pub(super) fn attach_driver_layer(
     ebpf: &mut Ebpf,
     s: &Settings<'_>,
+    tracefs: &Path,
     probes: &mut Vec<ProbeState>,
     refusals: &mut Vec<Refusal>,
 ) {
+    let mut ftrace: Option<Option<std::collections::HashSet<String>>> = None;
     let Some(survey) = crate::hooks::survey(Path::new("/"), s.driver_version.as_ref()) else {
         return;
     };
@@ -101,6 +103,21 @@ pub(super) fn attach_driver_layer(
                 Ok(())
             })()
         };
+        // Said plainly when the kernel refused a function that ftrace does
+        // not know (the kernel logs "Could not probe notrace function").
+        let res = res.map_err(|e| {
+            let known = ftrace.get_or_insert_with(|| ftrace_functions(tracefs));
+            match known {
+                Some(set) if !set.contains(hook.name) => format!(
+                    "{e}: {} is not an ftrace location (nvidia's RM core, nv-kernel.o, is \
+built without ftrace entries) and this kernel refuses kprobes on such functions \
+(CONFIG_KPROBE_EVENTS_ON_NOTRACE is off); the RM status comes from the ioctl's \
+written-back parameters instead",
+                    hook.name
+                ),
+                _ => e,
+            }
+        });
         if let Err(err) = &res {
             refusals.push(Refusal {
                 probe: hook.name.into(),
@@ -131,6 +148,22 @@ pub(super) fn attach_driver_layer(
             error: res.err(),
         });
     }
+}
+
+/// The functions ftrace can trace (tracefs `available_filter_functions`,
+/// "name [module]" per line), read once and only after a refusal; None
+/// when the file cannot be read (at most 64 MiB).
+fn ftrace_functions(tracefs: &Path) -> Option<std::collections::HashSet<String>> {
+    use std::io::Read as _;
+    let f = std::fs::File::open(tracefs.join("available_filter_functions")).ok()?;
+    let mut text = String::new();
+    f.take(64 << 20).read_to_string(&mut text).ok()?;
+    Some(
+        text.lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .map(str::to_owned)
+            .collect(),
+    )
 }
 
 /// fentry + fexit on a vmlinux function (programs nvprobe_drvf_*_{i}),

@@ -116,7 +116,7 @@ pub fn load_and_attach(
     // The driver layer first: when its ioctl entry points attach (and the
     // kernel side was told to use them), the ioctl tracepoints stay off.
     if s.driver_layer && crate::hooks::unavailable_reason(Path::new("/")).is_none() {
-        driver::attach_driver_layer(&mut ebpf, s, &mut att.probes, &mut att.refusals);
+        driver::attach_driver_layer(&mut ebpf, s, &tracefs, &mut att.probes, &mut att.refusals);
     }
     let hooked = |n: &str| {
         att.probes

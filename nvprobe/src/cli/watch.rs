@@ -275,6 +275,7 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
             let v = nvprobe::top::View::new(
                 probes_line(&loaded, &libcuda),
                 (a.stall_after * 1e9) as u64,
+                true,
             );
             opts.pipe.view = Some(v.clone());
             Some(nvprobe::top::draw::Drawer::start(v, o).map_err(|e| Fail(1, e))?)

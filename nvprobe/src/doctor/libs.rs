@@ -148,12 +148,34 @@ pub fn carries(path: &Path, version: &str) -> Option<bool> {
     carries_in(&mut fs::File::open(path).ok()?, version)
 }
 
+/// The version a library's file name gives (`libcuda.so.550.163.01`).
+pub fn name_version(name: &str) -> Option<&str> {
+    let v = name.rsplit_once(".so.")?.1;
+    is_version(v.as_bytes()).then_some(v)
+}
+
+/// The version of a library that its name gives and its contents mention
+/// anywhere: libcuda 550.163.01 (Debian's) has it only in a sentence
+/// ("Version 550.163.01."), never as a whole string. None when the name
+/// gives none or the file does not mention it; the name alone when the
+/// file cannot be read (a process that is already gone).
+pub fn named_version(path: &Path, name: &str) -> Option<String> {
+    let v = name_version(name)?;
+    let seen = fs::File::open(path)
+        .ok()
+        .and_then(|mut f| find_from_end(&mut f, v.as_bytes()));
+    (seen != Some(false)).then(|| v.to_owned())
+}
+
 /// [`carries`] of an open file.
 fn carries_in(f: &mut fs::File, version: &str) -> Option<bool> {
+    find_from_end(f, format!("\0{version}\0").as_bytes())
+}
+
+/// Whether the file holds `pat`, read from its end in chunks.
+fn find_from_end(f: &mut fs::File, pat: &[u8]) -> Option<bool> {
     use std::io::{Read as _, Seek as _, SeekFrom};
     let len = f.metadata().ok()?.len();
-    let pat = format!("\0{version}\0");
-    let pat = pat.as_bytes();
     const CHUNK: u64 = 4 << 20;
     let mut end = len;
     let mut buf = Vec::new();
@@ -257,8 +279,15 @@ pub fn find_for(root: &Path, live: bool, expected: Option<&str>) -> Vec<Lib> {
                 continue;
             }
             let shown = safefs::shown_path(root, f.as_fd()).unwrap_or_else(|| format!("/{rel}"));
+            let by_name = name_version(&name).map(str::to_owned);
             let version = match expected {
                 Some(v) if carries_in(&mut f, v) == Some(true) => Some(v.to_owned()),
+                _ if by_name
+                    .as_ref()
+                    .is_some_and(|v| find_from_end(&mut f, v.as_bytes()) == Some(true)) =>
+                {
+                    by_name
+                }
                 _ => {
                     use std::io::Seek as _;
                     let _ = f.rewind();
@@ -378,6 +407,34 @@ mod tests {
         assert_eq!(carries(&p, "580.159.04"), Some(true));
         assert_eq!(carries(&p, "575.57.08"), Some(false));
         assert_eq!(carries(&dir.join("missing"), "580.159.04"), None);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// Debian's libcuda 550.163.01 says its version only in a sentence;
+    /// older versions' strings are the standalone ones. Its name decides,
+    /// when the contents mention it.
+    #[test]
+    fn a_version_only_named_and_mentioned_is_taken_from_the_name() {
+        let dir = std::env::temp_dir().join(format!("nvprobe-named-{}", std::process::id()));
+        fs::create_dir_all(&dir).expect("mkdir");
+        let p = dir.join("libcuda.so.550.163.01");
+        let mut d = b"\x00550.90.06\x00\x00535.54.02\x00".to_vec();
+        d.extend_from_slice(b"NVIDIA driver running.\nVersion 550.163.01. Copyright");
+        fs::write(&p, &d).expect("write");
+        assert_eq!(
+            named_version(&p, "libcuda.so.550.163.01").as_deref(),
+            Some("550.163.01")
+        );
+        // A name the contents contradict is not believed.
+        let q = dir.join("libcuda.so.570.1.2");
+        fs::write(&q, &d).expect("write");
+        assert_eq!(named_version(&q, "libcuda.so.570.1.2"), None);
+        // Gone: the name is all there is.
+        assert_eq!(
+            named_version(&dir.join("gone"), "libcuda.so.550.163.01").as_deref(),
+            Some("550.163.01")
+        );
+        assert_eq!(name_version("libcuda.so.1"), None);
         let _ = fs::remove_dir_all(&dir);
     }
 

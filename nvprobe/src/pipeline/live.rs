@@ -510,7 +510,13 @@ pub async fn run(
             // Without -o there is nothing to reopen: a hangup of the
             // terminal shows as a failed write, and a reload sent to a
             // service logging to stdout must not stop it.
-            _ = sighup.recv() => reopen_due = reopener.is_some(),
+            _ = sighup.recv() => {
+                // `top` without -o: the terminal hung up, nobody sees it.
+                if reopener.is_none() && opts.pipe.view.is_some() {
+                    break;
+                }
+                reopen_due = reopener.is_some();
+            }
             _ = tick.tick() => {
                 left = live.drain(ring.get_mut(), &mut pipe, budget)?;
                 if opts.cuda_layer {
@@ -559,7 +565,7 @@ pub async fn run(
             && now >= due.view
         {
             let calls = live.in_flight(&version);
-            v.lock().flights(
+            v.flights(
                 calls
                     .into_iter()
                     .map(|(pid, c)| crate::top::Flight {

@@ -56,6 +56,15 @@ impl Opts {
 /// go into the view, and the real stderr to put back.
 static SAVED_STDERR: Mutex<Option<OwnedFd>> = Mutex::new(None);
 
+/// Set by the panic hook: the drawing thread stops touching the screen.
+static PANICKED: AtomicBool = AtomicBool::new(false);
+
+/// The view cannot be shown any more (the terminal or the reader went
+/// away): stop the run as SIGTERM would, rather than trace unseen.
+fn stop_run() {
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::this(), nix::sys::signal::Signal::SIGTERM);
+}
+
 /// Put the real stderr back (idempotent; also from the panic hook).
 fn restore_stderr() {
     let saved = SAVED_STDERR
@@ -69,8 +78,15 @@ fn restore_stderr() {
 
 /// Send what is written to stderr into the view until [`restore_stderr`].
 fn capture_stderr(view: &View) -> anyhow::Result<JoinHandle<()>> {
-    let saved = nix::unistd::dup(io::stderr().as_fd()).context("saving stderr")?;
-    let (rd, wr) = nix::unistd::pipe().context("a pipe for stderr")?;
+    // Close-on-exec, both: no child holds the pipe open after the end.
+    let saved = nix::fcntl::fcntl(
+        io::stderr().as_fd(),
+        nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(3),
+    )
+    .context("saving stderr")?;
+    // SAFETY: F_DUPFD_CLOEXEC returned a new descriptor that nothing else owns.
+    let saved = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(saved) };
+    let (rd, wr) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("a pipe for stderr")?;
     nix::unistd::dup2_stderr(wr.as_fd()).context("redirecting stderr")?;
     drop(wr);
     *SAVED_STDERR.lock().unwrap_or_else(|e| e.into_inner()) = Some(saved);
@@ -102,7 +118,6 @@ fn capture_stderr(view: &View) -> anyhow::Result<JoinHandle<()>> {
 pub struct Drawer {
     stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<()>>,
-    stderr: Option<JoinHandle<()>>,
     view: View,
     tui: bool,
 }
@@ -110,36 +125,46 @@ pub struct Drawer {
 impl Drawer {
     pub fn start(view: View, opts: Opts) -> anyhow::Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
-        let mut stderr = None;
         let terminal = if opts.tui {
             let t = ratatui::try_init().context("setting up the terminal")?;
-            // After ratatui's hook: stderr comes back before the panic is
-            // printed (ratatui's hook then restores the screen).
+            // After ratatui's hook: the drawing stops and stderr comes back
+            // before the panic is printed (ratatui's hook then restores the
+            // screen).
             let prev = std::panic::take_hook();
             std::panic::set_hook(Box::new(move |info| {
+                PANICKED.store(true, Ordering::Relaxed);
                 restore_stderr();
                 prev(info);
             }));
-            match capture_stderr(&view) {
-                Ok(h) => stderr = Some(h),
-                Err(e) => view.message(format!("nvprobe: {e:#}")),
+            // The reader thread ends when the pipe closes (at the restore);
+            // nothing waits for it.
+            if let Err(e) = capture_stderr(&view) {
+                view.message(format!("nvprobe: {e:#}"));
             }
             Some(t)
         } else {
             None
         };
         let (v, s) = (view.clone(), stop.clone());
-        let handle = std::thread::Builder::new()
+        let spawned = std::thread::Builder::new()
             .name("nvprobe-top".into())
             .spawn(move || match terminal {
                 Some(t) => tui_loop(t, &v, &s, opts.interval),
                 None => plain_loop(&v, &s, opts.interval),
-            })
-            .context("starting the drawing thread")?;
+            });
+        let handle = match spawned {
+            Ok(h) => h,
+            Err(e) => {
+                if opts.tui {
+                    let _ = ratatui::try_restore();
+                    restore_stderr();
+                }
+                return Err(anyhow::Error::new(e).context("starting the drawing thread"));
+            }
+        };
         Ok(Self {
             stop,
             handle: Some(handle),
-            stderr,
             view,
             tui: opts.tui,
         })
@@ -156,9 +181,8 @@ impl Drawer {
         if self.tui {
             let _ = ratatui::try_restore();
             restore_stderr();
-            if let Some(h) = self.stderr.take() {
-                let _ = h.join();
-            }
+            // What the reader has not taken from the pipe yet.
+            std::thread::sleep(Duration::from_millis(20));
         }
         let snap = self.view.snapshot(crate::output::Clock::mono_now());
         let mut out = io::stdout().lock();
@@ -215,7 +239,7 @@ fn plain_loop(view: &View, stop: &AtomicBool, every: Duration) {
         per_s: 0.0,
     };
     let mut next = Instant::now() + every;
-    while !stop.load(Ordering::Relaxed) {
+    while !stop.load(Ordering::Relaxed) && !PANICKED.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(50));
         if Instant::now() < next {
             continue;
@@ -224,8 +248,9 @@ fn plain_loop(view: &View, stop: &AtomicBool, every: Duration) {
         let snap = view.snapshot(crate::output::Clock::mono_now());
         let r = rate.update(snap.events);
         let mut out = io::stdout().lock();
-        // A reader that went away: stop drawing (the run goes on).
+        // A reader that went away: the run stops.
         if out.write_all(plain(&snap, Some(r)).as_bytes()).is_err() || out.flush().is_err() {
+            stop_run();
             break;
         }
     }
@@ -238,10 +263,12 @@ fn tui_loop(mut term: ratatui::DefaultTerminal, view: &View, stop: &AtomicBool, 
         per_s: 0.0,
     };
     let mut quitting = false;
-    while !stop.load(Ordering::Relaxed) {
+    while !stop.load(Ordering::Relaxed) && !PANICKED.load(Ordering::Relaxed) {
         let snap = view.snapshot(crate::output::Clock::mono_now());
         let r = rate.update(snap.events);
+        // The terminal went away (a closed ssh session): the run stops.
         if term.draw(|f| frame(f, &snap, r, quitting)).is_err() {
+            stop_run();
             break;
         }
         let until = Instant::now() + every;

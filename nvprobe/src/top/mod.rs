@@ -13,13 +13,15 @@ use std::{
 
 use nvprobe_model::{
     correlate::Record,
-    decode::{Event, Ioctl, ProcKind, args::Arg},
+    decode::{CudaPhase, Event, Ioctl, ProcKind, args::Arg},
 };
 
 /// The most processes kept (the oldest ended ones go first).
 const MAX_ROWS: usize = 2000;
 /// How long a process that ended stays in the view.
 const ENDED_KEEP_NS: u64 = 60_000_000_000;
+/// A process quiet this long is looked for in /proc.
+const QUIET_NS: u64 = 30_000_000_000;
 /// Lines of nvprobe's own messages kept for the view.
 const MAX_MESSAGES: usize = 50;
 
@@ -28,10 +30,13 @@ const MAX_MESSAGES: usize = 50;
 pub struct View(Arc<Mutex<State>>);
 
 impl View {
-    pub fn new(probes: String, stall_after_ns: u64) -> Self {
+    /// `live`: the processes are this host's (a quiet one whose exit was
+    /// missed is looked for in /proc).
+    pub fn new(probes: String, stall_after_ns: u64, live: bool) -> Self {
         Self(Arc::new(Mutex::new(State {
             probes,
             stall_after_ns,
+            live,
             ..State::default()
         })))
     }
@@ -45,9 +50,46 @@ impl View {
     /// A copy of what is to be shown at `now_ns` (CLOCK_MONOTONIC), in
     /// order: what is most likely wrong first.
     pub fn snapshot(&self, now_ns: u64) -> Snapshot {
-        let mut st = self.lock();
-        st.expire(now_ns);
-        let mut rows: Vec<RowView> = st.procs.values().map(|r| r.view(now_ns, &st)).collect();
+        // Processes quiet for a while whose exit the view never saw (the
+        // kernel dropped it): gone when /proc no longer has them.
+        let quiet: Vec<u32> = {
+            let st = self.lock();
+            st.procs
+                .values()
+                .filter(|r| {
+                    st.live && r.ended_ns.is_none() && now_ns.saturating_sub(r.last_ns) > QUIET_NS
+                })
+                .map(|r| r.pid)
+                .collect()
+        };
+        let gone: Vec<u32> = quiet
+            .into_iter()
+            .filter(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists())
+            .collect();
+        // Copied under the lock, laid out after it.
+        let (procs, copy) = {
+            let mut st = self.lock();
+            for pid in gone {
+                if let Some(r) = st.procs.get_mut(&pid) {
+                    r.ended_ns = Some(r.last_ns);
+                }
+            }
+            st.expire(now_ns);
+            let procs: Vec<Row> = st.procs.values().cloned().collect();
+            let copy = State {
+                flights: st.flights.clone(),
+                events: st.events,
+                lost: st.lost,
+                stalls: st.stalls,
+                probes: st.probes.clone(),
+                stall_after_ns: st.stall_after_ns,
+                messages: st.messages.clone(),
+                ..State::default()
+            };
+            (procs, copy)
+        };
+        let st = copy;
+        let mut rows: Vec<RowView> = procs.iter().map(|r| r.view(now_ns, &st)).collect();
         rows.sort_by(|a, b| {
             a.rank
                 .cmp(&b.rank)
@@ -62,6 +104,36 @@ impl View {
             probes: st.probes.clone(),
             messages: st.messages.iter().cloned().collect(),
         }
+    }
+
+    /// The calls in flight at a tick. Threads the view has not seen are
+    /// looked up in /proc first, without the lock (the collector's thread
+    /// calls this; the lock is held for a copy only).
+    pub fn flights(&self, mut calls: Vec<Flight>) {
+        let unknown: Vec<u32> = {
+            let st = self.lock();
+            calls
+                .iter()
+                .filter(|f| {
+                    f.pid.is_none()
+                        && !st.tids.contains_key(&f.tid)
+                        && !st.looked.contains_key(&f.tid)
+                })
+                .map(|f| f.tid)
+                .collect()
+        };
+        let found: Vec<(u32, u32)> = unknown
+            .into_iter()
+            .filter_map(|t| tgid_of(t).map(|g| (t, g)))
+            .collect();
+        let mut st = self.lock();
+        st.looked.extend(found);
+        for f in &mut calls {
+            if f.pid.is_none() {
+                f.pid = st.looked.get(&f.tid).copied();
+            }
+        }
+        st.flights(calls);
     }
 
     /// One of nvprobe's own messages (what it would have written to
@@ -85,7 +157,7 @@ pub struct Flight {
 }
 
 /// A call in flight, its process known.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Flying {
     pid: u32,
     tid: u32,
@@ -102,6 +174,8 @@ struct Row {
     class: &'static str,
     stage: Option<String>,
     first_ns: u64,
+    /// The end of its last event.
+    last_ns: u64,
     calls: u64,
     last_failure: Option<String>,
     /// (result, text, total_ms) of the cuInit verdict.
@@ -121,12 +195,19 @@ pub struct State {
     /// Each call in flight at the last tick, until its thread's next
     /// event says it ended.
     flights: Vec<Flying>,
+    /// Threads looked up in /proc (tid -> process), for calls in flight
+    /// of threads the view has no event of yet.
+    looked: HashMap<u32, u32>,
+    /// Exits seen (pid -> time, how): an exit can reach the view before
+    /// the process's last events (decode threads run side by side).
+    ended: HashMap<u32, (u64, Option<String>)>,
     events: u64,
     lost: u64,
     stalls: u64,
     probes: String,
     stall_after_ns: u64,
     messages: VecDeque<String>,
+    live: bool,
 }
 
 /// How a call is named in the view: the escape, UVM command or ioctl
@@ -207,42 +288,47 @@ impl State {
         })
     }
 
-    /// One decoded event at `t` (its end).
+    /// One decoded event at `t` (its end). Events come from several decode
+    /// threads: an exit may arrive before the last calls it follows.
     pub fn event(&mut self, t: u64, ev: &Event) {
         self.events += 1;
         let p = ev.proc();
         if let Event::Proc(pc) = ev {
-            let target = pc.target_pid;
-            match pc.op {
-                ProcKind::Exit if self.procs.contains_key(&target) => {
-                    self.tids.retain(|_, pid| *pid != target);
-                    self.flights.retain(|f| f.pid != target);
-                    if let Some(r) = self.procs.get_mut(&target) {
-                        r.ended_ns = Some(t);
-                        r.exit.clone_from(&pc.exit);
-                    }
-                }
-                ProcKind::SignalDelivered => {
-                    if let (Some(r), Some(s)) = (self.procs.get_mut(&target), &pc.signal) {
-                        r.signal = Some(s.clone());
-                    }
-                }
-                _ => {}
-            }
+            self.proc_event(t, pc);
             return;
         }
+        let start = ev.span().0;
+        let ended = match self.ended.get(&p.pid) {
+            Some((at, exit)) if start <= *at => Some((*at, exit.clone())),
+            // A new process with a reused pid.
+            Some(_) => {
+                self.ended.remove(&p.pid);
+                None
+            }
+            None => None,
+        };
         if self.procs.len() >= MAX_ROWS && !self.procs.contains_key(&p.pid) {
             self.evict();
         }
-        self.tids.insert(p.tid, p.pid);
-        let start = ev.span().0;
-        // A call of this thread that began by then has ended.
+        if ended.is_none() {
+            self.tids.insert(p.tid, p.pid);
+        }
+        // Calls of this thread that began by then have ended; cuInit ends
+        // only with its own return (its driver calls begin inside it).
         if !self.flights.is_empty() {
-            self.flights
-                .retain(|f| f.tid != p.tid || f.start_ns > start);
+            let cuinit_return =
+                matches!(ev, Event::Cuda(c) if c.func == "cuInit" && c.phase == CudaPhase::Return);
+            self.flights.retain(|f| {
+                f.tid != p.tid || f.start_ns > start || (f.call == "cuInit" && !cuinit_return)
+            });
         }
         let r = self.row(p.pid, &p.comm, start);
         r.calls += 1;
+        r.last_ns = r.last_ns.max(t);
+        if let Some((at, exit)) = ended {
+            r.ended_ns = Some(at);
+            r.exit = exit;
+        }
         if r.class.is_empty()
             && (matches!(ev, Event::Cuda(_))
                 || matches!(ev, Event::Ioctl(i) if i.device.kind == nvprobe_model::decode::DeviceKind::Uvm))
@@ -251,6 +337,47 @@ impl State {
         }
         if let Some(f) = failure(ev) {
             r.last_failure = Some(f);
+        }
+    }
+
+    fn proc_event(&mut self, t: u64, pc: &nvprobe_model::decode::ProcCall) {
+        let target = pc.target_pid;
+        match pc.op {
+            ProcKind::Exit => {
+                self.tids.retain(|_, pid| *pid != target);
+                self.flights.retain(|f| f.pid != target);
+                if let Some(r) = self.procs.get_mut(&target) {
+                    r.ended_ns = Some(t);
+                    r.exit.clone_from(&pc.exit);
+                }
+                if self.ended.len() >= 2 * MAX_ROWS
+                    && let Some(old) = self.ended.iter().min_by_key(|e| e.1.0).map(|e| *e.0)
+                {
+                    self.ended.remove(&old);
+                }
+                self.ended.insert(target, (t, pc.exit.clone()));
+            }
+            // A new program: a new start-up in the same process.
+            ProcKind::Exec if self.procs.contains_key(&pc.proc.pid) => {
+                let pid = pc.proc.pid;
+                self.flights.retain(|f| f.pid != pid);
+                self.procs.insert(
+                    pid,
+                    Row {
+                        pid,
+                        comm: pc.proc.comm.clone(),
+                        first_ns: t,
+                        last_ns: t,
+                        ..Row::default()
+                    },
+                );
+            }
+            ProcKind::SignalDelivered => {
+                if let (Some(r), Some(s)) = (self.procs.get_mut(&target), &pc.signal) {
+                    r.signal = Some(s.clone());
+                }
+            }
+            _ => {}
         }
     }
 
@@ -291,7 +418,8 @@ impl State {
         self.stalls += 1;
     }
 
-    /// The calls in flight at this tick (the previous tick's are replaced).
+    /// The calls in flight at this tick (the previous tick's are
+    /// replaced); a thread the view has not seen is looked up in /proc.
     pub fn flights(&mut self, calls: Vec<Flight>) {
         self.flights = calls
             .into_iter()
@@ -299,7 +427,11 @@ impl State {
                 let pid = f
                     .pid
                     .or_else(|| self.tids.get(&f.tid).copied())
-                    .or_else(|| tgid_of(f.tid))?;
+                    .or_else(|| self.looked.get(&f.tid).copied())?;
+                // Only processes the view shows (--comm, --pid).
+                if !self.procs.contains_key(&pid) {
+                    return None;
+                }
                 Some(Flying {
                     pid,
                     tid: f.tid,
@@ -316,6 +448,13 @@ impl State {
             r.ended_ns
                 .is_none_or(|e| now_ns.saturating_sub(e) < ENDED_KEEP_NS)
         });
+        self.ended
+            .retain(|_, (at, _)| now_ns.saturating_sub(*at) < ENDED_KEEP_NS);
+        let procs = &self.procs;
+        self.tids.retain(|_, pid| procs.contains_key(pid));
+        if self.looked.len() > 4096 {
+            self.looked.clear();
+        }
     }
 
     /// Make room: the process that ended first, else the oldest.
@@ -387,6 +526,8 @@ impl Row {
         let rank = match &self.verdict {
             _ if stalled => Rank::Stalled,
             Some((res, _, _)) if matches!(*res, "failed" | "killed") => Rank::Failed,
+            // A CUDA start-up that the process left before it completed.
+            Some(("exited", _, _)) if self.class == "cuda" => Rank::Failed,
             // Tracing stopped while it was still starting.
             Some(("incomplete", _, _)) => Rank::Starting,
             Some(_) => Rank::Done,

@@ -31,7 +31,7 @@ fn replay_into(view: &View, name: &str) {
 }
 
 fn view() -> View {
-    View::new("syscall 24/24".into(), 5_000_000_000)
+    View::new("syscall 24/24".into(), 5_000_000_000, false)
 }
 
 /// The view after replaying one recording, at time 0: every process's

@@ -27,6 +27,8 @@ use nix::{
 };
 use serde_json::Value;
 
+mod real;
+
 const NVPROBE: &str = "/bin/nvprobe";
 
 fn iowr(nr: u32, size: u32) -> u64 {
@@ -168,11 +170,22 @@ struct Watch {
     out: PathBuf,
 }
 
+/// `nvprobe watch` decoding as 580.159.04 (the stand-ins' version).
 fn watch(name: &str, extra: &[&str]) -> anyhow::Result<Watch> {
+    watch_as(name, extra, Some("580.159.04"))
+}
+
+/// `nvprobe watch`, decoding as `version`, else as the loaded module's.
+fn watch_as(name: &str, extra: &[&str], version: Option<&str>) -> anyhow::Result<Watch> {
     let out = PathBuf::from(format!("/tmp/{name}.ndjson"));
     let _ = fs::remove_file(&out);
-    let child = Command::new(NVPROBE)
-        .args(["watch", "--json", "--driver-version", "580.159.04", "-o"])
+    let mut cmd = Command::new(NVPROBE);
+    cmd.args(["watch", "--json"]);
+    if let Some(v) = version {
+        cmd.args(["--driver-version", v]);
+    }
+    let child = cmd
+        .arg("-o")
         .arg(&out)
         .args(extra)
         .stderr(Stdio::piped())
@@ -705,13 +718,32 @@ fn main() {
                 std::process::exit(1);
             }
         }
+        Some("real-client") => {
+            if let Err(e) = real::client() {
+                eprintln!("real-client: {e:#}");
+                std::process::exit(1);
+            }
+        }
+        Some("cuinit") => {
+            if let Err(e) = real::cuinit(args.get(2).map_or("libcuda.so.1", String::as_str)) {
+                eprintln!("cuinit: {e:#}");
+                std::process::exit(1);
+            }
+        }
+        Some("real") => {
+            let dir = PathBuf::from(args.get(2).map_or("/kmod-real", String::as_str));
+            let ok = real::run(&dir);
+            println!("NVVM-RESULT: {}", if ok { "PASS" } else { "FAIL" });
+        }
         Some("run") => {
             let kmod = PathBuf::from(args.get(2).map_or("/kmod", String::as_str));
             let ok = run(&kmod);
             println!("NVVM-RESULT: {}", if ok { "PASS" } else { "FAIL" });
         }
         _ => {
-            eprintln!("usage: nvvmtest run KMOD_DIR | nvvmtest client");
+            eprintln!(
+                "usage: nvvmtest run KMOD_DIR | client | real DIR | real-client | cuinit LIB"
+            );
             std::process::exit(2);
         }
     }
