@@ -85,7 +85,7 @@ fn have_tmux() -> bool {
 }
 
 /// The table row of `pid` on a screen.
-fn row<'a>(screen: &'a str, pid: u64) -> Option<&'a str> {
+fn row(screen: &str, pid: u64) -> Option<&str> {
     screen
         .lines()
         .find(|l| l.split_whitespace().next() == Some(&pid.to_string()))

@@ -724,6 +724,13 @@ fn main() {
                 std::process::exit(1);
             }
         }
+        Some("real-cost") => {
+            let n = args.get(2).and_then(|n| n.parse().ok()).unwrap_or(3000);
+            if let Err(e) = real::cost_client(n) {
+                eprintln!("real-cost: {e:#}");
+                std::process::exit(1);
+            }
+        }
         Some("cuinit") => {
             if let Err(e) = real::cuinit(args.get(2).map_or("libcuda.so.1", String::as_str)) {
                 eprintln!("cuinit: {e:#}");

@@ -476,11 +476,77 @@ fn mismatch(c: &mut Checks) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// RM controls on the real module, `n` of them, for the per-hit costs.
+pub fn cost_client(n: u32) -> anyhow::Result<()> {
+    let ctl = open(
+        "/dev/nvidiactl",
+        OFlag::O_RDWR | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?;
+    let mut a = [0u8; 48];
+    put32(&mut a, 12, 0x41);
+    ioctl(&ctl, iowr(0x2b, 48), &mut a);
+    let client = get32(&a, 8);
+    let mut ids = [0u8; 128];
+    let mut ok = 0u32;
+    for _ in 0..n {
+        let mut c = [0u8; 32];
+        put32(&mut c, 0, client);
+        put32(&mut c, 4, client);
+        put32(&mut c, 8, 0x201);
+        c[16..24].copy_from_slice(&(ids.as_mut_ptr() as u64).to_le_bytes());
+        put32(&mut c, 24, ids.len() as u32);
+        ok += u32::from(ioctl(&ctl, iowr(0x2a, 32), &mut c) == 0 && get32(&c, 28) == 0);
+    }
+    println!("{}", json!({ "ok": ok }));
+    Ok(())
+}
+
+/// What the driver layer's programs cost per hit on the real handlers:
+/// 3000 GET_ATTACHED_IDS controls with --bpf-stats (TCG: indicative).
+fn cost(_: &Path, c: &mut Checks) -> anyhow::Result<()> {
+    const N: u32 = 3000;
+    anyhow::ensure!(
+        fs::metadata("/proc/driver/nvidia/version").is_ok(),
+        "the real module is not loaded (real_calls failed first)"
+    );
+    let w = watch_as("cost", &["--bpf-stats"], None)?;
+    let run = run_self(&["real-cost", &N.to_string()]);
+    let (recs, _) = w.stop()?;
+    let (_, said) = run?;
+    c.check(
+        said.first().and_then(|v| v["ok"].as_u64()) == Some(u64::from(N)),
+        &format!("{N} controls answered NV_OK"),
+    );
+    let progs: Vec<Value> = of(&recs, "summary")
+        .iter()
+        .flat_map(|s| s["bpf"].as_array().cloned().unwrap_or_default())
+        .filter(|p| p["run_count"].as_u64() >= Some(u64::from(N)))
+        .collect();
+    for p in &progs {
+        println!("NVVM-BENCH-PROG: {p}");
+    }
+    // The module's ioctl entry point (535: nvidia_frontend_unlocked_ioctl)
+    // ran its kprobe pair for every control.
+    c.check(
+        ["nvprobe_drv_enter_", "nvprobe_drv_exit_"].iter().all(|n| {
+            progs
+                .iter()
+                .any(|p| p["program"].as_str().is_some_and(|x| x.starts_with(n)))
+        }),
+        "the entry point's kprobe pair ran for each control",
+    );
+    Ok(())
+}
+
 pub fn run(dir: &Path) -> bool {
     let mut all_ok = true;
     type Scenario = fn(&Path, &mut Checks) -> anyhow::Result<()>;
-    let scenarios: [(&'static str, Scenario); 2] =
-        [("real_calls", calls), ("real_mismatch", |_, c| mismatch(c))];
+    let scenarios: [(&'static str, Scenario); 3] = [
+        ("real_calls", calls),
+        ("real_mismatch", |_, c| mismatch(c)),
+        ("real_cost", cost),
+    ];
     for (name, f) in scenarios {
         let mut c = Checks {
             scenario: name,
