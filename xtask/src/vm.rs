@@ -488,6 +488,8 @@ pub fn vm_test(only: Option<String>, bench: bool) -> anyhow::Result<()> {
             apt(&["install", "-y", "-q", "--no-install-recommends", pkg])?;
         }
     }
+    // Release binaries: debug ones are too slow under TCG (a debug nvprobe
+    // reading a 28 MB libcuda took over a minute to start).
     let bins = crate::build_release()?;
     let mut failed = Vec::new();
     if let Some(o) = &only

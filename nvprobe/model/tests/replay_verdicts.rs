@@ -409,3 +409,56 @@ fn the_real_module_in_the_vm_replays_with_its_verdict() {
     let io = ioctls(&r);
     assert!(io.len() >= 20 && io.iter().all(|i| i.via == Some("driver")));
 }
+
+/// The same VM with the real libcuda 550.163.01 as the loader's
+/// libcuda.so.1 against module 535.261.03: the verdict keeps cuInit's
+/// result and the failing call, and names the version mismatch with both
+/// versions (550's only version string is in a sentence; its file name
+/// gave it, checked against the contents).
+#[test]
+fn the_real_version_mismatch_is_named_with_both_versions() {
+    use nvprobe_model::correlate::{Correlator, Obs, Record};
+    // As the live pipeline does: the module's version, and each process's
+    // identity (its libcuda) in order with the events.
+    let r = replay("vm-6.1-real-535-libcuda-550.ndjson", None);
+    let mut c = Correlator::default();
+    c.set_host_driver(Some("535.261.03".into()));
+    let mut out = Vec::new();
+    let mut events = r.events.iter();
+    for rec in &r.records {
+        if rec["type"] == "process" {
+            let info = serde_json::from_value(rec.clone()).expect("process record");
+            c.observe_obs(
+                Obs::identity(info, rec["mono_ns"].as_u64().unwrap_or(0)),
+                &mut out,
+            );
+        } else if rec.get("raw").is_some() {
+            c.observe(events.next().expect("event"), &mut out);
+        }
+    }
+    c.finish(&mut out);
+    let v: Vec<_> = out
+        .iter()
+        .filter_map(|x| match x {
+            Record::Cuinit(v) => Some((**v).clone()),
+            _ => None,
+        })
+        .collect();
+    let cu = v
+        .iter()
+        .find(|v| v.curesult.is_some())
+        .expect("the cuInit with its uprobe");
+    assert_eq!(
+        (cu.result, cu.curesult.as_deref()),
+        ("failed", Some("CUDA_ERROR_UNKNOWN (999)"))
+    );
+    let d = cu
+        .diagnoses
+        .iter()
+        .find(|d| d.id == "version_mismatch")
+        .expect("version_mismatch");
+    assert_eq!(
+        d.evidence,
+        "libcuda /usr/lib/x86_64-linux-gnu/libcuda.so.550.163.01 is 550.163.01, the kernel module is 535.261.03"
+    );
+}

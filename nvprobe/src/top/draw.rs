@@ -220,6 +220,14 @@ struct Rate {
 }
 
 impl Rate {
+    fn new() -> Self {
+        Self {
+            at: Instant::now(),
+            events: 0,
+            per_s: 0.0,
+        }
+    }
+
     fn update(&mut self, events: u64) -> f64 {
         let now = Instant::now();
         let dt = now.duration_since(self.at).as_secs_f64();
@@ -233,11 +241,7 @@ impl Rate {
 }
 
 fn plain_loop(view: &View, stop: &AtomicBool, every: Duration) {
-    let mut rate = Rate {
-        at: Instant::now(),
-        events: 0,
-        per_s: 0.0,
-    };
+    let mut rate = Rate::new();
     let mut next = Instant::now() + every;
     while !stop.load(Ordering::Relaxed) && !PANICKED.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(50));
@@ -257,11 +261,7 @@ fn plain_loop(view: &View, stop: &AtomicBool, every: Duration) {
 }
 
 fn tui_loop(mut term: ratatui::DefaultTerminal, view: &View, stop: &AtomicBool, every: Duration) {
-    let mut rate = Rate {
-        at: Instant::now(),
-        events: 0,
-        per_s: 0.0,
-    };
+    let mut rate = Rate::new();
     let mut quitting = false;
     while !stop.load(Ordering::Relaxed) && !PANICKED.load(Ordering::Relaxed) {
         let snap = view.snapshot(crate::output::Clock::mono_now());
@@ -273,8 +273,18 @@ fn tui_loop(mut term: ratatui::DefaultTerminal, view: &View, stop: &AtomicBool, 
         }
         let until = Instant::now() + every;
         while let Some(left) = until.checked_duration_since(Instant::now()) {
-            if stop.load(Ordering::Relaxed) || !matches!(event::poll(left), Ok(true)) {
+            if stop.load(Ordering::Relaxed) {
                 break;
+            }
+            match event::poll(left) {
+                Ok(true) => {}
+                Ok(false) => break,
+                // No keyboard to read (stdin gone): wait out the frame
+                // rather than spin.
+                Err(_) => {
+                    std::thread::sleep(left);
+                    break;
+                }
             }
             if let Ok(Key::Key(k)) = event::read()
                 && k.kind == KeyEventKind::Press

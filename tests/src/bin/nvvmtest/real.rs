@@ -437,13 +437,19 @@ fn mismatch(c: &mut Checks) -> anyhow::Result<()> {
     let before = fs::read_link(&link)?;
     fs::remove_file(&link)?;
     std::os::unix::fs::symlink(&name, &link)?;
-    let w = watch_as("mismatch", &[], None)?;
+    let w = watch_as("mismatch", &["--raw"], None)?;
     let run = run_self(&["cuinit", "libcuda.so.1"]);
     let stopped = w.stop();
     fs::remove_file(&link)?;
     std::os::unix::fs::symlink(before, &link)?;
     let (pid, cu) = run?;
     let (recs, _) = stopped?;
+    if let Ok(raw) = fs::read("/tmp/mismatch.ndjson") {
+        println!(
+            "NVVM-FILE: real-mismatch.ndjson {}",
+            nvprobe::decode::hex_encode(&raw)
+        );
+    }
     println!("NVVM: cuinit {cu:?}");
     let v = of(&recs, "cuinit");
     let verdict = v.iter().find(|v| v["pid"] == u64::from(pid));
