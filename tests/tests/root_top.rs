@@ -268,3 +268,39 @@ fn top_writes_plain_tables_when_stdout_is_not_a_terminal() {
         "{last}"
     );
 }
+
+#[test]
+fn top_stops_when_its_terminal_goes_away() {
+    need_root!();
+    if !have_tmux() {
+        return;
+    }
+    let _g = lock();
+    let tmp = tmpdir("top-hangup");
+    let drv = FakeDrv::start(&tmp);
+    let mut args = drv.device_args();
+    args.extend(["--driver-version", "580.159.04", "--comm", "nvfixture"].map(String::from));
+    let cmd = format!("{} top {}", bin("nvprobe").display(), args.join(" "));
+    let tmux = Tmux::start(&tmp, &cmd);
+    tmux.wait_for("the view", |s| s.contains("nvprobe top:"));
+    // Ours: the one whose --device is this test's private stand-in.
+    let ours = || {
+        Command::new("pgrep")
+            .args(["-f", &format!("nvprobe top --device {}", drv.ctl())])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .unwrap_or_default()
+    };
+    assert!(!ours().is_empty(), "nvprobe top is running");
+    // The terminal hangs up (an ssh session dropped): no one sees the view,
+    // so nvprobe stops and detaches rather than trace unseen.
+    let _ = tmux.cmd().arg("kill-server").status();
+    let until = Instant::now() + Duration::from_secs(60);
+    while !ours().is_empty() {
+        assert!(
+            Instant::now() < until,
+            "nvprobe top still running a minute after the hang-up"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

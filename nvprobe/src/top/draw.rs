@@ -117,6 +117,8 @@ fn capture_stderr(view: &View) -> anyhow::Result<JoinHandle<()>> {
 /// The drawing thread, running until [`Drawer::finish`].
 pub struct Drawer {
     stop: Arc<AtomicBool>,
+    /// Set by the drawing thread as it ends.
+    done: Arc<AtomicBool>,
     handle: Option<JoinHandle<()>>,
     view: View,
     tui: bool,
@@ -146,11 +148,16 @@ impl Drawer {
             None
         };
         let (v, s) = (view.clone(), stop.clone());
+        let done = Arc::new(AtomicBool::new(false));
+        let d = done.clone();
         let spawned = std::thread::Builder::new()
             .name("nvprobe-top".into())
-            .spawn(move || match terminal {
-                Some(t) => tui_loop(t, &v, &s, opts.interval),
-                None => plain_loop(&v, &s, opts.interval),
+            .spawn(move || {
+                match terminal {
+                    Some(t) => tui_loop(t, &v, &s, opts.interval),
+                    None => plain_loop(&v, &s, opts.interval),
+                }
+                d.store(true, Ordering::Relaxed);
             });
         let handle = match spawned {
             Ok(h) => h,
@@ -164,6 +171,7 @@ impl Drawer {
         };
         Ok(Self {
             stop,
+            done,
             handle: Some(handle),
             view,
             tui: opts.tui,
@@ -174,10 +182,7 @@ impl Drawer {
     /// text (what a person reads after the screen is gone), then what
     /// nvprobe wrote to stderr meanwhile.
     pub fn finish(mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
+        self.stop_drawing();
         if self.tui {
             let _ = ratatui::try_restore();
             restore_stderr();
@@ -200,14 +205,29 @@ impl Drop for Drawer {
     fn drop(&mut self) {
         // An error path that never called finish: the terminal comes back.
         if self.handle.is_some() {
-            self.stop.store(true, Ordering::Relaxed);
-            if let Some(h) = self.handle.take() {
-                let _ = h.join();
-            }
+            self.stop_drawing();
             if self.tui {
                 let _ = ratatui::try_restore();
                 restore_stderr();
             }
+        }
+    }
+}
+
+impl Drawer {
+    /// Stop the drawing thread; wait a second at most for it (a terminal
+    /// that hung up can keep crossterm's poll from returning: the process
+    /// ends without that thread).
+    fn stop_drawing(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let until = Instant::now() + Duration::from_secs(1);
+        while !self.done.load(Ordering::Relaxed) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if let Some(h) = self.handle.take()
+            && self.done.load(Ordering::Relaxed)
+        {
+            let _ = h.join();
         }
     }
 }
