@@ -84,6 +84,15 @@ fn have_tmux() -> bool {
     found
 }
 
+/// `top`'s arguments: the stand-in's nodes, the stand-ins' driver version,
+/// only nvfixture processes, then `extra`.
+fn top_args(drv: &FakeDrv, extra: &[&str]) -> Vec<String> {
+    let mut args = drv.device_args();
+    args.extend(["--driver-version", "580.159.04", "--comm", "nvfixture"].map(String::from));
+    args.extend(extra.iter().map(|s| (*s).to_owned()));
+    args
+}
+
 /// The table row of `pid` on a screen.
 fn row(screen: &str, pid: u64) -> Option<&str> {
     screen
@@ -103,18 +112,7 @@ fn top_shows_a_hanging_call_first_and_the_failed_start_up_then_quits_on_q() {
     // machine (the stall shows from 1 s on).
     let drv = FakeDrv::start_hanging(&tmp, 15000);
     let exit = tmp.join("exit");
-    let mut args = drv.device_args();
-    args.extend(
-        [
-            "--driver-version",
-            "580.159.04",
-            "--comm",
-            "nvfixture",
-            "--stall-after",
-            "1",
-        ]
-        .map(String::from),
-    );
+    let args = top_args(&drv, &["--stall-after", "1"]);
     let cmd = format!(
         "{} top {}; echo EXIT=$? > {}; sleep 600",
         bin("nvprobe").display(),
@@ -198,18 +196,7 @@ fn top_writes_plain_tables_when_stdout_is_not_a_terminal() {
         .expect("nvprobe top");
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--interval must be between"));
-    let mut args = drv.device_args();
-    args.extend(
-        [
-            "--driver-version",
-            "580.159.04",
-            "--comm",
-            "nvfixture",
-            "--interval",
-            "0.2",
-        ]
-        .map(String::from),
-    );
+    let args = top_args(&drv, &["--interval", "0.2"]);
     let out_path = tmp.join("top.txt");
     let top = Command::new(bin("nvprobe"))
         .arg("top")
@@ -278,8 +265,7 @@ fn top_stops_when_its_terminal_goes_away() {
     let _g = lock();
     let tmp = tmpdir("top-hangup");
     let drv = FakeDrv::start(&tmp);
-    let mut args = drv.device_args();
-    args.extend(["--driver-version", "580.159.04", "--comm", "nvfixture"].map(String::from));
+    let args = top_args(&drv, &[]);
     let cmd = format!("{} top {}", bin("nvprobe").display(), args.join(" "));
     let tmux = Tmux::start(&tmp, &cmd);
     tmux.wait_for("the view", |s| s.contains("nvprobe top:"));

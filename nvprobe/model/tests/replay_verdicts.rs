@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{ioctls, replay, stage_ids, status, verdicts};
+use common::{ioctls, replay, stage_ids, start_of, status, verdicts};
 use nvprobe_model::{
     decode::{self, Event},
     render::schema,
@@ -155,11 +155,7 @@ fn real_uprobes_fire_for_ctypes_and_torch_and_name_the_curesult() {
     // reaches libcuda through cuGetProcAddress), and cuInit with
     // /dev/nvidia-uvm masked by /dev/null.
     let r = replay("h200-580.159.04-uprobes.ndjson", None);
-    let start = r
-        .records
-        .iter()
-        .find(|x| x["type"] == "start")
-        .expect("start");
+    let start = start_of(&r);
     assert!(
         start["libcuda"][0]["functions"]
             .as_array()
@@ -272,11 +268,7 @@ fn the_vm_hmm_failure_replays_with_its_breakdown_and_verdict() {
     for rec in &r.records {
         schema::validate(rec).unwrap_or_else(|e| panic!("{e}\n{rec}"));
     }
-    let start = r
-        .records
-        .iter()
-        .find(|x| x["type"] == "start")
-        .expect("start");
+    let start = start_of(&r);
     assert_eq!(start["ioctls_in_driver"], true);
     let drv: Vec<&decode::DriverCall> = r
         .events
@@ -365,11 +357,7 @@ fn the_real_module_in_the_vm_replays_with_its_verdict() {
     for rec in &r.records {
         schema::validate(rec).unwrap_or_else(|e| panic!("{e}\n{rec}"));
     }
-    let start = r
-        .records
-        .iter()
-        .find(|x| x["type"] == "start")
-        .expect("start");
+    let start = start_of(&r);
     assert_eq!(start["driver"]["version"], "535.261.03");
     assert_eq!(start["ioctls_in_driver"], true);
     let rm = start["probes"]

@@ -62,6 +62,14 @@ pub fn replay(name: &str, force: Option<DriverVersion>) -> Replay {
     Replay { records, events }
 }
 
+/// The recording's start record.
+pub fn start_of(r: &Replay) -> &Value {
+    r.records
+        .iter()
+        .find(|x| x["type"] == "start")
+        .expect("start record")
+}
+
 pub fn ioctls(r: &Replay) -> Vec<&decode::Ioctl> {
     r.events
         .iter()
