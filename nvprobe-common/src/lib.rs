@@ -509,19 +509,26 @@ pub struct ProcEvent {
 /// The cookie of cuInit in [`CUDA_FUNCS`].
 pub const CUDA_CUINIT: u32 = 1;
 
-/// libcuda functions nvprobe hooks; the number is the uprobe's attach
-/// cookie. Fixed numbers; never reuse one.
-pub const CUDA_FUNCS: &[(u32, &str)] = &[
-    (1, "cuInit"),
-    (2, "cuDriverGetVersion"),
-    (3, "cuDeviceGetCount"),
-    (4, "cuDeviceGet"),
-    (5, "cuDevicePrimaryCtxRetain"),
-    (6, "cuCtxCreate"),
-    (7, "cuCtxCreate_v2"),
-    (8, "cuCtxCreate_v3"),
-    (9, "cuCtxCreate_v4"),
-];
+mod cuda_api;
+
+/// libcuda functions nvprobe knows; the number is the uprobe's attach
+/// cookie (and `CudaEvent::func`). Generated, append-only: see
+/// `cuda_api.rs`.
+pub const CUDA_FUNCS: &[(u32, &str)] = cuda_api::CUDA_API;
+
+/// The name of function number `func`.
+pub fn cuda_func_name(func: u32) -> Option<&'static str> {
+    // Numbers are dense from 1 in table order; fall back to a search.
+    match CUDA_FUNCS.get((func as usize).wrapping_sub(1)) {
+        Some(&(n, name)) if n == func => Some(name),
+        _ => CUDA_FUNCS.iter().find(|(n, _)| *n == func).map(|e| e.1),
+    }
+}
+
+/// The number of function `name`.
+pub fn cuda_func_number(name: &str) -> Option<u32> {
+    CUDA_FUNCS.iter().find(|(_, n)| *n == name).map(|e| e.0)
+}
 
 /// Phases in [`CudaEvent::phase`].
 pub const CUDA_ENTER: u32 = 1;

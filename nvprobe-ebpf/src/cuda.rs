@@ -81,9 +81,28 @@ pub fn nvprobe_cuda_enter(ctx: ProbeContext) -> u32 {
     );
     // A libcuda user is an NVIDIA process even before it opens a node.
     let tgid = (pid_tgid >> 32) as u32;
-    crate::maps::first_sight(tgid);
+    if quiet(tgid) {
+        // Past its verdict, with only failures and verdicts shipped: the
+        // return is sent if the call fails.
+        crate::maps::count_quieted();
+        return 0;
+    }
     emit(func, CUDA_ENTER, now, now, 0, args, None);
     0
+}
+
+/// Whether `tgid` is past its verdict with only failures shipped (and
+/// marks it followed when it is new).
+#[inline(always)]
+fn quiet(tgid: u32) -> bool {
+    // SAFETY: plain lookup of a u8.
+    match unsafe { crate::maps::NV_PROCS.get(&tgid) }.copied() {
+        None => {
+            crate::maps::first_sight(tgid);
+            false
+        }
+        Some(v) => v & nvprobe_common::nv_procs::QUIET != 0,
+    }
 }
 
 #[uretprobe]
@@ -98,6 +117,10 @@ pub fn nvprobe_cuda_return(ctx: RetProbeContext) -> u32 {
     let _ = CUDA_INFLIGHT.remove(&key);
     let (start, args) = entry.map_or((now, [0; 3]), |e| (e.start_ns, e.args));
     let ret = ctx.ret::<u64>() as u32 as i64;
+    if ret == 0 && quiet((pid_tgid >> 32) as u32) {
+        crate::maps::count_quieted();
+        return 0;
+    }
     if func == nvprobe_common::CUDA_CUINIT && ret == 0 && crate::fdres::quiet_levels() {
         // The start-up's verdict is `ok` with this record: from here on
         // this program's successful NVIDIA calls stay in the kernel.

@@ -669,9 +669,15 @@ fn exit_path(inf: &Inflight, ret: i64, end: u64) -> Result<(), i64> {
                 file = f;
             }
         }
-        // Keep opens that produced an NVIDIA file by any path, and opens of
-        // NVIDIA-looking paths whatever they produced (failures included).
-        if file.kind == DevKind::None as u8 && !paths::nvidia_path(inf.a0) {
+        // Keep opens that produced an NVIDIA file by any path, opens of
+        // NVIDIA-looking paths whatever they produced (failures included),
+        // and the dynamic loader's opens of a libcuda (found or not: a
+        // process that loads one is followed from that moment, and one
+        // that finds none is told why CUDA could not start).
+        if file.kind == DevKind::None as u8
+            && !paths::nvidia_path(inf.a0)
+            && !paths::libcuda_open(inf.a0, inf.a1)
+        {
             return Ok(());
         }
     }

@@ -79,3 +79,58 @@ pub unsafe fn read_stat(op: PathOp, buf: u64, ev: &mut PathEvent) {
         }
     }
 }
+
+/// Whether an open is the dynamic loader loading a libcuda: the flags
+/// glibc's ld.so and musl use for libraries (O_RDONLY | O_CLOEXEC, nothing
+/// else) and a last path component that starts with `libcuda.so`. Every
+/// other open of the host costs one flags test.
+#[inline(always)]
+pub fn libcuda_open(ptr: u64, flags: u64) -> bool {
+    const O_CLOEXEC: u64 = 0o2_000_000;
+    const NAME: &[u8; 10] = b"libcuda.so";
+    const LEN: usize = nvprobe_common::PATH_LEN;
+    if flags != O_CLOEXEC || ptr == 0 {
+        return false;
+    }
+    let mut buf = [0u8; LEN];
+    // SAFETY: bounded user string read through the helper.
+    let n = unsafe {
+        generated::bpf_probe_read_user_str(buf.as_mut_ptr().cast(), LEN as u32, ptr as *const _)
+    };
+    if n <= 1 {
+        return false;
+    }
+    // Bytes before the NUL.
+    let len = (n - 1) as usize;
+    // The last '/', searched backwards over the last 32 bytes (a libcuda's
+    // name is at most "libcuda.so.NNN.NNN.NN"): each step either stops or
+    // goes on with nothing else changed, which keeps the verifier linear.
+    let mut slash = usize::MAX;
+    let mut j = 0usize;
+    while j < 32 {
+        if j >= len {
+            break;
+        }
+        let idx = (len - 1 - j) & (LEN - 1);
+        if buf[idx] == b'/' {
+            slash = idx;
+            break;
+        }
+        j += 1;
+    }
+    if slash == usize::MAX {
+        return false;
+    }
+    let base = slash + 1;
+    if base + NAME.len() > len {
+        return false;
+    }
+    let mut j = 0usize;
+    while j < NAME.len() {
+        if buf[(base + j) & (LEN - 1)] != NAME[j] {
+            return false;
+        }
+        j += 1;
+    }
+    true
+}

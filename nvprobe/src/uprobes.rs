@@ -22,7 +22,8 @@ use aya::{
     },
 };
 use nix::sys::stat::stat;
-use nvprobe_common::CUDA_FUNCS;
+use nvprobe_common::cuda_func_number;
+use object::{Object, ObjectSection, ObjectSymbol};
 use serde::Serialize;
 
 const ENTER: &str = "nvprobe_cuda_enter";
@@ -39,18 +40,155 @@ const STD_DIRS: &[&str] = &[
     "/usr/lib/wsl/lib",
 ];
 
+/// Which libcuda functions are hooked (`--libcuda-hooks`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Hooks {
+    /// The calls a program makes while it starts CUDA ([`STARTUP`]): cheap,
+    /// none of them on a kernel launch or copy path.
+    #[default]
+    Startup,
+    /// Every CUDA driver API function the libcuda exports (launches and
+    /// copies too): every CUDA call costs a uprobe round trip.
+    All,
+}
+
+impl Hooks {
+    pub fn name(self) -> &'static str {
+        match self {
+            Hooks::Startup => "startup",
+            Hooks::All => "all",
+        }
+    }
+}
+
+/// The default set: initialisation and version, device enumeration and
+/// queries, contexts, the first allocations and module loads, peer access
+/// (a child forked after its parent's cuInit makes one of these first;
+/// each answers it CUDA_ERROR_NOT_INITIALIZED). Left out: anything a
+/// running program calls per kernel launch, copy or synchronisation
+/// (cuLaunchKernel, cuMemcpy*, cuStreamSynchronize, cuEventRecord,
+/// cuCtxGetDevice and cuDevicePrimaryCtxGetState, which PyTorch calls 6 and
+/// 2 times per small op,
+/// cuCtxSetCurrent, …), which `--libcuda-hooks all` adds.
+pub const STARTUP: &[&str] = &[
+    "cuInit",
+    "cuDriverGetVersion",
+    "cuGetProcAddress",
+    "cuGetProcAddress_v2",
+    "cuGetExportTable",
+    "cuDeviceGetCount",
+    "cuDeviceGet",
+    "cuDeviceGetName",
+    "cuDeviceGetUuid",
+    "cuDeviceGetUuid_v2",
+    "cuDeviceTotalMem",
+    "cuDeviceTotalMem_v2",
+    "cuDeviceGetAttribute",
+    "cuDeviceGetPCIBusId",
+    "cuDeviceGetByPCIBusId",
+    "cuDeviceComputeCapability",
+    "cuDeviceGetProperties",
+    "cuDeviceCanAccessPeer",
+    "cuDeviceGetP2PAttribute",
+    "cuDevicePrimaryCtxRetain",
+    "cuDevicePrimaryCtxRelease",
+    "cuDevicePrimaryCtxRelease_v2",
+    "cuDevicePrimaryCtxSetFlags",
+    "cuDevicePrimaryCtxSetFlags_v2",
+    "cuDevicePrimaryCtxReset",
+    "cuDevicePrimaryCtxReset_v2",
+    "cuCtxCreate",
+    "cuCtxCreate_v2",
+    "cuCtxCreate_v3",
+    "cuCtxCreate_v4",
+    "cuCtxDestroy",
+    "cuCtxDestroy_v2",
+    "cuCtxEnablePeerAccess",
+    // The CUDA runtime's first driver call in a child forked after its
+    // parent's start-up (seen on the H200 with libcudart 13: cudaMalloc in
+    // the child calls cuCtxGetCurrent, gets 3, and calls nothing else).
+    "cuCtxGetCurrent",
+    "cuMemGetInfo",
+    "cuMemGetInfo_v2",
+    "cuMemAlloc",
+    "cuMemAlloc_v2",
+    "cuMemAllocManaged",
+    "cuMemAllocPitch",
+    "cuMemAllocPitch_v2",
+    "cuMemAllocHost",
+    "cuMemAllocHost_v2",
+    "cuMemHostAlloc",
+    "cuMemHostRegister",
+    "cuMemHostRegister_v2",
+    "cuMemCreate",
+    "cuMemAddressReserve",
+    "cuModuleLoad",
+    "cuModuleLoadData",
+    "cuModuleLoadDataEx",
+    "cuModuleLoadFatBinary",
+    "cuLibraryLoadData",
+    "cuLibraryLoadFromFile",
+    "cuStreamCreate",
+    "cuStreamCreateWithPriority",
+    "cuIpcOpenMemHandle",
+    "cuIpcOpenMemHandle_v2",
+];
+
 #[derive(Clone, Debug, Serialize)]
 pub struct Attached {
     pub path: String,
     /// Functions found and hooked.
     pub functions: Vec<&'static str>,
+    /// Exported `cu*` functions this build has no number for (a newer
+    /// libcuda): not hooked (`--libcuda-hooks all` only).
+    pub unknown: Vec<String>,
 }
 
 #[derive(Default)]
 pub struct Libcuda {
     loaded: bool,
+    hooks: Hooks,
+    /// Every uprobe attached: (program, link), for the detach.
+    links: Vec<(&'static str, aya::programs::uprobe::UProbeLinkId)>,
     /// (st_dev, st_ino) -> what was attached there.
     files: HashMap<(u64, u64), Attached>,
+}
+
+/// A libcuda's exported `cu*` functions: (name, file offset of the code),
+/// read through the dynamic symbol table only (a 96 MB libcuda is not read
+/// whole). Aliases at one address are kept once (the first name).
+pub fn exports(path: &Path) -> Result<Vec<(String, u64)>, String> {
+    let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let cache = object::ReadCache::new(f);
+    let obj = object::File::parse(&cache)
+        .map_err(|e| format!("{}: not an ELF library ({e})", path.display()))?;
+    let mut out = Vec::new();
+    let mut at = std::collections::HashSet::new();
+    for s in obj.dynamic_symbols() {
+        if s.kind() != object::SymbolKind::Text || !s.is_definition() || !s.is_global() {
+            continue;
+        }
+        let Ok(name) = s.name() else { continue };
+        if !name.starts_with("cu") {
+            continue;
+        }
+        let Some(off) = s
+            .section_index()
+            .and_then(|i| obj.section_by_index(i).ok())
+            .and_then(|sec| {
+                let (file_off, _) = sec.file_range()?;
+                s.address()
+                    .checked_sub(sec.address())?
+                    .checked_add(file_off)
+            })
+        else {
+            continue;
+        };
+        if at.insert(off) {
+            out.push((name.to_owned(), off));
+        }
+    }
+    Ok(out)
 }
 
 fn is_libcuda(name: &str) -> bool {
@@ -145,6 +283,73 @@ pub fn mapped_by_all() -> Vec<PathBuf> {
 }
 
 impl Libcuda {
+    pub fn new(hooks: Hooks) -> Libcuda {
+        Libcuda {
+            hooks,
+            ..Libcuda::default()
+        }
+    }
+
+    pub fn hooks(&self) -> Hooks {
+        self.hooks
+    }
+
+    /// Remove every uprobe without making nvprobe wait for it: a child
+    /// process takes over their descriptors and closes them, and nvprobe
+    /// goes on to exit. Each uprobe's removal waits for an RCU Tasks Trace
+    /// grace period inside the kernel, one after the other under a global
+    /// mutex (threads side by side do not help: seen on the 16-vCPU H200
+    /// host, 90 detaching threads all in `perf_uprobe_destroy`); under a
+    /// flood of system calls that is a third of a second each, so the 354
+    /// uprobes of three libcuda copies kept a stopping nvprobe for over a
+    /// minute. Returns the child's pid and the number of uprobes it
+    /// removes; None when there were none, or when no child could be made
+    /// (they are then removed here, the slow way).
+    pub fn detach_in_background(&mut self, ebpf: &mut Ebpf) -> Option<(u32, usize)> {
+        let mut links = Vec::with_capacity(self.links.len());
+        for (prog, id) in self.links.drain(..) {
+            if let Some(p) = ebpf.program_mut(prog)
+                && let Ok(p) = <&mut UProbe>::try_from(p)
+                && let Ok(l) = p.take_link(id)
+            {
+                links.push(l);
+            }
+        }
+        if links.is_empty() {
+            return None;
+        }
+        let n = links.len();
+        let max_fd = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+            .map_or(1 << 16, |(soft, _)| soft.min(1 << 20) as i32);
+        // SAFETY: the child runs only async-signal-safe calls (setsid,
+        // close_range or close, _exit) before it exits; no destructor, no
+        // allocation, no lock.
+        match unsafe { nix::unistd::fork() } {
+            Ok(nix::unistd::ForkResult::Child) => unsafe {
+                // Out of the terminal's process group (a second Ctrl-C is
+                // not for it), and stdout/stderr closed first, so that a
+                // reader of nvprobe's output sees its end now.
+                libc::setsid();
+                if libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) != 0 {
+                    for fd in 0..max_fd {
+                        libc::close(fd);
+                    }
+                }
+                libc::_exit(0);
+            },
+            Ok(nix::unistd::ForkResult::Parent { child }) => {
+                // Closing our copies costs nothing while the child holds
+                // the uprobes.
+                drop(links);
+                Some((child.as_raw() as u32, n))
+            }
+            Err(_) => {
+                drop(links);
+                None
+            }
+        }
+    }
+
     /// The files hooked so far, for the start record.
     pub fn attached(&self) -> Vec<nvprobe_model::records::LibcudaHooked> {
         let mut v: Vec<_> = self
@@ -153,6 +358,7 @@ impl Libcuda {
             .map(|a| nvprobe_model::records::LibcudaHooked {
                 path: a.path.clone(),
                 functions: a.functions.iter().map(|f| (*f).to_owned()).collect(),
+                unknown: a.unknown.clone(),
             })
             .collect();
         v.sort_by(|a, b| a.path.cmp(&b.path));
@@ -179,8 +385,37 @@ impl Libcuda {
             self.loaded = true;
         }
         let mut functions = Vec::new();
+        let mut unknown = Vec::new();
         let mut last_err = None;
-        for &(cookie, name) in CUDA_FUNCS {
+        let exported = match exports(path) {
+            Ok(e) => e,
+            Err(e) => {
+                // Not a library nvprobe can read: no point trying it again.
+                self.files.insert(
+                    id,
+                    Attached {
+                        path: path.display().to_string(),
+                        functions: Vec::new(),
+                        unknown: Vec::new(),
+                    },
+                );
+                return Err(e);
+            }
+        };
+        for (name, off) in &exported {
+            let Some(cookie) = cuda_func_number(name) else {
+                if self.hooks == Hooks::All {
+                    unknown.push(name.clone());
+                }
+                continue;
+            };
+            // The table's own spelling, with a 'static lifetime.
+            let Some(&(_, name)) = nvprobe_common::CUDA_FUNCS.iter().find(|e| e.0 == cookie) else {
+                continue;
+            };
+            if self.hooks == Hooks::Startup && !STARTUP.contains(&name) {
+                continue;
+            }
             let mut ok = true;
             for prog in [ENTER, RETURN] {
                 let p: &mut UProbe = ebpf
@@ -189,19 +424,25 @@ impl Libcuda {
                     .try_into()
                     .map_err(|e| format!("{prog}: {e}"))?;
                 let point = UProbeAttachPoint {
-                    location: UProbeAttachLocation::Symbol(name),
+                    location: UProbeAttachLocation::AbsoluteOffset(*off),
                     cookie: Some(u64::from(cookie)),
                 };
-                if let Err(e) = p.attach(point, path, UProbeScope::AllProcesses) {
-                    ok = false;
-                    last_err = Some(format!("{name}: {e:#}"));
-                    break;
+                match p.attach(point, path, UProbeScope::AllProcesses) {
+                    Ok(id) => self.links.push((prog, id)),
+                    Err(e) => {
+                        ok = false;
+                        last_err = Some(format!("{name}: {e:#}"));
+                        break;
+                    }
                 }
             }
             if ok {
                 functions.push(name);
             }
         }
+        unknown.sort();
+        // In the table's order, whatever the library's symbol order.
+        functions.sort_by_key(|f| cuda_func_number(f));
         if !functions.contains(&"cuInit") {
             // Remember it anyway: no point trying this file again.
             self.files.insert(
@@ -209,6 +450,7 @@ impl Libcuda {
                 Attached {
                     path: path.display().to_string(),
                     functions: Vec::new(),
+                    unknown: Vec::new(),
                 },
             );
             return Err(format!(
@@ -220,8 +462,57 @@ impl Libcuda {
         let a = Attached {
             path: path.display().to_string(),
             functions,
+            unknown,
         };
         self.files.insert(id, a.clone());
         Ok(Some(a))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_startup_set_is_numbered_and_leaves_the_hot_paths_out() {
+        let mut seen = std::collections::HashSet::new();
+        for f in STARTUP {
+            assert!(cuda_func_number(f).is_some(), "{f} has no number");
+            assert!(seen.insert(f), "{f} twice");
+        }
+        for hot in [
+            "cuLaunchKernel",
+            "cuLaunchKernelEx",
+            "cuMemcpyHtoD_v2",
+            "cuMemcpyAsync",
+            "cuStreamSynchronize",
+            "cuEventRecord",
+            "cuCtxSetCurrent",
+            "cuCtxSynchronize",
+            // PyTorch calls these on every small op (H200: 6 and 2 per
+            // `x = x + 1`, with one cuLaunchKernel).
+            "cuCtxGetDevice_v2",
+            "cuDevicePrimaryCtxGetState",
+        ] {
+            assert!(cuda_func_number(hot).is_some(), "{hot} has no number");
+            assert!(!STARTUP.contains(&hot), "{hot} is on a hot path");
+        }
+    }
+
+    #[test]
+    fn numbers_are_unique_and_the_first_nine_never_move() {
+        let mut n = std::collections::HashSet::new();
+        let mut names = std::collections::HashSet::new();
+        for (k, name) in nvprobe_common::CUDA_FUNCS {
+            assert!(n.insert(k) && names.insert(name), "{k} {name} repeated");
+            assert_eq!(nvprobe_common::cuda_func_name(*k), Some(*name));
+        }
+        // Recordings made before the table was generated use these.
+        assert_eq!(cuda_func_number("cuInit"), Some(1));
+        assert_eq!(cuda_func_number("cuDriverGetVersion"), Some(2));
+        assert_eq!(cuda_func_number("cuDeviceGetCount"), Some(3));
+        assert_eq!(cuda_func_number("cuDeviceGet"), Some(4));
+        assert_eq!(cuda_func_number("cuDevicePrimaryCtxRetain"), Some(5));
+        assert_eq!(cuda_func_number("cuCtxCreate_v4"), Some(9));
     }
 }

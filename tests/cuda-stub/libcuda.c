@@ -4,7 +4,10 @@
  * NVPROBE_STUB_MODE=fail makes cuInit fail the way a GPU attach failure
  * does: GPU_ATTACH_IDS answers NV_ERR_INVALID_DEVICE, cuInit returns
  * CUDA_ERROR_NOT_INITIALIZED (3); =hang makes cuInit sleep 3 s; =spin
- * makes it busy-loop in user space for 2.5 s. */
+ * makes it busy-loop in user space for 2.5 s. Like the real libcuda, the
+ * calls after cuInit answer CUDA_ERROR_NOT_INITIALIZED (3) in a process
+ * forked after it (cuMemGetInfo_v2, a start-up call, and cuLaunchKernel,
+ * one of the calls only --libcuda-hooks all hooks). */
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -25,6 +28,7 @@ typedef int CUresult;
 const char nvprobe_stub_driver_version[] = STUB_VERSION;
 static int ctl = -1;
 static uint32_t client;
+static pid_t init_pid;
 
 static uint32_t rm_control(uint32_t h, uint32_t cmd) {
     uint32_t p[8] = {h, h, cmd, 0, 0, 0, 0, 0};
@@ -42,6 +46,7 @@ CUresult cuInit(unsigned int flags) {
     uint32_t alloc[8] = {0};
     if (ioctl(ctl, 0xc020462b, alloc) != 0 || alloc[7] != 0) return 999;
     client = alloc[2];
+    init_pid = getpid();
     if (rm_control(client, 0x101) != 0) return 999;
     const char *mode = getenv("NVPROBE_STUB_MODE");
     if (mode && strcmp(mode, "hang") == 0) {
@@ -71,3 +76,18 @@ CUresult cuInit(unsigned int flags) {
 CUresult cuDriverGetVersion(int *v) { *v = 13000; return 0; }
 CUresult cuDeviceGetCount(int *n) { *n = ctl >= 0 ? 1 : 0; return ctl >= 0 ? 0 : 3; }
 CUresult cuDeviceGet(int *d, int ordinal) { *d = ordinal; return 0; }
+
+/* Initialised in this very process (not in a parent before a fork). */
+static int live(void) { return ctl >= 0 && init_pid == getpid(); }
+CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b) {
+    if (!live()) return 3;
+    *free_b = (size_t)1 << 30;
+    *total_b = (size_t)2 << 30;
+    return 0;
+}
+CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                        unsigned bz, unsigned shared, void *stream, void **params, void **extra) {
+    (void)f; (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz;
+    (void)shared; (void)stream; (void)params; (void)extra;
+    return live() ? 0 : 3;
+}

@@ -11,6 +11,16 @@ start-up).
   cudawork.py torch             torch.cuda.init() (torch reaches libcuda through cudart)
   cudawork.py forkchild         cuInit, then fork: the child calls cuDeviceGetCount
                                 without cuInit (CUDA does not survive fork)
+  cudawork.py forkdrv           cuInit and a context, then fork: the child calls
+                                cuCtxSynchronize (not a start-up call), then
+                                cuMemAlloc_v2
+  cudawork.py forkcudart        the CUDA runtime (CUDAWORK_CUDART=libcudart.so.N):
+                                cudaMalloc, fork, cudaMalloc in the child
+  cudawork.py launch N          N launches of an empty kernel (PTX), then one
+                                cuCtxSynchronize: seconds per launch
+  cudawork.py apiloop N         N x cuCtxGetCurrent: the cost of one cheap call
+  cudawork.py torchloop N       PyTorch's steady state: N x (x = x + 1) on a
+                                one-element CUDA tensor, then synchronize
 
   --case NAME anywhere is ignored (it tags the command line for the
   recordings); CUDAWORK_LIB=PATH loads that libcuda instead.
@@ -50,7 +60,51 @@ def main():
         out["seconds"] = time.perf_counter() - t0
         print(json.dumps(out))
         return
+    if mode == "torchloop":
+        import torch
+
+        x = torch.ones(1, device="cuda")
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            x = x + 1
+        torch.cuda.synchronize()
+        out["seconds"] = time.perf_counter() - t0
+        out["per_call_ns"] = out["seconds"] / max(n, 1) * 1e9
+        out["value"] = float(x.item())
+        print(json.dumps(out))
+        return
+    if mode == "forkcudart":
+        rt = ctypes.CDLL(os.environ["CUDAWORK_CUDART"])
+        ptr = ctypes.c_void_p()
+        out["cudaMalloc"] = rt.cudaMalloc(ctypes.byref(ptr), ctypes.c_size_t(1 << 20))
+        pid = os.fork()
+        if pid == 0:
+            r = rt.cudaMalloc(ctypes.byref(ptr), ctypes.c_size_t(1 << 20))
+            print(json.dumps({"child_cudaMalloc": r}))
+            sys.stdout.flush()
+            os._exit(1 if r else 0)
+        out["child_status"] = os.waitpid(pid, 0)[1]
+        print(json.dumps(out))
+        return
     cu = lib()
+    if mode == "forkdrv":
+        out["cuInit"] = cu.cuInit(0)
+        dev = ctypes.c_int()
+        cu.cuDeviceGet(ctypes.byref(dev), 0)
+        ctx = ctypes.c_void_p()
+        out["cuCtxCreate"] = cu.cuCtxCreate_v2(ctypes.byref(ctx), 0, dev)
+        pid = os.fork()
+        if pid == 0:
+            s1 = cu.cuCtxSynchronize()
+            p = ctypes.c_uint64()
+            s2 = cu.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(1 << 20))
+            print(json.dumps({"child_cuCtxSynchronize": s1, "child_cuMemAlloc_v2": s2}))
+            sys.stdout.flush()
+            os._exit(1 if (s1 or s2) else 0)
+        out["child_status"] = os.waitpid(pid, 0)[1]
+        print(json.dumps(out))
+        return
     if mode == "forkchild":
         out["cuInit"] = cu.cuInit(0)
         pid = os.fork()
@@ -83,6 +137,34 @@ def main():
                 break
             cu.cuCtxDestroy_v2(ctx)
         out["seconds"] = time.perf_counter() - t0
+    elif mode in ("launch", "apiloop"):
+        out["cuCtxCreate"] = cu.cuCtxCreate_v2(ctypes.byref(ctx), 0, dev)
+        if mode == "apiloop":
+            cur = ctypes.c_void_p()
+            get = cu.cuCtxGetCurrent
+            ref = ctypes.byref(cur)
+            t0 = time.perf_counter()
+            for _ in range(n):
+                get(ref)
+            out["seconds"] = time.perf_counter() - t0
+        else:
+            ptx = (b".version 7.0\n.target sm_50\n.address_size 64\n"
+                   b".visible .entry nvprobe_nop()\n{\n ret;\n}\n\0")
+            mod = ctypes.c_void_p()
+            out["cuModuleLoadData"] = cu.cuModuleLoadData(ctypes.byref(mod), ptx)
+            fn = ctypes.c_void_p()
+            out["cuModuleGetFunction"] = cu.cuModuleGetFunction(
+                ctypes.byref(fn), mod, b"nvprobe_nop")
+            launch = cu.cuLaunchKernel
+            one = ctypes.c_uint(1)
+            null = ctypes.c_void_p()
+            t0 = time.perf_counter()
+            for _ in range(n):
+                launch(fn, one, one, one, one, one, one, 0, null, null, null)
+            out["cuCtxSynchronize"] = cu.cuCtxSynchronize()
+            out["seconds"] = time.perf_counter() - t0
+        out["per_call_ns"] = out["seconds"] / max(n, 1) * 1e9
+        cu.cuCtxDestroy_v2(ctx)
     elif mode == "mem":
         out["cuCtxCreate"] = cu.cuCtxCreate_v2(ctypes.byref(ctx), 0, dev)
         ptr = ctypes.c_uint64()

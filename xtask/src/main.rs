@@ -10,6 +10,7 @@
 //!   cargo xtask rm-coverage FILES...          RM controls in recordings vs those tables
 
 mod bench;
+mod cudaapi;
 mod gentables;
 mod vm;
 mod vmreal;
@@ -105,6 +106,16 @@ enum Cmd {
         /// Also print the field offsets of this params struct, per tag.
         #[arg(long, value_name = "STRUCT")]
         layout: Vec<String>,
+    },
+    /// Number the CUDA driver API functions these libcuda files export in
+    /// nvprobe-common/src/cuda_api.rs (append-only: known names keep their
+    /// numbers).
+    CudaApi {
+        /// Compare with the table instead of writing it.
+        #[arg(long)]
+        check: bool,
+        #[arg(required = true)]
+        libs: Vec<PathBuf>,
     },
     /// List the RM controls of ndjson recordings and which the table names.
     RmCoverage {
@@ -348,6 +359,11 @@ fn main() -> anyhow::Result<()> {
             out: out.unwrap_or_else(|| root_dir().join("nvprobe/model/data")),
             check,
             layout,
+        }),
+        Cmd::CudaApi { check, libs } => cudaapi::run(cudaapi::Args {
+            libs,
+            table: root_dir().join("nvprobe-common/src/cuda_api.rs"),
+            check,
         }),
         Cmd::RmCoverage {
             table,

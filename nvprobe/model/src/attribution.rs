@@ -158,6 +158,35 @@ pub struct ProcessInfo {
 }
 
 impl ProcessInfo {
+    /// The program the process runs: its executable, or, when that is the
+    /// dynamic loader run by hand (`ld-linux-x86-64.so.2 [options]
+    /// PROGRAM …`, as NVIDIA's container images start nvidia-smi), the
+    /// program the loader was given.
+    pub fn program(&self) -> Option<&str> {
+        let exe = self.exe.as_deref()?;
+        let base = exe.rsplit('/').next().unwrap_or(exe);
+        if !(base.starts_with("ld-linux") || base.starts_with("ld-musl") || base == "ld.so") {
+            return Some(exe);
+        }
+        let args = self.cmdline.as_deref()?;
+        let mut i = 1;
+        while let Some(a) = args.get(i) {
+            match a.as_str() {
+                // Options that take a value.
+                "--library-path"
+                | "--inhibit-rpath"
+                | "--audit"
+                | "--preload"
+                | "--argv0"
+                | "--glibc-hwcaps-prefix"
+                | "--glibc-hwcaps-mask" => i += 2,
+                o if o.starts_with("--") => i += 1,
+                p => return Some(p),
+            }
+        }
+        Some(exe)
+    }
+
     /// The command line as one shell-readable line, shortened to `max`
     /// characters.
     pub fn cmdline_text(&self, max: usize) -> Option<String> {

@@ -91,6 +91,10 @@ pub struct StartRecord {
     pub tracefs_mounted_by_nvprobe: bool,
     /// The libcuda files hooked at start-up.
     pub libcuda: Vec<LibcudaHooked>,
+    /// Which libcuda functions are hooked: "startup" or "all"
+    /// (`--libcuda-hooks`); absent in recordings before the option.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub libcuda_hooks: String,
     /// Whether the driver layer's ioctl entry points make the ioctl records.
     pub ioctls_in_driver: bool,
     pub driver_layer: Option<DriverLayerStart>,
@@ -127,9 +131,14 @@ pub struct StartFilters {
 
 /// A libcuda file and the functions hooked in it.
 #[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema, Deserialize)]
+#[serde(default)]
 pub struct LibcudaHooked {
     pub path: String,
     pub functions: Vec<String>,
+    /// Exported `cu*` functions this nvprobe has no number for (a libcuda
+    /// newer than its table), not hooked; `--libcuda-hooks all` only.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unknown: Vec<String>,
 }
 
 /// The driver layer at start-up: attached or why not, and each hook.

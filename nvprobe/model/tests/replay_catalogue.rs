@@ -247,3 +247,106 @@ fn every_verdict_was_in_the_stream_before_nvprobe_stopped() {
     let verdicts = lines.iter().filter(|r| r["type"] == "cuinit").count();
     assert!(verdicts >= 20, "{verdicts} verdicts");
 }
+
+/// tests/scripts/record-libcuda-follow.sh on the H200, default hooks: the
+/// loader's libcuda opens followed, children forked after init.
+const FOLLOW: &str = "h200-580.159.04-libcuda-follow.ndjson";
+/// The same script's `--libcuda-hooks all` part (every exported function).
+const ALL: &str = "h200-580.159.04-libcuda-all.ndjson";
+
+#[test]
+fn a_loader_that_finds_no_libcuda_is_named_on_the_real_driver() {
+    let v = replayed(FOLLOW);
+    for name in ["notfound", "torch-nodriver"] {
+        let x = case(&v, name);
+        assert_eq!(
+            (x.class, x.result, x.calls),
+            ("cuda", "failed", 0),
+            "{name}: {}",
+            x.text
+        );
+        assert_eq!(ids(x), [("libcuda_not_found", "error")], "{name}");
+        let ev = &x.diagnoses[0].evidence;
+        assert!(
+            ev.starts_with("the dynamic loader looked for libcuda.so.1 16 times and found none: ")
+                && ev.contains("/usr/local/nvidia/lib64/libcuda.so.1 (ENOENT)"),
+            "{name}: {ev}"
+        );
+    }
+    // torch's own search starts in its wheel's folder.
+    assert!(
+        case(&v, "torch-nodriver").diagnoses[0]
+            .evidence
+            .contains("site-packages/nvidia/cu13/lib/libcuda.so.1 (ENOENT)")
+    );
+}
+
+#[test]
+fn forked_children_are_judged_from_their_first_refused_call_on_the_real_driver() {
+    let child_of = |v: &[CuInit], parent: &str| -> CuInit {
+        let p = case(v, parent).pid;
+        v.iter()
+            .find(|x| {
+                x.diagnoses.iter().any(|d| d.id == "fork_after_init")
+                    && x.diagnoses[0]
+                        .evidence
+                        .contains(&format!("forked from pid {p} "))
+            })
+            .unwrap_or_else(|| panic!("no child verdict for {parent}"))
+            .clone()
+    };
+    let refused = |x: &CuInit| {
+        x.diagnoses[0]
+            .evidence
+            .rsplit("; its ")
+            .next()
+            .map(str::to_owned)
+    };
+    let v = replayed(FOLLOW);
+    // The driver API: cuCtxSynchronize is not a start-up call, cuMemAlloc_v2 is.
+    let c = child_of(&v, "forkdrv");
+    assert_eq!((c.class, c.result, c.calls), ("cuda", "failed", 0));
+    assert_eq!(
+        refused(&c).as_deref(),
+        Some("cuMemAlloc_v2 returned CUDA_ERROR_NOT_INITIALIZED (3)")
+    );
+    // The CUDA runtime (libcudart 13): cudaMalloc calls cuCtxGetCurrent only.
+    let c = child_of(&v, "forkcudart");
+    assert_eq!(
+        refused(&c).as_deref(),
+        Some("cuCtxGetCurrent returned CUDA_ERROR_NOT_INITIALIZED (3)")
+    );
+    let all = replayed(ALL);
+    let c = child_of(&all, "forkdrv-all");
+    assert_eq!(
+        refused(&c).as_deref(),
+        Some("cuCtxSynchronize returned CUDA_ERROR_NOT_INITIALIZED (3)")
+    );
+    let c = child_of(&all, "forkcudart-all");
+    assert_eq!(
+        refused(&c).as_deref(),
+        Some("cuCtxGetCurrent returned CUDA_ERROR_NOT_INITIALIZED (3)")
+    );
+    assert_eq!(case(&all, "torch-all").result, "ok");
+}
+
+#[test]
+fn a_stub_and_a_late_copy_on_the_real_driver() {
+    let v = replayed(FOLLOW);
+    let stub = case(&v, "stub");
+    assert_eq!((stub.class, stub.result), ("cuda", "failed"));
+    assert_eq!(ids(stub), [("stub_library", "error")]);
+    // A copy of libcuda nvprobe had never seen, loaded after it started:
+    // its cuInit began before the hooks were in, so the verdict rests on
+    // the driver calls, and says so.
+    let first = case(&v, "late-copy");
+    assert_eq!(first.result, "ok");
+    assert!(first.curesult.is_none(), "{}", first.text);
+    assert_eq!(first.source, "driver calls alone (no libcuda uprobe)");
+    // nvidia-smi, started through the dynamic loader by the machine's own
+    // monitor, opens libcuda and asks for its export tables without a
+    // cuInit: a driver client.
+    for x in v.iter().filter(|x| x.comm == "ld-linux-x86-64") {
+        assert_eq!((x.class, x.result), ("nvml", "ok"), "{}", x.text);
+    }
+}

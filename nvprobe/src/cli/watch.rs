@@ -18,7 +18,7 @@ use nvprobe::{
         live::{self, RunOpts, StopSignals},
     },
     records::{ExtraDevice as ExtraDeviceRec, StartFilters, StartRecord},
-    uprobes::Libcuda,
+    uprobes::{Hooks, Libcuda},
 };
 
 use super::{
@@ -34,6 +34,14 @@ pub struct WatchArgs {
     /// has kprobes). Default: every layer this kernel allows.
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = ["syscall", "process", "cuda", "driver"])]
     pub layers: Vec<String>,
+    /// Which libcuda functions the cuda layer hooks: startup (cuInit, version
+    /// and device queries, contexts, first allocations and module loads: 58
+    /// functions, none on a launch or copy path) or all (every CUDA driver
+    /// API function the libcuda exports, ~700: launches and copies too,
+    /// each CUDA call then costs a uprobe round trip; see
+    /// docs/BENCHMARKS.md; best with --pid or --events failures).
+    #[arg(long, value_name = "SET", value_enum, default_value_t = Hooks::Startup)]
+    pub libcuda_hooks: Hooks,
     /// Only this process (thread-group id); repeatable. Filtered in the kernel.
     #[arg(long, value_name = "PID", value_parser = parse_pid)]
     pub pid: Vec<u32>,
@@ -191,7 +199,7 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
     let mut loaded =
         attach::load_and_attach(cfg, &settings, tracefs.path.clone()).map_err(start_fail)?;
     let ctx = decode_context(&a, &h, &settings);
-    let mut libcuda = Libcuda::default();
+    let mut libcuda = Libcuda::new(a.libcuda_hooks);
     hook_libcuda(&a, &mut loaded, &mut libcuda);
     let mut start = start_record(
         &a,
@@ -296,7 +304,13 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
     if let Some(d) = drawer {
         d.finish();
     }
-    // Detach every probe now, whatever happened.
+    // Detach every probe now, whatever happened: the uprobes by a child
+    // that outlives nvprobe (their removal is slow), then the rest.
+    if let Some((pid, n)) = libcuda.detach_in_background(&mut loaded.ebpf) {
+        eprintln!(
+            "nvprobe: removing {n} libcuda uprobes in the background (pid {pid}): the kernel takes one RCU grace period each, up to a minute or more on a busy host"
+        );
+    }
     loaded.detach_all();
     drop(loaded);
     let summary = match res {
@@ -478,6 +492,12 @@ fn hook_libcuda(a: &WatchArgs, loaded: &mut Loaded, libcuda: &mut Libcuda) {
     if !a.layer("cuda") {
         return;
     }
+    if a.libcuda_hooks == Hooks::All {
+        // Two descriptors per uprobe (the perf event and its link): ~700
+        // functions x 2 probes per libcuda copy need more than the usual
+        // soft limit of 1024.
+        raise_nofile();
+    }
     let mut candidates = nvprobe::uprobes::static_candidates();
     candidates.extend(nvprobe::uprobes::mapped_by_all());
     for path in candidates {
@@ -487,6 +507,16 @@ fn hook_libcuda(a: &WatchArgs, loaded: &mut Loaded, libcuda: &mut Libcuda) {
                 reason: e,
             });
         }
+    }
+}
+
+/// The soft limit on open files up to the hard one.
+fn raise_nofile() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE)
+        && soft < hard
+    {
+        let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
     }
 }
 
@@ -554,6 +584,11 @@ fn start_record(
         tracefs: tracefs.display().to_string(),
         tracefs_mounted_by_nvprobe: mounted,
         libcuda: libcuda.attached(),
+        libcuda_hooks: if a.layer("cuda") {
+            libcuda.hooks().name().to_owned()
+        } else {
+            String::new()
+        },
         ioctls_in_driver: loaded.ioctls_in_driver,
         gpus: ctx.host_gpus.clone(),
         driver_layer: Some(nvprobe::hooks::start_state(

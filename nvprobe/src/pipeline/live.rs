@@ -6,13 +6,14 @@
 use std::{
     collections::{HashMap, HashSet},
     io,
+    path::PathBuf,
     sync::Arc,
     time::Duration,
 };
 
 use anyhow::Context as _;
 use aya::maps::{MapData, PerCpuArray, RingBuf};
-use nvprobe_common::{CudaEvent, EventKind, Header, ProcEvent, ProcOp, maps};
+use nvprobe_common::{CudaEvent, DevKind, EventKind, Header, PathEvent, ProcEvent, ProcOp, maps};
 use nvprobe_model::{
     decode::{self, Context},
     render::{Clock, Note},
@@ -84,6 +85,9 @@ struct Seen {
     known: HashSet<u32>,
     /// Tgids seen for the first time since the last look at their maps.
     new_tgids: Vec<u32>,
+    /// libcuda files the dynamic loader opened since the last look:
+    /// (tgid, path as that process named it).
+    lib_loads: Vec<(u32, PathBuf)>,
     /// cuInit calls in flight (from the uprobes): tid -> (tgid, start_ns).
     cuinit: HashMap<u32, (u32, u64)>,
     /// tgid -> the last stop signal sent to it, with its sender.
@@ -107,6 +111,29 @@ impl Seen {
                     self.cuinit.insert(h.tid, (h.tgid, c.start_ns));
                 } else {
                     self.cuinit.remove(&h.tid);
+                }
+            }
+            Some(EventKind::Path) => {
+                let Some(p) = nvprobe_common::read::<PathEvent>(rec) else {
+                    return;
+                };
+                let len = (p.path_len as usize).min(p.path.len());
+                let path = &p.path[..len];
+                // A libcuda the loader found: hook it now (its uprobes
+                // reach the mapping the loader is about to make).
+                if p.ret >= 0
+                    && path.first() == Some(&b'/')
+                    && len < p.path.len() - 1
+                    && p.file.kind == DevKind::None as u8
+                    && path
+                        .rsplit(|&b| b == b'/')
+                        .next()
+                        .is_some_and(|b| b.starts_with(b"libcuda.so"))
+                    && self.lib_loads.len() < 256
+                {
+                    use std::os::unix::ffi::OsStrExt;
+                    self.lib_loads
+                        .push((h.tgid, PathBuf::from(std::ffi::OsStr::from_bytes(path))));
                 }
             }
             Some(EventKind::Proc) => {
@@ -309,21 +336,48 @@ impl Live {
         libcuda: &mut crate::uprobes::Libcuda,
         pipe: &mut Pipeline,
     ) -> anyhow::Result<()> {
-        for tgid in std::mem::take(&mut self.seen.new_tgids) {
-            for path in crate::uprobes::mapped_by(tgid) {
-                let now = Clock::mono_now();
-                match libcuda.attach(ebpf, &path) {
-                    Ok(Some(a)) => pipe.note(now, &Note::Warning {
+        let loads = std::mem::take(&mut self.seen.lib_loads);
+        let opened = loads.into_iter().map(|(tgid, p)| {
+            let mut full = PathBuf::from(format!("/proc/{tgid}/root"));
+            full.push(p.strip_prefix("/").unwrap_or(&p));
+            (tgid, full, true)
+        });
+        let mapped = std::mem::take(&mut self.seen.new_tgids)
+            .into_iter()
+            .flat_map(|tgid| {
+                crate::uprobes::mapped_by(tgid)
+                    .into_iter()
+                    .map(move |p| (tgid, p, false))
+            });
+        let found: Vec<(u32, PathBuf, bool)> = opened.chain(mapped).collect();
+        for (tgid, path, at_load) in found {
+            let now = Clock::mono_now();
+            let when = if at_load {
+                "when pid {tgid} loaded it: calls made before the hooks were in place (microseconds after the load) are not seen"
+            } else {
+                "when pid {tgid} was first seen: its cuInit may have begun before, so its verdict can rest on driver calls alone"
+            };
+            match libcuda.attach(ebpf, &path) {
+                Ok(Some(a)) => pipe.note(
+                    now,
+                    &Note::Warning {
                         id: "libcuda_late",
                         message: &format!(
-                            "hooked libcuda at {} ({} functions) when pid {tgid} was first seen: its cuInit may have begun before, so its verdict can rest on driver calls alone",
+                            "hooked libcuda at {} ({} functions) {}",
                             a.path,
-                            a.functions.len()
+                            a.functions.len(),
+                            when.replace("{tgid}", &tgid.to_string())
                         ),
-                    })?,
-                    Ok(None) => {}
-                    Err(e) => pipe.note(now, &Note::Warning { id: "libcuda_refused", message: &e })?,
-                }
+                    },
+                )?,
+                Ok(None) => {}
+                Err(e) => pipe.note(
+                    now,
+                    &Note::Warning {
+                        id: "libcuda_refused",
+                        message: &e,
+                    },
+                )?,
             }
         }
         Ok(())

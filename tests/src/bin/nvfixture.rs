@@ -483,6 +483,54 @@ fn cuinit_scenario(dir: &Path, lib: Option<&Path>) -> anyhow::Result<Value> {
     }
 }
 
+/// dlopen a libcuda, say "ready", wait for a line on stdin (a test hooks
+/// the library meanwhile), cuInit, fork: the child calls cuLaunchKernel
+/// and then cuMemGetInfo_v2 without a cuInit of its own (CUDA does not
+/// survive a fork; the stand-in answers 3 like the real libcuda) and exits
+/// 1 when both fail.
+fn forkchild_scenario(dir: &Path, lib: Option<&Path>) -> anyhow::Result<Value> {
+    let lib = lib.context("--lib is required")?;
+    // SAFETY: the environment is set before any other thread exists.
+    unsafe { std::env::set_var("NVPROBE_FAKE_DIR", dir) };
+    let c = std::ffi::CString::new(lib.as_os_str().as_encoded_bytes())?;
+    // SAFETY: dlopen/dlsym with valid C strings; the symbols have the
+    // cuda.h prototypes (cuLaunchKernel's eleven arguments, all null).
+    unsafe {
+        let h = libc::dlopen(c.as_ptr(), libc::RTLD_NOW);
+        if h.is_null() {
+            bail!("dlopen {} failed", lib.display());
+        }
+        let sym = |n: &std::ffi::CStr| {
+            let p = libc::dlsym(h, n.as_ptr());
+            if p.is_null() {
+                bail!("{} lacks {n:?}", lib.display());
+            }
+            Ok(p)
+        };
+        let init: extern "C" fn(u32) -> i32 = std::mem::transmute(sym(c"cuInit")?);
+        type Launch =
+            extern "C" fn(usize, u32, u32, u32, u32, u32, u32, u32, usize, usize, usize) -> i32;
+        let launch: Launch = std::mem::transmute(sym(c"cuLaunchKernel")?);
+        let meminfo: extern "C" fn(*mut usize, *mut usize) -> i32 =
+            std::mem::transmute(sym(c"cuMemGetInfo_v2")?);
+        println!("{}", json!({ "ready": true }));
+        std::io::stdout().flush()?;
+        let mut line = String::new();
+        std::io::stdin().lock().read_line(&mut line)?;
+        let r = init(0);
+        let child = libc::fork();
+        if child == 0 {
+            let l = launch(0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0);
+            let (mut f, mut t) = (0usize, 0usize);
+            let m = meminfo(&mut f, &mut t);
+            libc::_exit(if l == 3 && m == 3 { 1 } else { 0 });
+        }
+        let mut status = 0;
+        libc::waitpid(child, &mut status, 0);
+        Ok(json!({ "cuInit": r, "child": child, "child_status": libc::WEXITSTATUS(status) }))
+    }
+}
+
 /// A start-up that succeeds, then a steady loop: ready, (go) cuInit
 /// through the stand-in libcuda, `inited`, (go) `count` RM controls that
 /// succeed (NV_OK, SYSTEM_GET_BUILD_VERSION) and 3 that fail with
@@ -590,6 +638,7 @@ fn main() -> anyhow::Result<()> {
                     json!({ "ret": r, "status": st })
                 }
                 "cuinit" => cuinit_scenario(&dir, lib.as_deref())?,
+                "forkchild" => forkchild_scenario(&dir, lib.as_deref())?,
                 "steady" => steady_scenario(&dir, lib.as_deref(), count, false)?,
                 "steady-exec" => steady_scenario(&dir, lib.as_deref(), count, true)?,
                 other => bail!("unknown scenario {other}"),

@@ -186,6 +186,16 @@ impl Correlator {
                 };
                 st.on_ioctl(io, spans, out)
             }
+            ObsKind::LibLoad { path, failure } => {
+                let st = self.state(pid);
+                st.begin(start, &o.comm);
+                st.last_ns = st.last_ns.max(end);
+                // A loader's search is a handful of opens; keep that many.
+                if st.lib_opens.len() < 16 {
+                    st.lib_opens.push((path, failure));
+                }
+                None
+            }
             ObsKind::Path {
                 opened_device,
                 problem,

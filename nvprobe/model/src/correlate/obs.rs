@@ -108,6 +108,12 @@ pub(crate) enum ObsKind {
         /// A mknod: the node it creates ("195:0").
         mknod: Option<String>,
     },
+    /// The dynamic loader opened (or failed to open) a libcuda.
+    LibLoad {
+        path: String,
+        /// The errno when the open failed.
+        failure: Option<String>,
+    },
     Identity(Box<crate::attribution::ProcessInfo>),
     Proc(Box<ProcCall>),
     Cuda {
@@ -149,6 +155,10 @@ impl Obs {
                 }),
                 gpu: gpu_of(i),
                 uvm: matches!(i.device.kind, DeviceKind::Uvm),
+            },
+            Event::Open(p) if p.device.is_none() && is_libcuda_path(&p.path) => ObsKind::LibLoad {
+                path: p.path.clone(),
+                failure: (!p.ok).then(|| p.errno.clone().unwrap_or_default()),
             },
             Event::Open(p) | Event::Stat(p) | Event::Access(p) | Event::Mknod(p) => ObsKind::Path {
                 path: p.path.clone(),
@@ -213,6 +223,14 @@ impl Obs {
             kind,
         })
     }
+}
+
+/// Whether the last component of `path` names a libcuda (`libcuda.so`,
+/// `libcuda.so.1`, `libcuda.so.580.159.04`).
+pub fn is_libcuda_path(path: &str) -> bool {
+    path.rsplit('/')
+        .next()
+        .is_some_and(|b| b.starts_with("libcuda.so"))
 }
 
 /// The GPU a call names: the minor of a /dev/nvidiaN call, or the UUID

@@ -80,6 +80,10 @@ modprobe nvidia_uvm uvm_disable_hmm=1" },
     Rule { id: "stub_library", reference: "docs/FAILURE-CATALOGUE.md",
         hint: "the process loaded the CUDA toolkit's link-time stub libcuda (lib/stubs), which only lets programs link: \
 remove the stubs folder from LD_LIBRARY_PATH / the rpath so the driver's libcuda.so.1 is found" },
+    Rule { id: "libcuda_not_found", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "the NVIDIA user-space driver (libcuda.so.1) is not in this environment: a container started without \
+the NVIDIA runtime, CDI or --gpus, or a host without the driver's libcuda package; CUDA runtimes report this as \
+CUDA_ERROR/cudaErrorInsufficientDriver (35), which reads like an old driver but is a missing one" },
     Rule { id: "system_driver_mismatch", reference: "docs/FAILURE-CATALOGUE.md",
         hint: "the libcuda in use does not match the kernel module (often a cuda-compat libcuda in a container, or a \
 driver upgraded without a reboot): use the libcuda of the module's version, or reboot after the upgrade" },
@@ -175,6 +179,7 @@ type Check = fn(&Facts<'_>, &mut Vec<Diagnosis>);
 
 /// The checks, in the order their diagnoses are listed.
 const CHECKS: &[Check] = &[
+    libcuda_not_found,
     stub_library,
     node_problems,
     inherited_fds,
@@ -194,29 +199,73 @@ pub(crate) fn diagnose(f: &Facts<'_>) -> Vec<Diagnosis> {
     v
 }
 
+/// The loader looked for libcuda and found none: no libcuda opened or
+/// mapped, no CUDA call, no driver call.
+fn libcuda_not_found(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
+    let st = f.st;
+    let mapped = st.info.as_ref().is_some_and(|i| !i.libcuda.is_empty());
+    if st.lib_opens.is_empty()
+        || st.lib_loaded().is_some()
+        || mapped
+        || st.cuda_calls > 0
+        || st.calls > 0
+    {
+        return;
+    }
+    let names: Vec<&str> = {
+        let mut v: Vec<&str> = st
+            .lib_opens
+            .iter()
+            .filter_map(|(p, _)| p.rsplit('/').next())
+            .collect();
+        v.dedup();
+        v
+    };
+    let tried: Vec<String> = st
+        .lib_opens
+        .iter()
+        .take(4)
+        .map(|(p, e)| format!("{p} ({})", e.as_deref().unwrap_or("?")))
+        .collect();
+    let more = st.lib_opens.len().saturating_sub(tried.len());
+    out.push(diag(
+        "libcuda_not_found",
+        format!(
+            "the dynamic loader looked for {} {} time{} and found none: {}{}",
+            names.join(" / "),
+            st.lib_opens.len(),
+            if st.lib_opens.len() == 1 { "" } else { "s" },
+            tried.join(", "),
+            if more > 0 {
+                format!(", and {more} more")
+            } else {
+                String::new()
+            }
+        ),
+    ));
+}
+
 /// cuInit returned 34 (CUDA_ERROR_STUB_LIBRARY), or the process mapped the
 /// toolkit's stub: name the file.
 fn stub_library(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     let stub =
         f.st.info
             .as_ref()
-            .and_then(|i| i.libcuda.iter().find(|l| l.stub));
+            .and_then(|i| i.libcuda.iter().find(|l| l.stub))
+            .map(|l| l.path.as_str())
+            .or_else(|| f.st.lib_loaded().filter(|p| p.contains("/stubs/")));
     let returned = matches!(f.st.curesult, Some((34, _)));
     if !returned && stub.is_none() {
         return;
     }
     let what = match (returned, stub) {
         (true, Some(l)) => format!(
-            "cuInit returned CUDA_ERROR_STUB_LIBRARY (34): the process loaded {}, the CUDA toolkit's stub",
-            l.path
+            "cuInit returned CUDA_ERROR_STUB_LIBRARY (34): the process loaded {l}, the CUDA toolkit's stub"
         ),
         (true, None) => {
             "cuInit returned CUDA_ERROR_STUB_LIBRARY (34): a stub libcuda was loaded".to_owned()
         }
-        (false, Some(l)) => format!(
-            "the process loaded {}, the CUDA toolkit's stub libcuda",
-            l.path
-        ),
+        (false, Some(l)) => format!("the process loaded {l}, the CUDA toolkit's stub libcuda"),
         (false, None) => return,
     };
     out.push(diag("stub_library", what));

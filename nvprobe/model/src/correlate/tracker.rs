@@ -55,6 +55,8 @@ pub(crate) struct ProcInit {
     pub(crate) uvm_touched: bool,
     /// libcuda calls seen by the uprobes (any function).
     pub(crate) cuda_calls: u64,
+    /// The dynamic loader's opens of a libcuda: (path, errno if it failed).
+    pub(crate) lib_opens: Vec<(String, Option<String>)>,
     /// The first libcuda call other than cuInit that returned
     /// CUDA_ERROR_NOT_INITIALIZED (3).
     pub(crate) not_initialized: Option<String>,
@@ -80,6 +82,18 @@ impl ProcInit {
 pub(crate) fn ms(ns: u64, since: u64) -> f64 {
     (ns.saturating_sub(since) as f64 / 1e4).round() / 100.0
 }
+
+/// libcuda calls that start nothing: nvidia-smi asks for export tables
+/// without a cuInit, and a version query or a symbol lookup is no CUDA
+/// start-up either.
+const NOT_STARTING: &[&str] = &[
+    "cuGetExportTable",
+    "cuDriverGetVersion",
+    "cuGetProcAddress",
+    "cuGetProcAddress_v2",
+    "cuGetErrorString",
+    "cuGetErrorName",
+];
 
 /// A path event as the tracker needs it.
 pub(crate) struct PathObs {
@@ -142,9 +156,18 @@ impl ProcInit {
         self.calls > 0
             || self.lookups > 0
             || self.cuda_calls > 0
+            || !self.lib_opens.is_empty()
             || self.cuinit_entered
             || !self.stages.is_empty()
             || self.info.as_ref().is_some_and(|i| !i.libcuda.is_empty())
+    }
+
+    /// The libcuda the loader opened, when one open succeeded.
+    pub(crate) fn lib_loaded(&self) -> Option<&str> {
+        self.lib_opens
+            .iter()
+            .find(|(_, f)| f.is_none())
+            .map(|(p, _)| p.as_str())
     }
 
     /// The first event of a process names it and starts its clock.
@@ -163,7 +186,9 @@ impl ProcInit {
         end: Option<(u64, Option<i64>, Option<&'static str>)>,
         out: &mut Vec<Record>,
     ) {
-        self.cuda_calls += 1;
+        if !NOT_STARTING.contains(&func) {
+            self.cuda_calls += 1;
+        }
         if func != "cuInit" {
             if let Some((_, Some(3), _)) = end {
                 self.not_initialized.get_or_insert_with(|| func.to_owned());

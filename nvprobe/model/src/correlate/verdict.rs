@@ -176,10 +176,13 @@ pub(crate) fn class_of(st: &ProcInit) -> &'static str {
             || st
                 .info
                 .as_ref()
-                .and_then(|i| i.exe.as_deref())
-                .is_some_and(|e| e.ends_with(&format!("/{name}")))
+                .and_then(|i| i.program())
+                .is_some_and(|e| e == name || e.ends_with(&format!("/{name}")))
     };
-    let libcuda = st.info.as_ref().is_some_and(|i| !i.libcuda.is_empty());
+    // A libcuda mapped, or one the loader opened or looked for (ldconfig
+    // opens every library to read its name: that is no load).
+    let libcuda = st.info.as_ref().is_some_and(|i| !i.libcuda.is_empty())
+        || (!st.lib_opens.is_empty() && !exe_is("ldconfig") && !exe_is("ldconfig.real"));
     let nvml = st.info.as_ref().is_some_and(|i| i.libnvml.is_some())
         || DRIVER_CLIENTS.iter().any(|c| exe_is(c));
     // UVM registration is the step only CUDA takes (nvidia-smi opens UVM and
@@ -396,6 +399,13 @@ fn driver_only(
                     last_stage.unwrap_or("no stage"),
                     diagnoses[0].evidence
                 ),
+            },
+        ),
+        (Some((e, _)), false) if st.calls == 0 && st.cuda_calls == 0 && !st.cuinit_entered => (
+            "exited",
+            match st.lib_loaded() {
+                Some(p) => format!("loaded {p} and {e} without a CUDA call or a driver call"),
+                None => format!("{e} without a CUDA call or a driver call"),
             },
         ),
         (Some((e, _)), false) if !st.reached[4] && !st.cuinit_entered => (

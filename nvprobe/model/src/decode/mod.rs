@@ -25,8 +25,8 @@ pub mod version;
 use std::{collections::HashMap, mem::size_of, sync::Arc};
 
 use nvprobe_common::{
-    CUDA_FUNCS, CUDA_RETURN, CudaEvent, DevKind, DriverEvent, EventKind, FdEvent, FdOp, FileId,
-    Header, IoctlEvent, MmapEvent, PathEvent, PathOp, ProcEvent, ProcOp, ioctl_flags, kdev_major,
+    CUDA_RETURN, CudaEvent, DevKind, DriverEvent, EventKind, FdEvent, FdOp, FileId, Header,
+    IoctlEvent, MmapEvent, PathEvent, PathOp, ProcEvent, ProcOp, ioctl_flags, kdev_major,
     kdev_minor,
 };
 

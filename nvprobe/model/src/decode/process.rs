@@ -3,10 +3,7 @@
 use super::*;
 
 pub(super) fn decode_cuda(ev: &CudaEvent, raw: Option<String>) -> Event {
-    let func = CUDA_FUNCS
-        .iter()
-        .find(|(n, _)| *n == ev.func)
-        .map_or("unknown", |(_, name)| name);
+    let func = nvprobe_common::cuda_func_name(ev.func).unwrap_or("unknown");
     let ret = ev.phase == CUDA_RETURN;
     Event::Cuda(CudaCall {
         proc: proc_of(&ev.hdr),

@@ -1,0 +1,250 @@
+//! Tier 2 (root): following libcuda itself. A libcuda the dynamic loader
+//! opens after nvprobe started is hooked when it is loaded; a loader that
+//! finds no libcuda gets a `libcuda_not_found` verdict; a child forked
+//! after its parent's cuInit is judged from the first CUDA call that
+//! fails, whichever call that is (`--libcuda-hooks all` hooks every
+//! exported function, the default only the start-up calls).
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+
+use nvprobe_tests::{
+    harness::{bin, still_loaded},
+    need_root,
+    scenario::{FakeDrv, check_schema, lock, spawn_cuinit, stub_libcuda, tmpdir, watch},
+};
+use serde_json::Value;
+
+fn verdict_of(f: &nvprobe_tests::harness::Finished, pid: u64) -> &Value {
+    f.of_type("cuinit")
+        .find(|r| r["pid"] == pid)
+        .unwrap_or_else(|| panic!("no verdict for pid {pid}"))
+}
+
+fn diagnosis<'a>(v: &'a Value, id: &str) -> &'a Value {
+    v["diagnoses"]
+        .as_array()
+        .and_then(|d| d.iter().find(|x| x["id"] == id))
+        .unwrap_or_else(|| panic!("no {id} diagnosis in {v}"))
+}
+
+#[test]
+fn a_libcuda_loaded_after_start_is_hooked_when_loaded() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("libload");
+    let Some(lib) = stub_libcuda(&tmp) else {
+        eprintln!("skipping: no C compiler to build the stand-in libcuda");
+        return;
+    };
+    let drv = FakeDrv::start(&tmp);
+    // nvprobe starts first: this copy is in no standard folder and mapped
+    // by no process yet.
+    let t = watch(&tmp, &drv, &[]);
+    let (mut c, mut out) = spawn_cuinit(&drv, &lib, "ok");
+    let pid = c.id();
+    let note = t.wait_for("the libcuda hooked at load", |r| {
+        r["type"] == "warning"
+            && r["id"] == "libcuda_late"
+            && r["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(&format!("when pid {pid} loaded it")))
+    });
+    assert!(
+        note["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("stublib/libcuda.so.1")),
+        "{note}"
+    );
+    c.stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"go\n")
+        .expect("go");
+    let mut line = String::new();
+    out.read_line(&mut line).expect("result");
+    assert!(c.wait().expect("wait").success());
+    let f = t.stop();
+    check_schema(&f);
+    let pid = u64::from(pid);
+    let v = verdict_of(&f, pid);
+    assert_eq!(
+        (v["class"].as_str(), v["result"].as_str()),
+        (Some("cuda"), Some("ok")),
+        "{v}"
+    );
+    assert_eq!(v["curesult"], "CUDA_SUCCESS (0)", "{v}");
+    // The loader's open is in the trace, before any driver call.
+    let open = f
+        .for_pid(pid as u32)
+        .into_iter()
+        .find(|r| {
+            r["type"] == "open"
+                && r["path"]
+                    .as_str()
+                    .is_some_and(|p| p.ends_with("libcuda.so.1"))
+        })
+        .expect("the loader's open of the library");
+    assert_eq!(open["flags"], "O_RDONLY|O_CLOEXEC", "{open}");
+}
+
+#[test]
+fn a_loader_that_finds_no_libcuda_is_told_so() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("libnotfound");
+    let drv = FakeDrv::start(&tmp);
+    let (a, b) = (tmp.join("empty-a"), tmp.join("empty-b"));
+    std::fs::create_dir_all(&a).expect("mkdir");
+    std::fs::create_dir_all(&b).expect("mkdir");
+    let t = watch(&tmp, &drv, &[]);
+    // A name no system has: the loader searches LD_LIBRARY_PATH, its cache
+    // and the default folders, and finds nothing.
+    let name = "libcuda.so.nvprobe-absent";
+    let out = Command::new(bin("nvfixture"))
+        .args(["run", "cuinit", "--dir"])
+        .arg(&drv.dir)
+        .args(["--lib", name])
+        .env(
+            "LD_LIBRARY_PATH",
+            format!("{}:{}", a.display(), b.display()),
+        )
+        .stdin(Stdio::null())
+        .output()
+        .expect("nvfixture");
+    assert!(!out.status.success(), "dlopen of {name} should fail");
+    let pid = t.wait_for("the verdict", |r| {
+        r["type"] == "cuinit" && r["diagnoses"].to_string().contains("libcuda_not_found")
+    })["pid"]
+        .as_u64()
+        .expect("pid");
+    let f = t.stop();
+    check_schema(&f);
+    let v = verdict_of(&f, pid);
+    assert_eq!(
+        (v["class"].as_str(), v["result"].as_str()),
+        (Some("cuda"), Some("failed")),
+        "{v}"
+    );
+    let d = diagnosis(v, "libcuda_not_found");
+    let ev = d["evidence"].as_str().expect("evidence");
+    assert!(ev.contains(name), "{ev}");
+    assert!(
+        ev.contains(&format!("{}/{name} (ENOENT)", a.display())),
+        "{ev}"
+    );
+    assert!(
+        ev.contains(&format!("{}/{name} (ENOENT)", b.display())),
+        "{ev}"
+    );
+    assert_eq!(d["severity"], "error", "{d}");
+    assert_eq!(v["calls"], 0, "{v}");
+}
+
+/// Run the forkchild scenario under `watch` with `extra` arguments; the
+/// child's verdict and the start record.
+fn forkchild(tag: &str, extra: &[&str]) -> Option<(Value, Value)> {
+    let tmp = tmpdir(tag);
+    let lib = stub_libcuda(&tmp)?;
+    let drv = FakeDrv::start(&tmp);
+    let mut c = Command::new(bin("nvfixture"))
+        .args(["run", "forkchild", "--dir"])
+        .arg(&drv.dir)
+        .arg("--lib")
+        .arg(&lib)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn nvfixture");
+    let mut out = BufReader::new(c.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("ready");
+    assert!(line.contains("ready"), "{line}");
+    // The process maps the library: nvprobe hooks it at start.
+    let t = watch(&tmp, &drv, extra);
+    c.stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"go\n")
+        .expect("go");
+    line.clear();
+    out.read_line(&mut line).expect("result");
+    assert!(c.wait().expect("wait").success());
+    let res: Value = serde_json::from_str(&line).expect("json");
+    assert_eq!(res["cuInit"], 0, "{res}");
+    assert_eq!(
+        res["child_status"], 1,
+        "the child's calls should fail: {res}"
+    );
+    let child = res["child"].as_u64().expect("child pid");
+    let progs = t.prog_ids();
+    let f = t.stop();
+    // Every uprobe and program is gone once nvprobe has exited.
+    let left = still_loaded(&progs, std::time::Duration::from_secs(10));
+    assert!(left.is_empty(), "programs left loaded: {left:?}");
+    check_schema(&f);
+    let start = f.of_type("start").next().expect("start").clone();
+    Some((verdict_of(&f, child).clone(), start))
+}
+
+fn hooked<'a>(start: &'a Value, lib_tail: &str) -> &'a Value {
+    start["libcuda"]
+        .as_array()
+        .and_then(|l| {
+            l.iter()
+                .find(|a| a["path"].as_str().is_some_and(|p| p.ends_with(lib_tail)))
+        })
+        .unwrap_or_else(|| panic!("{lib_tail} not hooked: {start}"))
+}
+
+#[test]
+fn a_forked_child_is_judged_from_its_first_failing_call() {
+    need_root!();
+    let _g = lock();
+    let Some((v, start)) = forkchild("fork-startup", &[]) else {
+        eprintln!("skipping: no C compiler to build the stand-in libcuda");
+        return;
+    };
+    // Default: the start-up set; cuLaunchKernel is not hooked, so the first
+    // failing call seen is cuMemGetInfo_v2.
+    assert_eq!(start["libcuda_hooks"], "startup");
+    assert_eq!(
+        hooked(&start, "stublib/libcuda.so.1")["functions"],
+        serde_json::json!([
+            "cuInit",
+            "cuDriverGetVersion",
+            "cuDeviceGetCount",
+            "cuDeviceGet",
+            "cuMemGetInfo_v2"
+        ])
+    );
+    assert_eq!(
+        (v["class"].as_str(), v["result"].as_str()),
+        (Some("cuda"), Some("failed")),
+        "{v}"
+    );
+    let ev = diagnosis(&v, "fork_after_init")["evidence"]
+        .as_str()
+        .expect("evidence")
+        .to_owned();
+    assert!(
+        ev.contains("its cuMemGetInfo_v2 returned CUDA_ERROR_NOT_INITIALIZED (3)"),
+        "{ev}"
+    );
+
+    let (v, start) = forkchild("fork-all", &["--libcuda-hooks", "all"]).expect("built before");
+    assert_eq!(start["libcuda_hooks"], "all");
+    let f = hooked(&start, "stublib/libcuda.so.1")["functions"].to_string();
+    assert!(
+        f.contains("\"cuLaunchKernel\"") && f.contains("\"cuMemGetInfo_v2\""),
+        "{f}"
+    );
+    let ev = diagnosis(&v, "fork_after_init")["evidence"]
+        .as_str()
+        .expect("evidence")
+        .to_owned();
+    assert!(
+        ev.contains("its cuLaunchKernel returned CUDA_ERROR_NOT_INITIALIZED (3)"),
+        "{ev}"
+    );
+}
