@@ -21,10 +21,10 @@ use aya::{
         uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeScope},
     },
 };
-use nix::sys::stat::stat;
 use nvprobe_common::cuda_func_number;
 use object::{Object, ObjectSection, ObjectSymbol};
 use serde::Serialize;
+use std::os::fd::AsRawFd;
 
 const ENTER: &str = "nvprobe_cuda_enter";
 const RETURN: &str = "nvprobe_cuda_return";
@@ -157,8 +157,7 @@ pub struct Libcuda {
 /// A libcuda's exported `cu*` functions: (name, file offset of the code),
 /// read through the dynamic symbol table only (a 96 MB libcuda is not read
 /// whole). Aliases at one address are kept once (the first name).
-pub fn exports(path: &Path) -> Result<Vec<(String, u64)>, String> {
-    let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+pub fn exports(path: &Path, f: std::fs::File) -> Result<Vec<(String, u64)>, String> {
     let cache = object::ReadCache::new(f);
     let obj = object::File::parse(&cache)
         .map_err(|e| format!("{}: not an ELF library ({e})", path.display()))?;
@@ -368,11 +367,22 @@ impl Libcuda {
     /// Attach to `path` unless that file is hooked already. Ok(Some) when a
     /// new file was hooked.
     pub fn attach(&mut self, ebpf: &mut Ebpf, path: &Path) -> Result<Option<Attached>, String> {
-        let Ok(st) = stat(path) else { return Ok(None) };
+        // Opened once and attached through /proc/self/fd: a path through
+        // /proc/PID/root is gone when that process exits, which a short
+        // process does while its hooks are being attached (seen on the
+        // H200: every perf_event_open of a copy loaded by a 0.1 s process
+        // failed).
+        let Ok(file) = std::fs::File::open(path) else {
+            return Ok(None);
+        };
+        let Ok(st) = nix::sys::stat::fstat(&file) else {
+            return Ok(None);
+        };
         let id = (st.st_dev, st.st_ino);
         if self.files.contains_key(&id) {
             return Ok(None);
         }
+        let fd_path = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
         if !self.loaded {
             for prog in [ENTER, RETURN] {
                 let p: &mut UProbe = ebpf
@@ -387,7 +397,11 @@ impl Libcuda {
         let mut functions = Vec::new();
         let mut unknown = Vec::new();
         let mut last_err = None;
-        let exported = match exports(path) {
+        let exported = match file
+            .try_clone()
+            .map_err(|e| format!("{}: {e}", path.display()))
+            .and_then(|f| exports(path, f))
+        {
             Ok(e) => e,
             Err(e) => {
                 // Not a library nvprobe can read: no point trying it again.
@@ -427,11 +441,11 @@ impl Libcuda {
                     location: UProbeAttachLocation::AbsoluteOffset(*off),
                     cookie: Some(u64::from(cookie)),
                 };
-                match p.attach(point, path, UProbeScope::AllProcesses) {
+                match p.attach(point, &fd_path, UProbeScope::AllProcesses) {
                     Ok(id) => self.links.push((prog, id)),
                     Err(e) => {
                         ok = false;
-                        last_err = Some(format!("{name}: {e:#}"));
+                        last_err = Some(format!("{name}: {:#}", anyhow::Error::from(e)));
                         break;
                     }
                 }

@@ -62,7 +62,10 @@ fn libcuda_uprobes_give_the_curesult_verdict() {
             "cuInit",
             "cuDriverGetVersion",
             "cuDeviceGetCount",
-            "cuDeviceGet"
+            "cuDeviceGet",
+            // In the start-up set; cuLaunchKernel, the stand-in's other
+            // export, is not (`--libcuda-hooks all` only).
+            "cuMemGetInfo_v2"
         ])
     );
 
