@@ -74,6 +74,15 @@ fn a_libcuda_loaded_after_start_is_hooked_when_loaded() {
         "{v}"
     );
     assert_eq!(v["curesult"], "CUDA_SUCCESS (0)", "{v}");
+    // Read again once the library was mapped: the verdict knows the file.
+    assert!(
+        v["process"]["libcuda"]
+            .as_array()
+            .is_some_and(|l| l.iter().any(|x| x["path"]
+                .as_str()
+                .is_some_and(|p| p.ends_with("stublib/libcuda.so.1")))),
+        "{v}"
+    );
     // The loader's open is in the trace, before any driver call.
     let open = f
         .for_pid(pid as u32)

@@ -337,6 +337,9 @@ impl Live {
         pipe: &mut Pipeline,
     ) -> anyhow::Result<()> {
         let loads = std::mem::take(&mut self.seen.lib_loads);
+        let mut loaders: Vec<u32> = loads.iter().map(|l| l.0).collect();
+        loaders.sort_unstable();
+        loaders.dedup();
         let opened = loads.into_iter().map(|(tgid, p)| {
             let mut full = PathBuf::from(format!("/proc/{tgid}/root"));
             full.push(p.strip_prefix("/").unwrap_or(&p));
@@ -378,6 +381,24 @@ impl Live {
                         message: &e,
                     },
                 )?,
+            }
+        }
+        // A process first seen at the loader's open of its libcuda was read
+        // before the library was mapped: read it again now that it is (its
+        // libcuda's version and path, for the verdict; a second `process`
+        // record, which replaces the first unless the process is gone).
+        for pid in loaders {
+            let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm")) else {
+                continue;
+            };
+            let comm = decode::escape_bytes(comm.trim_end_matches('\n').as_bytes());
+            if !self.filters.keep_comm(&comm) {
+                continue;
+            }
+            let mut info = crate::identity::read(pid, self.cmdline, &mut self.libs);
+            if info.exe.is_some() && !info.libcuda.is_empty() {
+                info.comm = Some(comm);
+                pipe.process(Clock::mono_now(), info)?;
             }
         }
         Ok(())

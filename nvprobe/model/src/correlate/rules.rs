@@ -47,6 +47,9 @@ pub const RULES: &[Rule] = &[
     Rule { id: "node_create_failed", reference: "docs/FAILURE-CATALOGUE.md",
         hint: "libcuda tried to create the missing node and was refused (no CAP_MKNOD in a container or user namespace, \
 or a read-only /dev): create the nodes on the host and pass them in (docker --device, lxc.mount.entry, the device plugin)" },
+    Rule { id: "module_not_loaded", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "the kernel module is not loaded (its /sys/module or /proc/driver entry is missing): modprobe nvidia-uvm \
+(or nvidia) on the host, a container cannot; libcuda 535 did not try to load it itself in nvprobe's kernel tier" },
     Rule { id: "node_error", reference: "",
         hint: "check the node and the driver" },
     Rule { id: "uvm_unusable", reference: "docs/FAILURE-CATALOGUE.md",
@@ -301,8 +304,15 @@ fn node_problems(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     for (path, why) in &f.st.path_problems {
         // The cause decides the id (and so the hint); a missing or unusable
         // uvm node has its own, since CUDA needs it and NVML does not.
+        let module_entry =
+            path.starts_with("/sys/module/nvidia") || path.starts_with("/proc/driver/nvidia");
         let id = if why.starts_with("mknod") {
             "node_create_failed"
+        } else if why == "ENOENT" && module_entry {
+            // Seen on the real module (535, nvprobe's kernel tier): without
+            // nvidia_uvm, libcuda reads /sys/module/nvidia_uvm/initstate,
+            // gets ENOENT and returns 999, running nothing to load it.
+            "module_not_loaded"
         } else if why == "EACCES" || why == "EPERM" {
             "node_permission"
         } else if path.contains("nvidia-uvm") {
@@ -314,7 +324,15 @@ fn node_problems(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
         } else {
             "node_error"
         };
-        let evidence = format!("{path}: {why}");
+        let evidence = if id == "module_not_loaded" {
+            let m = path
+                .strip_prefix("/sys/module/")
+                .and_then(|p| p.split('/').next())
+                .unwrap_or("nvidia");
+            format!("{path}: {why}: the {m} kernel module is not loaded")
+        } else {
+            format!("{path}: {why}")
+        };
         if !out.iter().any(|d| d.evidence == evidence) {
             out.push(diag(id, evidence));
         }

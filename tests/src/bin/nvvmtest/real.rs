@@ -545,11 +545,176 @@ fn cost(_: &Path, c: &mut Checks) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Make the nodes `load` makes (after a scenario removed them).
+fn remake_nodes() -> anyhow::Result<()> {
+    let major = uvm_major().ok_or_else(|| anyhow::anyhow!("no nvidia-uvm in /proc/devices"))?;
+    for (path, ma, mi) in [
+        ("/dev/nvidiactl", 195, 255),
+        ("/dev/nvidia-uvm", major, 0),
+        ("/dev/nvidia-uvm-tools", major, 1),
+    ] {
+        let _ = fs::remove_file(path);
+        nix::sys::stat::mknod(
+            path,
+            nix::sys::stat::SFlag::S_IFCHR,
+            Mode::from_bits_truncate(0o666),
+            nix::sys::stat::makedev(ma, mi),
+        )?;
+    }
+    Ok(())
+}
+
+/// A real cuInit under `nvprobe watch` named `name`: its process's
+/// verdict, every record, and what the program printed.
+fn traced_cuinit(name: &str) -> anyhow::Result<(Value, Vec<Value>, Vec<Value>)> {
+    let w = watch_as(name, &["--raw"], None)?;
+    let run = run_self(&["cuinit", "libcuda.so.1"]);
+    let stopped = w.stop();
+    let (pid, said) = run?;
+    let (recs, _) = stopped?;
+    if let Ok(raw) = fs::read(format!("/tmp/{name}.ndjson")) {
+        println!(
+            "NVVM-FILE: real-{name}.ndjson {}",
+            nvprobe::decode::hex_encode(&raw)
+        );
+    }
+    let verdict = of(&recs, "cuinit")
+        .into_iter()
+        .find(|v| v["pid"] == u64::from(pid))
+        .cloned()
+        .unwrap_or(Value::Null);
+    println!("NVVM: {name}: cuinit {said:?}");
+    println!("NVVM: {name}: verdict {verdict}");
+    Ok((verdict, recs, said))
+}
+
+fn diagnoses(v: &Value) -> Vec<(String, String, String)> {
+    v["diagnoses"]
+        .as_array()
+        .map(|d| {
+            d.iter()
+                .map(|d| {
+                    (
+                        d["id"].as_str().unwrap_or("").to_owned(),
+                        d["severity"].as_str().unwrap_or("").to_owned(),
+                        d["evidence"].as_str().unwrap_or("").to_owned(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The nodes missing as root: the real libcuda recreates them (mknod, or
+/// nvidia-modprobe) and its start-up then fails for the reason it fails
+/// without a GPU, which the verdict must still name; the missing nodes
+/// are problems it got past.
+fn nodes(c: &mut Checks) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        fs::metadata("/proc/driver/nvidia/version").is_ok(),
+        "the real module is not loaded (real_calls failed first)"
+    );
+    for p in ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"] {
+        let _ = fs::remove_file(p);
+    }
+    let res = traced_cuinit("nodes");
+    let made = fs::metadata("/dev/nvidiactl").is_ok();
+    remake_nodes()?;
+    let (v, recs, _) = res?;
+    c.check(made, "the real libcuda recreated /dev/nvidiactl");
+    let mknods = of(&recs, "mknod");
+    let helpers = of(&recs, "cuinit")
+        .into_iter()
+        .filter(|x| x["class"] == "helper")
+        .count();
+    println!(
+        "NVVM: nodes: {} mknod records, {helpers} helper verdicts",
+        mknods.len()
+    );
+    c.check(
+        !mknods.is_empty() || helpers > 0,
+        "the node's creation is in the trace (a mknod, or nvidia-modprobe as a helper)",
+    );
+    let d = diagnoses(&v);
+    c.check(
+        v["class"] == "cuda" && v["result"] == "failed",
+        &format!(
+            "the start-up is a failed CUDA start-up ({} {})",
+            v["class"], v["result"]
+        ),
+    );
+    c.check(
+        d.iter()
+            .filter(|(_, _, e)| e.contains("/dev/nvidiactl"))
+            .all(|(_, s, _)| s == "recovered"),
+        &format!("the missing nodes are problems it got past, not the cause: {d:?}"),
+    );
+    c.check(
+        v["text"]
+            .as_str()
+            .is_some_and(|t| !t.contains("/dev/nvidiactl")),
+        &format!("the verdict's text names the real cause: {}", v["text"]),
+    );
+    Ok(())
+}
+
+/// nvidia_uvm not loaded: the verdict says the module is missing (libcuda
+/// 535 looks for /sys/module/nvidia_uvm/initstate and gives up with 999).
+fn no_uvm(dir: &Path, c: &mut Checks) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        sh("rmmod nvidia_uvm"),
+        "rmmod nvidia_uvm failed (dmesg: {})",
+        dmesg_tail()
+    );
+    for p in ["/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"] {
+        let _ = fs::remove_file(p);
+    }
+    let res = traced_cuinit("no-uvm");
+    let back = sh(&format!("insmod {}", dir.join("nvidia-uvm.ko").display()));
+    if back {
+        remake_nodes()?;
+    }
+    let (v, recs, said) = res?;
+    c.check(back, "nvidia_uvm loaded again afterwards");
+    let r = said.first().and_then(|s| s["cuInit"].as_i64());
+    c.check(r.is_some_and(|r| r != 0), &format!("cuInit failed ({r:?})"));
+    let d = diagnoses(&v);
+    let helpers: Vec<String> = of(&recs, "cuinit")
+        .into_iter()
+        .filter(|x| x["class"] == "helper")
+        .map(|x| x["text"].to_string())
+        .collect();
+    println!("NVVM: no-uvm: helpers {helpers:?}");
+    c.check(
+        v["class"] == "cuda" && v["result"] == "failed",
+        &format!("a failed CUDA start-up ({} {})", v["class"], v["result"]),
+    );
+    // Seen here: libcuda 535 reads /sys/module/nvidia_uvm/initstate, gets
+    // ENOENT, returns 999 and runs no nvidia-modprobe.
+    c.check(
+        d.iter().any(|(id, s, e)| {
+            id == "module_not_loaded"
+                && s == "error"
+                && e.ends_with("the nvidia_uvm kernel module is not loaded")
+        }),
+        &format!("the diagnosis: nvidia_uvm is not loaded ({d:?})"),
+    );
+    c.check(
+        v["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("nvidia_uvm kernel module is not loaded")),
+        &format!("and the verdict's text says so: {}", v["text"]),
+    );
+    Ok(())
+}
+
 pub fn run(dir: &Path) -> bool {
     let mut all_ok = true;
     type Scenario = fn(&Path, &mut Checks) -> anyhow::Result<()>;
-    let scenarios: [(&'static str, Scenario); 3] = [
+    let scenarios: [(&'static str, Scenario); 5] = [
         ("real_calls", calls),
+        ("real_nodes", |_, c| nodes(c)),
+        ("real_no_uvm", no_uvm),
         ("real_mismatch", |_, c| mismatch(c)),
         ("real_cost", cost),
     ];
