@@ -514,6 +514,25 @@ mod tests {
     }
 
     #[test]
+    fn every_function_the_real_580_libcuda_exports_has_a_number() {
+        let list = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/fixtures/gpu-host/libcuda-580.159.04-exports.txt"
+        ))
+        .expect("export list");
+        let names: Vec<&str> = list
+            .lines()
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .collect();
+        assert_eq!(names.len(), 682);
+        let missing: Vec<&&str> = names
+            .iter()
+            .filter(|n| cuda_func_number(n).is_none())
+            .collect();
+        assert!(missing.is_empty(), "not in cuda_api.rs: {missing:?}");
+    }
+
+    #[test]
     fn numbers_are_unique_and_the_first_nine_never_move() {
         let mut n = std::collections::HashSet::new();
         let mut names = std::collections::HashSet::new();

@@ -450,3 +450,54 @@ fn the_real_version_mismatch_is_named_with_both_versions() {
         "libcuda /usr/lib/x86_64-linux-gnu/libcuda.so.550.163.01 is 550.163.01, the kernel module is 535.261.03"
     );
 }
+
+#[test]
+fn the_real_module_with_its_nodes_removed_recovers_them_and_fails_for_its_own_reason() {
+    // Kernel tier, real_nodes: libcuda 535 recreates /dev/nvidiactl and the
+    // uvm node itself (mknod), then fails as it does without a GPU.
+    let (_, v) = verdicts("vm-6.1-real-535-nodes-missing.ndjson");
+    let cu = v
+        .iter()
+        .find(|v| v.curesult.is_some())
+        .expect("the cuInit with its uprobe");
+    assert_eq!((cu.class, cu.result), ("cuda", "failed"));
+    assert_eq!(cu.curesult.as_deref(), Some("CUDA_ERROR_UNKNOWN (999)"));
+    let f = cu.failed_call.as_ref().expect("failed call");
+    assert_eq!(
+        f.call,
+        "NV_ESC_RM_CONTROL NV_CONF_COMPUTE_CTRL_CMD_SYSTEM_GET_CAPABILITIES"
+    );
+    let d: Vec<(&str, &str)> = cu.diagnoses.iter().map(|d| (d.id, d.severity)).collect();
+    assert_eq!(
+        d,
+        [("node_missing", "recovered"), ("uvm_unusable", "recovered")],
+        "{:#?}",
+        cu.diagnoses
+    );
+    assert!(
+        cu.diagnoses[0]
+            .evidence
+            .starts_with("/dev/nvidiactl: ENOENT; libcuda created it (mknod 195:255)")
+    );
+    assert!(!cu.text.contains("/dev/nvidiactl"), "{}", cu.text);
+}
+
+#[test]
+fn the_real_module_without_nvidia_uvm_is_module_not_loaded() {
+    // Kernel tier, real_no_uvm: libcuda 535 reads
+    // /sys/module/nvidia_uvm/initstate, gets ENOENT and returns 999 after S2.
+    let (_, v) = verdicts("vm-6.1-real-535-no-uvm.ndjson");
+    let cu = v
+        .iter()
+        .find(|v| v.curesult.is_some())
+        .expect("the cuInit with its uprobe");
+    assert_eq!((cu.class, cu.result), ("cuda", "failed"));
+    assert_eq!(cu.curesult.as_deref(), Some("CUDA_ERROR_UNKNOWN (999)"));
+    assert!(!stage_ids(cu).contains(&"S4"), "{:?}", stage_ids(cu));
+    let d: Vec<(&str, &str)> = cu.diagnoses.iter().map(|d| (d.id, d.severity)).collect();
+    assert_eq!(d, [("module_not_loaded", "error")]);
+    assert_eq!(
+        cu.text,
+        "cuInit returned CUDA_ERROR_UNKNOWN (999) after S2 rm_client: /sys/module/nvidia_uvm/initstate: ENOENT: the nvidia_uvm kernel module is not loaded"
+    );
+}
