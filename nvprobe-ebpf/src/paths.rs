@@ -82,8 +82,10 @@ pub unsafe fn read_stat(op: PathOp, buf: u64, ev: &mut PathEvent) {
 
 /// Whether an open is the dynamic loader loading a libcuda: the flags
 /// glibc's ld.so and musl use for libraries (O_RDONLY | O_CLOEXEC, nothing
-/// else) and a last path component that starts with `libcuda.so`. Every
-/// other open of the host costs one flags test.
+/// else) and a last path component that starts with `libcuda.so`. Opens
+/// with other flags cost one test; the many `O_RDONLY|O_CLOEXEC` opens of
+/// the host (the loader's, Go's, Rust's, Python's) also a read of up to
+/// 128 bytes of their path.
 #[inline(always)]
 pub fn libcuda_open(ptr: u64, flags: u64) -> bool {
     const O_CLOEXEC: u64 = 0o2_000_000;

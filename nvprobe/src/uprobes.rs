@@ -26,6 +26,9 @@ use object::{Object, ObjectSection, ObjectSymbol};
 use serde::Serialize;
 use std::os::fd::AsRawFd;
 
+/// At most this many distinct libcuda files are hooked.
+const MAX_COPIES: usize = 32;
+
 const ENTER: &str = "nvprobe_cuda_enter";
 const RETURN: &str = "nvprobe_cuda_return";
 /// The eBPF programs this module attaches.
@@ -161,8 +164,8 @@ pub fn exports(path: &Path, f: std::fs::File) -> Result<Vec<(String, u64)>, Stri
     let cache = object::ReadCache::new(f);
     let obj = object::File::parse(&cache)
         .map_err(|e| format!("{}: not an ELF library ({e})", path.display()))?;
-    let mut out = Vec::new();
-    let mut at = std::collections::HashSet::new();
+    let mut out: Vec<(String, u64)> = Vec::new();
+    let mut at: HashMap<u64, usize> = HashMap::new();
     for s in obj.dynamic_symbols() {
         if s.kind() != object::SymbolKind::Text || !s.is_definition() || !s.is_global() {
             continue;
@@ -183,8 +186,16 @@ pub fn exports(path: &Path, f: std::fs::File) -> Result<Vec<(String, u64)>, Stri
         else {
             continue;
         };
-        if at.insert(off) {
-            out.push((name.to_owned(), off));
+        // Aliases at one address: keep the name nvprobe would hook
+        // (a start-up call first, then any numbered one).
+        let rank = |n: &str| (STARTUP.contains(&n), cuda_func_number(n).is_some());
+        match at.get(&off) {
+            Some(&i) if rank(name) > rank(&out[i].0) => out[i].0 = name.to_owned(),
+            Some(_) => {}
+            None => {
+                at.insert(off, out.len());
+                out.push((name.to_owned(), off));
+            }
         }
     }
     Ok(out)
@@ -320,6 +331,14 @@ impl Libcuda {
         let n = links.len();
         let max_fd = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
             .map_or(1 << 16, |(soft, _)| soft.min(1 << 20) as i32);
+        // The child waits until this process has closed its copies (the
+        // write end closes with them): whoever closes a link last pays for
+        // its removal, and that must be the child.
+        let Ok((rd, wr)) = nix::unistd::pipe() else {
+            drop(links);
+            return None;
+        };
+        let (rd_fd, wr_fd) = (rd.as_raw_fd(), wr.as_raw_fd());
         // SAFETY: the child runs only async-signal-safe calls (setsid,
         // close_range or close, _exit) before it exits; no destructor, no
         // allocation, no lock.
@@ -329,6 +348,13 @@ impl Libcuda {
                 // not for it), and stdout/stderr closed first, so that a
                 // reader of nvprobe's output sees its end now.
                 libc::setsid();
+                libc::close(0);
+                libc::close(1);
+                libc::close(2);
+                libc::close(wr_fd);
+                let mut b = 0u8;
+                // EOF (or an error) once the parent has let go.
+                while libc::read(rd_fd, (&raw mut b).cast(), 1) > 0 {}
                 if libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) != 0 {
                     for fd in 0..max_fd {
                         libc::close(fd);
@@ -338,11 +364,14 @@ impl Libcuda {
             },
             Ok(nix::unistd::ForkResult::Parent { child }) => {
                 // Closing our copies costs nothing while the child holds
-                // the uprobes.
+                // the uprobes; then the child may go on.
                 drop(links);
+                drop(rd);
+                drop(wr);
                 Some((child.as_raw() as u32, n))
             }
             Err(_) => {
+                drop((rd, wr));
                 drop(links);
                 None
             }
@@ -381,6 +410,21 @@ impl Libcuda {
         let id = (st.st_dev, st.st_ino);
         if self.files.contains_key(&id) {
             return Ok(None);
+        }
+        if self.files.len() >= MAX_COPIES {
+            // Said once per file.
+            self.files.insert(
+                id,
+                Attached {
+                    path: path.display().to_string(),
+                    functions: Vec::new(),
+                    unknown: Vec::new(),
+                },
+            );
+            return Err(format!(
+                "{}: not hooked: {MAX_COPIES} libcuda files are hooked already (each costs ~120 uprobes, ~0.1 s each to remove)",
+                path.display()
+            ));
         }
         let fd_path = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
         if !self.loaded {

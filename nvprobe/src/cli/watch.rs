@@ -493,9 +493,8 @@ fn hook_libcuda(a: &WatchArgs, loaded: &mut Loaded, libcuda: &mut Libcuda) {
         return;
     }
     if a.libcuda_hooks == Hooks::All {
-        // Two descriptors per uprobe (the perf event and its link): ~700
-        // functions x 2 probes per libcuda copy need more than the usual
-        // soft limit of 1024.
+        // A descriptor per uprobe: ~700 functions x 2 probes per libcuda
+        // copy need more than the usual soft limit of 1024.
         raise_nofile();
     }
     let mut candidates = nvprobe::uprobes::static_candidates();

@@ -356,7 +356,7 @@ impl Live {
         for (tgid, path, at_load) in found {
             let now = Clock::mono_now();
             let when = if at_load {
-                "when pid {tgid} loaded it: calls made before the hooks were in place (microseconds after the load) are not seen"
+                "when pid {tgid} loaded it: calls made before the hooks were in place (milliseconds after the load) are not seen"
             } else {
                 "when pid {tgid} was first seen: its cuInit may have begun before, so its verdict can rest on driver calls alone"
             };

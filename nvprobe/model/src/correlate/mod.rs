@@ -190,8 +190,11 @@ impl Correlator {
                 let st = self.state(pid);
                 st.begin(start, &o.comm);
                 st.last_ns = st.last_ns.max(end);
-                // A loader's search is a handful of opens; keep that many.
-                if st.lib_opens.len() < 16 {
+                // A loader's search is a few dozen opens at most (every
+                // hwcaps folder of every search path); a successful open is
+                // always kept.
+                st.lib_open_count = st.lib_open_count.saturating_add(1);
+                if failure.is_none() || st.lib_opens.len() < 64 {
                     st.lib_opens.push((path, failure));
                 }
                 None

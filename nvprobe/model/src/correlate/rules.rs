@@ -85,8 +85,8 @@ modprobe nvidia_uvm uvm_disable_hmm=1" },
 remove the stubs folder from LD_LIBRARY_PATH / the rpath so the driver's libcuda.so.1 is found" },
     Rule { id: "libcuda_not_found", reference: "docs/FAILURE-CATALOGUE.md",
         hint: "the NVIDIA user-space driver (libcuda.so.1) is not in this environment: a container started without \
-the NVIDIA runtime, CDI or --gpus, or a host without the driver's libcuda package; CUDA runtimes report this as \
-CUDA_ERROR/cudaErrorInsufficientDriver (35), which reads like an old driver but is a missing one" },
+the NVIDIA runtime, CDI or --gpus, or a host without the driver's libcuda package; the CUDA runtime reports this as \
+cudaErrorInsufficientDriver (35), which reads like an old driver but is a missing one" },
     Rule { id: "system_driver_mismatch", reference: "docs/FAILURE-CATALOGUE.md",
         hint: "the libcuda in use does not match the kernel module (often a cuda-compat libcuda in a container, or a \
 driver upgraded without a reboot): use the libcuda of the module's version, or reboot after the upgrade" },
@@ -216,12 +216,16 @@ fn libcuda_not_found(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
         return;
     }
     let names: Vec<&str> = {
-        let mut v: Vec<&str> = st
+        let mut v: Vec<&str> = Vec::new();
+        for n in st
             .lib_opens
             .iter()
             .filter_map(|(p, _)| p.rsplit('/').next())
-            .collect();
-        v.dedup();
+        {
+            if !v.contains(&n) {
+                v.push(n);
+            }
+        }
         v
     };
     let tried: Vec<String> = st
@@ -230,14 +234,15 @@ fn libcuda_not_found(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
         .take(4)
         .map(|(p, e)| format!("{p} ({})", e.as_deref().unwrap_or("?")))
         .collect();
-    let more = st.lib_opens.len().saturating_sub(tried.len());
+    let count = st.lib_open_count.max(st.lib_opens.len() as u32);
+    let more = count as usize - tried.len().min(count as usize);
     out.push(diag(
         "libcuda_not_found",
         format!(
             "the dynamic loader looked for {} {} time{} and found none: {}{}",
             names.join(" / "),
-            st.lib_opens.len(),
-            if st.lib_opens.len() == 1 { "" } else { "s" },
+            count,
+            if count == 1 { "" } else { "s" },
             tried.join(", "),
             if more > 0 {
                 format!(", and {more} more")
@@ -304,8 +309,16 @@ fn node_problems(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     for (path, why) in &f.st.path_problems {
         // The cause decides the id (and so the hint); a missing or unusable
         // uvm node has its own, since CUDA needs it and NVML does not.
-        let module_entry =
-            path.starts_with("/sys/module/nvidia") || path.starts_with("/proc/driver/nvidia");
+        let module_entry = module_of_entry(path).is_some_and(|m| {
+            // Not when the module's own node was used (its entry was then
+            // missing for another reason: a mask, a container's /sys).
+            let used = match m {
+                "nvidia_uvm" => f.st.uvm_touched,
+                "nvidia" => f.st.calls > 0,
+                _ => false,
+            };
+            !used
+        });
         let id = if why.starts_with("mknod") {
             "node_create_failed"
         } else if why == "ENOENT" && module_entry {
@@ -325,10 +338,7 @@ fn node_problems(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
             "node_error"
         };
         let evidence = if id == "module_not_loaded" {
-            let m = path
-                .strip_prefix("/sys/module/")
-                .and_then(|p| p.split('/').next())
-                .unwrap_or("nvidia");
+            let m = module_of_entry(path).unwrap_or("nvidia");
             format!("{path}: {why}: the {m} kernel module is not loaded")
         } else {
             format!("{path}: {why}")
@@ -337,6 +347,19 @@ fn node_problems(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
             out.push(diag(id, evidence));
         }
     }
+}
+
+/// The module whose absence a missing `path` shows: `/sys/module/M`,
+/// `/sys/module/M/initstate` (M one of NVIDIA's), `/proc/driver/nvidia`
+/// and its `version` (nvidia). Other entries (parameters, other modules'
+/// files, masked paths) say nothing about it.
+fn module_of_entry(path: &str) -> Option<&str> {
+    if matches!(path, "/proc/driver/nvidia" | "/proc/driver/nvidia/version") {
+        return Some("nvidia");
+    }
+    let rest = path.strip_prefix("/sys/module/")?;
+    let m = rest.strip_suffix("/initstate").unwrap_or(rest);
+    matches!(m, "nvidia" | "nvidia_uvm" | "nvidia_modeset" | "nvidia_drm").then_some(m)
 }
 
 fn inherited_fds(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
@@ -540,5 +563,34 @@ mod tests {
             assert!(RULES[..i].iter().all(|o| o.id != r.id), "{} twice", r.id);
         }
         assert!(HMM_HINT.contains("uvm_disable_hmm=1") && HMM_HINT.contains("797"));
+    }
+}
+
+#[cfg(test)]
+mod module_entry_tests {
+    use super::module_of_entry;
+
+    #[test]
+    fn only_a_modules_own_entries_say_it_is_not_loaded() {
+        assert_eq!(
+            module_of_entry("/sys/module/nvidia_uvm/initstate"),
+            Some("nvidia_uvm")
+        );
+        assert_eq!(module_of_entry("/sys/module/nvidia"), Some("nvidia"));
+        assert_eq!(
+            module_of_entry("/proc/driver/nvidia/version"),
+            Some("nvidia")
+        );
+        // A parameter, another module's files, the GPU list: not the module.
+        assert_eq!(
+            module_of_entry("/sys/module/nvidia/parameters/NVreg_X"),
+            None
+        );
+        assert_eq!(module_of_entry("/sys/module/nvidia_fs/initstate"), None);
+        assert_eq!(
+            module_of_entry("/proc/driver/nvidia/gpus/0000:01:00.0/information"),
+            None
+        );
+        assert_eq!(module_of_entry("/proc/driver/nvidia/params"), None);
     }
 }

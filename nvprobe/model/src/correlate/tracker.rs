@@ -55,8 +55,11 @@ pub(crate) struct ProcInit {
     pub(crate) uvm_touched: bool,
     /// libcuda calls seen by the uprobes (any function).
     pub(crate) cuda_calls: u64,
-    /// The dynamic loader's opens of a libcuda: (path, errno if it failed).
+    /// The dynamic loader's opens of a libcuda: (path, errno if it failed);
+    /// the successful ones all, failures up to a bound.
     pub(crate) lib_opens: Vec<(String, Option<String>)>,
+    /// How many opens the loader made in all.
+    pub(crate) lib_open_count: u32,
     /// The first libcuda call other than cuInit that returned
     /// CUDA_ERROR_NOT_INITIALIZED (3).
     pub(crate) not_initialized: Option<String>,
