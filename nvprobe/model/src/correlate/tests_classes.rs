@@ -332,3 +332,59 @@ fn a_visibility_list_that_matches_nothing_is_said_plainly() {
         d.evidence
     );
 }
+
+/// The dynamic loader's open of a libcuda (O_RDONLY|O_CLOEXEC): found, or
+/// not (`errno`).
+fn lib_open(t: u64, path: &str, errno: Option<&str>) -> Event {
+    let Event::Open(mut p) = open(t, path, "none") else {
+        unreachable!()
+    };
+    p.device = None;
+    p.flags = "O_RDONLY|O_CLOEXEC".into();
+    if let Some(e) = errno {
+        p.errno = Some(e.into());
+        p.ret = -2;
+        p.ok = false;
+        p.fd = None;
+    }
+    Event::Open(p)
+}
+
+#[test]
+fn a_libcuda_read_but_never_mapped_is_no_cuda_start_up() {
+    // `nvprobe doctor`, ldconfig, a backup: the file opened, nothing mapped,
+    // no call.
+    let v = verdicts_of(
+        vec![],
+        vec![],
+        &[
+            lib_open(1, "/usr/lib/x86_64-linux-gnu/libcuda.so.580.159.04", None),
+            exit_of(2, 7, 0),
+        ],
+    );
+    assert_eq!(v.len(), 1);
+    assert_eq!((v[0].class, v[0].result), ("probe", "ok"), "{}", v[0].text);
+    assert!(v[0].text.starts_with(
+        "opened /usr/lib/x86_64-linux-gnu/libcuda.so.580.159.04 without being seen to map it"
+    ));
+    // A search that finds none is a CUDA start-up that could not begin.
+    let v = verdicts_of(
+        vec![],
+        vec![],
+        &[
+            lib_open(1, "/opt/a/libcuda.so.1", Some("ENOENT")),
+            lib_open(2, "/usr/lib/libcuda.so.1", Some("ENOENT")),
+            exit_of(3, 7, 1 << 8),
+        ],
+    );
+    assert_eq!(
+        (v[0].class, v[0].result),
+        ("cuda", "failed"),
+        "{}",
+        v[0].text
+    );
+    assert_eq!(v[0].diagnoses[0].id, "libcuda_not_found");
+    assert!(v[0].diagnoses[0].evidence.starts_with(
+        "the dynamic loader looked for libcuda.so.1 2 times and found none: /opt/a/libcuda.so.1 (ENOENT), /usr/lib/libcuda.so.1 (ENOENT)"
+    ));
+}

@@ -179,10 +179,14 @@ pub(crate) fn class_of(st: &ProcInit) -> &'static str {
                 .and_then(|i| i.program())
                 .is_some_and(|e| e == name || e.ends_with(&format!("/{name}")))
     };
-    // A libcuda mapped, or one the loader opened or looked for (ldconfig
-    // opens every library to read its name: that is no load).
+    // A libcuda mapped, or a loader's search that found none. A libcuda
+    // opened but never seen mapped is no load: any program that reads the
+    // file opens it so (ldconfig, `nvprobe doctor`, a backup).
     let libcuda = st.info.as_ref().is_some_and(|i| !i.libcuda.is_empty())
-        || (!st.lib_opens.is_empty() && !exe_is("ldconfig") && !exe_is("ldconfig.real"));
+        || (!st.lib_opens.is_empty()
+            && st.lib_loaded().is_none()
+            && !exe_is("ldconfig")
+            && !exe_is("ldconfig.real"));
     let nvml = st.info.as_ref().is_some_and(|i| i.libnvml.is_some())
         || DRIVER_CLIENTS.iter().any(|c| exe_is(c));
     // UVM registration is the step only CUDA takes (nvidia-smi opens UVM and
@@ -284,6 +288,14 @@ fn other_class(
             };
             (result, text, d)
         }
+        _ if st.lookups == 0 && st.lib_loaded().is_some() => (
+            "ok",
+            format!(
+                "opened {} without being seen to map it or call CUDA (a read of the file, not a load); {ended}",
+                st.lib_loaded().unwrap_or_default()
+            ),
+            Vec::new(),
+        ),
         _ => (
             "ok",
             format!(
