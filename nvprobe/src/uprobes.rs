@@ -300,6 +300,18 @@ impl Libcuda {
         }
     }
 
+    /// A file not to try again: hooked with no function.
+    fn remember_unhooked(&mut self, id: (u64, u64), path: &Path) {
+        self.files.insert(
+            id,
+            Attached {
+                path: path.display().to_string(),
+                functions: Vec::new(),
+                unknown: Vec::new(),
+            },
+        );
+    }
+
     pub fn hooks(&self) -> Hooks {
         self.hooks
     }
@@ -413,14 +425,7 @@ impl Libcuda {
         }
         if self.files.len() >= MAX_COPIES {
             // Said once per file.
-            self.files.insert(
-                id,
-                Attached {
-                    path: path.display().to_string(),
-                    functions: Vec::new(),
-                    unknown: Vec::new(),
-                },
-            );
+            self.remember_unhooked(id, path);
             return Err(format!(
                 "{}: not hooked: {MAX_COPIES} libcuda files are hooked already (each costs ~120 uprobes, ~0.1 s each to remove)",
                 path.display()
@@ -449,14 +454,7 @@ impl Libcuda {
             Ok(e) => e,
             Err(e) => {
                 // Not a library nvprobe can read: no point trying it again.
-                self.files.insert(
-                    id,
-                    Attached {
-                        path: path.display().to_string(),
-                        functions: Vec::new(),
-                        unknown: Vec::new(),
-                    },
-                );
+                self.remember_unhooked(id, path);
                 return Err(e);
             }
         };
@@ -503,14 +501,7 @@ impl Libcuda {
         functions.sort_by_key(|f| cuda_func_number(f));
         if !functions.contains(&"cuInit") {
             // Remember it anyway: no point trying this file again.
-            self.files.insert(
-                id,
-                Attached {
-                    path: path.display().to_string(),
-                    functions: Vec::new(),
-                    unknown: Vec::new(),
-                },
-            );
+            self.remember_unhooked(id, path);
             return Err(format!(
                 "{}: cuInit could not be hooked ({})",
                 path.display(),

@@ -35,20 +35,7 @@ fn load(dir: &Path) -> anyhow::Result<String> {
             dmesg_tail()
         );
     }
-    let major = uvm_major().ok_or_else(|| anyhow::anyhow!("no nvidia-uvm in /proc/devices"))?;
-    for (path, ma, mi) in [
-        ("/dev/nvidiactl", 195, 255),
-        ("/dev/nvidia-uvm", major, 0),
-        ("/dev/nvidia-uvm-tools", major, 1),
-    ] {
-        let _ = fs::remove_file(path);
-        nix::sys::stat::mknod(
-            path,
-            nix::sys::stat::SFlag::S_IFCHR,
-            Mode::from_bits_truncate(0o666),
-            nix::sys::stat::makedev(ma, mi),
-        )?;
-    }
+    remake_nodes()?;
     let v = fs::read_to_string("/proc/driver/nvidia/version")?;
     Ok(v.lines().next().unwrap_or_default().to_owned())
 }
@@ -545,7 +532,8 @@ fn cost(_: &Path, c: &mut Checks) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Make the nodes `load` makes (after a scenario removed them).
+/// The nodes the driver would make (no GPU: no /dev/nvidia0), made again
+/// after a scenario removed them.
 fn remake_nodes() -> anyhow::Result<()> {
     let major = uvm_major().ok_or_else(|| anyhow::anyhow!("no nvidia-uvm in /proc/devices"))?;
     for (path, ma, mi) in [
