@@ -293,7 +293,12 @@ impl Live {
                 self.idents
                     .push((h.tgid, decode::escape_bytes(&h.comm[..end])));
                 if let Some(m) = self.nv_procs.as_mut() {
-                    let _ = m.insert(h.tgid, 1, 0);
+                    // Only if the kernel has no entry yet (BPF_NOEXIST): a
+                    // collector that lags must not overwrite the quiet bit
+                    // that cuInit's return set meanwhile (seen in CI under
+                    // load: the process's successful calls then all came up).
+                    const BPF_NOEXIST: u64 = 1;
+                    let _ = m.insert(h.tgid, 1, BPF_NOEXIST);
                 }
             }
             self.seen.track(item);
