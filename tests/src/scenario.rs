@@ -173,8 +173,19 @@ pub fn spawn_cuinit(
     lib: &Path,
     mode: &str,
 ) -> (std::process::Child, BufReader<std::process::ChildStdout>) {
+    spawn_with_lib(drv, lib, "cuinit", mode)
+}
+
+/// An nvfixture scenario that dlopens `lib` and says "ready" before it
+/// waits for a line on stdin (cuinit, forkchild).
+pub fn spawn_with_lib(
+    drv: &FakeDrv,
+    lib: &Path,
+    scenario: &str,
+    mode: &str,
+) -> (std::process::Child, BufReader<std::process::ChildStdout>) {
     let mut c = Command::new(bin("nvfixture"))
-        .args(["run", "cuinit", "--dir"])
+        .args(["run", scenario, "--dir"])
         .arg(&drv.dir)
         .arg("--lib")
         .arg(lib)

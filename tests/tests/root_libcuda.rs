@@ -5,13 +5,15 @@
 //! fails, whichever call that is (`--libcuda-hooks all` hooks every
 //! exported function, the default only the start-up calls).
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, Write};
 use std::process::{Command, Stdio};
 
 use nvprobe_tests::{
     harness::{bin, still_loaded},
     need_root,
-    scenario::{FakeDrv, check_schema, lock, spawn_cuinit, stub_libcuda, tmpdir, watch},
+    scenario::{
+        FakeDrv, check_schema, lock, spawn_cuinit, spawn_with_lib, stub_libcuda, tmpdir, watch,
+    },
 };
 use serde_json::Value;
 
@@ -156,19 +158,8 @@ fn forkchild(tag: &str, extra: &[&str]) -> Option<(Value, Value)> {
     let tmp = tmpdir(tag);
     let lib = stub_libcuda(&tmp)?;
     let drv = FakeDrv::start(&tmp);
-    let mut c = Command::new(bin("nvfixture"))
-        .args(["run", "forkchild", "--dir"])
-        .arg(&drv.dir)
-        .arg("--lib")
-        .arg(&lib)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn nvfixture");
-    let mut out = BufReader::new(c.stdout.take().expect("stdout"));
+    let (mut c, mut out) = spawn_with_lib(&drv, &lib, "forkchild", "ok");
     let mut line = String::new();
-    out.read_line(&mut line).expect("ready");
-    assert!(line.contains("ready"), "{line}");
     // The process maps the library: nvprobe hooks it at start.
     let t = watch(&tmp, &drv, extra);
     c.stdin

@@ -451,20 +451,30 @@ fn alarm_scenario(dir: &Path) -> anyhow::Result<Value> {
     }
 }
 
-/// dlopen a libcuda, say "ready", wait for a line on stdin, then call
-/// cuInit(0) and cuDeviceGetCount, like a CUDA application starting.
-fn cuinit_scenario(dir: &Path, lib: Option<&Path>) -> anyhow::Result<Value> {
+/// Point the stand-in libcuda at the FUSE device folder and dlopen `lib`.
+fn open_lib<'a>(
+    dir: &Path,
+    lib: Option<&'a Path>,
+) -> anyhow::Result<(&'a Path, *mut libc::c_void)> {
     let lib = lib.context("--lib is required")?;
     // SAFETY: the environment is set before any other thread exists.
     unsafe { std::env::set_var("NVPROBE_FAKE_DIR", dir) };
     let c = std::ffi::CString::new(lib.as_os_str().as_encoded_bytes())?;
-    // SAFETY: dlopen/dlsym with valid C strings; the symbols have the
-    // cuda.h prototypes.
+    // SAFETY: dlopen with a valid C string.
+    let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW) };
+    if h.is_null() {
+        bail!("dlopen {} failed", lib.display());
+    }
+    Ok((lib, h))
+}
+
+/// dlopen a libcuda, say "ready", wait for a line on stdin, then call
+/// cuInit(0) and cuDeviceGetCount, like a CUDA application starting.
+fn cuinit_scenario(dir: &Path, lib: Option<&Path>) -> anyhow::Result<Value> {
+    let (lib, h) = open_lib(dir, lib)?;
+    // SAFETY: dlsym with valid C strings; the symbols have the cuda.h
+    // prototypes.
     unsafe {
-        let h = libc::dlopen(c.as_ptr(), libc::RTLD_NOW);
-        if h.is_null() {
-            bail!("dlopen {} failed", lib.display());
-        }
         let init = libc::dlsym(h, c"cuInit".as_ptr());
         let count = libc::dlsym(h, c"cuDeviceGetCount".as_ptr());
         if init.is_null() || count.is_null() {
@@ -489,17 +499,10 @@ fn cuinit_scenario(dir: &Path, lib: Option<&Path>) -> anyhow::Result<Value> {
 /// survive a fork; the stand-in answers 3 like the real libcuda) and exits
 /// 1 when both fail.
 fn forkchild_scenario(dir: &Path, lib: Option<&Path>) -> anyhow::Result<Value> {
-    let lib = lib.context("--lib is required")?;
-    // SAFETY: the environment is set before any other thread exists.
-    unsafe { std::env::set_var("NVPROBE_FAKE_DIR", dir) };
-    let c = std::ffi::CString::new(lib.as_os_str().as_encoded_bytes())?;
-    // SAFETY: dlopen/dlsym with valid C strings; the symbols have the
-    // cuda.h prototypes (cuLaunchKernel's eleven arguments, all null).
+    let (lib, h) = open_lib(dir, lib)?;
+    // SAFETY: dlsym with valid C strings; the symbols have the cuda.h
+    // prototypes (cuLaunchKernel's eleven arguments, all null).
     unsafe {
-        let h = libc::dlopen(c.as_ptr(), libc::RTLD_NOW);
-        if h.is_null() {
-            bail!("dlopen {} failed", lib.display());
-        }
         let sym = |n: &std::ffi::CStr| {
             let p = libc::dlsym(h, n.as_ptr());
             if p.is_null() {
