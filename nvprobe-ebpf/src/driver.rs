@@ -73,7 +73,7 @@ fn enter_args(hook: u32, args: [u64; 6]) {
     // makes the ioctl record itself: (struct file *, cmd, arg).
     if is_ioctl_hook(hook) && drv_ioctls() && pid_allowed() {
         if let Some(file) = file_id(e.args[0]) {
-            let _ = crate::ioctl_begin(
+            let _ = crate::ioctl::ioctl_begin(
                 -1,
                 file,
                 e.args[1] as u32,
@@ -99,7 +99,7 @@ fn exit_ret(hook: u32, ret: i64) {
     let _ = DRV_INFLIGHT.remove(&k);
     if is_ioctl_hook(hook) && drv_ioctls() {
         // The ioctl record stands for the entry point's own span.
-        let _ = crate::ioctl_finish(ret);
+        let _ = crate::ioctl::ioctl_finish(ret);
         return;
     }
     let Some(mut entry) = EVENTS.reserve::<DriverEvent>(0) else {

@@ -49,6 +49,7 @@ static CONFIG: Config = Config {
     task_exit_code: 0,
     drv_ioctls: 0,
     quiet: 0,
+    rm_params: 0,
 };
 
 #[inline(always)]
@@ -168,6 +169,12 @@ pub fn drv_ioctls() -> bool {
 #[inline(always)]
 pub fn quiet_levels() -> bool {
     cfg!(quiet) != 0
+}
+
+/// Whether `RM_PARAMS` lists controls whose parameters are copied.
+#[inline(always)]
+pub fn rm_params_on() -> bool {
+    cfg!(rm_params) != 0
 }
 
 /// What a `struct file *` is, as [`resolve_fd`] says it for an fd.

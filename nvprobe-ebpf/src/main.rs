@@ -16,6 +16,7 @@
 mod cuda;
 mod driver;
 mod fdres;
+mod ioctl;
 mod maps;
 mod paths;
 mod procs;
@@ -25,14 +26,12 @@ use aya_ebpf::{
     macros::tracepoint,
     programs::TracePointContext,
 };
-use nvprobe_common::{
-    DevKind, EventKind, FdEvent, FdOp, HEAD_LEN, Inflight, IoctlEvent, MmapEvent, PathEvent,
-    PathOp, TAIL_LEN, ioctl_flags, nv_procs,
-};
+use nvprobe_common::{DevKind, EventKind, FdEvent, FdOp, Inflight, MmapEvent, PathEvent, PathOp};
 
 use crate::{
     fdres::{fill_header, pid_allowed, resolve_fd, wakeup_bytes},
-    maps::{EVENTS, UVM_SIZES, claim_slot, count_lost, take_slot, wakeup_flags},
+    ioctl::{ioctl_begin, ioctl_finish},
+    maps::{EVENTS, claim_slot, count_lost, take_slot, wakeup_flags},
 };
 
 const ARG0: usize = 16;
@@ -129,40 +128,6 @@ fn try_ioctl_enter(ctx: &TracePointContext) -> Result<(), i64> {
     ioctl_begin(fd, file, cmd, argp, 0)
 }
 
-/// Keep an NVIDIA ioctl's entry state (the syscall tracepoint, or the
-/// driver layer's kprobe on the module's ioctl entry point with fd -1).
-#[inline(always)]
-pub(crate) fn ioctl_begin(
-    fd: i32,
-    file: nvprobe_common::FileId,
-    cmd: u32,
-    argp: u64,
-    flags: u32,
-) -> Result<(), i64> {
-    let mut inf = zeroed_inflight();
-    inf.flags = flags;
-    inf.kind = EventKind::Ioctl as u32;
-    inf.start_ns = now();
-    inf.fd = fd;
-    inf.cmd = cmd;
-    inf.a0 = argp;
-    inf.file = file;
-    if ((cmd >> 8) & 0xff) == NV_IOCTL_MAGIC && (cmd & 0xff) == NV_ESC_IOCTL_XFER_CMD {
-        // nv_ioctl_xfer_t { NvU32 cmd; NvU32 size; NvP64 ptr; } (nv-ioctl.h)
-        inf.flags |= ioctl_flags::XFER;
-        // SAFETY: reading user memory through the helper, which handles faults.
-        match unsafe { bpf_probe_read_user(argp as *const [u64; 2]) } {
-            Ok(x) => {
-                inf.xfer_cmd = x[0] as u32;
-                inf.xfer_size = (x[0] >> 32) as u32;
-                inf.xfer_ptr = x[1];
-            }
-            Err(_) => inf.flags |= ioctl_flags::XFER_FAULT,
-        }
-    }
-    store(inf)
-}
-
 #[tracepoint]
 pub fn nvprobe_ioctl_exit(ctx: TracePointContext) -> u32 {
     let _ = try_ioctl_exit(&ctx);
@@ -172,128 +137,6 @@ pub fn nvprobe_ioctl_exit(ctx: TracePointContext) -> u32 {
 fn try_ioctl_exit(ctx: &TracePointContext) -> Result<(), i64> {
     let ret = arg::<i64>(ctx, RET)?;
     ioctl_finish(ret)
-}
-
-/// Emit the ioctl record of this thread's pending NVIDIA ioctl.
-#[inline(always)]
-pub(crate) fn ioctl_finish(ret: i64) -> Result<(), i64> {
-    let Some(inf) = take_slot(tid(), Some(EventKind::Ioctl as u32)) else {
-        return Ok(());
-    };
-    let end = now();
-
-    // Where the parameter struct is and how big it is.
-    let mut flags = inf.flags;
-    let (ptr, size) = if flags & ioctl_flags::XFER != 0 {
-        if flags & ioctl_flags::XFER_FAULT != 0 {
-            (0u64, 0u32)
-        } else if inf.xfer_size > nvprobe_common::ioctl::NV_MAX_IOCTL_SIZE {
-            // The driver refuses a wrapper claiming more than this
-            // (NV_ABSOLUTE_MAX_IOCTL_SIZE): copy nothing of what lies
-            // behind the pointer, which is not a parameter struct.
-            (0u64, inf.xfer_size)
-        } else {
-            (inf.xfer_ptr, inf.xfer_size)
-        }
-    } else if ((inf.cmd >> 8) & 0xff) == NV_IOCTL_MAGIC {
-        (inf.a0, (inf.cmd >> 16) & 0x3fff)
-    } else if inf.cmd == NVKMS_IOCTL_IOWR {
-        (inf.a0, NVKMS_PARAMS_SIZE)
-    } else {
-        // UVM commands carry no size; user space loads the driver version's
-        // sizes into UVM_SIZES.
-        // SAFETY: plain map lookup of a u32.
-        match unsafe { UVM_SIZES.get(&inf.cmd) } {
-            Some(s) => (inf.a0, *s),
-            None => {
-                flags |= ioctl_flags::SIZE_UNKNOWN;
-                (inf.a0, 0)
-            }
-        }
-    };
-
-    // From now on this process's exit and signals are reported, even when
-    // its first NVIDIA call is an ioctl on an inherited fd (the verdict then
-    // comes at its exit, not when tracing stops).
-    let tgid = (aya_ebpf::helpers::bpf_get_current_pid_tgid() >> 32) as u32;
-    // SAFETY: plain lookup of a u8.
-    match unsafe { maps::NV_PROCS.get(&tgid) }.copied() {
-        None => {
-            maps::first_sight(tgid);
-        }
-        // A process past its verdict whose call succeeded: nothing of it
-        // is shipped (--events failures|verdicts), so nothing is copied.
-        Some(v) if v & nv_procs::QUIET != 0 && ret == 0 && maps::quiet_success(&inf, ptr, size) => {
-            maps::count_quieted();
-            return Ok(());
-        }
-        Some(_) => {}
-    }
-    let Some(mut entry) = EVENTS.reserve::<IoctlEvent>(0) else {
-        count_lost(EventKind::Ioctl);
-        return Ok(());
-    };
-    let ev = entry.as_mut_ptr();
-    // SAFETY: `ev` points at a reserved ring-buffer record of the right size;
-    // every field is written before submit.
-    unsafe {
-        fill_header(&raw mut (*ev).hdr, EventKind::Ioctl);
-        (*ev).file = inf.file;
-        (*ev).start_ns = inf.start_ns;
-        (*ev).duration_ns = end.saturating_sub(inf.start_ns);
-        (*ev).arg = inf.a0;
-        (*ev).ret = ret;
-        (*ev).fd = inf.fd;
-        (*ev).cmd = inf.cmd;
-        (*ev).xfer_cmd = inf.xfer_cmd;
-        (*ev).xfer_size = inf.xfer_size;
-        (*ev).xfer_ptr = inf.xfer_ptr;
-        (*ev).param_size = size;
-        (*ev)._pad = 0;
-
-        let head_len = if size < HEAD_LEN as u32 {
-            size
-        } else {
-            HEAD_LEN as u32
-        };
-        (*ev).head = [0u8; HEAD_LEN];
-        (*ev).tail = [0u8; TAIL_LEN];
-        (*ev).head_len = 0;
-        if head_len > 0 && ptr != 0 {
-            let rc = generated::bpf_probe_read_user(
-                (*ev).head.as_mut_ptr().cast(),
-                head_len,
-                ptr as *const _,
-            );
-            if rc == 0 {
-                (*ev).head_len = head_len;
-            } else {
-                flags |= ioctl_flags::HEAD_FAULT;
-            }
-        }
-        (*ev).tail_off = 0;
-        (*ev).tail_len = 0;
-        if size > HEAD_LEN as u32 && ptr != 0 {
-            let off = size - TAIL_LEN as u32;
-            let rc = generated::bpf_probe_read_user(
-                (*ev).tail.as_mut_ptr().cast(),
-                TAIL_LEN as u32,
-                (ptr + off as u64) as *const _,
-            );
-            if rc == 0 {
-                (*ev).tail_off = off;
-                (*ev).tail_len = TAIL_LEN as u32;
-            } else {
-                flags |= ioctl_flags::TAIL_FAULT;
-            }
-        }
-        (*ev).flags = flags;
-    }
-    entry.submit(wakeup_flags(
-        wakeup_bytes(),
-        core::mem::size_of::<IoctlEvent>(),
-    ));
-    Ok(())
 }
 
 // ---------------------------------------------------------------------------

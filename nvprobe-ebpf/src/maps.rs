@@ -51,6 +51,13 @@ pub static UVM_SIZES: HashMap<u32, u32> = HashMap::with_max_entries(512, 0);
 pub static STATUS_AT: HashMap<u32, u32> =
     HashMap::with_max_entries(nvprobe_common::status_at::MAX_ENTRIES, 0);
 
+/// NV_ESC_RM_CONTROL controls whose parameters are copied, and how much
+/// (nvprobe_common::rm_params), filled by user space for the running
+/// driver version.
+#[map]
+pub static RM_PARAMS: HashMap<u32, u32> =
+    HashMap::with_max_entries(nvprobe_common::rm_params::MAX_ENTRIES, 0);
+
 /// The most data the ring buffer held when a record was submitted, in
 /// bytes, since user space last reset it (`--metrics`).
 #[map]

@@ -24,7 +24,7 @@ use aya::{
 use nvprobe_common::cuda_func_number;
 use object::{Object, ObjectSection, ObjectSymbol};
 use serde::Serialize;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, IntoRawFd};
 
 /// At most this many distinct libcuda files are hooked.
 const MAX_COPIES: usize = 32;
@@ -343,10 +343,13 @@ impl Libcuda {
         let n = links.len();
         let max_fd = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
             .map_or(1 << 16, |(soft, _)| soft.min(1 << 20) as i32);
-        // The child waits until this process has closed its copies (the
-        // write end closes with them): whoever closes a link last pays for
-        // its removal, and that must be the child.
-        let Ok((rd, wr)) = nix::unistd::pipe() else {
+        // The child waits until this process has exited (the write end,
+        // kept open until then, closes with it): whoever closes a link last
+        // pays for its removal, and that must be the child; and the removal
+        // takes the kernel's event_mutex once per uprobe, which this
+        // process's own detaches (the tracepoints') would otherwise queue
+        // behind.
+        let Ok((rd, wr)) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) else {
             drop(links);
             return None;
         };
@@ -376,10 +379,11 @@ impl Libcuda {
             },
             Ok(nix::unistd::ForkResult::Parent { child }) => {
                 // Closing our copies costs nothing while the child holds
-                // the uprobes; then the child may go on.
+                // the uprobes. The write end stays open until this process
+                // exits: then the child may go on.
                 drop(links);
                 drop(rd);
-                drop(wr);
+                let _ = wr.into_raw_fd();
                 Some((child.as_raw() as u32, n))
             }
             Err(_) => {

@@ -7,6 +7,7 @@ start-up).
 
   cudawork.py cuinit            cuInit(0) + cuDeviceGetCount
   cudawork.py ctx N             N x cuCtxCreate/cuCtxDestroy on device 0
+  cudawork.py ctxall           a context on every visible device, one after the other
   cudawork.py mem N             N x cuMemAlloc(64 MiB)/cuMemFree in one context
   cudawork.py torch             torch.cuda.init() (torch reaches libcuda through cudart)
   cudawork.py forkchild         cuInit, then fork: the child calls cuDeviceGetCount
@@ -137,6 +138,16 @@ def main():
                 break
             cu.cuCtxDestroy_v2(ctx)
         out["seconds"] = time.perf_counter() - t0
+    elif mode == "ctxall":
+        # A context on every visible device, one after the other.
+        out["cuCtxCreate"] = []
+        for i in range(count.value):
+            d = ctypes.c_int()
+            cu.cuDeviceGet(ctypes.byref(d), i)
+            r = cu.cuCtxCreate_v2(ctypes.byref(ctx), 0, d)
+            out["cuCtxCreate"].append(r)
+            if r == 0:
+                cu.cuCtxDestroy_v2(ctx)
     elif mode in ("launch", "apiloop"):
         out["cuCtxCreate"] = cu.cuCtxCreate_v2(ctypes.byref(ctx), 0, dev)
         if mode == "apiloop":

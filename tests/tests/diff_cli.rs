@@ -80,7 +80,9 @@ fn no_visible_devices_and_a_timeout_part_at_uvm_registration() {
         "{out}"
     );
     assert!(
-        out.contains("first divergence: A call #154 ioctl UVM_REGISTER_GPU = NV_OK"),
+        out.contains(
+            "first divergence: A call #154 ioctl UVM_REGISTER_GPU (GPU-f0568750-7765-f166-dd86-a87a8ebdc1bf) = NV_OK"
+        ),
         "{out}"
     );
     let (rc, out, _) = diff("h200-580.159.04-timeout-kill.ndjson", &[]);
@@ -109,4 +111,63 @@ fn the_same_recording_has_no_divergence_and_bad_pids_are_usage_errors() {
         &["--pid", "1", "--pid", "2", "--pid", "3"],
     );
     assert_eq!(rc, 2, "{err}");
+}
+
+/// Two GPUs against one (`CUDA_VISIBLE_DEVICES=0`), one recording on a
+/// two-GPU H200 host (tests/scripts/record-two-gpu-session.sh): the second
+/// GPU's calls and its UVM registration are what only A has.
+#[test]
+fn one_gpu_against_two_names_the_second_gpu() {
+    let f = fixture("h200x2-580.159.04-one-vs-two-gpus.ndjson");
+    let run = |json: bool| {
+        let mut c = Command::new(bin("nvprobe"));
+        c.arg("diff")
+            .arg(&f)
+            .arg(&f)
+            .args(["--pid", "620", "--pid", "631"]);
+        if json {
+            c.arg("--json");
+        }
+        let o = c.output().expect("run nvprobe diff");
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let out = run(false);
+    assert!(
+        out.contains("GPUs (driver calls on each GPU node: A B):"),
+        "{out}"
+    );
+    assert!(out.contains("  /dev/nvidia0: 41 41\n"), "{out}");
+    // With one GPU visible libcuda still opens the second and lets it go.
+    assert!(out.contains("  /dev/nvidia1: 41 6\n"), "{out}");
+    assert!(
+        out.contains(
+            "registered with UVM: A 2 (GPU-baf28b3f-9f7f-7fe2-340f-975163a9b560, GPU-35751cd4-1abd-dd07-c841-002347a8409b); B 1 (GPU-baf28b3f-9f7f-7fe2-340f-975163a9b560)"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("  and: A call #272 ioctl UVM_REGISTER_GPU (GPU-35751cd4-1abd-dd07-c841-002347a8409b) = NV_OK"),
+        "{out}"
+    );
+    let v: Value = serde_json::from_str(&run(true)).expect("one JSON document");
+    assert_eq!(v["a"]["registered_gpus"].as_array().map(Vec::len), Some(2));
+    assert_eq!(v["b"]["registered_gpus"].as_array().map(Vec::len), Some(1));
+    assert_eq!(v["b"]["gpu_calls"]["/dev/nvidia1"], 6);
+    let only_a_register = v["differences"]
+        .as_array()
+        .expect("differences")
+        .iter()
+        .filter(|d| d["kind"] == "only_a" && d["step"]["call"] == "ioctl UVM_REGISTER_GPU")
+        .map(|d| d["step"]["detail"].as_str().unwrap_or(""))
+        .collect::<Vec<_>>();
+    assert_eq!(
+        only_a_register,
+        ["GPU-35751cd4-1abd-dd07-c841-002347a8409b"]
+    );
 }

@@ -31,6 +31,11 @@ pub struct Step {
     /// Milliseconds since the process's first recorded call.
     pub at_ms: f64,
     pub duration_ms: f64,
+    /// Which GPU the call was about (the node of a call on a GPU, the UUID
+    /// a call names): shown, never compared (another host's GPUs have
+    /// other UUIDs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 /// One process's start-up.
@@ -48,6 +53,11 @@ pub struct Side {
     pub verdict: Option<(String, String)>,
     /// Other CUDA start-ups in the same recording (pid, comm).
     pub others: Vec<(u32, String)>,
+    /// Driver calls per GPU node (`/dev/nvidiaN`).
+    pub gpu_calls: BTreeMap<String, u64>,
+    /// The GPUs registered with UVM (UVM_REGISTER_GPU that succeeded), by
+    /// UUID, in order.
+    pub registered: Vec<String>,
 }
 
 /// Reads decoded NDJSON records and keeps, per process, what a diff needs.
@@ -138,6 +148,34 @@ fn call_name(v: &Value) -> Option<String> {
     })
 }
 
+/// The GPU node of a call on a GPU.
+fn gpu_node(v: &Value) -> Option<String> {
+    if v.pointer("/device/kind").and_then(Value::as_str) != Some("gpu") {
+        return None;
+    }
+    Some(match v.pointer("/device/node").and_then(Value::as_str) {
+        Some(n) => n.to_owned(),
+        None => format!(
+            "{}:{}",
+            v.pointer("/device/major")
+                .and_then(Value::as_u64)
+                .unwrap_or(0),
+            v.pointer("/device/minor")
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+        ),
+    })
+}
+
+/// What GPU a call was about: the UUID its arguments name, else the GPU
+/// node it was made on.
+fn detail_of(v: &Value) -> Option<String> {
+    v.pointer("/args/gpu_uuid")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .or_else(|| gpu_node(v))
+}
+
 fn result_of(v: &Value) -> String {
     if let Some(n) = v.pointer("/status/name").and_then(Value::as_str) {
         return n.to_owned();
@@ -203,6 +241,18 @@ impl Collector {
             }
             _ => {
                 let Some(call) = call_name(v) else { return };
+                if t == "ioctl" {
+                    if let Some(node) = gpu_node(v) {
+                        *side.gpu_calls.entry(node).or_default() += 1;
+                    }
+                    if v["name"] == "UVM_REGISTER_GPU"
+                        && v["ok"] == true
+                        && let Some(u) = v.pointer("/args/gpu_uuid").and_then(Value::as_str)
+                        && side.registered.len() < 64
+                    {
+                        side.registered.push(u.to_owned());
+                    }
+                }
                 let start = v
                     .get("start_ns")
                     .or_else(|| v.get("time_ns"))
@@ -220,6 +270,7 @@ impl Collector {
                     at_ms: start.saturating_sub(first) as f64 / 1e6,
                     duration_ms: v.get("duration_ns").and_then(Value::as_u64).unwrap_or(0) as f64
                         / 1e6,
+                    detail: detail_of(v),
                 });
             }
         }
@@ -305,6 +356,10 @@ pub struct SideSummary {
     pub cut: u64,
     pub verdict: Option<(String, String)>,
     pub other_cuda_processes: Vec<(u32, String)>,
+    /// Driver calls per GPU node.
+    pub gpu_calls: BTreeMap<String, u64>,
+    /// GPUs registered with UVM, by UUID.
+    pub registered_gpus: Vec<String>,
 }
 
 fn summary(s: &Side) -> SideSummary {
@@ -316,19 +371,34 @@ fn summary(s: &Side) -> SideSummary {
         cut: s.cut,
         verdict: s.verdict.clone(),
         other_cuda_processes: s.others.clone(),
+        gpu_calls: s.gpu_calls.clone(),
+        registered_gpus: s.registered.clone(),
     }
 }
 
 /// Align `a` and `b` by call name (LCS) and list what differs.
 pub fn diff(a: &Side, b: &Side) -> Diff {
     let (n, m) = (a.steps.len(), b.steps.len());
+    // Steps align by call, and by the GPU they were about where the two
+    // sides' GPUs can be told apart: the node always (`/dev/nvidia1` is the
+    // second GPU on any host), the UUID only when both sides registered a
+    // GPU of the same UUID (one host; another host's GPUs have others).
+    let same_host = a.registered.iter().any(|u| b.registered.contains(u));
+    let key = |st: &Step| -> String {
+        match &st.detail {
+            Some(d) if same_host || !d.starts_with("GPU-") => format!("{}\u{1f}{d}", st.call),
+            _ => st.call.clone(),
+        }
+    };
+    let ka: Vec<String> = a.steps.iter().map(key).collect();
+    let kb: Vec<String> = b.steps.iter().map(key).collect();
     // lcs[i][j]: LCS length of a[i..], b[j..] (n, m ≤ MAX_STEPS: 16 M
     // cells of u16 at most).
     let mut lcs = vec![0u16; (n + 1) * (m + 1)];
     let at = |i: usize, j: usize| i * (m + 1) + j;
     for i in (0..n).rev() {
         for j in (0..m).rev() {
-            lcs[at(i, j)] = if a.steps[i].call == b.steps[j].call {
+            lcs[at(i, j)] = if ka[i] == kb[j] {
                 lcs[at(i + 1, j + 1)] + 1
             } else {
                 lcs[at(i + 1, j)].max(lcs[at(i, j + 1)])
@@ -339,7 +409,7 @@ pub fn diff(a: &Side, b: &Side) -> Diff {
     let mut differences = Vec::new();
     let mut same = 0;
     while i < n || j < m {
-        if i < n && j < m && a.steps[i].call == b.steps[j].call {
+        if i < n && j < m && ka[i] == kb[j] {
             if a.steps[i].result != b.steps[j].result {
                 differences.push(Difference::Result {
                     call: a.steps[i].call.clone(),
@@ -402,19 +472,27 @@ pub fn diff(a: &Side, b: &Side) -> Diff {
     }
 }
 
+fn about(step: &Step) -> String {
+    step.detail
+        .as_ref()
+        .map_or_else(String::new, |d| format!(" ({d})"))
+}
+
 fn describe(d: &Difference, a: &str, b: &str) -> String {
     match d {
         Difference::OnlyA { step, index_a } => format!(
-            "{a} call #{} {} = {} at {:.1} ms; {b} made no such call here",
+            "{a} call #{} {}{} = {} at {:.1} ms; {b} made no such call here",
             index_a + 1,
             step.call,
+            about(step),
             step.result,
             step.at_ms
         ),
         Difference::OnlyB { step, index_b } => format!(
-            "{b} call #{} {} = {} at {:.1} ms; {a} made no such call here",
+            "{b} call #{} {}{} = {} at {:.1} ms; {a} made no such call here",
             index_b + 1,
             step.call,
+            about(step),
             step.result,
             step.at_ms
         ),
@@ -433,6 +511,53 @@ fn describe(d: &Difference, a: &str, b: &str) -> String {
 }
 
 impl Diff {
+    /// The GPUs each side used: calls per GPU node, and those registered
+    /// with UVM (by UUID: the same host's GPUs match, another host's do
+    /// not, so only the counts are compared then).
+    fn gpus_text(&self, s: &mut String) {
+        use std::fmt::Write as _;
+        let (a, b) = (&self.a, &self.b);
+        if a.gpu_calls.is_empty() && b.gpu_calls.is_empty() {
+            return;
+        }
+        let _ = writeln!(
+            s,
+            "GPUs (driver calls on each GPU node: {} {}):",
+            a.label, b.label
+        );
+        let nodes: std::collections::BTreeSet<&String> =
+            a.gpu_calls.keys().chain(b.gpu_calls.keys()).collect();
+        for n in nodes {
+            let (x, y) = (
+                a.gpu_calls.get(n).copied().unwrap_or(0),
+                b.gpu_calls.get(n).copied().unwrap_or(0),
+            );
+            let only = match (x, y) {
+                (_, 0) => format!("  only {}", a.label),
+                (0, _) => format!("  only {}", b.label),
+                _ => String::new(),
+            };
+            let _ = writeln!(s, "  {n}: {x} {y}{only}");
+        }
+        let list = |v: &[String]| {
+            if v.is_empty() {
+                "none".to_owned()
+            } else {
+                v.join(", ")
+            }
+        };
+        let _ = writeln!(
+            s,
+            "registered with UVM: {} {} ({}); {} {} ({})",
+            a.label,
+            a.registered_gpus.len(),
+            list(&a.registered_gpus),
+            b.label,
+            b.registered_gpus.len(),
+            list(&b.registered_gpus)
+        );
+    }
+
     /// For people.
     pub fn to_text(&self) -> String {
         use std::fmt::Write as _;
@@ -471,6 +596,18 @@ impl Diff {
             }
             Some(d) => {
                 let _ = writeln!(s, "first divergence: {}", describe(d, a, b));
+                // Where the two part by both going their own ways, the
+                // other side's first own call too.
+                let other = self.differences.iter().find(|x| match (d, x) {
+                    (Difference::OnlyA { .. }, Difference::OnlyB { .. })
+                    | (Difference::OnlyB { .. }, Difference::OnlyA { .. }) => true,
+                    _ => false,
+                });
+                if let Some(o) = other
+                    && !matches!(d, Difference::Result { .. })
+                {
+                    let _ = writeln!(s, "  and: {}", describe(o, a, b));
+                }
             }
         }
         let results: Vec<&Difference> = self
@@ -496,6 +633,7 @@ impl Diff {
                 let _ = writeln!(s, "  … and {} more", self.call_counts.len() - 30);
             }
         }
+        self.gpus_text(&mut s);
         if !self.stages.is_empty() {
             let _ = writeln!(s, "stages (ms since the first call):   {a:>10} {b:>10}");
             let ms = |v: Option<f64>| v.map_or("-".to_owned(), |x| format!("{x:.1}"));
@@ -540,6 +678,7 @@ mod tests {
                     ok: *r == "ok",
                     at_ms: i as f64,
                     duration_ms: 0.0,
+                    detail: None,
                 })
                 .collect(),
             ..Side::default()

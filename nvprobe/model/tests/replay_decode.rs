@@ -334,3 +334,63 @@ fn no_visible_devices_stops_before_uvm_registration() {
         "no GPU was registered with UVM"
     );
 }
+
+/// The parameters behind NVOS54.params, copied by the kernel side on a
+/// two-GPU H200 host (tests/scripts/record-two-gpu-session.sh): what the RM
+/// answered libcuda and nvidia-smi, decoded again from the raw records.
+#[test]
+fn rm_control_parameters_name_the_driver_build_and_each_gpu() {
+    let r = replay("h200x2-580.159.04-one-vs-two-gpus.ndjson", None);
+    let io = ioctls(&r);
+    let field = |control: &str, key: &str| -> Vec<String> {
+        io.iter()
+            .filter(|i| i.args.to_json()["control"] == control)
+            .filter_map(|i| i.args.to_json()[key].as_str().map(str::to_owned))
+            .collect()
+    };
+    // SYSTEM_GET_BUILD_VERSION: the string behind the params' pointer.
+    let bv = field("0x101", "driver_version");
+    assert!(
+        !bv.is_empty() && bv.iter().all(|v| v == "580.159.04"),
+        "{bv:?}"
+    );
+    // GPU_GET_NAME_STRING.
+    let names = field("0x20800110", "gpu_name");
+    assert!(
+        !names.is_empty() && names.iter().all(|n| n == "NVIDIA H200"),
+        "{names:?}"
+    );
+    // GPU_GET_GID_INFO: the UUIDs nvidia-smi -L printed on that host, the
+    // same ones UVM_REGISTER_GPU names.
+    let mut gid: Vec<String> = field("0x2080014a", "gpu_uuid");
+    gid.sort();
+    gid.dedup();
+    assert_eq!(
+        gid,
+        [
+            "GPU-35751cd4-1abd-dd07-c841-002347a8409b",
+            "GPU-baf28b3f-9f7f-7fe2-340f-975163a9b560"
+        ]
+    );
+    let mut reg: Vec<String> = io
+        .iter()
+        .filter(|i| i.name == Some("UVM_REGISTER_GPU"))
+        .filter_map(|i| i.args.to_json()["gpu_uuid"].as_str().map(str::to_owned))
+        .collect();
+    reg.sort();
+    reg.dedup();
+    assert_eq!(reg, gid);
+    // GPU_GET_ID_INFO_V2: no NUMA node (an x86 host, no coherent memory).
+    let numa: Vec<i64> = io
+        .iter()
+        .filter(|i| i.args.to_json()["control"] == "0x205")
+        .filter_map(|i| i.args.to_json()["numa_id"].as_i64())
+        .collect();
+    assert!(
+        !numa.is_empty() && numa.iter().all(|n| *n == -1),
+        "{numa:?}"
+    );
+    // Every RM control record with copied parameters decoded as an ioctl
+    // whose control is one the kernel was told to copy.
+    assert!(io.iter().any(|i| i.args.contains_key("gpu_ids")));
+}

@@ -151,7 +151,14 @@ fn prepare(mut cfg: Config, s: &Settings<'_>) -> Config {
     cfg.wakeup_bytes = (s.ringbuf_bytes / 8).min(1 << 20);
     cfg.drv_ioctls = u32::from(s.driver_ioctls);
     cfg.quiet = u32::from(s.quiet);
+    cfg.rm_params = u32::from(!rm_params_entries(&s.version).is_empty());
     cfg
+}
+
+fn rm_params_entries(v: &VersionCtx) -> Vec<(u32, u32)> {
+    let mut e = crate::decode::rmparams::kernel_entries(v);
+    e.truncate(nvprobe_common::rm_params::MAX_ENTRIES as usize);
+    e
 }
 
 /// Phase 2: load the object (maps created, ring buffer sized) and fill the
@@ -316,6 +323,15 @@ fn fill_maps(ebpf: &mut Ebpf, s: &Settings<'_>) -> anyhow::Result<()> {
         .take(nvprobe_common::status_at::MAX_ENTRIES as usize)
     {
         status.insert(key, off, 0)?;
+    }
+    // The RM controls whose parameters the kernel copies (the driver's
+    // build version, GPU UUIDs and names, …: decode/rmparams.rs).
+    let mut rm: BpfHashMap<_, u32, u32> = BpfHashMap::try_from(
+        ebpf.map_mut(maps::RM_PARAMS)
+            .ok_or_else(|| io::Error::other("RM_PARAMS missing"))?,
+    )?;
+    for (control, v) in rm_params_entries(&s.version) {
+        rm.insert(control, v, 0)?;
     }
     let mut pids: BpfHashMap<_, u32, u8> = BpfHashMap::try_from(
         ebpf.map_mut(maps::PID_FILTER)

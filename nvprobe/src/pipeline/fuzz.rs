@@ -16,7 +16,7 @@ use std::{
 };
 
 use nvprobe_common::{
-    CudaEvent, DriverEvent, FdEvent, IoctlEvent, MmapEvent, PathEvent, ProcEvent,
+    CudaEvent, DriverEvent, FdEvent, IoctlEvent, MmapEvent, PathEvent, ProcEvent, RmControlEvent,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -79,7 +79,7 @@ fn hex(b: &[u8]) -> String {
 }
 
 /// The size of each kind's record (index = kind).
-fn sizes() -> [usize; 8] {
+fn sizes() -> [usize; 9] {
     use std::mem::size_of;
     [
         0,
@@ -90,6 +90,7 @@ fn sizes() -> [usize; 8] {
         size_of::<ProcEvent>(),
         size_of::<CudaEvent>(),
         size_of::<DriverEvent>(),
+        size_of::<RmControlEvent>(),
     ]
 }
 

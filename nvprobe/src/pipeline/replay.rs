@@ -280,10 +280,14 @@ const LAST_RFC3339_NS: i128 = 253_402_300_800 * 1_000_000_000;
 /// records always are; a mangled recording's need not be).
 fn times_fit(bytes: &[u8]) -> bool {
     use nvprobe_common::{
-        CudaEvent, EventKind, FdEvent, Header, IoctlEvent, MmapEvent, PathEvent, read,
+        CudaEvent, EventKind, FdEvent, Header, IoctlEvent, MmapEvent, PathEvent, RmControlEvent,
+        read,
     };
     let span = match Header::peek(bytes).and_then(|h| h.event_kind()) {
         Some(EventKind::Ioctl) => read::<IoctlEvent>(bytes).map(|e| (e.start_ns, e.duration_ns)),
+        Some(EventKind::RmControl) => {
+            read::<RmControlEvent>(bytes).map(|e| (e.ioctl.start_ns, e.ioctl.duration_ns))
+        }
         Some(EventKind::Path) => read::<PathEvent>(bytes).map(|e| (e.start_ns, e.duration_ns)),
         Some(EventKind::Fd) => read::<FdEvent>(bytes).map(|e| (e.start_ns, e.duration_ns)),
         Some(EventKind::Mmap) => read::<MmapEvent>(bytes).map(|e| (e.start_ns, e.duration_ns)),

@@ -19,6 +19,33 @@ pub fn raw_call_name(kind: DevKind, cmd: u32, xfer_cmd: Option<u32>, v: &Version
     format!("ioctl {cmd:#x}")
 }
 
+/// An `NV_ESC_RM_CONTROL` record with the control's parameters: the ioctl,
+/// plus the fields of the parameters in `args`, when the control the
+/// parameters were copied for is the one NVOS54 names and the call
+/// succeeded.
+pub(super) fn decode_rm_control(
+    ev: &nvprobe_common::RmControlEvent,
+    ctx: &Context,
+    raw: Option<String>,
+) -> Event {
+    let mut e = decode_ioctl(&ev.ioctl, ctx, raw);
+    if let Event::Ioctl(io) = &mut e
+        && io.ok
+        && matches!(io.call, Call::Escape(escape::NV_ESC_RM_CONTROL))
+        && io.args.get("control") == Some(&Arg::Hex(ev.control.into()))
+    {
+        let plen = (ev.params_len as usize).min(ev.params.len());
+        let dlen = (ev.deref_len as usize).min(ev.deref.len());
+        rmparams::decode(
+            ev.control,
+            &ev.params[..plen],
+            &ev.deref[..dlen],
+            &mut io.args,
+        );
+    }
+    e
+}
+
 pub(super) fn decode_ioctl(ev: &IoctlEvent, ctx: &Context, raw: Option<String>) -> Event {
     let kind = DevKind::from_u8(ev.file.kind);
     let head_len = (ev.head_len as usize).min(ev.head.len());

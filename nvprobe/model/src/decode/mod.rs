@@ -16,6 +16,7 @@ mod event;
 mod files;
 mod ioctl;
 mod process;
+pub mod rmparams;
 pub mod rmtable;
 pub mod signal;
 pub mod status;
@@ -26,8 +27,8 @@ use std::{collections::HashMap, mem::size_of, sync::Arc};
 
 use nvprobe_common::{
     CUDA_RETURN, CudaEvent, DevKind, DriverEvent, EventKind, FdEvent, FdOp, FileId, Header,
-    IoctlEvent, MmapEvent, PathEvent, PathOp, ProcEvent, ProcOp, ioctl_flags, kdev_major,
-    kdev_minor,
+    IoctlEvent, MmapEvent, PathEvent, PathOp, ProcEvent, ProcOp, RmControlEvent, ioctl_flags,
+    kdev_major, kdev_minor,
 };
 
 use self::{
@@ -114,6 +115,7 @@ pub fn check_shape(bytes: &[u8]) -> Result<EventKind, DecodeError> {
         EventKind::Proc => ("proc", size_of::<ProcEvent>()),
         EventKind::Cuda => ("cuda", size_of::<CudaEvent>()),
         EventKind::Driver => ("driver", size_of::<DriverEvent>()),
+        EventKind::RmControl => ("rm_control", size_of::<RmControlEvent>()),
     };
     if bytes.len() != want {
         return Err(DecodeError::Size {
@@ -142,6 +144,7 @@ pub fn decode(bytes: &[u8], ctx: &Context) -> Result<Event, DecodeError> {
         EventKind::Proc => process::decode_proc(&read(bytes)?, raw),
         EventKind::Cuda => process::decode_cuda(&read(bytes)?, raw),
         EventKind::Driver => process::decode_driver(&read(bytes)?, ctx, raw),
+        EventKind::RmControl => ioctl::decode_rm_control(&read(bytes)?, ctx, raw),
     })
 }
 

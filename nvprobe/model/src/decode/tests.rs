@@ -399,3 +399,59 @@ proptest! {
         let _: serde_json::Value = serde_json::from_str(&s).expect("valid JSON");
     }
 }
+
+fn rm_control_record(nvos54_cmd: u32, control: u32, status: u32, params: &[u8]) -> Vec<u8> {
+    let mut p = [0u8; 32];
+    put(&mut p, 0, 0xc1d0_0001);
+    put(&mut p, 4, 0xc1d0_0001);
+    put(&mut p, 8, nvos54_cmd);
+    put(&mut p, 24, params.len() as u32);
+    put(&mut p, 28, status);
+    // SAFETY: all-zero is a valid RmControlEvent.
+    let mut ev: RmControlEvent = unsafe { std::mem::zeroed() };
+    ev.ioctl = ioctl(0xc020_462a, kdev_make(195, 255), DevKind::Ctl, &p, 0);
+    ev.ioctl.hdr.kind = EventKind::RmControl as u32;
+    ev.control = control;
+    ev.params[..params.len()].copy_from_slice(params);
+    ev.params_len = params.len() as u32;
+    bytes_of(&ev)
+}
+
+#[test]
+fn an_rm_control_record_decodes_as_the_ioctl_with_its_parameters() {
+    let mut params = [0u8; 76];
+    put(&mut params, 4, 2);
+    put(&mut params, 8, 16);
+    params[12..28].copy_from_slice(&[0xab; 16]);
+    let e = decode(
+        &rm_control_record(0x2080_014a, 0x2080_014a, 0, &params),
+        &ctx580(),
+    )
+    .unwrap();
+    let Event::Ioctl(io) = e else {
+        panic!("not an ioctl: {e:?}")
+    };
+    assert_eq!(io.name, Some("NV_ESC_RM_CONTROL"));
+    let j = io.args.to_json();
+    assert_eq!(j["control_name"], "NV2080_CTRL_CMD_GPU_GET_GID_INFO");
+    assert_eq!(j["gpu_uuid"], "GPU-abababab-abab-abab-abab-abababababab");
+    assert!(io.ok);
+}
+
+#[test]
+fn rm_parameters_of_another_control_or_a_failed_call_are_not_decoded() {
+    let params = [0x11u8; 32];
+    // The record's control is not the one NVOS54 names: no fields.
+    let e = decode(&rm_control_record(0x205, 0x101, 0, &params), &ctx580()).unwrap();
+    let Event::Ioctl(io) = e else { panic!() };
+    assert!(io.args.get("gpu_id").is_none() && io.args.get("changelist").is_none());
+    // A status other than NV_OK: the parameters mean nothing.
+    let e = decode(&rm_control_record(0x205, 0x205, 0x57, &params), &ctx580()).unwrap();
+    let Event::Ioctl(io) = e else { panic!() };
+    assert!(!io.ok);
+    assert!(io.args.get("gpu_id").is_none());
+    // A record one byte short is malformed, not a guess.
+    let mut b = rm_control_record(0x205, 0x205, 0, &params);
+    b.pop();
+    assert!(decode(&b, &ctx580()).is_err());
+}

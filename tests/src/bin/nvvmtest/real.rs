@@ -94,6 +94,27 @@ pub fn client() -> anyhow::Result<()> {
         let r = ioctl(&ctl, iowr(0x2a, 32), &mut c);
         say(json!({"call": "NV_ESC_RM_CONTROL", "cmd": cmd, "ret": r, "status": get32(&c, 28)}));
     }
+    // SYSTEM_GET_BUILD_VERSION (40 bytes: sizeOfStrings @0, pointers to
+    // the driver version, version and title strings @8, @16, @24): the
+    // kernel side follows the first pointer.
+    let mut strings = [[0u8; 256]; 3];
+    let mut bv = [0u8; 40];
+    put32(&mut bv, 0, 256);
+    for (i, s) in strings.iter_mut().enumerate() {
+        bv[8 + 8 * i..16 + 8 * i].copy_from_slice(&(s.as_mut_ptr() as u64).to_le_bytes());
+    }
+    let mut c = [0u8; 32];
+    put32(&mut c, 0, client);
+    put32(&mut c, 4, client);
+    put32(&mut c, 8, 0x101);
+    c[16..24].copy_from_slice(&(bv.as_mut_ptr() as u64).to_le_bytes());
+    put32(&mut c, 24, bv.len() as u32);
+    let r = ioctl(&ctl, iowr(0x2a, 32), &mut c);
+    let end = strings[0].iter().position(|&b| b == 0).unwrap_or(256);
+    say(
+        json!({"call": "NV_ESC_RM_CONTROL", "cmd": 0x101, "ret": r, "status": get32(&c, 28),
+        "driver_version": String::from_utf8_lossy(&strings[0][..end])}),
+    );
     // An escape the driver does not have.
     let mut u = [0u8; 16];
     let r = ioctl(&ctl, iowr(0x7e, 16), &mut u);
@@ -199,6 +220,41 @@ fn hooks_attached(start: Option<&&Value>, c: &mut Checks) {
     }
 }
 
+/// The parameters behind NVOS54.params, copied by the kernel side from the
+/// real RM's answers: the build version through its pointer, the (empty)
+/// list of attached GPUs.
+fn rm_params_checks(said: &[Value], recs: &[Value], c: &mut Checks) {
+    let got = said
+        .iter()
+        .find(|l| l["cmd"] == 0x101)
+        .and_then(|l| l["driver_version"].as_str())
+        .unwrap_or("");
+    let rec = |control: &str| {
+        of(recs, "ioctl")
+            .into_iter()
+            .filter(|r| r["args"]["control"] == control && r["ok"] == true)
+            .collect::<Vec<_>>()
+    };
+    let bv = rec("0x101");
+    println!(
+        "NVVM: build version: client {got:?}, nvprobe {:?}",
+        bv.iter()
+            .map(|r| &r["args"]["driver_version"])
+            .collect::<Vec<_>>()
+    );
+    c.check(
+        !got.is_empty() && bv.iter().any(|r| r["args"]["driver_version"] == got),
+        &format!(
+            "the build version behind the parameters' pointer, as the caller got it ({got:?})"
+        ),
+    );
+    let ids = rec("0x201");
+    c.check(
+        !ids.is_empty() && ids.iter().all(|r| r["args"]["gpu_ids"] == json!([])),
+        "GPU_GET_ATTACHED_IDS' parameters: no GPU attached",
+    );
+}
+
 /// The default run: the module's entry points make the ioctl records; the
 /// caller's statuses, rm_ioctl's kernel copies and nvprobe's agree.
 fn calls(dir: &Path, c: &mut Checks) -> anyhow::Result<()> {
@@ -218,8 +274,8 @@ fn calls(dir: &Path, c: &mut Checks) -> anyhow::Result<()> {
         println!("NVVM: client {l}");
     }
     c.check(
-        said.len() == 7,
-        &format!("the client made its 7 calls ({})", said.len()),
+        said.len() == 8,
+        &format!("the client made its 8 calls ({})", said.len()),
     );
     let status = |call: &str, cmd: Option<u64>| {
         said.iter()
@@ -244,6 +300,11 @@ fn calls(dir: &Path, c: &mut Checks) -> anyhow::Result<()> {
         status("UVM_INITIALIZE", None) == Some(0),
         "UVM_INITIALIZE: NV_OK",
     );
+    c.check(
+        status("NV_ESC_RM_CONTROL", Some(0x101)) == Some(0),
+        "SYSTEM_GET_BUILD_VERSION: NV_OK",
+    );
+    rm_params_checks(&said, &recs, c);
     println!("NVVM: cuinit {cu:?}");
     let bad = schema_errors(&recs);
     c.check(
