@@ -598,10 +598,12 @@ impl Diff {
                 let _ = writeln!(s, "first divergence: {}", describe(d, a, b));
                 // Where the two part by both going their own ways, the
                 // other side's first own call too.
-                let other = self.differences.iter().find(|x| match (d, x) {
-                    (Difference::OnlyA { .. }, Difference::OnlyB { .. })
-                    | (Difference::OnlyB { .. }, Difference::OnlyA { .. }) => true,
-                    _ => false,
+                let other = self.differences.iter().find(|x| {
+                    matches!(
+                        (d, x),
+                        (Difference::OnlyA { .. }, Difference::OnlyB { .. })
+                            | (Difference::OnlyB { .. }, Difference::OnlyA { .. })
+                    )
                 });
                 if let Some(o) = other
                     && !matches!(d, Difference::Result { .. })
