@@ -72,12 +72,12 @@ fn rm_copy(inf: &Inflight, ret: i64, ptr: u64, size: u32) -> Option<RmCopy> {
     if ret != 0 || ptr == 0 || size != NVOS54_SIZE || !rm_params_on() {
         return None;
     }
-    let nr = if inf.flags & ioctl_flags::XFER != 0 {
-        inf.xfer_cmd & 0xff
+    let rm_control = if inf.flags & ioctl_flags::XFER != 0 {
+        inf.xfer_cmd & 0xff == NV_ESC_RM_CONTROL
     } else {
-        inf.cmd & 0xff
+        (inf.cmd >> 8) & 0xff == NV_IOCTL_MAGIC && inf.cmd & 0xff == NV_ESC_RM_CONTROL
     };
-    if nr != NV_ESC_RM_CONTROL {
+    if !rm_control {
         return None;
     }
     // NVOS54: hClient @0, hObject @4, cmd @8, flags @12, params @16,
@@ -162,23 +162,23 @@ pub(crate) fn ioctl_finish(ret: i64) -> Result<(), i64> {
     }
 
     if let Some(rm) = rm_copy(&inf, ret, ptr, size) {
-        let Some(mut entry) = EVENTS.reserve::<RmControlEvent>(0) else {
-            count_lost(EventKind::RmControl);
+        if let Some(mut entry) = EVENTS.reserve::<RmControlEvent>(0) {
+            let ev = entry.as_mut_ptr();
+            // SAFETY: `ev` points at a reserved ring-buffer record of the
+            // right size; every field is written before submit.
+            unsafe {
+                fill_ioctl(&raw mut (*ev).ioctl, &inf, ret, end, ptr, size, flags);
+                (*ev).ioctl.hdr.kind = EventKind::RmControl as u32;
+                fill_rm_params(ev, &rm);
+            }
+            entry.submit(wakeup_flags(
+                wakeup_bytes(),
+                core::mem::size_of::<RmControlEvent>(),
+            ));
             return Ok(());
-        };
-        let ev = entry.as_mut_ptr();
-        // SAFETY: `ev` points at a reserved ring-buffer record of the right
-        // size; every field is written before submit.
-        unsafe {
-            fill_ioctl(&raw mut (*ev).ioctl, &inf, ret, end, ptr, size, flags);
-            (*ev).ioctl.hdr.kind = EventKind::RmControl as u32;
-            fill_rm_params(ev, &rm);
         }
-        entry.submit(wakeup_flags(
-            wakeup_bytes(),
-            core::mem::size_of::<RmControlEvent>(),
-        ));
-        return Ok(());
+        // No room for the parameters: the call itself may still fit.
+        count_lost(EventKind::RmControl);
     }
 
     let Some(mut entry) = EVENTS.reserve::<IoctlEvent>(0) else {
@@ -267,6 +267,24 @@ unsafe fn fill_ioctl(
     }
 }
 
+/// Whether a control with a pointer to follow filled the buffer behind it.
+/// SYSTEM_GET_BUILD_VERSION (the one such control) answers a call with
+/// any of its three buffer pointers NULL with the strings' size only
+/// (`sizeOfStrings` @0), writing no string: the buffer then holds whatever
+/// the caller had there, which is not the driver's answer and may be
+/// private. Follow it only when all three pointers are set.
+#[inline(always)]
+fn deref_answered(p: &[u8; RM_PARAMS_LEN]) -> bool {
+    let word = |o: usize| {
+        let mut v = 0u64;
+        for i in 0..8 {
+            v |= (p[o + i] as u64) << (8 * i);
+        }
+        v
+    };
+    p[0] | p[1] | p[2] | p[3] != 0 && word(8) != 0 && word(16) != 0 && word(24) != 0
+}
+
 /// Copy the control's parameters (and the string a pointer in them leads
 /// to) into the record. Unread bytes stay zero: nothing of the ring
 /// buffer's previous contents leaves the kernel.
@@ -297,13 +315,17 @@ unsafe fn fill_rm_params(ev: *mut RmControlEvent, rm: &RmCopy) {
         }
         (*ev).params_len = len;
         let off = rm.deref_off;
-        if off == rm_params::NO_DEREF || off + 8 > len {
+        if off == rm_params::NO_DEREF || off > (RM_PARAMS_LEN - 8) as u32 || off + 8 > len {
             return;
         }
-        let Ok(p) = bpf_probe_read_user((rm.params + off as u64) as *const u64) else {
-            return;
-        };
-        if p == 0 {
+        // The pointer as the driver left it in the bytes just copied (no
+        // second read of user memory that could differ).
+        let mut b = [0u8; 8];
+        for (i, x) in b.iter_mut().enumerate() {
+            *x = (*ev).params[(off as usize + i) & (RM_PARAMS_LEN - 1)];
+        }
+        let p = u64::from_le_bytes(b);
+        if p == 0 || !deref_answered(&(*ev).params) {
             return;
         }
         let n = generated::bpf_probe_read_user_str(

@@ -18,7 +18,7 @@ use aya::{
     Ebpf,
     programs::{
         UProbe,
-        uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeScope},
+        uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLink, UProbeScope},
     },
 };
 use nvprobe_common::cuda_func_number;
@@ -316,18 +316,10 @@ impl Libcuda {
         self.hooks
     }
 
-    /// Remove every uprobe without making nvprobe wait for it: a child
-    /// process takes over their descriptors and closes them, and nvprobe
-    /// goes on to exit. Each uprobe's removal waits for an RCU Tasks Trace
-    /// grace period inside the kernel, one after the other under a global
-    /// mutex (threads side by side do not help: seen on the 16-vCPU H200
-    /// host, 90 detaching threads all in `perf_uprobe_destroy`); under a
-    /// flood of system calls that is a third of a second each, so the 354
-    /// uprobes of three libcuda copies kept a stopping nvprobe for over a
-    /// minute. Returns the child's pid and the number of uprobes it
-    /// removes; None when there were none, or when no child could be made
-    /// (they are then removed here, the slow way).
-    pub fn detach_in_background(&mut self, ebpf: &mut Ebpf) -> Option<(u32, usize)> {
+    /// Take every uprobe's link out of its program, so that unloading the
+    /// programs (the other probes' detach) does not remove them: hand them
+    /// to [`remove_in_background`] after that detach.
+    pub fn take_links(&mut self, ebpf: &mut Ebpf) -> Vec<UProbeLink> {
         let mut links = Vec::with_capacity(self.links.len());
         for (prog, id) in self.links.drain(..) {
             if let Some(p) = ebpf.program_mut(prog)
@@ -337,61 +329,7 @@ impl Libcuda {
                 links.push(l);
             }
         }
-        if links.is_empty() {
-            return None;
-        }
-        let n = links.len();
-        let max_fd = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
-            .map_or(1 << 16, |(soft, _)| soft.min(1 << 20) as i32);
-        // The child waits until this process has exited (the write end,
-        // kept open until then, closes with it): whoever closes a link last
-        // pays for its removal, and that must be the child; and the removal
-        // takes the kernel's event_mutex once per uprobe, which this
-        // process's own detaches (the tracepoints') would otherwise queue
-        // behind.
-        let Ok((rd, wr)) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) else {
-            drop(links);
-            return None;
-        };
-        let (rd_fd, wr_fd) = (rd.as_raw_fd(), wr.as_raw_fd());
-        // SAFETY: the child runs only async-signal-safe calls (setsid,
-        // close_range or close, _exit) before it exits; no destructor, no
-        // allocation, no lock.
-        match unsafe { nix::unistd::fork() } {
-            Ok(nix::unistd::ForkResult::Child) => unsafe {
-                // Out of the terminal's process group (a second Ctrl-C is
-                // not for it), and stdout/stderr closed first, so that a
-                // reader of nvprobe's output sees its end now.
-                libc::setsid();
-                libc::close(0);
-                libc::close(1);
-                libc::close(2);
-                libc::close(wr_fd);
-                let mut b = 0u8;
-                // EOF (or an error) once the parent has let go.
-                while libc::read(rd_fd, (&raw mut b).cast(), 1) > 0 {}
-                if libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) != 0 {
-                    for fd in 0..max_fd {
-                        libc::close(fd);
-                    }
-                }
-                libc::_exit(0);
-            },
-            Ok(nix::unistd::ForkResult::Parent { child }) => {
-                // Closing our copies costs nothing while the child holds
-                // the uprobes. The write end stays open until this process
-                // exits: then the child may go on.
-                drop(links);
-                drop(rd);
-                let _ = wr.into_raw_fd();
-                Some((child.as_raw() as u32, n))
-            }
-            Err(_) => {
-                drop((rd, wr));
-                drop(links);
-                None
-            }
-        }
+        links
     }
 
     /// The files hooked so far, for the start record.
@@ -519,6 +457,85 @@ impl Libcuda {
         };
         self.files.insert(id, a.clone());
         Ok(Some(a))
+    }
+}
+
+/// Remove the uprobes of `links` without making nvprobe wait for it: a
+/// child process takes over their descriptors and closes them once nvprobe
+/// has exited, and nvprobe goes on to exit. Each uprobe's removal takes the
+/// kernel's event_mutex and waits for an RCU Tasks Trace grace period, one
+/// after the other (threads side by side do not help: seen on the 16-vCPU
+/// H200 host, 90 detaching threads all in `perf_uprobe_destroy`); under a
+/// flood of system calls that is a third of a second each, so the 354
+/// uprobes of three libcuda copies kept a stopping nvprobe for over a
+/// minute. Call it after every other probe is detached: the child inherits
+/// every descriptor open at the fork, and the other probes' detach would
+/// queue behind the removal. Returns the child's pid and the number of
+/// uprobes it removes; None when there were none, or when no child could be
+/// made (they are then removed here, the slow way).
+pub fn remove_in_background(links: Vec<UProbeLink>) -> Option<(u32, usize)> {
+    if links.is_empty() {
+        return None;
+    }
+    let n = links.len();
+    let max_fd = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .map_or(1 << 16, |(soft, _)| soft.min(1 << 20) as i32);
+    // The child waits until this process has exited (the write end, kept
+    // open until then, closes with it): whoever closes a link last pays for
+    // its removal, and that must be the child.
+    let Ok((rd, wr)) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) else {
+        drop(links);
+        return None;
+    };
+    let (rd_fd, wr_fd) = (rd.as_raw_fd(), wr.as_raw_fd());
+    // SAFETY: the child runs only async-signal-safe calls (setsid,
+    // sigaction, close_range or close, read, _exit) before it exits; no
+    // destructor, no allocation, no lock.
+    match unsafe { nix::unistd::fork() } {
+        Ok(nix::unistd::ForkResult::Child) => unsafe {
+            // Out of the terminal's process group (a second Ctrl-C is not
+            // for it); the default dispositions back (the handlers it
+            // inherited write into nvprobe's self-pipe); stdout/stderr
+            // closed first, so that a reader of nvprobe's output sees its
+            // end now.
+            libc::setsid();
+            for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGPIPE] {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+            libc::close(0);
+            libc::close(1);
+            libc::close(2);
+            libc::close(wr_fd);
+            let mut b = 0u8;
+            // EOF (or an error other than EINTR) once the parent has exited.
+            loop {
+                let r = libc::read(rd_fd, (&raw mut b).cast(), 1);
+                if r > 0 || (r < 0 && *libc::__errno_location() == libc::EINTR) {
+                    continue;
+                }
+                break;
+            }
+            if libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) != 0 {
+                for fd in 0..max_fd {
+                    libc::close(fd);
+                }
+            }
+            libc::_exit(0);
+        },
+        Ok(nix::unistd::ForkResult::Parent { child }) => {
+            // Closing our copies costs nothing while the child holds the
+            // uprobes. The write end stays open until this process exits:
+            // then the child may go on.
+            drop(links);
+            drop(rd);
+            let _ = wr.into_raw_fd();
+            Some((child.as_raw() as u32, n))
+        }
+        Err(_) => {
+            drop((rd, wr));
+            drop(links);
+            None
+        }
     }
 }
 

@@ -151,8 +151,14 @@ fn one_gpu_against_two_names_the_second_gpu() {
         ),
         "{out}"
     );
+    // Where they part: B lets the second GPU go (its watchdog released,
+    // its memory unmapped and freed, DETACH_IDS) where A goes on with it.
     assert!(
-        out.contains("  and: A call #272 ioctl UVM_REGISTER_GPU (GPU-35751cd4-1abd-dd07-c841-002347a8409b) = NV_OK"),
+        out.contains("first divergence: B call #271 ioctl NV_ESC_RM_CONTROL NV2080_CTRL_CMD_RC_RELEASE_WATCHDOG_REQUESTS = NV_OK"),
+        "{out}"
+    );
+    assert!(
+        out.contains("ioctl NV_ESC_RM_CONTROL NV0000_CTRL_CMD_GPU_DETACH_IDS: 0 1"),
         "{out}"
     );
     let v: Value = serde_json::from_str(&run(true)).expect("one JSON document");

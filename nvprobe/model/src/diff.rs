@@ -17,6 +17,8 @@ use serde_json::Value;
 pub const MAX_STEPS: usize = 4000;
 /// Processes whose records are kept while reading.
 pub const MAX_PIDS: usize = 4096;
+/// GPU nodes counted per process (NVIDIA's limit is 32 per host).
+pub const MAX_GPUS: usize = 64;
 
 /// One call of a process, as the diff compares it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -36,6 +38,9 @@ pub struct Step {
     /// other UUIDs).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// Whether `detail` is a GPU node (else a GPU UUID).
+    #[serde(skip)]
+    pub detail_is_node: bool,
 }
 
 /// One process's start-up.
@@ -167,13 +172,13 @@ fn gpu_node(v: &Value) -> Option<String> {
     })
 }
 
-/// What GPU a call was about: the UUID its arguments name, else the GPU
-/// node it was made on.
-fn detail_of(v: &Value) -> Option<String> {
-    v.pointer("/args/gpu_uuid")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-        .or_else(|| gpu_node(v))
+/// What GPU a call was about: the UUID its arguments name (false), else
+/// the GPU node it was made on (true).
+fn detail_of(v: &Value) -> Option<(String, bool)> {
+    match v.pointer("/args/gpu_uuid").and_then(Value::as_str) {
+        Some(u) => Some((u.to_owned(), false)),
+        None => gpu_node(v).map(|n| (n, true)),
+    }
 }
 
 fn result_of(v: &Value) -> String {
@@ -242,13 +247,15 @@ impl Collector {
             _ => {
                 let Some(call) = call_name(v) else { return };
                 if t == "ioctl" {
-                    if let Some(node) = gpu_node(v) {
+                    if let Some(node) = gpu_node(v)
+                        && (side.gpu_calls.len() < MAX_GPUS || side.gpu_calls.contains_key(&node))
+                    {
                         *side.gpu_calls.entry(node).or_default() += 1;
                     }
                     if v["name"] == "UVM_REGISTER_GPU"
                         && v["ok"] == true
                         && let Some(u) = v.pointer("/args/gpu_uuid").and_then(Value::as_str)
-                        && side.registered.len() < 64
+                        && side.registered.len() < MAX_GPUS
                     {
                         side.registered.push(u.to_owned());
                     }
@@ -263,6 +270,7 @@ impl Collector {
                     side.cut += 1;
                     return;
                 }
+                let detail = detail_of(v);
                 side.steps.push(Step {
                     call,
                     result: result_of(v),
@@ -270,7 +278,8 @@ impl Collector {
                     at_ms: start.saturating_sub(first) as f64 / 1e6,
                     duration_ms: v.get("duration_ns").and_then(Value::as_u64).unwrap_or(0) as f64
                         / 1e6,
-                    detail: detail_of(v),
+                    detail: detail.as_ref().map(|d| d.0.clone()),
+                    detail_is_node: detail.is_some_and(|d| d.1),
                 });
             }
         }
@@ -345,6 +354,9 @@ pub struct Diff {
     pub call_counts: Vec<(String, u64, u64)>,
     pub stages: Vec<StageRow>,
     pub same_calls: usize,
+    /// How many of `differences` come before the two sides meet again.
+    #[serde(skip)]
+    pub first_gap: usize,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -376,22 +388,41 @@ fn summary(s: &Side) -> SideSummary {
     }
 }
 
+/// Per step: the call, and the ordinal of its GPU among those the side
+/// used (nodes and UUIDs counted apart).
+fn align_keys(steps: &[Step]) -> Vec<String> {
+    let mut nodes: Vec<&str> = Vec::new();
+    let mut uuids: Vec<&str> = Vec::new();
+    steps
+        .iter()
+        .map(|st| match &st.detail {
+            None => st.call.clone(),
+            Some(d) => {
+                let (seen, tag) = if st.detail_is_node {
+                    (&mut nodes, "node")
+                } else {
+                    (&mut uuids, "uuid")
+                };
+                let k = seen.iter().position(|x| *x == d).unwrap_or_else(|| {
+                    seen.push(d);
+                    seen.len() - 1
+                });
+                format!("{}\u{1f}{tag}#{k}", st.call)
+            }
+        })
+        .collect()
+}
+
 /// Align `a` and `b` by call name (LCS) and list what differs.
 pub fn diff(a: &Side, b: &Side) -> Diff {
     let (n, m) = (a.steps.len(), b.steps.len());
-    // Steps align by call, and by the GPU they were about where the two
-    // sides' GPUs can be told apart: the node always (`/dev/nvidia1` is the
-    // second GPU on any host), the UUID only when both sides registered a
-    // GPU of the same UUID (one host; another host's GPUs have others).
-    let same_host = a.registered.iter().any(|u| b.registered.contains(u));
-    let key = |st: &Step| -> String {
-        match &st.detail {
-            Some(d) if same_host || !d.starts_with("GPU-") => format!("{}\u{1f}{d}", st.call),
-            _ => st.call.clone(),
-        }
-    };
-    let ka: Vec<String> = a.steps.iter().map(key).collect();
-    let kb: Vec<String> = b.steps.iter().map(key).collect();
+    // Steps align by call and by which of its GPUs the side was at: the
+    // order in which the side first used a GPU node, and apart from that
+    // the order in which it first named a GPU UUID (the first GPU a process
+    // uses is its first on any host or container, whatever its node or
+    // UUID there).
+    let ka = align_keys(&a.steps);
+    let kb = align_keys(&b.steps);
     // lcs[i][j]: LCS length of a[i..], b[j..] (n, m ≤ MAX_STEPS: 16 M
     // cells of u16 at most).
     let mut lcs = vec![0u16; (n + 1) * (m + 1)];
@@ -408,8 +439,14 @@ pub fn diff(a: &Side, b: &Side) -> Diff {
     let (mut i, mut j) = (0, 0);
     let mut differences = Vec::new();
     let mut same = 0;
+    // The differences before the first match that follows the first
+    // difference: where the two first part.
+    let mut first_gap = None;
     while i < n || j < m {
         if i < n && j < m && ka[i] == kb[j] {
+            if !differences.is_empty() && first_gap.is_none() {
+                first_gap = Some(differences.len());
+            }
             if a.steps[i].result != b.steps[j].result {
                 differences.push(Difference::Result {
                     call: a.steps[i].call.clone(),
@@ -465,6 +502,7 @@ pub fn diff(a: &Side, b: &Side) -> Diff {
         a: summary(a),
         b: summary(b),
         first_divergence: differences.first().cloned(),
+        first_gap: first_gap.unwrap_or(differences.len()),
         differences,
         call_counts: counts.into_iter().map(|(k, (x, y))| (k, x, y)).collect(),
         stages: stages.into_values().collect(),
@@ -598,7 +636,8 @@ impl Diff {
                 let _ = writeln!(s, "first divergence: {}", describe(d, a, b));
                 // Where the two part by both going their own ways, the
                 // other side's first own call too.
-                let other = self.differences.iter().find(|x| {
+                let gap = self.differences.get(..self.first_gap).unwrap_or(&[]);
+                let other = gap.iter().find(|x| {
                     matches!(
                         (d, x),
                         (Difference::OnlyA { .. }, Difference::OnlyB { .. })
@@ -665,88 +704,5 @@ impl Diff {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn side(label: &str, calls: &[(&str, &str)]) -> Side {
-        Side {
-            label: label.into(),
-            steps: calls
-                .iter()
-                .enumerate()
-                .map(|(i, (c, r))| Step {
-                    call: (*c).into(),
-                    result: (*r).into(),
-                    ok: *r == "ok",
-                    at_ms: i as f64,
-                    duration_ms: 0.0,
-                    detail: None,
-                })
-                .collect(),
-            ..Side::default()
-        }
-    }
-
-    #[test]
-    fn alignment_names_the_first_divergence_and_what_only_one_side_did() {
-        let a = side(
-            "A",
-            &[
-                ("open ctl", "ok"),
-                ("alloc", "ok"),
-                ("uvm init", "ok"),
-                ("register gpu0", "ok"),
-                ("register gpu1", "ok"),
-            ],
-        );
-        let b = side(
-            "B",
-            &[
-                ("open ctl", "ok"),
-                ("alloc", "ok"),
-                ("uvm init", "NV_ERR_NOT_SUPPORTED"),
-            ],
-        );
-        let d = diff(&a, &b);
-        assert_eq!(
-            d.first_divergence,
-            Some(Difference::Result {
-                call: "uvm init".into(),
-                a: "ok".into(),
-                b: "NV_ERR_NOT_SUPPORTED".into(),
-                index_a: 2,
-                index_b: 2
-            })
-        );
-        assert_eq!(d.same_calls, 2);
-        assert_eq!(
-            d.call_counts,
-            vec![
-                ("register gpu0".into(), 1, 0),
-                ("register gpu1".into(), 1, 0)
-            ]
-        );
-        let t = d.to_text();
-        assert!(t.contains("first divergence: uvm init: A (call #3) got ok, B (call #3) got NV_ERR_NOT_SUPPORTED"), "{t}");
-        // Identical sides: no divergence.
-        let same = diff(&a, &a);
-        assert!(same.first_divergence.is_none() && same.same_calls == 5);
-    }
-
-    #[test]
-    fn calls_are_named_without_handles() {
-        let v: Value = serde_json::json!({"type": "ioctl", "pid": 7, "name": "NV_ESC_RM_CONTROL",
-            "args": {"hClient": "0xc1d0001b", "control": "0x101", "control_name": "NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION"},
-            "status": {"name": "NV_OK"}, "ok": true, "start_ns": 5, "duration_ns": 1000});
-        assert_eq!(
-            call_name(&v).as_deref(),
-            Some("ioctl NV_ESC_RM_CONTROL NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION")
-        );
-        assert_eq!(result_of(&v), "NV_OK");
-        let o: Value = serde_json::json!({"type": "open", "pid": 7, "path": "/dev/nvidia-uvm", "device": {"kind": "none"}, "ok": true});
-        assert_eq!(call_name(&o).as_deref(), Some("open /dev/nvidia-uvm"));
-        assert_eq!(result_of(&o), "ok, device none");
-        let c: Value = serde_json::json!({"type": "close", "pid": 7});
-        assert_eq!(call_name(&c), None);
-    }
-}
+#[path = "diff_tests.rs"]
+mod tests;

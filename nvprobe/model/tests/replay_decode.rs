@@ -390,7 +390,16 @@ fn rm_control_parameters_name_the_driver_build_and_each_gpu() {
         !numa.is_empty() && numa.iter().all(|n| *n == -1),
         "{numa:?}"
     );
-    // Every RM control record with copied parameters decoded as an ioctl
-    // whose control is one the kernel was told to copy.
-    assert!(io.iter().any(|i| i.args.contains_key("gpu_ids")));
+    // GPU_GET_ATTACHED_IDS: the two GPUs' ids, every time it was asked.
+    let ids: Vec<_> = io
+        .iter()
+        .filter(|i| i.args.to_json()["control"] == "0x201" && i.ok)
+        .map(|i| i.args.to_json()["gpu_ids"].clone())
+        .collect();
+    assert!(!ids.is_empty());
+    assert!(
+        ids.iter()
+            .all(|v| v.as_array().is_some_and(|a| a.len() == 2)),
+        "{ids:?}"
+    );
 }

@@ -30,7 +30,8 @@ pub(super) fn decode_rm_control(
 ) -> Event {
     let mut e = decode_ioctl(&ev.ioctl, ctx, raw);
     if let Event::Ioctl(io) = &mut e
-        && io.ok
+        && io.ret == 0
+        && io.status.as_ref().is_some_and(|s| s.code == 0)
         && matches!(io.call, Call::Escape(escape::NV_ESC_RM_CONTROL))
         && io.args.get("control") == Some(&Arg::Hex(ev.control.into()))
     {

@@ -46,6 +46,13 @@ pub const SPECS: &[Spec] = &[
         deref: Some(8),
         needs: 40,
         decode: |p, deref, m| {
+            // With any of the three buffer pointers NULL the RM answers
+            // the strings' size only (sizeOfStrings @0) and writes neither
+            // strings nor changelist: nothing here is then its answer.
+            let set = |o| p.u64(o).is_some_and(|v| v != 0);
+            if !(p.u32(0).is_some_and(|n| n > 0) && set(8) && set(16) && set(24)) {
+                return;
+            }
             if !deref.is_empty() {
                 m.insert("driver_version", Arg::Text(escape_bytes(deref)));
             }
@@ -74,7 +81,9 @@ pub const SPECS: &[Spec] = &[
         deref: None,
         needs: 128,
         decode: |p, _, m| {
-            m.insert("gpu_ids", Arg::HexList(ids(p, 0)));
+            if p.u32(0).is_some() {
+                m.insert("gpu_ids", Arg::HexList(ids(p, 0)));
+            }
         },
     },
     // NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2 (32 B): gpuId @0, deviceInstance
@@ -103,7 +112,9 @@ pub const SPECS: &[Spec] = &[
         deref: None,
         needs: 256,
         decode: |p, _, m| {
-            m.insert("gpu_ids", Arg::HexList(ids(p, 0)));
+            if p.u32(0).is_some() {
+                m.insert("gpu_ids", Arg::HexList(ids(p, 0)));
+            }
             if p.u32(128).is_some() {
                 m.insert("excluded_gpu_ids", Arg::HexList(ids(p, 128)));
             }
@@ -287,6 +298,16 @@ mod tests {
         for s in SPECS {
             let rows = t.rows_of(s.control);
             assert!(!rows.is_empty(), "{:#x} is in no table", s.control);
+            let exact = t
+                .releases()
+                .iter()
+                .filter(|&&r| t.lookup(s.control, r).is_some_and(|h| h.exact))
+                .count();
+            assert!(
+                exact >= 5,
+                "{:#x}: valid in {exact} releases only",
+                s.control
+            );
             for &rel in t.releases() {
                 let Some(hit) = t.lookup(s.control, rel) else {
                     continue;
@@ -323,10 +344,17 @@ mod tests {
     #[test]
     fn build_version_uuid_name_numa_pci() {
         let mut p = vec![0u8; 40];
+        p[0..4].copy_from_slice(&256u32.to_le_bytes());
+        for o in [8, 16, 24] {
+            p[o..o + 8].copy_from_slice(&0x7ffd_0000_1000u64.to_le_bytes());
+        }
         p[32..36].copy_from_slice(&36_412_345u32.to_le_bytes());
         let j = fields(0x101, &p, b"580.159.04");
         assert_eq!(j["driver_version"], "580.159.04");
         assert_eq!(j["changelist"], 36_412_345);
+        // A size query (a NULL title pointer): the RM wrote no string.
+        p[24..32].fill(0);
+        assert_eq!(fields(0x101, &p, b"junk"), serde_json::json!({}));
 
         let mut p = vec![0u8; 28];
         p[4..8].copy_from_slice(&2u32.to_le_bytes());
@@ -383,6 +411,9 @@ mod tests {
         let j = fields(0x214, &p[..6], b"");
         assert_eq!(j["gpu_ids"], serde_json::json!(["0x100"]));
         assert!(j.get("excluded_gpu_ids").is_none());
+        // Nothing copied is not "no GPU".
+        assert_eq!(fields(0x201, &[], b""), serde_json::json!({}));
+        assert_eq!(fields(0x214, &[], b""), serde_json::json!({}));
     }
 
     #[test]

@@ -455,3 +455,29 @@ fn rm_parameters_of_another_control_or_a_failed_call_are_not_decoded() {
     b.pop();
     assert!(decode(&b, &ctx580()).is_err());
 }
+
+proptest! {
+    /// Any parameters and any string behind the pointer, for every control
+    /// whose parameters are copied: a valid ioctl event, JSON that parses,
+    /// no control character in it.
+    #[test]
+    fn rm_parameters_of_any_bytes_decode_safely(
+        which in 0usize..rmparams::SPECS.len(),
+        params in prop::collection::vec(any::<u8>(), 0..=256),
+        deref in prop::collection::vec(any::<u8>(), 0..=64),
+        claimed_len in 0u32..600,
+        claimed_deref in 0u32..200,
+    ) {
+        let control = rmparams::SPECS[which].control;
+        let mut b = rm_control_record(control, control, 0, &params);
+        let mut ev: RmControlEvent = nvprobe_common::read(&b).unwrap();
+        ev.deref[..deref.len()].copy_from_slice(&deref);
+        ev.params_len = claimed_len;
+        ev.deref_len = claimed_deref;
+        b = bytes_of(&ev);
+        let e = decode(&b, &ctx580()).unwrap();
+        let j = serde_json::to_string(&e).unwrap();
+        prop_assert!(serde_json::from_str::<serde_json::Value>(&j).is_ok());
+        prop_assert!(!j.chars().any(|c| c.is_control()), "{}", j);
+    }
+}

@@ -28,6 +28,7 @@ use nix::{
 use serde_json::Value;
 
 mod real;
+mod realcheck;
 
 const NVPROBE: &str = "/bin/nvprobe";
 

@@ -14,7 +14,11 @@ use nix::{
 };
 use serde_json::{Value, json};
 
-use super::{Checks, drv, get32, ioctl, iowr, of, put32, schema_errors, sh, uvm_major, watch_as};
+use super::{
+    Checks, drv, get32, ioctl, iowr, of, put32,
+    realcheck::{hooks_attached, rm_params_checks, same_calls_both_layers},
+    schema_errors, sh, uvm_major, watch_as,
+};
 
 /// Load the real modules and make the nodes the driver would (no GPU: no
 /// /dev/nvidia0).
@@ -186,84 +190,21 @@ fn run_self(args: &[&str]) -> anyhow::Result<(u32, Vec<Value>)> {
     Ok((pid, lines))
 }
 
-/// Every hook of the table that this build has, attached.
-fn hooks_attached(start: Option<&&Value>, c: &mut Checks) {
-    let probes: Vec<&Value> = start
-        .and_then(|s| s["probes"].as_array())
-        .map(|p| p.iter().filter(|p| p["layer"] == "driver").collect())
-        .unwrap_or_default();
-    let refused: Vec<String> = probes
-        .iter()
-        .filter(|p| p["attached"] != true)
-        .map(|p| format!("{}: {}", p["target"], p["error"].as_str().unwrap_or("?")))
-        .collect();
-    let attached = probes.len() - refused.len();
-    println!("NVVM: driver probes: {attached} attached; refused: {refused:?}");
-    // A hook missing from a build (HMM code without CONFIG_DEVICE_PRIVATE)
-    // gets no probe. Every one that the build has attaches, but for the RM
-    // core's functions (rm_ioctl, rm_init_adapter: nv-kernel.o is built
-    // without ftrace entries) on a kernel that refuses kprobes on such
-    // functions (Debian's: "Could not probe notrace function"), which
-    // nvprobe must say.
-    c.check(
-        attached >= 8
-            && refused
-                .iter()
-                .all(|r| r.contains("is not an ftrace location") && r.contains("CONFIG_KPROBE_EVENTS_ON_NOTRACE")),
-        &format!("every driver hook that this build has attaches, or nvprobe says why not ({attached} attached)"),
-    );
-    // The table against this build, for the record.
-    if let Ok(o) = Command::new(super::NVPROBE).args(["hooks"]).output() {
-        for l in String::from_utf8_lossy(&o.stdout).lines() {
-            println!("NVVM: hooks: {l}");
-        }
-    }
-}
-
-/// The parameters behind NVOS54.params, copied by the kernel side from the
-/// real RM's answers: the build version through its pointer, the (empty)
-/// list of attached GPUs.
-fn rm_params_checks(said: &[Value], recs: &[Value], c: &mut Checks) {
-    let got = said
-        .iter()
-        .find(|l| l["cmd"] == 0x101)
-        .and_then(|l| l["driver_version"].as_str())
-        .unwrap_or("");
-    let rec = |control: &str| {
-        of(recs, "ioctl")
-            .into_iter()
-            .filter(|r| r["args"]["control"] == control && r["ok"] == true)
-            .collect::<Vec<_>>()
-    };
-    let bv = rec("0x101");
-    println!(
-        "NVVM: build version: client {got:?}, nvprobe {:?}",
-        bv.iter()
-            .map(|r| &r["args"]["driver_version"])
-            .collect::<Vec<_>>()
-    );
-    c.check(
-        !got.is_empty() && bv.iter().any(|r| r["args"]["driver_version"] == got),
-        &format!(
-            "the build version behind the parameters' pointer, as the caller got it ({got:?})"
-        ),
-    );
-    let ids = rec("0x201");
-    c.check(
-        !ids.is_empty() && ids.iter().all(|r| r["args"]["gpu_ids"] == json!([])),
-        "GPU_GET_ATTACHED_IDS' parameters: no GPU attached",
-    );
-}
-
 /// The default run: the module's entry points make the ioctl records; the
 /// caller's statuses, rm_ioctl's kernel copies and nvprobe's agree.
 fn calls(dir: &Path, c: &mut Checks) -> anyhow::Result<()> {
     let banner = load(dir)?;
     println!("NVVM: {banner}");
     let w = watch_as("real", &["--raw", "--bpf-stats"], None)?;
-    let (_, said) = run_self(&["real-client"])?;
+    let (client_pid, said) = run_self(&["real-client"])?;
     let (cu_pid, cu) = run_self(&["cuinit", "libcuda.so.1"])?;
     let (recs, err) = w.stop()?;
+    // The same client under the syscall layer alone (the ioctl tracepoints
+    // make the records): the same calls, named alike, with the same results.
+    let ws = watch_as("real-sys", &["--layers", "syscall,process"], None)?;
+    let (sys_pid, _) = run_self(&["real-client"])?;
+    let (sys_recs, _) = ws.stop()?;
+    same_calls_both_layers(&recs, client_pid, &sys_recs, sys_pid, c);
     if let Ok(raw) = fs::read("/tmp/real.ndjson") {
         println!(
             "NVVM-FILE: real-driver.ndjson {}",
