@@ -304,17 +304,18 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
     if let Some(d) = drawer {
         d.finish();
     }
-    // Detach every probe now, whatever happened: the tracepoints and
-    // kprobes here, then the uprobes by a child that outlives nvprobe
-    // (their removal is slow, and would hold up any detach after it).
+    // Detach every probe now, whatever happened, without waiting for the
+    // kernel: a child that outlives nvprobe holds every probe's descriptor
+    // and closes them once nvprobe has exited (uprobe removals are slow,
+    // and any detach queues behind those of an earlier nvprobe).
     let uprobes = libcuda.take_links(&mut loaded.ebpf);
-    loaded.detach_all();
-    drop(loaded);
     if let Some((pid, n)) = nvprobe::uprobes::remove_in_background(uprobes) {
         eprintln!(
             "nvprobe: removing {n} libcuda uprobes in the background (pid {pid}): the kernel takes one RCU grace period each, up to a minute or more on a busy host"
         );
     }
+    loaded.detach_all();
+    drop(loaded);
     let summary = match res {
         Ok(s) => s,
         // The reader went away (`nvprobe watch | head`): a normal end.
