@@ -14,6 +14,7 @@ mod common;
 
 use common::{ioctls, replay, stage_ids, start_of, status, verdicts};
 use nvprobe_model::{
+    correlate::CuInit,
     decode::{self, Event},
     render::schema,
 };
@@ -451,17 +452,25 @@ fn the_real_version_mismatch_is_named_with_both_versions() {
     );
 }
 
-#[test]
-fn the_real_module_with_its_nodes_removed_recovers_them_and_fails_for_its_own_reason() {
-    // Kernel tier, real_nodes: libcuda 535 recreates /dev/nvidiactl and the
-    // uvm node itself (mknod), then fails as it does without a GPU.
-    let (_, v) = verdicts("vm-6.1-real-535-nodes-missing.ndjson");
+/// The verdict of the cuInit (the one with its uprobe) of a kernel-tier
+/// recording on the real module with no GPU: a failed CUDA start-up,
+/// CUDA_ERROR_UNKNOWN.
+fn real_cuinit_999(name: &str) -> CuInit {
+    let (_, v) = verdicts(name);
     let cu = v
-        .iter()
+        .into_iter()
         .find(|v| v.curesult.is_some())
         .expect("the cuInit with its uprobe");
     assert_eq!((cu.class, cu.result), ("cuda", "failed"));
     assert_eq!(cu.curesult.as_deref(), Some("CUDA_ERROR_UNKNOWN (999)"));
+    cu
+}
+
+#[test]
+fn the_real_module_with_its_nodes_removed_recovers_them_and_fails_for_its_own_reason() {
+    // Kernel tier, real_nodes: libcuda 535 recreates /dev/nvidiactl and the
+    // uvm node itself (mknod), then fails as it does without a GPU.
+    let cu = &real_cuinit_999("vm-6.1-real-535-nodes-missing.ndjson");
     let f = cu.failed_call.as_ref().expect("failed call");
     assert_eq!(
         f.call,
@@ -486,13 +495,7 @@ fn the_real_module_with_its_nodes_removed_recovers_them_and_fails_for_its_own_re
 fn the_real_module_without_nvidia_uvm_is_module_not_loaded() {
     // Kernel tier, real_no_uvm: libcuda 535 reads
     // /sys/module/nvidia_uvm/initstate, gets ENOENT and returns 999 after S2.
-    let (_, v) = verdicts("vm-6.1-real-535-no-uvm.ndjson");
-    let cu = v
-        .iter()
-        .find(|v| v.curesult.is_some())
-        .expect("the cuInit with its uprobe");
-    assert_eq!((cu.class, cu.result), ("cuda", "failed"));
-    assert_eq!(cu.curesult.as_deref(), Some("CUDA_ERROR_UNKNOWN (999)"));
+    let cu = &real_cuinit_999("vm-6.1-real-535-no-uvm.ndjson");
     assert!(!stage_ids(cu).contains(&"S4"), "{:?}", stage_ids(cu));
     let d: Vec<(&str, &str)> = cu.diagnoses.iter().map(|d| (d.id, d.severity)).collect();
     assert_eq!(d, [("module_not_loaded", "error")]);
