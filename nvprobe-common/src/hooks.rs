@@ -45,6 +45,9 @@ pub struct Hook {
     pub since: Option<u32>,
     pub until: Option<u32>,
     pub prototype: &'static str,
+    /// Earlier drivers' prototypes for the same function (real BTF or
+    /// source); a kernel's BTF matching one of them is as expected.
+    pub older: &'static [&'static str],
     /// A required hook's absence means the driver layer cannot cover the
     /// ioctls; optional ones add detail.
     pub required: bool,
@@ -78,6 +81,7 @@ const fn hook(
         since: None,
         until: None,
         prototype,
+        older: &[],
         required,
         hmm_only: false,
         why,
@@ -172,23 +176,37 @@ pub const HOOKS: &[Hook] = &[
         false,
         "GPU registration (the slow UVM step)",
     ),
-    hook(
-        "uvm_va_space_register_gpu",
-        Target::NvidiaUvm,
-        "NV_STATUS uvm_va_space_register_gpu(uvm_va_space_t *va_space, const NvProcessorUuid *gpu_uuid, const uvm_rm_user_object_t *user_rm_device, NvBool *numa_enabled, NvS32 *numa_node_id, NvProcessorUuid *uuid_out)",
-        false,
-        "GPU registration inside the va_space",
-    ),
+    // Without uuid_out up to 550.40.07 (the real 535.261.03 module's BTF in
+    // the kernel tier's HMM stage; NVIDIA's tags: added in 550.40.85).
+    Hook {
+        older: &[
+            "NV_STATUS uvm_va_space_register_gpu(uvm_va_space_t *va_space, const NvProcessorUuid *gpu_uuid, const uvm_rm_user_object_t *user_rm_device, NvBool *numa_enabled, NvS32 *numa_node_id)",
+        ],
+        ..hook(
+            "uvm_va_space_register_gpu",
+            Target::NvidiaUvm,
+            "NV_STATUS uvm_va_space_register_gpu(uvm_va_space_t *va_space, const NvProcessorUuid *gpu_uuid, const uvm_rm_user_object_t *user_rm_device, NvBool *numa_enabled, NvS32 *numa_node_id, NvProcessorUuid *uuid_out)",
+            false,
+            "GPU registration inside the va_space",
+        )
+    },
     // The real 580.159.04 BTF (tests/fixtures/gpu-host): no `bool
     // enable_hmm`, and parent_gpu_error is const. docs/NVIDIA-ABI.md gives
     // the 595.45.04 prototype, which has both; the real driver wins.
-    hook(
-        "uvm_gpu_retain_by_uuid",
-        Target::NvidiaUvm,
-        "NV_STATUS uvm_gpu_retain_by_uuid(const NvProcessorUuid *gpu_uuid, const uvm_rm_user_object_t *user_rm_device, const uvm_test_parent_gpu_inject_error_t *parent_gpu_error, uvm_gpu_t **gpu_out)",
-        false,
-        "first registration of a GPU: channels, page tables, fault buffers",
-    ),
+    // Without parent_gpu_error up to 570 (the real 535.261.03 module's BTF;
+    // NVIDIA's tags: added in 575.51.02).
+    Hook {
+        older: &[
+            "NV_STATUS uvm_gpu_retain_by_uuid(const NvProcessorUuid *gpu_uuid, const uvm_rm_user_object_t *user_rm_device, uvm_gpu_t **gpu_out)",
+        ],
+        ..hook(
+            "uvm_gpu_retain_by_uuid",
+            Target::NvidiaUvm,
+            "NV_STATUS uvm_gpu_retain_by_uuid(const NvProcessorUuid *gpu_uuid, const uvm_rm_user_object_t *user_rm_device, const uvm_test_parent_gpu_inject_error_t *parent_gpu_error, uvm_gpu_t **gpu_out)",
+            false,
+            "first registration of a GPU: channels, page tables, fault buffers",
+        )
+    },
     // Present on the H200's 580.159.04 build although its HMM is compiled
     // out (docs/NVIDIA-ABI.md lists it under HMM): called only with HMM on.
     hook(

@@ -160,6 +160,23 @@ pub fn start_state(
     }
 }
 
+/// Which of the prototypes the table knows for `h` a BTF prototype is:
+/// "current", "older" (an earlier driver's), or None (neither).
+pub fn known_form(h: &Hook, btf: &str) -> Option<&'static str> {
+    let b = parse_prototype(btf)?;
+    if Some(&b) == parse_prototype(h.prototype).as_ref() {
+        Some("current")
+    } else if h
+        .older
+        .iter()
+        .any(|o| parse_prototype(o).as_ref() == Some(&b))
+    {
+        Some("older")
+    } else {
+        None
+    }
+}
+
 /// A C prototype: (return type, name, [(param type, param name)]).
 pub type Prototype = (String, String, Vec<(String, String)>);
 
@@ -365,6 +382,41 @@ mod tests {
             }
         }
         assert!(checked >= 11, "{checked}");
+    }
+
+    /// The real 535.261.03 module's BTF (the kernel tier's HMM kernel, whose
+    /// tree gives the modules BTF): every hook it has is the table's
+    /// current prototype or one of its older ones, and the older ones are
+    /// what 535 has.
+    #[test]
+    fn the_table_knows_the_real_535_prototypes() {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/vm-6.1-hmm-535-hook-prototypes.txt");
+        let text = std::fs::read_to_string(p).expect("fixture");
+        let mut older = Vec::new();
+        let mut checked = 0;
+        for l in text.lines().filter(|l| !l.starts_with('#')) {
+            let f: Vec<&str> = l.splitn(3, '\t').collect();
+            let h = HOOKS.iter().find(|h| h.name == f[0]).expect("in the table");
+            assert_eq!(h.target.module(), f[1]);
+            if f[2] == "-" {
+                continue;
+            }
+            match known_form(h, f[2]) {
+                Some("older") => older.push(h.name),
+                Some(_) => {}
+                None => panic!(
+                    "{}: 535's BTF has {}, the table {}",
+                    h.name, f[2], h.prototype
+                ),
+            }
+            checked += 1;
+        }
+        assert_eq!(checked, 15);
+        assert_eq!(
+            older,
+            ["uvm_va_space_register_gpu", "uvm_gpu_retain_by_uuid"]
+        );
     }
 
     /// The definition of `name` in C source: from the start of its line to

@@ -13,6 +13,7 @@ mod bench;
 mod cudaapi;
 mod gentables;
 mod vm;
+mod vmkernel;
 mod vmreal;
 
 use std::{
@@ -54,9 +55,10 @@ enum Cmd {
         no_vm: bool,
     },
     /// The kernel tier: Debian kernels with kprobes under qemu, the
-    /// stand-in modules of tests/kmod, nvvmtest inside (root).
+    /// stand-in modules of tests/kmod, the real NVIDIA open module (also
+    /// on a kernel built here with HMM), nvvmtest inside (root).
     VmTest {
-        /// Only the kernel whose label starts with this ("6.1", "6.12").
+        /// Only this kernel: "6.1", "6.12" or "6.1-hmm".
         #[arg(long)]
         only: Option<String>,
         /// Also measure each layer's cost in the VM (docs/BENCHMARKS.md).

@@ -33,7 +33,32 @@ const PINNED_OTHER: &str = "550.163.01-2";
 
 /// The patches, in order; `pci-resize.patch` only where the kernel's
 /// pci_resize_resource takes Linux 6.18's exclude_bars.
-const PATCHES: [&str; 2] = ["zero-gpu.patch", "pci-resize.patch"];
+const PATCHES: [&str; 3] = ["zero-gpu.patch", "no-ats.patch", "pci-resize.patch"];
+
+/// The kernel the modules are built against: a Debian kernel's installed
+/// headers, or a tree built here (vmkernel.rs).
+pub struct KTree {
+    /// Its release ("6.1.0-57-amd64"): part of the cache key.
+    pub rel: String,
+    /// Where its `include/linux/pci.h` may be, first found wins.
+    pub sources: Vec<PathBuf>,
+    /// How NVIDIA's Makefile finds it (KERNEL_UNAME= or SYSSRC= SYSOUT=).
+    pub make_args: Vec<String>,
+}
+
+impl KTree {
+    /// A Debian kernel whose headers are installed.
+    pub fn debian(rel: &str) -> Self {
+        Self {
+            rel: rel.to_owned(),
+            sources: vec![
+                format!("/lib/modules/{rel}/source").into(),
+                format!("/lib/modules/{rel}/build").into(),
+            ],
+            make_args: vec![format!("KERNEL_UNAME={rel}")],
+        }
+    }
+}
 
 /// What the real-driver boot needs.
 pub struct RealParts {
@@ -138,9 +163,11 @@ fn find(root: &Path, name: &str) -> Option<PathBuf> {
 
 /// The patches that apply to kernel `rel`, and a short hash of them (the
 /// cache key: a changed patch is a new build).
-fn patches_for(rel: &str) -> anyhow::Result<(Vec<PathBuf>, String)> {
-    let pci = fs::read_to_string(format!("/lib/modules/{rel}/source/include/linux/pci.h"))
-        .or_else(|_| fs::read_to_string(format!("/lib/modules/{rel}/build/include/linux/pci.h")))
+fn patches_for(k: &KTree) -> anyhow::Result<(Vec<PathBuf>, String)> {
+    let pci = k
+        .sources
+        .iter()
+        .find_map(|d| fs::read_to_string(d.join("include/linux/pci.h")).ok())
         .context("the kernel's pci.h (headers installed?)")?;
     let four_args = pci.contains("exclude_bars");
     let mut files = Vec::new();
@@ -167,15 +194,25 @@ fn complete(out: &Path, version: &str) -> bool {
         && out.join(format!("libcuda.so.{version}")).is_file()
 }
 
+/// The cache's entry for driver `v` on kernel `rel` with patches `tag`.
+fn entry(v: &str, rel: &str, tag: &str) -> PathBuf {
+    Path::new(CACHE)
+        .join("real")
+        .join(format!("{v}-{rel}-{tag}"))
+}
+
+/// Whether the cache has the pinned version's modules for kernel `k`, so
+/// that its tree is not needed (`k.sources` need only hold `pci.h`).
+pub fn cached(k: &KTree) -> bool {
+    patches_for(k).is_ok_and(|(_, tag)| complete(&entry(PINNED, &k.rel, &tag), upstream(PINNED)))
+}
+
 /// Fetch, patch and build (or take from the cache) the real modules for
-/// kernel `rel`, with their libcuda.
-pub fn prepare(rel: &str) -> anyhow::Result<RealParts> {
-    let (patches, tag) = patches_for(rel)?;
-    let entry = |v: &str| {
-        Path::new(CACHE)
-            .join("real")
-            .join(format!("{v}-{rel}-{tag}"))
-    };
+/// kernel `k`, with their libcuda.
+pub fn prepare(k: &KTree) -> anyhow::Result<RealParts> {
+    let rel = k.rel.as_str();
+    let (patches, tag) = patches_for(k)?;
+    let entry = |v: &str| entry(v, rel, &tag);
     // A cached build of the pinned version needs no network.
     let mut src_v = PINNED.to_owned();
     if !complete(&entry(PINNED), upstream(PINNED)) {
@@ -192,7 +229,7 @@ pub fn prepare(rel: &str) -> anyhow::Result<RealParts> {
         }
         let out = entry(&src_v);
         if !complete(&out, upstream(&src_v)) {
-            build(rel, &src_v, &patches, &out)?;
+            build(k, &src_v, &patches, &out)?;
         }
     }
     let version = upstream(&src_v).to_owned();
@@ -213,7 +250,8 @@ pub fn prepare(rel: &str) -> anyhow::Result<RealParts> {
     })
 }
 
-fn build(rel: &str, src_v: &str, patches: &[PathBuf], out: &Path) -> anyhow::Result<()> {
+fn build(k: &KTree, src_v: &str, patches: &[PathBuf], out: &Path) -> anyhow::Result<()> {
+    let rel = k.rel.as_str();
     let version = upstream(src_v);
     let work = Path::new(CACHE).join(format!("work-{version}-{rel}"));
     let _ = fs::remove_dir_all(&work);
@@ -274,7 +312,7 @@ fn build(rel: &str, src_v: &str, patches: &[PathBuf], out: &Path) -> anyhow::Res
         .current_dir(&tree)
         .arg(format!("-j{jobs}"))
         .arg("modules")
-        .arg(format!("KERNEL_UNAME={rel}"))
+        .args(&k.make_args)
         .arg("NV_KERNEL_MODULES=nvidia nvidia-uvm")
         .stdout(Stdio::null()))
     .context("building the NVIDIA open kernel modules")?;

@@ -41,9 +41,9 @@ pub(super) fn attach_driver_layer(
             .iter()
             .find(|(h, _)| h.name == hook.name)
             .and_then(|(_, b)| b.clone());
-        let differs = btf_proto.as_ref().is_some_and(|b| {
-            crate::hooks::parse_prototype(b) != crate::hooks::parse_prototype(hook.prototype)
-        });
+        let differs = btf_proto
+            .as_ref()
+            .is_some_and(|b| crate::hooks::known_form(hook, b).is_none());
         let reads_args = matches!(
             i as u32,
             nvprobe_common::HOOK_NV_IOCTL

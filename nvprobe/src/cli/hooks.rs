@@ -34,12 +34,11 @@ pub fn run(a: HooksArgs) -> Result<(), Fail> {
         let in_kallsyms = syms
             .as_ref()
             .map(|s| s.contains(&(h.name.to_owned(), h.target.module().to_owned())));
-        let check = match btf {
-            None => "not in BTF".to_owned(),
-            Some(b) if hooks::parse_prototype(b) == hooks::parse_prototype(h.prototype) => {
-                "matches".to_owned()
-            }
-            Some(_) => "differs".to_owned(),
+        let form = btf.as_deref().and_then(|b| hooks::known_form(h, b));
+        let check = match (btf, form) {
+            (None, _) => "not in BTF",
+            (Some(_), Some(_)) => "matches",
+            (Some(_), None) => "differs",
         };
         rows.push(serde_json::json!({
             "name": h.name,
@@ -49,14 +48,21 @@ pub fn run(a: HooksArgs) -> Result<(), Fail> {
             "assumed": h.prototype,
             "btf": btf,
             "prototype_check": check,
+            // "older": an earlier driver's prototype of the function.
+            "form": form,
         }));
         if !a.json {
             println!(
-                "{:<32} {:<10} kallsyms:{:<4} btf:{}",
+                "{:<32} {:<10} kallsyms:{:<4} btf:{}{}",
                 h.name,
                 h.target.module(),
                 in_kallsyms.map_or("?", |b| if b { "yes" } else { "no" }),
-                check
+                check,
+                if form == Some("older") {
+                    " (an earlier driver's prototype)"
+                } else {
+                    ""
+                }
             );
             if let Some(b) = btf {
                 println!("    {b}");

@@ -121,11 +121,43 @@ pub fn resolve(root: &Path, live: bool, spec: Option<&str>) -> Result<Option<Use
         (Some(s), false) => from_tree(root, s).map(Some),
         (None, false) => Ok(None),
         (None, true) => {
-            let who = std::env::var("SUDO_UID")
+            let sudo = std::env::var("SUDO_UID")
                 .ok()
-                .filter(|_| nix::unistd::getuid().is_root())
+                .filter(|_| nix::unistd::getuid().is_root());
+            let who = sudo
+                .clone()
                 .unwrap_or_else(|| nix::unistd::getuid().as_raw().to_string());
-            from_system(&who).map(Some)
+            match from_system(&who) {
+                Ok(u) => Ok(Some(u)),
+                // No passwd entry for the invoking uid (a minimal container
+                // or initramfs has no /etc/passwd): its ids as they are.
+                Err(_) => {
+                    let uid = who
+                        .parse()
+                        .map_err(|_| format!("SUDO_UID {who}: not a uid"))?;
+                    let (gid, groups) = match sudo {
+                        Some(_) => {
+                            let gid = std::env::var("SUDO_GID")
+                                .ok()
+                                .and_then(|g| g.parse().ok())
+                                .unwrap_or(uid);
+                            (gid, vec![gid])
+                        }
+                        None => (
+                            nix::unistd::getgid().as_raw(),
+                            nix::unistd::getgroups()
+                                .map(|g| g.into_iter().map(Gid::as_raw).collect())
+                                .unwrap_or_default(),
+                        ),
+                    };
+                    Ok(Some(User {
+                        name: format!("uid {uid}"),
+                        uid,
+                        gid,
+                        groups,
+                    }))
+                }
+            }
         }
     }
 }

@@ -48,6 +48,7 @@ fn pool() -> &'static Vec<Value> {
         for f in [
             "h200-580.159.04-uprobes.ndjson",
             "vm-6.1-standin-hmm-failure.ndjson",
+            "vm-6.1-hmm-535-hmm-on.ndjson",
             "h200-580.159.04-stall-sigstop.ndjson",
             "h200-580.159.04-signals.ndjson",
         ] {

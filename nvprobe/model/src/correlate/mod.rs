@@ -161,6 +161,7 @@ impl Correlator {
                 failure,
                 gpu,
                 uvm,
+                pageable,
             } => {
                 let spans = self.spans.get_mut(&o.tid).map(|(_, v)| v);
                 let (gpus, drv) = (&self.host_gpus, &self.host_driver);
@@ -183,6 +184,7 @@ impl Correlator {
                     stage: o.stage.is_some(),
                     gpu,
                     uvm,
+                    pageable,
                 };
                 st.on_ioctl(io, spans, out)
             }

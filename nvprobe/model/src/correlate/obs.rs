@@ -91,6 +91,10 @@ pub(crate) enum ObsKind {
         gpu: Option<GpuRef>,
         /// The call was made on /dev/nvidia-uvm.
         uvm: bool,
+        /// UVM_PAGEABLE_MEM_ACCESS's answer (NV_OK): whether pageable
+        /// memory access (HMM on x86, ATS on Grace or POWER) is in effect
+        /// for the process's va_space.
+        pageable: Option<bool>,
     },
     Path {
         opened_device: bool,
@@ -155,6 +159,14 @@ impl Obs {
                 }),
                 gpu: gpu_of(i),
                 uvm: matches!(i.device.kind, DeviceKind::Uvm),
+                pageable: match i.args.get("pageableMemAccess") {
+                    Some(Arg::Bool(b))
+                        if i.ok && i.call == Call::Uvm(uvm::UVM_PAGEABLE_MEM_ACCESS) =>
+                    {
+                        Some(*b)
+                    }
+                    _ => None,
+                },
             },
             Event::Open(p) if p.device.is_none() && is_libcuda_path(&p.path) => ObsKind::LibLoad {
                 path: p.path.clone(),

@@ -505,16 +505,50 @@ fn signal_or_uvm_step(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
             "uvm_busy_retry",
             format!("{} returned {}", fc.call, fc.result),
         )),
-        (_, true) => out.push(diag(
-            "uvm_step_failed",
-            match &f.st.last_breakdown {
-                Some(b) => format!("{} returned {}; in the driver: {b}", fc.call, fc.result),
-                None => format!("{} returned {}", fc.call, fc.result),
-            },
-        )),
+        (_, true) => {
+            let mut d = diag(
+                "uvm_step_failed",
+                match &f.st.last_breakdown {
+                    Some(b) => format!("{} returned {}; in the driver: {b}", fc.call, fc.result),
+                    None => format!("{} returned {}", fc.call, fc.result),
+                },
+            );
+            // What UVM itself said about this process's va_space, before
+            // the failure: the most direct evidence for or against HMM.
+            match f.st.pageable {
+                Some(true) => {
+                    d.evidence.push_str(PAGEABLE_ON);
+                    d.hint = HMM_IN_EFFECT;
+                }
+                Some(false) => {
+                    d.evidence.push_str(PAGEABLE_OFF);
+                    d.hint = HMM_NOT_IN_EFFECT;
+                }
+                None => {}
+            }
+            out.push(d);
+        }
         _ => {}
     }
 }
+
+/// Evidence from the process's own UVM_PAGEABLE_MEM_ACCESS.
+const PAGEABLE_ON: &str =
+    "; UVM told this process that pageable memory access is on (UVM_PAGEABLE_MEM_ACCESS: true)";
+const PAGEABLE_OFF: &str =
+    "; UVM told this process that pageable memory access is off (UVM_PAGEABLE_MEM_ACCESS: false)";
+
+const HMM_IN_EFFECT: &str = concat!(
+    "UVM said pageable memory access was on for this process: on x86 that is HMM, a known cause (",
+    hmm_issues!(),
+    "): reload nvidia_uvm with `",
+    hmm_reload!(),
+    "`; on Grace or POWER it is ATS, not HMM"
+);
+
+const HMM_NOT_IN_EFFECT: &str = "UVM said pageable memory access was off for this process, so HMM was not in \
+effect and is not the cause: read the kernel log (dmesg | grep -i nvidia) for the UVM error and check the GPU's \
+state (nvidia-smi -q)";
 
 /// Make the UVM diagnoses of a live verdict specific to this host: whether
 /// nvidia_uvm has HMM at all, and whether it is already disabled. (Not for
@@ -524,8 +558,11 @@ pub fn apply_hmm_facts(v: &mut super::CuInit, f: &HmmFacts) {
         if !matches!(d.id, "uvm_step_failed" | "uvm_busy_retry") {
             continue;
         }
+        // The process's own answer from UVM, when it asked, outranks what
+        // the module's parameters say (a va_space can opt out of HMM).
+        let said = d.evidence.contains(PAGEABLE_ON) || d.evidence.contains(PAGEABLE_OFF);
         d.evidence = format!("{}; host: {}", d.evidence, f.describe());
-        if d.id != "uvm_step_failed" {
+        if d.id != "uvm_step_failed" || said {
             continue;
         }
         d.hint = match (f.compiled_in, f.disabled) {

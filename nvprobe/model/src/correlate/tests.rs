@@ -415,6 +415,76 @@ fn a_failing_uvm_step_gets_the_hmm_hint() {
     assert_eq!(h, HMM_HINT);
 }
 
+/// A failing GPU registration after UVM answered UVM_PAGEABLE_MEM_ACCESS:
+/// the process's own answer decides the HMM hint, and host facts do not
+/// override it.
+#[test]
+fn uvm_pageable_answer_decides_the_hmm_hint() {
+    let run = |pageable: bool| {
+        let mut pm = io(3, "UVM_PAGEABLE_MEM_ACCESS", None, "uvm");
+        if let Event::Ioctl(i) = &mut pm {
+            i.args.insert("pageableMemAccess", Arg::Bool(pageable));
+        }
+        let mut bad = io(4, "UVM_REGISTER_GPU", None, "uvm");
+        if let Event::Ioctl(i) = &mut bad {
+            i.ok = false;
+            i.status = Some(crate::decode::Status {
+                code: 0x40,
+                name: Some("NV_ERR_INVALID_STATE"),
+                offset: 36,
+                layout: crate::decode::version::LayoutBasis::Stable,
+            });
+        }
+        let ev = vec![
+            open(1, "/dev/nvidiactl", "ctl"),
+            io(2, "UVM_INITIALIZE", None, "uvm"),
+            pm,
+            bad,
+        ];
+        stages(&ev).1
+    };
+    let on = run(true);
+    let d = &on.diagnoses[0];
+    assert_eq!(d.id, "uvm_step_failed");
+    assert_eq!(
+        d.evidence,
+        "UVM_REGISTER_GPU returned NV_ERR_INVALID_STATE; UVM told this process that pageable memory \
+access is on (UVM_PAGEABLE_MEM_ACCESS: true)"
+    );
+    assert!(
+        d.hint.starts_with(
+            "UVM said pageable memory access was on for this process: on x86 that is HMM"
+        ) && d.hint.contains("uvm_disable_hmm=1"),
+        "{}",
+        d.hint
+    );
+    let off = run(false);
+    let d = &off.diagnoses[0];
+    assert!(
+        d.evidence.ends_with("(UVM_PAGEABLE_MEM_ACCESS: false)"),
+        "{}",
+        d.evidence
+    );
+    assert!(
+        d.hint
+            .contains("HMM was not in effect and is not the cause")
+            && !d.hint.contains("uvm_disable_hmm=1"),
+        "{}",
+        d.hint
+    );
+    // The host says HMM is on; the process's va_space said off: kept.
+    let mut live = off.clone();
+    apply_hmm_facts(
+        &mut live,
+        &crate::records::HmmFacts {
+            compiled_in: Some(true),
+            disabled: Some(false),
+        },
+    );
+    assert_eq!(live.diagnoses[0].hint, d.hint);
+    assert!(live.diagnoses[0].evidence.ends_with("uvm_disable_hmm=N"));
+}
+
 fn signal_to(t: u64, sig: i32) -> Event {
     Event::Proc(crate::decode::ProcCall {
         target_tid: Some(7),

@@ -39,6 +39,8 @@ pub(crate) struct ProcInit {
     pub(crate) done: bool,
     /// Signals whose call has not yet returned (at most 4).
     pub(crate) pending: Vec<PendingSig>,
+    /// UVM's last answer to UVM_PAGEABLE_MEM_ACCESS for this process.
+    pub(crate) pageable: Option<bool>,
     /// The in-driver breakdown of the last failed call (driver layer).
     pub(crate) last_breakdown: Option<String>,
     /// Who the process is (the live collector's `process` record).
@@ -149,6 +151,7 @@ pub(crate) struct IoctlObs {
     pub(crate) stage: bool,
     pub(crate) gpu: Option<super::obs::GpuRef>,
     pub(crate) uvm: bool,
+    pub(crate) pageable: Option<bool>,
 }
 
 impl ProcInit {
@@ -230,6 +233,9 @@ impl ProcInit {
         }
         if o.uvm {
             self.uvm_touched = true;
+        }
+        if o.pageable.is_some() {
+            self.pageable = o.pageable;
         }
         self.note_gpu(&o);
         self.calls += 1;

@@ -29,6 +29,7 @@ use serde_json::Value;
 
 mod real;
 mod realcheck;
+mod realhmm;
 
 const NVPROBE: &str = "/bin/nvprobe";
 
@@ -722,6 +723,12 @@ fn main() {
         Some("real-client") => {
             if let Err(e) = real::client() {
                 eprintln!("real-client: {e:#}");
+                std::process::exit(1);
+            }
+        }
+        Some("real-hmm-client") => {
+            if let Err(e) = realhmm::client() {
+                eprintln!("real-hmm-client: {e:#}");
                 std::process::exit(1);
             }
         }

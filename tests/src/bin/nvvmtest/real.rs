@@ -175,7 +175,7 @@ pub fn cuinit(lib: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn run_self(args: &[&str]) -> anyhow::Result<(u32, Vec<Value>)> {
+pub(super) fn run_self(args: &[&str]) -> anyhow::Result<(u32, Vec<Value>)> {
     let c = Command::new("/proc/self/exe")
         .args(args)
         .stdout(std::process::Stdio::piped())
@@ -531,12 +531,25 @@ fn cost(_: &Path, c: &mut Checks) -> anyhow::Result<()> {
         }),
         "the entry point's kprobe pair ran for each control",
     );
+    // The HMM kernel lets rm_ioctl's pair attach: it ran for each too.
+    if hmm_stage() {
+        let id = nvprobe_common::HOOK_RM_IOCTL;
+        c.check(
+            [
+                format!("nvprobe_drv_enter_{id}"),
+                format!("nvprobe_drv_exit_{id}"),
+            ]
+            .iter()
+            .all(|n| progs.iter().any(|p| p["program"] == n.as_str())),
+            "rm_ioctl's kprobe pair ran for each control",
+        );
+    }
     Ok(())
 }
 
 /// The nodes the driver would make (no GPU: no /dev/nvidia0), made again
 /// after a scenario removed them.
-fn remake_nodes() -> anyhow::Result<()> {
+pub(super) fn remake_nodes() -> anyhow::Result<()> {
     let major = uvm_major().ok_or_else(|| anyhow::anyhow!("no nvidia-uvm in /proc/devices"))?;
     for (path, ma, mi) in [
         ("/dev/nvidiactl", 195, 255),
@@ -699,16 +712,32 @@ fn no_uvm(dir: &Path, c: &mut Checks) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Booted on the HMM kernel (xtask passes `nvvm.stage=hmm`).
+pub(super) fn hmm_stage() -> bool {
+    fs::read_to_string("/proc/cmdline")
+        .is_ok_and(|l| l.split_whitespace().any(|w| w == "nvvm.stage=hmm"))
+}
+
 pub fn run(dir: &Path) -> bool {
     let mut all_ok = true;
     type Scenario = fn(&Path, &mut Checks) -> anyhow::Result<()>;
-    let scenarios: [(&'static str, Scenario); 5] = [
-        ("real_calls", calls),
-        ("real_nodes", |_, c| nodes(c)),
-        ("real_no_uvm", no_uvm),
-        ("real_mismatch", |_, c| mismatch(c)),
-        ("real_cost", cost),
-    ];
+    // The HMM kernel (nvvm.stage=hmm): the calls again (every hook
+    // attaches there, rm_ioctl included), then HMM on and off.
+    let scenarios: Vec<(&'static str, Scenario)> = if hmm_stage() {
+        vec![
+            ("real_calls", calls),
+            ("real_cost", cost),
+            ("real_hmm", super::realhmm::hmm),
+        ]
+    } else {
+        vec![
+            ("real_calls", calls),
+            ("real_nodes", |_, c| nodes(c)),
+            ("real_no_uvm", no_uvm),
+            ("real_mismatch", |_, c| mismatch(c)),
+            ("real_cost", cost),
+        ]
+    };
     for (name, f) in scenarios {
         let mut c = Checks {
             scenario: name,

@@ -1,0 +1,218 @@
+//! The kernel tier's HMM kernel: nvidia_uvm compiles its HMM code only
+//! when the kernel has CONFIG_HMM_MIRROR and CONFIG_DEVICE_PRIVATE, and
+//! Debian's stock kernels lack the second. So one kernel of the tier is
+//! built here from Debian's `linux-source-6.1`: `make tinyconfig` plus
+//! `tests/kmod/real/hmm-kernel.config`, then the real NVIDIA modules
+//! against it (vmreal.rs).
+//!
+//! Cached in `/var/cache/nvprobe-vm/kernel/RELEASE/` (bzImage, `pci.h`
+//! for the module patches' choice; written whole or not at all); the
+//! release carries the fragment's hash, so a changed fragment is a new
+//! build. A run with the kernel and its modules cached needs no network
+//! and no kernel tree.
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::Instant,
+};
+
+use anyhow::{Context, bail};
+
+use crate::{output, root_dir, sh, vmreal};
+
+const CACHE: &str = "/var/cache/nvprobe-vm/kernel";
+const FRAGMENT: &str = "tests/kmod/real/hmm-kernel.config";
+const SOURCE_PKG: &str = "linux-source-6.1";
+const TARBALL: &str = "/usr/src/linux-source-6.1.tar.xz";
+
+/// The built kernel and the real modules for it.
+pub struct HmmKernel {
+    pub rel: String,
+    pub bzimage: PathBuf,
+    pub real: vmreal::RealParts,
+}
+
+/// FNV-1a of the fragment: the release's suffix.
+fn fragment_tag() -> anyhow::Result<(String, String)> {
+    let text = fs::read_to_string(root_dir().join(FRAGMENT)).context(FRAGMENT)?;
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    Ok((text, format!("{:08x}", h as u32)))
+}
+
+/// The cached kernel whose release ends in `-nvprobe-hmm-TAG`, if whole.
+fn cached_kernel(tag: &str) -> Option<(String, PathBuf)> {
+    let suffix = format!("-nvprobe-hmm-{tag}");
+    fs::read_dir(CACHE)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().ends_with(&suffix))
+                && p.join("bzImage").is_file()
+                && p.join("include/linux/pci.h").is_file()
+        })
+        .and_then(|p| Some((p.file_name()?.to_string_lossy().into_owned(), p)))
+}
+
+/// Build (or take from the cache) the HMM kernel and the real modules.
+pub fn prepare() -> anyhow::Result<HmmKernel> {
+    let (fragment, tag) = fragment_tag()?;
+    if let Some((rel, dir)) = cached_kernel(&tag) {
+        let k = vmreal::KTree {
+            rel: rel.clone(),
+            sources: vec![dir.clone()],
+            make_args: Vec::new(),
+        };
+        if vmreal::cached(&k) {
+            eprintln!("xtask: vm-test hmm: kernel {rel} from {}", dir.display());
+            return Ok(HmmKernel {
+                rel,
+                bzimage: dir.join("bzImage"),
+                real: vmreal::prepare(&k)?,
+            });
+        }
+    }
+    build(&fragment, &tag)
+}
+
+fn apt_install(pkgs: &[&str]) -> anyhow::Result<()> {
+    let run = |args: &[&str]| {
+        sh(Command::new("apt-get")
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .args(args)
+            .stdout(Stdio::null()))
+    };
+    let mut args = vec!["install", "-y", "-q", "--no-install-recommends"];
+    args.extend_from_slice(pkgs);
+    run(&args).or_else(|_| {
+        run(&["update", "-qq"])?;
+        run(&args)
+    })
+}
+
+/// Extract, configure and build the kernel, then the modules against it;
+/// keep the bzImage and pci.h, drop the tree.
+fn build(fragment: &str, tag: &str) -> anyhow::Result<HmmKernel> {
+    let mut pkgs = vec![SOURCE_PKG, "flex", "bison", "bc", "libelf-dev", "xz-utils"];
+    if output(Command::new("sh").args(["-c", "command -v pahole"])).is_none() {
+        // pahole makes the BTF of vmlinux and of the modules.
+        pkgs.push("dwarves");
+    }
+    apt_install(&pkgs).context("installing what the kernel build needs")?;
+    let work = Path::new(CACHE).join(format!("work-{tag}"));
+    let _ = fs::remove_dir_all(&work);
+    fs::create_dir_all(&work)?;
+    let t = Instant::now();
+    sh(Command::new("tar")
+        .arg("-C")
+        .arg(&work)
+        .arg("-xJf")
+        .arg(TARBALL))
+    .context("unpacking linux-source-6.1")?;
+    let src = fs::read_dir(&work)?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.join("Makefile").is_file())
+        .context("the kernel source tree in the tarball")?;
+    let out = work.join("out");
+    fs::create_dir_all(&out)?;
+    let make = |args: &[&str]| {
+        let mut c = Command::new("make");
+        c.current_dir(&src)
+            .arg(format!("O={}", out.display()))
+            .args(args)
+            .stdout(Stdio::null());
+        c
+    };
+    sh(&mut make(&["tinyconfig"]))?;
+    // The fragment, plus the release's suffix.
+    let frag = work.join("fragment.config");
+    fs::write(
+        &frag,
+        format!(
+            "{fragment}\nCONFIG_LOCALVERSION=\"-nvprobe-hmm-{tag}\"\n# CONFIG_LOCALVERSION_AUTO is not set\n"
+        ),
+    )?;
+    sh(Command::new(src.join("scripts/kconfig/merge_config.sh"))
+        .current_dir(&src)
+        .arg("-m")
+        .arg("-O")
+        .arg(&out)
+        .arg(out.join(".config"))
+        .arg(&frag)
+        .stdout(Stdio::null()))?;
+    sh(&mut make(&["olddefconfig"]))?;
+    // Every option the fragment sets must have landed (a dependency
+    // missing in the fragment drops one silently).
+    let config = fs::read_to_string(out.join(".config"))?;
+    let missing: Vec<&str> = fragment
+        .lines()
+        .filter(|l| l.starts_with("CONFIG_"))
+        .filter(|l| !config.lines().any(|c| c == *l))
+        .collect();
+    if !missing.is_empty() {
+        bail!(
+            "{FRAGMENT}: not in the configured kernel: {} (a dependency is missing from the fragment)",
+            missing.join(", ")
+        );
+    }
+    let jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
+    eprintln!(
+        "xtask: vm-test hmm: building Linux from {SOURCE_PKG} with HMM ({jobs} jobs; cached after)"
+    );
+    // The kernel's own warnings go to a log, shown only if the build fails.
+    let log_path = work.join("kernel-build.log");
+    let log = fs::File::create(&log_path)?;
+    let built = sh(make(&[&format!("-j{jobs}"), "bzImage", "modules"])
+        .stdout(log.try_clone()?)
+        .stderr(log));
+    if let Err(e) = built {
+        let text = fs::read_to_string(&log_path).unwrap_or_default();
+        let tail: Vec<&str> = text.lines().rev().take(30).collect();
+        bail!(
+            "building the HMM kernel: {e:#}; the log's end ({}):\n{}",
+            log_path.display(),
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        );
+    }
+    let rel = fs::read_to_string(out.join("include/config/kernel.release"))?
+        .trim()
+        .to_owned();
+    eprintln!(
+        "xtask: vm-test hmm: built kernel {rel} in {:.0} s",
+        t.elapsed().as_secs_f64()
+    );
+    let k = vmreal::KTree {
+        rel: rel.clone(),
+        sources: vec![src.clone()],
+        make_args: vec![
+            format!("SYSSRC={}", src.display()),
+            format!("SYSOUT={}", out.display()),
+        ],
+    };
+    let real = vmreal::prepare(&k)?;
+    // Written whole or not at all.
+    let done = Path::new(CACHE).join(&rel);
+    let tmp = Path::new(CACHE).join(format!("{rel}.partial"));
+    let _ = fs::remove_dir_all(&tmp);
+    fs::create_dir_all(tmp.join("include/linux"))?;
+    fs::copy(out.join("arch/x86/boot/bzImage"), tmp.join("bzImage"))?;
+    fs::copy(
+        src.join("include/linux/pci.h"),
+        tmp.join("include/linux/pci.h"),
+    )?;
+    let _ = fs::remove_dir_all(&done);
+    fs::rename(&tmp, &done)?;
+    let _ = fs::remove_dir_all(&work);
+    Ok(HmmKernel {
+        rel,
+        bzimage: done.join("bzImage"),
+        real,
+    })
+}
