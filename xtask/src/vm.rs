@@ -311,7 +311,7 @@ fn build_initramfs(
         let rel_dir = fs::read_dir(work.join("../img/lib/modules"))
             .ok()
             .and_then(|d| d.flatten().map(|e| e.path()).next())
-            .unwrap_or_else(|| work.join("no-kernel-package"));
+            .unwrap_or_else(|| PathBuf::from("(no kernel package: a kernel built here)"));
         let mut order = Vec::new();
         module_deps(&kmod.join("nvidia.ko"), &rel_dir, &mut order)?;
         for m in &order {
@@ -526,6 +526,25 @@ pub fn vm_test(only: Option<String>, bench: bool) -> anyhow::Result<()> {
         if output(Command::new("sh").args(["-c", &format!("command -v {bin}")])).is_none() {
             apt(&["install", "-y", "-q", "--no-install-recommends", pkg])?;
         }
+    }
+    if bench && only.as_deref() == Some(HMM_LABEL) {
+        bail!(
+            "--bench measures the stand-ins, which {HMM_LABEL} does not boot: use --only 6.1 or 6.12"
+        );
+    }
+    // One vm-test at a time per machine: they share the cache.
+    fs::create_dir_all("/var/cache/nvprobe-vm")?;
+    let lock = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open("/var/cache/nvprobe-vm/.lock")
+        .context("/var/cache/nvprobe-vm/.lock")?;
+    if lock.try_lock().is_err() {
+        eprintln!(
+            "xtask: vm-test: another vm-test holds /var/cache/nvprobe-vm/.lock; waiting for it"
+        );
+        lock.lock().context("locking /var/cache/nvprobe-vm/.lock")?;
     }
     // Release binaries: debug ones are too slow under TCG (a debug nvprobe
     // reading a 28 MB libcuda took over a minute to start).

@@ -44,26 +44,30 @@ fn fragment_tag() -> anyhow::Result<(String, String)> {
     Ok((text, format!("{:08x}", h as u32)))
 }
 
-/// The cached kernel whose release ends in `-nvprobe-hmm-TAG`, if whole.
-fn cached_kernel(tag: &str) -> Option<(String, PathBuf)> {
+/// The cached kernels whose release ends in `-nvprobe-hmm-TAG` (whole).
+fn cached_kernels(tag: &str) -> Vec<(String, PathBuf)> {
     let suffix = format!("-nvprobe-hmm-{tag}");
-    fs::read_dir(CACHE)
-        .ok()?
-        .flatten()
+    let Ok(d) = fs::read_dir(CACHE) else {
+        return Vec::new();
+    };
+    d.flatten()
         .map(|e| e.path())
-        .find(|p| {
+        .filter(|p| {
             p.file_name()
                 .is_some_and(|n| n.to_string_lossy().ends_with(&suffix))
                 && p.join("bzImage").is_file()
                 && p.join("include/linux/pci.h").is_file()
         })
-        .and_then(|p| Some((p.file_name()?.to_string_lossy().into_owned(), p)))
+        .filter_map(|p| Some((p.file_name()?.to_string_lossy().into_owned(), p)))
+        .collect()
 }
 
 /// Build (or take from the cache) the HMM kernel and the real modules.
 pub fn prepare() -> anyhow::Result<HmmKernel> {
     let (fragment, tag) = fragment_tag()?;
-    if let Some((rel, dir)) = cached_kernel(&tag) {
+    // A cached kernel whose modules are cached too (a changed patch means
+    // new modules, which need the kernel's tree: built again).
+    for (rel, dir) in cached_kernels(&tag) {
         let k = vmreal::KTree {
             rel: rel.clone(),
             sources: vec![dir.clone()],
@@ -78,7 +82,11 @@ pub fn prepare() -> anyhow::Result<HmmKernel> {
             });
         }
     }
-    build(&fragment, &tag)
+    let work = Path::new(CACHE).join(format!("work-{tag}"));
+    let built = build(&fragment, &tag, &work);
+    // The tree (gigabytes) goes either way; a failed build's log stays.
+    let _ = fs::remove_dir_all(&work);
+    built
 }
 
 fn apt_install(pkgs: &[&str]) -> anyhow::Result<()> {
@@ -90,32 +98,36 @@ fn apt_install(pkgs: &[&str]) -> anyhow::Result<()> {
     };
     let mut args = vec!["install", "-y", "-q", "--no-install-recommends"];
     args.extend_from_slice(pkgs);
-    run(&args).or_else(|_| {
-        run(&["update", "-qq"])?;
-        run(&args)
+    run(&args).or_else(|first| {
+        run(&["update", "-qq"]).with_context(|| format!("{first:#}; then apt-get update"))?;
+        run(&args).with_context(|| {
+            format!(
+                "apt-get install {} (after apt-get update; {SOURCE_PKG} is Debian bookworm's: on another release run `cargo xtask vm-test --only 6.1` and `--only 6.12` alone)",
+                pkgs.join(" ")
+            )
+        })
     })
 }
 
-/// Extract, configure and build the kernel, then the modules against it;
-/// keep the bzImage and pci.h, drop the tree.
-fn build(fragment: &str, tag: &str) -> anyhow::Result<HmmKernel> {
+/// Extract, configure and build the kernel in `work`, then the modules
+/// against it; keep the bzImage and pci.h (the caller drops the tree).
+fn build(fragment: &str, tag: &str, work: &Path) -> anyhow::Result<HmmKernel> {
     let mut pkgs = vec![SOURCE_PKG, "flex", "bison", "bc", "libelf-dev", "xz-utils"];
     if output(Command::new("sh").args(["-c", "command -v pahole"])).is_none() {
         // pahole makes the BTF of vmlinux and of the modules.
         pkgs.push("dwarves");
     }
     apt_install(&pkgs).context("installing what the kernel build needs")?;
-    let work = Path::new(CACHE).join(format!("work-{tag}"));
-    let _ = fs::remove_dir_all(&work);
-    fs::create_dir_all(&work)?;
+    let _ = fs::remove_dir_all(work);
+    fs::create_dir_all(work)?;
     let t = Instant::now();
     sh(Command::new("tar")
         .arg("-C")
-        .arg(&work)
+        .arg(work)
         .arg("-xJf")
         .arg(TARBALL))
     .context("unpacking linux-source-6.1")?;
-    let src = fs::read_dir(&work)?
+    let src = fs::read_dir(work)?
         .flatten()
         .map(|e| e.path())
         .find(|p| p.join("Makefile").is_file())
@@ -167,7 +179,7 @@ fn build(fragment: &str, tag: &str) -> anyhow::Result<HmmKernel> {
         "xtask: vm-test hmm: building Linux from {SOURCE_PKG} with HMM ({jobs} jobs; cached after)"
     );
     // The kernel's own warnings go to a log, shown only if the build fails.
-    let log_path = work.join("kernel-build.log");
+    let log_path = Path::new(CACHE).join(format!("kernel-build-{tag}.log"));
     let log = fs::File::create(&log_path)?;
     let built = sh(make(&[&format!("-j{jobs}"), "bzImage", "modules"])
         .stdout(log.try_clone()?)
@@ -181,6 +193,7 @@ fn build(fragment: &str, tag: &str) -> anyhow::Result<HmmKernel> {
             tail.into_iter().rev().collect::<Vec<_>>().join("\n")
         );
     }
+    let _ = fs::remove_file(&log_path);
     let rel = fs::read_to_string(out.join("include/config/kernel.release"))?
         .trim()
         .to_owned();
@@ -209,7 +222,13 @@ fn build(fragment: &str, tag: &str) -> anyhow::Result<HmmKernel> {
     )?;
     let _ = fs::remove_dir_all(&done);
     fs::rename(&tmp, &done)?;
-    let _ = fs::remove_dir_all(&work);
+    // Kernels of earlier fragments or sources are not used again.
+    for e in fs::read_dir(CACHE)?.flatten() {
+        let n = e.file_name().to_string_lossy().into_owned();
+        if n.contains("-nvprobe-hmm-") && n != rel {
+            let _ = fs::remove_dir_all(e.path());
+        }
+    }
     Ok(HmmKernel {
         rel,
         bzimage: done.join("bzImage"),

@@ -82,9 +82,51 @@ fn hmm_mode(name: &str, on: bool) {
         assert_eq!(reg.len(), want, "{name}: va_space {i}");
         assert!(reg.iter().all(|d| d.ret == 0 && d.module == "vmlinux"));
     }
+    // The registration of a GPU that does not exist, on the first va_space:
+    // UVM's path down to the RM, each function's status the caller's.
+    let reg = ioctls(&r)
+        .into_iter()
+        .find(|i| i.proc.pid == pid && i.name == Some("UVM_REGISTER_GPU"))
+        .expect("the client's UVM_REGISTER_GPU");
+    let want = status(reg).expect("a status");
+    assert_ne!(want, "NV_OK");
+    let chain: Vec<&DriverCall> = [
+        "uvm_api_register_gpu",
+        "uvm_va_space_register_gpu",
+        "uvm_gpu_retain_by_uuid",
+    ]
+    .iter()
+    .map(|f| {
+        let d = driver(&r, f, pid);
+        assert_eq!(d.len(), 1, "{name}: {f}");
+        assert_eq!(d[0].result, want, "{name}: {f}");
+        d[0]
+    })
+    .collect();
+    assert!(inside(chain[1], chain[0]) && inside(chain[2], chain[1]));
+    // Its verdict, replayed: the driver layer's records carry no fd, and
+    // with two va_spaces UVM's answers cannot be told apart: no claim.
+    let (_, v) = verdicts(name);
+    let cv = v
+        .iter()
+        .find(|v| v.pid == pid)
+        .expect("the client's verdict");
+    assert_eq!(cv.result, "failed");
+    let d = cv
+        .diagnoses
+        .iter()
+        .find(|d| d.id == "uvm_step_failed")
+        .expect("uvm_step_failed");
+    assert!(
+        d.evidence
+            .starts_with(&format!("UVM_REGISTER_GPU returned {want}")),
+        "{}",
+        d.evidence
+    );
+    assert!(!d.evidence.contains("UVM told"), "{}", d.evidence);
+    assert!(d.hint.starts_with("if this kernel has HMM"), "{}", d.hint);
     // The real cuInit: the same zero-GPU failure either way, and UVM told
     // libcuda what it told the client's first va_space.
-    let (_, v) = verdicts(name);
     let cu = v
         .iter()
         .find(|v| v.curesult.is_some())

@@ -127,14 +127,18 @@ pub fn resolve(root: &Path, live: bool, spec: Option<&str>) -> Result<Option<Use
             let who = sudo
                 .clone()
                 .unwrap_or_else(|| nix::unistd::getuid().as_raw().to_string());
-            match from_system(&who) {
-                Ok(u) => Ok(Some(u)),
-                // No passwd entry for the invoking uid (a minimal container
-                // or initramfs has no /etc/passwd): its ids as they are.
-                Err(_) => {
-                    let uid = who
-                        .parse()
-                        .map_err(|_| format!("SUDO_UID {who}: not a uid"))?;
+            let uid: u32 = who
+                .parse()
+                .map_err(|_| format!("SUDO_UID {who}: not a uid"))?;
+            match nix::unistd::User::from_uid(Uid::from_raw(uid)) {
+                Ok(Some(_)) => from_system(&who).map(Some),
+                Err(e) if e != nix::errno::Errno::ENOENT => {
+                    Err(format!("looking up uid {uid}: {e}"))
+                }
+                // No passwd entry for the invoking uid, or no passwd at all
+                // (glibc says ENOENT: a minimal container or initramfs):
+                // its ids as they are.
+                Ok(None) | Err(_) => {
                     let (gid, groups) = match sudo {
                         Some(_) => {
                             let gid = std::env::var("SUDO_GID")

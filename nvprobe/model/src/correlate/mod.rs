@@ -387,3 +387,5 @@ impl Correlator {
 mod tests;
 #[cfg(test)]
 mod tests_classes;
+#[cfg(test)]
+mod tests_hmm;

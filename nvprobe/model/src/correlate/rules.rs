@@ -513,17 +513,17 @@ fn signal_or_uvm_step(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
                     None => format!("{} returned {}", fc.call, fc.result),
                 },
             );
-            // What UVM itself said about this process's va_space, before
-            // the failure: the most direct evidence for or against HMM.
-            match f.st.pageable {
+            // What UVM had said about the va_space the failed call was made
+            // on. True means HMM (x86) or ATS is on system-wide; false
+            // clears nothing: a va_space made with DISABLE_HMM answers
+            // false, while a GPU's HMM device memory is set up whenever
+            // HMM is on system-wide.
+            match f.st.pageable_at_failure {
                 Some(true) => {
                     d.evidence.push_str(PAGEABLE_ON);
                     d.hint = HMM_IN_EFFECT;
                 }
-                Some(false) => {
-                    d.evidence.push_str(PAGEABLE_OFF);
-                    d.hint = HMM_NOT_IN_EFFECT;
-                }
+                Some(false) => d.evidence.push_str(PAGEABLE_OFF),
                 None => {}
             }
             out.push(d);
@@ -546,10 +546,6 @@ const HMM_IN_EFFECT: &str = concat!(
     "`; on Grace or POWER it is ATS, not HMM"
 );
 
-const HMM_NOT_IN_EFFECT: &str = "UVM said pageable memory access was off for this process, so HMM was not in \
-effect and is not the cause: read the kernel log (dmesg | grep -i nvidia) for the UVM error and check the GPU's \
-state (nvidia-smi -q)";
-
 /// Make the UVM diagnoses of a live verdict specific to this host: whether
 /// nvidia_uvm has HMM at all, and whether it is already disabled. (Not for
 /// replays: a recording's host is not this one.)
@@ -558,11 +554,12 @@ pub fn apply_hmm_facts(v: &mut super::CuInit, f: &HmmFacts) {
         if !matches!(d.id, "uvm_step_failed" | "uvm_busy_retry") {
             continue;
         }
-        // The process's own answer from UVM, when it asked, outranks what
-        // the module's parameters say (a va_space can opt out of HMM).
-        let said = d.evidence.contains(PAGEABLE_ON) || d.evidence.contains(PAGEABLE_OFF);
+        // What the host says decides: a true answer from UVM on a host
+        // whose HMM is off or compiled out was ATS. Without host facts, a
+        // true answer keeps its hint.
+        let said_on = d.evidence.contains(PAGEABLE_ON);
         d.evidence = format!("{}; host: {}", d.evidence, f.describe());
-        if d.id != "uvm_step_failed" || said {
+        if d.id != "uvm_step_failed" {
             continue;
         }
         d.hint = match (f.compiled_in, f.disabled) {
@@ -575,6 +572,7 @@ pub fn apply_hmm_facts(v: &mut super::CuInit, f: &HmmFacts) {
 or is older than 6.1), so HMM is not the cause: read the kernel log (dmesg | grep -i nvidia) for the UVM error"
             }
             (Some(true), Some(false)) => HMM_WHEN_ON,
+            _ if said_on => HMM_IN_EFFECT,
             _ => HMM_HINT,
         };
     }

@@ -1,4 +1,4 @@
-use super::{rules::HMM_HINT, *};
+use super::*;
 use crate::decode::{Call, DeviceKind, Family, SigAction};
 use crate::decode::{
     Device, Ioctl, PathCall, Proc,
@@ -137,7 +137,7 @@ pub(super) fn open(t: u64, path: &str, kind: &'static str) -> Event {
     })
 }
 
-fn stages(events: &[Event]) -> (Vec<&'static str>, CuInit) {
+pub(super) fn stages(events: &[Event]) -> (Vec<&'static str>, CuInit) {
     let mut c = Correlator::default();
     let mut out = Vec::new();
     for e in events {
@@ -359,130 +359,6 @@ fn a_reused_pid_does_not_merge_two_processes() {
         ["S0", "S4"]
     );
     assert_eq!(v[1].calls, 1, "the second process's calls only");
-}
-
-/// A failing UVM_INITIALIZE with no signal points at HMM.
-#[test]
-fn a_failing_uvm_step_gets_the_hmm_hint() {
-    let mut bad = io(3, "UVM_INITIALIZE", None, "uvm");
-    if let Event::Ioctl(i) = &mut bad {
-        i.ok = false;
-        i.status = Some(crate::decode::Status {
-            code: 0x56,
-            name: Some("NV_ERR_NOT_SUPPORTED"),
-            offset: 8,
-            layout: crate::decode::version::LayoutBasis::Stable,
-        });
-    }
-    let ev = vec![open(1, "/dev/nvidiactl", "ctl"), bad];
-    let (_, v) = stages(&ev);
-    assert_eq!(v.result, "failed");
-    assert_eq!(v.diagnoses[0].id, "uvm_step_failed");
-    assert!(v.diagnoses[0].hint.contains("uvm_disable_hmm=1"));
-    assert_eq!(
-        v.text,
-        "UVM_INITIALIZE returned NV_ERR_NOT_SUPPORTED after S0 ctl_opened"
-    );
-    // On a live host, the hint follows what the host says about HMM.
-    let facts = |compiled_in, disabled| crate::records::HmmFacts {
-        compiled_in,
-        disabled,
-    };
-    let hint = |f| {
-        let mut v = v.clone();
-        apply_hmm_facts(&mut v, &f);
-        (v.diagnoses[0].hint, v.diagnoses[0].evidence.clone())
-    };
-    let (h, e) = hint(facts(Some(true), Some(false)));
-    assert!(
-        h.contains("has HMM and it is enabled") && h.contains("uvm_disable_hmm=1"),
-        "{h}"
-    );
-    assert_eq!(
-        e,
-        "UVM_INITIALIZE returned NV_ERR_NOT_SUPPORTED; host: nvidia_uvm is built with HMM \
-(uvm_hmm_* in /proc/kallsyms), uvm_disable_hmm=N"
-    );
-    let (h, _) = hint(facts(Some(false), Some(false)));
-    assert!(
-        h.starts_with("this nvidia_uvm was built without HMM"),
-        "{h}"
-    );
-    assert!(!h.contains("uvm_disable_hmm=1"), "{h}");
-    let (h, _) = hint(facts(Some(true), Some(true)));
-    assert!(h.starts_with("HMM is already disabled"), "{h}");
-    let (h, _) = hint(facts(None, None));
-    assert_eq!(h, HMM_HINT);
-}
-
-/// A failing GPU registration after UVM answered UVM_PAGEABLE_MEM_ACCESS:
-/// the process's own answer decides the HMM hint, and host facts do not
-/// override it.
-#[test]
-fn uvm_pageable_answer_decides_the_hmm_hint() {
-    let run = |pageable: bool| {
-        let mut pm = io(3, "UVM_PAGEABLE_MEM_ACCESS", None, "uvm");
-        if let Event::Ioctl(i) = &mut pm {
-            i.args.insert("pageableMemAccess", Arg::Bool(pageable));
-        }
-        let mut bad = io(4, "UVM_REGISTER_GPU", None, "uvm");
-        if let Event::Ioctl(i) = &mut bad {
-            i.ok = false;
-            i.status = Some(crate::decode::Status {
-                code: 0x40,
-                name: Some("NV_ERR_INVALID_STATE"),
-                offset: 36,
-                layout: crate::decode::version::LayoutBasis::Stable,
-            });
-        }
-        let ev = vec![
-            open(1, "/dev/nvidiactl", "ctl"),
-            io(2, "UVM_INITIALIZE", None, "uvm"),
-            pm,
-            bad,
-        ];
-        stages(&ev).1
-    };
-    let on = run(true);
-    let d = &on.diagnoses[0];
-    assert_eq!(d.id, "uvm_step_failed");
-    assert_eq!(
-        d.evidence,
-        "UVM_REGISTER_GPU returned NV_ERR_INVALID_STATE; UVM told this process that pageable memory \
-access is on (UVM_PAGEABLE_MEM_ACCESS: true)"
-    );
-    assert!(
-        d.hint.starts_with(
-            "UVM said pageable memory access was on for this process: on x86 that is HMM"
-        ) && d.hint.contains("uvm_disable_hmm=1"),
-        "{}",
-        d.hint
-    );
-    let off = run(false);
-    let d = &off.diagnoses[0];
-    assert!(
-        d.evidence.ends_with("(UVM_PAGEABLE_MEM_ACCESS: false)"),
-        "{}",
-        d.evidence
-    );
-    assert!(
-        d.hint
-            .contains("HMM was not in effect and is not the cause")
-            && !d.hint.contains("uvm_disable_hmm=1"),
-        "{}",
-        d.hint
-    );
-    // The host says HMM is on; the process's va_space said off: kept.
-    let mut live = off.clone();
-    apply_hmm_facts(
-        &mut live,
-        &crate::records::HmmFacts {
-            compiled_in: Some(true),
-            disabled: Some(false),
-        },
-    );
-    assert_eq!(live.diagnoses[0].hint, d.hint);
-    assert!(live.diagnoses[0].evidence.ends_with("uvm_disable_hmm=N"));
 }
 
 fn signal_to(t: u64, sig: i32) -> Event {

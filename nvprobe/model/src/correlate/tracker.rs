@@ -39,8 +39,15 @@ pub(crate) struct ProcInit {
     pub(crate) done: bool,
     /// Signals whose call has not yet returned (at most 4).
     pub(crate) pending: Vec<PendingSig>,
-    /// UVM's last answer to UVM_PAGEABLE_MEM_ACCESS for this process.
-    pub(crate) pageable: Option<bool>,
+    /// UVM's answers to UVM_PAGEABLE_MEM_ACCESS, per uvm fd (its
+    /// va_space; a new UVM_INITIALIZE on the fd forgets it): at most 16.
+    pub(crate) pageable: Vec<(i32, bool)>,
+    /// What UVM_PAGEABLE_MEM_ACCESS had answered on the last failed call's
+    /// fd (its va_space) when that call failed.
+    pub(crate) pageable_at_failure: Option<bool>,
+    /// UVM_INITIALIZEs seen without an fd (the driver layer's records
+    /// carry none): with more than one, answers cannot be told apart.
+    pub(crate) fdless_va_spaces: u32,
     /// The in-driver breakdown of the last failed call (driver layer).
     pub(crate) last_breakdown: Option<String>,
     /// Who the process is (the live collector's `process` record).
@@ -234,8 +241,16 @@ impl ProcInit {
         if o.uvm {
             self.uvm_touched = true;
         }
-        if o.pageable.is_some() {
-            self.pageable = o.pageable;
+        if o.uvm && o.fd < 0 && o.call.name == Some("UVM_INITIALIZE") {
+            self.fdless_va_spaces = self.fdless_va_spaces.saturating_add(1);
+        }
+        if o.uvm && (o.pageable.is_some() || o.call.name == Some("UVM_INITIALIZE")) {
+            self.pageable.retain(|(fd, _)| *fd != o.fd);
+            if let Some(p) = o.pageable
+                && self.pageable.len() < 16
+            {
+                self.pageable.push((o.fd, p));
+            }
         }
         self.note_gpu(&o);
         self.calls += 1;
@@ -305,6 +320,12 @@ impl ProcInit {
     }
 
     fn note_failure(&mut self, o: &IoctlObs) {
+        self.pageable_at_failure = self
+            .pageable
+            .iter()
+            .find(|(fd, _)| *fd == o.fd)
+            .map(|(_, p)| *p)
+            .filter(|_| o.fd >= 0 || self.fdless_va_spaces <= 1);
         let (start, end) = o.span;
         if let Some(f) = &o.failure
             && (f == "NV_ERR_LIB_RM_VERSION_MISMATCH"

@@ -12,7 +12,7 @@ use nix::{
 };
 use serde_json::{Value, json};
 
-use super::{Checks, NVPROBE, drv, get32, of, sh, watch_as};
+use super::{Checks, NVPROBE, drv, get32, of, put32, sh, watch_as};
 
 /// UVM_INITIALIZE's flag that turns HMM off for one va_space.
 const UVM_INIT_FLAGS_DISABLE_HMM: u64 = 1;
@@ -41,6 +41,18 @@ pub fn client() -> anyhow::Result<()> {
         );
         fds.push(fd);
     }
+    // UVM_REGISTER_GPU_PARAMS (40 bytes; rmStatus @36) of a GPU that does
+    // not exist, on the first va_space: the registration path runs and
+    // fails in the RM with a real status.
+    let mut g = [0u8; 40];
+    g[..16].copy_from_slice(b"nvprobe-no-gpu!!");
+    put32(&mut g, 24, u32::MAX);
+    // SAFETY: as above.
+    let r = unsafe { libc::ioctl(fds[0].as_raw_fd(), 37 as _, g.as_mut_ptr()) };
+    println!(
+        "{}",
+        json!({"register_ret": r, "register_status": get32(&g, 36)})
+    );
     Ok(())
 }
 
@@ -106,10 +118,11 @@ fn mode(name: &str, hmm_on: bool, c: &mut Checks) -> anyhow::Result<()> {
     println!("NVVM: {name}: cuinit {cu:?}");
     // What UVM told the caller: HMM in effect for the va_space without
     // the flag, only when the module's HMM is on.
-    let pageable: Vec<Option<bool>> = said.iter().map(|l| l["pageable"].as_bool()).collect();
+    let (va, reg_said) = said.split_at(said.len().min(2));
+    let pageable: Vec<Option<bool>> = va.iter().map(|l| l["pageable"].as_bool()).collect();
     c.check(
-        said.len() == 2
-            && said
+        va.len() == 2
+            && va
                 .iter()
                 .all(|l| l["init_status"] == 0 && l["pageable_status"] == 0),
         &format!("{name}: both UVM_INITIALIZEs and UVM_PAGEABLE_MEM_ACCESS: NV_OK"),
@@ -191,6 +204,56 @@ fn mode(name: &str, hmm_on: bool, c: &mut Checks) -> anyhow::Result<()> {
     c.check(
         regs.iter().all(|r| r["ret"] == 0 && r["ok"] == true),
         &format!("{name}: each registration returned 0"),
+    );
+    // The registration of a GPU that does not exist: UVM's path down to
+    // the RM, each function's NV_STATUS the one the caller got, and the
+    // client's verdict with what UVM told it about the va_space.
+    let reg_status = reg_said.first().and_then(|l| l["register_status"].as_u64());
+    c.check(
+        reg_said.first().is_some_and(|l| l["register_ret"] == 0)
+            && reg_status.is_some_and(|s| s != 0),
+        &format!("{name}: UVM_REGISTER_GPU of no GPU fails with a status ({reg_status:?})"),
+    );
+    for f in [
+        "uvm_api_register_gpu",
+        "uvm_va_space_register_gpu",
+        "uvm_gpu_retain_by_uuid",
+    ] {
+        let got: Vec<Option<u64>> = drv(&recs, f)
+            .into_iter()
+            .filter(mine)
+            .map(|r| r["ret"].as_u64())
+            .collect();
+        c.check(
+            got == [reg_status],
+            &format!("{name}: {f} returned the caller's status ({got:?})"),
+        );
+    }
+    let cv = of(&recs, "cuinit")
+        .into_iter()
+        .find(|v| v["pid"] == u64::from(pid))
+        .cloned()
+        .unwrap_or(Value::Null);
+    println!("NVVM: {name}: client verdict {cv}");
+    let diag = cv["diagnoses"]
+        .as_array()
+        .and_then(|d| d.iter().find(|d| d["id"] == "uvm_step_failed"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let ev = diag["evidence"].as_str().unwrap_or("");
+    let hint = diag["hint"].as_str().unwrap_or("");
+    c.check(
+        cv["result"] == "failed"
+            && ev.starts_with("UVM_REGISTER_GPU returned")
+            // The driver layer's records carry no fd: with two va_spaces
+            // in the process, UVM's answers cannot be told apart.
+            && !ev.contains("UVM told")
+            && if hmm_on {
+                hint.contains("has HMM and it is enabled") && hint.contains("uvm_disable_hmm=1")
+            } else {
+                hint.starts_with("HMM is already disabled")
+            },
+        &format!("{name}: the client's verdict weighs UVM's answer: {ev} / {hint}"),
     );
     // The real cuInit: the same verdict rules as everywhere.
     let ret = cu.first().and_then(|v| v["cuInit"].as_i64());
