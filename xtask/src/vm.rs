@@ -207,18 +207,29 @@ fn one_real(k: &Kernel, bins: &Path) -> anyhow::Result<(bool, String)> {
     let rwork = work.join("real");
     fs::create_dir_all(&rwork)?;
     let initrd = build_initramfs(&rwork, bins, &real.kmod, Some(&real))?;
-    // The real nvidia.ko and libcuda live in the initramfs: more memory.
-    let mut q = boot(&vmlinuz, &initrd, "", 3072)?;
-    let (passed, log) = read_console(&mut q, &rwork)?;
+    run_real_vm(&vmlinuz, &initrd, "", &rwork, "the real driver")
+}
+
+/// Boot a real-driver initramfs (the real nvidia.ko and libcuda live in
+/// it: more memory), keep the console in `work`, and return (passed, log).
+fn run_real_vm(
+    vmlinuz: &Path,
+    initrd: &Path,
+    append: &str,
+    work: &Path,
+    what: &str,
+) -> anyhow::Result<(bool, String)> {
+    let mut q = boot(vmlinuz, initrd, append, 3072)?;
+    let (passed, log) = read_console(&mut q, work)?;
     let _ = q.kill();
     let _ = q.wait();
-    fs::write(rwork.join("console.log"), &log)?;
+    fs::write(work.join("console.log"), &log)?;
     match passed {
         Some(p) => Ok((p, log)),
         None => bail!(
-            "the VM with the real driver gave no result line within {} s (console: {})",
+            "the VM with {what} gave no result line within {} s (console: {})",
             BOOT_LIMIT.as_secs(),
-            rwork.join("console.log").display()
+            work.join("console.log").display()
         ),
     }
 }
@@ -238,19 +249,13 @@ fn one_hmm(bins: &Path) -> anyhow::Result<(bool, String)> {
     let work = root_dir().join("target/vm").join(&k.rel);
     fs::create_dir_all(&work)?;
     let initrd = build_initramfs(&work, bins, &k.real.kmod, Some(&k.real))?;
-    let mut q = boot(&k.bzimage, &initrd, "nvvm.stage=hmm", 3072)?;
-    let (passed, log) = read_console(&mut q, &work)?;
-    let _ = q.kill();
-    let _ = q.wait();
-    fs::write(work.join("console.log"), &log)?;
-    match passed {
-        Some(p) => Ok((p, log)),
-        None => bail!(
-            "the VM with the HMM kernel gave no result line within {} s (console: {})",
-            BOOT_LIMIT.as_secs(),
-            work.join("console.log").display()
-        ),
-    }
+    run_real_vm(
+        &k.bzimage,
+        &initrd,
+        "nvvm.stage=hmm",
+        &work,
+        "the HMM kernel",
+    )
 }
 
 /// The stand-ins, built against this kernel's headers in `work/kmod`.
