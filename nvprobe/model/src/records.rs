@@ -95,6 +95,17 @@ pub struct StartRecord {
     /// (`--libcuda-hooks`); absent in recordings before the option.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub libcuda_hooks: String,
+    /// How the libcuda uprobes are attached: "uprobe_multi" (one link per
+    /// program and file) or "perf_event" (one per function, with why);
+    /// absent in older recordings and without the libcuda layer.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub libcuda_attach: String,
+    /// Who removes the probes once nvprobe ends: "kernel" (pinned in a
+    /// private bpffs, dropped by a kernel worker however nvprobe ends) or
+    /// "child" (a child process closes them after nvprobe's exit), with
+    /// why; absent in older recordings.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub probe_removal: String,
     /// Whether the driver layer's ioctl entry points make the ioctl records.
     pub ioctls_in_driver: bool,
     pub driver_layer: Option<DriverLayerStart>,
@@ -139,6 +150,9 @@ pub struct LibcudaHooked {
     /// newer than its table), not hooked; `--libcuda-hooks all` only.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unknown: Vec<String>,
+    /// "uprobe_multi" or "perf_event"; absent in older recordings.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub via: String,
 }
 
 /// The driver layer at start-up: attached or why not, and each hook.

@@ -6,6 +6,9 @@
 pub mod caps;
 mod checks;
 mod driver;
+pub mod keep;
+pub mod multi;
+pub mod sys;
 pub mod table;
 
 use std::{

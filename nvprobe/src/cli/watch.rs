@@ -196,11 +196,47 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
         version: h.vctx,
         quiet: a.out.events.quiet(),
     };
-    let mut loaded =
-        attach::load_and_attach(cfg, &settings, tracefs.path.clone()).map_err(start_fail)?;
+    let mut loaded = patience("attaching the probes", || {
+        attach::load_and_attach(cfg, &settings, tracefs.path.clone())
+    })
+    .map_err(start_fail)?;
     let ctx = decode_context(&a, &h, &settings);
-    let mut libcuda = Libcuda::new(a.libcuda_hooks);
-    hook_libcuda(&a, &mut loaded, &mut libcuda);
+    // Every link is pinned here, so that the kernel removes the probes
+    // after nvprobe has gone, however it ends (see attach/keep.rs).
+    let keep = attach::keep::Keep::new().map(Arc::new);
+    let mut libcuda = if a.layer("cuda") {
+        match Libcuda::new(a.libcuda_hooks, &loaded.ebpf, keep.as_ref().ok().cloned()) {
+            Ok(l) => l,
+            Err(e) => {
+                loaded.refusals.push(attach::Refusal {
+                    probe: "libcuda uprobes".into(),
+                    reason: format!("{e}; without them verdicts rest on driver calls alone"),
+                });
+                Libcuda::off(a.libcuda_hooks)
+            }
+        }
+    } else {
+        Libcuda::off(a.libcuda_hooks)
+    };
+    patience("hooking libcuda", || {
+        hook_libcuda(&a, &mut loaded, &mut libcuda)
+    });
+    let removal = match &keep {
+        Ok(k) => {
+            let (n, refused) = k.pin_all();
+            for r in &refused {
+                loaded.refusals.push(attach::Refusal {
+                    probe: "pin".into(),
+                    reason: format!("{r}: this link is removed by nvprobe's own exit instead"),
+                });
+            }
+            format!(
+                "kernel: {n} links pinned in a private bpffs ({}); dropped by a kernel worker once nvprobe ends, however it ends",
+                k.how
+            )
+        }
+        Err(e) => format!("child: {e}; a child closes the probes after nvprobe's exit"),
+    };
     let mut start = start_record(
         &a,
         &h,
@@ -209,6 +245,7 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
         &libcuda,
         (&tracefs.path, tracefs.mounted),
     );
+    start.probe_removal = removal;
     let warnings = warnings(&a, &h, &loaded)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -291,30 +328,46 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
         None => None,
     };
     let filters = Filters::by_comm(&a.comm);
+    opts.own_programs = libcuda.programs();
+    let cuda_layer = a.layer("cuda");
+    let attacher = if cuda_layer {
+        Some(
+            nvprobe::uprobes::attacher::Attacher::spawn(libcuda)
+                .context("starting the hooking thread")?,
+        )
+    } else {
+        None
+    };
     let res = rt.block_on(live::run(
         &mut loaded.ebpf,
-        &mut libcuda,
+        attacher.as_ref(),
         Arc::new(ctx),
         Arc::new(filters),
         out,
         &opts,
         stop,
     ));
-    // The terminal back first: the detach can take a second.
+    // The terminal back first.
     if let Some(d) = drawer {
         d.finish();
     }
-    // Detach every probe now, whatever happened, without waiting for the
-    // kernel: a child that outlives nvprobe holds every probe's descriptor
-    // and closes them once nvprobe has exited (uprobe removals are slow,
-    // and any detach queues behind those of an earlier nvprobe).
-    let uprobes = libcuda.take_links(&mut loaded.ebpf);
-    if let Some((pid, n)) = nvprobe::uprobes::remove_in_background(uprobes) {
-        eprintln!(
-            "nvprobe: removing {n} libcuda uprobes in the background (pid {pid}): the kernel takes one RCU grace period each, up to a minute or more on a busy host"
-        );
+    let libcuda = attacher.and_then(|t| t.finish());
+    if keep.is_err() {
+        // No private bpffs: a child that outlives nvprobe holds every
+        // probe's descriptor and closes them once nvprobe has exited
+        // (uprobe removals are slow, and any detach queues behind those
+        // of an earlier nvprobe).
+        let links = libcuda.map(|mut l| l.take_links()).unwrap_or_default();
+        if let Some((pid, n)) = nvprobe::uprobes::remove_in_background(links) {
+            eprintln!(
+                "nvprobe: removing {n} libcuda uprobes in the background (pid {pid}): the kernel takes one RCU grace period each, up to a minute or more on a busy host"
+            );
+        }
+        loaded.detach_all();
     }
-    loaded.detach_all();
+    // With the probes pinned, nvprobe holds none of them: dropping the
+    // object costs nothing, and the kernel removes them once the private
+    // bpffs goes with this process.
     drop(loaded);
     let summary = match res {
         Ok(s) => s,
@@ -384,9 +437,9 @@ fn run_opts(
         },
         bpf_stats,
         stall_after: (a.stall_after > 0.0).then(|| Duration::from_secs_f64(a.stall_after)),
-        cuda_layer: a.layer("cuda"),
         cmdline: !a.no_cmdline,
         stall_every: Duration::from_millis(500),
+        own_programs: Vec::new(),
     }
 }
 
@@ -503,13 +556,44 @@ fn hook_libcuda(a: &WatchArgs, loaded: &mut Loaded, libcuda: &mut Libcuda) {
     let mut candidates = nvprobe::uprobes::static_candidates();
     candidates.extend(nvprobe::uprobes::mapped_by_all());
     for path in candidates {
-        if let Err(e) = libcuda.attach(&mut loaded.ebpf, &path) {
+        if let Err(e) = libcuda.attach(&path) {
             loaded.refusals.push(attach::Refusal {
                 probe: format!("uprobe {}", path.display()),
                 reason: e,
             });
         }
     }
+}
+
+/// Run a start-up step that waits for the kernel; if it takes more than a
+/// second, say what nvprobe is waiting for (every attach and detach of a
+/// perf event on the host takes one kernel lock, which another tool's
+/// removals can hold for minutes).
+fn patience<T>(what: &str, f: impl FnOnce() -> T) -> T {
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let what = what.to_owned();
+    let watcher = std::thread::Builder::new()
+        .name("nvprobe-patience".into())
+        .spawn(move || {
+            let t0 = std::time::Instant::now();
+            let mut next = Duration::from_secs(1);
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                rx.recv_timeout(next.saturating_sub(t0.elapsed()))
+            {
+                eprintln!(
+                    "nvprobe: still {what} after {:.0} s: the kernel has not answered yet (its tracing lock may be held by another tool's attach or detach, e.g. an earlier tracer's uprobe removals)",
+                    t0.elapsed().as_secs_f64()
+                );
+                next += Duration::from_secs(5);
+            }
+        })
+        .ok();
+    let r = f();
+    drop(tx);
+    if let Some(w) = watcher {
+        let _ = w.join();
+    }
+    r
 }
 
 /// The soft limit on open files up to the hard one.
@@ -591,6 +675,8 @@ fn start_record(
         } else {
             String::new()
         },
+        libcuda_attach: libcuda.via(),
+        probe_removal: String::new(),
         ioctls_in_driver: loaded.ioctls_in_driver,
         gpus: ctx.host_gpus.clone(),
         driver_layer: Some(nvprobe::hooks::start_state(
@@ -780,10 +866,22 @@ fn report_end(a: &WatchArgs, format: Format, summary: &nvprobe::summary::Summary
             summary.processes.len() as u64 + summary.processes_omitted
         );
     }
-    if summary.lost.total > 0 {
+    let unread = summary
+        .lost
+        .per_kind
+        .get(live::UNREAD_AT_STOP)
+        .copied()
+        .unwrap_or(0);
+    let full = summary.lost.total.saturating_sub(unread);
+    if full > 0 {
         eprintln!(
-            "nvprobe: {} events were lost because the ring buffer was full; raise --ringbuf-size or narrow with --pid",
-            summary.lost.total
+            "nvprobe: {full} events were lost because the ring buffer was full; raise --ringbuf-size or narrow with --pid"
+        );
+    }
+    if unread > 0 {
+        eprintln!(
+            "nvprobe: {unread} events made before the stop were still in the ring buffer when it ended and were counted, not decoded (the stop decodes for {} ms at most)",
+            live::LAST_DRAIN.as_millis()
         );
     }
 }

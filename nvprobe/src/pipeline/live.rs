@@ -47,32 +47,41 @@ pub struct RunOpts {
     /// Report each BPF program's run count and time (stats must have been
     /// enabled with BPF_ENABLE_STATS before the run).
     pub bpf_stats: bool,
-    /// Hook the libcuda of processes first seen while tracing.
-    pub cuda_layer: bool,
     /// Keep command lines in `process` records.
     pub cmdline: bool,
+    /// Programs nvprobe loaded itself (the libcuda layer's): (name, id).
+    pub own_programs: Vec<(String, u32)>,
 }
 
-fn prog_stats(ebpf: &aya::Ebpf) -> Vec<ProgStats> {
+/// Each program's runs: the object's, and `own` (name, id): the libcuda
+/// programs nvprobe loads itself.
+fn prog_stats(ebpf: &aya::Ebpf, own: &[(String, u32)]) -> Vec<ProgStats> {
+    let stat = |name: String, info: aya::programs::ProgramInfo| {
+        let runs = info.run_count();
+        let ns = info.run_time().as_nanos() as u64;
+        ProgStats {
+            program: name,
+            run_count: runs,
+            run_time_ns: ns,
+            ns_per_run: if runs > 0 {
+                ns as f64 / runs as f64
+            } else {
+                0.0
+            },
+        }
+    };
     let mut v: Vec<_> = ebpf
         .programs()
-        .filter_map(|(name, prog)| {
-            let info = prog.info().ok()?;
-            let runs = info.run_count();
-            let ns = info.run_time().as_nanos() as u64;
-            Some(ProgStats {
-                program: name.to_owned(),
-                run_count: runs,
-                run_time_ns: ns,
-                ns_per_run: if runs > 0 {
-                    ns as f64 / runs as f64
-                } else {
-                    0.0
-                },
-            })
-        })
-        .filter(|p| p.run_count > 0)
+        .filter_map(|(name, prog)| Some(stat(name.to_owned(), prog.info().ok()?)))
         .collect();
+    if !own.is_empty() {
+        for info in aya::programs::loaded_programs().flatten() {
+            if let Some((name, _)) = own.iter().find(|(_, id)| *id == info.id()) {
+                v.push(stat(name.clone(), info));
+            }
+        }
+    }
+    v.retain(|p| p.run_count > 0);
     v.sort_by(|a, b| a.program.cmp(&b.program));
     v
 }
@@ -171,6 +180,11 @@ impl Seen {
 /// The live source's handles on the kernel side.
 struct Live {
     seen: Seen,
+    /// Set at the stop: records made after this time (the kernel's clock)
+    /// are not the run's, and the last drain ends at the first of them.
+    until_ns: Option<u64>,
+    /// A record past `until_ns` was met.
+    past_stop: bool,
     nv_procs: Option<aya::maps::HashMap<MapData, u32, u8>>,
     /// Successful calls of quiet processes the kernel left out, per CPU.
     quieted: Option<PerCpuArray<MapData, u64>>,
@@ -250,11 +264,14 @@ impl Live {
             let mut b = pipe.batch();
             self.push(&mut b, &first);
             drop(first);
-            while b.len() < BATCH_RECORDS {
+            while b.len() < BATCH_RECORDS && !self.past_stop {
                 let Some(item) = ring.next() else { break };
                 self.push(&mut b, &item);
             }
-            let full = b.len() == BATCH_RECORDS;
+            if b.is_empty() && self.past_stop {
+                return Ok(Drained::All);
+            }
+            let full = b.len() == BATCH_RECORDS && !self.past_stop;
             self.send_identities(pipe)?;
             self.held = pipe.try_send(b)?;
             if self.held.is_some() {
@@ -285,6 +302,10 @@ impl Live {
 
     fn push(&mut self, b: &mut Batch, item: &[u8]) {
         if let Some(h) = Header::peek(item) {
+            if self.until_ns.is_some_and(|u| h.ktime_ns > u) {
+                self.past_stop = true;
+                return;
+            }
             // A process first seen here (say, through an fd it inherited):
             // have the kernel report its exit and signals too.
             if self.seen.known.insert(h.tgid) {
@@ -308,22 +329,29 @@ impl Live {
         }
     }
 
-    /// At the stop: what is waiting, for at most `budget` in all (a flood
-    /// that goes on is not waited for), every batch sent.
+    /// At the stop: what is waiting, decoded for at most `budget` in all
+    /// (every batch sent), up to the first record made after the stop. A
+    /// flood leaves more than that in the ring buffer: those records are
+    /// read without being decoded and counted (returned), so that the stop
+    /// stays short and nothing goes uncounted.
     fn drain_last<T: std::borrow::BorrowMut<MapData>>(
         &mut self,
         ring: &mut RingBuf<T>,
         pipe: &mut Pipeline,
         budget: Duration,
-    ) -> anyhow::Result<()> {
+    ) -> anyhow::Result<u64> {
         let t0 = std::time::Instant::now();
+        let mut done = false;
         loop {
             if let Some(b) = self.held.take() {
                 pipe.send(b)?;
             }
             let left = budget.saturating_sub(t0.elapsed());
             match self.drain(ring, pipe, left)? {
-                Drained::All => break,
+                Drained::All => {
+                    done = true;
+                    break;
+                }
                 _ if t0.elapsed() >= budget => break,
                 _ => {}
             }
@@ -331,68 +359,90 @@ impl Live {
         if let Some(b) = self.held.take() {
             pipe.send(b)?;
         }
+        let mut unread = 0u64;
+        if !done {
+            let until = self.until_ns.unwrap_or(u64::MAX);
+            let t1 = std::time::Instant::now();
+            while let Some(item) = ring.next() {
+                if Header::peek(&item).is_some_and(|h| h.ktime_ns > until) {
+                    break;
+                }
+                unread += 1;
+                if unread.is_multiple_of(4096) && t1.elapsed() >= budget {
+                    break;
+                }
+            }
+        }
+        Ok(unread)
+    }
+
+    /// A new NVIDIA process may carry its own libcuda: hand what was seen
+    /// to the hooking thread, and write what it has hooked since.
+    fn hook_new_libcuda(
+        &mut self,
+        attacher: &crate::uprobes::attacher::Attacher,
+        pipe: &mut Pipeline,
+    ) -> anyhow::Result<()> {
+        let opened = std::mem::take(&mut self.seen.lib_loads)
+            .into_iter()
+            .map(|(tgid, p)| {
+                let mut full = PathBuf::from(format!("/proc/{tgid}/root"));
+                full.push(p.strip_prefix("/").unwrap_or(&p));
+                (tgid, full)
+            })
+            .collect();
+        attacher.send(crate::uprobes::attacher::Job {
+            opened,
+            new_tgids: std::mem::take(&mut self.seen.new_tgids),
+        });
+        for done in attacher.done() {
+            for h in done.hooked {
+                let now = Clock::mono_now();
+                let tgid = h.tgid;
+                match h.result {
+                    Ok(a) => {
+                        let when = if h.at_load {
+                            format!(
+                                "when pid {tgid} loaded it: calls made before the hooks were in place (milliseconds after the load) are not seen"
+                            )
+                        } else {
+                            format!(
+                                "when pid {tgid} was first seen: its cuInit may have begun before, so its verdict can rest on driver calls alone"
+                            )
+                        };
+                        pipe.note(
+                            now,
+                            &Note::Warning {
+                                id: "libcuda_late",
+                                message: &format!(
+                                    "hooked libcuda at {} ({} functions, {}) {when}",
+                                    a.path,
+                                    a.functions.len(),
+                                    a.via
+                                ),
+                            },
+                        )?;
+                    }
+                    Err(e) => pipe.note(
+                        now,
+                        &Note::Warning {
+                            id: "libcuda_refused",
+                            message: &e,
+                        },
+                    )?,
+                }
+            }
+            self.reread_loaders(&done.loaders, pipe)?;
+        }
         Ok(())
     }
 
-    /// A new NVIDIA process may carry its own libcuda.
-    fn hook_new_libcuda(
-        &mut self,
-        ebpf: &mut aya::Ebpf,
-        libcuda: &mut crate::uprobes::Libcuda,
-        pipe: &mut Pipeline,
-    ) -> anyhow::Result<()> {
-        let loads = std::mem::take(&mut self.seen.lib_loads);
-        let mut loaders: Vec<u32> = loads.iter().map(|l| l.0).collect();
-        loaders.sort_unstable();
-        loaders.dedup();
-        let opened = loads.into_iter().map(|(tgid, p)| {
-            let mut full = PathBuf::from(format!("/proc/{tgid}/root"));
-            full.push(p.strip_prefix("/").unwrap_or(&p));
-            (tgid, full, true)
-        });
-        let mapped = std::mem::take(&mut self.seen.new_tgids)
-            .into_iter()
-            .flat_map(|tgid| {
-                crate::uprobes::mapped_by(tgid)
-                    .into_iter()
-                    .map(move |p| (tgid, p, false))
-            });
-        let found: Vec<(u32, PathBuf, bool)> = opened.chain(mapped).collect();
-        for (tgid, path, at_load) in found {
-            let now = Clock::mono_now();
-            let when = if at_load {
-                "when pid {tgid} loaded it: calls made before the hooks were in place (milliseconds after the load) are not seen"
-            } else {
-                "when pid {tgid} was first seen: its cuInit may have begun before, so its verdict can rest on driver calls alone"
-            };
-            match libcuda.attach(ebpf, &path) {
-                Ok(Some(a)) => pipe.note(
-                    now,
-                    &Note::Warning {
-                        id: "libcuda_late",
-                        message: &format!(
-                            "hooked libcuda at {} ({} functions) {}",
-                            a.path,
-                            a.functions.len(),
-                            when.replace("{tgid}", &tgid.to_string())
-                        ),
-                    },
-                )?,
-                Ok(None) => {}
-                Err(e) => pipe.note(
-                    now,
-                    &Note::Warning {
-                        id: "libcuda_refused",
-                        message: &e,
-                    },
-                )?,
-            }
-        }
-        // A process first seen at the loader's open of its libcuda was read
-        // before the library was mapped: read it again now that it is (its
-        // libcuda's version and path, for the verdict; a second `process`
-        // record, which replaces the first unless the process is gone).
-        for pid in loaders {
+    /// A process first seen at the loader's open of its libcuda was read
+    /// before the library was mapped: read it again now that it is (its
+    /// libcuda's version and path, for the verdict; a second `process`
+    /// record, which replaces the first unless the process is gone).
+    fn reread_loaders(&mut self, loaders: &[u32], pipe: &mut Pipeline) -> anyhow::Result<()> {
+        for &pid in loaders {
             let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm")) else {
                 continue;
             };
@@ -520,7 +570,7 @@ struct Schedule {
 /// the rest.
 pub async fn run(
     ebpf: &mut aya::Ebpf,
-    libcuda: &mut crate::uprobes::Libcuda,
+    attacher: Option<&crate::uprobes::attacher::Attacher>,
     ctx: Arc<Context>,
     filters: Arc<Filters>,
     out: Output,
@@ -555,6 +605,8 @@ pub async fn run(
     };
     let mut live = Live {
         seen: Seen::default(),
+        until_ns: None,
+        past_stop: false,
         nv_procs: ebpf
             .take_map(maps::NV_PROCS)
             .and_then(|m| aya::maps::HashMap::try_from(m).ok()),
@@ -599,10 +651,12 @@ pub async fn run(
             }
             _ = tick.tick() => {
                 left = live.drain(ring.get_mut(), &mut pipe, budget)?;
-                if opts.cuda_layer {
-                    live.hook_new_libcuda(ebpf, libcuda, &mut pipe)?;
-                } else {
-                    live.seen.new_tgids.clear();
+                match attacher {
+                    Some(a) => live.hook_new_libcuda(a, &mut pipe)?,
+                    None => {
+                        live.seen.new_tgids.clear();
+                        live.seen.lib_loads.clear();
+                    }
                 }
             }
             // More is waiting: go on after a yield to the runtime (signals,
@@ -662,18 +716,27 @@ pub async fn run(
             break;
         }
     }
-    // What arrived between the last wake-up and the stop.
-    live.drain_last(ring.get_mut(), &mut pipe, LAST_DRAIN)?;
+    // What arrived between the last wake-up and the stop, and no more: under
+    // a flood the ring buffer refills as fast as it is read, and what the
+    // programs write after the stop is not this run's (the probes stay
+    // until the kernel removes them after nvprobe's exit).
+    live.until_ns = Some(Clock::mono_now());
+    let unread = live.drain_last(ring.get_mut(), &mut pipe, LAST_DRAIN)?;
     poll_lost(&mut lost, &mut pipe)?;
     let finished = pipe.finish();
     if let Some(e) = health.error() {
         return Err(e.into());
     }
     let (mut out, stats) = finished?;
-    let mut summary = stats.finish(started.elapsed().as_secs_f64(), lost.summary());
+    let mut lost = lost.summary();
+    if unread > 0 {
+        lost.total += unread;
+        *lost.per_kind.entry(UNREAD_AT_STOP.to_owned()).or_insert(0) += unread;
+    }
+    let mut summary = stats.finish(started.elapsed().as_secs_f64(), lost);
     summary.quieted = live.quieted_total();
     if opts.bpf_stats {
-        summary.bpf = prog_stats(ebpf);
+        summary.bpf = prog_stats(ebpf, &opts.own_programs);
     }
     out.note(Clock::mono_now(), &Note::Summary(&summary))?;
     if let Err(e) = out.finish() {
@@ -688,8 +751,12 @@ pub async fn run(
 /// How often `nvprobe top` learns the calls in flight.
 const VIEW_EVERY: Duration = Duration::from_millis(200);
 
-/// The longest the stop waits for records still in the ring buffer.
-const LAST_DRAIN: Duration = Duration::from_millis(500);
+/// The longest the stop decodes records still in the ring buffer (what is
+/// left after it is counted, not decoded: `unread_at_stop`).
+pub const LAST_DRAIN: Duration = Duration::from_millis(250);
+
+/// The lost-kind of records the stop read without decoding.
+pub const UNREAD_AT_STOP: &str = "unread_at_stop";
 
 /// Between two drains of a ring buffer that still holds records.
 async fn pause(left: Drained) {

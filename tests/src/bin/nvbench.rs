@@ -66,6 +66,10 @@ enum Cmd {
     Tcgets,
     /// getppid(): a syscall nvprobe does not trace.
     Getppid,
+    /// Another tracer on the host: attach a perf-event uprobe (what perf or
+    /// a classic bpftrace asks for; it takes the kernel's tracing lock) on
+    /// libc's getppid, then detach it; prints how long each took.
+    TracerAttach,
     /// The soak: fork `--iters` short processes per thread (`--threads`
     /// forking at once), each making one ioctl(CMD) on PATH (opened by the
     /// parent, inherited) and exiting: as many distinct processes (and,
@@ -131,6 +135,32 @@ fn forks(fd: i32, cmd: u64, n: u64) {
             _ => std::thread::sleep(std::time::Duration::from_millis(1)),
         }
     }
+}
+
+/// The file and file offset that hold the code at `addr` in this process
+/// (from /proc/self/maps).
+fn own_function_offset(addr: usize) -> anyhow::Result<(String, u64)> {
+    let maps = std::fs::read_to_string("/proc/self/maps").context("reading /proc/self/maps")?;
+    for l in maps.lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let (Some(range), Some(off), Some(path)) = (f.first(), f.get(2), f.get(5)) else {
+            continue;
+        };
+        let Some((lo, hi)) = range.split_once('-') else {
+            continue;
+        };
+        let (lo, hi) = (
+            usize::from_str_radix(lo, 16)?,
+            usize::from_str_radix(hi, 16)?,
+        );
+        if (lo..hi).contains(&addr) {
+            return Ok((
+                (*path).to_owned(),
+                (addr - lo) as u64 + u64::from_str_radix(off, 16)?,
+            ));
+        }
+    }
+    anyhow::bail!("no mapping holds {addr:#x}")
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -219,6 +249,22 @@ fn main() -> anyhow::Result<()> {
             println!(
                 "{}",
                 json!({ "forks": n, "seconds": secs, "ns_per_op": secs * 1e9 / n.max(1) as f64, "threads": cli.threads })
+            );
+            return Ok(());
+        }
+        Cmd::TracerAttach => {
+            let (path, off) = own_function_offset(libc::getppid as *const () as usize)?;
+            let pmu = nvprobe::attach::sys::uprobe_pmu().context("the uprobe PMU")?;
+            let t0 = Instant::now();
+            let ev = nvprobe::attach::sys::perf_uprobe(pmu, &path, off, false)
+                .with_context(|| format!("perf uprobe on {path}+{off:#x}"))?;
+            let attach = t0.elapsed().as_secs_f64();
+            let t1 = Instant::now();
+            drop(ev);
+            let detach = t1.elapsed().as_secs_f64();
+            println!(
+                "{}",
+                json!({ "attach_s": attach, "detach_s": detach, "path": path, "offset": off })
             );
             return Ok(());
         }

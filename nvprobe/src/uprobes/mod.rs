@@ -14,17 +14,18 @@ use std::{
     process::Command,
 };
 
-use aya::{
-    Ebpf,
-    programs::{
-        UProbe,
-        uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLink, UProbeScope},
-    },
-};
+use aya::Ebpf;
 use nvprobe_common::cuda_func_number;
 use object::{Object, ObjectSection, ObjectSymbol};
 use serde::Serialize;
-use std::os::fd::{AsRawFd, IntoRawFd};
+use std::{
+    os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd, OwnedFd},
+    sync::Arc,
+};
+
+use crate::attach::keep::Keep;
+
+pub mod attacher;
 
 /// At most this many distinct libcuda files are hooked.
 const MAX_COPIES: usize = 32;
@@ -145,14 +146,29 @@ pub struct Attached {
     /// Exported `cu*` functions this build has no number for (a newer
     /// libcuda): not hooked (`--libcuda-hooks all` only).
     pub unknown: Vec<String>,
+    /// "uprobe_multi", or "perf_event (why not uprobe_multi)".
+    pub via: String,
 }
 
-#[derive(Default)]
+/// The two programs, loaded for one way of attaching, or why not.
+type Progs = Option<Result<[OwnedFd; 2], String>>;
+
+/// The libcuda layer: nvprobe's own copies of the two programs (see
+/// `attach::multi`), every hooked file, and the links until they are
+/// pinned (or, without a private bpffs, until the end).
 pub struct Libcuda {
-    loaded: bool,
     hooks: Hooks,
-    /// Every uprobe attached: (program, link), for the detach.
-    links: Vec<(&'static str, aya::programs::uprobe::UProbeLinkId)>,
+    code: Option<crate::attach::multi::Code>,
+    /// Loaded for uprobe_multi on first use; Err once the kernel refused.
+    multi: Progs,
+    /// Loaded for perf-event uprobes when a file needs them.
+    perf: Progs,
+    /// Where links go once made; None: they stay in `links`.
+    keep: Option<Arc<Keep>>,
+    /// Links not pinned, for the removal child.
+    links: Vec<OwnedFd>,
+    /// Why uprobe_multi cannot be used on this kernel, once it said so.
+    multi_refused: Option<String>,
     /// (st_dev, st_ino) -> what was attached there.
     files: HashMap<(u64, u64), Attached>,
 }
@@ -293,10 +309,64 @@ pub fn mapped_by_all() -> Vec<PathBuf> {
 }
 
 impl Libcuda {
-    pub fn new(hooks: Hooks) -> Libcuda {
+    /// Before any map is taken out of `ebpf`: the programs' code,
+    /// relocated against its maps. Without it no libcuda can be hooked.
+    pub fn new(hooks: Hooks, ebpf: &Ebpf, keep: Option<Arc<Keep>>) -> Result<Libcuda, String> {
+        let code =
+            crate::attach::multi::Code::relocate(ebpf, crate::attach::EBPF_OBJECT, &PROGRAMS)?;
+        let mut l = Libcuda {
+            hooks,
+            code: Some(code),
+            multi: None,
+            perf: None,
+            keep,
+            links: Vec::new(),
+            multi_refused: None,
+            files: HashMap::new(),
+        };
+        // Both ways loaded now: their program ids are known from the start
+        // (--bpf-stats), and a verifier refusal is said at once.
+        if let Err(e) = l.progs(true) {
+            l.multi_refused = Some(e);
+        }
+        l.progs(false)?;
+        Ok(l)
+    }
+
+    /// (name, kernel program id) of the programs loaded, for --bpf-stats.
+    pub fn programs(&self) -> Vec<(String, u32)> {
+        let mut out = Vec::new();
+        for (slot, how) in [(&self.multi, "uprobe_multi"), (&self.perf, "perf_event")] {
+            let Some(Ok(fds)) = slot else { continue };
+            for (fd, name) in fds.iter().zip(PROGRAMS) {
+                let Ok(info) =
+                    std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd()))
+                else {
+                    continue;
+                };
+                if let Some(id) = info
+                    .lines()
+                    .find_map(|l| l.strip_prefix("prog_id:"))
+                    .and_then(|v| v.trim().parse().ok())
+                {
+                    out.push((format!("{name} ({how})"), id));
+                }
+            }
+        }
+        out
+    }
+
+    /// A layer that hooks nothing (the libcuda layer is off).
+    pub fn off(hooks: Hooks) -> Libcuda {
         Libcuda {
             hooks,
-            ..Libcuda::default()
+            code: None,
+            multi: None,
+            perf: None,
+            keep: None,
+            links: Vec::new(),
+            multi_refused: None,
+            files: HashMap::new(),
         }
     }
 
@@ -308,6 +378,7 @@ impl Libcuda {
                 path: path.display().to_string(),
                 functions: Vec::new(),
                 unknown: Vec::new(),
+                via: String::new(),
             },
         );
     }
@@ -316,20 +387,30 @@ impl Libcuda {
         self.hooks
     }
 
-    /// Take every uprobe's link out of its program, so that unloading the
-    /// programs (the other probes' detach) does not remove them: hand them
-    /// to [`remove_in_background`] after that detach.
-    pub fn take_links(&mut self, ebpf: &mut Ebpf) -> Vec<UProbeLink> {
-        let mut links = Vec::with_capacity(self.links.len());
-        for (prog, id) in self.links.drain(..) {
-            if let Some(p) = ebpf.program_mut(prog)
-                && let Ok(p) = <&mut UProbe>::try_from(p)
-                && let Ok(l) = p.take_link(id)
-            {
-                links.push(l);
-            }
+    /// How the hooks are attached: "uprobe_multi", or "perf_event (why)";
+    /// empty before the first file.
+    pub fn via(&self) -> String {
+        if let Some(why) = &self.multi_refused {
+            return format!("perf_event ({why})");
         }
-        links
+        let mut vias: Vec<&str> = self
+            .files
+            .values()
+            .map(|a| a.via.as_str())
+            .filter(|v| !v.is_empty())
+            .collect();
+        vias.sort_unstable();
+        vias.dedup();
+        match vias.as_slice() {
+            [] => String::new(),
+            [one] => (*one).to_owned(),
+            _ => "uprobe_multi; perf_event for some files (see each file's `via`)".to_owned(),
+        }
+    }
+
+    /// The links not pinned, for [`remove_in_background`].
+    pub fn take_links(&mut self) -> Vec<OwnedFd> {
+        std::mem::take(&mut self.links)
     }
 
     /// The files hooked so far, for the start record.
@@ -341,15 +422,49 @@ impl Libcuda {
                 path: a.path.clone(),
                 functions: a.functions.iter().map(|f| (*f).to_owned()).collect(),
                 unknown: a.unknown.clone(),
+                via: a.via.clone(),
             })
             .collect();
         v.sort_by(|a, b| a.path.cmp(&b.path));
         v
     }
 
+    /// The programs for one way of attaching, loaded on first use.
+    fn progs(&mut self, multi: bool) -> Result<[BorrowedFd<'_>; 2], String> {
+        let code = self
+            .code
+            .as_ref()
+            .ok_or_else(|| "the libcuda layer is off".to_owned())?;
+        let slot = if multi {
+            &mut self.multi
+        } else {
+            &mut self.perf
+        };
+        let loaded =
+            slot.get_or_insert_with(|| Ok([code.load(ENTER, multi)?, code.load(RETURN, multi)?]));
+        match &*loaded {
+            Ok(fds) => Ok([fds[0].as_fd(), fds[1].as_fd()]),
+            Err(e) => Err(e.clone()),
+        }
+    }
+
+    /// A new link: pinned (the kernel removes it, whenever and however
+    /// nvprobe ends) or kept for the removal child.
+    fn hold(&mut self, link: OwnedFd) {
+        if let Some(k) = &self.keep
+            && k.pin(link.as_fd()).is_ok()
+        {
+            return;
+        }
+        self.links.push(link);
+    }
+
     /// Attach to `path` unless that file is hooked already. Ok(Some) when a
     /// new file was hooked.
-    pub fn attach(&mut self, ebpf: &mut Ebpf, path: &Path) -> Result<Option<Attached>, String> {
+    pub fn attach(&mut self, path: &Path) -> Result<Option<Attached>, String> {
+        if self.code.is_none() {
+            return Ok(None);
+        }
         // Opened once and attached through /proc/self/fd: a path through
         // /proc/PID/root is gone when that process exits, which a short
         // process does while its hooks are being attached (seen on the
@@ -369,25 +484,11 @@ impl Libcuda {
             // Said once per file.
             self.remember_unhooked(id, path);
             return Err(format!(
-                "{}: not hooked: {MAX_COPIES} libcuda files are hooked already (each costs ~120 uprobes, ~0.1 s each to remove)",
+                "{}: not hooked: {MAX_COPIES} libcuda files are hooked already",
                 path.display()
             ));
         }
-        let fd_path = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
-        if !self.loaded {
-            for prog in [ENTER, RETURN] {
-                let p: &mut UProbe = ebpf
-                    .program_mut(prog)
-                    .ok_or_else(|| format!("program {prog} missing from the object"))?
-                    .try_into()
-                    .map_err(|e| format!("{prog}: {e}"))?;
-                p.load().map_err(|e| format!("loading {prog}: {e:#}"))?;
-            }
-            self.loaded = true;
-        }
-        let mut functions = Vec::new();
-        let mut unknown = Vec::new();
-        let mut last_err = None;
+        let fd_path = format!("/proc/self/fd/{}", file.as_raw_fd());
         let exported = match file
             .try_clone()
             .map_err(|e| format!("{}: {e}", path.display()))
@@ -400,6 +501,9 @@ impl Libcuda {
                 return Err(e);
             }
         };
+        let mut unknown = Vec::new();
+        // (name, file offset, cookie) of each function to hook.
+        let mut points: Vec<(&'static str, u64, u64)> = Vec::new();
         for (name, off) in &exported {
             let Some(cookie) = cuda_func_number(name) else {
                 if self.hooks == Hooks::All {
@@ -414,31 +518,20 @@ impl Libcuda {
             if self.hooks == Hooks::Startup && !STARTUP.contains(&name) {
                 continue;
             }
-            let mut ok = true;
-            for prog in [ENTER, RETURN] {
-                let p: &mut UProbe = ebpf
-                    .program_mut(prog)
-                    .ok_or_else(|| format!("program {prog} missing"))?
-                    .try_into()
-                    .map_err(|e| format!("{prog}: {e}"))?;
-                let point = UProbeAttachPoint {
-                    location: UProbeAttachLocation::AbsoluteOffset(*off),
-                    cookie: Some(u64::from(cookie)),
-                };
-                match p.attach(point, &fd_path, UProbeScope::AllProcesses) {
-                    Ok(id) => self.links.push((prog, id)),
-                    Err(e) => {
-                        ok = false;
-                        last_err = Some(format!("{name}: {:#}", anyhow::Error::from(e)));
-                        break;
-                    }
-                }
-            }
-            if ok {
-                functions.push(name);
-            }
+            points.push((name, *off, u64::from(cookie)));
         }
         unknown.sort();
+        let (mut functions, via, last_err) = match self.attach_multi(&fd_path, &points) {
+            Ok(()) => (
+                points.iter().map(|p| p.0).collect::<Vec<_>>(),
+                "uprobe_multi".to_owned(),
+                None,
+            ),
+            Err(why) => {
+                let (f, e) = self.attach_perf(&fd_path, &points)?;
+                (f, format!("perf_event ({why})"), e)
+            }
+        };
         // In the table's order, whatever the library's symbol order.
         functions.sort_by_key(|f| cuda_func_number(f));
         if !functions.contains(&"cuInit") {
@@ -454,9 +547,105 @@ impl Libcuda {
             path: path.display().to_string(),
             functions,
             unknown,
+            via,
         };
         self.files.insert(id, a.clone());
         Ok(Some(a))
+    }
+
+    /// Every function of one file in one link per program: one system call
+    /// each, and one grace period to remove. Err says why not: the kernel
+    /// lacks or refuses uprobe_multi (remembered: later files go straight
+    /// to perf events), or refused this file's offsets.
+    fn attach_multi(&mut self, path: &str, points: &[(&str, u64, u64)]) -> Result<(), String> {
+        if let Some(why) = &self.multi_refused {
+            return Err(why.clone());
+        }
+        if points.is_empty() {
+            return Ok(());
+        }
+        let [enter, ret] = match self.progs(true) {
+            Ok(p) => p,
+            Err(e) => {
+                self.multi_refused = Some(e.clone());
+                return Err(e);
+            }
+        };
+        let pts: Vec<(u64, u64)> = points.iter().map(|p| (p.1, p.2)).collect();
+        // The return link first: an entry without its return would fill
+        // CUDA_INFLIGHT.
+        let made = crate::attach::sys::uprobe_multi_link(ret, path, &pts, true).and_then(|r| {
+            match crate::attach::sys::uprobe_multi_link(enter, path, &pts, false) {
+                Ok(e) => Ok((r, e)),
+                Err(err) => {
+                    drop(r);
+                    Err(err)
+                }
+            }
+        });
+        match made {
+            Ok((r, e)) => {
+                self.hold(r);
+                self.hold(e);
+                Ok(())
+            }
+            Err(e) => {
+                let why = format!("uprobe_multi link: {e}");
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EPERM | libc::EACCES | libc::EOPNOTSUPP | libc::ENOSYS)
+                ) {
+                    self.multi_refused = Some(why.clone());
+                }
+                Err(why)
+            }
+        }
+    }
+
+    /// One perf event per function and program; a function the kernel
+    /// refuses is left out (with the last error).
+    fn attach_perf(
+        &mut self,
+        path: &str,
+        points: &[(&'static str, u64, u64)],
+    ) -> Result<(Vec<&'static str>, Option<String>), String> {
+        let pmu =
+            crate::attach::sys::uprobe_pmu().map_err(|e| format!("the uprobe perf PMU: {e}"))?;
+        let [enter, ret] = self.progs(false)?;
+        let (enter, ret) = (enter.try_clone_to_owned(), ret.try_clone_to_owned());
+        let (enter, ret) = (
+            enter.map_err(|e| e.to_string())?,
+            ret.map_err(|e| e.to_string())?,
+        );
+        let mut functions = Vec::new();
+        let mut last_err = None;
+        for &(name, off, cookie) in points {
+            let mut made = Vec::new();
+            for (prog, is_ret) in [(&ret, true), (&enter, false)] {
+                match crate::attach::sys::perf_uprobe_link(
+                    prog.as_fd(),
+                    pmu,
+                    path,
+                    off,
+                    is_ret,
+                    cookie,
+                ) {
+                    Ok(l) => made.push(l),
+                    Err(e) => {
+                        last_err = Some(format!("{name}: {e}"));
+                        break;
+                    }
+                }
+            }
+            let ok = made.len() == 2;
+            for l in made {
+                self.hold(l);
+            }
+            if ok {
+                functions.push(name);
+            }
+        }
+        Ok((functions, last_err))
     }
 }
 
@@ -478,7 +667,7 @@ impl Libcuda {
 /// 0.02–0.6 s this way). Returns the child's pid and the number of uprobes
 /// it removes; None when there were none, or when no child could be made
 /// (they are then removed here, the slow way).
-pub fn remove_in_background(links: Vec<UProbeLink>) -> Option<(u32, usize)> {
+pub fn remove_in_background(links: Vec<OwnedFd>) -> Option<(u32, usize)> {
     if links.is_empty() {
         return None;
     }
