@@ -24,7 +24,7 @@ for run in 1 2; do
   done
   if kill -0 $p 2>/dev/null; then echo "  run $run: still running 60 s after SIGINT; killed"; kill -9 $p; fi
   wait $p; rc=$?; t1=$(date +%s.%N)
-  echo "run $run: SIGINT -> exit $(python3 -c "print(round($t1 - $t0, 2))") s, exit code $rc, $(grep -c . $FL/fl.ndjson) records; $(grep -E "stopped|lost|DBG" $FL/fl.err | tr '\n' ' ')"
+  echo "run $run: SIGINT -> exit $(python3 -c "print(round($t1 - $t0, 2))") s, exit code $rc, $(grep -c . $FL/fl.ndjson) records; $(grep -E "stopped|lost|unread" $FL/fl.err | tr '\n' ' ')"
   kill ${fl[@]} 2>/dev/null; wait ${fl[@]} 2>/dev/null
 done
 rm -rf $FL

@@ -144,6 +144,12 @@ impl Trace {
         bpf_prog_ids(self.child.id())
     }
 
+    /// SIGKILL, and wait for the end.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// SIGINT, wait, parse.
     pub fn stop(mut self) -> Finished {
         // Let the last events reach the ring buffer's consumer.

@@ -5,6 +5,7 @@
 //! machine spreads over all modes. Nothing here asserts on time: it
 //! measures and reports.
 
+pub mod restart;
 pub mod stress;
 pub mod suite;
 

@@ -90,6 +90,17 @@ enum Cmd {
         /// Write the raw results as JSON here.
         #[arg(long)]
         json_out: Option<PathBuf>,
+        /// Instead of the workloads: start and stop times against hooked
+        /// libcuda copies and functions (stand-ins), and how soon another
+        /// tracer can attach (docs/BENCHMARKS.md).
+        #[arg(long)]
+        restart: bool,
+        /// With --restart: an older nvprobe binary to run side by side.
+        #[arg(long)]
+        baseline: Option<PathBuf>,
+        /// With --restart: the numbers of libcuda copies to hook.
+        #[arg(long, value_delimiter = ',', default_value = "1,3,8,32")]
+        copies: Vec<usize>,
     },
     /// Write nvprobe/model/data/rm-controls.tsv and rm-classes.tsv from
     /// checkouts of NVIDIA/open-gpu-kernel-modules, one per release tag.
@@ -341,7 +352,13 @@ fn main() -> anyhow::Result<()> {
             python,
             cudawork,
             json_out,
+            restart,
+            baseline,
+            copies,
         } => bench::suite::run(bench::suite::Args {
+            restart,
+            baseline,
+            copies,
             gpu,
             rounds,
             bin_dir,

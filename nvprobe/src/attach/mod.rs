@@ -13,6 +13,7 @@ pub mod table;
 
 use std::{
     io,
+    os::fd::{AsFd, OwnedFd},
     path::{Path, PathBuf},
 };
 
@@ -69,6 +70,9 @@ pub struct Settings<'a> {
 
 pub struct Loaded {
     pub ebpf: Ebpf,
+    /// The tracepoints' links (pinned by `keep::Keep::pin_all` like aya's
+    /// own; closed with this value otherwise).
+    pub links: Vec<OwnedFd>,
     pub probes: Vec<ProbeState>,
     pub refusals: Vec<Refusal>,
     pub tracefs: PathBuf,
@@ -133,10 +137,11 @@ pub fn load_and_attach(
         attach_syscall_layer(&mut ebpf, &tracefs, ioctls_in_driver, &mut att)?;
     }
     if s.process_layer {
-        attach_process_layer(&mut ebpf, &mut att);
+        attach_process_layer(&mut ebpf, &tracefs, &mut att);
     }
     Ok(Loaded {
         ebpf,
+        links: att.links,
         probes: att.probes,
         refusals: att.refusals,
         tracefs,
@@ -186,14 +191,17 @@ struct Attached {
     refusals: Vec<Refusal>,
     /// Programs loaded (the shared exit program serves many syscalls).
     loaded: Vec<&'static str>,
+    /// The tracepoints' BPF links (made here, not by aya).
+    links: Vec<OwnedFd>,
 }
 
-/// A tracepoint program of the object, loaded once.
-fn tracepoint<'a>(
-    ebpf: &'a mut Ebpf,
+/// A tracepoint program of the object, loaded once: a descriptor of it
+/// (the attach is made with it, off aya, see [`attach_tracepoints`]).
+fn tracepoint(
+    ebpf: &mut Ebpf,
     prog: &'static str,
     loaded: &mut Vec<&'static str>,
-) -> Result<&'a mut TracePoint, String> {
+) -> Result<OwnedFd, String> {
     let program: &mut TracePoint = ebpf
         .program_mut(prog)
         .ok_or_else(|| format!("program {prog} missing from the object"))?
@@ -205,7 +213,58 @@ fn tracepoint<'a>(
             .map_err(|e| format!("loading {prog}: {e:#}"))?;
         loaded.push(prog);
     }
-    Ok(program)
+    program
+        .fd()
+        .map_err(|e| format!("{prog}: {e}"))?
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(|e| format!("{prog}: {e}"))
+}
+
+/// One chain of tracepoint attaches, made in order: (program, category,
+/// tracepoint).
+type Chain = Vec<(OwnedFd, &'static str, String)>;
+
+/// Attach each chain's tracepoints in order, the chains side by side (a
+/// thread each). Every perf-event attach takes the kernel's tracing lock,
+/// which a tracer's removals (an nvprobe that stopped a moment ago) hold
+/// for a grace period each; one after the other, each attach waited for
+/// one removal (2.7 s for the 43 of a restart on the H200), while waiting
+/// in the lock's queue together they all get it between two removals.
+/// Returns each chain's links, or the first error.
+fn attach_tracepoints(tracefs: &Path, chains: Vec<Chain>) -> Vec<Result<Vec<OwnedFd>, String>> {
+    let one = |prog: &OwnedFd, cat: &str, name: &str| -> Result<OwnedFd, String> {
+        let id_file = tracefs.join("events").join(cat).join(name).join("id");
+        let id = std::fs::read_to_string(&id_file)
+            .map_err(|e| format!("tracepoint {cat}/{name}: {}: {e}", id_file.display()))?
+            .trim()
+            .parse::<u64>()
+            .map_err(|e| format!("tracepoint {cat}/{name}: bad id ({e})"))?;
+        let event = sys::perf_tracepoint(id)
+            .map_err(|e| format!("attaching {cat}/{name}: perf_event_open: {e}"))?;
+        sys::perf_event_link(prog.as_fd(), event, 0)
+            .map_err(|e| format!("attaching {cat}/{name}: BPF link: {e}"))
+    };
+    std::thread::scope(|s| {
+        let handles: Vec<_> = chains
+            .iter()
+            .map(|chain| {
+                s.spawn(move || {
+                    chain
+                        .iter()
+                        .map(|(prog, cat, name)| one(prog, cat, name))
+                        .collect::<Result<Vec<_>, _>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("the attaching thread panicked".into()))
+            })
+            .collect()
+    })
 }
 
 /// Phase 3a: the syscall tracepoint pairs (the ioctl pair stays off when
@@ -216,26 +275,48 @@ fn attach_syscall_layer(
     ioctls_in_driver: bool,
     att: &mut Attached,
 ) -> Result<(), StartError> {
-    for pr in PROBES
+    let probes: Vec<&Probe> = PROBES
         .iter()
         .filter(|pr| !(ioctls_in_driver && pr.syscall == "ioctl"))
-    {
+        .collect();
+    // Programs loaded first (the verifier), then every pair at once.
+    let mut chains: Vec<Result<Chain, String>> = Vec::new();
+    for pr in &probes {
         let enter_tp = format!("sys_enter_{}", pr.syscall);
         let exit_tp = format!("sys_exit_{}", pr.syscall);
-        let res = (|| -> Result<(), String> {
+        chains.push((|| -> Result<Chain, String> {
             if !tracefs.join("events/syscalls").join(&enter_tp).is_dir() {
                 return Err(format!(
                     "tracepoint syscalls/{enter_tp} does not exist on this kernel"
                 ));
             }
             // Exit first: an entry without its exit would fill INFLIGHT.
-            for (prog, tp) in [(pr.exit, &exit_tp), (pr.enter, &enter_tp)] {
-                tracepoint(ebpf, prog, &mut att.loaded)?
-                    .attach("syscalls", tp)
-                    .map_err(|e| format!("attaching syscalls/{tp}: {e:#}"))?;
-            }
-            Ok(())
-        })();
+            Ok(vec![
+                (
+                    tracepoint(ebpf, pr.exit, &mut att.loaded)?,
+                    "syscalls",
+                    exit_tp,
+                ),
+                (
+                    tracepoint(ebpf, pr.enter, &mut att.loaded)?,
+                    "syscalls",
+                    enter_tp,
+                ),
+            ])
+        })());
+    }
+    let ready: Vec<Chain> = chains
+        .iter_mut()
+        .filter_map(|c| c.as_mut().ok().map(std::mem::take))
+        .collect();
+    let mut attached = attach_tracepoints(tracefs, ready).into_iter();
+    for (pr, chain) in probes.iter().zip(chains) {
+        let res = chain.and_then(|_| {
+            attached
+                .next()
+                .unwrap_or_else(|| Err("not attached".into()))
+        });
+        let res = res.map(|links| att.links.extend(links));
         let target = format!("syscalls/sys_{{enter,exit}}_{}", pr.syscall);
         if let Err(err) = &res {
             if pr.required {
@@ -261,15 +342,17 @@ fn attach_syscall_layer(
 }
 
 /// Phase 3b: the process layer (all optional).
-fn attach_process_layer(ebpf: &mut Ebpf, att: &mut Attached) {
+fn attach_process_layer(ebpf: &mut Ebpf, tracefs: &Path, att: &mut Attached) {
     for (prog, hook, what) in PROC_PROBES {
         let (target, res) = match hook {
             Hook::TracePoint(cat, name) => (
                 format!("{cat}/{name}"),
                 tracepoint(ebpf, prog, &mut att.loaded).and_then(|p| {
-                    p.attach(cat, name)
-                        .map(|_| ())
-                        .map_err(|e| format!("attaching {cat}/{name}: {e:#}"))
+                    let mut r =
+                        attach_tracepoints(tracefs, vec![vec![(p, *cat, (*name).to_owned())]]);
+                    r.pop()
+                        .unwrap_or_else(|| Err("not attached".into()))
+                        .map(|links| att.links.extend(links))
                 }),
             ),
             Hook::RawTracePoint(name) => (

@@ -46,6 +46,9 @@ struct LinkCreateUprobeMulti {
     cnt: u32,
     multi_flags: u32,
     pid: u32,
+    /// Written as zero: the kernel refuses (EINVAL) non-zero bytes past the
+    /// fields it knows, and implicit padding would be left uninitialised.
+    _pad: u32,
 }
 
 /// `BPF_OBJ_PIN`.
@@ -56,6 +59,8 @@ struct ObjPin {
     bpf_fd: u32,
     file_flags: u32,
     path_fd: i32,
+    /// Zero, for the reason in `LinkCreateUprobeMulti`.
+    _pad: u32,
 }
 
 /// `BPF_F_UPROBE_MULTI_RETURN`: the link's probes are return probes.
@@ -213,23 +218,16 @@ pub fn uprobe_pmu() -> io::Result<(u32, u32)> {
     Ok((ty, bit))
 }
 
-/// A perf-event uprobe (a return probe when `ret`) at `offset` of `path`,
-/// for every process; nothing attached to it yet. This is what any classic
-/// tracer (perf, bpftrace without uprobe_multi) asks of the kernel, and it
-/// takes the kernel's tracing lock.
-pub fn perf_uprobe(pmu: (u32, u32), path: &str, offset: u64, ret: bool) -> io::Result<OwnedFd> {
-    let path = CString::new(path).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+/// perf_event_open of `attr` (struct perf_event_attr as 16 words, its
+/// size filled in here) for every process, on CPU 0.
+fn perf_event_open(mut attr: [u64; 16]) -> io::Result<OwnedFd> {
     // struct perf_event_attr (include/uapi/linux/perf_event.h): type at 0,
-    // size at 4, config at 8, config1 (the path) at 56, config2 (the
-    // offset) at 64; everything else zero (enabled, no sampling).
-    let mut attr = [0u64; 16];
-    attr[0] = u64::from(pmu.0) | ((size_of_val(&attr) as u64) << 32);
-    attr[1] = if ret { 1u64 << pmu.1 } else { 0 };
-    attr[7] = path.as_ptr() as u64;
-    attr[8] = offset;
+    // size at 4, config at 8, sample_period at 16, config1 at 56, config2
+    // at 64; everything else zero (enabled).
+    attr[0] |= (size_of_val(&attr) as u64) << 32;
     const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
-    // SAFETY: perf_event_open on a live, zero-padded attribute block whose
-    // path outlives the call.
+    // SAFETY: perf_event_open on a live, zero-padded attribute block; any
+    // pointer in it outlives the call.
     let r = unsafe {
         libc::syscall(
             libc::SYS_perf_event_open,
@@ -246,6 +244,44 @@ pub fn perf_uprobe(pmu: (u32, u32), path: &str, offset: u64, ret: bool) -> io::R
     Ok(owned(r))
 }
 
+/// A perf-event uprobe (a return probe when `ret`) at `offset` of `path`,
+/// for every process; nothing attached to it yet. This is what any classic
+/// tracer (perf, bpftrace without uprobe_multi) asks of the kernel, and it
+/// takes the kernel's tracing lock.
+pub fn perf_uprobe(pmu: (u32, u32), path: &str, offset: u64, ret: bool) -> io::Result<OwnedFd> {
+    let path = CString::new(path).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let mut attr = [0u64; 16];
+    attr[0] = u64::from(pmu.0);
+    attr[1] = if ret { 1u64 << pmu.1 } else { 0 };
+    attr[7] = path.as_ptr() as u64;
+    attr[8] = offset;
+    perf_event_open(attr)
+}
+
+/// The tracepoint whose tracefs id is `id` (events/CAT/NAME/id), as a perf
+/// event for a BPF program.
+pub fn perf_tracepoint(id: u64) -> io::Result<OwnedFd> {
+    const PERF_TYPE_TRACEPOINT: u64 = 2;
+    let mut attr = [0u64; 16];
+    attr[0] = PERF_TYPE_TRACEPOINT;
+    attr[1] = id;
+    attr[2] = 1; // sample_period, as perf and libbpf set it
+    perf_event_open(attr)
+}
+
+/// `prog` attached to the perf event `event` through a BPF link carrying
+/// `cookie`; the link holds the event, whose descriptor closes here.
+pub fn perf_event_link(prog: BorrowedFd<'_>, event: OwnedFd, cookie: u64) -> io::Result<OwnedFd> {
+    let mut link = LinkCreatePerf {
+        prog_fd: prog.as_raw_fd() as u32,
+        target_fd: event.as_raw_fd() as u32,
+        attach_type: bpf_attach_type::BPF_PERF_EVENT as u32,
+        bpf_cookie: cookie,
+        ..LinkCreatePerf::default()
+    };
+    bpf(bpf_cmd::BPF_LINK_CREATE, &mut link).map(owned)
+}
+
 /// The older way, one perf event per function: [`perf_uprobe`] with
 /// `prog` attached through a BPF link carrying `cookie`. Each one's
 /// removal waits for a grace period under the kernel's tracing lock.
@@ -257,16 +293,7 @@ pub fn perf_uprobe_link(
     ret: bool,
     cookie: u64,
 ) -> io::Result<OwnedFd> {
-    let event = perf_uprobe(pmu, path, offset, ret)?;
-    let mut link = LinkCreatePerf {
-        prog_fd: prog.as_raw_fd() as u32,
-        target_fd: event.as_raw_fd() as u32,
-        attach_type: bpf_attach_type::BPF_PERF_EVENT as u32,
-        bpf_cookie: cookie,
-        ..LinkCreatePerf::default()
-    };
-    // The link holds the event; our descriptor of it closes here.
-    bpf(bpf_cmd::BPF_LINK_CREATE, &mut link).map(owned)
+    perf_event_link(prog, perf_uprobe(pmu, path, offset, ret)?, cookie)
 }
 
 /// Load `insns` as a kprobe-type program for perf-event uprobes.
@@ -289,6 +316,19 @@ mod tests {
     };
 
     use super::*;
+
+    /// No implicit padding (uninitialised bytes the kernel would refuse):
+    /// each struct's size is the sum of its fields'.
+    #[test]
+    fn attributes_have_no_implicit_padding() {
+        assert_eq!(
+            size_of::<ProgLoad>(),
+            4 * 2 + 8 * 2 + 4 * 2 + 8 + 4 * 2 + 16 + 4 * 2
+        );
+        assert_eq!(size_of::<LinkCreateUprobeMulti>(), 4 * 4 + 8 * 4 + 4 * 4);
+        assert_eq!(size_of::<LinkCreatePerf>(), 4 * 4 + 8);
+        assert_eq!(size_of::<ObjPin>(), 8 + 4 * 4);
+    }
 
     /// Each field we write sits where the kernel header puts it (aya-obj's
     /// bindings are generated from include/uapi/linux/bpf.h; every member

@@ -324,16 +324,19 @@ impl Libcuda {
             multi_refused: None,
             files: HashMap::new(),
         };
-        // Both ways loaded now: their program ids are known from the start
-        // (--bpf-stats), and a verifier refusal is said at once.
+        // uprobe_multi's programs now (a refusal is said at once, and their
+        // ids are known for --bpf-stats); the perf-event ones only where
+        // uprobe_multi is refused (each load costs the verifier's time).
         if let Err(e) = l.progs(true) {
             l.multi_refused = Some(e);
+            l.progs(false)?;
         }
-        l.progs(false)?;
         Ok(l)
     }
 
-    /// (name, kernel program id) of the programs loaded, for --bpf-stats.
+    /// (name, kernel program id) of the programs loaded so far, for
+    /// --bpf-stats (perf-event programs loaded later for a file that
+    /// uprobe_multi refused are not counted there).
     pub fn programs(&self) -> Vec<(String, u32)> {
         let mut out = Vec::new();
         for (slot, how) in [(&self.multi, "uprobe_multi"), (&self.perf, "perf_event")] {
@@ -522,11 +525,7 @@ impl Libcuda {
         }
         unknown.sort();
         let (mut functions, via, last_err) = match self.attach_multi(&fd_path, &points) {
-            Ok(()) => (
-                points.iter().map(|p| p.0).collect::<Vec<_>>(),
-                "uprobe_multi".to_owned(),
-                None,
-            ),
+            Ok((f, e)) => (f, "uprobe_multi".to_owned(), e),
             Err(why) => {
                 let (f, e) = self.attach_perf(&fd_path, &points)?;
                 (f, format!("perf_event ({why})"), e)
@@ -554,15 +553,22 @@ impl Libcuda {
     }
 
     /// Every function of one file in one link per program: one system call
-    /// each, and one grace period to remove. Err says why not: the kernel
-    /// lacks or refuses uprobe_multi (remembered: later files go straight
-    /// to perf events), or refused this file's offsets.
-    fn attach_multi(&mut self, path: &str, points: &[(&str, u64, u64)]) -> Result<(), String> {
+    /// each, and one grace period to remove. A function the kernel cannot
+    /// probe (uprobes refuse some first instructions) fails a whole link,
+    /// so on such a refusal the set is halved until each part is taken or
+    /// is one refused function. Ok: the functions hooked, and the last
+    /// refusal. Err: the kernel lacks or refuses uprobe_multi (remembered:
+    /// later files go straight to perf events).
+    fn attach_multi(
+        &mut self,
+        path: &str,
+        points: &[(&'static str, u64, u64)],
+    ) -> Result<(Vec<&'static str>, Option<String>), String> {
         if let Some(why) = &self.multi_refused {
             return Err(why.clone());
         }
         if points.is_empty() {
-            return Ok(());
+            return Ok((Vec::new(), None));
         }
         let [enter, ret] = match self.progs(true) {
             Ok(p) => p,
@@ -571,35 +577,55 @@ impl Libcuda {
                 return Err(e);
             }
         };
-        let pts: Vec<(u64, u64)> = points.iter().map(|p| (p.1, p.2)).collect();
-        // The return link first: an entry without its return would fill
+        let (enter, ret) = (
+            enter.try_clone_to_owned().map_err(|e| e.to_string())?,
+            ret.try_clone_to_owned().map_err(|e| e.to_string())?,
+        );
+        // The return links first: an entry without its return would fill
         // CUDA_INFLIGHT.
-        let made = crate::attach::sys::uprobe_multi_link(ret, path, &pts, true).and_then(|r| {
-            match crate::attach::sys::uprobe_multi_link(enter, path, &pts, false) {
-                Ok(e) => Ok((r, e)),
-                Err(err) => {
-                    drop(r);
-                    Err(err)
+        let mut split = Split {
+            prog: ret.as_fd(),
+            path,
+            ret: true,
+            tries_left: 64,
+            links: Vec::new(),
+            taken: Vec::new(),
+            last_err: None,
+        };
+        split.take(points);
+        if split.links.is_empty()
+            && let Some(e) = &split.last_err
+            && matches!(
+                e.raw_os_error(),
+                Some(libc::EPERM | libc::EACCES | libc::EOPNOTSUPP | libc::ENOSYS)
+            )
+        {
+            let why = format!("uprobe_multi link: {e}");
+            self.multi_refused = Some(why.clone());
+            return Err(why);
+        }
+        let Split {
+            links,
+            taken,
+            last_err,
+            ..
+        } = split;
+        let mut functions = Vec::new();
+        let mut last = last_err.map(|e| format!("uprobe_multi link: {e}"));
+        for l in links {
+            self.hold(l);
+        }
+        for set in taken {
+            let pts: Vec<(u64, u64)> = set.iter().map(|p| (p.1, p.2)).collect();
+            match crate::attach::sys::uprobe_multi_link(enter.as_fd(), path, &pts, false) {
+                Ok(l) => {
+                    self.hold(l);
+                    functions.extend(set.iter().map(|p| p.0));
                 }
-            }
-        });
-        match made {
-            Ok((r, e)) => {
-                self.hold(r);
-                self.hold(e);
-                Ok(())
-            }
-            Err(e) => {
-                let why = format!("uprobe_multi link: {e}");
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::EPERM | libc::EACCES | libc::EOPNOTSUPP | libc::ENOSYS)
-                ) {
-                    self.multi_refused = Some(why.clone());
-                }
-                Err(why)
+                Err(e) => last = Some(format!("uprobe_multi link (entries): {e}")),
             }
         }
+        Ok((functions, last))
     }
 
     /// One perf event per function and program; a function the kernel
@@ -646,6 +672,55 @@ impl Libcuda {
             }
         }
         Ok((functions, last_err))
+    }
+}
+
+/// Links of one program over as many of a file's functions as the kernel
+/// takes (see `Libcuda::attach_multi`).
+struct Split<'a> {
+    prog: BorrowedFd<'a>,
+    path: &'a str,
+    ret: bool,
+    /// Refused links still allowed (each costs the kernel a grace period).
+    tries_left: u32,
+    links: Vec<OwnedFd>,
+    /// The function sets of `links`, in order.
+    taken: Vec<Vec<(&'static str, u64, u64)>>,
+    last_err: Option<std::io::Error>,
+}
+
+impl Split<'_> {
+    fn take(&mut self, set: &[(&'static str, u64, u64)]) {
+        if set.is_empty() || self.tries_left == 0 {
+            return;
+        }
+        let pts: Vec<(u64, u64)> = set.iter().map(|p| (p.1, p.2)).collect();
+        match crate::attach::sys::uprobe_multi_link(self.prog, self.path, &pts, self.ret) {
+            Ok(l) => {
+                self.links.push(l);
+                self.taken.push(set.to_vec());
+            }
+            Err(e) => {
+                self.tries_left -= 1;
+                let whole_kernel = matches!(
+                    e.raw_os_error(),
+                    Some(libc::EPERM | libc::EACCES | libc::EOPNOTSUPP | libc::ENOSYS)
+                );
+                if whole_kernel {
+                    self.last_err = Some(e);
+                    return;
+                }
+                if let [(name, ..)] = set {
+                    // One function the kernel cannot probe: said, left out.
+                    self.last_err = Some(std::io::Error::new(e.kind(), format!("{name}: {e}")));
+                    return;
+                }
+                self.last_err = Some(e);
+                let (a, b) = set.split_at(set.len() / 2);
+                self.take(a);
+                self.take(b);
+            }
+        }
     }
 }
 

@@ -14,6 +14,9 @@ use crate::{build_release, is_root, output, setup};
 
 /// The `bench` subcommand.
 pub struct Args {
+    pub restart: bool,
+    pub baseline: Option<PathBuf>,
+    pub copies: Vec<usize>,
     pub gpu: bool,
     pub rounds: u32,
     pub bin_dir: Option<PathBuf>,
@@ -38,6 +41,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             build_release()?
         }
     };
+    if args.restart {
+        let v = super::restart::run(super::restart::Args {
+            nvprobe: dir.join("nvprobe"),
+            nvbench: dir.join("nvbench"),
+            baseline: args.baseline,
+            copies: args.copies,
+            rounds: args.rounds,
+        })?;
+        if let Some(p) = args.json_out {
+            std::fs::write(&p, serde_json::to_string_pretty(&v)?)?;
+        }
+        return Ok(());
+    }
     let tmp = std::env::temp_dir().join(format!("nvprobe-bench-{}", std::process::id()));
     std::fs::create_dir_all(&tmp)?;
     let env = Env {
