@@ -18,7 +18,25 @@ pub fn nvidia_lines(root: &Path, live: bool, max: usize) -> Vec<String> {
 
 fn relevant(l: &str) -> bool {
     let low = l.to_ascii_lowercase();
-    low.contains("nvrm") || low.contains("nvidia") || low.contains("uvm")
+    low.contains("nvrm")
+        || low.contains("nvidia")
+        || low.contains("uvm")
+        || leaked_uprobe(l).is_some()
+}
+
+/// The kernel's own line for a uprobe it could not remove (kernel/events/
+/// uprobes.c, uprobe_warn: "uprobe: COMM:PID failed to unregister, leaking
+/// uprobe"): the task that removed it, as "COMM:PID". Only a line that
+/// starts and ends as the kernel writes it counts (a process's name in a
+/// segfault line cannot make one).
+pub fn leaked_uprobe(line: &str) -> Option<&str> {
+    let msg = match line.strip_prefix('[') {
+        Some(rest) => rest.split_once("] ")?.1,
+        None => line,
+    };
+    msg.trim_end()
+        .strip_prefix("uprobe: ")?
+        .strip_suffix(" failed to unregister, leaking uprobe")
 }
 
 fn read_tree(root: &Path) -> Vec<String> {
@@ -97,6 +115,22 @@ pub fn findings(lines: &[String]) -> Vec<(&'static str, &String)> {
 
 /// Kernel-log lines that explain failures the other checks cannot see.
 pub(super) fn checks(log: &[String], out: &mut Vec<Check>) {
+    let leaks: Vec<&str> = log.iter().filter_map(|l| leaked_uprobe(l)).collect();
+    if let Some(last) = leaks.last() {
+        out.push(check(
+            "kernel_log",
+            "uprobe_leaked",
+            Verdict::Warn,
+            format!(
+                "the kernel logged {} uprobe{} it could not remove (the last by {last}): each stays as a breakpoint in the processes that had the library mapped then, and costs them a trap per hit until they exit",
+                leaks.len(),
+                if leaks.len() == 1 { "" } else { "s" }
+            ),
+            Some(
+                "a uprobe removal made by a task with SIGKILL pending fails this way (a tracer killed while it attached or removed probes); restart the processes that still use that library, or reboot. nvprobe leaves its removals to a kernel worker, which cannot fail so; only a SIGKILL during its attach still can",
+            ),
+        ));
+    }
     for (kind, l) in findings(log) {
         let (verdict, hint) = match kind {
             "version_mismatch" => (
@@ -138,6 +172,47 @@ mod tests {
         assert_eq!(
             kinds,
             ["gpu_lost", "gpu_lost", "uvm_error", "version_mismatch"]
+        );
+    }
+
+    #[test]
+    fn leaked_uprobes_are_the_kernels_own_lines_only() {
+        // As this machine's kernel logged them (a tracer SIGKILLed while it
+        // removed its uprobes), with and without the time prefix.
+        assert_eq!(
+            leaked_uprobe("[  347.077421] uprobe: loop:7225 failed to unregister, leaking uprobe"),
+            Some("loop:7225")
+        );
+        assert_eq!(
+            leaked_uprobe("uprobe: nvprobe:81 failed to unregister, leaking uprobe\n"),
+            Some("nvprobe:81")
+        );
+        // A process named to look like one does not make it.
+        for forged in [
+            "[ 1.0] leaking uprobe[99]: segfault at 0 ip 0 sp 0 error 4",
+            "[ 1.0] a[1]: uprobe: x:1 failed to unregister, leaking uprobe",
+            "[ 1.0] uprobe: x:1 failed to unregister, leaking uprobe at 0",
+        ] {
+            assert_eq!(leaked_uprobe(forged), None, "{forged}");
+        }
+        let log: Vec<String> = [
+            "[ 1.0] uprobe: a:1 failed to unregister, leaking uprobe",
+            "[ 2.0] uprobe: nvprobe:2 failed to unregister, leaking uprobe",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        assert!(log.iter().all(|l| relevant(l)));
+        let mut out = Vec::new();
+        checks(&log, &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(
+            (out[0].id, out[0].verdict),
+            ("uprobe_leaked", Verdict::Warn)
+        );
+        assert!(
+            out[0].evidence.contains("2 uprobes") && out[0].evidence.contains("nvprobe:2"),
+            "{}",
+            out[0].evidence
         );
     }
 }
