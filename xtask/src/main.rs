@@ -309,6 +309,20 @@ fn test_tools() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How many "leaking uprobe" lines the kernel has logged since boot (None:
+/// the log cannot be read).
+fn leaked_uprobes() -> Option<usize> {
+    let out = Command::new("dmesg").output().ok()?;
+    out.status.success().then(|| {
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| {
+                l.contains("uprobe: ") && l.ends_with("failed to unregister, leaking uprobe")
+            })
+            .count()
+    })
+}
+
 fn test(no_lint: bool, no_vm: bool) -> anyhow::Result<()> {
     setup(false)?;
     test_tools()?;
@@ -325,7 +339,18 @@ fn test(no_lint: bool, no_vm: bool) -> anyhow::Result<()> {
             "xtask: not root: the tests that load BPF programs will say `skipping` (run as root for all tiers)"
         );
     }
+    let leaks_before = leaked_uprobes();
     sh(cargo().args(["test", "--", "--test-threads=1"]))?;
+    // No test may leave a uprobe the kernel could not remove (its own
+    // line, kernel/events/uprobes.c; a count of this host's log).
+    match (leaks_before, leaked_uprobes()) {
+        (Some(a), Some(b)) if b > a => bail!(
+            "the kernel logged {} new \"failed to unregister, leaking uprobe\" lines during the tests (dmesg)",
+            b - a
+        ),
+        (Some(_), Some(_)) => eprintln!("xtask: no uprobe leaked during the tests (kernel log)"),
+        _ => eprintln!("xtask: the kernel log cannot be read here: leaked uprobes not checked"),
+    }
     // The kernel tier: kernels with kprobes under qemu (needs root and apt).
     if no_vm {
         eprintln!("xtask: --no-vm: the kernel tier (cargo xtask vm-test) was skipped");

@@ -222,9 +222,12 @@ pub fn uprobe_pmu() -> io::Result<(u32, u32)> {
 /// size filled in here) for every process, on CPU 0.
 fn perf_event_open(mut attr: [u64; 16]) -> io::Result<OwnedFd> {
     // struct perf_event_attr (include/uapi/linux/perf_event.h): type at 0,
-    // size at 4, config at 8, sample_period at 16, config1 at 56, config2
-    // at 64; everything else zero (enabled).
+    // size at 4, config at 8, config1 at 56, config2 at 64, wakeup_events
+    // (1, as aya sets it) at 48; everything else zero: enabled, and no
+    // sampling (a sample_period would make the kernel build a perf sample
+    // whenever a program returns non-zero).
     attr[0] |= (size_of_val(&attr) as u64) << 32;
+    attr[6] = 1;
     const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
     // SAFETY: perf_event_open on a live, zero-padded attribute block; any
     // pointer in it outlives the call.
@@ -265,7 +268,6 @@ pub fn perf_tracepoint(id: u64) -> io::Result<OwnedFd> {
     let mut attr = [0u64; 16];
     attr[0] = PERF_TYPE_TRACEPOINT;
     attr[1] = id;
-    attr[2] = 1; // sample_period, as perf and libbpf set it
     perf_event_open(attr)
 }
 

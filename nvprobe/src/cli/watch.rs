@@ -310,6 +310,18 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
         }
     }
     eprintln!("{}", banner(&a, &h, &loaded, tracefs.mounted));
+    // Said once: how the libcuda hooks are attached, and who removes the
+    // probes (both are in the start record too).
+    if a.layer("cuda") && !start.libcuda_attach.is_empty() {
+        eprintln!(
+            "nvprobe: libcuda hooks: {} ({} copies)",
+            start.libcuda_attach,
+            start.libcuda.len()
+        );
+    }
+    if !start.probe_removal.starts_with("kernel:") {
+        eprintln!("nvprobe: probe removal: {}", start.probe_removal);
+    }
     out.flush().map_err(write_fail)?;
     // Stats are collected while this fd is open.
     let stats_fd = a.bpf_stats.then(enable_bpf_stats).flatten();
