@@ -173,7 +173,21 @@ impl Trace {
 }
 
 impl Drop for Trace {
+    /// A trace the test did not stop ends as a user ends it: SIGINT, and
+    /// SIGKILL only if that did not end it within 10 s. (A SIGKILL that
+    /// lands while nvprobe is placing uprobes makes the kernel leak them,
+    /// and `cargo xtask test` fails on a leaked uprobe.)
     fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGINT);
+            let t0 = Instant::now();
+            while t0.elapsed() < Duration::from_secs(10) {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

@@ -26,6 +26,7 @@ pub struct Keep {
     /// How it was made, for the start record and the banner.
     pub how: &'static str,
     next: AtomicU64,
+    done: AtomicU64,
 }
 
 impl Keep {
@@ -47,6 +48,7 @@ impl Keep {
             root,
             how,
             next: AtomicU64::new(0),
+            done: AtomicU64::new(0),
         })
     }
 
@@ -55,9 +57,20 @@ impl Keep {
     pub fn pin(&self, fd: BorrowedFd<'_>) -> io::Result<()> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let path = format!("/proc/self/fd/{}/{n}", self.root.as_raw_fd());
-        super::sys::pin(fd, &path)
+        super::sys::pin(fd, &path).inspect(|()| {
+            self.done.fetch_add(1, Ordering::Relaxed);
+        })
     }
 
+    /// Links pinned so far.
+    pub fn pinned(&self) -> u64 {
+        self.done.load(Ordering::Relaxed)
+    }
+
+    /// Call it only while no other thread opens or closes descriptors
+    /// (nvprobe calls it once, at start, before the hooking thread exists):
+    /// it borrows descriptors it found by number.
+    ///
     /// Pin every BPF link this process holds (found through
     /// /proc/self/fdinfo: aya keeps the tracepoint, kprobe and fentry
     /// links of its programs), then point each of those descriptors at
@@ -94,6 +107,12 @@ impl Keep {
         }
         (n, refused)
     }
+}
+
+/// Is `fd` a BPF link (its fdinfo names a link id)?
+pub fn is_link(fd: BorrowedFd<'_>) -> bool {
+    std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd()))
+        .is_ok_and(|i| i.lines().any(|l| l.starts_with("link_id:")))
 }
 
 /// (fd, link id) of every BPF link open in this process.

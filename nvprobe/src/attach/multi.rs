@@ -52,6 +52,12 @@ fn map_fd(m: &Map) -> i32 {
 /// Relocated programs, ready to load (as often as needed).
 pub struct Code {
     progs: HashMap<String, (Vec<bpf_insn>, CString)>,
+    /// Copies of the maps' descriptors the instructions name (the
+    /// programs may be loaded later, after aya's own map handles have been
+    /// taken or dropped: these numbers stay valid). The programs need no
+    /// CO-RE relocation and no helper sanitising: nvprobe's BPF is Rust
+    /// without CO-RE, and uprobe_multi kernels (6.6+) have every helper.
+    _maps: Vec<OwnedFd>,
 }
 
 impl Code {
@@ -62,9 +68,15 @@ impl Code {
             aya_obj::Object::parse(object).map_err(|e| format!("parsing the object: {e}"))?;
         let defs = std::mem::take(&mut obj.maps);
         let mut maps = Vec::new();
+        let mut held = Vec::new();
         for (name, m) in ebpf.maps() {
             let Some(def) = defs.get(name) else { continue };
-            maps.push((name.to_owned(), map_fd(m), def));
+            // SAFETY: aya's map descriptor, open while `ebpf` is borrowed.
+            let dup = unsafe { std::os::fd::BorrowedFd::borrow_raw(map_fd(m)) }
+                .try_clone_to_owned()
+                .map_err(|e| format!("map {name}: {e}"))?;
+            maps.push((name.to_owned(), dup.as_raw_fd(), def));
+            held.push(dup);
         }
         let text: HashSet<usize> = obj.functions.keys().map(|(s, _)| *s).collect();
         obj.relocate_maps(maps.iter().map(|(n, fd, d)| (n.as_str(), *fd, *d)), &text)
@@ -86,7 +98,7 @@ impl Code {
                 (f.instructions.clone(), prog.license.clone()),
             );
         }
-        Ok(Code { progs })
+        Ok(Code { progs, _maps: held })
     }
 
     /// Load `name` for uprobe_multi links (`multi`) or for perf events.

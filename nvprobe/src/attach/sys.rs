@@ -272,7 +272,11 @@ pub fn perf_tracepoint(id: u64) -> io::Result<OwnedFd> {
 }
 
 /// `prog` attached to the perf event `event` through a BPF link carrying
-/// `cookie`; the link holds the event, whose descriptor closes here.
+/// `cookie`; the link holds the event, whose descriptor closes here. On
+/// kernels before 5.15 (no perf-event links: EINVAL) the program is set on
+/// the event with PERF_EVENT_IOC_SET_BPF instead (no cookie there) and the
+/// event's own descriptor is returned: it cannot be pinned, and closing it
+/// detaches the program.
 pub fn perf_event_link(prog: BorrowedFd<'_>, event: OwnedFd, cookie: u64) -> io::Result<OwnedFd> {
     let mut link = LinkCreatePerf {
         prog_fd: prog.as_raw_fd() as u32,
@@ -281,7 +285,24 @@ pub fn perf_event_link(prog: BorrowedFd<'_>, event: OwnedFd, cookie: u64) -> io:
         bpf_cookie: cookie,
         ..LinkCreatePerf::default()
     };
-    bpf(bpf_cmd::BPF_LINK_CREATE, &mut link).map(owned)
+    match bpf(bpf_cmd::BPF_LINK_CREATE, &mut link) {
+        Ok(fd) => Ok(owned(fd)),
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) && cookie == 0 => {
+            // include/uapi/linux/perf_event.h: _IOW('$', 8, __u32), _IO('$', 0).
+            const PERF_EVENT_IOC_SET_BPF: libc::c_ulong = 0x4004_2408;
+            const PERF_EVENT_IOC_ENABLE: libc::c_ulong = 0x2400;
+            // SAFETY: ioctls on a perf event this function owns.
+            unsafe {
+                if libc::ioctl(event.as_raw_fd(), PERF_EVENT_IOC_SET_BPF, prog.as_raw_fd()) != 0
+                    || libc::ioctl(event.as_raw_fd(), PERF_EVENT_IOC_ENABLE, 0) != 0
+                {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            Ok(event)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// The older way, one perf event per function: [`perf_uprobe`] with

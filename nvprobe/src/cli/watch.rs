@@ -1,6 +1,7 @@
 //! `nvprobe watch`: check the kernel, attach every layer it allows, and
 //! run the live pipeline until Ctrl-C, SIGTERM or `--duration`.
 
+use std::os::fd::AsFd as _;
 use std::{path::Path, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
@@ -221,19 +222,40 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
     patience("hooking libcuda", || {
         hook_libcuda(&a, &mut loaded, &mut libcuda)
     });
+    // Perf events that are no BPF link (kernels before 5.15) cannot be
+    // pinned: counted now, before pin_all points the links at /dev/null.
+    let unlinked_events = loaded
+        .links
+        .iter()
+        .filter(|fd| !attach::keep::is_link(fd.as_fd()))
+        .count();
+    let mut pins_refused = 0;
     let removal = match &keep {
         Ok(k) => {
-            let (n, refused) = k.pin_all();
+            let (_, refused) = k.pin_all();
+            pins_refused = refused.len();
             for r in &refused {
                 loaded.refusals.push(attach::Refusal {
                     probe: "pin".into(),
-                    reason: format!("{r}: this link is removed by nvprobe's own exit instead"),
+                    reason: format!("{r}: a child removes this probe after nvprobe's exit instead"),
                 });
             }
-            format!(
-                "kernel: {n} links pinned in a private bpffs ({}); dropped by a kernel worker once nvprobe ends, however it ends",
-                k.how
-            )
+            if pins_refused + unlinked_events == 0 {
+                format!(
+                    "kernel: {} links pinned in a private bpffs ({}); dropped by a kernel worker once nvprobe ends, however it ends",
+                    k.pinned(),
+                    k.how
+                )
+            } else {
+                format!(
+                    "kernel: {} links pinned in a private bpffs ({}); {} probes a child closes after nvprobe's exit ({} pins refused, {} perf events without a BPF link)",
+                    k.pinned(),
+                    k.how,
+                    pins_refused + unlinked_events,
+                    pins_refused,
+                    unlinked_events
+                )
+            }
         }
         Err(e) => format!("child: {e}; a child closes the probes after nvprobe's exit"),
     };
@@ -364,22 +386,25 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
         d.finish();
     }
     let libcuda = attacher.and_then(|t| t.finish());
-    if keep.is_err() {
-        // No private bpffs: a child that outlives nvprobe holds every
-        // probe's descriptor and closes them once nvprobe has exited
-        // (uprobe removals are slow, and any detach queues behind those
-        // of an earlier nvprobe).
-        let links = libcuda.map(|mut l| l.take_links()).unwrap_or_default();
-        if let Some((pid, n)) = nvprobe::uprobes::remove_in_background(links) {
+    // What was not left to the kernel (no private bpffs, a pin refused, an
+    // event that is no link on a kernel before 5.15): a child that outlives
+    // nvprobe holds every descriptor and closes them once nvprobe has
+    // exited (removals are slow, and a removal by a task with SIGKILL
+    // pending leaks its uprobe). nvprobe's own copies then cost nothing.
+    let mut left = libcuda.map(|mut l| l.take_links()).unwrap_or_default();
+    let unpinned = left.len() + pins_refused + unlinked_events;
+    if keep.is_err() || unpinned > 0 {
+        left.extend(std::mem::take(&mut loaded.links));
+        if let Some((pid, n)) = nvprobe::uprobes::remove_in_background(left) {
             eprintln!(
-                "nvprobe: removing {n} libcuda uprobes in the background (pid {pid}): the kernel takes one RCU grace period each, up to a minute or more on a busy host"
+                "nvprobe: {n} probe descriptors were not left to the kernel: a child (pid {pid}) closes them after nvprobe's exit, one grace period each for its perf events (up to a minute or more on a busy host)"
             );
         }
         loaded.detach_all();
     }
-    // With the probes pinned, nvprobe holds none of them: dropping the
-    // object costs nothing, and the kernel removes them once the private
-    // bpffs goes with this process.
+    // Otherwise nvprobe holds no probe: dropping the object costs nothing,
+    // and the kernel removes them once the private bpffs goes with this
+    // process.
     drop(loaded);
     let summary = match res {
         Ok(s) => s,

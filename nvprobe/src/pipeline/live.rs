@@ -302,7 +302,10 @@ impl Live {
 
     fn push(&mut self, b: &mut Batch, item: &[u8]) {
         if let Some(h) = Header::peek(item) {
-            if self.until_ns.is_some_and(|u| h.ktime_ns > u) {
+            if self
+                .until_ns
+                .is_some_and(|u| h.ktime_ns > u + STOP_SLACK_NS)
+            {
                 self.past_stop = true;
                 return;
             }
@@ -361,14 +364,17 @@ impl Live {
         }
         let mut unread = 0u64;
         if !done {
-            let until = self.until_ns.unwrap_or(u64::MAX);
+            let until = self.until_ns.map_or(u64::MAX, |u| u + STOP_SLACK_NS);
+            // What was made before the stop is bounded by the ring buffer's
+            // size, and counting costs nanoseconds a record: the cap only
+            // guards against a clock gone wrong.
             let t1 = std::time::Instant::now();
             while let Some(item) = ring.next() {
                 if Header::peek(&item).is_some_and(|h| h.ktime_ns > until) {
                     break;
                 }
                 unread += 1;
-                if unread.is_multiple_of(4096) && t1.elapsed() >= budget {
+                if unread.is_multiple_of(4096) && t1.elapsed() >= Duration::from_secs(2) {
                     break;
                 }
             }
@@ -721,8 +727,10 @@ pub async fn run(
     // programs write after the stop is not this run's (the probes stay
     // until the kernel removes them after nvprobe's exit).
     live.until_ns = Some(Clock::mono_now());
-    let unread = live.drain_last(ring.get_mut(), &mut pipe, LAST_DRAIN)?;
+    // The losses up to the stop: the ring buffer stays full while the stop
+    // reads it, and what the probes drop after the stop is not the run's.
     poll_lost(&mut lost, &mut pipe)?;
+    let unread = live.drain_last(ring.get_mut(), &mut pipe, LAST_DRAIN)?;
     let finished = pipe.finish();
     if let Some(e) = health.error() {
         return Err(e.into());
@@ -754,6 +762,11 @@ const VIEW_EVERY: Duration = Duration::from_millis(200);
 /// The longest the stop decodes records still in the ring buffer (what is
 /// left after it is counted, not decoded: `unread_at_stop`).
 pub const LAST_DRAIN: Duration = Duration::from_millis(250);
+
+/// Records are in the ring buffer in the order they were reserved, and each
+/// takes its time just after: one made a moment before the stop may sit
+/// behind one made a moment after. The stop reads this much past it.
+const STOP_SLACK_NS: u64 = 1_000_000;
 
 /// The lost-kind of records the stop read without decoding.
 pub const UNREAD_AT_STOP: &str = "unread_at_stop";

@@ -62,7 +62,7 @@ impl Attacher {
     pub fn spawn(mut libcuda: Libcuda) -> std::io::Result<Attacher> {
         let (tx, jobs) = channel::<Job>();
         let (done_tx, rx) = channel::<Done>();
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = libcuda.stop_flag();
         let stopping = stop.clone();
         let thread = std::thread::Builder::new()
             .name("nvprobe-hooks".into())

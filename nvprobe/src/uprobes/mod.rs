@@ -169,6 +169,9 @@ pub struct Libcuda {
     links: Vec<OwnedFd>,
     /// Why uprobe_multi cannot be used on this kernel, once it said so.
     multi_refused: Option<String>,
+    /// Set at the stop (by the hooking thread's owner): no new attach
+    /// system call begins.
+    stop: Arc<std::sync::atomic::AtomicBool>,
     /// (st_dev, st_ino) -> what was attached there.
     files: HashMap<(u64, u64), Attached>,
 }
@@ -322,12 +325,13 @@ impl Libcuda {
             keep,
             links: Vec::new(),
             multi_refused: None,
+            stop: Arc::default(),
             files: HashMap::new(),
         };
         // uprobe_multi's programs now (a refusal is said at once, and their
         // ids are known for --bpf-stats); the perf-event ones only where
         // uprobe_multi is refused (each load costs the verifier's time).
-        if let Err(e) = l.progs(true) {
+        if let Err(e) = l.progs(true).and_then(|[_, ret]| multi_supported(ret)) {
             l.multi_refused = Some(e);
             l.progs(false)?;
         }
@@ -369,8 +373,14 @@ impl Libcuda {
             keep: None,
             links: Vec::new(),
             multi_refused: None,
+            stop: Arc::default(),
             files: HashMap::new(),
         }
+    }
+
+    /// The flag that stops further attaches (see `attacher`).
+    pub fn stop_flag(&self) -> Arc<std::sync::atomic::AtomicBool> {
+        self.stop.clone()
     }
 
     /// A file not to try again: hooked with no function.
@@ -646,6 +656,10 @@ impl Libcuda {
         let mut functions = Vec::new();
         let mut last_err = None;
         for &(name, off, cookie) in points {
+            if self.stop.load(std::sync::atomic::Ordering::Relaxed) {
+                last_err = Some("nvprobe was stopping".into());
+                break;
+            }
             let mut made = Vec::new();
             for (prog, is_ret) in [(&ret, true), (&enter, false)] {
                 match crate::attach::sys::perf_uprobe_link(
@@ -672,6 +686,20 @@ impl Libcuda {
             }
         }
         Ok((functions, last_err))
+    }
+}
+
+/// Does this kernel make uprobe_multi links? Older kernels load a program
+/// with that expected attach type all the same (nothing checks it for
+/// kprobe programs) and refuse each link with EINVAL, which a single bad
+/// offset also gets; so ask as libbpf does: a link on "/" fails with EBADF
+/// (not a regular file) where uprobe_multi exists, with anything else
+/// where it does not.
+fn multi_supported(prog: BorrowedFd<'_>) -> Result<(), String> {
+    match crate::attach::sys::uprobe_multi_link(prog, "/", &[(0, 0)], true) {
+        Err(e) if e.raw_os_error() == Some(libc::EBADF) => Ok(()),
+        Err(e) => Err(format!("this kernel makes no uprobe_multi links ({e})")),
+        Ok(_) => Err("this kernel made a uprobe_multi link on \"/\"".into()),
     }
 }
 
@@ -739,9 +767,10 @@ impl Split<'_> {
 /// detach then costs nothing; done here instead, it queued behind an
 /// earlier nvprobe's removals (seen on the two-GPU H200 host: 4.6–6.6 s
 /// under a flood, over 60 s behind three earlier runs' removals, against
-/// 0.02–0.6 s this way). Returns the child's pid and the number of uprobes
-/// it removes; None when there were none, or when no child could be made
-/// (they are then removed here, the slow way).
+/// 0.02–0.6 s this way). Used only for what could not be left to the
+/// kernel (no private bpffs, see `attach::keep`). Returns the child's pid
+/// and the number of descriptors in `links`; None when there were none, or
+/// when no child could be made (they are then removed here, the slow way).
 pub fn remove_in_background(links: Vec<OwnedFd>) -> Option<(u32, usize)> {
     if links.is_empty() {
         return None;
