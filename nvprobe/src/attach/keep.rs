@@ -109,6 +109,58 @@ impl Keep {
     }
 }
 
+/// What was left to the kernel at start: the start record's
+/// `probe_removal`, and how many probes nvprobe could not pin.
+pub struct Held {
+    pub removal: String,
+    pub unpinned: usize,
+}
+
+/// After the attach phase: pin every link `loaded` and aya hold (see
+/// [`Keep::pin_all`]); a refused pin is reported as a refusal. Perf events
+/// that are no BPF link (kernels before 5.15) cannot be pinned: counted
+/// first, before pin_all points the links at /dev/null.
+pub fn hold_all(keep: Result<&Keep, &String>, loaded: &mut super::Loaded) -> Held {
+    use std::os::fd::AsFd as _;
+    let unlinked = loaded
+        .links
+        .iter()
+        .filter(|fd| !is_link(fd.as_fd()))
+        .count();
+    let k = match keep {
+        Ok(k) => k,
+        Err(e) => {
+            return Held {
+                removal: format!("child: {e}; a child closes the probes after nvprobe's exit"),
+                unpinned: unlinked,
+            };
+        }
+    };
+    let (_, refused) = k.pin_all();
+    for r in &refused {
+        loaded.refusals.push(super::Refusal {
+            probe: "pin".into(),
+            reason: format!("{r}: a child removes this probe after nvprobe's exit instead"),
+        });
+    }
+    let unpinned = refused.len() + unlinked;
+    let removal = if unpinned == 0 {
+        format!(
+            "kernel: {} links pinned in a private bpffs ({}); dropped by a kernel worker once nvprobe ends, however it ends",
+            k.pinned(),
+            k.how
+        )
+    } else {
+        format!(
+            "kernel: {} links pinned in a private bpffs ({}); {unpinned} probes a child closes after nvprobe's exit ({} pins refused, {unlinked} perf events without a BPF link)",
+            k.pinned(),
+            k.how,
+            refused.len(),
+        )
+    };
+    Held { removal, unpinned }
+}
+
 /// Is `fd` a BPF link (its fdinfo names a link id)?
 pub fn is_link(fd: BorrowedFd<'_>) -> bool {
     std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd()))

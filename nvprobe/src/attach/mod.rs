@@ -110,6 +110,37 @@ impl Loaded {
     }
 }
 
+/// Run a start-up step that waits for the kernel; if it takes more than a
+/// second, say what nvprobe is waiting for (every attach and detach of a
+/// perf event on the host takes one kernel lock, which another tool's
+/// removals can hold for minutes).
+pub fn patience<T>(what: &str, f: impl FnOnce() -> T) -> T {
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let what = what.to_owned();
+    let watcher = std::thread::Builder::new()
+        .name("nvprobe-patience".into())
+        .spawn(move || {
+            let t0 = std::time::Instant::now();
+            let mut next = std::time::Duration::from_secs(1);
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                rx.recv_timeout(next.saturating_sub(t0.elapsed()))
+            {
+                eprintln!(
+                    "nvprobe: still {what} after {:.0} s: the kernel has not answered yet (its tracing lock may be held by another tool's attach or detach, e.g. an earlier tracer's uprobe removals)",
+                    t0.elapsed().as_secs_f64()
+                );
+                next += std::time::Duration::from_secs(5);
+            }
+        })
+        .ok();
+    let r = f();
+    drop(tx);
+    if let Some(w) = watcher {
+        let _ = w.join();
+    }
+    r
+}
+
 /// Load the object with this host's configuration and attach the probe
 /// table. The caller has run the checks in [`checks`].
 pub fn load_and_attach(

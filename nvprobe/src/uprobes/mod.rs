@@ -19,13 +19,19 @@ use nvprobe_common::cuda_func_number;
 use object::{Object, ObjectSection, ObjectSymbol};
 use serde::Serialize;
 use std::{
-    os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd, OwnedFd},
+    os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd},
     sync::Arc,
 };
 
 use crate::attach::keep::Keep;
 
 pub mod attacher;
+mod removal;
+mod split;
+
+use split::{Split, multi_supported};
+
+pub use removal::remove_in_background;
 
 /// At most this many distinct libcuda files are hooked.
 const MAX_COPIES: usize = 32;
@@ -686,154 +692,6 @@ impl Libcuda {
             }
         }
         Ok((functions, last_err))
-    }
-}
-
-/// Does this kernel make uprobe_multi links? Older kernels load a program
-/// with that expected attach type all the same (nothing checks it for
-/// kprobe programs) and refuse each link with EINVAL, which a single bad
-/// offset also gets; so ask as libbpf does: a link on "/" fails with EBADF
-/// (not a regular file) where uprobe_multi exists, with anything else
-/// where it does not.
-fn multi_supported(prog: BorrowedFd<'_>) -> Result<(), String> {
-    match crate::attach::sys::uprobe_multi_link(prog, "/", &[(0, 0)], true) {
-        Err(e) if e.raw_os_error() == Some(libc::EBADF) => Ok(()),
-        Err(e) => Err(format!("this kernel makes no uprobe_multi links ({e})")),
-        Ok(_) => Err("this kernel made a uprobe_multi link on \"/\"".into()),
-    }
-}
-
-/// Links of one program over as many of a file's functions as the kernel
-/// takes (see `Libcuda::attach_multi`).
-struct Split<'a> {
-    prog: BorrowedFd<'a>,
-    path: &'a str,
-    ret: bool,
-    /// Refused links still allowed (each costs the kernel a grace period).
-    tries_left: u32,
-    links: Vec<OwnedFd>,
-    /// The function sets of `links`, in order.
-    taken: Vec<Vec<(&'static str, u64, u64)>>,
-    last_err: Option<std::io::Error>,
-}
-
-impl Split<'_> {
-    fn take(&mut self, set: &[(&'static str, u64, u64)]) {
-        if set.is_empty() || self.tries_left == 0 {
-            return;
-        }
-        let pts: Vec<(u64, u64)> = set.iter().map(|p| (p.1, p.2)).collect();
-        match crate::attach::sys::uprobe_multi_link(self.prog, self.path, &pts, self.ret) {
-            Ok(l) => {
-                self.links.push(l);
-                self.taken.push(set.to_vec());
-            }
-            Err(e) => {
-                self.tries_left -= 1;
-                let whole_kernel = matches!(
-                    e.raw_os_error(),
-                    Some(libc::EPERM | libc::EACCES | libc::EOPNOTSUPP | libc::ENOSYS)
-                );
-                if whole_kernel {
-                    self.last_err = Some(e);
-                    return;
-                }
-                if let [(name, ..)] = set {
-                    // One function the kernel cannot probe: said, left out.
-                    self.last_err = Some(std::io::Error::new(e.kind(), format!("{name}: {e}")));
-                    return;
-                }
-                self.last_err = Some(e);
-                let (a, b) = set.split_at(set.len() / 2);
-                self.take(a);
-                self.take(b);
-            }
-        }
-    }
-}
-
-/// Remove the uprobes of `links` without making nvprobe wait for it: a
-/// child process takes over their descriptors and closes them once nvprobe
-/// has exited, and nvprobe goes on to exit. Each uprobe's removal takes the
-/// kernel's event_mutex and waits for an RCU Tasks Trace grace period, one
-/// after the other (threads side by side do not help: seen on the 16-vCPU
-/// H200 host, 90 detaching threads all in `perf_uprobe_destroy`); under a
-/// flood of system calls that is a third of a second each, so the 354
-/// uprobes of three libcuda copies kept a stopping nvprobe for over a
-/// minute. Call it before the other probes are detached: the child inherits
-/// every descriptor open at the fork, so the other probes' links too, and
-/// closes them all after nvprobe's exit, lowest first: the tracepoints and
-/// kprobes (attached first) within seconds, then the uprobes. nvprobe's own
-/// detach then costs nothing; done here instead, it queued behind an
-/// earlier nvprobe's removals (seen on the two-GPU H200 host: 4.6–6.6 s
-/// under a flood, over 60 s behind three earlier runs' removals, against
-/// 0.02–0.6 s this way). Used only for what could not be left to the
-/// kernel (no private bpffs, see `attach::keep`). Returns the child's pid
-/// and the number of descriptors in `links`; None when there were none, or
-/// when no child could be made (they are then removed here, the slow way).
-pub fn remove_in_background(links: Vec<OwnedFd>) -> Option<(u32, usize)> {
-    if links.is_empty() {
-        return None;
-    }
-    let n = links.len();
-    let max_fd = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
-        .map_or(1 << 16, |(soft, _)| soft.min(1 << 20) as i32);
-    // The child waits until this process has exited (the write end, kept
-    // open until then, closes with it): whoever closes a link last pays for
-    // its removal, and that must be the child.
-    let Ok((rd, wr)) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) else {
-        drop(links);
-        return None;
-    };
-    let (rd_fd, wr_fd) = (rd.as_raw_fd(), wr.as_raw_fd());
-    // SAFETY: the child runs only async-signal-safe calls (setsid,
-    // sigaction, close_range or close, read, _exit) before it exits; no
-    // destructor, no allocation, no lock.
-    match unsafe { nix::unistd::fork() } {
-        Ok(nix::unistd::ForkResult::Child) => unsafe {
-            // Out of the terminal's process group (a second Ctrl-C is not
-            // for it); the default dispositions back (the handlers it
-            // inherited write into nvprobe's self-pipe); stdout/stderr
-            // closed first, so that a reader of nvprobe's output sees its
-            // end now.
-            libc::setsid();
-            for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGPIPE] {
-                libc::signal(sig, libc::SIG_DFL);
-            }
-            libc::close(0);
-            libc::close(1);
-            libc::close(2);
-            libc::close(wr_fd);
-            let mut b = 0u8;
-            // EOF (or an error other than EINTR) once the parent has exited.
-            loop {
-                let r = libc::read(rd_fd, (&raw mut b).cast(), 1);
-                if r > 0 || (r < 0 && *libc::__errno_location() == libc::EINTR) {
-                    continue;
-                }
-                break;
-            }
-            if libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) != 0 {
-                for fd in 0..max_fd {
-                    libc::close(fd);
-                }
-            }
-            libc::_exit(0);
-        },
-        Ok(nix::unistd::ForkResult::Parent { child }) => {
-            // Closing our copies costs nothing while the child holds the
-            // uprobes. The write end stays open until this process exits:
-            // then the child may go on.
-            drop(links);
-            drop(rd);
-            let _ = wr.into_raw_fd();
-            Some((child.as_raw() as u32, n))
-        }
-        Err(_) => {
-            drop((rd, wr));
-            drop(links);
-            None
-        }
     }
 }
 

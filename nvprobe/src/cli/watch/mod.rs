@@ -1,7 +1,9 @@
 //! `nvprobe watch`: check the kernel, attach every layer it allows, and
 //! run the live pipeline until Ctrl-C, SIGTERM or `--duration`.
 
-use std::os::fd::AsFd as _;
+mod start;
+use start::{banner, probes_line, start_record, warnings};
+
 use std::{path::Path, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
@@ -197,7 +199,7 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
         version: h.vctx,
         quiet: a.out.events.quiet(),
     };
-    let mut loaded = patience("attaching the probes", || {
+    let mut loaded = attach::patience("attaching the probes", || {
         attach::load_and_attach(cfg, &settings, tracefs.path.clone())
     })
     .map_err(start_fail)?;
@@ -219,46 +221,10 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
     } else {
         Libcuda::off(a.libcuda_hooks)
     };
-    patience("hooking libcuda", || {
+    attach::patience("hooking libcuda", || {
         hook_libcuda(&a, &mut loaded, &mut libcuda)
     });
-    // Perf events that are no BPF link (kernels before 5.15) cannot be
-    // pinned: counted now, before pin_all points the links at /dev/null.
-    let unlinked_events = loaded
-        .links
-        .iter()
-        .filter(|fd| !attach::keep::is_link(fd.as_fd()))
-        .count();
-    let mut pins_refused = 0;
-    let removal = match &keep {
-        Ok(k) => {
-            let (_, refused) = k.pin_all();
-            pins_refused = refused.len();
-            for r in &refused {
-                loaded.refusals.push(attach::Refusal {
-                    probe: "pin".into(),
-                    reason: format!("{r}: a child removes this probe after nvprobe's exit instead"),
-                });
-            }
-            if pins_refused + unlinked_events == 0 {
-                format!(
-                    "kernel: {} links pinned in a private bpffs ({}); dropped by a kernel worker once nvprobe ends, however it ends",
-                    k.pinned(),
-                    k.how
-                )
-            } else {
-                format!(
-                    "kernel: {} links pinned in a private bpffs ({}); {} probes a child closes after nvprobe's exit ({} pins refused, {} perf events without a BPF link)",
-                    k.pinned(),
-                    k.how,
-                    pins_refused + unlinked_events,
-                    pins_refused,
-                    unlinked_events
-                )
-            }
-        }
-        Err(e) => format!("child: {e}; a child closes the probes after nvprobe's exit"),
-    };
+    let held = attach::keep::hold_all(keep.as_ref().map(|k| k.as_ref()), &mut loaded);
     let mut start = start_record(
         &a,
         &h,
@@ -267,7 +233,7 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
         &libcuda,
         (&tracefs.path, tracefs.mounted),
     );
-    start.probe_removal = removal;
+    start.probe_removal = held.removal.clone();
     let warnings = warnings(&a, &h, &loaded)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -392,7 +358,7 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
     // exited (removals are slow, and a removal by a task with SIGKILL
     // pending leaks its uprobe). nvprobe's own copies then cost nothing.
     let mut left = libcuda.map(|mut l| l.take_links()).unwrap_or_default();
-    let unpinned = left.len() + pins_refused + unlinked_events;
+    let unpinned = left.len() + held.unpinned;
     if keep.is_err() || unpinned > 0 {
         left.extend(std::mem::take(&mut loaded.links));
         if let Some((pid, n)) = nvprobe::uprobes::remove_in_background(left) {
@@ -602,37 +568,6 @@ fn hook_libcuda(a: &WatchArgs, loaded: &mut Loaded, libcuda: &mut Libcuda) {
     }
 }
 
-/// Run a start-up step that waits for the kernel; if it takes more than a
-/// second, say what nvprobe is waiting for (every attach and detach of a
-/// perf event on the host takes one kernel lock, which another tool's
-/// removals can hold for minutes).
-fn patience<T>(what: &str, f: impl FnOnce() -> T) -> T {
-    let (tx, rx) = std::sync::mpsc::channel::<()>();
-    let what = what.to_owned();
-    let watcher = std::thread::Builder::new()
-        .name("nvprobe-patience".into())
-        .spawn(move || {
-            let t0 = std::time::Instant::now();
-            let mut next = Duration::from_secs(1);
-            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
-                rx.recv_timeout(next.saturating_sub(t0.elapsed()))
-            {
-                eprintln!(
-                    "nvprobe: still {what} after {:.0} s: the kernel has not answered yet (its tracing lock may be held by another tool's attach or detach, e.g. an earlier tracer's uprobe removals)",
-                    t0.elapsed().as_secs_f64()
-                );
-                next += Duration::from_secs(5);
-            }
-        })
-        .ok();
-    let r = f();
-    drop(tx);
-    if let Some(w) = watcher {
-        let _ = w.join();
-    }
-    r
-}
-
 /// The soft limit on open files up to the hard one.
 fn raise_nofile() {
     use nix::sys::resource::{Resource, getrlimit, setrlimit};
@@ -641,255 +576,6 @@ fn raise_nofile() {
     {
         let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
     }
-}
-
-fn start_record(
-    a: &WatchArgs,
-    h: &Host,
-    ctx: &Context,
-    loaded: &Loaded,
-    libcuda: &Libcuda,
-    (tracefs, mounted): (&Path, bool),
-) -> StartRecord {
-    let attached_hooks: Vec<&str> = loaded
-        .probes
-        .iter()
-        .filter(|p| p.layer == "driver" && p.attached)
-        .map(|p| p.name.as_str())
-        .collect();
-    StartRecord {
-        tool_version: env!("CARGO_PKG_VERSION").to_owned(),
-        capabilities_kept: None,
-        host: a.host_name.clone().or_else(|| {
-            nix::unistd::gethostname()
-                .ok()
-                .map(|h| h.to_string_lossy().into_owned())
-        }),
-        kernel: nix::sys::utsname::uname()
-            .map(|u| u.release().to_string_lossy().into_owned())
-            .unwrap_or_default(),
-        driver: h.driver.clone(),
-        decode_version: h.vctx.version.to_string(),
-        layouts: if h.vctx.known { "known" } else { "assumed" }.to_owned(),
-        nvidia_major: h.majors.nvidia,
-        uvm_major: h.majors.uvm,
-        caps_major: h.majors.caps,
-        nodes: ctx
-            .nodes
-            .iter()
-            .map(|(k, v)| {
-                (
-                    format!(
-                        "{}:{}",
-                        nvprobe_common::kdev_major(*k),
-                        nvprobe_common::kdev_minor(*k)
-                    ),
-                    v.to_string(),
-                )
-            })
-            .collect(),
-        extra_devices: h
-            .extra
-            .iter()
-            .map(|(d, (sdev, ino))| ExtraDeviceRec {
-                path: d.path.display().to_string(),
-                kind: decode::dev_kind_name(d.kind).to_owned(),
-                sdev: *sdev,
-                ino: *ino,
-            })
-            .collect(),
-        probes: loaded.probes.clone(),
-        ringbuf_bytes: a.ringbuf_size,
-        filters: StartFilters {
-            pid: a.pid.clone(),
-            comm: a.comm.clone(),
-        },
-        tracefs: tracefs.display().to_string(),
-        tracefs_mounted_by_nvprobe: mounted,
-        libcuda: libcuda.attached(),
-        libcuda_hooks: if a.layer("cuda") {
-            libcuda.hooks().name().to_owned()
-        } else {
-            String::new()
-        },
-        libcuda_attach: libcuda.via(),
-        probe_removal: String::new(),
-        ioctls_in_driver: loaded.ioctls_in_driver,
-        gpus: ctx.host_gpus.clone(),
-        driver_layer: Some(nvprobe::hooks::start_state(
-            Path::new("/"),
-            h.driver.as_ref().map(|d| &d.version),
-            &attached_hooks,
-            a.layer("driver"),
-        )),
-    }
-}
-
-/// The driver layer, said once: attached (with the hooks this driver
-/// lacks) or why not; tracing goes on at the syscalls.
-fn driver_layer_warning(a: &WatchArgs, h: &Host, loaded: &Loaded) -> Option<String> {
-    let v = h.driver.as_ref().map(|d| &d.version);
-    let attached = loaded
-        .probes
-        .iter()
-        .filter(|p| p.layer == "driver" && p.attached)
-        .count();
-    if attached > 0 {
-        let s = nvprobe::hooks::survey(Path::new("/"), v)?;
-        return s.iter().any(|(_, p)| !*p).then(|| {
-            format!(
-                "driver layer attached ({attached} hooks); {}",
-                nvprobe::hooks::describe(&s)
-            )
-        });
-    }
-    if !a.layer("driver") {
-        return None;
-    }
-    let survey = nvprobe::hooks::survey(Path::new("/"), v);
-    let hooks = match &survey {
-        None if !Path::new("/sys/module/nvidia").exists() => {
-            "no nvidia module is loaded".to_owned()
-        }
-        None => "module symbols are not readable in /proc/kallsyms".to_owned(),
-        Some(s) => nvprobe::hooks::describe(s),
-    };
-    let reason = nvprobe::hooks::unavailable_reason(Path::new("/")).unwrap_or_else(|| {
-        if survey.is_some_and(|s| s.iter().any(|(_, p)| *p)) {
-            "the kernel refused every hook (see the probe_refused warnings)".to_owned()
-        } else {
-            "no hook of the table is in /proc/kallsyms".to_owned()
-        }
-    });
-    Some(format!(
-        "driver layer not attached: {reason}; {hooks}; the syscall layer traces every call"
-    ))
-}
-
-/// Everything worth saying once before the trace starts.
-fn warnings(a: &WatchArgs, h: &Host, loaded: &Loaded) -> Result<Vec<(&'static str, String)>, Fail> {
-    let mut warnings: Vec<(&str, String)> = Vec::new();
-    match a.out.driver_version {
-        // An explicit version the tables do not cover still warns.
-        Some(v) if !h.vctx.known => warnings.push((
-            "driver_version",
-            format!("--driver-version {v} is outside the versions nvprobe's tables cover: statuses are decoded with the newest layouts and marked \"assumed\""),
-        )),
-        Some(_) => {}
-        None => {
-            if let Some(w) = version_warning(h.driver.as_ref()) {
-                warnings.push(("driver_version", w));
-            }
-        }
-    }
-    if let Some(w) = driver_layer_warning(a, h, loaded) {
-        warnings.push(("driver_layer", w));
-    }
-    if !a.layer("syscall") && !loaded.ioctls_in_driver {
-        return Err(Fail(
-            3,
-            anyhow::anyhow!(
-                "--layers without syscall needs the driver layer's ioctl hooks (nvidia_unlocked_ioctl and uvm_unlocked_ioctl_entry), and they are not attached here: add syscall to --layers"
-            ),
-        ));
-    }
-    for c in h
-        .checks
-        .iter()
-        .filter(|c| c.verdict != nvprobe::doctor::Verdict::Ok)
-    {
-        let level = if c.verdict == nvprobe::doctor::Verdict::Fail {
-            "FAIL"
-        } else {
-            "WARN"
-        };
-        let hint = c
-            .hint
-            .as_ref()
-            .map_or_else(String::new, |h| format!(" (hint: {h})"));
-        warnings.push((
-            "host_check",
-            format!(
-                "host check {level} {}/{}: {}{hint}",
-                c.area, c.id, c.evidence
-            ),
-        ));
-    }
-    for r in &loaded.refusals {
-        let id = if r.probe.starts_with("uprobe ") {
-            "libcuda_refused"
-        } else {
-            "probe_refused"
-        };
-        warnings.push((id, format!("probe {} not attached: {}", r.probe, r.reason)));
-    }
-    Ok(warnings)
-}
-
-fn banner(a: &WatchArgs, h: &Host, loaded: &Loaded, mounted: bool) -> String {
-    let attached = loaded.probes.iter().filter(|p| p.attached).count();
-    format!(
-        "nvprobe {}: tracing NVIDIA driver calls ({}; decoding as {}{}); {attached}/{} probes attached{}{}{}. Ctrl-C to stop.",
-        env!("CARGO_PKG_VERSION"),
-        h.driver.as_ref().map_or_else(
-            || "no NVIDIA driver loaded".to_owned(),
-            |d| format!("driver {} {}", d.version, d.flavor)
-        ),
-        h.vctx.version,
-        if h.vctx.known { "" } else { ", assumed" },
-        loaded.probes.len(),
-        if loaded.ioctls_in_driver {
-            "; NVIDIA ioctls traced inside the driver (kprobes), no ioctl syscall tracepoint"
-        } else {
-            ""
-        },
-        if mounted { "; mounted tracefs" } else { "" },
-        comm_match(&a.comm),
-    )
-}
-
-/// The probes in use, per layer, for `top`'s footer.
-fn probes_line(loaded: &Loaded, libcuda: &Libcuda) -> String {
-    let mut layers: Vec<(&str, usize, usize)> = Vec::new();
-    for p in &loaded.probes {
-        match layers.iter_mut().find(|l| l.0 == p.layer) {
-            Some(l) => {
-                l.1 += usize::from(p.attached);
-                l.2 += 1;
-            }
-            None => layers.push((&p.layer, usize::from(p.attached), 1)),
-        }
-    }
-    let mut parts: Vec<String> = layers
-        .iter()
-        .map(|(l, on, all)| format!("{l} {on}/{all}"))
-        .collect();
-    parts.push(format!("libcuda {}", libcuda.attached().len()));
-    parts.join(", ")
-}
-
-/// How `--comm` matches, said at start-up: the kernel's name of a process
-/// is its first 15 bytes.
-fn comm_match(names: &[String]) -> String {
-    if names.is_empty() {
-        return String::new();
-    }
-    let each: Vec<String> = names
-        .iter()
-        .map(|n| {
-            let k = Filters::kernel_comm(n);
-            if k == *n {
-                k
-            } else {
-                format!("{k} (from {n})")
-            }
-        })
-        .collect();
-    format!(
-        "; --comm matches the kernel's process name (comm, its first {} bytes): {}",
-        nvprobe::pipeline::COMM_BYTES,
-        each.join(", ")
-    )
 }
 
 fn report_end(a: &WatchArgs, format: Format, summary: &nvprobe::summary::Summary) {
