@@ -360,7 +360,10 @@ fn build_initramfs(
 /// The modules `ko` depends on (modinfo), found in the kernel's tree,
 /// dependencies first.
 fn module_deps(ko: &Path, tree: &Path, order: &mut Vec<PathBuf>) -> anyhow::Result<()> {
-    let deps = output(Command::new("modinfo").args(["-F", "depends"]).arg(ko)).unwrap_or_default();
+    // Without modinfo the list would be silently empty, and insmod of
+    // nvidia.ko fails later with "Unknown symbol" for what drm exports.
+    let deps = output(Command::new("modinfo").args(["-F", "depends"]).arg(ko))
+        .with_context(|| format!("modinfo -F depends {} (package kmod)", ko.display()))?;
     for d in deps.trim().split(',').filter(|d| !d.is_empty()) {
         let file = output(Command::new("find").arg(tree).args([
             "-name",
@@ -527,6 +530,8 @@ pub fn vm_test(only: Option<String>, bench: bool) -> anyhow::Result<()> {
         ("make", "make"),
         ("patch", "patch"),
         ("xz", "xz-utils"),
+        // modinfo: which kernel modules nvidia.ko needs first (drm).
+        ("modinfo", "kmod"),
     ] {
         if output(Command::new("sh").args(["-c", &format!("command -v {bin}")])).is_none() {
             apt(&["install", "-y", "-q", "--no-install-recommends", pkg])?;
