@@ -152,8 +152,17 @@ pub fn live(prep: &Prepared, out: &mut Vec<Check>) -> Ability {
         .unwrap_or_else(|_| Err("vmlinux BTF: the parser thread failed".into()));
     let tried = try_probes(&mut ebpf, tracefs.is_some(), &aya_btf);
     report_probes(tried, out, &mut a);
-    // Closing the probes waits for RCU grace periods (tens of ms each):
-    // hand that to a thread, and to process exit if it is still running.
+    // The uprobe (on libc, mapped by every process) is removed here, on this
+    // thread: a removal still running when the process exits runs with
+    // SIGKILL pending (exit_group zaps the other threads), fails, and the
+    // kernel leaks the uprobe in every process that maps libc ("failed to
+    // unregister, leaking uprobe", seen twice in a `cargo xtask test`).
+    if let Ok(p) = prog::<UProbe>(&mut ebpf, "doctor_uprobe") {
+        let _ = p.unload();
+    }
+    // Closing the other probes waits for RCU grace periods (tens of ms
+    // each) and cannot leak: hand that to a thread, and to process exit if
+    // it is still running.
     std::thread::spawn(move || {
         drop(ebpf);
         drop(aya_btf);
