@@ -30,6 +30,22 @@ fn leaked_uprobes() -> Option<usize> {
     })
 }
 
+/// The kernel logged no leaked uprobe since `before` was counted.
+fn assert_no_new_leaks(before: Option<usize>) {
+    match (before, leaked_uprobes()) {
+        (Some(a), Some(b)) => assert_eq!(a, b, "the kernel logged {} leaked uprobes", b - a),
+        _ => eprintln!("note: the kernel log cannot be read here; leaked uprobes not checked"),
+    }
+}
+
+/// End the processes that held stand-in copies mapped.
+fn end_holders<T>(held: Vec<(std::process::Child, T)>) {
+    for (mut c, _) in held {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
 /// Does this kernel have uprobe_multi links (6.6 and later)?
 fn kernel_has_uprobe_multi() -> bool {
     let rel = nix::sys::utsname::uname()
@@ -172,14 +188,8 @@ fn ten_runs_back_to_back_leave_nothing_behind() {
             released.as_secs_f64()
         );
     }
-    for (mut c, _) in held {
-        let _ = c.kill();
-        let _ = c.wait();
-    }
-    match (leaks_before, leaked_uprobes()) {
-        (Some(a), Some(b)) => assert_eq!(a, b, "the kernel logged {} leaked uprobes", b - a),
-        _ => eprintln!("note: the kernel log cannot be read here; leaked uprobes not checked"),
-    }
+    end_holders(held);
+    assert_no_new_leaks(leaks_before);
 }
 
 /// SIGKILL while the hooks are in place and their library is mapped: the
@@ -213,14 +223,8 @@ fn a_sigkilled_nvprobe_leaks_no_uprobe() {
         );
         other_tracer_attaches();
     }
-    for (mut c, _) in held {
-        let _ = c.kill();
-        let _ = c.wait();
-    }
-    match (leaks_before, leaked_uprobes()) {
-        (Some(a), Some(b)) => assert_eq!(a, b, "the kernel logged {} leaked uprobes", b - a),
-        _ => eprintln!("note: the kernel log cannot be read here; leaked uprobes not checked"),
-    }
+    end_holders(held);
+    assert_no_new_leaks(leaks_before);
 }
 
 /// At the cap of 32 hooked copies, the stop still releases the kernel at
