@@ -3,8 +3,12 @@
 //! the driver layer's hooks are the contract's table
 //! (`nvprobe_common::hooks::HOOKS`, programs `nvprobe_drv_*_{id}` and, for
 //! vmlinux hooks, `nvprobe_drvf_*_{id}`); the libcuda uprobes are
-//! `crate::uprobes::PROGRAMS`. A required probe that cannot attach stops
+//! [`CUDA_PROGRAMS`] (attached by `crate::uprobes`). A required probe that cannot attach stops
 //! the tool with a reason; an optional one is reported once.
+
+/// The libcuda programs (entry, return), attached by `crate::uprobes` to
+/// each libcuda copy.
+pub const CUDA_PROGRAMS: [&str; 2] = ["nvprobe_cuda_enter", "nvprobe_cuda_return"];
 
 /// One syscall tracepoint pair: the entry program and the exit program.
 pub struct Probe {
@@ -211,7 +215,7 @@ pub fn all_programs() -> Vec<String> {
         .iter()
         .flat_map(|p| [p.enter, p.exit])
         .chain(PROC_PROBES.iter().map(|(name, _, _)| *name))
-        .chain(crate::uprobes::PROGRAMS.iter().copied())
+        .chain(CUDA_PROGRAMS.iter().copied())
         .map(str::to_owned)
         .collect();
     let hooks = nvprobe_common::HOOKS.len();

@@ -36,10 +36,7 @@ pub use removal::remove_in_background;
 /// At most this many distinct libcuda files are hooked.
 const MAX_COPIES: usize = 32;
 
-const ENTER: &str = "nvprobe_cuda_enter";
-const RETURN: &str = "nvprobe_cuda_return";
-/// The eBPF programs this module attaches.
-pub const PROGRAMS: [&str; 2] = [ENTER, RETURN];
+pub use crate::attach::table::CUDA_PROGRAMS as PROGRAMS;
 
 const STD_DIRS: &[&str] = &[
     "/usr/lib/x86_64-linux-gnu",
@@ -459,8 +456,12 @@ impl Libcuda {
         } else {
             &mut self.perf
         };
-        let loaded =
-            slot.get_or_insert_with(|| Ok([code.load(ENTER, multi)?, code.load(RETURN, multi)?]));
+        let loaded = slot.get_or_insert_with(|| {
+            Ok([
+                code.load(PROGRAMS[0], multi)?,
+                code.load(PROGRAMS[1], multi)?,
+            ])
+        });
         match &*loaded {
             Ok(fds) => Ok([fds[0].as_fd(), fds[1].as_fd()]),
             Err(e) => Err(e.clone()),

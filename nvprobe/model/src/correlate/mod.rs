@@ -1,8 +1,8 @@
 //! Per-process cuInit progress: the milestones a process reaches, how its
 //! start-up ended, and, when it went wrong, the call that explains it with
 //! a hint. Split by concern: [`stages`] (which call completes which
-//! milestone), [`obs`] (what is kept of each event), [`tracker`] (the
-//! per-process state and one handler per event kind), [`signals`],
+//! milestone), [`obs`] (what is kept of each event), [`state`] (the
+//! per-process state), [`tracker`] (one handler per event kind), [`signals`],
 //! [`breakdown`] (driver-layer spans), [`rules`] (the diagnosis table) and
 //! [`verdict`].
 
@@ -11,6 +11,7 @@ mod obs;
 pub mod rules;
 mod signals;
 pub mod stages;
+mod state;
 mod tracker;
 mod verdict;
 
@@ -22,14 +23,15 @@ pub use self::{
     breakdown::{Breakdown, Span},
     obs::Obs,
     rules::{Diagnosis, apply_hmm_facts},
-    signals::{SignalInfo, SignalReport},
+    signals::SignalReport,
     stages::{STAGES, StageHit},
-    tracker::GpuProgress,
-    verdict::{CuInit, FailedCall},
+    state::{FailedCall, GpuProgress, SignalInfo},
+    verdict::CuInit,
 };
 use self::{
     obs::ObsKind,
-    tracker::{IoctlObs, PathObs, ProcInit},
+    state::ProcInit,
+    tracker::{IoctlObs, PathObs},
     verdict::verdict,
 };
 use crate::decode::{Event, ProcCall, ProcKind, signal::name as signal_name};

@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use super::{signals::SignalInfo, tracker::ProcInit};
+use super::state::{ProcInit, SignalInfo};
 use crate::{hmm_issues, hmm_reload, records::HmmFacts};
 
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]

@@ -6,23 +6,9 @@ use serde::Serialize;
 
 use super::{
     Record,
-    tracker::{ProcInit, ms},
+    state::{PendingSig, ProcInit, SignalInfo, ms},
 };
 use crate::decode::{ProcCall, SigAction, signal::name as signal_name};
-
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
-pub struct SignalInfo {
-    #[serde(skip)]
-    pub at_ns: u64,
-    pub sig: i32,
-    pub name: String,
-    /// Who sent it: a task, or the kind of kernel source (timer).
-    pub sender: String,
-    pub sender_pid: Option<u32>,
-    pub at_ms: f64,
-    /// The NVIDIA call that was running when the signal came, if any.
-    pub during: Option<String>,
-}
 
 /// A signal that reached a process inside an NVIDIA call or inside cuInit,
 /// with what became of the call.
@@ -45,21 +31,6 @@ pub struct SignalReport {
     /// interrupted, in_user_space.
     pub outcome: &'static str,
     pub text: String,
-}
-
-/// A signal waiting for the end of the call it landed in.
-#[derive(Debug)]
-pub(crate) struct PendingSig {
-    pub(crate) info: SignalInfo,
-    pub(crate) tid: u32,
-    pub(crate) stage: Option<String>,
-    pub(crate) cuinit: bool,
-    /// (call, result) of the call it landed in, once that call returned
-    /// with EINTR or a restart code: the next call tells what followed.
-    pub(crate) interrupted: Option<(String, String)>,
-    /// The receiver's disposition when it was delivered: (action,
-    /// SA_RESTART).
-    pub(crate) handler: Option<(SigAction, bool)>,
 }
 
 pub(crate) const INTERRUPTED: [&str; 5] = [

@@ -1,99 +1,13 @@
-//! The per-process start-up state, and one handler per kind of event the
-//! correlator sees (ioctl, path, libcuda, driver span, process lifecycle).
+//! One handler per kind of event the correlator sees (ioctl, path,
+//! libcuda, driver span, process lifecycle), updating the process's
+//! state (`state.rs`); signals have their own (`signals.rs`).
 
 use super::{
-    FailedCall, Record, STAGES, StageHit,
+    Record, STAGES, StageHit,
     breakdown::{BREAKDOWN_SLOW_NS, Breakdown, Span},
     obs::{CallRef, Comm},
-    signals::{PendingSig, SignalInfo},
+    state::{FailedCall, GpuKey, ProcInit, ms},
 };
-
-#[derive(Default)]
-pub(crate) struct ProcInit {
-    pub(crate) comm: String,
-    pub(crate) first_ns: u64,
-    pub(crate) last_ns: u64,
-    pub(crate) reached: [bool; 9],
-    pub(crate) stages: Vec<StageHit>,
-    pub(crate) calls: u64,
-    pub(crate) last_failure: Option<FailedCall>,
-    /// (start_ns, end_ns, name) of recent calls, for "during which call".
-    pub(crate) last_call: Option<(u64, u64, CallRef)>,
-    /// Signals generated for the process (the last 16).
-    pub(crate) signals: Vec<SignalInfo>,
-    pub(crate) path_problems: Vec<(String, String)>,
-    /// The first NVIDIA call was an ioctl on an fd this process was never
-    /// seen opening: (call, fd).
-    pub(crate) inherited: Option<(String, i32)>,
-    pub(crate) opened_any: bool,
-    /// A failed version check: (call, result).
-    pub(crate) version_check: Option<(String, String)>,
-    /// (parent pid, whether the parent had finished cuInit) for a process
-    /// seen forking.
-    pub(crate) parent: Option<(u32, bool)>,
-    /// "nvidia-modprobe (pid N) exited with status S" for helpers it ran.
-    pub(crate) modprobe: Vec<String>,
-    /// cuInit's uprobe: entry seen, and its CUresult.
-    pub(crate) cuinit_entered: bool,
-    pub(crate) curesult: Option<(i64, Option<&'static str>)>,
-    pub(crate) done: bool,
-    /// Signals whose call has not yet returned (at most 4).
-    pub(crate) pending: Vec<PendingSig>,
-    /// UVM's answers to UVM_PAGEABLE_MEM_ACCESS, per uvm fd (its
-    /// va_space; a new UVM_INITIALIZE on the fd forgets it): at most 16.
-    pub(crate) pageable: Vec<(i32, bool)>,
-    /// What UVM_PAGEABLE_MEM_ACCESS had answered on the last failed call's
-    /// fd (its va_space) when that call failed.
-    pub(crate) pageable_at_failure: Option<bool>,
-    /// UVM_INITIALIZEs seen without an fd (the driver layer's records
-    /// carry none): with more than one, answers cannot be told apart.
-    pub(crate) fdless_va_spaces: u32,
-    /// The in-driver breakdown of the last failed call (driver layer).
-    pub(crate) last_breakdown: Option<String>,
-    /// Who the process is (the live collector's `process` record).
-    pub(crate) info: Option<crate::attribution::ProcessInfo>,
-    /// Per GPU: opened, registered with UVM.
-    pub(crate) gpus: Vec<GpuProgress>,
-    /// Paths that failed and later succeeded (start-up got past them).
-    pub(crate) fixed_paths: Vec<String>,
-    /// mknods of NVIDIA nodes: (path, device, errno if it failed).
-    pub(crate) mknods: Vec<(String, String, Option<String>)>,
-    /// NVIDIA path lookups and opens, successful device opens.
-    pub(crate) lookups: u64,
-    /// It opened /dev/nvidia-uvm or made a UVM call: only CUDA does.
-    pub(crate) uvm_touched: bool,
-    /// libcuda calls seen by the uprobes (any function).
-    pub(crate) cuda_calls: u64,
-    /// The dynamic loader's opens of a libcuda: (path, errno if it failed);
-    /// the successful ones all, failures up to a bound.
-    pub(crate) lib_opens: Vec<(String, Option<String>)>,
-    /// How many opens the loader made in all.
-    pub(crate) lib_open_count: u32,
-    /// The first libcuda call other than cuInit that returned
-    /// CUDA_ERROR_NOT_INITIALIZED (3).
-    pub(crate) not_initialized: Option<String>,
-    /// The host's GPUs (minor, UUID), shared by every process.
-    pub(crate) host_gpus: std::sync::Arc<Vec<crate::attribution::HostGpu>>,
-    /// The kernel module's version, when the host said.
-    pub(crate) host_driver: Option<std::sync::Arc<str>>,
-}
-
-impl ProcInit {
-    pub(crate) fn last_stage(&self) -> Option<String> {
-        self.stages
-            .iter()
-            .max_by(|a, b| a.stage.cmp(b.stage))
-            .map(|s| format!("{} {}", s.stage, s.name))
-    }
-
-    pub(crate) fn cuinit_running(&self) -> bool {
-        self.cuinit_entered && self.curesult.is_none()
-    }
-}
-
-pub(crate) fn ms(ns: u64, since: u64) -> f64 {
-    (ns.saturating_sub(since) as f64 / 1e4).round() / 100.0
-}
 
 /// libcuda calls that start nothing: nvidia-smi asks for export tables
 /// without a cuInit, and a version query or a symbol lookup is no CUDA
@@ -120,31 +34,6 @@ pub(crate) struct PathObs {
     pub(crate) mknod_ok: bool,
 }
 
-/// How a call names a GPU.
-pub(crate) enum GpuKey {
-    Minor(u32),
-    Uuid(String),
-    Both(u32, String),
-}
-
-/// One GPU's start-up in one process.
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, schemars::JsonSchema)]
-pub struct GpuProgress {
-    /// The /dev/nvidiaN minor.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub minor: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub uuid: Option<String>,
-    /// When /dev/nvidiaN was opened (ms since the first NVIDIA call).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub opened_ms: Option<f64>,
-    /// When UVM_REGISTER_GPU returned for it, and what.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub registered_ms: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub register_result: Option<String>,
-}
-
 /// An ioctl as the tracker needs it.
 pub(crate) struct IoctlObs {
     pub(crate) pid: u32,
@@ -162,27 +51,6 @@ pub(crate) struct IoctlObs {
 }
 
 impl ProcInit {
-    /// Whether the process did anything NVIDIA-related itself (a forked
-    /// child that only inherited the map entry did not): only those get a
-    /// verdict.
-    pub(crate) fn has_activity(&self) -> bool {
-        self.calls > 0
-            || self.lookups > 0
-            || self.cuda_calls > 0
-            || !self.lib_opens.is_empty()
-            || self.cuinit_entered
-            || !self.stages.is_empty()
-            || self.info.as_ref().is_some_and(|i| !i.libcuda.is_empty())
-    }
-
-    /// The libcuda the loader opened, when one open succeeded.
-    pub(crate) fn lib_loaded(&self) -> Option<&str> {
-        self.lib_opens
-            .iter()
-            .find(|(_, f)| f.is_none())
-            .map(|(p, _)| p.as_str())
-    }
-
     /// The first event of a process names it and starts its clock.
     pub(crate) fn begin(&mut self, start: u64, comm: &Comm) {
         if self.first_ns == 0 {
@@ -307,18 +175,6 @@ impl ProcInit {
         g.register_result = Some(result);
     }
 
-    /// The minor of a GPU UUID, from the host's GPU list.
-    fn host_minor(&self, uuid: &str) -> Option<u32> {
-        self.host_gpus
-            .iter()
-            .find(|g| {
-                g.uuid
-                    .as_deref()
-                    .is_some_and(|x| x.eq_ignore_ascii_case(uuid))
-            })
-            .map(|g| g.minor)
-    }
-
     fn note_failure(&mut self, o: &IoctlObs) {
         self.pageable_at_failure = self
             .pageable
@@ -398,30 +254,6 @@ impl ProcInit {
             self.fixed_paths.push(p.path.clone());
         }
         p.open_path.map(|x| format!("open {x}"))
-    }
-
-    /// The progress entry of a GPU, found by minor or UUID (the host's GPU
-    /// list ties the two when it is known).
-    pub(crate) fn gpu(&mut self, key: GpuKey) -> &mut GpuProgress {
-        let i = self.gpus.iter().position(|g| match &key {
-            GpuKey::Minor(m) => g.minor == Some(*m),
-            GpuKey::Uuid(u) => g.uuid.as_deref() == Some(u.as_str()),
-            GpuKey::Both(m, u) => g.minor == Some(*m) || g.uuid.as_deref() == Some(u.as_str()),
-        });
-        let i = i.unwrap_or_else(|| {
-            self.gpus.push(GpuProgress::default());
-            self.gpus.len() - 1
-        });
-        let g = &mut self.gpus[i];
-        match key {
-            GpuKey::Minor(m) => g.minor = Some(m),
-            GpuKey::Uuid(u) => g.uuid = Some(u),
-            GpuKey::Both(m, u) => {
-                g.minor = Some(m);
-                g.uuid = Some(u);
-            }
-        }
-        g
     }
 
     /// Stage `s` reached at `end` through `via`, the first time.

@@ -5,19 +5,9 @@ use serde::Serialize;
 
 use super::{
     rules::{self, Diagnosis},
-    signals::SignalInfo,
     stages::StageHit,
-    tracker::{ProcInit, ms},
+    state::{FailedCall, ProcInit, SignalInfo, ms},
 };
-
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
-pub struct FailedCall {
-    pub call: String,
-    /// The NV_STATUS name or errno.
-    pub result: String,
-    pub at_ms: f64,
-    pub duration_ms: f64,
-}
 
 /// The verdict on one process's CUDA start-up.
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
