@@ -10,7 +10,7 @@
 use std::{collections::HashMap, fmt::Write as _, sync::Arc, time::Duration};
 
 use nvprobe_model::{
-    correlate::{CuInit, Record, SignalReport},
+    correlate::{CuInit, DiagSeverity, Record, SignalReport},
     decode::{Event, Ioctl},
     records::StallReport,
 };
@@ -210,13 +210,13 @@ impl Metrics {
         let primary = v
             .diagnoses
             .iter()
-            .find(|d| d.severity == "error")
+            .find(|d| d.severity == DiagSeverity::Error)
             .or_else(|| v.diagnoses.first())
-            .map_or("none", |d| d.id);
+            .map_or("none", |d| d.id.as_str());
         self.verdicts
             .get_or_create(&VerdictLabels {
-                result: v.result.into(),
-                class: v.class.into(),
+                result: v.result.as_str().into(),
+                class: v.class.as_str().into(),
                 diagnosis: primary.into(),
                 failed_call: v
                     .failed_call
@@ -227,8 +227,8 @@ impl Metrics {
         for d in &v.diagnoses {
             self.diagnoses
                 .get_or_create(&DiagnosisLabels {
-                    diagnosis: d.id.into(),
-                    severity: d.severity.into(),
+                    diagnosis: d.id.as_str().into(),
+                    severity: d.severity.as_str().into(),
                 })
                 .inc();
         }

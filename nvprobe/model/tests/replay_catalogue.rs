@@ -8,6 +8,7 @@
 mod common;
 
 use common::fixture;
+use nvprobe_model::correlate::{Class, DiagId, Outcome};
 use nvprobe_model::{
     attribution::ProcessInfo,
     correlate::{Correlator, CuInit, Obs, Record},
@@ -67,7 +68,10 @@ fn case<'a>(v: &'a [CuInit], name: &str) -> &'a CuInit {
 }
 
 fn ids(v: &CuInit) -> Vec<(&str, &str)> {
-    v.diagnoses.iter().map(|d| (d.id, d.severity)).collect()
+    v.diagnoses
+        .iter()
+        .map(|d| (d.id.as_str(), d.severity.as_str()))
+        .collect()
 }
 
 const REC: &str = "h200-580.159.04-catalogue.ndjson";
@@ -76,13 +80,13 @@ const REC: &str = "h200-580.159.04-catalogue.ndjson";
 fn every_catalogue_case_gets_its_verdict_on_the_real_driver() {
     let v = replayed(REC);
     let ok = case(&v, "ok");
-    assert_eq!((ok.class, ok.result), ("cuda", "ok"));
+    assert_eq!((ok.class.as_str(), ok.result.as_str()), ("cuda", "ok"));
     assert!(ok.diagnoses.is_empty());
     assert_eq!(ok.gpus.len(), 1, "one GPU, tied by the host's list");
     assert!(ok.gpus[0].minor == Some(0) && ok.gpus[0].registered_ms.is_some());
 
     let stub = case(&v, "stub");
-    assert_eq!((stub.result, stub.calls), ("failed", 0));
+    assert_eq!((stub.result.as_str(), stub.calls), ("failed", 0));
     assert_eq!(ids(stub), [("stub_library", "error")]);
     assert!(
         stub.diagnoses[0]
@@ -108,7 +112,7 @@ fn every_catalogue_case_gets_its_verdict_on_the_real_driver() {
     }
 
     let t = case(&v, "timeout");
-    assert_eq!(t.result, "killed");
+    assert_eq!(t.result, Outcome::Killed);
     assert!(
         t.text.contains("in UVM_REGISTER_GPU for GPU 1 of 1 (GPU-"),
         "{}",
@@ -116,7 +120,7 @@ fn every_catalogue_case_gets_its_verdict_on_the_real_driver() {
     );
 
     let root = case(&v, "missing_nodes_root");
-    assert_eq!(root.result, "ok");
+    assert_eq!(root.result, Outcome::Ok);
     assert_eq!(
         ids(root),
         [
@@ -159,16 +163,19 @@ fn every_catalogue_case_gets_its_verdict_on_the_real_driver() {
     // libcuda replaces a wrong node as root, and cannot replace a bind mount.
     let wrong = case(&v, "uvm_wrong_node");
     assert_eq!(
-        (wrong.result, ids(wrong)[0]),
+        (wrong.result.as_str(), ids(wrong)[0]),
         ("ok", ("uvm_unusable", "recovered"))
     );
     let bind = case(&v, "uvm_bind");
-    assert_eq!(bind.result, "failed");
+    assert_eq!(bind.result, Outcome::Failed);
     assert_eq!(ids(bind), [("uvm_unusable", "error")]);
     assert!(bind.diagnoses[0].evidence.contains("is device 1:3"));
 
     let torch = case(&v, "torch");
-    assert_eq!((torch.class, torch.result), ("cuda", "ok"));
+    assert_eq!(
+        (torch.class.as_str(), torch.result.as_str()),
+        ("cuda", "ok")
+    );
 }
 
 #[test]
@@ -177,9 +184,9 @@ fn the_forked_child_is_named_by_the_call_that_was_refused() {
     let parent = case(&v, "fork");
     let child = v
         .iter()
-        .find(|x| x.pid != parent.pid && x.diagnoses.iter().any(|d| d.id == "fork_after_init"))
+        .find(|x| x.pid != parent.pid && x.diagnoses.iter().any(|d| d.id == DiagId::ForkAfterInit))
         .expect("the child's verdict");
-    assert_eq!(child.class, "cuda");
+    assert_eq!(child.class, Class::Cuda);
     assert!(
         child.diagnoses[0]
             .evidence
@@ -198,11 +205,14 @@ fn no_process_that_never_started_cuda_is_a_failed_cuda_start_up() {
             comm,
             "ls" | "mknod" | "nvidia-smi" | "sh" | "unshare" | "setpriv"
         ) {
-            assert_ne!(x.class, "cuda", "{comm}[{}]: {}", x.pid, x.text);
+            assert_ne!(x.class, Class::Cuda, "{comm}[{}]: {}", x.pid, x.text);
         }
-        if x.class != "cuda" {
+        if x.class != Class::Cuda {
             assert!(
-                x.result == "ok" || x.diagnoses.iter().all(|d| !d.id.starts_with("uvm")),
+                x.result == Outcome::Ok
+                    || x.diagnoses
+                        .iter()
+                        .all(|d| !d.id.as_str().starts_with("uvm")),
                 "{comm}: {x:#?}"
             );
         }
@@ -211,9 +221,9 @@ fn no_process_that_never_started_cuda_is_a_failed_cuda_start_up() {
         .iter()
         .find(|x| x.comm == "nvidia-smi")
         .expect("nvidia-smi");
-    assert_eq!((smi.class, smi.result), ("nvml", "ok"));
+    assert_eq!((smi.class.as_str(), smi.result.as_str()), ("nvml", "ok"));
     let ls = v.iter().find(|x| x.comm == "ls").expect("ls");
-    assert_eq!((ls.class, ls.result), ("probe", "ok"));
+    assert_eq!((ls.class.as_str(), ls.result.as_str()), ("probe", "ok"));
     assert!(ls.diagnoses.is_empty());
 }
 
@@ -264,7 +274,7 @@ fn a_loader_that_finds_no_libcuda_is_named_on_the_real_driver() {
     ] {
         let x = case(&v, name);
         assert_eq!(
-            (x.class, x.result, x.calls),
+            (x.class.as_str(), x.result.as_str(), x.calls),
             ("cuda", "failed", 0),
             "{name}: {}",
             x.text
@@ -292,7 +302,7 @@ fn forked_children_are_judged_from_their_first_refused_call_on_the_real_driver()
         let p = case(v, parent).pid;
         v.iter()
             .find(|x| {
-                x.diagnoses.iter().any(|d| d.id == "fork_after_init")
+                x.diagnoses.iter().any(|d| d.id == DiagId::ForkAfterInit)
                     && x.diagnoses[0]
                         .evidence
                         .contains(&format!("forked from pid {p} "))
@@ -310,7 +320,10 @@ fn forked_children_are_judged_from_their_first_refused_call_on_the_real_driver()
     let v = replayed(FOLLOW);
     // The driver API: cuCtxSynchronize is not a start-up call, cuMemAlloc_v2 is.
     let c = child_of(&v, "forkdrv");
-    assert_eq!((c.class, c.result, c.calls), ("cuda", "failed", 0));
+    assert_eq!(
+        (c.class.as_str(), c.result.as_str(), c.calls),
+        ("cuda", "failed", 0)
+    );
     assert_eq!(
         refused(&c).as_deref(),
         Some("cuMemAlloc_v2 returned CUDA_ERROR_NOT_INITIALIZED (3)")
@@ -332,20 +345,23 @@ fn forked_children_are_judged_from_their_first_refused_call_on_the_real_driver()
         refused(&c).as_deref(),
         Some("cuCtxGetCurrent returned CUDA_ERROR_NOT_INITIALIZED (3)")
     );
-    assert_eq!(case(&all, "torch-all").result, "ok");
+    assert_eq!(case(&all, "torch-all").result, Outcome::Ok);
 }
 
 #[test]
 fn a_stub_and_a_late_copy_on_the_real_driver() {
     let v = replayed(FOLLOW);
     let stub = case(&v, "stub");
-    assert_eq!((stub.class, stub.result), ("cuda", "failed"));
+    assert_eq!(
+        (stub.class.as_str(), stub.result.as_str()),
+        ("cuda", "failed")
+    );
     assert_eq!(ids(stub), [("stub_library", "error")]);
     // A copy of libcuda nvprobe had never seen, loaded after it started:
     // its cuInit began before the hooks were in, so the verdict rests on
     // the driver calls, and says so.
     let first = case(&v, "late-copy");
-    assert_eq!(first.result, "ok");
+    assert_eq!(first.result, Outcome::Ok);
     assert!(first.curesult.is_none(), "{}", first.text);
     assert_eq!(first.source, "driver calls alone (no libcuda uprobe)");
     // nvidia-smi, started through the dynamic loader by the H200's own
@@ -356,6 +372,11 @@ fn a_stub_and_a_late_copy_on_the_real_driver() {
     let smi: Vec<&CuInit> = smi.iter().filter(|x| x.comm == "ld-linux-x86-64").collect();
     assert_eq!(smi.len(), 2);
     for x in smi {
-        assert_eq!((x.class, x.result), ("nvml", "ok"), "{}", x.text);
+        assert_eq!(
+            (x.class.as_str(), x.result.as_str()),
+            ("nvml", "ok"),
+            "{}",
+            x.text
+        );
     }
 }

@@ -60,7 +60,7 @@ fn cuinit_decodes_every_init_call_by_name_with_its_real_result() {
         .events
         .iter()
         .find_map(|e| match e {
-            Event::Mmap(m) if m.device.kind == "gpu" => Some(m),
+            Event::Mmap(m) if m.device.kind == decode::DeviceKind::Gpu => Some(m),
             _ => None,
         })
         .expect("an mmap of /dev/nvidia0");
@@ -128,7 +128,7 @@ fn status_or_errno_by_escape(by_name: &ByName) {
         let c = by_name
             .get(name)
             .unwrap_or_else(|| panic!("{name} missing"))[0];
-        assert_eq!(c.family, "uvm");
+        assert_eq!(c.family, decode::Family::Uvm);
         assert_eq!(c.device.node.as_deref(), Some("/dev/nvidia-uvm"));
         assert_eq!(status(c), Some("NV_OK"), "{name}");
     }
@@ -281,7 +281,7 @@ fn a_masked_uvm_node_is_flagged_on_the_real_machine() {
         assert!(!o.ok);
     }
     // ioctls on the masked fds are not NVIDIA calls, and are not shown as such.
-    assert!(ioctls(&r).iter().all(|i| i.family != "uvm"));
+    assert!(ioctls(&r).iter().all(|i| i.family != decode::Family::Uvm));
 }
 
 #[test]

@@ -7,6 +7,7 @@
 mod common;
 
 use common::{ioctls, replay, start_of, status, verdicts};
+use nvprobe_model::correlate::{DiagId, Outcome};
 use nvprobe_model::decode::{DriverCall, Event, args::Arg};
 
 fn driver<'a>(r: &'a common::Replay, f: &str, pid: u32) -> Vec<&'a DriverCall> {
@@ -111,11 +112,11 @@ fn hmm_mode(name: &str, on: bool) {
         .iter()
         .find(|v| v.pid == pid)
         .expect("the client's verdict");
-    assert_eq!(cv.result, "failed");
+    assert_eq!(cv.result, Outcome::Failed);
     let d = cv
         .diagnoses
         .iter()
-        .find(|d| d.id == "uvm_step_failed")
+        .find(|d| d.id == DiagId::UvmStepFailed)
         .expect("uvm_step_failed");
     assert!(
         d.evidence
@@ -131,7 +132,7 @@ fn hmm_mode(name: &str, on: bool) {
         .iter()
         .find(|v| v.curesult.is_some())
         .expect("the cuInit with its uprobe");
-    assert_eq!((cu.class, cu.result), ("cuda", "failed"));
+    assert_eq!((cu.class.as_str(), cu.result.as_str()), ("cuda", "failed"));
     assert_eq!(cu.curesult.as_deref(), Some("CUDA_ERROR_UNKNOWN (999)"));
     assert!(cu.text.starts_with("cuInit returned CUDA_ERROR_UNKNOWN (999); the driver call that explains it: NV_ESC_RM_CONTROL NV_CONF_COMPUTE_CTRL_CMD_SYSTEM_GET_CAPABILITIES returned NV_ERR_INVALID_LOCK_STATE"), "{}", cu.text);
     let libcuda_pageable: Vec<Option<&Arg>> = ioctls(&r)

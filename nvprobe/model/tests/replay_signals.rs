@@ -12,6 +12,7 @@
 
 mod common;
 
+use nvprobe_model::correlate::{DiagId, Outcome};
 use std::collections::BTreeMap;
 
 use common::{replay, signal_reports, verdicts};
@@ -101,7 +102,7 @@ fn real_handled_signals_leave_the_driver_calls_alone() {
     // timeout(1) follows its SIGTERM with a SIGCONT: not a report of its own.
     assert!(!sigs.iter().any(|s| s.signal == "SIGCONT"), "{sigs:#?}");
     assert_eq!(sigs.iter().filter(|s| s.signal == "SIGTERM").count(), 1);
-    let results: Vec<&str> = v.iter().map(|x| x.result).collect();
+    let results: Vec<&str> = v.iter().map(|x| x.result.as_str()).collect();
     assert_eq!(results, ["killed", "killed", "ok", "ok"], "{v:#?}");
     let term = &v[0];
     assert!(
@@ -109,7 +110,7 @@ fn real_handled_signals_leave_the_driver_calls_alone() {
         "{}",
         term.text
     );
-    assert_eq!(term.diagnoses[0].id, "killed_by_signal");
+    assert_eq!(term.diagnoses[0].id, DiagId::KilledBySignal);
     assert!(
         v[1].text.starts_with("killed by SIGALRM from the kernel"),
         "{}",
@@ -162,6 +163,6 @@ fn real_stopped_cuinit_is_a_stop_not_a_hang() {
     );
     assert_eq!(sigs[0].in_flight, "UVM_REGISTER_GPU");
     assert_eq!(v.len(), 1);
-    assert_eq!(v[0].result, "ok");
+    assert_eq!(v[0].result, Outcome::Ok);
     assert!(v[0].total_ms > 3000.0, "{}", v[0].total_ms);
 }

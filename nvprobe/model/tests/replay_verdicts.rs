@@ -13,6 +13,8 @@
 mod common;
 
 use common::{ioctls, replay, stage_ids, start_of, status, verdicts};
+use nvprobe_model::correlate::{Class, DiagId, Outcome};
+use nvprobe_model::decode::CudaPhase;
 use nvprobe_model::{
     correlate::CuInit,
     decode::{self, Event},
@@ -30,7 +32,7 @@ fn real_cuinit_stages_in_the_580_order() {
         stage_ids(v),
         ["S0", "S2", "S1", "S4", "S3", "S5", "S6", "S7"]
     );
-    assert_eq!(v.result, "ok");
+    assert_eq!(v.result, Outcome::Ok);
     assert_eq!(v.source, "driver calls alone (no libcuda uprobe)");
     let s7 = v.stages.iter().find(|s| s.stage == "S7").expect("S7");
     assert_eq!(s7.via, "UVM_REGISTER_GPU");
@@ -51,10 +53,10 @@ fn real_cuinit_stages_in_the_580_order() {
 fn real_failures_get_their_verdicts() {
     let (_, v) = verdicts("h200-580.159.04-uvm-masked.ndjson");
     assert_eq!(v.len(), 1);
-    assert_eq!(v[0].result, "failed");
+    assert_eq!(v[0].result, Outcome::Failed);
     assert_eq!(stage_ids(&v[0]), ["S0", "S2", "S1"]);
     let d = &v[0].diagnoses[0];
-    assert_eq!(d.id, "uvm_unusable");
+    assert_eq!(d.id, DiagId::UvmUnusable);
     assert!(
         d.evidence.contains("/dev/nvidia-uvm is device 1:3"),
         "{}",
@@ -65,13 +67,13 @@ fn real_failures_get_their_verdicts() {
     // Without the process events (this recording predates them) the
     // BUSY_RETRY is ambiguous, and the verdict says so instead of blaming HMM.
     let (_, v) = verdicts("h200-580.159.04-timeout-kill.ndjson");
-    assert_eq!(v[0].result, "failed");
+    assert_eq!(v[0].result, Outcome::Failed);
     let f = v[0].failed_call.as_ref().expect("failed call");
     assert_eq!(
         (f.call.as_str(), f.result.as_str()),
         ("UVM_REGISTER_GPU", "NV_ERR_BUSY_RETRY")
     );
-    assert_eq!(v[0].diagnoses[0].id, "uvm_busy_retry");
+    assert_eq!(v[0].diagnoses[0].id, DiagId::UvmBusyRetry);
     assert!(
         v[0].diagnoses[0].hint.contains("signal"),
         "{}",
@@ -92,7 +94,7 @@ fn real_failures_get_their_verdicts() {
     let (_, v) = verdicts("h200-580.159.04-concurrent16.ndjson");
     assert_eq!(v.len(), 16);
     for x in &v {
-        assert_eq!(x.result, "ok", "{}", x.text);
+        assert_eq!(x.result, Outcome::Ok, "{}", x.text);
         assert_eq!(
             x.source,
             "libcuda uprobe (cuInit's return) and driver calls"
@@ -111,9 +113,9 @@ fn real_timeouts_and_itimers_are_reported_as_kills_not_hangs() {
     // Recorded with the process layer on the H200: a clean cuInit, cuInit
     // under `timeout -s TERM 0.15`, and cuInit with setitimer(0.12 s).
     let (_, v) = verdicts("h200-580.159.04-verdicts.ndjson");
-    let ok = v.iter().filter(|x| x.result == "ok").count();
+    let ok = v.iter().filter(|x| x.result == Outcome::Ok).count();
     assert!(ok >= 1, "the clean run: {v:#?}");
-    let killed: Vec<_> = v.iter().filter(|x| x.result == "killed").collect();
+    let killed: Vec<_> = v.iter().filter(|x| x.result == Outcome::Killed).collect();
     assert_eq!(killed.len(), 2, "{v:#?}");
     let term = killed
         .iter()
@@ -127,7 +129,7 @@ fn real_timeouts_and_itimers_are_reported_as_kills_not_hangs() {
         "{}",
         term.text
     );
-    assert_eq!(term.diagnoses[0].id, "killed_by_signal");
+    assert_eq!(term.diagnoses[0].id, DiagId::KilledBySignal);
     let alrm = killed
         .iter()
         .find(|x| x.signal.as_ref().is_some_and(|s| s.name == "SIGALRM"))
@@ -143,7 +145,7 @@ fn real_timeouts_and_itimers_are_reported_as_kills_not_hangs() {
         assert!(
             k.diagnoses
                 .iter()
-                .all(|d| d.id != "uvm_step_failed" && d.id != "uvm_busy_retry"),
+                .all(|d| d.id != DiagId::UvmStepFailed && d.id != DiagId::UvmBusyRetry),
             "{:?}",
             k.diagnoses
         );
@@ -175,7 +177,7 @@ fn real_uprobes_fire_for_ctypes_and_torch_and_name_the_curesult() {
     let returns = |f: &str| -> Vec<&decode::CudaCall> {
         cuda.iter()
             .copied()
-            .filter(|c| c.func == f && c.phase == "return")
+            .filter(|c| c.func == f && c.phase == CudaPhase::Return)
             .collect()
     };
     let inits = returns("cuInit");
@@ -199,7 +201,11 @@ fn real_uprobes_fire_for_ctypes_and_torch_and_name_the_curesult() {
     );
 
     let (_, v) = verdicts("h200-580.159.04-uprobes.ndjson");
-    let by_result = |res: &str| v.iter().filter(|x| x.result == res).collect::<Vec<_>>();
+    let by_result = |res: &str| {
+        v.iter()
+            .filter(|x| x.result.as_str() == res)
+            .collect::<Vec<_>>()
+    };
     assert_eq!(by_result("ok").len(), 2);
     for ok in by_result("ok") {
         assert_eq!(ok.curesult.as_deref(), Some("CUDA_SUCCESS (0)"));
@@ -225,11 +231,11 @@ fn real_uprobes_fire_for_ctypes_and_torch_and_name_the_curesult() {
         "one diagnosis, not one per open: {:?}",
         failed[0].diagnoses
     );
-    assert_eq!(failed[0].diagnoses[0].id, "uvm_unusable");
+    assert_eq!(failed[0].diagnoses[0].id, DiagId::UvmUnusable);
     // torch's short-lived helper processes (comm ld-linux-x86-64) open the
     // GPU and exit cleanly: not failures.
     for x in v.iter().filter(|x| x.comm != "python3") {
-        assert_eq!(x.result, "exited", "{}", x.text);
+        assert_eq!(x.result, Outcome::Exited, "{}", x.text);
         assert!(x.text.starts_with("exited with status 0"), "{}", x.text);
     }
 }
@@ -243,16 +249,19 @@ fn real_no_device_and_fork_after_init_rules() {
         .iter()
         .find(|x| x.curesult.as_deref() == Some("CUDA_ERROR_NO_DEVICE (100)"))
         .expect("the CUDA_VISIBLE_DEVICES= run");
-    assert_eq!(nodev.diagnoses[0].id, "no_visible_devices");
+    assert_eq!(nodev.diagnoses[0].id, DiagId::NoVisibleDevices);
     assert!(nodev.diagnoses[0].hint.contains("CUDA_VISIBLE_DEVICES"));
     let child = v
         .iter()
         .find(|x| x.curesult.as_deref() == Some("CUDA_ERROR_NOT_INITIALIZED (3)"))
         .expect("the forked child");
     assert_eq!(child.calls, 0, "libcuda refused without calling the driver");
-    assert_eq!(child.diagnoses[0].id, "fork_after_init");
+    assert_eq!(child.diagnoses[0].id, DiagId::ForkAfterInit);
     assert!(child.diagnoses[0].hint.contains("spawn"));
-    let parent = v.iter().find(|x| x.result == "ok").expect("the parent");
+    let parent = v
+        .iter()
+        .find(|x| x.result == Outcome::Ok)
+        .expect("the parent");
     assert!(parent.diagnoses.is_empty());
 }
 
@@ -333,7 +342,7 @@ fn the_vm_hmm_failure_replays_with_its_breakdown_and_verdict() {
     let d = v
         .iter()
         .flat_map(|x| x.diagnoses.iter())
-        .find(|d| d.id == "uvm_step_failed")
+        .find(|d| d.id == DiagId::UvmStepFailed)
         .expect("the UVM step diagnosis");
     assert!(
         d.evidence.starts_with(
@@ -377,8 +386,8 @@ fn the_real_module_in_the_vm_replays_with_its_verdict() {
         .iter()
         .find(|v| v.curesult.is_some())
         .expect("the cuInit with its uprobe");
-    assert_eq!(cu.result, "failed");
-    assert_eq!(cu.class, "cuda");
+    assert_eq!(cu.result, Outcome::Failed);
+    assert_eq!(cu.class, Class::Cuda);
     assert_eq!(cu.curesult.as_deref(), Some("CUDA_ERROR_UNKNOWN (999)"));
     assert_eq!(stage_ids(cu), ["S0", "S2", "S1", "S4"]);
     let f = cu.failed_call.as_ref().expect("failed call");
@@ -438,13 +447,13 @@ fn the_real_version_mismatch_is_named_with_both_versions() {
         .find(|v| v.curesult.is_some())
         .expect("the cuInit with its uprobe");
     assert_eq!(
-        (cu.result, cu.curesult.as_deref()),
+        (cu.result.as_str(), cu.curesult.as_deref()),
         ("failed", Some("CUDA_ERROR_UNKNOWN (999)"))
     );
     let d = cu
         .diagnoses
         .iter()
-        .find(|d| d.id == "version_mismatch")
+        .find(|d| d.id == DiagId::VersionMismatch)
         .expect("version_mismatch");
     assert_eq!(
         d.evidence,
@@ -461,7 +470,7 @@ fn real_cuinit_999(name: &str) -> CuInit {
         .into_iter()
         .find(|v| v.curesult.is_some())
         .expect("the cuInit with its uprobe");
-    assert_eq!((cu.class, cu.result), ("cuda", "failed"));
+    assert_eq!((cu.class.as_str(), cu.result.as_str()), ("cuda", "failed"));
     assert_eq!(cu.curesult.as_deref(), Some("CUDA_ERROR_UNKNOWN (999)"));
     cu
 }
@@ -476,7 +485,11 @@ fn the_real_module_with_its_nodes_removed_recovers_them_and_fails_for_its_own_re
         f.call,
         "NV_ESC_RM_CONTROL NV_CONF_COMPUTE_CTRL_CMD_SYSTEM_GET_CAPABILITIES"
     );
-    let d: Vec<(&str, &str)> = cu.diagnoses.iter().map(|d| (d.id, d.severity)).collect();
+    let d: Vec<(&str, &str)> = cu
+        .diagnoses
+        .iter()
+        .map(|d| (d.id.as_str(), d.severity.as_str()))
+        .collect();
     assert_eq!(
         d,
         [("node_missing", "recovered"), ("uvm_unusable", "recovered")],
@@ -497,7 +510,11 @@ fn the_real_module_without_nvidia_uvm_is_module_not_loaded() {
     // /sys/module/nvidia_uvm/initstate, gets ENOENT and returns 999 after S2.
     let cu = &real_cuinit_999("vm-6.1-real-535-no-uvm.ndjson");
     assert!(!stage_ids(cu).contains(&"S4"), "{:?}", stage_ids(cu));
-    let d: Vec<(&str, &str)> = cu.diagnoses.iter().map(|d| (d.id, d.severity)).collect();
+    let d: Vec<(&str, &str)> = cu
+        .diagnoses
+        .iter()
+        .map(|d| (d.id.as_str(), d.severity.as_str()))
+        .collect();
     assert_eq!(d, [("module_not_loaded", "error")]);
     assert_eq!(
         cu.text,

@@ -23,7 +23,7 @@ use std::{
 use anyhow::Context as _;
 use bytes::BytesMut;
 use nvprobe_model::{
-    correlate::{Correlator, Obs, Record, StageBoard},
+    correlate::{Correlator, DiagId, Obs, Record, StageBoard},
     decode::{self, Context},
     render::{Level, Note, Renderer},
     summary::Stats,
@@ -340,7 +340,7 @@ fn refine_for_host(r: &mut Record, hmm: &mut Option<crate::host::HmmFacts>) {
     if let Record::Cuinit(v) = r
         && v.diagnoses
             .iter()
-            .any(|d| matches!(d.id, "uvm_step_failed" | "uvm_busy_retry"))
+            .any(|d| matches!(d.id, DiagId::UvmStepFailed | DiagId::UvmBusyRetry))
     {
         let f = hmm.get_or_insert_with(|| crate::host::hmm_facts(std::path::Path::new("/")));
         nvprobe_model::correlate::apply_hmm_facts(v, f);

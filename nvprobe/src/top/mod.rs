@@ -12,7 +12,7 @@ use std::{
 };
 
 use nvprobe_model::{
-    correlate::Record,
+    correlate::{Class, Outcome, Record},
     decode::{CudaPhase, Event, Ioctl, ProcKind, args::Arg},
 };
 
@@ -171,7 +171,7 @@ struct Row {
     pid: u32,
     comm: String,
     /// The verdict's class; before it, "cuda" once cuInit or UVM is seen.
-    class: &'static str,
+    class: Option<Class>,
     stage: Option<String>,
     first_ns: u64,
     /// The end of its last event.
@@ -179,7 +179,7 @@ struct Row {
     calls: u64,
     last_failure: Option<String>,
     /// (result, text, total_ms) of the cuInit verdict.
-    verdict: Option<(&'static str, String, f64)>,
+    verdict: Option<(Outcome, String, f64)>,
     signal: Option<String>,
     ended_ns: Option<u64>,
     exit: Option<String>,
@@ -329,11 +329,11 @@ impl State {
             r.ended_ns = Some(at);
             r.exit = exit;
         }
-        if r.class.is_empty()
+        if r.class.is_none()
             && (matches!(ev, Event::Cuda(_))
                 || matches!(ev, Event::Ioctl(i) if i.device.kind == nvprobe_model::decode::DeviceKind::Uvm))
         {
-            r.class = "cuda";
+            r.class = Some(Class::Cuda);
         }
         if let Some(f) = failure(ev) {
             r.last_failure = Some(f);
@@ -395,7 +395,7 @@ impl State {
             }
             Record::Cuinit(v) => {
                 let r = self.row(v.pid, &v.comm, t);
-                r.class = v.class;
+                r.class = Some(v.class);
                 let first = v.text.lines().next().unwrap_or_default().to_owned();
                 r.verdict = Some((v.result, first, v.total_ms));
             }
@@ -525,11 +525,11 @@ impl Row {
         let stalled = flight.is_some() && st.stall_after_ns > 0 && flight_ns >= st.stall_after_ns;
         let rank = match &self.verdict {
             _ if stalled => Rank::Stalled,
-            Some((res, _, _)) if matches!(*res, "failed" | "killed") => Rank::Failed,
+            Some((Outcome::Failed | Outcome::Killed, _, _)) => Rank::Failed,
             // A CUDA start-up that the process left before it completed.
-            Some(("exited", _, _)) if self.class == "cuda" => Rank::Failed,
+            Some((Outcome::Exited, _, _)) if self.class == Some(Class::Cuda) => Rank::Failed,
             // Tracing stopped while it was still starting.
-            Some(("incomplete", _, _)) => Rank::Starting,
+            Some((Outcome::Incomplete, _, _)) => Rank::Starting,
             Some(_) => Rank::Done,
             None if self.ended_ns.is_some() => Rank::Done,
             None if self.last_failure.is_some() => Rank::Failing,
@@ -539,12 +539,7 @@ impl Row {
         RowView {
             pid: self.pid,
             comm: self.comm.clone(),
-            class: if self.class.is_empty() {
-                "-"
-            } else {
-                self.class
-            }
-            .to_owned(),
+            class: self.class.map_or("-", Class::as_str).to_owned(),
             stage: self.stage.clone().unwrap_or_else(|| "-".into()),
             time_ms: self
                 .verdict
@@ -555,7 +550,7 @@ impl Row {
                 .map_or_else(String::new, |f| format!("{} {}", secs(flight_ns), f.call)),
             last_failure: self.last_failure.clone().unwrap_or_default(),
             state: match (&self.verdict, self.ended_ns) {
-                (Some((res, _, _)), _) => (*res).to_owned(),
+                (Some((res, _, _)), _) => res.as_str().to_owned(),
                 (None, Some(_)) => "ended".into(),
                 (None, None) => "starting".into(),
             },

@@ -22,11 +22,11 @@ use serde::Serialize;
 pub use self::{
     breakdown::{Breakdown, Span},
     obs::Obs,
-    rules::{Diagnosis, apply_hmm_facts},
+    rules::{DiagId, DiagSeverity, Diagnosis, apply_hmm_facts},
     signals::SignalReport,
     stages::{STAGES, StageHit},
     state::{FailedCall, GpuProgress, SignalInfo},
-    verdict::CuInit,
+    verdict::{Class, CuInit, Outcome},
 };
 use self::{
     obs::ObsKind,

@@ -10,18 +10,18 @@ use crate::{hmm_issues, hmm_reload, records::HmmFacts};
 
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct Diagnosis {
-    pub id: &'static str,
+    pub id: DiagId,
     pub evidence: String,
     pub hint: &'static str,
     /// error (explains the outcome), warning, recovered (a problem the
     /// start-up got past: it never explains a failure) or info.
     #[serde(default)]
-    pub severity: &'static str,
+    pub severity: DiagSeverity,
 }
 
 /// One row of the rule table.
 pub struct Rule {
-    pub id: &'static str,
+    pub id: DiagId,
     pub hint: &'static str,
     /// Where the failure and its remedy are documented.
     pub reference: &'static str,
@@ -36,91 +36,162 @@ uvm_disable_hmm is N, UVM's HMM support is a known cause (",
     "`"
 );
 
+/// Declares the rule table: [`DiagId`] (one variant per row, so a
+/// misspelt id does not compile), its string (the JSON `id`), and
+/// [`RULES`] in the same order, so `DiagId::rule` is an index.
+macro_rules! rule_table {
+    ($($v:ident => $id:literal, reference: $r:expr, hint: $h:expr;)+) => {
+        /// Every diagnosis a verdict can carry.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum DiagId { $($v),+ }
+        impl DiagId {
+            pub const ALL: &[DiagId] = &[$(DiagId::$v),+];
+            pub const fn as_str(self) -> &'static str {
+                match self { $(Self::$v => $id),+ }
+            }
+        }
+        #[rustfmt::skip]
+        pub const RULES: &[Rule] = &[$(Rule { id: DiagId::$v, hint: $h, reference: $r }),+];
+    };
+}
+
 #[rustfmt::skip]
-pub const RULES: &[Rule] = &[
-    Rule { id: "node_wrong_device", reference: "docs/FAILURE-CATALOGUE.md",
-        hint: "another file is mounted or created at this path: check the container's device bind mounts and /dev" },
-    Rule { id: "node_permission", reference: "docs/FAILURE-CATALOGUE.md",
-        hint: "the device cgroup or file mode denies access: allow char 195:* and the nvidia-uvm major in the container, or fix the node's mode" },
-    Rule { id: "node_missing", reference: "docs/FAILURE-CATALOGUE.md",
-        hint: "create the nodes (nvidia-modprobe -c0 -u, or udev) or pass them into the container" },
-    Rule { id: "node_create_failed", reference: "docs/FAILURE-CATALOGUE.md",
+rule_table! {
+    NodeWrongDevice => "node_wrong_device", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "another file is mounted or created at this path: check the container's device bind mounts and /dev";
+    NodePermission => "node_permission", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "the device cgroup or file mode denies access: allow char 195:* and the nvidia-uvm major in the container, or fix the node's mode";
+    NodeMissing => "node_missing", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "create the nodes (nvidia-modprobe -c0 -u, or udev) or pass them into the container";
+    NodeCreateFailed => "node_create_failed", reference: "docs/FAILURE-CATALOGUE.md",
         hint: "libcuda tried to create the missing node and was refused (no CAP_MKNOD in a container or user namespace, \
-or a read-only /dev): create the nodes on the host and pass them in (docker --device, lxc.mount.entry, the device plugin)" },
-    Rule { id: "module_not_loaded", reference: "docs/FAILURE-CATALOGUE.md",
+or a read-only /dev): create the nodes on the host and pass them in (docker --device, lxc.mount.entry, the device plugin)";
+    ModuleNotLoaded => "module_not_loaded", reference: "docs/FAILURE-CATALOGUE.md",
         hint: "the kernel module is not loaded (its /sys/module or /proc/driver entry is missing): modprobe nvidia-uvm \
-(or nvidia) on the host, a container cannot; libcuda 535 did not try to load it itself in nvprobe's kernel tier" },
-    Rule { id: "node_error", reference: "",
-        hint: "check the node and the driver" },
-    Rule { id: "uvm_unusable", reference: "docs/FAILURE-CATALOGUE.md",
-        hint: "CUDA needs /dev/nvidia-uvm: load nvidia-uvm (modprobe nvidia-uvm) and create the node (nvidia-modprobe -u -c0); cuInit returns 999 without it" },
-    Rule { id: "inherited_nvidia_fds", reference: "",
+(or nvidia) on the host, a container cannot; libcuda 535 did not try to load it itself in nvprobe's kernel tier";
+    NodeError => "node_error", reference: "",
+        hint: "check the node and the driver";
+    UvmUnusable => "uvm_unusable", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "CUDA needs /dev/nvidia-uvm: load nvidia-uvm (modprobe nvidia-uvm) and create the node (nvidia-modprobe -u -c0); cuInit returns 999 without it";
+    InheritedNvidiaFds => "inherited_nvidia_fds", reference: "",
         hint: "the fd came from a parent (fork or exec after the parent's cuInit; CUDA does not support using a \
-parent's context after fork: start workers with spawn, or initialise CUDA in the child) or was opened before tracing began" },
-    Rule { id: "version_mismatch", reference: "docs/FAILURE-CATALOGUE.md",
+parent's context after fork: start workers with spawn, or initialise CUDA in the child) or was opened before tracing began";
+    VersionMismatch => "version_mismatch", reference: "docs/FAILURE-CATALOGUE.md",
         hint: "the user-space driver (libcuda, libnvidia-*) and the kernel module are different versions: \
 compare /proc/driver/nvidia/version with the libcuda.so.VERSION in use (containers often carry their own), \
-and make them match (or use the forward-compatibility package for a newer CUDA only)" },
-    Rule { id: "nvidia_modprobe_failed", reference: "",
+and make them match (or use the forward-compatibility package for a newer CUDA only)";
+    NvidiaModprobeFailed => "nvidia_modprobe_failed", reference: "",
         hint: "libcuda ran the setuid helper to load a module or create a node, and it failed: run \
-`nvidia-modprobe -u -c0` as root to see why, or load nvidia and nvidia-uvm and create the nodes yourself" },
-    Rule { id: "fork_after_init", reference: "docs/FAILURE-CATALOGUE.md",
+`nvidia-modprobe -u -c0` as root to see why, or load nvidia and nvidia-uvm and create the nodes yourself";
+    ForkAfterInit => "fork_after_init", reference: "docs/FAILURE-CATALOGUE.md",
         hint: "CUDA state does not survive fork: start workers with spawn \
-(multiprocessing.set_start_method('spawn')) or fork before the parent's first CUDA call" },
-    Rule { id: "no_visible_devices", reference: "docs/FAILURE-CATALOGUE.md",
+(multiprocessing.set_start_method('spawn')) or fork before the parent's first CUDA call";
+    NoVisibleDevices => "no_visible_devices", reference: "docs/FAILURE-CATALOGUE.md",
         hint: "no GPU is visible to this process: check CUDA_VISIBLE_DEVICES (empty or naming no GPU hides them all) and \
-that the container or cgroup passes the /dev/nvidiaN nodes in" },
-    Rule { id: "killed_by_signal", reference: "",
-        hint: "the process did not hang in the driver: something killed it (a test harness timeout, an orchestrator). Give cuInit more time or run it without the timeout to see its real result" },
-    Rule { id: "interrupted_by_signal", reference: "",
-        hint: "the call was interrupted; the failure is the signal's doing, not the driver's" },
-    Rule { id: "uvm_busy_retry", reference: "docs/NVIDIA-ABI.md §6.3",
+that the container or cgroup passes the /dev/nvidiaN nodes in";
+    KilledBySignal => "killed_by_signal", reference: "",
+        hint: "the process did not hang in the driver: something killed it (a test harness timeout, an orchestrator). Give cuInit more time or run it without the timeout to see its real result";
+    InterruptedBySignal => "interrupted_by_signal", reference: "",
+        hint: "the call was interrupted; the failure is the signal's doing, not the driver's";
+    UvmBusyRetry => "uvm_busy_retry", reference: "docs/NVIDIA-ABI.md §6.3",
         hint: "UVM answers NV_ERR_BUSY_RETRY when a signal interrupts GPU registration (seen on the real \
 driver when a harness timeout fired) or when a GPU was first registered without HMM device memory and a later \
 process asks for HMM (docs/NVIDIA-ABI.md §6.3). Check how the process ended; if no signal came, see the HMM hint: \
-modprobe nvidia_uvm uvm_disable_hmm=1" },
-    Rule { id: "uvm_step_failed", reference: hmm_issues!(), hint: HMM_HINT },
-    Rule { id: "stub_library", reference: "docs/FAILURE-CATALOGUE.md",
+modprobe nvidia_uvm uvm_disable_hmm=1";
+    UvmStepFailed => "uvm_step_failed", reference: hmm_issues!(),
+        hint: HMM_HINT;
+    StubLibrary => "stub_library", reference: "docs/FAILURE-CATALOGUE.md",
         hint: "the process loaded the CUDA toolkit's link-time stub libcuda (lib/stubs), which only lets programs link: \
-remove the stubs folder from LD_LIBRARY_PATH / the rpath so the driver's libcuda.so.1 is found" },
-    Rule { id: "libcuda_not_found", reference: "docs/FAILURE-CATALOGUE.md",
+remove the stubs folder from LD_LIBRARY_PATH / the rpath so the driver's libcuda.so.1 is found";
+    LibcudaNotFound => "libcuda_not_found", reference: "docs/FAILURE-CATALOGUE.md",
         hint: "the NVIDIA user-space driver (libcuda.so.1) is not in this environment: a container started without \
 the NVIDIA runtime, CDI or --gpus, or a host without the driver's libcuda package; the CUDA runtime reports this as \
-cudaErrorInsufficientDriver (35), which reads like an old driver but is a missing one" },
-    Rule { id: "system_driver_mismatch", reference: "docs/FAILURE-CATALOGUE.md",
+cudaErrorInsufficientDriver (35), which reads like an old driver but is a missing one";
+    SystemDriverMismatch => "system_driver_mismatch", reference: "docs/FAILURE-CATALOGUE.md",
         hint: "the libcuda in use does not match the kernel module (often a cuda-compat libcuda in a container, or a \
-driver upgraded without a reboot): use the libcuda of the module's version, or reboot after the upgrade" },
-    Rule { id: "system_not_ready", reference: "docs/FAILURE-CATALOGUE.md",
+driver upgraded without a reboot): use the libcuda of the module's version, or reboot after the upgrade";
+    SystemNotReady => "system_not_ready", reference: "docs/FAILURE-CATALOGUE.md",
         hint: "CUDA_ERROR_SYSTEM_NOT_READY: on NVSwitch systems the fabric manager must run (systemctl start \
-nvidia-fabricmanager, same version as the driver)" },
-    Rule { id: "devices_unavailable", reference: "docs/FAILURE-CATALOGUE.md",
+nvidia-fabricmanager, same version as the driver)";
+    DevicesUnavailable => "devices_unavailable", reference: "docs/FAILURE-CATALOGUE.md",
         hint: "every visible GPU is busy or unavailable: check the compute mode (nvidia-smi -q -d COMPUTE: \
-EXCLUSIVE_PROCESS allows one process, PROHIBITED none) and who holds the GPU (nvidia-smi)" },
-];
+EXCLUSIVE_PROCESS allows one process, PROHIBITED none) and who holds the GPU (nvidia-smi)";
+}
 
 /// The second fork_after_init: no parent seen, but cuInit answered 3
 /// without a single driver call.
 const HINT_FORK_NO_CALLS: &str = "libcuda refuses in a process forked after its parent initialised CUDA: start workers with spawn \
 (multiprocessing.set_start_method('spawn')) or fork before the parent's first CUDA call";
 
-/// The rule of this id.
-pub fn rule(id: &str) -> Option<&'static Rule> {
-    RULES.iter().find(|r| r.id == id)
+impl DiagId {
+    /// The row of this id (the table is in variant order).
+    pub fn rule(self) -> &'static Rule {
+        &RULES[self as usize]
+    }
+    /// The id of this string, as a verdict writes it.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|d| d.as_str() == s)
+    }
 }
 
-fn diag(id: &'static str, evidence: String) -> Diagnosis {
+impl Serialize for DiagId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl schemars::JsonSchema for DiagId {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "DiagId".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        // An open set: a newer nvprobe adds rules (schema v1 is additive).
+        schemars::json_schema!({
+            "type": "string",
+            "description": "a rule's id (`nvprobe` docs/FAILURE-CATALOGUE.md); newer versions add ids"
+        })
+    }
+}
+
+impl std::fmt::Display for DiagId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+crate::decode::named_enum!(
+    /// How much a diagnosis weighs in its verdict.
+    DiagSeverity {
+        /// It explains the outcome.
+        Error => "error",
+        Warning => "warning",
+        /// A problem the start-up got past: it never explains a failure.
+        Recovered => "recovered",
+        Info => "info",
+    }
+);
+
+/// Recordings made before diagnoses had a severity: every one explained
+/// the outcome.
+impl Default for DiagSeverity {
+    fn default() -> Self {
+        Self::Error
+    }
+}
+
+fn diag(id: DiagId, evidence: String) -> Diagnosis {
     Diagnosis {
         id,
         evidence,
-        hint: rule(id).map_or("", |r| r.hint),
-        severity: "error",
+        hint: id.rule().hint,
+        severity: DiagSeverity::Error,
     }
 }
 
 /// Whether `d` is a problem the process got past: a node that was missing
 /// or refused and then opened (or created) successfully.
 pub(crate) fn is_recovered(d: &Diagnosis, st: &ProcInit) -> bool {
-    d.severity == "recovered"
+    d.severity == DiagSeverity::Recovered
         || st
             .fixed_paths
             .iter()
@@ -134,8 +205,12 @@ pub(crate) fn is_recovered(d: &Diagnosis, st: &ProcInit) -> bool {
 /// failure.
 pub(crate) fn settle_severity(ds: &mut [Diagnosis], st: &ProcInit, succeeded: bool) {
     for d in ds.iter_mut() {
-        if d.id == "inherited_nvidia_fds" {
-            d.severity = if succeeded { "info" } else { "warning" };
+        if d.id == DiagId::InheritedNvidiaFds {
+            d.severity = if succeeded {
+                DiagSeverity::Info
+            } else {
+                DiagSeverity::Warning
+            };
             continue;
         }
         let fixed = st
@@ -145,7 +220,7 @@ pub(crate) fn settle_severity(ds: &mut [Diagnosis], st: &ProcInit, succeeded: bo
         if !(succeeded || fixed.is_some()) {
             continue;
         }
-        d.severity = "recovered";
+        d.severity = DiagSeverity::Recovered;
         let path = d.evidence.split(": ").next().unwrap_or_default().to_owned();
         let made = st
             .mknods
@@ -237,7 +312,7 @@ fn libcuda_not_found(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     let count = st.lib_open_count.max(st.lib_opens.len() as u32);
     let more = count as usize - tried.len().min(count as usize);
     out.push(diag(
-        "libcuda_not_found",
+        DiagId::LibcudaNotFound,
         format!(
             "the dynamic loader looked for {} {} time{} and found none: {}{}",
             names.join(" / "),
@@ -276,7 +351,7 @@ fn stub_library(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
         (false, Some(l)) => format!("the process loaded {l}, the CUDA toolkit's stub libcuda"),
         (false, None) => return,
     };
-    out.push(diag("stub_library", what));
+    out.push(diag(DiagId::StubLibrary, what));
 }
 
 /// cuInit results whose cause is outside the driver calls.
@@ -285,9 +360,9 @@ fn known_curesults(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
         return;
     };
     let id = match code {
-        803 => "system_driver_mismatch",
-        802 => "system_not_ready",
-        46 => "devices_unavailable",
+        803 => DiagId::SystemDriverMismatch,
+        802 => DiagId::SystemNotReady,
+        46 => DiagId::DevicesUnavailable,
         _ => return,
     };
     let mut evidence = format!("cuInit returned {} ({code})", name.unwrap_or("CUresult"));
@@ -320,24 +395,24 @@ fn node_problems(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
             !used
         });
         let id = if why.starts_with("mknod") {
-            "node_create_failed"
+            DiagId::NodeCreateFailed
         } else if why == "ENOENT" && module_entry {
             // Seen on the real module (535, nvprobe's kernel tier): without
             // nvidia_uvm, libcuda reads /sys/module/nvidia_uvm/initstate,
             // gets ENOENT and returns 999, running nothing to load it.
-            "module_not_loaded"
+            DiagId::ModuleNotLoaded
         } else if why == "EACCES" || why == "EPERM" {
-            "node_permission"
+            DiagId::NodePermission
         } else if path.contains("nvidia-uvm") {
-            "uvm_unusable"
+            DiagId::UvmUnusable
         } else if why.contains("not the NVIDIA") {
-            "node_wrong_device"
+            DiagId::NodeWrongDevice
         } else if why == "ENOENT" {
-            "node_missing"
+            DiagId::NodeMissing
         } else {
-            "node_error"
+            DiagId::NodeError
         };
-        let evidence = if id == "module_not_loaded" {
+        let evidence = if id == DiagId::ModuleNotLoaded {
             let m = module_of_entry(path).unwrap_or("nvidia");
             format!("{path}: {why}: the {m} kernel module is not loaded")
         } else {
@@ -364,8 +439,7 @@ fn module_of_entry(path: &str) -> Option<&str> {
 
 fn inherited_fds(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     if let Some((call, fd)) = &f.st.inherited {
-        out.push(diag(
-            "inherited_nvidia_fds",
+        out.push(diag(DiagId::InheritedNvidiaFds,
             format!("the first NVIDIA call, {call}, used fd {fd}, which this process was not seen opening"),
         ));
     }
@@ -396,13 +470,13 @@ fn version_mismatch(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     if let Some((call, result)) = &f.st.version_check {
         let extra = other.map_or(String::new(), |l| format!("; {}", both(l)));
         out.push(diag(
-            "version_mismatch",
+            DiagId::VersionMismatch,
             format!("{call} returned {result}{extra}"),
         ));
     } else if let Some(l) = other {
         out.push(Diagnosis {
-            severity: "warning",
-            ..diag("version_mismatch", both(l))
+            severity: DiagSeverity::Warning,
+            ..diag(DiagId::VersionMismatch, both(l))
         });
     }
 }
@@ -410,7 +484,7 @@ fn version_mismatch(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
 fn modprobe_failed(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     for m in &f.st.modprobe {
         if !m.ends_with("exited with status 0") {
-            out.push(diag("nvidia_modprobe_failed", m.clone()));
+            out.push(diag(DiagId::NvidiaModprobeFailed, m.clone()));
         }
     }
 }
@@ -425,7 +499,7 @@ fn fork_after_init(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
             format!("; its {f} returned CUDA_ERROR_NOT_INITIALIZED (3)")
         });
         out.push(diag(
-            "fork_after_init",
+            DiagId::ForkAfterInit,
             format!("forked from pid {ppid} after its cuInit had completed{refused}"),
         ));
     } else if not_initialized && st.calls == 0 {
@@ -434,7 +508,7 @@ fn fork_after_init(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
         out.push(Diagnosis {
             hint: HINT_FORK_NO_CALLS,
             ..diag(
-                "fork_after_init",
+                DiagId::ForkAfterInit,
                 "cuInit returned CUDA_ERROR_NOT_INITIALIZED (3) without a single driver call"
                     .to_owned(),
             )
@@ -469,7 +543,7 @@ fn no_visible_devices(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
                 },
             );
         }
-        out.push(diag("no_visible_devices", evidence));
+        out.push(diag(DiagId::NoVisibleDevices, evidence));
     }
 }
 
@@ -478,7 +552,7 @@ fn signal_or_uvm_step(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
         && f.fatal_sig != 0
     {
         out.push(diag(
-            "killed_by_signal",
+            DiagId::KilledBySignal,
             format!(
                 "{} from {} at {:.1} ms{}",
                 sig.name,
@@ -495,19 +569,19 @@ fn signal_or_uvm_step(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     let uvm_step = fc.call.starts_with("UVM_INITIALIZE") || fc.call.starts_with("UVM_REGISTER_GPU");
     match (f.signal, uvm_step) {
         (Some(sig), _) if sig.during.as_deref() == Some(fc.call.as_str()) => out.push(diag(
-            "interrupted_by_signal",
+            DiagId::InterruptedBySignal,
             format!(
                 "{} returned {} while {} from {} arrived",
                 fc.call, fc.result, sig.name, sig.sender
             ),
         )),
         (_, true) if fc.result == "NV_ERR_BUSY_RETRY" => out.push(diag(
-            "uvm_busy_retry",
+            DiagId::UvmBusyRetry,
             format!("{} returned {}", fc.call, fc.result),
         )),
         (_, true) => {
             let mut d = diag(
-                "uvm_step_failed",
+                DiagId::UvmStepFailed,
                 match &f.st.last_breakdown {
                     Some(b) => format!("{} returned {}; in the driver: {b}", fc.call, fc.result),
                     None => format!("{} returned {}", fc.call, fc.result),
@@ -551,7 +625,7 @@ const HMM_IN_EFFECT: &str = concat!(
 /// replays: a recording's host is not this one.)
 pub fn apply_hmm_facts(v: &mut super::CuInit, f: &HmmFacts) {
     for d in &mut v.diagnoses {
-        if !matches!(d.id, "uvm_step_failed" | "uvm_busy_retry") {
+        if !matches!(d.id, DiagId::UvmStepFailed | DiagId::UvmBusyRetry) {
             continue;
         }
         // What the host says decides: a true answer from UVM on a host
@@ -559,7 +633,7 @@ pub fn apply_hmm_facts(v: &mut super::CuInit, f: &HmmFacts) {
         // true answer keeps its hint.
         let said_on = d.evidence.contains(PAGEABLE_ON);
         d.evidence = format!("{}; host: {}", d.evidence, f.describe());
-        if d.id != "uvm_step_failed" {
+        if d.id != DiagId::UvmStepFailed {
             continue;
         }
         d.hint = match (f.compiled_in, f.disabled) {

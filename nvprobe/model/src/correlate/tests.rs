@@ -1,4 +1,5 @@
 use super::*;
+use crate::correlate::{DiagId, Outcome};
 use crate::decode::{Call, DeviceKind, Family, SigAction};
 use crate::decode::{
     Device, Ioctl, PathCall, Proc,
@@ -27,7 +28,7 @@ fn kind_of(s: &str) -> DeviceKind {
         DeviceKind::Other,
     ]
     .into_iter()
-    .find(|k| *k == s)
+    .find(|k| k.as_str() == s)
     .unwrap_or(DeviceKind::None)
 }
 
@@ -223,7 +224,7 @@ fn the_545_sequence() {
     ];
     let (s, v) = stages(&ev);
     assert_eq!(s, ["S0", "S2", "S1", "S4", "S3", "S5", "S6", "S7", "S8"]);
-    assert_eq!(v.result, "ok");
+    assert_eq!(v.result, Outcome::Ok);
     assert_eq!(v.stages[7].via, "UVM_REGISTER_GPU");
     assert_eq!(v.stages[1].via, "NV_ESC_RM_ALLOC");
 }
@@ -259,7 +260,7 @@ fn a_minimal_runtime_ordering() {
     ];
     let (s, v) = stages(&ev);
     assert_eq!(s, ["S0", "S2", "S4", "S5", "S6", "S7", "S8"]);
-    assert_eq!(v.result, "ok");
+    assert_eq!(v.result, Outcome::Ok);
 }
 
 #[test]
@@ -271,11 +272,11 @@ fn a_version_mismatch_is_named() {
         i.errno = Some("EINVAL".into());
     }
     let (_, v) = stages(&[open(1, "/dev/nvidiactl", "ctl"), bad]);
-    assert_eq!(v.result, "failed");
+    assert_eq!(v.result, Outcome::Failed);
     let d = v
         .diagnoses
         .iter()
-        .find(|d| d.id == "version_mismatch")
+        .find(|d| d.id == DiagId::VersionMismatch)
         .expect("rule");
     assert_eq!(d.evidence, "NV_ESC_CHECK_VERSION_STR returned EINVAL");
     assert!(d.hint.contains("/proc/driver/nvidia/version"));

@@ -6,6 +6,7 @@ use super::{
     tests::{exit_of, failed, io, open, proc_, proc_call},
     *,
 };
+use crate::correlate::{Class, DiagId, DiagSeverity, Outcome};
 use crate::{
     attribution::{HostGpu, ProcessInfo},
     decode::CudaPhase,
@@ -107,7 +108,10 @@ fn processes_that_never_start_cuda_are_not_failed_cuda_start_ups() {
         ],
     );
     assert_eq!(ls.len(), 1);
-    assert_eq!((ls[0].class, ls[0].result), ("probe", "ok"));
+    assert_eq!(
+        (ls[0].class.as_str(), ls[0].result.as_str()),
+        ("probe", "ok")
+    );
     assert!(ls[0].diagnoses.is_empty(), "{:?}", ls[0].diagnoses);
     assert!(
         ls[0]
@@ -132,7 +136,10 @@ fn processes_that_never_start_cuda_are_not_failed_cuda_start_ups() {
             exit_of(4, 7, 0),
         ],
     );
-    assert_eq!((smi[0].class, smi[0].result), ("nvml", "ok"));
+    assert_eq!(
+        (smi[0].class.as_str(), smi[0].result.as_str()),
+        ("nvml", "ok")
+    );
     assert!(smi[0].text.contains("a driver client"), "{}", smi[0].text);
     // A CUDA start-up is one: its verdict comes once, at cuInit's return.
     let cu = verdicts_of(
@@ -146,7 +153,10 @@ fn processes_that_never_start_cuda_are_not_failed_cuda_start_ups() {
         ],
     );
     assert_eq!(cu.len(), 1, "exactly one verdict: {cu:#?}");
-    assert_eq!((cu[0].class, cu[0].result), ("cuda", "ok"));
+    assert_eq!(
+        (cu[0].class.as_str(), cu[0].result.as_str()),
+        ("cuda", "ok")
+    );
 }
 
 #[test]
@@ -162,9 +172,12 @@ fn a_node_libcuda_created_is_a_recovered_problem_not_a_cause() {
             cuda(5, "cuInit", Some((0, "CUDA_SUCCESS"))),
         ],
     );
-    assert_eq!(v[0].result, "ok");
+    assert_eq!(v[0].result, Outcome::Ok);
     let d = &v[0].diagnoses[0];
-    assert_eq!((d.id, d.severity), ("node_missing", "recovered"));
+    assert_eq!(
+        (d.id.as_str(), d.severity.as_str()),
+        ("node_missing", "recovered")
+    );
     assert_eq!(
         d.evidence,
         "/dev/nvidia0: ENOENT; libcuda created it (mknod 195:0); start-up recovered and succeeded"
@@ -180,8 +193,8 @@ fn a_node_libcuda_created_is_a_recovered_problem_not_a_cause() {
             cuda(4, "cuInit", Some((999, "CUDA_ERROR_UNKNOWN"))),
         ],
     );
-    assert_eq!(v[0].result, "failed");
-    assert_eq!(v[0].diagnoses[0].severity, "recovered");
+    assert_eq!(v[0].result, Outcome::Failed);
+    assert_eq!(v[0].diagnoses[0].severity, DiagSeverity::Recovered);
     assert!(
         !v[0].text.contains("/dev/nvidia-uvm: ENOENT"),
         "a recovered problem must not explain the failure: {}",
@@ -209,7 +222,7 @@ fn a_refused_mknod_is_named() {
     let d = v[0]
         .diagnoses
         .iter()
-        .find(|d| d.id == "node_create_failed")
+        .find(|d| d.id == DiagId::NodeCreateFailed)
         .expect("named");
     assert_eq!(d.evidence, "/dev/nvidia0: mknod 195:0 failed: EPERM");
 }
@@ -225,10 +238,13 @@ fn the_toolkit_stub_is_named_with_its_path() {
             cuda(2, "cuInit", Some((34, "CUDA_ERROR_STUB_LIBRARY"))),
         ],
     );
-    assert_eq!((v[0].class, v[0].result), ("cuda", "failed"));
+    assert_eq!(
+        (v[0].class.as_str(), v[0].result.as_str()),
+        ("cuda", "failed")
+    );
     assert_eq!(v[0].calls, 0);
     let d = &v[0].diagnoses[0];
-    assert_eq!(d.id, "stub_library");
+    assert_eq!(d.id, DiagId::StubLibrary);
     assert!(d.evidence.contains(stub), "{}", d.evidence);
     assert!(v[0].text.contains("stub"), "{}", v[0].text);
 }
@@ -256,7 +272,7 @@ fn a_libcuda_of_another_version_is_named_with_both() {
     let d = v[0]
         .diagnoses
         .iter()
-        .find(|d| d.id == "version_mismatch")
+        .find(|d| d.id == DiagId::VersionMismatch)
         .expect("named");
     assert!(
         d.evidence.ends_with(
@@ -296,9 +312,9 @@ fn any_cuda_call_refused_after_fork_is_fork_after_init() {
         ],
     );
     let c = v.iter().find(|x| x.pid == 8).expect("the child's verdict");
-    assert_eq!(c.class, "cuda");
+    assert_eq!(c.class, Class::Cuda);
     assert!(
-        c.diagnoses.iter().any(|d| d.id == "fork_after_init"),
+        c.diagnoses.iter().any(|d| d.id == DiagId::ForkAfterInit),
         "{:#?}",
         c.diagnoses
     );
@@ -324,7 +340,7 @@ fn a_visibility_list_that_matches_nothing_is_said_plainly() {
         ],
     );
     let d = &v[0].diagnoses[0];
-    assert_eq!(d.id, "no_visible_devices");
+    assert_eq!(d.id, DiagId::NoVisibleDevices);
     assert!(
         d.evidence
             .ends_with("CUDA_VISIBLE_DEVICES=GPU-deadbeef matches none of this host's 1 GPU"),
@@ -363,7 +379,12 @@ fn a_libcuda_read_but_never_mapped_is_no_cuda_start_up() {
         ],
     );
     assert_eq!(v.len(), 1);
-    assert_eq!((v[0].class, v[0].result), ("probe", "ok"), "{}", v[0].text);
+    assert_eq!(
+        (v[0].class.as_str(), v[0].result.as_str()),
+        ("probe", "ok"),
+        "{}",
+        v[0].text
+    );
     assert!(v[0].text.starts_with(
         "opened /usr/lib/x86_64-linux-gnu/libcuda.so.580.159.04 without being seen to map it"
     ));
@@ -378,12 +399,12 @@ fn a_libcuda_read_but_never_mapped_is_no_cuda_start_up() {
         ],
     );
     assert_eq!(
-        (v[0].class, v[0].result),
+        (v[0].class.as_str(), v[0].result.as_str()),
         ("cuda", "failed"),
         "{}",
         v[0].text
     );
-    assert_eq!(v[0].diagnoses[0].id, "libcuda_not_found");
+    assert_eq!(v[0].diagnoses[0].id, DiagId::LibcudaNotFound);
     assert!(v[0].diagnoses[0].evidence.starts_with(
         "the dynamic loader looked for libcuda.so.1 2 times and found none: /opt/a/libcuda.so.1 (ENOENT), /usr/lib/libcuda.so.1 (ENOENT)"
     ));

@@ -7,6 +7,7 @@ use super::{
     tests::{io, open, stages},
     *,
 };
+use crate::correlate::{DiagId, Outcome};
 use crate::decode::{Event, args::Arg};
 
 /// A failing UVM_INITIALIZE with no signal points at HMM.
@@ -24,8 +25,8 @@ fn a_failing_uvm_step_gets_the_hmm_hint() {
     }
     let ev = vec![open(1, "/dev/nvidiactl", "ctl"), bad];
     let (_, v) = stages(&ev);
-    assert_eq!(v.result, "failed");
-    assert_eq!(v.diagnoses[0].id, "uvm_step_failed");
+    assert_eq!(v.result, Outcome::Failed);
+    assert_eq!(v.diagnoses[0].id, DiagId::UvmStepFailed);
     assert!(v.diagnoses[0].hint.contains("uvm_disable_hmm=1"));
     assert_eq!(
         v.text,
@@ -93,7 +94,7 @@ fn uvm_pageable_answer_weighs_in_the_hmm_hint() {
     };
     let on = run(true);
     let d = &on.diagnoses[0];
-    assert_eq!(d.id, "uvm_step_failed");
+    assert_eq!(d.id, DiagId::UvmStepFailed);
     assert_eq!(
         d.evidence,
         "UVM_REGISTER_GPU returned NV_ERR_INVALID_STATE; UVM told this process that pageable memory \
@@ -138,7 +139,7 @@ access is on (UVM_PAGEABLE_MEM_ACCESS: true)"
     };
     for reinit in [false, true] {
         let v = other_fd(reinit);
-        assert_eq!(v.diagnoses[0].id, "uvm_step_failed");
+        assert_eq!(v.diagnoses[0].id, DiagId::UvmStepFailed);
         assert!(
             !v.diagnoses[0].evidence.contains("UVM told"),
             "{}",

@@ -4,18 +4,50 @@
 use serde::Serialize;
 
 use super::{
-    rules::{self, Diagnosis},
+    rules::{self, DiagId, Diagnosis},
     stages::StageHit,
     state::{FailedCall, ProcInit, SignalInfo, ms},
 };
+
+crate::decode::named_enum!(
+    /// How a start-up ended.
+    Outcome {
+        Ok => "ok",
+        Failed => "failed",
+        Killed => "killed",
+        Exited => "exited",
+        Incomplete => "incomplete",
+    }
+);
+
+crate::decode::named_enum!(
+    /// What kind of process a verdict is about.
+    Class {
+        /// Called cuInit or another CUDA driver API, or set up UVM.
+        Cuda => "cuda",
+        /// A driver client that never starts CUDA: nvidia-smi, DCGM,
+        /// persistenced, device plugins.
+        Nvml => "nvml",
+        /// Only looked at NVIDIA paths.
+        Probe => "probe",
+        /// A program a CUDA process ran, e.g. nvidia-modprobe.
+        Helper => "helper",
+    }
+);
+
+/// Recordings made before verdicts had a class judged CUDA start-ups only.
+impl Default for Class {
+    fn default() -> Self {
+        Self::Cuda
+    }
+}
 
 /// The verdict on one process's CUDA start-up.
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct CuInit {
     pub pid: u32,
     pub comm: String,
-    /// ok, failed, killed, exited, incomplete.
-    pub result: &'static str,
+    pub result: Outcome,
     /// How the verdict was reached.
     pub source: &'static str,
     pub text: String,
@@ -37,7 +69,7 @@ pub struct CuInit {
     /// persistenced, device plugins), probe (only looked at NVIDIA paths),
     /// helper (a program a CUDA process ran, e.g. nvidia-modprobe).
     #[serde(default)]
-    pub class: &'static str,
+    pub class: Class,
     /// Who the process is (from /proc while it lived).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub process: Option<crate::attribution::ProcessInfo>,
@@ -63,7 +95,7 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<(String, i32)>) -> C
         .or_else(|| st.signals.iter().rev().find(|s| s.during.is_some()))
         .cloned();
     let class = class_of(st);
-    if class != "cuda" {
+    if class != Class::Cuda {
         return other_class(pid, st, class, exit, signal);
     }
     let mut diagnoses = rules::diagnose(&rules::Facts {
@@ -76,7 +108,7 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<(String, i32)>) -> C
         let r = format!("{} ({code})", name.unwrap_or("CUresult"));
         let (result, text) = if code == 0 {
             (
-                "ok",
+                Outcome::Ok,
                 format!(
                     "cuInit returned {r} after {}",
                     last_stage.as_deref().unwrap_or("no driver call")
@@ -84,7 +116,7 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<(String, i32)>) -> C
             )
         } else {
             (
-                "failed",
+                Outcome::Failed,
                 match &st.last_failure {
                     Some(f) => format!(
                         "cuInit returned {r}; the driver call that explains it: {} returned {} (after {})",
@@ -126,7 +158,7 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<(String, i32)>) -> C
         };
         (result, text, source, None)
     };
-    rules::settle_severity(&mut diagnoses, st, result == "ok");
+    rules::settle_severity(&mut diagnoses, st, result == Outcome::Ok);
     let text = with_gpu(text, st);
     CuInit {
         pid,
@@ -160,7 +192,7 @@ const DRIVER_CLIENTS: &[&str] = &[
 ];
 
 /// The process's class, from what it did (see [`CuInit::class`]).
-pub(crate) fn class_of(st: &ProcInit) -> &'static str {
+pub(crate) fn class_of(st: &ProcInit) -> Class {
     let exe_is = |name: &str| {
         st.comm == name
             || st
@@ -185,18 +217,18 @@ pub(crate) fn class_of(st: &ProcInit) -> &'static str {
     // A child of a process whose cuInit completed carries on its CUDA work.
     let cuda_parent = matches!(st.parent, Some((_, true)));
     if st.parent.is_some() && exe_is("nvidia-modprobe") {
-        "helper"
+        Class::Helper
     } else if st.cuinit_entered || st.curesult.is_some() || st.cuda_calls > 0 || registered {
-        "cuda"
+        Class::Cuda
     } else if nvml && (st.calls > 0 || st.opened_any || !st.modprobe.is_empty()) {
-        "nvml"
+        Class::Nvml
     } else if st.uvm_touched || st.reached[4] || libcuda || cuda_parent || !st.modprobe.is_empty() {
         // UVM, libcuda, or the setuid helper libcuda runs for missing nodes.
-        "cuda"
+        Class::Cuda
     } else if st.calls > 0 || st.opened_any {
-        "nvml"
+        Class::Nvml
     } else {
-        "probe"
+        Class::Probe
     }
 }
 
@@ -206,7 +238,7 @@ pub(crate) fn class_of(st: &ProcInit) -> &'static str {
 fn other_class(
     pid: u32,
     st: &ProcInit,
-    class: &'static str,
+    class: Class,
     exit: Option<(String, i32)>,
     signal: Option<SignalInfo>,
 ) -> CuInit {
@@ -216,22 +248,22 @@ fn other_class(
         |e| e.0.clone(),
     );
     let (result, text, diagnoses) = match class {
-        "helper" => {
+        Class::Helper => {
             let parent = st.parent.map_or(0, |p| p.0);
             let ok = exit.as_ref().is_some_and(|e| e.0.ends_with("status 0"));
             (
                 if ok {
-                    "ok"
+                    Outcome::Ok
                 } else if fatal {
-                    "killed"
+                    Outcome::Killed
                 } else {
-                    "failed"
+                    Outcome::Failed
                 },
                 format!("run by pid {parent} to load a module or create a node: {ended}"),
                 Vec::new(),
             )
         }
-        "nvml" => {
+        Class::Nvml => {
             let mut d = rules::diagnose(&rules::Facts {
                 st,
                 fatal_sig: exit.as_ref().map_or(0, |e| e.1),
@@ -239,24 +271,28 @@ fn other_class(
                 signal: signal.as_ref(),
             });
             d.retain(|x| {
-                x.id.starts_with("node_")
-                    || matches!(
-                        x.id,
-                        "version_mismatch"
-                            | "killed_by_signal"
-                            | "inherited_nvidia_fds"
-                            | "nvidia_modprobe_failed"
-                    )
+                matches!(
+                    x.id,
+                    DiagId::NodeWrongDevice
+                        | DiagId::NodePermission
+                        | DiagId::NodeMissing
+                        | DiagId::NodeCreateFailed
+                        | DiagId::NodeError
+                        | DiagId::VersionMismatch
+                        | DiagId::KilledBySignal
+                        | DiagId::InheritedNvidiaFds
+                        | DiagId::NvidiaModprobeFailed
+                )
             });
             let failed = st.last_failure.as_ref();
             let result = if fatal {
-                "killed"
+                Outcome::Killed
             } else if failed.is_some() && !d.is_empty() {
-                "failed"
+                Outcome::Failed
             } else {
-                "ok"
+                Outcome::Ok
             };
-            rules::settle_severity(&mut d, st, result == "ok");
+            rules::settle_severity(&mut d, st, result == Outcome::Ok);
             let text = if fatal {
                 // Who killed it, where: as for a CUDA start-up.
                 let last = st
@@ -279,7 +315,7 @@ fn other_class(
             (result, text, d)
         }
         _ if st.lookups == 0 && st.lib_loaded().is_some() => (
-            "ok",
+            Outcome::Ok,
             format!(
                 "opened {} without being seen to map it or call CUDA (a read of the file, not a load); {ended}",
                 st.lib_loaded().unwrap_or_default()
@@ -287,7 +323,7 @@ fn other_class(
             Vec::new(),
         ),
         _ => (
-            "ok",
+            Outcome::Ok,
             format!(
                 "looked up NVIDIA paths only ({} lookups, no driver call, no libcuda seen){}; {ended}",
                 st.lookups,
@@ -364,15 +400,15 @@ fn driver_only(
     signal: Option<&SignalInfo>,
     last_stage: Option<&str>,
     diagnoses: &[Diagnosis],
-) -> (&'static str, String) {
+) -> (Outcome, String) {
     let reached_init = st.reached[7];
     match (exit, reached_init) {
         (_, true) => (
-            "ok",
+            Outcome::Ok,
             "reached UVM GPU registration (S7): the driver side of cuInit completed".to_owned(),
         ),
         (Some((e, sig)), false) if *sig != 0 => (
-            "killed",
+            Outcome::Killed,
             match signal {
                 Some(s) => format!(
                     "killed by {} from {} after {:.1} ms{}",
@@ -388,7 +424,7 @@ fn driver_only(
             },
         ),
         _ if st.last_failure.is_some() || !diagnoses.is_empty() => (
-            "failed",
+            Outcome::Failed,
             match &st.last_failure {
                 Some(f) => format!(
                     "{} returned {} after {}",
@@ -404,28 +440,28 @@ fn driver_only(
             },
         ),
         (Some((e, _)), false) if st.calls == 0 && st.cuda_calls == 0 && !st.cuinit_entered => (
-            "exited",
+            Outcome::Exited,
             match st.lib_loaded() {
                 Some(p) => format!("loaded {p} and {e} without a CUDA call or a driver call"),
                 None => format!("{e} without a CUDA call or a driver call"),
             },
         ),
         (Some((e, _)), false) if !st.reached[4] && !st.cuinit_entered => (
-            "exited",
+            Outcome::Exited,
             format!(
                 "{e} after {} without touching UVM or cuInit: a driver client such as NVML, not a CUDA start-up",
                 last_stage.unwrap_or("no stage")
             ),
         ),
         (Some((e, _)), false) => (
-            "exited",
+            Outcome::Exited,
             format!(
                 "{e} after {}, before any GPU was registered with UVM",
                 last_stage.unwrap_or("no stage")
             ),
         ),
         (None, false) => (
-            "incomplete",
+            Outcome::Incomplete,
             format!(
                 "still at {} when tracing stopped",
                 last_stage.unwrap_or("no stage")

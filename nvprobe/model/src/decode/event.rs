@@ -38,13 +38,9 @@ macro_rules! named_enum {
                 schemars::json_schema!({ "type": "string", "enum": [$($s),+] })
             }
         }
-        impl PartialEq<&str> for $name {
-            fn eq(&self, o: &&str) -> bool {
-                self.as_str() == *o
-            }
-        }
     };
 }
+pub(crate) use named_enum;
 
 named_enum!(
     /// What an NVIDIA file is, from its device number.

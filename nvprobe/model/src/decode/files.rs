@@ -106,7 +106,7 @@ fn check_mismatch(path: &str, dev: Option<&Device>, is_chr: bool) -> Option<Stri
         ));
     }
     let got = d.kind;
-    if got != dev_kind_name(want) || minor.is_some_and(|m| m != d.minor) {
+    if got != DeviceKind::from(want) || minor.is_some_and(|m| m != d.minor) {
         return Some(format!(
             "{path} is device {}:{} ({got}), not the NVIDIA {} node{}",
             d.major,

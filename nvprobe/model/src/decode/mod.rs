@@ -162,16 +162,7 @@ pub(crate) fn proc_of(h: &Header) -> Proc {
 }
 
 pub fn dev_kind_name(k: DevKind) -> &'static str {
-    match k {
-        DevKind::None => "none",
-        DevKind::Ctl => "ctl",
-        DevKind::Gpu => "gpu",
-        DevKind::Uvm => "uvm",
-        DevKind::UvmTools => "uvm-tools",
-        DevKind::Modeset => "modeset",
-        DevKind::Caps => "caps",
-        DevKind::Other => "other",
-    }
+    DeviceKind::from(k).as_str()
 }
 
 pub(crate) fn device_of(f: &FileId, ctx: &Context) -> Device {

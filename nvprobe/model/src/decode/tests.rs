@@ -84,8 +84,8 @@ fn rm_control_with_failing_status() {
         panic!("not an ioctl")
     };
     assert_eq!(d.name, Some("NV_ESC_RM_CONTROL"));
-    assert_eq!(d.family, "escape");
-    assert_eq!(d.device.kind, "ctl");
+    assert_eq!(d.family, Family::Escape);
+    assert_eq!(d.device.kind, DeviceKind::Ctl);
     assert_eq!(d.device.node.as_deref(), Some("/dev/nvidiactl"));
     assert_eq!(
         d.args.to_json()["control_name"],
@@ -145,7 +145,7 @@ fn uvm_status_from_the_tail_of_a_large_struct() {
         panic!()
     };
     assert_eq!(d.name, Some("UVM_MAP_EXTERNAL_ALLOCATION"));
-    assert_eq!(d.family, "uvm");
+    assert_eq!(d.family, Family::Uvm);
     assert_eq!(d.device.node.as_deref(), Some("/dev/nvidia-uvm"));
     assert_eq!(
         d.status.expect("status").name,
@@ -350,7 +350,7 @@ fn failed_open_and_wrong_device() {
     };
     assert_eq!(d.mismatch, None);
     assert!(d.ok);
-    assert_eq!(d.device.expect("device").kind, "ctl");
+    assert_eq!(d.device.expect("device").kind, DeviceKind::Ctl);
 }
 
 #[test]

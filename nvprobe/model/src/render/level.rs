@@ -13,7 +13,10 @@ use std::str::FromStr;
 use serde::Serialize;
 
 use super::Note;
-use crate::{correlate::Record, decode::Event};
+use crate::{
+    correlate::{Class, DiagSeverity, Outcome, Record},
+    decode::Event,
+};
 
 /// What `--events` ships.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
@@ -142,12 +145,16 @@ impl Severity {
             Record::Stage { .. } | Record::Breakdown(_) => Severity::Info,
             Record::Signal(_) => Severity::Warn,
             Record::Cuinit(v) => match v.result {
-                "ok" if v.diagnoses.is_empty() => Severity::Info,
-                "ok" => Severity::Warn,
+                Outcome::Ok if v.diagnoses.is_empty() => Severity::Info,
+                Outcome::Ok => Severity::Warn,
                 // A process that exited or was still starting when tracing
                 // stopped, without a failed cuInit.
-                "exited" | "incomplete" if v.class != "cuda" => Severity::Info,
-                "exited" | "incomplete" if v.diagnoses.iter().all(|d| d.severity != "error") => {
+                Outcome::Exited | Outcome::Incomplete if v.class != Class::Cuda => Severity::Info,
+                Outcome::Exited | Outcome::Incomplete
+                    if v.diagnoses
+                        .iter()
+                        .all(|d| d.severity != DiagSeverity::Error) =>
+                {
                     Severity::Warn
                 }
                 _ => Severity::Error,

@@ -6,6 +6,7 @@
 use std::fmt::Write as _;
 
 use super::{Clock, Note};
+use crate::correlate::{Class, DiagSeverity};
 use crate::decode::{
     CudaCall, CudaPhase, Device, DriverCall, Event, FdCall, Ioctl, MmapCall, PathCall, Proc,
     ProcCall, ProcKind, args::Args, version::LayoutBasis,
@@ -315,11 +316,11 @@ fn verdict_text(v: &crate::correlate::CuInit) -> String {
     }
     for d in &v.diagnoses {
         let mark = match d.severity {
-            "recovered" | "info" => "~",
-            _ => "!",
+            DiagSeverity::Recovered | DiagSeverity::Info => "~",
+            DiagSeverity::Error | DiagSeverity::Warning => "!",
         };
         let sev = match d.severity {
-            "" | "error" => String::new(),
+            DiagSeverity::Error => String::new(),
             other => format!(" ({other})"),
         };
         let _ = writeln!(
@@ -345,7 +346,7 @@ pub fn record_text(rec: &crate::correlate::Record) -> String {
         ),
         // Text shows the CUDA start-ups; the other classes (driver clients,
         // path lookups, helpers) are in the JSON.
-        Record::Cuinit(v) if v.class != "cuda" && !v.class.is_empty() => String::new(),
+        Record::Cuinit(v) if v.class != Class::Cuda => String::new(),
         Record::Cuinit(v) => verdict_text(v),
     }
 }
