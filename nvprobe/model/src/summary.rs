@@ -236,10 +236,7 @@ impl Stats {
             let key = match (e.name, &e.xfer) {
                 (_, Some(x)) => x.name.map_or(CallKey::Raw("XFER", 0), CallKey::Named),
                 (Some(n), None) => CallKey::Named(n),
-                (None, None) => CallKey::Raw(
-                    e.family.as_str(),
-                    u32::from_str_radix(e.request.trim_start_matches("0x"), 16).unwrap_or(0),
-                ),
+                (None, None) => CallKey::Raw(e.family.as_str(), e.request),
             };
             let c = self.calls.entry(key).or_insert_with(|| CallSummary {
                 name: match key {

@@ -13,7 +13,7 @@ use std::{
 
 use nvprobe_model::{
     correlate::{Class, Outcome, Record},
-    decode::{CudaPhase, Event, Ioctl, ProcKind, args::Arg},
+    decode::{CudaPhase, Event, Ioctl, ProcKind},
 };
 
 /// The most processes kept (the oldest ended ones go first).
@@ -218,13 +218,9 @@ pub fn ioctl_label(i: &Ioctl) -> String {
         .as_ref()
         .and_then(|x| x.name)
         .or(i.name)
-        .map_or_else(|| format!("ioctl {}", i.request), str::to_owned);
-    match ["control_name", "hClass_name"]
-        .iter()
-        .find_map(|k| match i.args.get(k) {
-            Some(Arg::Str(s)) => Some(*s),
-            _ => None,
-        }) {
+        .map_or_else(|| format!("ioctl {:#x}", i.request), str::to_owned);
+    let known = i.args.known();
+    match known.control.or(known.class).and_then(|n| n.name) {
         Some(w) => format!("{name} {w}"),
         None => name,
     }

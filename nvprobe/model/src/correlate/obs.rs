@@ -1,17 +1,9 @@
 //! What the correlator keeps of each event: a small, owned summary made
 //! on the decode threads, so the full event never crosses threads.
 
-use crate::decode::{Call, CudaPhase, DeviceKind, Event, Ioctl, ProcCall, Status, args::Arg, uvm};
+use crate::decode::{Call, CudaPhase, DeviceKind, Event, Ioctl, ProcCall, Status, uvm};
 
 use super::stages::stage_of;
-
-/// A name the decode tables gave (`control_name`, `hClass_name`).
-fn static_arg(i: &Ioctl, key: &str) -> Option<&'static str> {
-    match i.args.get(key) {
-        Some(Arg::Str(s)) => Some(s),
-        _ => None,
-    }
-}
 
 /// A call, named without allocating (this runs for every event).
 #[derive(Clone, Copy, Debug)]
@@ -25,8 +17,8 @@ impl CallRef {
     pub(crate) fn of(i: &Ioctl) -> Self {
         Self {
             name: i.xfer.as_ref().and_then(|x| x.name).or(i.name),
-            control: static_arg(i, "control_name"),
-            request: u32::from_str_radix(i.request.trim_start_matches("0x"), 16).unwrap_or(0),
+            control: i.args.known().control.and_then(|c| c.name),
+            request: i.request,
         }
     }
     pub(crate) fn text(&self) -> String {
@@ -159,14 +151,11 @@ impl Obs {
                 }),
                 gpu: gpu_of(i),
                 uvm: matches!(i.device.kind, DeviceKind::Uvm),
-                pageable: match i.args.get("pageableMemAccess") {
-                    Some(Arg::Bool(b))
-                        if i.ok && i.call == Call::Uvm(uvm::UVM_PAGEABLE_MEM_ACCESS) =>
-                    {
-                        Some(*b)
-                    }
-                    _ => None,
-                },
+                pageable: i
+                    .args
+                    .known()
+                    .pageable
+                    .filter(|_| i.ok && i.call == Call::Uvm(uvm::UVM_PAGEABLE_MEM_ACCESS)),
             },
             Event::Open(p) if p.device.is_none() && is_libcuda_path(&p.path) => ObsKind::LibLoad {
                 path: p.path.clone(),
@@ -252,7 +241,7 @@ fn gpu_of(i: &Ioctl) -> Option<GpuRef> {
         return Some(GpuRef::Minor(i.device.minor));
     }
     if i.call == Call::Uvm(uvm::UVM_REGISTER_GPU)
-        && let Some(Arg::Text(u)) = i.args.get("gpu_uuid")
+        && let Some(u) = &i.args.known().gpu_uuid
     {
         return Some(GpuRef::Uuid(u.clone()));
     }

@@ -21,7 +21,6 @@ use serde::Serialize;
 
 use crate::decode::{
     Call, DeviceKind, Event, Ioctl,
-    args::Arg,
     escape::{NV_ESC_CHECK_VERSION_STR, NV_ESC_REGISTER_FD, NV_ESC_RM_ALLOC, NV_ESC_RM_CONTROL},
     uvm::{UVM_INITIALIZE, UVM_REGISTER_GPU, UVM_REGISTER_GPU_VASPACE},
 };
@@ -58,8 +57,9 @@ pub(crate) fn stage_of(ev: &Event) -> Option<usize> {
 }
 
 fn ioctl_stage(i: &Ioctl) -> Option<usize> {
-    let control = hex_arg(i, "control");
-    let class = hex_arg(i, "hClass");
+    let known = i.args.known();
+    let control = known.control.map(|c| c.code);
+    let class = known.class.map(|c| c.code);
     match i.call {
         Call::Escape(NV_ESC_RM_CONTROL) => match control? {
             NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION => Some(1),
@@ -76,14 +76,6 @@ fn ioctl_stage(i: &Ioctl) -> Option<usize> {
         Call::Escape(NV_ESC_REGISTER_FD) if i.device.kind == DeviceKind::Gpu => Some(5),
         Call::Uvm(UVM_REGISTER_GPU) => Some(7),
         Call::Uvm(UVM_REGISTER_GPU_VASPACE) => Some(8),
-        _ => None,
-    }
-}
-
-/// A number the decoder put in the call's arguments (a control, a class).
-pub(crate) fn hex_arg(i: &Ioctl, key: &str) -> Option<u32> {
-    match i.args.get(key) {
-        Some(Arg::Hex(v)) => u32::try_from(*v).ok(),
         _ => None,
     }
 }

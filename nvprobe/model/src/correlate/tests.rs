@@ -86,17 +86,18 @@ pub(super) fn io(
 ) -> Event {
     let mut args = Args::new();
     if let Some((k, v)) = arg {
-        if let Some((nk, n)) = number_of(k, v) {
-            args.insert(nk, Arg::Hex(n.into()));
+        match number_of(k, v) {
+            Some(("control", n)) => args.control(n, Some(v)),
+            Some((_, n)) => args.class(n, Some(v)),
+            None => args.insert(k, Arg::Str(v)),
         }
-        args.insert(k, Arg::Str(v));
     }
     let call = call_of(name);
     Event::Ioctl(Ioctl {
         proc: proc_(),
         fd: 3,
         device: dev(kind),
-        request: "0x0".into(),
+        request: 0,
         family: if matches!(call, Call::Uvm(_)) {
             Family::Uvm
         } else {

@@ -8,7 +8,7 @@ use super::{
     *,
 };
 use crate::correlate::{DiagId, Outcome};
-use crate::decode::{Event, args::Arg};
+use crate::decode::Event;
 
 /// A failing UVM_INITIALIZE with no signal points at HMM.
 #[test]
@@ -72,7 +72,7 @@ fn uvm_pageable_answer_weighs_in_the_hmm_hint() {
     let run = |pageable: bool| {
         let mut pm = io(3, "UVM_PAGEABLE_MEM_ACCESS", None, "uvm");
         if let Event::Ioctl(i) = &mut pm {
-            i.args.insert("pageableMemAccess", Arg::Bool(pageable));
+            i.args.pageable(pageable);
         }
         let mut bad = io(4, "UVM_REGISTER_GPU", None, "uvm");
         if let Event::Ioctl(i) = &mut bad {
@@ -122,7 +122,7 @@ access is on (UVM_PAGEABLE_MEM_ACCESS: true)"
     let other_fd = |reinit: bool| {
         let mut pm = io(3, "UVM_PAGEABLE_MEM_ACCESS", None, "uvm");
         if let Event::Ioctl(i) = &mut pm {
-            i.args.insert("pageableMemAccess", Arg::Bool(true));
+            i.args.pageable(true);
         }
         let mut bad = io(5, "UVM_REGISTER_GPU", None, "uvm");
         if let Event::Ioctl(i) = &mut bad {
@@ -180,7 +180,7 @@ access is on (UVM_PAGEABLE_MEM_ACCESS: true)"
     // An answer given after the failure does not explain it.
     let mut pm = io(5, "UVM_PAGEABLE_MEM_ACCESS", None, "uvm");
     if let Event::Ioctl(i) = &mut pm {
-        i.args.insert("pageableMemAccess", Arg::Bool(true));
+        i.args.pageable(true);
     }
     let mut bad = io(4, "UVM_REGISTER_GPU", None, "uvm");
     if let Event::Ioctl(i) = &mut bad {

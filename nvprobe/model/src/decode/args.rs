@@ -17,18 +17,67 @@ pub enum Arg {
     StrList(Vec<String>),
 }
 
+/// A number from the RM tables, with its name when the table knows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Named {
+    pub code: u32,
+    pub name: Option<&'static str>,
+}
+
+/// What the correlator and the views read of a call's arguments, as
+/// values: set by the decoders together with the JSON keys that show them
+/// to people, so nothing reads a key back.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Args(Vec<(&'static str, Arg)>);
+pub struct Known {
+    /// The RM control of an `NV_ESC_RM_CONTROL` (`control`, `control_name`).
+    pub control: Option<Named>,
+    /// The class an RM allocation creates (`hClass`, `hClass_name`).
+    pub class: Option<Named>,
+    /// UVM's answer on pageable memory access (`pageableMemAccess`).
+    pub pageable: Option<bool>,
+    /// The GPU a UVM command or an RM control names (`gpu_uuid`).
+    pub gpu_uuid: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Args {
+    items: Vec<(&'static str, Arg)>,
+    known: Known,
+}
 
 impl Args {
     pub fn new() -> Self {
-        Self(Vec::new())
+        Self::default()
     }
     pub fn insert(&mut self, key: &'static str, v: Arg) {
-        self.0.push((key, v));
+        self.items.push((key, v));
+    }
+    /// The typed facts (see [`Known`]).
+    pub fn known(&self) -> &Known {
+        &self.known
+    }
+    /// An RM control: `control` and `control_name`.
+    pub fn control(&mut self, code: u32, name: Option<&'static str>) {
+        self.named("control", "control_name", code, name);
+        self.known.control = Some(Named { code, name });
+    }
+    /// An RM class: `hClass` and `hClass_name`.
+    pub fn class(&mut self, code: u32, name: Option<&'static str>) {
+        self.named("hClass", "hClass_name", code, name);
+        self.known.class = Some(Named { code, name });
+    }
+    /// `pageableMemAccess`.
+    pub fn pageable(&mut self, on: bool) {
+        self.insert("pageableMemAccess", Arg::from(on));
+        self.known.pageable = Some(on);
+    }
+    /// `gpu_uuid`.
+    pub fn gpu_uuid(&mut self, uuid: String) {
+        self.known.gpu_uuid = Some(uuid.clone());
+        self.insert("gpu_uuid", Arg::Text(uuid));
     }
     /// `key` = the number, `name_key` = its name when the table knows it.
-    pub fn named(
+    fn named(
         &mut self,
         key: &'static str,
         name_key: &'static str,
@@ -41,16 +90,16 @@ impl Args {
         }
     }
     pub fn get(&self, key: &str) -> Option<&Arg> {
-        self.0.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+        self.items.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
     }
     pub fn contains_key(&self, key: &str) -> bool {
         self.get(key).is_some()
     }
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.items.is_empty()
     }
     pub fn iter(&self) -> impl Iterator<Item = (&'static str, &Arg)> {
-        self.0.iter().map(|(k, v)| (*k, v))
+        self.items.iter().map(|(k, v)| (*k, v))
     }
     /// The JSON object, for tests and tools.
     pub fn to_json(&self) -> Value {
@@ -103,8 +152,8 @@ impl Serialize for Arg {
 
 impl Serialize for Args {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(self.0.len()))?;
-        for (k, v) in &self.0 {
+        let mut m = s.serialize_map(Some(self.items.len()))?;
+        for (k, v) in &self.items {
             m.serialize_entry(k, v)?;
         }
         m.end()

@@ -21,7 +21,7 @@ pub(super) fn args_rm_control(m: &mut Args, size: u32, head: &Bytes, v: &Version
     if let (Some(hc), Some(ho), Some(cmd)) = (u32_at(0), u32_at(4), cmd) {
         m.insert("hClient", Arg::Hex(hc.into()));
         m.insert("hObject", Arg::Hex(ho.into()));
-        m.named("control", "control_name", cmd, control::name(cmd, v));
+        m.control(cmd, control::name(cmd, v));
     }
     if let Some(ps) = u32_at(24) {
         m.insert("paramsSize", Arg::from(ps));
@@ -42,7 +42,7 @@ pub(super) fn args_rm_alloc(m: &mut Args, size: u32, head: &Bytes, v: &VersionCt
         m.insert("hRoot", Arg::Hex(r.into()));
         m.insert("hParent", Arg::Hex(p.into()));
         m.insert("hObjectNew", Arg::Hex(n.into()));
-        m.named("hClass", "hClass_name", c, class::name(c, v));
+        m.class(c, class::name(c, v));
         m.insert(
             "struct",
             Arg::Text(if size == 32 { "NVOS21" } else { "NVOS64" }.into()),
@@ -72,7 +72,7 @@ pub(super) fn args_alloc_memory(m: &mut Args, size: u32, head: &Bytes, v: &Versi
         m.insert("hRoot", Arg::Hex(r.into()));
         m.insert("hParent", Arg::Hex(p.into()));
         m.insert("hObjectNew", Arg::Hex(n.into()));
-        m.named("hClass", "hClass_name", c, class::name(c, v));
+        m.class(c, class::name(c, v));
     }
     if let Some(fd) = head.i32(48) {
         m.insert("fd", Arg::from(fd));

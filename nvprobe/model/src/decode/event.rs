@@ -177,7 +177,10 @@ impl Status {
 
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq, Eq)]
 pub struct Xfer {
-    pub cmd: String,
+    /// The wrapped command word (in JSON: hex).
+    #[serde(serialize_with = "hex_u32")]
+    #[schemars(with = "String")]
+    pub cmd: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<&'static str>,
     pub size: u32,
@@ -189,8 +192,10 @@ pub struct Ioctl {
     pub proc: Proc,
     pub fd: i32,
     pub device: Device,
-    /// The raw command word.
-    pub request: String,
+    /// The raw command word (in JSON: hex, "0xc0204600").
+    #[serde(serialize_with = "hex_u32")]
+    #[schemars(with = "String")]
+    pub request: u32,
     pub family: Family,
     /// The command as numbers, for rules (not in the JSON: `request`,
     /// `name` and `xfer` say it there).
@@ -202,6 +207,7 @@ pub struct Ioctl {
     pub xfer: Option<Xfer>,
     /// Size of the parameter struct.
     pub size: u32,
+    /// The call's fields (their typed facts: `args.known()`).
     pub args: Args,
     pub start_ns: u64,
     pub duration_ns: u64,

@@ -33,7 +33,7 @@ pub(super) fn decode_rm_control(
         && io.ret == 0
         && io.status.as_ref().is_some_and(|s| s.code == 0)
         && matches!(io.call, Call::Escape(escape::NV_ESC_RM_CONTROL))
-        && io.args.get("control") == Some(&Arg::Hex(ev.control.into()))
+        && io.args.known().control.map(|c| c.code) == Some(ev.control)
     {
         let plen = (ev.params_len as usize).min(ev.params.len());
         let dlen = (ev.deref_len as usize).min(ev.deref.len());
@@ -90,7 +90,7 @@ pub(super) fn decode_ioctl(ev: &IoctlEvent, ctx: &Context, raw: Option<String>) 
             let inner = ev.xfer_cmd & 0xff;
             if ev.flags & ioctl_flags::XFER_FAULT == 0 {
                 xfer = Some(Xfer {
-                    cmd: format!("{:#x}", ev.xfer_cmd),
+                    cmd: ev.xfer_cmd,
                     name: escape::name_for(inner, v),
                     size: ev.xfer_size,
                 });
@@ -146,7 +146,7 @@ pub(super) fn decode_ioctl(ev: &IoctlEvent, ctx: &Context, raw: Option<String>) 
         proc: proc_of(&ev.hdr),
         fd: ev.fd,
         device: device_of(&ev.file, ctx),
-        request: format!("{:#x}", ev.cmd),
+        request: ev.cmd,
         family,
         call,
         name,

@@ -147,7 +147,7 @@ pub const SPECS: &[Spec] = &[
             if let (Some(id), Some(flags)) = (p.u32(0), p.u32(4)) {
                 m.insert("gpu_id", Arg::Hex(id.into()));
                 if let Some(u) = gpu_uuid(p, 8, flags, 64) {
-                    m.insert("gpu_uuid", Arg::Text(u));
+                    m.gpu_uuid(u);
                 }
             }
         },
@@ -181,7 +181,7 @@ pub const SPECS: &[Spec] = &[
             if let (Some(flags), Some(len)) = (p.u32(4), p.u32(8))
                 && let Some(u) = gpu_uuid(p, 12, flags, len.min(64) as usize)
             {
-                m.insert("gpu_uuid", Arg::Text(u));
+                m.gpu_uuid(u);
             }
         },
     },

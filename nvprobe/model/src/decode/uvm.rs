@@ -387,12 +387,12 @@ pub fn args(cmd: u32, head: &Bytes, tail: &Bytes, tail_off: u32) -> Args {
         }
         UVM_PAGEABLE_MEM_ACCESS => {
             if let Some(b) = head.u8(0) {
-                m.insert("pageableMemAccess", Arg::from(b != 0));
+                m.pageable(b != 0);
             }
         }
         UVM_REGISTER_GPU => {
             if let Some(id) = head.array16(0) {
-                m.insert("gpu_uuid", Arg::from(uuid(&id)));
+                m.gpu_uuid(uuid(&id));
             }
             if let (Some(numa), Some(node), Some(fd), Some(hc)) =
                 (head.u8(16), head.i32(20), head.i32(24), head.u32(28))
@@ -406,7 +406,7 @@ pub fn args(cmd: u32, head: &Bytes, tail: &Bytes, tail_off: u32) -> Args {
         // REGISTER_GPU_VASPACE, REGISTER_CHANNEL: uuid, rmCtrlFd, hClient, handle.
         25 | 27 => {
             if let Some(id) = head.array16(0) {
-                m.insert("gpu_uuid", Arg::from(uuid(&id)));
+                m.gpu_uuid(uuid(&id));
             }
             if let (Some(fd), Some(hc), Some(h)) = (head.i32(16), head.u32(20), head.u32(24)) {
                 m.insert("rmCtrlFd", Arg::from(fd));
@@ -418,12 +418,12 @@ pub fn args(cmd: u32, head: &Bytes, tail: &Bytes, tail_off: u32) -> Args {
         // UNREGISTER_GPU, PAGEABLE_MEM_ACCESS_ON_GPU, MAP_DYNAMIC_PARALLELISM_REGION's uuid at 16.
         38 | 70 => {
             if let Some(id) = head.array16(0) {
-                m.insert("gpu_uuid", Arg::from(uuid(&id)));
+                m.gpu_uuid(uuid(&id));
             }
             if cmd == 70
                 && let Some(b) = head.u8(16)
             {
-                m.insert("pageableMemAccess", Arg::from(b != 0));
+                m.pageable(b != 0);
             }
         }
         23 => {

@@ -96,10 +96,11 @@ fn ioctl_text(s: &mut String, e: &Ioctl) {
     let name = match (e.name, &e.xfer) {
         (Some(n), Some(x)) => format!(
             "{n}→{}",
-            x.name.map(str::to_owned).unwrap_or_else(|| x.cmd.clone())
+            x.name
+                .map_or_else(|| format!("{:#x}", x.cmd), str::to_owned)
         ),
         (Some(n), None) => n.to_owned(),
-        (None, _) => format!("{} {}", e.family, e.request),
+        (None, _) => format!("{} {:#x}", e.family, e.request),
     };
     // fd -1: the driver layer made the record (no fd there).
     let fd = if e.fd < 0 {
