@@ -93,6 +93,9 @@ pub mod ioctl {
     /// `NV_ESC_IOCTL_XFER_CMD`: an escape whose real command and parameters
     /// sit behind a pointer.
     pub const NV_ESC_IOCTL_XFER_CMD: u32 = 0xD3;
+    /// `NV_ESC_RM_CONTROL` (nv_escape.h) and the size of its NVOS54.
+    pub const NV_ESC_RM_CONTROL: u32 = 0x2A;
+    pub const NVOS54_SIZE: u32 = 32;
     /// The driver's cap on an XFER-wrapped parameter struct
     /// (`NV_ABSOLUTE_MAX_IOCTL_SIZE`).
     pub const NV_MAX_IOCTL_SIZE: u32 = 16384;
@@ -112,200 +115,180 @@ pub mod ioctl {
     pub const fn ioc_nr(cmd: u32) -> u32 {
         cmd & 0xff
     }
+    /// `_IOC_SIZE(cmd)`.
+    pub const fn ioc_size(cmd: u32) -> u32 {
+        (cmd >> 16) & 0x3fff
+    }
     /// An escape (type 'F').
     pub const fn is_escape(cmd: u32) -> bool {
         ioc_type(cmd) == NV_IOCTL_MAGIC
+    }
+    /// The XFER wrapper escape.
+    pub const fn is_xfer(cmd: u32) -> bool {
+        is_escape(cmd) && ioc_nr(cmd) == NV_ESC_IOCTL_XFER_CMD
+    }
+    /// A command an NVIDIA device could take, from the word alone (the
+    /// kernel side's cheap test before any fd-table read): every escape is
+    /// `_IOWR('F', nr, size)`; UVM commands are small plain numbers or the
+    /// two 0x3000000x values; nvidia-modeset takes exactly one command.
+    pub const fn nvidia_shaped(cmd: u32) -> bool {
+        is_escape(cmd)
+            || cmd <= UVM_MAX_PLAIN
+            || cmd == UVM_INITIALIZE
+            || cmd == UVM_DEINITIALIZE
+            || cmd == NVKMS_IOCTL_IOWR
     }
 }
 
 /// What each slot of the per-CPU lost-event counter counts: the
 /// [`EventKind`] whose record did not fit, or a slot collision.
 pub const fn lost_slot_name(slot: u32) -> &'static str {
-    match slot {
-        1 => "ioctl",
-        2 => "path",
-        3 => "fd",
-        4 => "mmap",
-        5 => "proc",
-        6 => "cuda",
-        7 => "driver",
-        8 => "rm_control",
-        LOST_SLOT_COLLISION => "slot_collision",
-        _ => "other",
+    if slot == LOST_SLOT_COLLISION {
+        return "slot_collision";
+    }
+    match EventKind::from_repr(slot) {
+        Some(EventKind::Ioctl) => "ioctl",
+        Some(EventKind::Path) => "path",
+        Some(EventKind::Fd) => "fd",
+        Some(EventKind::Mmap) => "mmap",
+        Some(EventKind::Proc) => "proc",
+        Some(EventKind::Cuda) => "cuda",
+        Some(EventKind::Driver) => "driver",
+        Some(EventKind::RmControl) => "rm_control",
+        None => "other",
     }
 }
 
-/// Record kinds. Fixed numbers; never reuse a retired one.
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EventKind {
-    Ioctl = 1,
-    Path = 2,
-    Fd = 3,
-    Mmap = 4,
-    /// exec, exit and signals of processes that use NVIDIA devices.
-    Proc = 5,
-    /// A libcuda entry point (uprobe/uretprobe).
-    Cuda = 6,
-    /// A function inside nvidia, nvidia_uvm or the kernel's HMM code
-    /// (kprobe/kretprobe): the driver layer.
-    Driver = 7,
-    /// An `NV_ESC_RM_CONTROL` ioctl record followed by the control's own
-    /// parameters ([`RmControlEvent`]), for the controls user space listed
-    /// in `RM_PARAMS`.
-    RmControl = 8,
+/// Declares a wire enum: its fixed discriminants, and `from_repr`, which
+/// is generated from them (a number no variant has is `None`), and `ALL`.
+macro_rules! wire_enum {
+    ($(#[$m:meta])* pub enum $name:ident: $repr:ident {
+        $($(#[$vm:meta])* $v:ident = $n:literal,)+
+    }) => {
+        $(#[$m])*
+        #[repr($repr)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum $name { $($(#[$vm])* $v = $n,)+ }
+        impl $name {
+            /// Every variant, in declaration order.
+            pub const ALL: &'static [Self] = &[$(Self::$v),+];
+            /// The variant of this wire number.
+            pub const fn from_repr(v: $repr) -> Option<Self> {
+                match v {
+                    $($n => Some(Self::$v),)+
+                    _ => None,
+                }
+            }
+        }
+    };
 }
 
-impl EventKind {
-    pub fn from_u32(v: u32) -> Option<Self> {
-        Some(match v {
-            1 => Self::Ioctl,
-            2 => Self::Path,
-            3 => Self::Fd,
-            4 => Self::Mmap,
-            5 => Self::Proc,
-            6 => Self::Cuda,
-            7 => Self::Driver,
-            8 => Self::RmControl,
-            _ => return None,
-        })
+wire_enum! {
+    /// Record kinds. Fixed numbers; never reuse a retired one.
+    pub enum EventKind: u32 {
+        Ioctl = 1,
+        Path = 2,
+        Fd = 3,
+        Mmap = 4,
+        /// exec, exit and signals of processes that use NVIDIA devices.
+        Proc = 5,
+        /// A libcuda entry point (uprobe/uretprobe).
+        Cuda = 6,
+        /// A function inside nvidia, nvidia_uvm or the kernel's HMM code
+        /// (kprobe/kretprobe): the driver layer.
+        Driver = 7,
+        /// An `NV_ESC_RM_CONTROL` ioctl record followed by the control's own
+        /// parameters ([`RmControlEvent`]), for the controls user space listed
+        /// in `RM_PARAMS`.
+        RmControl = 8,
     }
 }
 
-/// What a [`ProcEvent`] reports.
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ProcOp {
-    /// The last thread of the process exited (`exit_code` as in wait(2)).
-    Exit = 1,
-    /// The process exec'd a new program.
-    Exec = 2,
-    /// A signal was generated for the process; the header is the sender
-    /// (the current task), `target_*` the receiver.
-    SignalGenerate = 3,
-    /// A signal is being delivered; the header is the receiver.
-    SignalDeliver = 4,
-    /// The process (header) forked a new process (`target_*`).
-    Fork = 5,
-}
-
-impl ProcOp {
-    pub fn from_u32(v: u32) -> Option<Self> {
-        Some(match v {
-            1 => Self::Exit,
-            2 => Self::Exec,
-            3 => Self::SignalGenerate,
-            4 => Self::SignalDeliver,
-            5 => Self::Fork,
-            _ => return None,
-        })
+wire_enum! {
+    /// What a [`ProcEvent`] reports.
+    pub enum ProcOp: u32 {
+        /// The last thread of the process exited (`exit_code` as in wait(2)).
+        Exit = 1,
+        /// The process exec'd a new program.
+        Exec = 2,
+        /// A signal was generated for the process; the header is the sender
+        /// (the current task), `target_*` the receiver.
+        SignalGenerate = 3,
+        /// A signal is being delivered; the header is the receiver.
+        SignalDeliver = 4,
+        /// The process (header) forked a new process (`target_*`).
+        Fork = 5,
     }
 }
 
-/// What kind of NVIDIA file an fd refers to, as the kernel side classified it.
-#[repr(u8)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DevKind {
-    /// Not an NVIDIA file (path events for failed opens, or a lookalike).
-    None = 0,
-    /// `/dev/nvidiactl` (195:255).
-    Ctl = 1,
-    /// `/dev/nvidiaN` (195:0..=247).
-    Gpu = 2,
-    /// `/dev/nvidia-uvm` (uvm major, minor 0).
-    Uvm = 3,
-    /// `/dev/nvidia-uvm-tools` (uvm major, minor 1).
-    UvmTools = 4,
-    /// `/dev/nvidia-modeset` (195:254).
-    Modeset = 5,
-    /// `/dev/nvidia-caps/*` (nvidia-caps major).
-    Caps = 6,
-    /// Another minor of major 195 (248..=253).
-    Other = 7,
+wire_enum! {
+    /// What kind of NVIDIA file an fd refers to, as the kernel side classified it.
+    pub enum DevKind: u8 {
+        /// Not an NVIDIA file (path events for failed opens, or a lookalike).
+        None = 0,
+        /// `/dev/nvidiactl` (195:255).
+        Ctl = 1,
+        /// `/dev/nvidiaN` (195:0..=247).
+        Gpu = 2,
+        /// `/dev/nvidia-uvm` (uvm major, minor 0).
+        Uvm = 3,
+        /// `/dev/nvidia-uvm-tools` (uvm major, minor 1).
+        UvmTools = 4,
+        /// `/dev/nvidia-modeset` (195:254).
+        Modeset = 5,
+        /// `/dev/nvidia-caps/*` (nvidia-caps major).
+        Caps = 6,
+        /// Another minor of major 195 (248..=253).
+        Other = 7,
+    }
 }
 
 impl DevKind {
-    pub fn from_u8(v: u8) -> Self {
-        match v {
-            1 => Self::Ctl,
-            2 => Self::Gpu,
-            3 => Self::Uvm,
-            4 => Self::UvmTools,
-            5 => Self::Modeset,
-            6 => Self::Caps,
-            7 => Self::Other,
-            _ => Self::None,
+    /// The kind of this wire number; an unknown one is no NVIDIA file.
+    pub const fn from_u8(v: u8) -> Self {
+        match Self::from_repr(v) {
+            Some(k) => k,
+            None => Self::None,
         }
     }
 }
 
-/// Which system call produced a [`PathEvent`].
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PathOp {
-    Open = 1,
-    Openat = 2,
-    Openat2 = 3,
-    Stat = 4,
-    Lstat = 5,
-    Newfstatat = 6,
-    Statx = 7,
-    Access = 8,
-    Faccessat = 9,
-    Faccessat2 = 10,
-    /// mknod/mknodat of an NVIDIA path (libcuda creates missing nodes as
-    /// root): `st_mode` is the mode, `st_rdev` the requested device (the
-    /// syscall's `unsigned dev`, new_encode_dev), `stat_valid` 3.
-    Mknod = 11,
-    Mknodat = 12,
+wire_enum! {
+    /// Which system call produced a [`PathEvent`].
+    pub enum PathOp: u32 {
+        Open = 1,
+        Openat = 2,
+        Openat2 = 3,
+        Stat = 4,
+        Lstat = 5,
+        Newfstatat = 6,
+        Statx = 7,
+        Access = 8,
+        Faccessat = 9,
+        Faccessat2 = 10,
+        /// mknod/mknodat of an NVIDIA path (libcuda creates missing nodes as
+        /// root): `st_mode` is the mode, `st_rdev` the requested device (the
+        /// syscall's `unsigned dev`, new_encode_dev), `stat_valid` 3.
+        Mknod = 11,
+        Mknodat = 12,
+    }
 }
 
 impl PathOp {
-    pub fn from_u32(v: u32) -> Option<Self> {
-        Some(match v {
-            1 => Self::Open,
-            2 => Self::Openat,
-            3 => Self::Openat2,
-            4 => Self::Stat,
-            5 => Self::Lstat,
-            6 => Self::Newfstatat,
-            7 => Self::Statx,
-            8 => Self::Access,
-            9 => Self::Faccessat,
-            10 => Self::Faccessat2,
-            11 => Self::Mknod,
-            12 => Self::Mknodat,
-            _ => return None,
-        })
-    }
     pub fn is_open(self) -> bool {
         matches!(self, Self::Open | Self::Openat | Self::Openat2)
     }
 }
 
-/// Which system call produced an [`FdEvent`].
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FdOp {
-    Close = 1,
-    Dup = 2,
-    Dup2 = 3,
-    Dup3 = 4,
-    FcntlDupfd = 5,
-    FcntlDupfdCloexec = 6,
-}
-
-impl FdOp {
-    pub fn from_u32(v: u32) -> Option<Self> {
-        Some(match v {
-            1 => Self::Close,
-            2 => Self::Dup,
-            3 => Self::Dup2,
-            4 => Self::Dup3,
-            5 => Self::FcntlDupfd,
-            6 => Self::FcntlDupfdCloexec,
-            _ => return None,
-        })
+wire_enum! {
+    /// Which system call produced an [`FdEvent`].
+    pub enum FdOp: u32 {
+        Close = 1,
+        Dup = 2,
+        Dup2 = 3,
+        Dup3 = 4,
+        FcntlDupfd = 5,
+        FcntlDupfdCloexec = 6,
     }
 }
 
@@ -339,7 +322,7 @@ impl Header {
     }
     /// The record's [`EventKind`], if it is a known one.
     pub fn event_kind(&self) -> Option<EventKind> {
-        EventKind::from_u32(self.kind)
+        EventKind::from_repr(self.kind)
     }
 }
 
@@ -779,6 +762,43 @@ mod tests {
         assert_eq!(size_of::<MmapEvent>(), 56 + 24 + 24 + 24 + 16);
         assert_eq!(size_of::<Config>(), 28 * 4);
         assert_eq!(size_of::<ProcEvent>(), 56 + 40 + 16);
+    }
+
+    #[test]
+    fn wire_numbers_round_trip_and_unknown_ones_are_none() {
+        for k in EventKind::ALL {
+            assert_eq!(EventKind::from_repr(*k as u32), Some(*k));
+        }
+        for k in DevKind::ALL {
+            assert_eq!(DevKind::from_u8(*k as u8), *k);
+        }
+        for op in PathOp::ALL {
+            assert_eq!(PathOp::from_repr(*op as u32), Some(*op));
+        }
+        assert_eq!(EventKind::from_repr(0), None);
+        assert_eq!(EventKind::from_repr(9), None);
+        assert_eq!(ProcOp::from_repr(6), None);
+        assert_eq!(FdOp::from_repr(7), None);
+        assert_eq!(DevKind::from_u8(200), DevKind::None);
+        assert_eq!(lost_slot_name(EventKind::RmControl as u32), "rm_control");
+        assert_eq!(lost_slot_name(LOST_SLOT_COLLISION), "slot_collision");
+        assert_eq!(lost_slot_name(12), "other");
+    }
+
+    #[test]
+    fn the_command_shape_test_takes_nvidia_commands_only() {
+        use ioctl::*;
+        // NV_ESC_RM_CONTROL as libcuda calls it, and behind XFER.
+        assert!(nvidia_shaped(0xc020_462a) && is_escape(0xc020_462a));
+        assert_eq!(
+            (ioc_nr(0xc020_462a), ioc_size(0xc020_462a)),
+            (NV_ESC_RM_CONTROL, 32)
+        );
+        assert!(is_xfer(0xc010_46d3));
+        assert!(nvidia_shaped(UVM_INITIALIZE) && nvidia_shaped(37));
+        assert!(nvidia_shaped(NVKMS_IOCTL_IOWR));
+        // TCGETS ('T') and a DRM command ('d') are not.
+        assert!(!nvidia_shaped(0x5401) && !nvidia_shaped(0xc010_6440));
     }
 
     #[test]

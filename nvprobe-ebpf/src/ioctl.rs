@@ -7,19 +7,19 @@
 use aya_ebpf::helpers::{bpf_probe_read_user, generated};
 use nvprobe_common::{
     EventKind, HEAD_LEN, Inflight, IoctlEvent, RM_DEREF_LEN, RM_PARAMS_LEN, RmControlEvent,
-    TAIL_LEN, ioctl_flags, nv_procs, rm_params,
+    TAIL_LEN,
+    ioctl::{
+        NV_ESC_RM_CONTROL, NVKMS_IOCTL_IOWR, NVKMS_PARAMS_SIZE, NVOS54_SIZE, ioc_nr, ioc_size,
+        is_escape, is_xfer,
+    },
+    ioctl_flags, nv_procs, rm_params,
 };
 
 use crate::{
-    NV_ESC_IOCTL_XFER_CMD, NV_IOCTL_MAGIC, NVKMS_IOCTL_IOWR, NVKMS_PARAMS_SIZE,
     fdres::{fill_header, rm_params_on, wakeup_bytes},
     maps::{self, EVENTS, RM_PARAMS, UVM_SIZES, count_lost, take_slot, wakeup_flags},
     now, store, tid, zeroed_inflight,
 };
-
-/// `NV_ESC_RM_CONTROL` (nv_escape.h) and the size of its NVOS54.
-const NV_ESC_RM_CONTROL: u32 = 0x2A;
-const NVOS54_SIZE: u32 = 32;
 
 /// Keep an NVIDIA ioctl's entry state (the syscall tracepoint, or the
 /// driver layer's kprobe on the module's ioctl entry point with fd -1).
@@ -39,7 +39,7 @@ pub(crate) fn ioctl_begin(
     inf.cmd = cmd;
     inf.a0 = argp;
     inf.file = file;
-    if ((cmd >> 8) & 0xff) == NV_IOCTL_MAGIC && (cmd & 0xff) == NV_ESC_IOCTL_XFER_CMD {
+    if is_xfer(cmd) {
         // nv_ioctl_xfer_t { NvU32 cmd; NvU32 size; NvP64 ptr; } (nv-ioctl.h)
         inf.flags |= ioctl_flags::XFER;
         // SAFETY: reading user memory through the helper, which handles faults.
@@ -73,9 +73,9 @@ fn rm_copy(inf: &Inflight, ret: i64, ptr: u64, size: u32) -> Option<RmCopy> {
         return None;
     }
     let rm_control = if inf.flags & ioctl_flags::XFER != 0 {
-        inf.xfer_cmd & 0xff == NV_ESC_RM_CONTROL
+        ioc_nr(inf.xfer_cmd) == NV_ESC_RM_CONTROL
     } else {
-        (inf.cmd >> 8) & 0xff == NV_IOCTL_MAGIC && inf.cmd & 0xff == NV_ESC_RM_CONTROL
+        is_escape(inf.cmd) && ioc_nr(inf.cmd) == NV_ESC_RM_CONTROL
     };
     if !rm_control {
         return None;
@@ -126,8 +126,8 @@ pub(crate) fn ioctl_finish(ret: i64) -> Result<(), i64> {
         } else {
             (inf.xfer_ptr, inf.xfer_size)
         }
-    } else if ((inf.cmd >> 8) & 0xff) == NV_IOCTL_MAGIC {
-        (inf.a0, (inf.cmd >> 16) & 0x3fff)
+    } else if is_escape(inf.cmd) {
+        (inf.a0, ioc_size(inf.cmd))
     } else if inf.cmd == NVKMS_IOCTL_IOWR {
         (inf.a0, NVKMS_PARAMS_SIZE)
     } else {

@@ -26,7 +26,9 @@ use aya_ebpf::{
     macros::tracepoint,
     programs::TracePointContext,
 };
-use nvprobe_common::{DevKind, EventKind, FdEvent, FdOp, Inflight, MmapEvent, PathEvent, PathOp};
+use nvprobe_common::{
+    DevKind, EventKind, FdEvent, FdOp, Inflight, MmapEvent, PathEvent, PathOp, ioctl::nvidia_shaped,
+};
 
 use crate::{
     fdres::{fill_header, pid_allowed, resolve_fd, wakeup_bytes},
@@ -42,21 +44,22 @@ const ARG4: usize = 48;
 const ARG5: usize = 56;
 const RET: usize = 16;
 
-/// `NV_IOCTL_MAGIC` ('F') and `NV_ESC_IOCTL_XFER_CMD` (nv-ioctl-numbers.h).
-const NV_IOCTL_MAGIC: u32 = 0x46;
-const NV_ESC_IOCTL_XFER_CMD: u32 = 0xD3;
-/// `UVM_INITIALIZE` / `UVM_DEINITIALIZE` (uvm_linux_ioctl.h).
-const UVM_INITIALIZE: u32 = 0x3000_0001;
-const UVM_DEINITIALIZE: u32 = 0x3000_0002;
-/// Highest plain UVM command number (`UVM_IS_8_SUPPORTED` = 2047).
-const UVM_MAX_PLAIN: u32 = 0x7ff;
-/// `NVKMS_IOCTL_IOWR` (nvkms-ioctl.h) and its parameter size.
-const NVKMS_IOCTL_IOWR: u32 = 0xC010_6D00;
-const NVKMS_PARAMS_SIZE: u32 = 16;
-
 const F_DUPFD: u64 = 0;
 const F_DUPFD_CLOEXEC: u64 = 1030;
 const MAP_ANONYMOUS: u64 = 0x20;
+
+/// A syscall entry program: a `#[tracepoint]` whose body may fail with `?`
+/// (a failed read ends it quietly; the exit then finds no state).
+macro_rules! syscall_entry {
+    ($(#[$m:meta])* $name:ident($ctx:ident) $body:block) => {
+        $(#[$m])*
+        #[tracepoint]
+        pub fn $name($ctx: TracePointContext) -> u32 {
+            let _ = (|| -> Result<(), i64> { $body })();
+            0
+        }
+    };
+}
 
 #[inline(always)]
 fn now() -> u64 {
@@ -73,18 +76,6 @@ fn tid() -> u32 {
 fn arg<T>(ctx: &TracePointContext, off: usize) -> Result<T, i64> {
     // SAFETY: offsets are those of the syscall tracepoint format.
     unsafe { ctx.read_at::<T>(off) }.map_err(|e| e as i64)
-}
-
-/// Cheap test on the command word, before any fd-table read. Every NVIDIA
-/// escape is `_IOWR('F', nr, size)`; UVM commands are small plain numbers
-/// or the two 0x3000000x values; nvidia-modeset takes exactly one command.
-#[inline(always)]
-fn nvidia_shaped(cmd: u32) -> bool {
-    ((cmd >> 8) & 0xff) == NV_IOCTL_MAGIC
-        || cmd <= UVM_MAX_PLAIN
-        || cmd == UVM_INITIALIZE
-        || cmd == UVM_DEINITIALIZE
-        || cmd == NVKMS_IOCTL_IOWR
 }
 
 /// Keep `inf` as the current thread's pending call.
@@ -160,10 +151,9 @@ fn open_enter(op: PathOp, dfd: i32, path: u64, flags: u64, mode: u64) -> Result<
     store(inf)
 }
 
-#[tracepoint]
-pub fn nvprobe_open_enter(ctx: TracePointContext) -> u32 {
-    // long open(const char *filename, int flags, umode_t mode)
-    let _ = (|| {
+syscall_entry! {
+    /// long open(const char *filename, int flags, umode_t mode)
+    nvprobe_open_enter(ctx) {
         open_enter(
             PathOp::Open,
             -100,
@@ -171,14 +161,12 @@ pub fn nvprobe_open_enter(ctx: TracePointContext) -> u32 {
             arg(&ctx, ARG1)?,
             arg(&ctx, ARG2)?,
         )
-    })();
-    0
+    }
 }
 
-#[tracepoint]
-pub fn nvprobe_openat_enter(ctx: TracePointContext) -> u32 {
-    // long openat(int dfd, const char *filename, int flags, umode_t mode)
-    let _ = (|| {
+syscall_entry! {
+    /// long openat(int dfd, const char *filename, int flags, umode_t mode)
+    nvprobe_openat_enter(ctx) {
         open_enter(
             PathOp::Openat,
             arg::<u64>(&ctx, ARG0)? as i32,
@@ -186,15 +174,13 @@ pub fn nvprobe_openat_enter(ctx: TracePointContext) -> u32 {
             arg(&ctx, ARG2)?,
             arg(&ctx, ARG3)?,
         )
-    })();
-    0
+    }
 }
 
-#[tracepoint]
-pub fn nvprobe_openat2_enter(ctx: TracePointContext) -> u32 {
-    // long openat2(int dfd, const char *filename, struct open_how *how, size_t usize)
-    // struct open_how { __u64 flags; __u64 mode; __u64 resolve; }
-    let _ = (|| {
+syscall_entry! {
+    /// long openat2(int dfd, const char *filename, struct open_how *how, size_t usize)
+    /// struct open_how { __u64 flags; __u64 mode; __u64 resolve; }
+    nvprobe_openat2_enter(ctx) {
         let how: u64 = arg(&ctx, ARG2)?;
         // SAFETY: user read through the helper.
         let hv = unsafe { bpf_probe_read_user(how as *const [u64; 2]) }.unwrap_or([0, 0]);
@@ -205,8 +191,7 @@ pub fn nvprobe_openat2_enter(ctx: TracePointContext) -> u32 {
             hv[0],
             hv[1],
         )
-    })();
-    0
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -229,24 +214,23 @@ fn stat_enter(op: PathOp, dfd: i32, path: u64, flags: u64, buf: u64) -> Result<(
     store(inf)
 }
 
-#[tracepoint]
-pub fn nvprobe_stat_enter(ctx: TracePointContext) -> u32 {
-    // long newstat(const char *filename, struct stat *statbuf)
-    let _ = (|| stat_enter(PathOp::Stat, -100, arg(&ctx, ARG0)?, 0, arg(&ctx, ARG1)?))();
-    0
+syscall_entry! {
+    /// long newstat(const char *filename, struct stat *statbuf)
+    nvprobe_stat_enter(ctx) {
+        stat_enter(PathOp::Stat, -100, arg(&ctx, ARG0)?, 0, arg(&ctx, ARG1)?)
+    }
 }
 
-#[tracepoint]
-pub fn nvprobe_lstat_enter(ctx: TracePointContext) -> u32 {
-    // long newlstat(const char *filename, struct stat *statbuf)
-    let _ = (|| stat_enter(PathOp::Lstat, -100, arg(&ctx, ARG0)?, 0, arg(&ctx, ARG1)?))();
-    0
+syscall_entry! {
+    /// long newlstat(const char *filename, struct stat *statbuf)
+    nvprobe_lstat_enter(ctx) {
+        stat_enter(PathOp::Lstat, -100, arg(&ctx, ARG0)?, 0, arg(&ctx, ARG1)?)
+    }
 }
 
-#[tracepoint]
-pub fn nvprobe_fstatat_enter(ctx: TracePointContext) -> u32 {
-    // long newfstatat(int dfd, const char *filename, struct stat *statbuf, int flag)
-    let _ = (|| {
+syscall_entry! {
+    /// long newfstatat(int dfd, const char *filename, struct stat *statbuf, int flag)
+    nvprobe_fstatat_enter(ctx) {
         stat_enter(
             PathOp::Newfstatat,
             arg::<u64>(&ctx, ARG0)? as i32,
@@ -254,14 +238,12 @@ pub fn nvprobe_fstatat_enter(ctx: TracePointContext) -> u32 {
             arg(&ctx, ARG3)?,
             arg(&ctx, ARG2)?,
         )
-    })();
-    0
+    }
 }
 
-#[tracepoint]
-pub fn nvprobe_statx_enter(ctx: TracePointContext) -> u32 {
-    // long statx(int dfd, const char *filename, unsigned flags, unsigned mask, struct statx *buffer)
-    let _ = (|| {
+syscall_entry! {
+    /// long statx(int dfd, const char *filename, unsigned flags, unsigned mask, struct statx *buffer)
+    nvprobe_statx_enter(ctx) {
         stat_enter(
             PathOp::Statx,
             arg::<u64>(&ctx, ARG0)? as i32,
@@ -269,8 +251,7 @@ pub fn nvprobe_statx_enter(ctx: TracePointContext) -> u32 {
             arg(&ctx, ARG2)?,
             arg(&ctx, ARG4)?,
         )
-    })();
-    0
+    }
 }
 
 /// mknod/mknodat of an NVIDIA path: the mode goes where stat flags go,
@@ -291,10 +272,9 @@ fn mknod_enter(op: PathOp, dfd: i32, path: u64, mode: u64, dev: u64) -> Result<(
     store(inf)
 }
 
-#[tracepoint]
-pub fn nvprobe_mknod_enter(ctx: TracePointContext) -> u32 {
-    // long mknod(const char *filename, umode_t mode, unsigned dev)
-    let _ = (|| {
+syscall_entry! {
+    /// long mknod(const char *filename, umode_t mode, unsigned dev)
+    nvprobe_mknod_enter(ctx) {
         mknod_enter(
             PathOp::Mknod,
             -100,
@@ -302,14 +282,12 @@ pub fn nvprobe_mknod_enter(ctx: TracePointContext) -> u32 {
             arg(&ctx, ARG1)?,
             arg(&ctx, ARG2)?,
         )
-    })();
-    0
+    }
 }
 
-#[tracepoint]
-pub fn nvprobe_mknodat_enter(ctx: TracePointContext) -> u32 {
-    // long mknodat(int dfd, const char *filename, umode_t mode, unsigned dev)
-    let _ = (|| {
+syscall_entry! {
+    /// long mknodat(int dfd, const char *filename, umode_t mode, unsigned dev)
+    nvprobe_mknodat_enter(ctx) {
         mknod_enter(
             PathOp::Mknodat,
             arg::<u64>(&ctx, ARG0)? as i32,
@@ -317,21 +295,19 @@ pub fn nvprobe_mknodat_enter(ctx: TracePointContext) -> u32 {
             arg(&ctx, ARG2)?,
             arg(&ctx, ARG3)?,
         )
-    })();
-    0
+    }
 }
 
-#[tracepoint]
-pub fn nvprobe_access_enter(ctx: TracePointContext) -> u32 {
-    // long access(const char *filename, int mode)
-    let _ = (|| stat_enter(PathOp::Access, -100, arg(&ctx, ARG0)?, arg(&ctx, ARG1)?, 0))();
-    0
+syscall_entry! {
+    /// long access(const char *filename, int mode)
+    nvprobe_access_enter(ctx) {
+        stat_enter(PathOp::Access, -100, arg(&ctx, ARG0)?, arg(&ctx, ARG1)?, 0)
+    }
 }
 
-#[tracepoint]
-pub fn nvprobe_faccessat_enter(ctx: TracePointContext) -> u32 {
-    // long faccessat(int dfd, const char *filename, int mode)
-    let _ = (|| {
+syscall_entry! {
+    /// long faccessat(int dfd, const char *filename, int mode)
+    nvprobe_faccessat_enter(ctx) {
         stat_enter(
             PathOp::Faccessat,
             arg::<u64>(&ctx, ARG0)? as i32,
@@ -339,14 +315,12 @@ pub fn nvprobe_faccessat_enter(ctx: TracePointContext) -> u32 {
             arg(&ctx, ARG2)?,
             0,
         )
-    })();
-    0
+    }
 }
 
-#[tracepoint]
-pub fn nvprobe_faccessat2_enter(ctx: TracePointContext) -> u32 {
-    // long faccessat2(int dfd, const char *filename, int mode, int flags)
-    let _ = (|| {
+syscall_entry! {
+    /// long faccessat2(int dfd, const char *filename, int mode, int flags)
+    nvprobe_faccessat2_enter(ctx) {
         stat_enter(
             PathOp::Faccessat2,
             arg::<u64>(&ctx, ARG0)? as i32,
@@ -354,8 +328,7 @@ pub fn nvprobe_faccessat2_enter(ctx: TracePointContext) -> u32 {
             arg(&ctx, ARG2)?,
             0,
         )
-    })();
-    0
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -381,59 +354,52 @@ fn fd_enter(op: FdOp, fd: i32, extra: u64, kind: EventKind) -> Result<(), i64> {
     store(inf)
 }
 
-#[tracepoint]
-pub fn nvprobe_close_enter(ctx: TracePointContext) -> u32 {
-    // long close(unsigned int fd)
-    let _ = (|| {
+syscall_entry! {
+    /// long close(unsigned int fd)
+    nvprobe_close_enter(ctx) {
         fd_enter(
             FdOp::Close,
             arg::<u64>(&ctx, ARG0)? as i32,
             0,
             EventKind::Fd,
         )
-    })();
-    0
+    }
 }
 
-#[tracepoint]
-pub fn nvprobe_dup_enter(ctx: TracePointContext) -> u32 {
-    // long dup(unsigned int fildes)
-    let _ = (|| fd_enter(FdOp::Dup, arg::<u64>(&ctx, ARG0)? as i32, 0, EventKind::Fd))();
-    0
+syscall_entry! {
+    /// long dup(unsigned int fildes)
+    nvprobe_dup_enter(ctx) {
+        fd_enter(FdOp::Dup, arg::<u64>(&ctx, ARG0)? as i32, 0, EventKind::Fd)
+    }
 }
 
-#[tracepoint]
-pub fn nvprobe_dup2_enter(ctx: TracePointContext) -> u32 {
-    // long dup2(unsigned int oldfd, unsigned int newfd)
-    let _ = (|| {
+syscall_entry! {
+    /// long dup2(unsigned int oldfd, unsigned int newfd)
+    nvprobe_dup2_enter(ctx) {
         fd_enter(
             FdOp::Dup2,
             arg::<u64>(&ctx, ARG0)? as i32,
             arg(&ctx, ARG1)?,
             EventKind::Fd,
         )
-    })();
-    0
+    }
 }
 
-#[tracepoint]
-pub fn nvprobe_dup3_enter(ctx: TracePointContext) -> u32 {
-    // long dup3(unsigned int oldfd, unsigned int newfd, int flags)
-    let _ = (|| {
+syscall_entry! {
+    /// long dup3(unsigned int oldfd, unsigned int newfd, int flags)
+    nvprobe_dup3_enter(ctx) {
         fd_enter(
             FdOp::Dup3,
             arg::<u64>(&ctx, ARG0)? as i32,
             arg(&ctx, ARG1)?,
             EventKind::Fd,
         )
-    })();
-    0
+    }
 }
 
-#[tracepoint]
-pub fn nvprobe_fcntl_enter(ctx: TracePointContext) -> u32 {
-    // long fcntl(unsigned int fd, unsigned int cmd, unsigned long arg)
-    let _ = (|| {
+syscall_entry! {
+    /// long fcntl(unsigned int fd, unsigned int cmd, unsigned long arg)
+    nvprobe_fcntl_enter(ctx) {
         let cmd: u64 = arg(&ctx, ARG1)?;
         let op = match cmd {
             F_DUPFD => FdOp::FcntlDupfd,
@@ -446,15 +412,13 @@ pub fn nvprobe_fcntl_enter(ctx: TracePointContext) -> u32 {
             arg(&ctx, ARG2)?,
             EventKind::Fd,
         )
-    })();
-    0
+    }
 }
 
-#[tracepoint]
-pub fn nvprobe_mmap_enter(ctx: TracePointContext) -> u32 {
-    // long mmap(unsigned long addr, unsigned long len, unsigned long prot,
-    //           unsigned long flags, unsigned long fd, unsigned long off)
-    let _ = (|| -> Result<(), i64> {
+syscall_entry! {
+    /// long mmap(unsigned long addr, unsigned long len, unsigned long prot,
+    /// unsigned long flags, unsigned long fd, unsigned long off)
+    nvprobe_mmap_enter(ctx) {
         let flags: u64 = arg(&ctx, ARG3)?;
         let fd = arg::<u64>(&ctx, ARG4)? as i32;
         if flags & MAP_ANONYMOUS != 0 || fd < 0 || !pid_allowed() {
@@ -474,8 +438,7 @@ pub fn nvprobe_mmap_enter(ctx: TracePointContext) -> u32 {
         inf.a3 = arg(&ctx, ARG5)?;
         inf.file = file;
         store(inf)
-    })();
-    0
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -495,7 +458,7 @@ fn try_exit(ctx: &TracePointContext) -> Result<(), i64> {
     };
     let ret = arg::<i64>(ctx, RET)?;
     let end = now();
-    match EventKind::from_u32(inf.kind) {
+    match EventKind::from_repr(inf.kind) {
         Some(EventKind::Path) => exit_path(&inf, ret, end),
         Some(EventKind::Fd) => exit_fd(&inf, ret, end),
         Some(EventKind::Mmap) => exit_mmap(&inf, ret, end),
@@ -504,7 +467,7 @@ fn try_exit(ctx: &TracePointContext) -> Result<(), i64> {
 }
 
 fn exit_path(inf: &Inflight, ret: i64, end: u64) -> Result<(), i64> {
-    let op = PathOp::from_u32(inf.op).ok_or(0i64)?;
+    let op = PathOp::from_repr(inf.op).ok_or(0i64)?;
     let mut file = nvprobe_common::FileId::default();
     if op.is_open() {
         if ret >= 0 {

@@ -14,8 +14,8 @@ use super::{
     version::{DriverVersion, VersionCtx},
 };
 
-pub use nvprobe_common::ioctl::{NV_ESC_IOCTL_XFER_CMD, NV_IOCTL_MAGIC};
-pub const NV_ESC_RM_CONTROL: u32 = 0x2A;
+/// The numbers the kernel side needs too are the contract's.
+pub use nvprobe_common::ioctl::{NV_ESC_IOCTL_XFER_CMD, NV_ESC_RM_CONTROL, NV_IOCTL_MAGIC};
 pub const NV_ESC_RM_ALLOC: u32 = 0x2B;
 pub const NV_ESC_RM_FREE: u32 = 0x29;
 pub const NV_ESC_REGISTER_FD: u32 = 0xC9;

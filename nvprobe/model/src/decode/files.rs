@@ -132,7 +132,7 @@ fn node_mode(m: u32) -> String {
 }
 
 pub(super) fn decode_path(ev: &PathEvent, ctx: &Context, raw: Option<String>) -> Event {
-    let op = PathOp::from_u32(ev.op);
+    let op = PathOp::from_repr(ev.op);
     let plen = (ev.path_len as usize).min(ev.path.len());
     let path = escape_bytes(&ev.path[..plen]);
     let truncated = plen >= ev.path.len() - 1;
@@ -227,7 +227,7 @@ pub(super) fn decode_path(ev: &PathEvent, ctx: &Context, raw: Option<String>) ->
 }
 
 pub(super) fn decode_fd(ev: &FdEvent, ctx: &Context, raw: Option<String>) -> Event {
-    let op = FdOp::from_u32(ev.op);
+    let op = FdOp::from_repr(ev.op);
     let syscall = match op {
         Some(FdOp::Close) => "close",
         Some(FdOp::Dup) => "dup",

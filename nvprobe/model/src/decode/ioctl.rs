@@ -2,6 +2,7 @@
 //! arguments, and the NV_STATUS read where the driver's layout puts it.
 
 use super::*;
+use nvprobe_common::ioctl as ioc;
 
 /// The name of a call from its command word and device kind, as the
 /// decoder would give it (for calls still in flight).
@@ -9,10 +10,10 @@ pub fn raw_call_name(kind: DevKind, cmd: u32, xfer_cmd: Option<u32>, v: &Version
     if matches!(kind, DevKind::Uvm | DevKind::UvmTools) {
         return uvm::lookup(cmd).map_or_else(|| format!("uvm {cmd:#x}"), |c| c.name.to_owned());
     }
-    if (cmd >> 8) & 0xff == escape::NV_IOCTL_MAGIC {
+    if ioc::is_escape(cmd) {
         let nr = match xfer_cmd {
-            Some(x) if cmd & 0xff == escape::NV_ESC_IOCTL_XFER_CMD => x & 0xff,
-            _ => cmd & 0xff,
+            Some(x) if ioc::is_xfer(cmd) => ioc::ioc_nr(x),
+            _ => ioc::ioc_nr(cmd),
         };
         return escape::name_for(nr, v).map_or_else(|| format!("escape {cmd:#x}"), str::to_owned);
     }
@@ -63,7 +64,6 @@ pub(super) fn decode_ioctl(ev: &IoctlEvent, ctx: &Context, raw: Option<String>) 
     let mut loc: Result<StatusLoc, String> = Err("unknown command: no layout".into());
     let size = ev.param_size;
 
-    let ioc_type = (ev.cmd >> 8) & 0xff;
     let is_uvm = matches!(kind, DevKind::Uvm | DevKind::UvmTools);
     if is_uvm {
         family = Family::Uvm;
@@ -73,21 +73,21 @@ pub(super) fn decode_ioctl(ev: &IoctlEvent, ctx: &Context, raw: Option<String>) 
             name = Some(c.name);
             args = uvm::args(ev.cmd, &head, &tail, ev.tail_off);
         }
-    } else if kind == DevKind::Modeset || ev.cmd == 0xC010_6D00 {
+    } else if kind == DevKind::Modeset || ev.cmd == ioc::NVKMS_IOCTL_IOWR {
         family = Family::Nvkms;
         call = Call::Nvkms;
-        name = (ev.cmd == 0xC010_6D00).then_some("NVKMS_IOCTL_IOWR");
+        name = (ev.cmd == ioc::NVKMS_IOCTL_IOWR).then_some("NVKMS_IOCTL_IOWR");
         loc = Err("nvidia-modeset returns its result as errno".into());
         if let (Some(c), Some(s)) = (head.u32(0), head.u32(4)) {
             args.insert("nvkms_cmd", Arg::from(c));
             args.insert("nvkms_size", Arg::from(s));
         }
-    } else if ioc_type == escape::NV_IOCTL_MAGIC {
+    } else if ioc::is_escape(ev.cmd) {
         family = Family::Escape;
-        let mut nr = ev.cmd & 0xff;
+        let mut nr = ioc::ioc_nr(ev.cmd);
         name = escape::name_for(nr, v);
         if nr == escape::NV_ESC_IOCTL_XFER_CMD {
-            let inner = ev.xfer_cmd & 0xff;
+            let inner = ioc::ioc_nr(ev.xfer_cmd);
             if ev.flags & ioctl_flags::XFER_FAULT == 0 {
                 xfer = Some(Xfer {
                     cmd: ev.xfer_cmd,
@@ -131,6 +131,10 @@ pub(super) fn decode_ioctl(ev: &IoctlEvent, ctx: &Context, raw: Option<String>) 
                         status_note = Some(
                             if ev.flags & (ioctl_flags::HEAD_FAULT | ioctl_flags::TAIL_FAULT) != 0 {
                                 "parameter memory was not readable at exit".to_owned()
+                            } else if ev.flags & ioctl_flags::SIZE_UNKNOWN != 0 {
+                                "the kernel side knew no parameter size for this command \
+                                 (not in UVM_SIZES for this driver version): nothing was copied"
+                                    .to_owned()
                             } else {
                                 format!("status at offset {} was not captured", l.offset)
                             },

@@ -113,7 +113,7 @@ fn dev_text(rdev: u32) -> String {
 }
 
 pub(super) fn decode_proc(ev: &ProcEvent, raw: Option<String>) -> Event {
-    let op = ProcOp::from_u32(ev.op);
+    let op = ProcOp::from_repr(ev.op);
     let is_sig = matches!(op, Some(ProcOp::SignalGenerate | ProcOp::SignalDeliver));
     let exit = (op == Some(ProcOp::Exit)).then(|| {
         if ev.exit_code & 0x7f != 0 {

@@ -263,6 +263,22 @@ fn unreadable_parameters_are_reported() {
     assert!(d.status_note.expect("note").contains("not readable"));
 }
 
+/// A UVM command the kernel side had no size for (SIZE_UNKNOWN): nothing
+/// was copied, and the note says why rather than "not captured".
+#[test]
+fn a_uvm_call_without_a_known_size_says_nothing_was_copied() {
+    let mut ev = ioctl(33, kdev_make(238, 0), DevKind::Uvm, &[], 0);
+    ev.head_len = 0;
+    ev.tail_len = 0;
+    ev.flags = ioctl_flags::SIZE_UNKNOWN;
+    let Event::Ioctl(d) = decode(&bytes_of(&ev), &ctx580()).expect("decodes") else {
+        panic!()
+    };
+    assert!(d.status.is_none());
+    let note = d.status_note.expect("note");
+    assert!(note.contains("no parameter size"), "{note}");
+}
+
 #[test]
 fn malformed_records_are_errors() {
     let ctx = ctx580();

@@ -12,8 +12,8 @@ use super::{
     version::{DriverVersion, LayoutBasis, VersionCtx},
 };
 
-pub const UVM_INITIALIZE: u32 = 0x3000_0001;
-pub const UVM_DEINITIALIZE: u32 = 0x3000_0002;
+/// The numbers the kernel side needs too are the contract's.
+pub use nvprobe_common::ioctl::{UVM_DEINITIALIZE, UVM_INITIALIZE};
 pub const UVM_REGISTER_GPU: u32 = 37;
 pub const UVM_REGISTER_GPU_VASPACE: u32 = 25;
 pub const UVM_MM_INITIALIZE: u32 = 75;
