@@ -13,6 +13,7 @@ use nvprobe_model::{
     correlate::{CuInit, DiagSeverity, Record, SignalReport},
     decode::{Event, Ioctl},
     records::StallReport,
+    render::Note,
 };
 use prometheus_client::{
     encoding::EncodeLabelSet,
@@ -26,6 +27,8 @@ use prometheus_client::{
     registry::{Registry, Unit},
 };
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+use crate::pipeline::{EventSink, Observer};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct VerdictLabels {
@@ -198,7 +201,7 @@ impl Metrics {
     }
 
     /// A correlator record: verdicts, their diagnoses, signals.
-    pub fn record(&self, r: &Record) {
+    fn record(&self, r: &Record) {
         match r {
             Record::Cuinit(v) => self.verdict(v),
             Record::Signal(s) => self.signal(s),
@@ -243,7 +246,7 @@ impl Metrics {
             .inc();
     }
 
-    pub fn stall(&self, r: &StallReport) {
+    fn stall(&self, r: &StallReport) {
         self.stalls
             .get_or_create(&CallName {
                 call: r.call.clone(),
@@ -251,7 +254,7 @@ impl Metrics {
             .inc();
     }
 
-    pub fn lost(&self, kind: &str, count: u64) {
+    fn lost(&self, kind: &str, count: u64) {
         self.lost
             .get_or_create(&KindLabels { kind: kind.into() })
             .inc_by(count);
@@ -327,6 +330,30 @@ fn status_label(e: &Ioctl) -> String {
 }
 
 /// One decode thread's handles on the per-call metrics.
+/// `--metrics` sees the stream as one of the pipeline's observers: calls
+/// through a per-thread [`CallCache`], records and notes directly.
+impl Observer for Arc<Metrics> {
+    fn event_sink(&self) -> Option<Box<dyn EventSink>> {
+        Some(Box::new(CallCache::new(self.clone())))
+    }
+    fn record(&self, _: u64, r: &Record) {
+        Metrics::record(self, r);
+    }
+    fn note(&self, _: u64, n: &Note<'_>) {
+        match n {
+            Note::Stall(r) => self.stall(r),
+            Note::Lost { kind, count, .. } => self.lost(kind, *count),
+            _ => {}
+        }
+    }
+}
+
+impl EventSink for CallCache {
+    fn event(&mut self, _: u64, ev: &Event) {
+        CallCache::event(self, ev);
+    }
+}
+
 pub struct CallCache {
     m: Arc<Metrics>,
     counters: HashMap<(CallKey, i64, u32), Counter>,

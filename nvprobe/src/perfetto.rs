@@ -18,7 +18,10 @@
 use std::{
     collections::HashMap,
     io::{self, Write},
+    sync::{Arc, Mutex},
 };
+
+use nvprobe_model::{correlate::Record, decode::Event, render::Note};
 
 use perfetto_protos::{
     debug_annotation::DebugAnnotation,
@@ -30,6 +33,8 @@ use perfetto_protos::{
 };
 use protobuf::{Message, MessageField};
 use serde_json::Value;
+
+use crate::pipeline::{EventSink, Observer};
 
 /// Slices and instants exported at most (a longer recording is cut; the
 /// counts say so).
@@ -48,6 +53,77 @@ pub struct Exported {
     pub instants: usize,
     /// Events past [`MAX_EVENTS`], not exported.
     pub cut: u64,
+}
+
+/// The Perfetto exporter a live run feeds (`watch --perfetto`), shared by
+/// the decode threads and the output thread; it sorts by time at the end.
+#[derive(Clone, Default)]
+pub struct Timeline(pub Arc<Mutex<Exporter>>);
+
+impl Timeline {
+    /// The exporter, once the run has stopped.
+    pub fn take(self) -> Exporter {
+        match Arc::try_unwrap(self.0) {
+            Ok(m) => m.into_inner().unwrap_or_else(|e| e.into_inner()),
+            Err(shared) => std::mem::take(&mut *shared.lock().unwrap_or_else(|e| e.into_inner())),
+        }
+    }
+    fn add(&self, mono_ns: u64, v: Value) {
+        if let Ok(mut e) = self.0.lock() {
+            e.record(&with_time(mono_ns, v));
+        }
+    }
+}
+
+/// A record as its NDJSON line's fields, with the envelope's `mono_ns`
+/// that instants are placed by (the exporter's input is the decoded record
+/// as `nvprobe export` reads one from a recording).
+fn with_time(mono_ns: u64, v: Value) -> Value {
+    match v {
+        Value::Object(mut m) => {
+            m.insert("mono_ns".into(), mono_ns.into());
+            Value::Object(m)
+        }
+        other => other,
+    }
+}
+
+fn value_of<T: serde::Serialize>(x: &T) -> Value {
+    serde_json::to_value(x).unwrap_or(Value::Null)
+}
+
+/// One decode thread's events, handed over under one lock per batch.
+struct TimelineSink(Timeline, Vec<(u64, Value)>);
+
+impl EventSink for TimelineSink {
+    fn event(&mut self, mono_ns: u64, ev: &Event) {
+        self.1.push((mono_ns, value_of(ev)));
+    }
+    fn batch_done(&mut self) {
+        if self.1.is_empty() {
+            return;
+        }
+        if let Ok(mut e) = (self.0).0.lock() {
+            for (t, v) in self.1.drain(..) {
+                e.record(&with_time(t, v));
+            }
+        }
+        self.1.clear();
+    }
+}
+
+impl Observer for Timeline {
+    fn event_sink(&self) -> Option<Box<dyn EventSink>> {
+        Some(Box::new(TimelineSink(self.clone(), Vec::new())))
+    }
+    fn record(&self, mono_ns: u64, r: &Record) {
+        self.add(mono_ns, value_of(r));
+    }
+    fn note(&self, mono_ns: u64, n: &Note<'_>) {
+        if let Note::Stall(_) = n {
+            self.add(mono_ns, value_of(n));
+        }
+    }
 }
 
 #[derive(Default)]

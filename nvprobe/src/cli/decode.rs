@@ -95,9 +95,7 @@ pub fn run(a: DecodeArgs) -> Result<(), Fail> {
         workers: 1,
         summary_only: a.summary_only,
         level: a.out.events,
-        metrics: None,
-        perfetto: None,
-        view: None,
+        observers: Vec::new(),
         host_facts: false,
     };
     let reader = BufReader::with_capacity(1 << 16, input);

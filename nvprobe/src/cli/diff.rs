@@ -100,9 +100,7 @@ pub(super) fn decoded<R: Records>(path: &Path) -> Result<(R, u64), Fail> {
         workers: 1,
         summary_only: false,
         level: Level::All,
-        metrics: None,
-        perfetto: None,
-        view: None,
+        observers: Vec::new(),
         host_facts: false,
     };
     let name = path.display().to_string();

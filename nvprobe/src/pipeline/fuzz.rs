@@ -298,9 +298,7 @@ fn replay_lines(lines: &[Vec<u8>], format: Format) -> (replay::Replayed, Vec<u8>
         workers: 1,
         summary_only: false,
         level: nvprobe_model::render::Level::All,
-        metrics: None,
-        perfetto: None,
-        view: None,
+        observers: Vec::new(),
         host_facts: false,
     };
     let r = replay::run(Cursor::new(input), "fuzz", out, None, &opts).expect("replay runs");

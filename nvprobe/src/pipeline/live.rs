@@ -40,6 +40,12 @@ pub struct RunOpts {
     /// How often the lost counters are read (whatever the ring buffer does).
     pub lost_every: Duration,
     pub pipe: PipeOpts,
+    /// `--metrics`: the live collector's own gauges (ring-buffer fill,
+    /// lost polls); the stream reaches them through `pipe.observers`.
+    pub metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
+    /// `nvprobe top`: the calls in flight, on each tick (the stream reaches
+    /// it through `pipe.observers`).
+    pub view: Option<crate::top::View>,
     /// Report calls running longer than this (None: off).
     pub stall_after: Option<Duration>,
     /// How often in-flight calls are checked.
@@ -650,7 +656,7 @@ pub async fn run(
             // service logging to stdout must not stop it.
             _ = sighup.recv() => {
                 // `top` without -o: the terminal hung up, nobody sees it.
-                if reopener.is_none() && opts.pipe.view.is_some() {
+                if reopener.is_none() && opts.view.is_some() {
                     break;
                 }
                 reopen_due = reopener.is_some();
@@ -689,7 +695,7 @@ pub async fn run(
         if now >= due.lost {
             poll_lost(&mut lost, &mut pipe)?;
             due.lost = now + opts.lost_every;
-            if let Some(m) = &opts.pipe.metrics {
+            if let Some(m) = &opts.metrics {
                 live.update_metrics(m);
             }
         }
@@ -701,7 +707,7 @@ pub async fn run(
             }
             due.stall = now + opts.stall_every;
         }
-        if let Some(v) = &opts.pipe.view
+        if let Some(v) = &opts.view
             && now >= due.view
         {
             let calls = live.in_flight(&version);

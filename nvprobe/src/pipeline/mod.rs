@@ -9,6 +9,7 @@
 mod fuzz;
 pub mod live;
 mod lost;
+pub mod observe;
 pub mod replay;
 
 use std::{
@@ -29,20 +30,8 @@ use nvprobe_model::{
     summary::Stats,
 };
 
+pub use self::observe::{EventSink, Observer, Observers};
 use crate::output::Output;
-
-/// The Perfetto exporter a live run feeds (shared by the decode threads
-/// and the output thread; it sorts by time at the end).
-pub type Timeline = Arc<Mutex<crate::perfetto::Exporter>>;
-
-/// Feed one record to the timeline, with the envelope's `mono_ns` it reads
-/// for instants.
-fn to_timeline<T: serde::Serialize>(t: &mut crate::perfetto::Exporter, mono_ns: u64, value: &T) {
-    if let Ok(serde_json::Value::Object(mut m)) = serde_json::to_value(value) {
-        m.insert("mono_ns".into(), mono_ns.into());
-        t.record(&serde_json::Value::Object(m));
-    }
-}
 
 /// Records per batch handed to a worker.
 pub const BATCH_RECORDS: usize = 512;
@@ -91,13 +80,10 @@ pub struct PipeOpts {
     pub summary_only: bool,
     /// What is shipped (`--events`); everything is still counted.
     pub level: Level,
-    /// `--metrics`: counted here as the records go by.
-    pub metrics: Option<Arc<crate::metrics::Metrics>>,
-    /// `watch --perfetto`: every event and record also goes to the
-    /// timeline, whatever `--events` writes.
-    pub perfetto: Option<Timeline>,
-    /// `nvprobe top`: the live view, fed every event and record.
-    pub view: Option<crate::top::View>,
+    /// What watches the typed stream beside the writer (metrics, the
+    /// Perfetto timeline, the `top` view): each sees every event and
+    /// record, whatever `--events` writes.
+    pub observers: Observers,
     /// Make UVM diagnoses specific to this host's nvidia_uvm (live runs
     /// only: a recording's host is not this one).
     pub host_facts: bool,
@@ -172,29 +158,19 @@ fn render_batch(
     filters: &Filters,
     r: &mut Renderer,
     how: &Rendering,
-    metrics: &mut Option<crate::metrics::CallCache>,
+    sinks: &mut observe::Sinks,
 ) -> Rendered {
     let Rendering {
         summary_only,
         level,
-        ..
     } = *how;
-    let mut timeline = how.perfetto.as_ref().and_then(|t| t.lock().ok());
     let mut stats = Stats::default();
     let mut buf = BytesMut::with_capacity(if summary_only { 0 } else { b.count * 480 });
     let mut steps = Vec::with_capacity(b.count);
     for (t, origin, rec) in b.records() {
         match decode::decode(rec, ctx) {
             Ok(ev) if filters.keep(&ev) => {
-                if let Some(m) = metrics.as_mut() {
-                    m.event(&ev);
-                }
-                if let Some(tl) = timeline.as_mut() {
-                    to_timeline(tl, t, &ev);
-                }
-                if let Some(v) = &how.view {
-                    v.lock().event(t, &ev);
-                }
+                sinks.event(t, &ev);
                 if matches!(ev, decode::Event::Proc(_)) {
                     // Not an event of the table; an exit ends a process.
                     stats.process(&ev, t);
@@ -230,6 +206,7 @@ fn render_batch(
             }
         }
     }
+    sinks.batch_done();
     Rendered {
         seq: b.seq,
         bytes: buf.freeze(),
@@ -245,9 +222,7 @@ struct Writer {
     corr: Correlator,
     summary_only: bool,
     level: Level,
-    metrics: Option<Arc<crate::metrics::Metrics>>,
-    perfetto: Option<Timeline>,
-    view: Option<crate::top::View>,
+    observers: Observers,
     host_facts: bool,
     hmm: Option<crate::host::HmmFacts>,
     recs: Vec<Record>,
@@ -263,14 +238,8 @@ impl Writer {
             if self.host_facts {
                 refine_for_host(&mut r, &mut self.hmm);
             }
-            if let Some(m) = &self.metrics {
-                m.record(&r);
-            }
-            if let Some(mut tl) = self.perfetto.as_ref().and_then(|t| t.lock().ok()) {
-                to_timeline(&mut tl, mono_ns, &r);
-            }
-            if let Some(v) = &self.view {
-                v.lock().record(mono_ns, &r);
+            for o in &self.observers {
+                o.record(mono_ns, &r);
             }
             if self.res.is_ok()
                 && (!self.summary_only || matches!(r, Record::Cuinit(_)))
@@ -358,9 +327,7 @@ pub struct Pipeline {
     writer: Option<std::thread::JoinHandle<Finished>>,
     notes: Renderer,
     level: Level,
-    metrics: Option<Arc<crate::metrics::Metrics>>,
-    perfetto: Option<Timeline>,
-    view: Option<crate::top::View>,
+    observers: Observers,
 }
 
 impl Pipeline {
@@ -389,9 +356,7 @@ impl Pipeline {
             },
             summary_only: opts.summary_only,
             level: opts.level,
-            metrics: opts.metrics.clone(),
-            perfetto: opts.perfetto.clone(),
-            view: opts.view.clone(),
+            observers: opts.observers.clone(),
             host_facts: opts.host_facts,
             hmm: None,
             recs: Vec::new(),
@@ -409,14 +374,12 @@ impl Pipeline {
             let how = Rendering {
                 summary_only: opts.summary_only,
                 level: opts.level,
-                metrics: opts.metrics.clone(),
-                perfetto: opts.perfetto.clone(),
-                view: opts.view.clone(),
             };
+            let sinks = observe::Sinks::of(&opts.observers);
             handles.push(
                 std::thread::Builder::new()
                     .name(format!("nvprobe-decode-{i}"))
-                    .spawn(move || worker(&rx, &tx, &ctx, &filters, r, how))
+                    .spawn(move || worker(&rx, &tx, &ctx, &filters, r, how, sinks))
                     .context("starting a decode thread")?,
             );
         }
@@ -429,9 +392,7 @@ impl Pipeline {
             writer: Some(writer),
             notes,
             level: opts.level,
-            metrics: opts.metrics.clone(),
-            perfetto: opts.perfetto.clone(),
-            view: opts.view.clone(),
+            observers: opts.observers.clone(),
         })
     }
 
@@ -475,24 +436,8 @@ impl Pipeline {
     /// A record that is not a kernel event, in order after the batches
     /// sent before it.
     pub fn note(&mut self, mono_ns: u64, note: &Note<'_>) -> anyhow::Result<()> {
-        if let Some(m) = &self.metrics {
-            match note {
-                Note::Stall(r) => m.stall(r),
-                Note::Lost { kind, count, .. } => m.lost(kind, *count),
-                _ => {}
-            }
-        }
-        if let Some(v) = &self.view {
-            match note {
-                Note::Stall(_) => v.lock().stall(),
-                Note::Lost { count, .. } => v.lock().lost(*count),
-                _ => {}
-            }
-        }
-        if let (Note::Stall(_), Some(mut tl)) =
-            (note, self.perfetto.as_ref().and_then(|t| t.lock().ok()))
-        {
-            to_timeline(&mut tl, mono_ns, note);
+        for o in &self.observers {
+            o.note(mono_ns, note);
         }
         let mut buf = BytesMut::new();
         if self.level.note(note) {
@@ -567,12 +512,10 @@ impl Pipeline {
 }
 
 /// How a decode thread renders and counts.
+#[derive(Clone, Copy)]
 struct Rendering {
     summary_only: bool,
     level: Level,
-    metrics: Option<Arc<crate::metrics::Metrics>>,
-    perfetto: Option<Timeline>,
-    view: Option<crate::top::View>,
 }
 
 fn worker(
@@ -582,8 +525,8 @@ fn worker(
     filters: &Filters,
     mut r: Renderer,
     how: Rendering,
+    mut sinks: observe::Sinks,
 ) {
-    let mut cache = how.metrics.clone().map(crate::metrics::CallCache::new);
     loop {
         let next = match rx.lock() {
             Ok(g) => g.recv(),
@@ -591,7 +534,7 @@ fn worker(
         };
         let Ok(batch) = next else { break };
         if tx
-            .send(render_batch(&batch, ctx, filters, &mut r, &how, &mut cache))
+            .send(render_batch(&batch, ctx, filters, &mut r, &how, &mut sinks))
             .is_err()
         {
             break;

@@ -14,7 +14,10 @@ use std::{
 use nvprobe_model::{
     correlate::{Class, Outcome, Record},
     decode::{CudaPhase, Event, Ioctl, ProcKind},
+    render::Note,
 };
+
+use crate::pipeline::{EventSink, Observer};
 
 /// The most processes kept (the oldest ended ones go first).
 const MAX_ROWS: usize = 2000;
@@ -28,6 +31,31 @@ const MAX_MESSAGES: usize = 50;
 /// The view shared by the pipeline and the drawing thread.
 #[derive(Clone, Default)]
 pub struct View(Arc<Mutex<State>>);
+
+/// `top` sees the stream as one of the pipeline's observers: each event
+/// (its own decode-thread sink is a handle on the same state), record and
+/// note, under the view's lock.
+impl Observer for View {
+    fn event_sink(&self) -> Option<Box<dyn EventSink>> {
+        Some(Box::new(self.clone()))
+    }
+    fn record(&self, mono_ns: u64, r: &Record) {
+        self.lock().record(mono_ns, r);
+    }
+    fn note(&self, _: u64, n: &Note<'_>) {
+        match n {
+            Note::Stall(_) => self.lock().stall(),
+            Note::Lost { count, .. } => self.lock().lost(*count),
+            _ => {}
+        }
+    }
+}
+
+impl EventSink for View {
+    fn event(&mut self, mono_ns: u64, ev: &Event) {
+        self.lock().event(mono_ns, ev);
+    }
+}
 
 impl View {
     /// `live`: the processes are this host's (a quiet one whose exit was

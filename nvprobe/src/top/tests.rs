@@ -20,9 +20,7 @@ fn replay_into(view: &View, name: &str) {
         workers: 2,
         summary_only: false,
         level: Level::All,
-        metrics: None,
-        perfetto: None,
-        view: Some(view.clone()),
+        observers: vec![std::sync::Arc::new(view.clone())],
         host_facts: false,
     };
     let f = std::fs::File::open(fixture(name)).expect("fixture");

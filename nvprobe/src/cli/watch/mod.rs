@@ -168,7 +168,7 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
         .transpose()?;
     let timeline = trace_spec
         .as_ref()
-        .map(|_| nvprobe::pipeline::Timeline::default());
+        .map(|_| nvprobe::perfetto::Timeline::default());
     let mut extra = Vec::new();
     for d in &a.device {
         let id = host::file_identity(&d.path).map_err(|e| Fail(2, e))?;
@@ -314,7 +314,9 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
     // Stats are collected while this fd is open.
     let stats_fd = a.bpf_stats.then(enable_bpf_stats).flatten();
     let mut opts = run_opts(&a, stats_fd.is_some(), metrics);
-    opts.pipe.perfetto = timeline.clone();
+    if let Some(t) = &timeline {
+        opts.pipe.observers.push(Arc::new(t.clone()));
+    }
     let drawer = match view {
         Some(o) => {
             let v = nvprobe::top::View::new(
@@ -322,7 +324,8 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
                 (a.stall_after * 1e9) as u64,
                 true,
             );
-            opts.pipe.view = Some(v.clone());
+            opts.pipe.observers.push(Arc::new(v.clone()));
+            opts.view = Some(v.clone());
             Some(nvprobe::top::draw::Drawer::start(v, o).map_err(|e| Fail(1, e))?)
         }
         None => None,
@@ -388,12 +391,9 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
 /// `--perfetto FILE`: the run's timeline, written once it has stopped.
 fn write_timeline(
     spec: &nvprobe::output::OutputSpec,
-    t: nvprobe::pipeline::Timeline,
+    t: nvprobe::perfetto::Timeline,
 ) -> Result<(), Fail> {
-    let exporter = match Arc::try_unwrap(t) {
-        Ok(m) => m.into_inner().unwrap_or_else(|e| e.into_inner()),
-        Err(shared) => std::mem::take(&mut *shared.lock().unwrap_or_else(|e| e.into_inner())),
-    };
+    let exporter = t.take();
     let opened = spec.open().map_err(|e| Fail(1, e))?;
     let mut w = std::io::BufWriter::new(opened.writer);
     let s = exporter
@@ -433,11 +433,14 @@ fn run_opts(
                 .clamp(1, 4),
             summary_only: a.summary_only,
             level: a.out.events,
-            metrics,
-            perfetto: None,
-            view: None,
+            observers: metrics
+                .iter()
+                .map(|m| Arc::new(m.clone()) as Arc<dyn nvprobe::pipeline::Observer>)
+                .collect(),
             host_facts: true,
         },
+        metrics,
+        view: None,
         bpf_stats,
         stall_after: (a.stall_after > 0.0).then(|| Duration::from_secs_f64(a.stall_after)),
         cmdline: !a.no_cmdline,
