@@ -6,7 +6,8 @@
 //! [`correlate`] (per-process cuInit tracking → stage, signal, breakdown
 //! and verdict [`correlate::Record`]s) → [`render`] (text or NDJSON).
 //! [`summary`] counts what went by; [`records`] holds the non-kernel
-//! records the collector adds.
+//! records the collector adds; [`replay`] reads a recording back through
+//! all of it.
 
 #![recursion_limit = "256"]
 
@@ -17,4 +18,5 @@ pub mod diff;
 pub mod hints;
 pub mod records;
 pub mod render;
+pub mod replay;
 pub mod summary;

@@ -8,51 +8,12 @@
 mod common;
 
 use common::fixture;
-use nvprobe_model::correlate::{Class, DiagId, Outcome};
-use nvprobe_model::{
-    attribution::ProcessInfo,
-    correlate::{Correlator, CuInit, Obs, Record},
-    decode,
-    records::StartRecord,
-};
+use nvprobe_model::correlate::{Class, CuInit, DiagId, Outcome};
 use serde_json::Value;
 
 /// Every verdict of the recording, replayed in stream order.
 fn replayed(name: &str) -> Vec<CuInit> {
-    let text = std::fs::read_to_string(fixture(name)).expect("fixture present");
-    let mut c = Correlator::default();
-    let mut out = Vec::new();
-    let mut ctx = None;
-    for line in text.lines() {
-        let v: Value = serde_json::from_str(line).expect("JSON");
-        match v["type"].as_str() {
-            Some("start") => {
-                let s: StartRecord = serde_json::from_value(v).expect("start record");
-                let x = s.context(None);
-                c.set_host_gpus(x.host_gpus.clone());
-                c.set_host_driver(x.host_driver.clone());
-                ctx = Some(x);
-            }
-            Some("process") => {
-                let info: ProcessInfo = serde_json::from_value(v).expect("process record");
-                c.observe_obs(Obs::identity(info, 0), &mut out);
-            }
-            _ => {
-                if let (Some(raw), Some(ctx)) = (v["raw"].as_str(), ctx.as_ref()) {
-                    let bytes = decode::hex_decode(raw).expect("hex");
-                    let ev = decode::decode(&bytes, ctx).expect("decodes");
-                    c.observe(&ev, &mut out);
-                }
-            }
-        }
-    }
-    c.finish(&mut out);
-    out.into_iter()
-        .filter_map(|r| match r {
-            Record::Cuinit(v) => Some(*v),
-            _ => None,
-        })
-        .collect()
+    common::verdicts(name).1
 }
 
 /// The verdict of the process whose command line carries `--case NAME`.

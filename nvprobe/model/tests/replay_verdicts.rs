@@ -415,26 +415,12 @@ fn the_real_module_in_the_vm_replays_with_its_verdict() {
 /// gave it, checked against the contents).
 #[test]
 fn the_real_version_mismatch_is_named_with_both_versions() {
-    use nvprobe_model::correlate::{Correlator, Obs, Record};
-    // As the live pipeline does: the module's version, and each process's
-    // identity (its libcuda) in order with the events.
+    use nvprobe_model::correlate::Record;
+    // As the live pipeline does: the module's version (the start record's
+    // driver), and each process's identity (its libcuda) in order with the
+    // events.
     let r = replay("vm-6.1-real-535-libcuda-550.ndjson", None);
-    let mut c = Correlator::default();
-    c.set_host_driver(Some("535.261.03".into()));
-    let mut out = Vec::new();
-    let mut events = r.events.iter();
-    for rec in &r.records {
-        if rec["type"] == "process" {
-            let info = serde_json::from_value(rec.clone()).expect("process record");
-            c.observe_obs(
-                Obs::identity(info, rec["mono_ns"].as_u64().unwrap_or(0)),
-                &mut out,
-            );
-        } else if rec.get("raw").is_some() {
-            c.observe(events.next().expect("event"), &mut out);
-        }
-    }
-    c.finish(&mut out);
+    let out = r.made;
     let v: Vec<_> = out
         .iter()
         .filter_map(|x| match x {

@@ -1,18 +1,19 @@
 //! `nvprobe diff A B`: two start-ups side by side (nvprobe_model::diff).
-//! Each recording is decoded again through the replay pipeline (so both
-//! sides get this nvprobe's names, stages and verdicts); a recording made
+//! Each recording is decoded again by the model's replay (so both sides
+//! get this nvprobe's names, stages and verdicts); a recording made
 //! without `--raw` is read as it was written.
 
 use std::{
     io::{self, BufRead, BufReader, Write},
     path::{Path, PathBuf},
-    sync::{Arc, Mutex},
 };
 
 use clap::Args;
-use nvprobe::output::{Clock, Format, Level, Output};
-use nvprobe::pipeline::{PipeOpts, replay};
-use nvprobe_model::diff::{Collector, Side, diff};
+use nvprobe_model::{
+    diff::{Collector, Side, diff},
+    render::Note,
+    replay::{self, Item, Read, read_line},
+};
 
 use super::Fail;
 
@@ -33,7 +34,7 @@ pub struct DiffArgs {
 }
 
 /// What takes decoded records one by one.
-pub(super) trait Records: Default + Send + 'static {
+pub(super) trait Records: Default {
     fn record(&mut self, v: &serde_json::Value);
 }
 
@@ -46,34 +47,6 @@ impl Records for Collector {
 impl Records for nvprobe::perfetto::Exporter {
     fn record(&mut self, v: &serde_json::Value) {
         nvprobe::perfetto::Exporter::record(self, v);
-    }
-}
-
-/// Decoded lines in, records out.
-#[derive(Default)]
-struct Sink<R>(Arc<Mutex<(Vec<u8>, R)>>);
-
-impl<R> Clone for Sink<R> {
-    fn clone(&self) -> Self {
-        Self(self.0.clone())
-    }
-}
-
-impl<R: Records> Write for Sink<R> {
-    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-        let mut g = self.0.lock().map_err(|_| io::Error::other("poisoned"))?;
-        let (partial, c) = &mut *g;
-        partial.extend_from_slice(b);
-        while let Some(nl) = partial.iter().position(|&x| x == b'\n') {
-            let line: Vec<u8> = partial.drain(..=nl).collect();
-            if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&line) {
-                c.record(&v);
-            }
-        }
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
     }
 }
 
@@ -90,45 +63,67 @@ fn load(path: &Path, label: &str, pid: Option<u32>) -> Result<Side, Fail> {
         .map_err(|e| Fail(2, anyhow::anyhow!("{e}")))
 }
 
-/// The recording at `path` decoded again by this nvprobe (or, recorded
-/// without --raw, its records as written), fed to an `R`; and how many of
-/// its lines were not records (each named on stderr).
+/// The recording at `path` decoded again by this nvprobe's model (or,
+/// recorded without --raw, its records as written), fed to an `R`; and how
+/// many of its lines were not records (each named on stderr, the first
+/// hundred).
 pub(super) fn decoded<R: Records>(path: &Path) -> Result<(R, u64), Fail> {
-    let sink = Sink::<R>::default();
-    let out = Output::new(Box::new(sink.clone()), Format::Json, Clock::fixed(0));
-    let opts = PipeOpts {
-        workers: 1,
-        summary_only: false,
-        level: Level::All,
-        observers: Vec::new(),
-        host_facts: false,
-    };
     let name = path.display().to_string();
-    let r = replay::run(open(path)?, &name, out, None, &opts).map_err(|e| Fail(1, e))?;
-    if r.without_raw > 0 {
-        // Recorded without --raw: the decoded records as they were written.
-        let mut c = R::default();
-        let mut lines = open(path)?;
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            let n = io::Read::take(&mut lines, 1 << 20)
-                .read_until(b'\n', &mut line)
-                .map_err(|e| Fail(2, anyhow::anyhow!("reading {name}: {e}")))?;
-            if n == 0 {
-                break;
-            }
-            if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&line) {
-                c.record(&v);
-            }
+    let mut c = R::default();
+    let done = replay::replay(open(path)?, None, |t, item| {
+        c.record(&as_recorded(t, &item))
+    })
+    .map_err(|e| Fail(1, anyhow::anyhow!("reading {name}: {e}")))?;
+    if done.default_layouts {
+        eprintln!(
+            "nvprobe: {name}: no start record before the first event; decoding with default layouts"
+        );
+    }
+    for (line, why) in done.bad.iter().take(BAD_LINES_SAID) {
+        eprintln!("nvprobe: {name}:{line}: {why}");
+    }
+    if done.bad.len() > BAD_LINES_SAID {
+        eprintln!(
+            "nvprobe: {name}: more than {BAD_LINES_SAID} bad lines: the rest are counted, not shown"
+        );
+    }
+    let bad = done.bad.len() as u64;
+    if done.without_raw == 0 {
+        return Ok((c, bad));
+    }
+    // Recorded without --raw: the decoded records as they were written.
+    let mut c = R::default();
+    let mut lines = open(path)?;
+    let mut line = Vec::new();
+    while read_line(&mut lines, &mut line)
+        .map_err(|e| Fail(2, anyhow::anyhow!("reading {name}: {e}")))?
+        != Read::End
+    {
+        if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&line) {
+            c.record(&v);
         }
-        Ok((c, r.bad_lines))
-    } else {
-        let mut g = sink
-            .0
-            .lock()
-            .map_err(|_| Fail(1, anyhow::anyhow!("poisoned")))?;
-        Ok((std::mem::take(&mut g.1), r.bad_lines))
+    }
+    Ok((c, bad))
+}
+
+/// Bad lines said one by one on stderr; the rest are counted.
+const BAD_LINES_SAID: usize = 100;
+
+/// An item of the replay as its NDJSON record's fields (what a recording
+/// without --raw holds), with the envelope's `mono_ns`.
+fn as_recorded(mono_ns: u64, item: &Item<'_>) -> serde_json::Value {
+    let v = match item {
+        Item::Event(e) => serde_json::to_value(e),
+        Item::Record(r) => serde_json::to_value(r),
+        Item::Process(p) => serde_json::to_value(Note::Process(p)),
+        Item::Stall(s) => serde_json::to_value(Note::Stall(s)),
+    };
+    match v {
+        Ok(serde_json::Value::Object(mut m)) => {
+            m.insert("mono_ns".into(), mono_ns.into());
+            serde_json::Value::Object(m)
+        }
+        _ => serde_json::Value::Null,
     }
 }
 

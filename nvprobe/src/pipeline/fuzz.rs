@@ -129,28 +129,15 @@ fn any_json() -> impl Strategy<Value = Value> {
 /// A record type name: one nvprobe writes, or not.
 fn type_name() -> impl Strategy<Value = String> {
     prop_oneof![
-        prop::sample::select(vec![
-            "ioctl",
-            "open",
-            "stat",
-            "access",
-            "close",
-            "dup",
-            "mmap",
-            "proc",
-            "cuda",
-            "driver",
-            "start",
-            "summary",
-            "stall",
-            "warning",
-            "lost",
-            "stage",
-            "cuinit",
-            "signal",
-            "breakdown",
-        ])
-        .prop_map(str::to_owned),
+        prop::sample::select({
+            // Every type the schema (so the types) has.
+            let mut v: Vec<String> = nvprobe_model::render::schema::record_types()
+                .iter()
+                .cloned()
+                .collect();
+            v.sort();
+            v
+        }),
         "[a-z]{0,8}",
     ]
 }
@@ -369,7 +356,7 @@ proptest! {
 #[test]
 fn an_over_long_line_is_one_bad_line() {
     let mut lines = vec![pool()[0].to_string().into_bytes()];
-    lines.push(vec![b'['; replay::MAX_LINE + 1]);
+    lines.push(vec![b'['; nvprobe_model::replay::MAX_LINE + 1]);
     lines.push(pool()[1].to_string().into_bytes());
     let (r, out, _) = replay_lines(&lines, Format::Json);
     assert_eq!(r.bad_lines, 1);

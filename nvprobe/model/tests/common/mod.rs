@@ -1,6 +1,6 @@
-//! Replay support shared by the fixture tests: read a recording made on the
-//! GPU machine, decode its raw kernel records with the context its start
-//! record describes, and run the correlator over the result.
+//! Replay support shared by the fixture tests: a recording made on the
+//! GPU machine, read back by the model's own replay (the one `decode`,
+//! `diff` and `export` use).
 //!
 //! Each test file uses a part of this module; the rest is unused there.
 #![allow(dead_code)]
@@ -8,8 +8,9 @@
 use std::path::PathBuf;
 
 use nvprobe_model::{
-    correlate::{Correlator, CuInit, Record, SignalReport},
-    decode::{self, Context, Event, version::DriverVersion, version::VersionCtx},
+    correlate::{CuInit, Record, SignalReport},
+    decode::{self, Event, version::DriverVersion},
+    replay::Item,
 };
 use serde_json::Value;
 
@@ -20,47 +21,38 @@ pub fn fixture(name: &str) -> PathBuf {
 }
 
 pub struct Replay {
+    /// Every recorded line, as JSON (what the live run wrote).
     pub records: Vec<Value>,
+    /// Every kernel record, decoded again.
     pub events: Vec<Event>,
+    /// The records the model made again, in stream order.
+    pub made: Vec<Record>,
 }
 
-/// Decode every raw record of a recording with the context its start
-/// record describes (or a forced driver version).
+/// Replay a recording as `nvprobe decode` does ([`nvprobe_model::replay`]:
+/// the start record's context, process records in stream order, the
+/// host's GPUs and driver), optionally with a forced driver version.
+/// Every recorded line must be JSON and every kernel record must decode.
 pub fn replay(name: &str, force: Option<DriverVersion>) -> Replay {
     let text = std::fs::read_to_string(fixture(name)).expect("fixture present");
     let records: Vec<Value> = text
         .lines()
         .map(|l| serde_json::from_str(l).expect("every recorded line is JSON"))
         .collect();
-    let start = records
-        .iter()
-        .find(|r| r["type"] == "start")
-        .expect("start record");
-    let recorded: DriverVersion = start["decode_version"]
-        .as_str()
-        .expect("version")
-        .parse()
-        .expect("parses");
-    let mut ctx = Context::new(VersionCtx::from_version(Some(force.unwrap_or(recorded))));
-    // Null when nvidia_uvm is not loaded.
-    ctx.uvm_major = start["uvm_major"].as_u64().unwrap_or(0) as u32;
-    ctx.caps_major = start["caps_major"].as_u64().unwrap_or(0) as u32;
-    for (k, v) in start["nodes"].as_object().expect("nodes") {
-        let (ma, mi) = k.split_once(':').expect("major:minor");
-        ctx.nodes.insert(
-            nvprobe_common::kdev_make(ma.parse().expect("major"), mi.parse().expect("minor")),
-            v.as_str().expect("path").into(),
-        );
+    let (mut events, mut made) = (Vec::new(), Vec::new());
+    let done = nvprobe_model::replay::replay(text.as_bytes(), force, |_, item| match item {
+        Item::Event(e) => events.push(e.clone()),
+        Item::Record(r) => made.push(r.clone()),
+        Item::Process(_) | Item::Stall(_) => {}
+    })
+    .expect("reading from memory");
+    assert!(done.start.is_some(), "{name}: start record");
+    assert_eq!(done.bad, Vec::new(), "{name}: every line reads and decodes");
+    Replay {
+        records,
+        events,
+        made,
     }
-    let events = records
-        .iter()
-        .filter_map(|r| r["raw"].as_str())
-        .map(|raw| {
-            let bytes = decode::hex_decode(raw).expect("raw is hex");
-            decode::decode(&bytes, &ctx).expect("every recorded kernel record decodes")
-        })
-        .collect();
-    Replay { records, events }
 }
 
 /// The recording's start record.
@@ -85,16 +77,9 @@ pub fn status(i: &decode::Ioctl) -> Option<&'static str> {
     i.status.as_ref().and_then(|s| s.name)
 }
 
-/// The correlator's view of a recording (driver calls only: these
-/// recordings predate the process events).
+/// The model's records of a recording, and its verdicts.
 pub fn verdicts(name: &str) -> (Vec<Record>, Vec<CuInit>) {
-    let r = replay(name, None);
-    let mut c = Correlator::default();
-    let mut out = Vec::new();
-    for ev in &r.events {
-        c.observe(ev, &mut out);
-    }
-    c.finish(&mut out);
+    let out = replay(name, None).made;
     let v = out
         .iter()
         .filter_map(|rec| match rec {

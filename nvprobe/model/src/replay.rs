@@ -1,0 +1,362 @@
+//! Reading a recording (`nvprobe watch --json --raw`): the one place a
+//! recorded line is read. [`Line::parse`] says what a line is (a kernel
+//! record to decode again, the start record, a process's identity, what
+//! only the live run could know, a line that is not nvprobe's) and
+//! [`read_line`] reads one with bounded memory. [`replay`] runs the model
+//! over a whole recording in stream order, as `nvprobe decode` does on its
+//! threads, and hands each typed event and record on: the fixture tests,
+//! `diff` and `export` use it, and `decode` shares [`Line::parse`].
+
+use std::io::BufRead;
+
+use serde_json::Value;
+
+use crate::{
+    attribution::ProcessInfo,
+    correlate::{Correlator, Obs, Record},
+    decode::{self, Context, Event, version::DriverVersion},
+    records::{StallReport, StartRecord},
+    summary::LostSummary,
+};
+
+/// The longest line read (a recorded line is a few KiB): a longer one is
+/// a bad line, skipped without being held in memory.
+pub const MAX_LINE: usize = 1 << 20;
+
+/// The end of the year 9999 in ns since the epoch (RFC 3339's last).
+const LAST_RFC3339_NS: i128 = 253_402_300_800 * 1_000_000_000;
+
+/// What one recorded line is.
+#[derive(Debug)]
+pub enum Line {
+    /// Empty or blank.
+    Blank,
+    /// Not a record this nvprobe can read: why.
+    Bad(String),
+    /// The start record: the decoding context, and the offset of the
+    /// recording's wall clock from its monotonic clock (None when the
+    /// record has no usable time; `Err` says why the time was refused).
+    Start {
+        record: Box<StartRecord>,
+        clock: Result<Option<i128>, String>,
+    },
+    /// A start record that does not parse.
+    BadStart {
+        why: String,
+        clock: Result<Option<i128>, String>,
+    },
+    /// What only the live run could know: how long it ran, what it lost.
+    Summary {
+        duration_s: Option<f64>,
+        lost: Option<LostSummary>,
+    },
+    /// A stall report (read from /proc while the call ran).
+    Stall {
+        mono_ns: u64,
+        report: Box<StallReport>,
+    },
+    /// A process's identity, read while it lived.
+    Process {
+        mono_ns: u64,
+        info: Box<ProcessInfo>,
+    },
+    /// A kernel record to decode again.
+    Kernel { mono_ns: u64, bytes: Vec<u8> },
+    /// A kernel event recorded without `--raw` (only its decoded fields).
+    KernelWithoutRaw,
+    /// A record nvprobe makes again (a stage, a verdict, a note).
+    Made,
+    /// A record of a newer nvprobe (its envelope, a type unknown here).
+    Newer,
+}
+
+impl Line {
+    /// What `line` (without its newline) is.
+    pub fn parse(line: &str) -> Line {
+        if line.trim().is_empty() {
+            return Line::Blank;
+        }
+        let v: Value = match serde_json::from_str(line) {
+            Ok(v @ Value::Object(_)) => v,
+            Ok(_) => return Line::Bad("not a record (a JSON object)".into()),
+            Err(e) => return Line::Bad(format!("not a JSON record: {e}")),
+        };
+        let mono = v["mono_ns"].as_u64();
+        match v["type"].as_str() {
+            Some("start") => {
+                let clock = clock_of(&v);
+                return match serde_json::from_value::<StartRecord>(v) {
+                    Ok(s) => Line::Start {
+                        record: Box::new(s),
+                        clock,
+                    },
+                    Err(e) => Line::BadStart {
+                        why: format!("bad start record: {e}"),
+                        clock,
+                    },
+                };
+            }
+            Some("summary") => {
+                return Line::Summary {
+                    duration_s: v["duration_s"].as_f64(),
+                    lost: serde_json::from_value(v["lost"].clone()).ok(),
+                };
+            }
+            Some("stall") => {
+                return match serde_json::from_value::<StallReport>(v) {
+                    Ok(r) => Line::Stall {
+                        mono_ns: mono.unwrap_or(0),
+                        report: Box::new(r),
+                    },
+                    Err(e) => Line::Bad(format!("bad stall record: {e}")),
+                };
+            }
+            Some("process") => {
+                return match serde_json::from_value::<ProcessInfo>(v) {
+                    Ok(info) => Line::Process {
+                        mono_ns: mono.unwrap_or(0),
+                        info: Box::new(info),
+                    },
+                    Err(e) => Line::Bad(format!("bad process record: {e}")),
+                };
+            }
+            Some(t) if !crate::render::schema::record_types().contains(t) => {
+                return if v["v"].as_u64().is_some() {
+                    Line::Newer
+                } else {
+                    Line::Bad(format!("not an nvprobe record: unknown type {t:?}"))
+                };
+            }
+            Some(_) => {}
+            None => return Line::Bad("not an nvprobe record: no \"type\"".into()),
+        }
+        let raw = match v.get("raw") {
+            Some(Value::String(s)) => s,
+            Some(_) => return Line::Bad("raw field is not a hex string".into()),
+            None if v["type"]
+                .as_str()
+                .is_some_and(|t| crate::render::schema::kernel_types().contains(t)) =>
+            {
+                return Line::KernelWithoutRaw;
+            }
+            None => return Line::Made,
+        };
+        let Some(bytes) = decode::hex_decode(raw) else {
+            return Line::Bad("raw field is not hex".into());
+        };
+        if let Err(e) = decode::check_shape(&bytes) {
+            return Line::Bad(e.to_string());
+        }
+        if !times_fit(&bytes) {
+            return Line::Bad("the call's start and duration pass the end of time".into());
+        }
+        let mono_ns = mono.or_else(|| decode::record_ktime(&bytes)).unwrap_or(0);
+        Line::Kernel { mono_ns, bytes }
+    }
+}
+
+/// The recording's wall clock against its monotonic one, from the start
+/// record's `time` and `mono_ns`: any event time (a u64 of ns) must stay a
+/// date RFC 3339 can write (up to the year 9999).
+fn clock_of(v: &Value) -> Result<Option<i128>, String> {
+    let (Some(t), Some(m)) = (v["time"].as_str(), v["mono_ns"].as_u64()) else {
+        return Ok(None);
+    };
+    let Ok(d) = humantime::parse_rfc3339(t).map(|w| w.duration_since(std::time::UNIX_EPOCH)) else {
+        return Ok(None);
+    };
+    let Ok(d) = d else { return Ok(None) };
+    let offset = d.as_nanos() as i128 - i128::from(m);
+    if offset + i128::from(u64::MAX) < LAST_RFC3339_NS {
+        Ok(Some(offset))
+    } else {
+        Err(format!("start record time {t:?} is too late"))
+    }
+}
+
+/// Whether a call's start plus its duration is a time (the kernel's
+/// records always are; a mangled recording's need not be).
+fn times_fit(bytes: &[u8]) -> bool {
+    use nvprobe_common::{
+        CudaEvent, EventKind, FdEvent, Header, IoctlEvent, MmapEvent, PathEvent, RmControlEvent,
+        read,
+    };
+    let span = match Header::peek(bytes).and_then(|h| h.event_kind()) {
+        Some(EventKind::Ioctl) => read::<IoctlEvent>(bytes).map(|e| (e.start_ns, e.duration_ns)),
+        Some(EventKind::RmControl) => {
+            read::<RmControlEvent>(bytes).map(|e| (e.ioctl.start_ns, e.ioctl.duration_ns))
+        }
+        Some(EventKind::Path) => read::<PathEvent>(bytes).map(|e| (e.start_ns, e.duration_ns)),
+        Some(EventKind::Fd) => read::<FdEvent>(bytes).map(|e| (e.start_ns, e.duration_ns)),
+        Some(EventKind::Mmap) => read::<MmapEvent>(bytes).map(|e| (e.start_ns, e.duration_ns)),
+        Some(EventKind::Cuda) => read::<CudaEvent>(bytes).map(|e| (e.start_ns, e.duration_ns)),
+        _ => None,
+    };
+    span.is_none_or(|(s, d)| s.checked_add(d).is_some())
+}
+
+/// One line read by [`read_line`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum Read {
+    /// A line is in the buffer (without its newline).
+    Text,
+    /// A line longer than [`MAX_LINE`], of this many bytes: skipped.
+    TooLong(usize),
+    End,
+}
+
+/// Read up to the next newline into `buf` (without it), keeping at most
+/// [`MAX_LINE`] bytes of it: memory stays bounded whatever the input.
+pub fn read_line(r: &mut impl BufRead, buf: &mut Vec<u8>) -> std::io::Result<Read> {
+    buf.clear();
+    let mut len = 0usize;
+    let mut any = false;
+    loop {
+        let chunk = match r.fill_buf() {
+            Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if chunk.is_empty() {
+            break;
+        }
+        any = true;
+        let (part, done) = match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => (&chunk[..i], Some(i + 1)),
+            None => (chunk, None),
+        };
+        len += part.len();
+        if len <= MAX_LINE {
+            buf.extend_from_slice(part);
+        }
+        let used = done.unwrap_or(chunk.len());
+        r.consume(used);
+        if done.is_some() {
+            break;
+        }
+    }
+    Ok(match (any, len > MAX_LINE) {
+        (false, _) => Read::End,
+        (true, true) => {
+            buf.clear();
+            Read::TooLong(len)
+        }
+        (true, false) => Read::Text,
+    })
+}
+
+/// What a replay hands on, in stream order, each with its time.
+#[derive(Debug)]
+pub enum Item<'a> {
+    /// A kernel record, decoded again.
+    Event(&'a Event),
+    /// A record the correlator made again, right after the event that
+    /// caused it (or at the end, for processes still running).
+    Record(&'a Record),
+    /// A process's identity, as recorded.
+    Process(&'a ProcessInfo),
+    /// A stall report, as recorded.
+    Stall(&'a StallReport),
+}
+
+/// How a replay went.
+#[derive(Debug, Default)]
+pub struct Replayed {
+    /// The start record, when the recording had one.
+    pub start: Option<StartRecord>,
+    /// (line number, why) of each line that was not a record nvprobe could
+    /// read, or a kernel record that did not decode.
+    pub bad: Vec<(u64, String)>,
+    /// Kernel events recorded without `--raw`.
+    pub without_raw: u64,
+    /// Records of a newer nvprobe, skipped.
+    pub newer: u64,
+    /// A kernel record came before any start record: decoded with the
+    /// default layouts (or `force`'s).
+    pub default_layouts: bool,
+}
+
+/// Run the model over a recording in stream order: each kernel record is
+/// decoded with the context its start record describes (or `force`'s
+/// driver version), process records reach the correlator where they stand,
+/// and every event and record goes to `on`. Bad lines are counted and the
+/// rest is still read; only an I/O error stops it.
+pub fn replay(
+    mut r: impl BufRead,
+    force: Option<DriverVersion>,
+    mut on: impl FnMut(u64, Item<'_>),
+) -> std::io::Result<Replayed> {
+    let mut done = Replayed::default();
+    let mut ctx: Option<Context> = None;
+    let mut corr = Correlator::default();
+    let mut recs = Vec::new();
+    let mut last_ns = 0u64;
+    let mut buf = Vec::new();
+    let mut lineno = 0u64;
+    loop {
+        lineno += 1;
+        let line = match read_line(&mut r, &mut buf)? {
+            Read::End => break,
+            Read::TooLong(n) => {
+                done.bad.push((
+                    lineno,
+                    format!("a line of {n} bytes, longer than {MAX_LINE}: skipped"),
+                ));
+                continue;
+            }
+            Read::Text => match std::str::from_utf8(&buf) {
+                Ok(l) => Line::parse(l),
+                Err(_) => Line::Bad("not UTF-8 text".into()),
+            },
+        };
+        match line {
+            Line::Blank | Line::Made | Line::Summary { .. } => {}
+            Line::Bad(why) | Line::BadStart { why, .. } => done.bad.push((lineno, why)),
+            Line::Newer => done.newer += 1,
+            Line::KernelWithoutRaw => done.without_raw += 1,
+            Line::Start { record, .. } => {
+                if ctx.is_none() {
+                    let c = record.context(force);
+                    corr.set_host_gpus(c.host_gpus.to_vec());
+                    corr.set_host_driver(c.host_driver.as_deref().map(str::to_owned));
+                    ctx = Some(c);
+                    done.start = Some(*record);
+                }
+            }
+            Line::Process { mono_ns, info } => {
+                on(mono_ns, Item::Process(&info));
+                corr.observe_obs(Obs::identity(*info, mono_ns), &mut recs);
+                emit(mono_ns, &mut recs, &mut on);
+            }
+            Line::Stall { mono_ns, report } => on(mono_ns, Item::Stall(&report)),
+            Line::Kernel { mono_ns, bytes } => {
+                if ctx.is_none() {
+                    done.default_layouts = true;
+                }
+                let c = ctx.get_or_insert_with(|| {
+                    Context::new(decode::version::VersionCtx::from_version(force))
+                });
+                match decode::decode(&bytes, c) {
+                    Ok(ev) => {
+                        last_ns = last_ns.max(mono_ns);
+                        on(mono_ns, Item::Event(&ev));
+                        corr.observe(&ev, &mut recs);
+                        emit(mono_ns, &mut recs, &mut on);
+                    }
+                    Err(e) => done
+                        .bad
+                        .push((lineno, format!("a kernel record could not be decoded: {e}"))),
+                }
+            }
+        }
+    }
+    corr.finish(&mut recs);
+    emit(last_ns, &mut recs, &mut on);
+    Ok(done)
+}
+
+fn emit(mono_ns: u64, recs: &mut Vec<Record>, on: &mut impl FnMut(u64, Item<'_>)) {
+    for r in recs.drain(..) {
+        on(mono_ns, Item::Record(&r));
+    }
+}
