@@ -201,16 +201,26 @@ pub fn spawn_with_lib(
     (c, out)
 }
 
-/// Build the stand-in libcuda (tests/cuda-stub/libcuda.c) with cc.
-pub fn stub_libcuda(tmp: &Path) -> Option<PathBuf> {
+/// Build the stand-in libcuda (tests/cuda-stub/libcuda.c) with cc. The
+/// root tests that call it need it: a missing compiler or a build that
+/// fails stops the test with the compiler's words, never a silent skip.
+pub fn stub_libcuda(tmp: &Path) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("cuda-stub/libcuda.c");
     let out = tmp.join("stublib/libcuda.so.1");
     std::fs::create_dir_all(out.parent().expect("dir")).expect("mkdir");
-    let ok = Command::new("cc")
+    let o = Command::new("cc")
         .args(["-shared", "-fPIC", "-O1", "-o"])
         .arg(&out)
         .arg(&src)
-        .status()
-        .is_ok_and(|s| s.success());
-    ok.then_some(out)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("running cc to build the stand-in libcuda: {e} (install a C compiler: cargo xtask setup does)")
+        });
+    assert!(
+        o.status.success(),
+        "cc could not build the stand-in libcuda from {}: {}",
+        src.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
 }

@@ -266,10 +266,7 @@ fn libcuda_uprobes_need_cap_sys_admin_only_through_perf_events() {
     let _g = lock();
     let tmp = tmpdir("caps-uprobe");
     fs::set_permissions(&tmp, fs::Permissions::from_mode(0o755)).expect("chmod tmp");
-    let Some(lib) = stub_libcuda(&tmp) else {
-        eprintln!("skipping: no C compiler to build the stand-in libcuda");
-        return;
-    };
+    let lib = stub_libcuda(&tmp);
     fs::set_permissions(
         lib.parent().expect("dir"),
         fs::Permissions::from_mode(0o755),

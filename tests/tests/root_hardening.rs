@@ -281,7 +281,7 @@ fn sigint_duration_and_lost_reports_are_on_time_under_a_flood() {
         &tmp,
         &["--device", "/dev/null=ctl", "--ringbuf-size", "262144"],
     );
-    let flood = Flood::start(4);
+    let mut flood = Flood::start(4);
     let out = t.out.clone();
     // The flood does not stop: a watchdog ends it after 40 s, so that an
     // nvprobe deaf to SIGINT fails the test instead of hanging it.
@@ -324,9 +324,17 @@ fn sigint_duration_and_lost_reports_are_on_time_under_a_flood() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let took = t1.elapsed();
+    // Every flooder still runs (the watchdog kills them at 40 s): nvprobe
+    // stopped while the flood went on, not after it.
+    let ended: Vec<_> = flood
+        .0
+        .iter_mut()
+        .filter_map(|c| c.try_wait().ok().flatten())
+        .collect();
     assert!(
-        flood.0.len() == 4 && t0.elapsed() < Duration::from_secs(40),
-        "the flood was still going when nvprobe stopped"
+        ended.is_empty() && t0.elapsed() < Duration::from_secs(40),
+        "the flood had ended before nvprobe stopped ({} of 4 flooders exited: {ended:?})",
+        ended.len()
     );
     eprintln!("SIGINT to exit under the flood: {took:?}");
     let f = t.stop();

@@ -34,10 +34,7 @@ fn run_at(level: &str) -> Option<Run> {
 fn run_scenario(scenario: &str, level: &str) -> Option<Run> {
     let _g = lock();
     let tmp = tmpdir(&format!("levels-{level}"));
-    let Some(lib) = stub_libcuda(&tmp) else {
-        eprintln!("skipping: no C compiler to build the stand-in libcuda");
-        return None;
-    };
+    let lib = stub_libcuda(&tmp);
     let drv = FakeDrv::start(&tmp);
     let mut c = Command::new(bin("nvfixture"))
         .args(["run", scenario, "--count", &STEADY.to_string(), "--dir"])

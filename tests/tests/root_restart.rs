@@ -103,7 +103,7 @@ fn ten_runs_back_to_back_leave_nothing_behind() {
     need_root!();
     let _g = lock();
     let tmp = tmpdir("restart");
-    let lib = stub_libcuda(&tmp).expect("cc builds the stand-in libcuda (tests/cuda-stub)");
+    let lib = stub_libcuda(&tmp);
     let libs = copies(&tmp, &lib, 3);
     let drv = FakeDrv::start(&tmp);
     // Two copies mapped before any nvprobe starts (hooked at start), the
@@ -201,7 +201,7 @@ fn a_sigkilled_nvprobe_leaks_no_uprobe() {
     need_root!();
     let _g = lock();
     let tmp = tmpdir("restart-kill");
-    let lib = stub_libcuda(&tmp).expect("cc builds the stand-in libcuda (tests/cuda-stub)");
+    let lib = stub_libcuda(&tmp);
     let libs = copies(&tmp, &lib, 2);
     let drv = FakeDrv::start(&tmp);
     let held: Vec<_> = libs.iter().map(|l| spawn_cuinit(&drv, l, "ok")).collect();
@@ -234,7 +234,7 @@ fn thirty_two_copies_are_released_at_the_stop() {
     need_root!();
     let _g = lock();
     let tmp = tmpdir("restart-32");
-    let lib = stub_libcuda(&tmp).expect("cc builds the stand-in libcuda (tests/cuda-stub)");
+    let lib = stub_libcuda(&tmp);
     let libs = copies(&tmp, &lib, 32);
     // This test process maps all 32: nvprobe finds them in its maps.
     let handles: Vec<_> = libs

@@ -9,10 +9,7 @@
 //! This file: stall reports: a call that hangs in the driver, a stopped cuInit,
 //! and a cuInit computing in user space.
 
-use std::{
-    io::{BufRead, Write},
-    time::Duration,
-};
+use std::io::{BufRead, Write};
 
 use nvprobe_tests::{
     need_root,
@@ -25,10 +22,7 @@ fn stalls_say_which_call_and_what_the_thread_is_doing() {
     need_root!();
     let _g = lock();
     let tmp = tmpdir("stall");
-    let Some(lib) = stub_libcuda(&tmp) else {
-        eprintln!("skipping: no C compiler to build the stand-in libcuda");
-        return;
-    };
+    let lib = stub_libcuda(&tmp);
     let drv = FakeDrv::start(&tmp);
     // A cuInit that will take 3 s, waiting to start.
     let (mut c, mut out) = spawn_cuinit(&drv, &lib, "hang");
@@ -45,10 +39,18 @@ fn stalls_say_which_call_and_what_the_thread_is_doing() {
         .expect("stdin")
         .write_all(b"go\n")
         .expect("go");
-    std::thread::sleep(Duration::from_millis(300));
+    // Stopped once its cuInit has begun (the uprobe's entry record), and
+    // let go once the stall report of the stopped thread is written: the
+    // test waits for nvprobe, not for a window of time.
+    let cpid = u64::from(c.id());
+    t.wait_for("cuInit's entry", |r| {
+        r["type"] == "cuda" && r["pid"] == cpid && r["func"] == "cuInit" && r["phase"] == "enter"
+    });
     let pid = nix::unistd::Pid::from_raw(c.id() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).expect("SIGSTOP");
-    std::thread::sleep(Duration::from_millis(1800));
+    t.wait_for("a stall report of the stopped cuInit", |r| {
+        r["type"] == "stall" && r["pid"] == cpid && r["state"] == "T"
+    });
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).expect("SIGCONT");
     line.clear();
     out.read_line(&mut line).expect("result");

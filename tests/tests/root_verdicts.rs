@@ -25,10 +25,7 @@ fn libcuda_uprobes_give_the_curesult_verdict() {
     need_root!();
     let _g = lock();
     let tmp = tmpdir("uprobe");
-    let Some(lib) = stub_libcuda(&tmp) else {
-        eprintln!("skipping: no C compiler to build the stand-in libcuda");
-        return;
-    };
+    let lib = stub_libcuda(&tmp);
     let drv = FakeDrv::start(&tmp);
     let (mut good, mut good_out) = spawn_cuinit(&drv, &lib, "ok");
     let (mut bad, mut bad_out) = spawn_cuinit(&drv, &lib, "fail");

@@ -107,16 +107,7 @@ pub fn record_ktime(bytes: &[u8]) -> Option<u64> {
 pub fn check_shape(bytes: &[u8]) -> Result<EventKind, DecodeError> {
     let h = Header::peek(bytes).ok_or(DecodeError::Short(bytes.len()))?;
     let kind = h.event_kind().ok_or(DecodeError::Kind(h.kind))?;
-    let (name, want) = match kind {
-        EventKind::Ioctl => ("ioctl", size_of::<IoctlEvent>()),
-        EventKind::Path => ("path", size_of::<PathEvent>()),
-        EventKind::Fd => ("fd", size_of::<FdEvent>()),
-        EventKind::Mmap => ("mmap", size_of::<MmapEvent>()),
-        EventKind::Proc => ("proc", size_of::<ProcEvent>()),
-        EventKind::Cuda => ("cuda", size_of::<CudaEvent>()),
-        EventKind::Driver => ("driver", size_of::<DriverEvent>()),
-        EventKind::RmControl => ("rm_control", size_of::<RmControlEvent>()),
-    };
+    let (name, want) = record_size(kind);
     if bytes.len() != want {
         return Err(DecodeError::Size {
             kind: name,
@@ -125,6 +116,20 @@ pub fn check_shape(bytes: &[u8]) -> Result<EventKind, DecodeError> {
         });
     }
     Ok(kind)
+}
+
+/// The name and the exact size of a record of `kind`.
+pub fn record_size(kind: EventKind) -> (&'static str, usize) {
+    match kind {
+        EventKind::Ioctl => ("ioctl", size_of::<IoctlEvent>()),
+        EventKind::Path => ("path", size_of::<PathEvent>()),
+        EventKind::Fd => ("fd", size_of::<FdEvent>()),
+        EventKind::Mmap => ("mmap", size_of::<MmapEvent>()),
+        EventKind::Proc => ("proc", size_of::<ProcEvent>()),
+        EventKind::Cuda => ("cuda", size_of::<CudaEvent>()),
+        EventKind::Driver => ("driver", size_of::<DriverEvent>()),
+        EventKind::RmControl => ("rm_control", size_of::<RmControlEvent>()),
+    }
 }
 
 /// The record as `T`, after [`check_shape`] said it is one.
