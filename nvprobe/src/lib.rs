@@ -2,8 +2,12 @@
 //!
 //! Data flows one way: kernel probes -> one ring buffer -> the model
 //! (`nvprobe_model`: decode -> correlate -> render) -> [`output`].
-//! [`attach`] decides which probes run, [`collect`] drains the ring buffer,
-//! [`host`] reads what the host says about its driver.
+//! [`attach`] decides which probes run and attaches them, [`pipeline`]
+//! drains the ring buffer (or replays a recording) into the model and the
+//! [`pipeline::Observer`]s ([`metrics`], [`perfetto`], [`top`]),
+//! [`uprobes`] hooks each libcuda copy, [`host`] and [`identity`] read what
+//! the host and each process say, [`doctor`] checks a host, [`safefs`] reads
+//! host trees without following links out of them.
 
 #![recursion_limit = "256"]
 
