@@ -71,6 +71,36 @@ fn flags(text: &str) -> Vec<String> {
     out
 }
 
+/// Whether `line` shows `flag` with a value (`--pid PID`, one space and a
+/// word in capitals) or without one (`--json   NDJSON …`: the description
+/// after a wide gap, or the end); None when the line does not show it as
+/// an option (only in a sentence).
+fn shown_with_value(line: &str, flag: &str) -> Option<bool> {
+    let at = line.find(&format!("{flag} ")).or_else(|| {
+        line.trim_end()
+            .ends_with(flag)
+            .then(|| line.trim_end().len() - flag.len())
+    })?;
+    // As an option: the line starts with it (usage rows) or it is in a
+    // command's synopsis (`nvprobe sub … --flag …`, `[--flag …]`).
+    let before = &line[..at];
+    let in_synopsis = line.trim_start().starts_with("nvprobe ") || before.ends_with('[');
+    let in_row = before.trim().is_empty() || before.trim_end().ends_with(',');
+    if !(in_synopsis || in_row) {
+        return None;
+    }
+    let rest = &line[at + flag.len()..];
+    if !rest.starts_with(' ') || rest.starts_with("  ") {
+        return Some(false);
+    }
+    let word: String = rest[1..]
+        .chars()
+        .take_while(|c| !c.is_whitespace() && *c != ']')
+        .collect();
+    let caps = word.chars().take_while(char::is_ascii_uppercase).count();
+    Some(caps >= 1)
+}
+
 #[test]
 fn every_flag_the_usage_lists_is_in_its_subcommands_help() {
     let text = readme();
@@ -99,6 +129,18 @@ fn every_flag_the_usage_lists_is_in_its_subcommands_help() {
                 h.contains(&format!("{f} ")) || h.contains(&format!("{f}\n")),
                 "README's usage shows {f} for `nvprobe {sub}`, which its --help does not have"
             );
+            // A flag shown with a value takes one, and one shown bare
+            // takes none (`--perfetto FILE` read as if FILE were its value).
+            let takes = h.contains(&format!("{f} <"));
+            if let Some(shown) = shown_with_value(line, &f) {
+                assert_eq!(
+                    shown,
+                    takes,
+                    "README shows `{f}` {} a value for `nvprobe {sub}`; its --help says it takes {}",
+                    if shown { "with" } else { "without" },
+                    if takes { "one" } else { "none" }
+                );
+            }
             checked += 1;
         }
     }
@@ -188,4 +230,13 @@ fn a_flag_the_binary_lacks_is_refused_before_help() {
         "--perfetto takes no value"
     );
     assert_eq!(flags("--a-b x `--c` (--d)"), ["--a-b", "--d"]);
+    // The usage line the README once had reads --perfetto as taking FILE:
+    // the check above refuses it.
+    let old = "nvprobe export --perfetto FILE -o OUT";
+    assert_eq!(shown_with_value(old, "--perfetto"), Some(true));
+    assert_eq!(
+        shown_with_value("  --json               NDJSON", "--json"),
+        Some(false)
+    );
+    assert_eq!(shown_with_value("  --pid PID  only", "--pid"), Some(true));
 }

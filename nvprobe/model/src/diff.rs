@@ -12,6 +12,14 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::{
+    correlate::{Class, Record},
+    decode::Event,
+    replay::Item,
+};
+
+pub mod typed;
+
 /// Steps kept per process (a start-up makes a few hundred calls; a long
 /// run is cut, and the diff says so).
 pub const MAX_STEPS: usize = 4000;
@@ -203,13 +211,169 @@ fn result_of(v: &Value) -> String {
     r
 }
 
-impl Collector {
-    /// One decoded record.
-    pub fn record(&mut self, v: &Value) {
-        let Some(pid) = v.get("pid").and_then(Value::as_u64).map(|p| p as u32) else {
-            return;
-        };
+/// What the collector keeps of one record, however it was read: from the
+/// replay's typed stream ([`Fact::of_item`]) or, for a recording made
+/// without --raw, from the JSON it holds ([`Fact::of_recorded`]).
+#[derive(Debug, PartialEq)]
+pub enum Fact {
+    /// A record of the process that is none of the below (its identity, a
+    /// signal report, a close): the process exists.
+    Seen,
+    Stage {
+        stage: String,
+        name: String,
+        at_ms: f64,
+    },
+    Verdict {
+        result: String,
+        text: String,
+        cuda: bool,
+    },
+    Call(CallFact),
+}
+
+/// A call as a step.
+#[derive(Debug, PartialEq)]
+pub struct CallFact {
+    pub call: String,
+    pub result: String,
+    pub ok: bool,
+    pub start_ns: u64,
+    pub duration_ns: u64,
+    /// An ioctl: its GPU node, and the UUID of a UVM_REGISTER_GPU that
+    /// succeeded.
+    pub ioctl: Option<(Option<String>, Option<String>)>,
+    /// (the GPU UUID or node it was about, whether a node).
+    pub detail: Option<(String, bool)>,
+}
+
+impl Fact {
+    /// A recorded line's fields: (pid, comm, what it is).
+    pub fn of_recorded(v: &Value) -> Option<(u32, String, Fact)> {
+        let pid = v.get("pid").and_then(Value::as_u64).map(|p| p as u32)?;
+        let comm = str_of(v, "comm").unwrap_or("?").to_owned();
         let t = str_of(v, "type").unwrap_or("");
+        let fact = match t {
+            "stage" => match (
+                str_of(v, "stage"),
+                str_of(v, "name"),
+                v.get("at_ms").and_then(Value::as_f64),
+            ) {
+                (Some(s), Some(n), Some(at)) => Fact::Stage {
+                    stage: s.to_owned(),
+                    name: n.to_owned(),
+                    at_ms: at,
+                },
+                _ => Fact::Seen,
+            },
+            "cuinit" => Fact::Verdict {
+                result: str_of(v, "result").unwrap_or("?").to_owned(),
+                text: str_of(v, "text").unwrap_or("").to_owned(),
+                cuda: str_of(v, "class") == Some("cuda"),
+            },
+            _ => match call_name(v) {
+                None => Fact::Seen,
+                Some(call) => Fact::Call(CallFact {
+                    call,
+                    result: result_of(v),
+                    ok: v["ok"] != false,
+                    start_ns: v
+                        .get("start_ns")
+                        .or_else(|| v.get("time_ns"))
+                        .and_then(Value::as_u64)
+                        .unwrap_or(0),
+                    duration_ns: v.get("duration_ns").and_then(Value::as_u64).unwrap_or(0),
+                    ioctl: (t == "ioctl").then(|| {
+                        let registered = (v["name"] == "UVM_REGISTER_GPU" && v["ok"] == true)
+                            .then(|| v.pointer("/args/gpu_uuid").and_then(Value::as_str))
+                            .flatten()
+                            .map(str::to_owned);
+                        (gpu_node(v), registered)
+                    }),
+                    detail: detail_of(v),
+                }),
+            },
+        };
+        Some((pid, comm, fact))
+    }
+
+    /// An item of the replay: (pid, comm, what it is).
+    pub fn of_item(item: &Item<'_>) -> (u32, String, Fact) {
+        match item {
+            Item::Event(ev) => {
+                let p = ev.proc();
+                let fact = match typed::call_name(ev) {
+                    None => Fact::Seen,
+                    Some(call) => {
+                        let (start, end) = ev.span();
+                        Fact::Call(CallFact {
+                            call,
+                            result: typed::result(ev),
+                            ok: typed::ok(ev),
+                            start_ns: start,
+                            duration_ns: end - start,
+                            ioctl: match ev {
+                                Event::Ioctl(i) => Some((
+                                    typed::gpu_node(ev),
+                                    (i.name == Some("UVM_REGISTER_GPU") && i.ok)
+                                        .then(|| i.args.known().gpu_uuid.clone())
+                                        .flatten(),
+                                )),
+                                _ => None,
+                            },
+                            detail: typed::detail(ev),
+                        })
+                    }
+                };
+                (p.pid, p.comm.clone(), fact)
+            }
+            Item::Record(r) => match r {
+                Record::Stage { pid, comm, hit } => (
+                    *pid,
+                    comm.clone(),
+                    Fact::Stage {
+                        stage: hit.stage.to_owned(),
+                        name: hit.name.to_owned(),
+                        at_ms: hit.at_ms,
+                    },
+                ),
+                Record::Cuinit(v) => (
+                    v.pid,
+                    v.comm.clone(),
+                    Fact::Verdict {
+                        result: v.result.as_str().to_owned(),
+                        text: v.text.clone(),
+                        cuda: v.class == Class::Cuda,
+                    },
+                ),
+                Record::Signal(s) => (s.pid, s.comm.clone(), Fact::Seen),
+                Record::Breakdown(b) => (b.pid, b.comm.clone(), Fact::Seen),
+            },
+            Item::Process(p) => (
+                p.pid,
+                p.comm.clone().unwrap_or_else(|| "?".into()),
+                Fact::Seen,
+            ),
+            Item::Stall(s) => (s.pid, s.comm.clone(), Fact::Seen),
+        }
+    }
+}
+
+impl Collector {
+    /// One recorded line (a recording made without --raw).
+    pub fn record(&mut self, v: &Value) {
+        if let Some((pid, comm, fact)) = Fact::of_recorded(v) {
+            self.push(pid, &comm, fact);
+        }
+    }
+
+    /// One item of the replay's typed stream.
+    pub fn item(&mut self, item: &Item<'_>) {
+        let (pid, comm, fact) = Fact::of_item(item);
+        self.push(pid, &comm, fact);
+    }
+
+    fn push(&mut self, pid: u32, comm: &str, fact: Fact) {
         if !self.procs.contains_key(&pid) {
             if self.procs.len() >= MAX_PIDS {
                 return;
@@ -218,68 +382,48 @@ impl Collector {
         }
         let side = self.procs.entry(pid).or_insert_with(|| Side {
             pid,
-            comm: str_of(v, "comm").unwrap_or("?").to_owned(),
+            comm: comm.to_owned(),
             ..Side::default()
         });
-        match t {
-            "stage" => {
-                if let (Some(s), Some(n), Some(at)) = (
-                    str_of(v, "stage"),
-                    str_of(v, "name"),
-                    v.get("at_ms").and_then(Value::as_f64),
-                ) {
-                    side.stages
-                        .entry(s.to_owned())
-                        .or_insert((n.to_owned(), at));
-                }
+        match fact {
+            Fact::Seen => {}
+            Fact::Stage { stage, name, at_ms } => {
+                side.stages.entry(stage).or_insert((name, at_ms));
             }
-            "cuinit" => {
+            Fact::Verdict { result, text, cuda } => {
                 if side.verdict.is_none() {
-                    side.verdict = Some((
-                        str_of(v, "result").unwrap_or("?").to_owned(),
-                        str_of(v, "text").unwrap_or("").to_owned(),
-                    ));
-                    if str_of(v, "class") == Some("cuda") {
+                    side.verdict = Some((result, text));
+                    if cuda {
                         self.cuda.push(pid);
                     }
                 }
             }
-            _ => {
-                let Some(call) = call_name(v) else { return };
-                if t == "ioctl" {
-                    if let Some(node) = gpu_node(v)
+            Fact::Call(c) => {
+                if let Some((node, registered)) = c.ioctl {
+                    if let Some(node) = node
                         && (side.gpu_calls.len() < MAX_GPUS || side.gpu_calls.contains_key(&node))
                     {
                         *side.gpu_calls.entry(node).or_default() += 1;
                     }
-                    if v["name"] == "UVM_REGISTER_GPU"
-                        && v["ok"] == true
-                        && let Some(u) = v.pointer("/args/gpu_uuid").and_then(Value::as_str)
+                    if let Some(u) = registered
                         && side.registered.len() < MAX_GPUS
                     {
-                        side.registered.push(u.to_owned());
+                        side.registered.push(u);
                     }
                 }
-                let start = v
-                    .get("start_ns")
-                    .or_else(|| v.get("time_ns"))
-                    .and_then(Value::as_u64)
-                    .unwrap_or(0);
-                let first = *self.first_ns.entry(pid).or_insert(start);
+                let first = *self.first_ns.entry(pid).or_insert(c.start_ns);
                 if side.steps.len() >= MAX_STEPS {
                     side.cut += 1;
                     return;
                 }
-                let detail = detail_of(v);
                 side.steps.push(Step {
-                    call,
-                    result: result_of(v),
-                    ok: v["ok"] != false,
-                    at_ms: start.saturating_sub(first) as f64 / 1e6,
-                    duration_ms: v.get("duration_ns").and_then(Value::as_u64).unwrap_or(0) as f64
-                        / 1e6,
-                    detail: detail.as_ref().map(|d| d.0.clone()),
-                    detail_is_node: detail.is_some_and(|d| d.1),
+                    call: c.call,
+                    result: c.result,
+                    ok: c.ok,
+                    at_ms: c.start_ns.saturating_sub(first) as f64 / 1e6,
+                    duration_ms: c.duration_ns as f64 / 1e6,
+                    detail_is_node: c.detail.as_ref().is_some_and(|d| d.1),
+                    detail: c.detail.map(|d| d.0),
                 });
             }
         }

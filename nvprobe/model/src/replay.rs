@@ -221,7 +221,7 @@ pub fn read_line(r: &mut impl BufRead, buf: &mut Vec<u8>) -> std::io::Result<Rea
             break;
         }
         any = true;
-        let (part, done) = match chunk.iter().position(|&b| b == b'\n') {
+        let (part, done) = match memchr::memchr(b'\n', chunk) {
             Some(i) => (&chunk[..i], Some(i + 1)),
             None => (chunk, None),
         };
@@ -259,36 +259,113 @@ pub enum Item<'a> {
     Stall(&'a StallReport),
 }
 
+impl Item<'_> {
+    /// The item as the NDJSON record nvprobe writes for it (its fields and
+    /// the envelope's `mono_ns`): what a recording made without --raw holds.
+    pub fn recorded(&self, mono_ns: u64) -> Value {
+        use crate::render::Note;
+        let v = match self {
+            Item::Event(e) => serde_json::to_value(e),
+            Item::Record(r) => serde_json::to_value(r),
+            Item::Process(p) => serde_json::to_value(Note::Process(p)),
+            Item::Stall(s) => serde_json::to_value(Note::Stall(s)),
+        };
+        match v {
+            Ok(Value::Object(mut m)) => {
+                m.insert("mono_ns".into(), mono_ns.into());
+                Value::Object(m)
+            }
+            _ => Value::Null,
+        }
+    }
+}
+
+/// Bad lines whose reasons a replay keeps (the rest are counted).
+pub const BAD_KEPT: usize = 100;
+
 /// How a replay went.
 #[derive(Debug, Default)]
 pub struct Replayed {
-    /// The start record, when the recording had one.
+    /// The start record the decoding used: the recording's first, when it
+    /// came before any other record.
     pub start: Option<StartRecord>,
-    /// (line number, why) of each line that was not a record nvprobe could
-    /// read, or a kernel record that did not decode.
+    /// Lines that were not a record nvprobe could read, or kernel records
+    /// that did not decode.
+    pub bad_count: u64,
+    /// (line number, why) of the first [`BAD_KEPT`] of them.
     pub bad: Vec<(u64, String)>,
     /// Kernel events recorded without `--raw`.
     pub without_raw: u64,
     /// Records of a newer nvprobe, skipped.
     pub newer: u64,
-    /// A kernel record came before any start record: decoded with the
-    /// default layouts (or `force`'s).
+    /// A record came before any start record: decoded with the default
+    /// layouts (or `force`'s).
     pub default_layouts: bool,
+    /// The line of a start record after the decoding had begun (recordings
+    /// joined?): decoding went on with the first one's layouts.
+    pub second_start: Option<u64>,
 }
 
-/// Run the model over a recording in stream order: each kernel record is
-/// decoded with the context its start record describes (or `force`'s
-/// driver version), process records reach the correlator where they stand,
-/// and every event and record goes to `on`. Bad lines are counted and the
-/// rest is still read; only an I/O error stops it.
+impl Replayed {
+    fn bad(&mut self, lineno: u64, why: String) {
+        self.bad_count += 1;
+        if self.bad.len() < BAD_KEPT {
+            self.bad.push((lineno, why));
+        }
+    }
+}
+
+/// The decoding state: the context (chosen by the first record, as the
+/// pipeline's replay chooses it) and the correlator.
+struct Model {
+    ctx: Option<Context>,
+    corr: Correlator,
+    force: Option<DriverVersion>,
+}
+
+impl Model {
+    /// The context, begun with `start`'s (or the default layouts when the
+    /// first record is not a start record).
+    fn begin(&mut self, start: Option<&StartRecord>, done: &mut Replayed) -> &Context {
+        if self.ctx.is_none() {
+            let c = match start {
+                Some(s) => s.context(self.force),
+                None => {
+                    done.default_layouts = true;
+                    let mut c = Context::new(decode::version::VersionCtx::from_version(self.force));
+                    c.keep_raw = true;
+                    c
+                }
+            };
+            self.corr.set_host_gpus(c.host_gpus.to_vec());
+            self.corr
+                .set_host_driver(c.host_driver.as_deref().map(str::to_owned));
+            self.ctx = Some(c);
+        }
+        let force = self.force;
+        self.ctx
+            .get_or_insert_with(|| Context::new(decode::version::VersionCtx::from_version(force)))
+    }
+}
+
+/// Run the model over a recording in stream order, as the pipeline's
+/// replay does on its threads: each kernel record is decoded with the
+/// context of the start record (or `force`'s driver version; the default
+/// layouts when the first record is not a start record), process records
+/// reach the correlator where they stand, and every event and record goes
+/// to `on`. Bad lines are counted and the rest is still read; only an I/O
+/// error stops it.
 pub fn replay(
     mut r: impl BufRead,
     force: Option<DriverVersion>,
     mut on: impl FnMut(u64, Item<'_>),
 ) -> std::io::Result<Replayed> {
     let mut done = Replayed::default();
-    let mut ctx: Option<Context> = None;
-    let mut corr = Correlator::default();
+    let mut m = Model {
+        ctx: None,
+        corr: Correlator::default(),
+        force,
+    };
     let mut recs = Vec::new();
     let mut last_ns = 0u64;
     let mut buf = Vec::new();
@@ -298,10 +375,10 @@ pub fn replay(
         let line = match read_line(&mut r, &mut buf)? {
             Read::End => break,
             Read::TooLong(n) => {
-                done.bad.push((
+                done.bad(
                     lineno,
                     format!("a line of {n} bytes, longer than {MAX_LINE}: skipped"),
-                ));
+                );
                 continue;
             }
             Read::Text => match std::str::from_utf8(&buf) {
@@ -311,46 +388,53 @@ pub fn replay(
         };
         match line {
             Line::Blank | Line::Made | Line::Summary { .. } => {}
-            Line::Bad(why) | Line::BadStart { why, .. } => done.bad.push((lineno, why)),
+            Line::Bad(why) => done.bad(lineno, why),
             Line::Newer => done.newer += 1,
             Line::KernelWithoutRaw => done.without_raw += 1,
-            Line::Start { record, .. } => {
-                if ctx.is_none() {
-                    let c = record.context(force);
-                    corr.set_host_gpus(c.host_gpus.to_vec());
-                    corr.set_host_driver(c.host_driver.as_deref().map(str::to_owned));
-                    ctx = Some(c);
-                    done.start = Some(*record);
+            Line::Start { .. } | Line::BadStart { .. } if m.ctx.is_some() => {
+                done.second_start.get_or_insert(lineno);
+            }
+            Line::Start { record, clock } => {
+                if let Err(why) = clock {
+                    done.bad(lineno, why);
                 }
+                m.begin(Some(&record), &mut done);
+                done.start = Some(*record);
+            }
+            Line::BadStart { why, clock } => {
+                if let Err(why) = clock {
+                    done.bad(lineno, why);
+                }
+                done.bad(lineno, why);
             }
             Line::Process { mono_ns, info } => {
+                m.begin(None, &mut done);
+                last_ns = last_ns.max(mono_ns);
                 on(mono_ns, Item::Process(&info));
-                corr.observe_obs(Obs::identity(*info, mono_ns), &mut recs);
+                m.corr.observe_obs(Obs::identity(*info, mono_ns), &mut recs);
                 emit(mono_ns, &mut recs, &mut on);
             }
-            Line::Stall { mono_ns, report } => on(mono_ns, Item::Stall(&report)),
+            Line::Stall { mono_ns, report } => {
+                m.begin(None, &mut done);
+                on(mono_ns, Item::Stall(&report));
+            }
             Line::Kernel { mono_ns, bytes } => {
-                if ctx.is_none() {
-                    done.default_layouts = true;
-                }
-                let c = ctx.get_or_insert_with(|| {
-                    Context::new(decode::version::VersionCtx::from_version(force))
-                });
+                let c = m.begin(None, &mut done);
                 match decode::decode(&bytes, c) {
                     Ok(ev) => {
                         last_ns = last_ns.max(mono_ns);
                         on(mono_ns, Item::Event(&ev));
-                        corr.observe(&ev, &mut recs);
+                        m.corr.observe(&ev, &mut recs);
                         emit(mono_ns, &mut recs, &mut on);
                     }
-                    Err(e) => done
-                        .bad
-                        .push((lineno, format!("a kernel record could not be decoded: {e}"))),
+                    Err(e) => {
+                        done.bad(lineno, format!("a kernel record could not be decoded: {e}"))
+                    }
                 }
             }
         }
     }
-    corr.finish(&mut recs);
+    m.corr.finish(&mut recs);
     emit(last_ns, &mut recs, &mut on);
     Ok(done)
 }
@@ -358,5 +442,41 @@ pub fn replay(
 fn emit(mono_ns: u64, recs: &mut Vec<Record>, on: &mut impl FnMut(u64, Item<'_>)) {
     for r in recs.drain(..) {
         on(mono_ns, Item::Record(&r));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Junk lines are counted; only the first reasons are kept, so a
+    /// hostile file cannot grow the replay's memory.
+    #[test]
+    fn bad_lines_are_counted_and_their_reasons_bounded() {
+        let junk = "not json\n".repeat(5000);
+        let done = replay(junk.as_bytes(), None, |_, _| {}).expect("read");
+        assert_eq!(done.bad_count, 5000);
+        assert_eq!(done.bad.len(), BAD_KEPT);
+        assert_eq!(done.bad[0].0, 1);
+    }
+
+    /// A start record with a time past what RFC 3339 can write is a bad
+    /// line, as `decode` counts it; a second start record is noted.
+    #[test]
+    fn a_late_clock_is_a_bad_line_and_a_second_start_is_noted() {
+        let start = |t: &str| {
+            format!(
+                "{{\"v\":1,\"type\":\"start\",\"time\":\"{t}\",\"mono_ns\":0,\"tool_version\":\"x\",\"kernel\":\"k\",\"decode_version\":\"580.159.04\",\"layers\":[],\"probes\":[],\"nodes\":{{}}}}\n"
+            )
+        };
+        let text = start("9999-12-31T23:59:59Z") + &start("2026-01-01T00:00:00Z");
+        let done = replay(text.as_bytes(), None, |_, _| {}).expect("read");
+        assert_eq!(done.second_start, Some(2), "{done:?}");
+        assert!(
+            done.bad
+                .iter()
+                .any(|(l, why)| *l == 1 && why.contains("too late")),
+            "{done:?}"
+        );
     }
 }

@@ -11,7 +11,6 @@ use std::{
 use clap::Args;
 use nvprobe_model::{
     diff::{Collector, Side, diff},
-    render::Note,
     replay::{self, Item, Read, read_line},
 };
 
@@ -33,18 +32,26 @@ pub struct DiffArgs {
     pub json: bool,
 }
 
-/// What takes decoded records one by one.
+/// What takes a recording one record at a time: the replay's typed
+/// items, or (a recording made without --raw) the recorded JSON.
 pub(super) trait Records: Default {
+    fn item(&mut self, mono_ns: u64, item: &Item<'_>);
     fn record(&mut self, v: &serde_json::Value);
 }
 
 impl Records for Collector {
+    fn item(&mut self, _: u64, item: &Item<'_>) {
+        Collector::item(self, item);
+    }
     fn record(&mut self, v: &serde_json::Value) {
         Collector::record(self, v);
     }
 }
 
 impl Records for nvprobe::perfetto::Exporter {
+    fn item(&mut self, mono_ns: u64, item: &Item<'_>) {
+        nvprobe::perfetto::Exporter::item(self, mono_ns, item);
+    }
     fn record(&mut self, v: &serde_json::Value) {
         nvprobe::perfetto::Exporter::record(self, v);
     }
@@ -70,24 +77,28 @@ fn load(path: &Path, label: &str, pid: Option<u32>) -> Result<Side, Fail> {
 pub(super) fn decoded<R: Records>(path: &Path) -> Result<(R, u64), Fail> {
     let name = path.display().to_string();
     let mut c = R::default();
-    let done = replay::replay(open(path)?, None, |t, item| {
-        c.record(&as_recorded(t, &item))
-    })
-    .map_err(|e| Fail(1, anyhow::anyhow!("reading {name}: {e}")))?;
+    let done = replay::replay(open(path)?, None, |t, item| c.item(t, &item))
+        .map_err(|e| Fail(1, anyhow::anyhow!("reading {name}: {e}")))?;
     if done.default_layouts {
         eprintln!(
             "nvprobe: {name}: no start record before the first event; decoding with default layouts"
         );
     }
-    for (line, why) in done.bad.iter().take(BAD_LINES_SAID) {
-        eprintln!("nvprobe: {name}:{line}: {why}");
-    }
-    if done.bad.len() > BAD_LINES_SAID {
+    if let Some(line) = done.second_start {
         eprintln!(
-            "nvprobe: {name}: more than {BAD_LINES_SAID} bad lines: the rest are counted, not shown"
+            "nvprobe: {name}:{line}: a second start record (recordings joined?): decoding goes on with the first one's layouts"
         );
     }
-    let bad = done.bad.len() as u64;
+    for (line, why) in &done.bad {
+        eprintln!("nvprobe: {name}:{line}: {why}");
+    }
+    if done.bad_count > done.bad.len() as u64 {
+        eprintln!(
+            "nvprobe: {name}: more than {} bad lines: the rest are counted, not shown",
+            done.bad.len()
+        );
+    }
+    let bad = done.bad_count;
     if done.without_raw == 0 {
         return Ok((c, bad));
     }
@@ -104,27 +115,6 @@ pub(super) fn decoded<R: Records>(path: &Path) -> Result<(R, u64), Fail> {
         }
     }
     Ok((c, bad))
-}
-
-/// Bad lines said one by one on stderr; the rest are counted.
-const BAD_LINES_SAID: usize = 100;
-
-/// An item of the replay as its NDJSON record's fields (what a recording
-/// without --raw holds), with the envelope's `mono_ns`.
-fn as_recorded(mono_ns: u64, item: &Item<'_>) -> serde_json::Value {
-    let v = match item {
-        Item::Event(e) => serde_json::to_value(e),
-        Item::Record(r) => serde_json::to_value(r),
-        Item::Process(p) => serde_json::to_value(Note::Process(p)),
-        Item::Stall(s) => serde_json::to_value(Note::Stall(s)),
-    };
-    match v {
-        Ok(serde_json::Value::Object(mut m)) => {
-            m.insert("mono_ns".into(), mono_ns.into());
-            serde_json::Value::Object(m)
-        }
-        _ => serde_json::Value::Null,
-    }
 }
 
 pub fn run(a: DiffArgs) -> Result<(), Fail> {

@@ -119,7 +119,7 @@ impl Seen {
                 let Some(c) = nvprobe_common::read::<CudaEvent>(rec) else {
                     return;
                 };
-                if c.func != 1 {
+                if c.func != nvprobe_common::CUDA_CUINIT {
                     return;
                 }
                 if c.phase == nvprobe_common::CUDA_ENTER {

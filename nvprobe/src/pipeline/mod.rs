@@ -312,7 +312,7 @@ fn refine_for_host(r: &mut Record, hmm: &mut Option<crate::host::HmmFacts>) {
             .any(|d| matches!(d.id, DiagId::UvmStepFailed | DiagId::UvmBusyRetry))
     {
         let f = hmm.get_or_insert_with(|| crate::host::hmm_facts(std::path::Path::new("/")));
-        nvprobe_model::correlate::apply_hmm_facts(v, f);
+        nvprobe_model::correlate::apply_hmm_facts(&mut v.diagnoses, f);
     }
 }
 

@@ -6,8 +6,10 @@
 //!
 //! Events are seen on the decode threads (each observer gets one
 //! [`EventSink`] per thread, so per-thread caches need no lock), in no
-//! order across threads; records and notes on the output thread, in
-//! stream order.
+//! order across threads; the correlator's records on the output thread,
+//! in stream order; the collector's notes (stall, lost) where they are made
+//! (the collector's thread), in the order they are made. `process`
+//! records reach no observer (none needs them).
 
 use std::sync::Arc;
 
@@ -23,7 +25,8 @@ pub trait Observer: Send + Sync {
     /// A record the correlator made (stage, verdict, signal, breakdown),
     /// at the time of the event that caused it.
     fn record(&self, _mono_ns: u64, _r: &Record) {}
-    /// A record the collector made (stall, lost count, …).
+    /// A record the collector made (stall, lost count, …), on the
+    /// collector's thread.
     fn note(&self, _mono_ns: u64, _n: &Note<'_>) {}
 }
 

@@ -264,3 +264,86 @@ pub fn run(
         unknown_types: r.unknown_types,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::{
+        io::Write,
+        sync::{Arc, Mutex},
+    };
+
+    use nvprobe_model::{render::Level, replay::Item};
+    use serde_json::Value;
+
+    use super::*;
+    use crate::output::Format;
+
+    #[derive(Clone, Default)]
+    struct Buf(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("lock").extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// The records the model makes (stages, verdicts, signals, breakdowns),
+    /// without the envelope.
+    fn made(v: &Value) -> Option<Value> {
+        let t = v["type"].as_str()?;
+        if !matches!(t, "stage" | "cuinit" | "signal" | "breakdown") {
+            return None;
+        }
+        let mut m = v.as_object()?.clone();
+        for k in ["v", "time", "mono_ns", "severity", "severity_number"] {
+            m.remove(k);
+        }
+        Some(Value::Object(m))
+    }
+
+    /// `decode`'s threaded replay and the model's sequential one (what
+    /// `diff`, `export` and the fixture tests use) make the same records,
+    /// in the same order, from every fixture.
+    #[test]
+    fn the_pipeline_and_the_model_replay_make_the_same_records() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures");
+        let mut compared = 0;
+        for e in std::fs::read_dir(&dir).expect("fixtures") {
+            let path = e.expect("entry").path();
+            if path.extension().is_none_or(|x| x != "ndjson") {
+                continue;
+            }
+            let text = std::fs::read(&path).expect("read");
+            let buf = Buf::default();
+            let out = Output::new(Box::new(buf.clone()), Format::Json, Clock::fixed(0));
+            let opts = PipeOpts {
+                workers: 3,
+                summary_only: false,
+                level: Level::All,
+                observers: Vec::new(),
+                host_facts: false,
+            };
+            run(&text[..], "fixture", out, None, &opts).expect("replay");
+            let written = buf.0.lock().expect("lock").clone();
+            let piped: Vec<Value> = written
+                .split(|&b| b == b'\n')
+                .filter_map(|l| serde_json::from_slice::<Value>(l).ok())
+                .filter_map(|v| made(&v))
+                .collect();
+            let mut model = Vec::new();
+            nvprobe_model::replay::replay(&text[..], None, |t, item| {
+                if let Item::Record(_) = item {
+                    model.extend(made(&item.recorded(t)));
+                }
+            })
+            .expect("read");
+            assert_eq!(piped, model, "{}", path.display());
+            compared += piped.len();
+        }
+        assert!(compared > 100, "{compared} records compared");
+    }
+}

@@ -248,7 +248,11 @@ pub fn ioctl_label(i: &Ioctl) -> String {
         .or(i.name)
         .map_or_else(|| format!("ioctl {:#x}", i.request), str::to_owned);
     let known = i.args.known();
-    match known.control.or(known.class).and_then(|n| n.name) {
+    match known
+        .control
+        .and_then(|n| n.name)
+        .or_else(|| known.class.and_then(|n| n.name))
+    {
         Some(w) => format!("{name} {w}"),
         None => name,
     }

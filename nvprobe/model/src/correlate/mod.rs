@@ -8,6 +8,7 @@
 
 mod breakdown;
 mod obs;
+mod record;
 pub mod rules;
 mod signals;
 pub mod stages;
@@ -17,11 +18,10 @@ mod verdict;
 
 use std::collections::HashMap;
 
-use serde::Serialize;
-
 pub use self::{
     breakdown::{Breakdown, Span},
     obs::Obs,
+    record::Record,
     rules::{DiagId, DiagSeverity, Diagnosis, apply_hmm_facts},
     signals::SignalReport,
     stages::{STAGES, StageHit},
@@ -35,21 +35,6 @@ use self::{
     verdict::verdict,
 };
 use crate::decode::{Event, ProcCall, ProcKind, signal::name as signal_name};
-
-/// Records the correlator adds to the stream.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum Record {
-    Stage {
-        pid: u32,
-        comm: String,
-        #[serde(flatten)]
-        hit: StageHit,
-    },
-    Cuinit(Box<CuInit>),
-    Signal(Box<SignalReport>),
-    Breakdown(Box<Breakdown>),
-}
 
 /// The last stage each process reached, shared with the stall detector.
 pub type StageBoard = std::sync::Arc<std::sync::Mutex<HashMap<u32, String>>>;

@@ -128,10 +128,6 @@ impl DiagId {
     pub fn rule(self) -> &'static Rule {
         &RULES[self as usize]
     }
-    /// The id of this string, as a verdict writes it.
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.iter().copied().find(|d| d.as_str() == s)
-    }
 }
 
 impl Serialize for DiagId {
@@ -620,11 +616,11 @@ const HMM_IN_EFFECT: &str = concat!(
     "`; on Grace or POWER it is ATS, not HMM"
 );
 
-/// Make the UVM diagnoses of a live verdict specific to this host: whether
+/// Make the UVM diagnoses of a live verdict (its `diagnoses`) specific to this host: whether
 /// nvidia_uvm has HMM at all, and whether it is already disabled. (Not for
 /// replays: a recording's host is not this one.)
-pub fn apply_hmm_facts(v: &mut super::CuInit, f: &HmmFacts) {
-    for d in &mut v.diagnoses {
+pub fn apply_hmm_facts(diagnoses: &mut [Diagnosis], f: &HmmFacts) {
+    for d in diagnoses.iter_mut() {
         if !matches!(d.id, DiagId::UvmStepFailed | DiagId::UvmBusyRetry) {
             continue;
         }
@@ -669,9 +665,32 @@ mod tests {
     fn every_rule_has_a_hint_and_ids_are_unique() {
         for (i, r) in RULES.iter().enumerate() {
             assert!(!r.hint.is_empty(), "{}", r.id);
-            assert!(RULES[..i].iter().all(|o| o.id != r.id), "{} twice", r.id);
+            assert!(
+                RULES[..i].iter().all(|o| o.id.as_str() != r.id.as_str()),
+                "{} twice",
+                r.id
+            );
+            // The table is in variant order: DiagId::rule is an index.
+            assert_eq!(r.id.rule().id, r.id);
         }
         assert!(HMM_HINT.contains("uvm_disable_hmm=1") && HMM_HINT.contains("797"));
+    }
+
+    /// Every id a verdict can carry is documented where users look it up.
+    #[test]
+    fn every_rule_id_is_in_the_schema_doc_and_the_catalogue() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/");
+        let schema = std::fs::read_to_string(format!("{root}SCHEMA.md")).expect("SCHEMA.md");
+        let catalogue =
+            std::fs::read_to_string(format!("{root}FAILURE-CATALOGUE.md")).expect("catalogue");
+        for id in DiagId::ALL {
+            let quoted = format!("`{id}`");
+            assert!(schema.contains(&quoted), "{id} is not in docs/SCHEMA.md");
+            assert!(
+                catalogue.contains(&quoted),
+                "{id} is not in docs/FAILURE-CATALOGUE.md"
+            );
+        }
     }
 }
 

@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use super::{
-    Record,
+    record::Record,
     state::{PendingSig, ProcInit, SignalInfo, ms},
 };
 use crate::decode::{ProcCall, SigAction, signal::name as signal_name};

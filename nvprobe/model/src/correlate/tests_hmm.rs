@@ -39,7 +39,7 @@ fn a_failing_uvm_step_gets_the_hmm_hint() {
     };
     let hint = |f| {
         let mut v = v.clone();
-        apply_hmm_facts(&mut v, &f);
+        apply_hmm_facts(&mut v.diagnoses, &f);
         (v.diagnoses[0].hint, v.diagnoses[0].evidence.clone())
     };
     let (h, e) = hint(facts(Some(true), Some(false)));
@@ -151,7 +151,7 @@ access is on (UVM_PAGEABLE_MEM_ACCESS: true)"
     let live = |v: &CuInit, compiled_in, disabled| {
         let mut v = v.clone();
         apply_hmm_facts(
-            &mut v,
+            &mut v.diagnoses,
             &crate::records::HmmFacts {
                 compiled_in,
                 disabled,

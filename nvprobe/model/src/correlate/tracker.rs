@@ -3,9 +3,10 @@
 //! state (`state.rs`); signals have their own (`signals.rs`).
 
 use super::{
-    Record, STAGES, StageHit,
     breakdown::{BREAKDOWN_SLOW_NS, Breakdown, Span},
     obs::{CallRef, Comm},
+    record::Record,
+    stages::{STAGES, StageHit},
     state::{FailedCall, GpuKey, ProcInit, ms},
 };
 

@@ -75,7 +75,7 @@ pub struct CuInit {
     pub process: Option<crate::attribution::ProcessInfo>,
     /// Each GPU's progress: opened, registered with UVM.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub gpus: Vec<super::GpuProgress>,
+    pub gpus: Vec<super::state::GpuProgress>,
 }
 
 pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<(String, i32)>) -> CuInit {

@@ -7,9 +7,10 @@ use serde::Serialize;
 
 use super::{args::Args, version::LayoutBasis};
 
-/// Declares a field-less enum that serializes as (and compares equal to)
-/// its schema string, so that the model matches on types while the NDJSON
-/// stays as it was.
+/// Declares a field-less enum that serializes as its schema string (and
+/// displays as it), so that the model matches on types while the NDJSON
+/// stays as it was. It does not compare equal to a string: code says the
+/// variant.
 macro_rules! named_enum {
     ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident => $s:literal),+ $(,)? }) => {
         $(#[$m])*

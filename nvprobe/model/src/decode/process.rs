@@ -17,7 +17,7 @@ pub(super) fn decode_cuda(ev: &CudaEvent, raw: Option<String>) -> Event {
         duration_ns: ret.then_some(ev.duration_ns),
         result: ret.then_some(ev.ret),
         result_name: if ret { curesult::name(ev.ret) } else { None },
-        flags: (!ret && ev.func == 1).then_some(ev.args[0]),
+        flags: (!ret && ev.func == nvprobe_common::CUDA_CUINIT).then_some(ev.args[0]),
         value: (ret && ev.out_valid != 0).then_some(ev.out_val),
         raw,
     })
