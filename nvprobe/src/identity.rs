@@ -21,6 +21,7 @@ use nvprobe_model::attribution::{
 const CMDLINE_CAP: u64 = 16 << 10;
 const ENVIRON_CAP: u64 = 256 << 10;
 const SMALL_CAP: u64 = 64 << 10;
+const STATUS_CAP: u64 = 16 << 10;
 /// Containers whose Kubernetes names are cached.
 const NAMES_KEPT: usize = 1024;
 
@@ -128,6 +129,39 @@ fn mapped(pid: u32, prefix: &str) -> Vec<(String, PathBuf)> {
     out
 }
 
+/// Descriptors counted at most (a process with more is not near a limit
+/// nvprobe could explain, and counting them costs).
+const FDS_COUNTED: u64 = 4096;
+
+/// The seccomp mode and filters (`/proc/PID/status`), the open-file limit
+/// (`/proc/PID/limits`) and how many descriptors are open.
+fn limits_of(base: &std::path::Path) -> nvprobe_model::attribution::Limits {
+    let mut l = nvprobe_model::attribution::Limits::default();
+    if let Some(st) = read_capped(&base.join("status"), STATUS_CAP) {
+        for line in String::from_utf8_lossy(&st).lines() {
+            if let Some(v) = line.strip_prefix("Seccomp:") {
+                l.seccomp = v.trim().parse().ok();
+            } else if let Some(v) = line.strip_prefix("Seccomp_filters:") {
+                l.seccomp_filters = v.trim().parse().ok();
+            }
+        }
+    }
+    if let Some(lim) = read_capped(&base.join("limits"), STATUS_CAP) {
+        l.nofile = String::from_utf8_lossy(&lim)
+            .lines()
+            .find_map(|line| line.strip_prefix("Max open files"))
+            .map(|rest| {
+                let mut w = rest.split_whitespace();
+                let num = |s: Option<&str>| s.and_then(|x| x.parse::<u64>().ok());
+                (num(w.next()), num(w.next()))
+            });
+    }
+    if let Ok(d) = fs::read_dir(base.join("fd")) {
+        l.fds = Some(d.take(FDS_COUNTED as usize).count() as u64);
+    }
+    l
+}
+
 /// The identity of `pid`; `cmdline` false leaves the command line out.
 pub fn read(pid: u32, cmdline: bool, libs: &mut LibCache) -> ProcessInfo {
     let base = PathBuf::from(format!("/proc/{pid}"));
@@ -159,6 +193,7 @@ pub fn read(pid: u32, cmdline: bool, libs: &mut LibCache) -> ProcessInfo {
             }
         }
     }
+    info.limits = Some(limits_of(&base));
     if let Some(stat) = read_capped(&base.join("stat"), SMALL_CAP) {
         // pid (comm) state ppid …: comm may hold spaces and parentheses.
         let s = String::from_utf8_lossy(&stat);

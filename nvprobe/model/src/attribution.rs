@@ -152,9 +152,33 @@ pub struct ProcessInfo {
     /// The NVML library, when the process has it mapped (a driver client).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub libnvml: Option<String>,
+    /// What the kernel would check the process's calls against, read
+    /// with its identity (`/proc/PID/status` and `limits`, its fd table).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Limits>,
     /// Why the identity is partial ("the process had exited"), if it is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+}
+
+/// The facts beneath a refused call: which mechanisms could have refused
+/// it (seccomp, the open-file limit), read while the process lived.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default)]
+pub struct Limits {
+    /// `Seccomp` of /proc/PID/status: 0 none, 1 strict, 2 filter.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seccomp: Option<u8>,
+    /// `Seccomp_filters`: how many filters the process runs under.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seccomp_filters: Option<u32>,
+    /// The soft and hard RLIMIT_NOFILE ("Max open files" of
+    /// /proc/PID/limits; None: unlimited).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nofile: Option<(Option<u64>, Option<u64>)>,
+    /// Open descriptors when read (counted up to 4096).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fds: Option<u64>,
 }
 
 impl ProcessInfo {

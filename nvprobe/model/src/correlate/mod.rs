@@ -376,3 +376,5 @@ mod tests;
 mod tests_classes;
 #[cfg(test)]
 mod tests_hmm;
+#[cfg(test)]
+mod tests_refused;

@@ -60,7 +60,32 @@ rule_table! {
     NodeWrongDevice => "node_wrong_device", reference: "docs/FAILURE-CATALOGUE.md",
         hint: "another file is mounted or created at this path: check the container's device bind mounts and /dev";
     NodePermission => "node_permission", reference: "docs/FAILURE-CATALOGUE.md",
-        hint: "the device cgroup or file mode denies access: allow char 195:* and the nvidia-uvm major in the container, or fix the node's mode";
+        hint: "EACCES: the node's mode and owner do not let this process's user and groups in (compare ls -l of the node with id; \
+add the user to the node's group or pass the node with the container's user in mind), its mount is nodev, or a security module \
+(AppArmor, SELinux, Landlock) refused it (its denial is in dmesg or the audit log); the device cgroup answers EPERM, not EACCES";
+    NotPermitted => "not_permitted", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "EPERM is never the file's mode (that refuses with EACCES): for a device node it is the device cgroup (allow \
+char 195:* and the nvidia-uvm major from /proc/devices, rwm: docker --gpus or --device, the NVIDIA device plugin, \
+lxc.cgroup2.devices.allow); for any path it can be a seccomp profile or sandbox that returns EPERM (Seccomp and \
+Seccomp_filters in /proc/PID/status; docker --security-opt seccomp=, systemd SystemCallFilter=)";
+    FileLimit => "file_limit", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "EMFILE: the process has as many files open as its RLIMIT_NOFILE allows: raise the limit (ulimit -n, systemd \
+LimitNOFILE=, docker --ulimit nofile=N:N) or close the descriptors it leaks; ENFILE: the system's file table is full \
+(sysctl fs.file-max, fs.file-nr)";
+    CallsBlocked => "calls_blocked", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "a seccomp profile refuses the NVIDIA ioctls before they reach the driver (seen by nvprobe as opens of \
+/dev/nvidiactl with no ioctl after them): allow ioctl in the profile (docker's default allows it: look for \
+--security-opt seccomp=, systemd SystemCallFilter=, a sandbox library or a language runtime's own filter; \
+grep Seccomp /proc/PID/status)";
+    OsCallFailed => "os_call_failed", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "a system call of libcuda's own failed (nvprobe follows the calls on NVIDIA files only): find it with \
+strace -f -e trace=%file,%desc,%memory,%process; the common causes are the open-file limit (libcuda opens several \
+descriptors at start-up: raise ulimit -n), a seccomp profile that refuses open, mmap or ioctl (a filter the process \
+installed after nvprobe read it is not in the evidence), and memory or thread limits (ulimit -v, the cgroup's pids.max)";
+    NodeStale => "node_stale", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "no driver answers at the node's device number: a node made for another major (compare ls -l of the node \
+with the nvidia and nvidia-uvm entries of /proc/devices, whose uvm major changes between boots) or a GPU minor the \
+driver does not have now; recreate the nodes (nvidia-modprobe -c0 -u, or the container's device list)";
     NodeMissing => "node_missing", reference: "docs/FAILURE-CATALOGUE.md",
         hint: "create the nodes (nvidia-modprobe -c0 -u, or udev) or pass them into the container";
     NodeCreateFailed => "node_create_failed", reference: "docs/FAILURE-CATALOGUE.md",
@@ -260,8 +285,10 @@ const CHECKS: &[Check] = &[
     version_mismatch,
     modprobe_failed,
     fork_after_init,
+    calls_blocked,
     no_visible_devices,
     known_curesults,
+    os_call_failed,
     signal_or_uvm_step,
 ];
 
@@ -350,6 +377,46 @@ fn stub_library(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     out.push(diag(DiagId::StubLibrary, what));
 }
 
+/// cuInit returned CUDA_ERROR_OPERATING_SYSTEM (304) or
+/// CUDA_ERROR_OUT_OF_MEMORY (2) and no call on an NVIDIA file failed: a
+/// call nvprobe does not follow did. Say what the process ran under.
+fn os_call_failed(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
+    let st = f.st;
+    let Some((code @ (304 | 2), name)) = st.curesult else {
+        return;
+    };
+    if st.last_failure.is_some()
+        || !st.path_problems.is_empty()
+        || out.iter().any(|d| d.id == DiagId::CallsBlocked)
+    {
+        return;
+    }
+    let mut evidence = format!(
+        "cuInit returned {} ({code}) and no call on an NVIDIA file failed",
+        name.unwrap_or("CUresult")
+    );
+    if let Some(l) = st.info.as_ref().and_then(|i| i.limits.as_ref()) {
+        let mut facts = Vec::new();
+        if let Some((soft, hard)) = l.nofile {
+            let n = |v: Option<u64>| v.map_or_else(|| "unlimited".to_owned(), |x| x.to_string());
+            facts.push(format!("open-file limit {} (hard {})", n(soft), n(hard)));
+        }
+        if let Some(fds) = l.fds {
+            facts.push(format!("{fds} descriptors open"));
+        }
+        if let Some(n) = l.seccomp_filters {
+            facts.push(format!("{n} seccomp filter{}", plural(n)));
+        }
+        if !facts.is_empty() {
+            evidence.push_str(&format!(
+                "; when nvprobe read the process (at its first NVIDIA file): {}",
+                facts.join(", ")
+            ));
+        }
+    }
+    out.push(diag(DiagId::OsCallFailed, evidence));
+}
+
 /// cuInit results whose cause is outside the driver calls.
 fn known_curesults(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     let Some((code, name)) = f.st.curesult else {
@@ -397,8 +464,21 @@ fn node_problems(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
             // nvidia_uvm, libcuda reads /sys/module/nvidia_uvm/initstate,
             // gets ENOENT and returns 999, running nothing to load it.
             DiagId::ModuleNotLoaded
-        } else if why == "EACCES" || why == "EPERM" {
+        } else if why == "EMFILE" || why == "ENFILE" {
+            // A limit, whichever path hit it: the node is not at fault.
+            DiagId::FileLimit
+        } else if why == "EACCES" {
             DiagId::NodePermission
+        } else if why == "EPERM" {
+            // The kernel's order of checks on an open: the mode and the
+            // capabilities answer EACCES (generic_permission), the device
+            // cgroup EPERM (devcgroup_inode_permission), a seccomp filter
+            // whatever its profile says.
+            DiagId::NotPermitted
+        } else if matches!(why.as_str(), "ENXIO" | "ENODEV") && path.starts_with("/dev/") {
+            // chrdev_open finds no driver at this device number (ENXIO), or
+            // the driver has no device at this minor (ENODEV).
+            DiagId::NodeStale
         } else if path.contains("nvidia-uvm") {
             DiagId::UvmUnusable
         } else if why.contains("not the NVIDIA") {
@@ -408,16 +488,60 @@ fn node_problems(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
         } else {
             DiagId::NodeError
         };
-        let evidence = if id == DiagId::ModuleNotLoaded {
-            let m = module_of_entry(path).unwrap_or("nvidia");
-            format!("{path}: {why}: the {m} kernel module is not loaded")
-        } else {
-            format!("{path}: {why}")
+        let limits = f.st.info.as_ref().and_then(|i| i.limits.as_ref());
+        let evidence = match id {
+            DiagId::ModuleNotLoaded => {
+                let m = module_of_entry(path).unwrap_or("nvidia");
+                format!("{path}: {why}: the {m} kernel module is not loaded")
+            }
+            DiagId::NotPermitted => format!(
+                "{path}: {why}: not the file's mode (that refuses with EACCES): {}{}",
+                if path.starts_with("/dev/") {
+                    "the device cgroup or a seccomp filter refused it"
+                } else {
+                    "not a device, so not the device cgroup: a seccomp filter or sandbox refused it"
+                },
+                match limits.and_then(|l| l.seccomp_filters) {
+                    Some(n) if n > 0 => {
+                        format!("; the process ran under {n} seccomp filter{}", plural(n))
+                    }
+                    _ => String::new(),
+                }
+            ),
+            DiagId::FileLimit if why == "EMFILE" => format!(
+                "{path}: {why}: the process's open-file limit (RLIMIT_NOFILE) was reached{}",
+                match limits.and_then(|l| l.nofile.map(|n| (n, l.fds))) {
+                    Some(((Some(soft), hard), fds)) => format!(
+                        " (soft limit {soft}, hard {}{})",
+                        hard.map_or_else(|| "unlimited".to_owned(), |h| h.to_string()),
+                        fds.map_or_else(String::new, |n| format!(
+                            "; {n} descriptors were open when nvprobe first read it"
+                        ))
+                    ),
+                    _ => String::new(),
+                }
+            ),
+            DiagId::FileLimit => {
+                format!("{path}: {why}: the system's file table is full (fs.file-max)")
+            }
+            DiagId::NodeStale => format!(
+                "{path}: {why}: no {} at this node's device number",
+                if why == "ENXIO" {
+                    "driver answers"
+                } else {
+                    "device of the driver"
+                }
+            ),
+            _ => format!("{path}: {why}"),
         };
         if !out.iter().any(|d| d.evidence == evidence) {
             out.push(diag(id, evidence));
         }
     }
+}
+
+fn plural(n: u32) -> &'static str {
+    if n == 1 { "" } else { "s" }
 }
 
 /// The module whose absence a missing `path` shows: `/sys/module/M`,
@@ -520,6 +644,24 @@ fn no_visible_devices(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
             && !st.reached[3]
             && !st.reached[5]
             && f.exited_ok);
+    // A GPU node refused by a mechanism already named explains the missing
+    // device: the visibility list is not what hid it.
+    let refused_node = out.iter().any(|d| {
+        matches!(
+            d.id,
+            DiagId::FileLimit
+                | DiagId::NotPermitted
+                | DiagId::NodePermission
+                | DiagId::NodeStale
+                | DiagId::NodeWrongDevice
+        ) && d.evidence.starts_with("/dev/nvidia")
+    });
+    if no_device && refused_node {
+        return;
+    }
+    if no_device && out.iter().any(|d| d.id == DiagId::CallsBlocked) {
+        return;
+    }
     if no_device {
         let mut evidence = if st.curesult.is_some() {
             "cuInit returned CUDA_ERROR_NO_DEVICE (100)".to_owned()
@@ -541,6 +683,47 @@ fn no_visible_devices(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
         }
         out.push(diag(DiagId::NoVisibleDevices, evidence));
     }
+}
+
+/// A failed cuInit whose escapes never reached the kernel ([`ioctls_unseen`]).
+fn calls_blocked(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
+    if matches!(f.st.curesult, Some((code, _)) if code != 0)
+        && let Some(d) = ioctls_unseen(f.st)
+    {
+        out.push(d);
+    }
+}
+
+/// The process opened /dev/nvidiactl and not one ioctl of it reached the
+/// kernel's syscall tracepoints: a seccomp filter refuses a system call
+/// before the kernel traces its entry (seccomp runs first), so every
+/// escape libcuda makes after the open was refused there.
+fn ioctls_unseen(st: &ProcInit) -> Option<Diagnosis> {
+    if st.calls > 0 || st.ctl_opens == 0 {
+        return None;
+    }
+    let filters = st
+        .info
+        .as_ref()
+        .and_then(|i| i.limits.as_ref())
+        .and_then(|l| l.seccomp_filters);
+    Some(diag(
+        DiagId::CallsBlocked,
+        format!(
+            "/dev/nvidiactl: opened {} time{} and no ioctl of it reached the kernel's syscall tracing: \
+a seccomp filter refuses a call before the kernel traces it{}",
+            st.ctl_opens,
+            plural(st.ctl_opens),
+            match filters {
+                Some(0) =>
+                    "; none was in place when nvprobe read the process (at its first NVIDIA file): \
+one installed later (a sandbox library, the program itself)"
+                        .to_owned(),
+                Some(n) => format!("; the process ran under {n} seccomp filter{}", plural(n)),
+                None => String::new(),
+            }
+        ),
+    ))
 }
 
 fn signal_or_uvm_step(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {

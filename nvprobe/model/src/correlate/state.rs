@@ -59,6 +59,8 @@ pub(crate) struct ProcInit {
     pub(crate) mknods: Vec<(String, String, Option<String>)>,
     /// NVIDIA path lookups and opens, successful device opens.
     pub(crate) lookups: u64,
+    /// Successful opens of /dev/nvidiactl.
+    pub(crate) ctl_opens: u32,
     /// It opened /dev/nvidia-uvm or made a UVM call: only CUDA does.
     pub(crate) uvm_touched: bool,
     /// libcuda calls seen by the uprobes (any function).
@@ -99,6 +101,11 @@ impl ProcInit {
     /// child that only inherited the map entry did not): only those get a
     /// verdict.
     pub(crate) fn has_activity(&self) -> bool {
+        // nvprobe itself (a `doctor` run reads the nodes and the driver's
+        // files) is never a start-up.
+        if self.is_nvprobe() {
+            return false;
+        }
         self.calls > 0
             || self.lookups > 0
             || self.cuda_calls > 0
@@ -106,6 +113,20 @@ impl ProcInit {
             || self.cuinit_entered
             || !self.stages.is_empty()
             || self.info.as_ref().is_some_and(|i| !i.libcuda.is_empty())
+    }
+
+    /// An nvprobe process: its task name, and its executable when known.
+    pub(crate) fn is_nvprobe(&self) -> bool {
+        self.comm == "nvprobe"
+            && self
+                .info
+                .as_ref()
+                .and_then(|i| i.exe.as_deref())
+                .is_none_or(|e| {
+                    e.rsplit('/')
+                        .next()
+                        .is_some_and(|b| b.starts_with("nvprobe"))
+                })
     }
 
     /// The libcuda the loader opened, when one open succeeded.

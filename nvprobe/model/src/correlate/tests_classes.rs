@@ -42,7 +42,7 @@ fn mknod(t: u64, path: &str, minor: u32) -> Event {
     Event::Mknod(p)
 }
 
-fn cuda(t: u64, func: &'static str, ret: Option<(i64, &'static str)>) -> Event {
+pub(super) fn cuda(t: u64, func: &'static str, ret: Option<(i64, &'static str)>) -> Event {
     Event::Cuda(crate::decode::CudaCall {
         proc: proc_(),
         func,

@@ -232,6 +232,9 @@ impl ProcInit {
         self.lookups += 1;
         if p.opened_device {
             self.opened_any = true;
+            if p.path == "/dev/nvidiactl" {
+                self.ctl_opens = self.ctl_opens.saturating_add(1);
+            }
         }
         if p.path.contains("nvidia-uvm") && p.open {
             self.uvm_touched = true;

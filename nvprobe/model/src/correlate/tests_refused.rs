@@ -1,0 +1,267 @@
+//! Who refused a call: the kernel's own order of checks decides the
+//! diagnosis (EACCES is the mode, a nodev mount or a security module;
+//! EPERM the device cgroup or a seccomp filter; EMFILE a limit; ENXIO a
+//! node no driver answers), and no hint offers a remedy the errno rules
+//! out. Constructed streams; the real ones are in nvprobe/model/tests.
+
+use super::{
+    tests::{exit_of, open, proc_},
+    tests_classes::cuda,
+    *,
+};
+use crate::attribution::{Limits, ProcessInfo};
+use crate::correlate::{DiagId, Outcome};
+
+/// An open of `path` refused with `errno`.
+fn refused(t: u64, path: &str, errno: &str) -> Event {
+    let Event::Open(mut p) = open(t, path, "ctl") else {
+        unreachable!()
+    };
+    p.ret = -1;
+    p.errno = Some(errno.into());
+    p.fd = None;
+    p.device = None;
+    p.ok = false;
+    Event::Open(p)
+}
+
+fn verdict(info: Option<ProcessInfo>, events: &[Event]) -> Vec<CuInit> {
+    let mut c = Correlator::default();
+    let mut out = Vec::new();
+    if let Some(i) = info {
+        c.observe_obs(Obs::identity(i, 0), &mut out);
+    }
+    // A CUDA start-up: cuInit begins, the call below is refused, cuInit
+    // returns 999.
+    c.observe(&cuda(0, "cuInit", None), &mut out);
+    for e in events {
+        c.observe(e, &mut out);
+    }
+    c.observe(
+        &cuda(3, "cuInit", Some((999, "CUDA_ERROR_UNKNOWN"))),
+        &mut out,
+    );
+    c.finish(&mut out);
+    out.into_iter()
+        .filter_map(|r| match r {
+            Record::Cuinit(v) => Some(*v),
+            _ => None,
+        })
+        .collect()
+}
+
+fn with_limits(l: Limits) -> ProcessInfo {
+    ProcessInfo {
+        pid: 7,
+        exe: Some("/usr/bin/python3".into()),
+        limits: Some(l),
+        ..ProcessInfo::default()
+    }
+}
+
+fn only(v: &[CuInit]) -> &Diagnosis {
+    assert_eq!(v.len(), 1, "{v:#?}");
+    assert_eq!(v[0].result, Outcome::Failed, "{}", v[0].text);
+    assert_eq!(v[0].diagnoses.len(), 1, "{:#?}", v[0].diagnoses);
+    &v[0].diagnoses[0]
+}
+
+#[test]
+fn eperm_on_a_node_is_the_device_cgroup_or_seccomp_never_the_mode() {
+    let v = verdict(
+        Some(with_limits(Limits::default())),
+        &[refused(1, "/dev/nvidiactl", "EPERM")],
+    );
+    let d = only(&v);
+    assert_eq!(d.id, DiagId::NotPermitted);
+    assert_eq!(
+        d.evidence,
+        "/dev/nvidiactl: EPERM: not the file's mode (that refuses with EACCES): the device cgroup or a seccomp filter refused it"
+    );
+    assert!(!d.hint.contains("chmod") && !d.hint.contains("fix the node's mode"));
+    assert!(d.hint.contains("device cgroup") && d.hint.contains("seccomp"));
+}
+
+#[test]
+fn eperm_on_a_proc_file_is_not_the_device_cgroup_and_names_the_filters() {
+    let v = verdict(
+        Some(with_limits(Limits {
+            seccomp: Some(2),
+            seccomp_filters: Some(1),
+            ..Limits::default()
+        })),
+        &[refused(1, "/proc/driver/nvidia/params", "EPERM")],
+    );
+    let d = only(&v);
+    assert_eq!(d.id, DiagId::NotPermitted);
+    assert!(
+        d.evidence
+            .contains("not a device, so not the device cgroup: a seccomp filter")
+            && d.evidence
+                .ends_with("; the process ran under 1 seccomp filter"),
+        "{}",
+        d.evidence
+    );
+}
+
+#[test]
+fn eacces_is_the_mode_a_nodev_mount_or_a_security_module() {
+    let v = verdict(None, &[refused(1, "/dev/nvidia-uvm", "EACCES")]);
+    let d = only(&v);
+    assert_eq!(d.id, DiagId::NodePermission);
+    // The device cgroup answers EPERM: allowing the node there cannot help.
+    assert!(!d.hint.contains("allow char 195"), "{}", d.hint);
+    assert!(d.hint.contains("ls -l") && d.hint.contains("nodev"));
+}
+
+#[test]
+fn emfile_is_the_open_file_limit_with_its_numbers() {
+    let v = verdict(
+        Some(with_limits(Limits {
+            nofile: Some((Some(8), Some(1024))),
+            fds: Some(7),
+            ..Limits::default()
+        })),
+        &[refused(1, "/proc/driver/nvidia/params", "EMFILE")],
+    );
+    let d = only(&v);
+    assert_eq!(d.id, DiagId::FileLimit);
+    assert_eq!(
+        d.evidence,
+        "/proc/driver/nvidia/params: EMFILE: the process's open-file limit (RLIMIT_NOFILE) was reached (soft limit 8, hard 1024; 7 descriptors were open when nvprobe first read it)"
+    );
+    assert!(!d.hint.contains("check the node"), "{}", d.hint);
+}
+
+#[test]
+fn enxio_on_a_node_is_a_node_no_driver_answers() {
+    let v = verdict(None, &[refused(1, "/dev/nvidia-uvm", "ENXIO")]);
+    let d = only(&v);
+    assert_eq!(d.id, DiagId::NodeStale);
+    assert!(d.hint.contains("/proc/devices"), "{}", d.hint);
+}
+
+#[test]
+fn nvprobe_itself_gets_no_verdict() {
+    let mut p = proc_();
+    p.comm = "nvprobe".into();
+    let Event::Open(mut o) = refused(1, "/dev/nvidiactl", "EACCES") else {
+        unreachable!()
+    };
+    o.proc = p;
+    let info = ProcessInfo {
+        pid: 7,
+        exe: Some("/usr/local/bin/nvprobe".into()),
+        ..ProcessInfo::default()
+    };
+    // What `nvprobe doctor` does: it reads the nodes and the driver's files.
+    let mut c = Correlator::default();
+    let mut out = Vec::new();
+    c.observe_obs(Obs::identity(info, 0), &mut out);
+    c.observe(&Event::Open(o), &mut out);
+    c.observe(&exit_of(2, 7, 0), &mut out);
+    c.finish(&mut out);
+    assert!(
+        !out.iter().any(|r| matches!(r, Record::Cuinit(_))),
+        "{out:#?}"
+    );
+}
+
+#[test]
+fn a_304_without_a_failed_nvidia_call_names_what_the_process_ran_under() {
+    let mut c = Correlator::default();
+    let mut out = Vec::new();
+    c.observe_obs(
+        Obs::identity(
+            with_limits(Limits {
+                seccomp: Some(0),
+                seccomp_filters: Some(0),
+                nofile: Some((Some(5), Some(5))),
+                fds: Some(3),
+            }),
+            0,
+        ),
+        &mut out,
+    );
+    c.observe(&cuda(0, "cuInit", None), &mut out);
+    c.observe(
+        &cuda(1, "cuInit", Some((304, "CUDA_ERROR_OPERATING_SYSTEM"))),
+        &mut out,
+    );
+    c.finish(&mut out);
+    let v: Vec<CuInit> = out
+        .into_iter()
+        .filter_map(|r| match r {
+            Record::Cuinit(v) => Some(*v),
+            _ => None,
+        })
+        .collect();
+    let d = only(&v);
+    assert_eq!(d.id, DiagId::OsCallFailed);
+    assert_eq!(
+        d.evidence,
+        "cuInit returned CUDA_ERROR_OPERATING_SYSTEM (304) and no call on an NVIDIA file failed; when nvprobe read the process (at its first NVIDIA file): open-file limit 5 (hard 5), 3 descriptors open, 0 seccomp filters"
+    );
+    assert!(d.hint.contains("ulimit -n") && d.hint.contains("strace"));
+}
+
+/// Seen on the H200: a seccomp filter that answers EPERM to the escapes
+/// hides them from the syscall tracepoints (seccomp runs before the
+/// kernel traces a call's entry): libcuda opens /dev/nvidiactl again and
+/// again, no ioctl follows, cuInit returns 100. Not "no visible devices".
+#[test]
+fn opens_of_the_control_node_without_one_ioctl_are_a_seccomp_filter() {
+    let v = verdict(
+        Some(with_limits(Limits {
+            seccomp: Some(0),
+            seccomp_filters: Some(0),
+            ..Limits::default()
+        })),
+        &[
+            open(1, "/dev/nvidiactl", "ctl"),
+            open(2, "/dev/nvidiactl", "ctl"),
+        ],
+    );
+    // verdict() ends the stream with cuInit returning 999; 100 too:
+    assert_eq!(v.len(), 1);
+    let d = &v[0].diagnoses;
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert_eq!(d[0].id, DiagId::CallsBlocked);
+    assert!(
+        d[0].evidence
+            .starts_with("/dev/nvidiactl: opened 2 times and no ioctl of it reached")
+            && d[0].evidence.contains("one installed later"),
+        "{}",
+        d[0].evidence
+    );
+    assert!(!d[0].hint.contains("CUDA_VISIBLE_DEVICES"));
+}
+
+/// A GPU node refused by the open-file limit explains cuInit's 100: the
+/// visibility list did not hide the GPU, so its hint is not given.
+#[test]
+fn a_refused_gpu_node_is_not_no_visible_devices() {
+    let mut c = Correlator::default();
+    let mut out = Vec::new();
+    c.observe(&cuda(0, "cuInit", None), &mut out);
+    c.observe(&open(1, "/dev/nvidiactl", "ctl"), &mut out);
+    c.observe(
+        &super::tests::io(2, "NV_ESC_CARD_INFO", None, "ctl"),
+        &mut out,
+    );
+    c.observe(&refused(3, "/dev/nvidia0", "EMFILE"), &mut out);
+    c.observe(
+        &cuda(4, "cuInit", Some((100, "CUDA_ERROR_NO_DEVICE"))),
+        &mut out,
+    );
+    c.finish(&mut out);
+    let v: Vec<CuInit> = out
+        .into_iter()
+        .filter_map(|r| match r {
+            Record::Cuinit(v) => Some(*v),
+            _ => None,
+        })
+        .collect();
+    let ids: Vec<DiagId> = v[0].diagnoses.iter().map(|d| d.id).collect();
+    assert_eq!(ids, [DiagId::FileLimit], "{:#?}", v[0].diagnoses);
+}

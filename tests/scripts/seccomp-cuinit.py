@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""cuInit under a seccomp filter installed after libcuda is loaded (so the
+loader's own opens are not refused): the filter answers EPERM to
+open/openat (`open`) or to ioctls of type 'F', the NVIDIA escapes
+(`escapes`). Prints one JSON line: the CUresult and the device count.
+
+  seccomp-cuinit.py open|escapes [--case NAME]"""
+import ctypes
+import json
+import struct
+import sys
+
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+AUDIT_ARCH_X86_64 = 0xC000003E
+RET_ALLOW = 0x7FFF0000
+RET_EPERM = 0x00050000 | 1
+LD_W_ABS, JEQ_K, RET_K, ALU_AND_K = 0x20, 0x15, 0x06, 0x54
+
+
+def ins(code, jt, jf, k):
+    return struct.pack("HBBI", code, jt, jf, k)
+
+
+def program(which):
+    # seccomp_data: nr @0, arch @4, args[i] @16 + 8 i (low 32 bits first).
+    p = [ins(LD_W_ABS, 0, 0, 4), ins(JEQ_K, 1, 0, AUDIT_ARCH_X86_64), ins(RET_K, 0, 0, RET_ALLOW)]
+    p.append(ins(LD_W_ABS, 0, 0, 0))
+    if which == "open":
+        # open (2) or openat (257): EPERM.
+        p += [ins(JEQ_K, 2, 0, 2), ins(JEQ_K, 1, 0, 257), ins(RET_K, 0, 0, RET_ALLOW),
+              ins(RET_K, 0, 0, RET_EPERM)]
+    else:
+        # ioctl (16) whose command's _IOC_TYPE is 'F' (0x46): EPERM.
+        p += [ins(JEQ_K, 1, 0, 16), ins(RET_K, 0, 0, RET_ALLOW),
+              ins(LD_W_ABS, 0, 0, 24), ins(ALU_AND_K, 0, 0, 0xFF00),
+              ins(JEQ_K, 1, 0, 0x4600), ins(RET_K, 0, 0, RET_ALLOW),
+              ins(RET_K, 0, 0, RET_EPERM)]
+    return b"".join(p), len(p)
+
+
+def main():
+    which = sys.argv[1]
+    cuda = None
+    for name in ("libcuda.so.1", "libcuda.so"):
+        try:
+            cuda = ctypes.CDLL(name)
+            break
+        except OSError:
+            pass
+    if cuda is None:
+        print(json.dumps({"error": "no libcuda"}))
+        return 1
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
+    code, n = program(which)
+    buf = ctypes.create_string_buffer(code, len(code))
+    fprog = struct.pack("HxxxxxxQ", n, ctypes.addressof(buf))
+    fbuf = ctypes.create_string_buffer(fprog, len(fprog))
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        print(json.dumps({"error": "no_new_privs", "errno": ctypes.get_errno()}))
+        return 1
+    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fbuf), 0, 0) != 0:
+        print(json.dumps({"error": "seccomp", "errno": ctypes.get_errno()}))
+        return 1
+    r = cuda.cuInit(0)
+    count = ctypes.c_int(-1)
+    c = cuda.cuDeviceGetCount(ctypes.byref(count)) if r == 0 else None
+    print(json.dumps({"filter": which, "cuInit": r, "cuDeviceGetCount": c, "count": count.value}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Failed start-ups refused by a Linux mechanism, not by the driver (issue
+# 22), each tagged `--case NAME`, reproduced without changing the driver or
+# the GPU: seccomp filters (tests/scripts/seccomp-cuinit.py), the open-file
+# limit, nodes whose device number no driver answers (in a private mount
+# namespace), and an `nvprobe doctor` run (nvprobe is never a start-up).
+# Each case's own output (its CUresult) goes to stdout as "== NAME: ...".
+set -u
+PY=${PY:-python3}
+D=$(cd "$(dirname "$0")" && pwd)
+W=$D/cudawork.py
+run() { local n=$1; shift; echo "== $n: $("$@" 2>&1 | tail -1)"; }
+run ok $PY $W cuinit --case ok
+for n in 5 7 9 12; do
+  run emfile_$n sh -c "ulimit -n $n; exec $PY $W cuinit --case emfile_$n"
+done
+run seccomp_open $PY $D/seccomp-cuinit.py open --case seccomp_open
+run seccomp_escapes $PY $D/seccomp-cuinit.py escapes --case seccomp_escapes
+UVM=$(awk '$2=="nvidia-uvm"{print $1}' /proc/devices)
+cp $W /tmp/cudawork.py && chmod 644 /tmp/cudawork.py
+in_ns() { # $1 case, $2 shell lines that make the nodes in a tmpfs /dev
+  # As nobody: root's libcuda would replace a wrong node itself (mknod).
+  run "$1" unshare -m --propagation private sh -c "
+    mount -t tmpfs tmpfs /dev; mknod -m 666 /dev/null c 1 3
+    mknod -m 666 /dev/nvidiactl c 195 255
+    $2
+    exec setpriv --reuid=65534 --regid=65534 --clear-groups \
+      env LD_LIBRARY_PATH=\${LD_LIBRARY_PATH:-} /usr/bin/python3 /tmp/cudawork.py cuinit --case $1"
+}
+# /dev/nvidia-uvm made with a major no driver has (60: for local use).
+in_ns stale_uvm "mknod -m 666 /dev/nvidia0 c 195 0; mknod -m 666 /dev/nvidia-uvm c 60 0"
+# /dev/nvidia0 made with a GPU minor this one-GPU host does not have.
+in_ns stale_gpu "mknod -m 666 /dev/nvidia0 c 195 7; mknod -m 666 /dev/nvidia-uvm c $UVM 0"
+if [ -n "${NVPROBE:-}" ]; then
+  run doctor "$NVPROBE" doctor
+fi
+exit 0
