@@ -1,4 +1,5 @@
 //! Tests of the diff (diff.rs): alignment, naming, GPUs.
+use super::recorded::{call_name, result_of};
 use super::*;
 
 fn side(label: &str, calls: &[(&str, &str)]) -> Side {

@@ -7,6 +7,8 @@
 
 mod common;
 
+use common::case;
+
 use common::fixture;
 use nvprobe_model::correlate::{Class, CuInit, DiagId, Outcome};
 use serde_json::Value;
@@ -14,18 +16,6 @@ use serde_json::Value;
 /// Every verdict of the recording, replayed in stream order.
 fn replayed(name: &str) -> Vec<CuInit> {
     common::verdicts(name).1
-}
-
-/// The verdict of the process whose command line carries `--case NAME`.
-fn case<'a>(v: &'a [CuInit], name: &str) -> &'a CuInit {
-    v.iter()
-        .find(|x| {
-            x.process
-                .as_ref()
-                .and_then(|p| p.cmdline.as_ref())
-                .is_some_and(|c| c.windows(2).any(|w| w[0] == "--case" && w[1] == name))
-        })
-        .unwrap_or_else(|| panic!("no verdict for case {name}"))
 }
 
 fn ids(v: &CuInit) -> Vec<(&str, &str)> {

@@ -9,21 +9,11 @@
 
 mod common;
 
+use common::case;
+
 use nvprobe_model::correlate::{CuInit, DiagId, Outcome};
 
 const REC: &str = "h200-580.159.04-who-refused.ndjson";
-
-/// The verdict of the process whose command line carries `--case NAME`.
-fn case<'a>(v: &'a [CuInit], name: &str) -> &'a CuInit {
-    v.iter()
-        .find(|x| {
-            x.process
-                .as_ref()
-                .and_then(|p| p.cmdline.as_ref())
-                .is_some_and(|c| c.windows(2).any(|w| w[0] == "--case" && w[1] == name))
-        })
-        .unwrap_or_else(|| panic!("no verdict for case {name}"))
-}
 
 fn ids(v: &CuInit) -> Vec<DiagId> {
     v.diagnoses.iter().map(|d| d.id).collect()

@@ -13,6 +13,7 @@ pub mod rules;
 mod signals;
 pub mod stages;
 mod state;
+pub mod table;
 mod tracker;
 mod verdict;
 
@@ -22,10 +23,11 @@ pub use self::{
     breakdown::{Breakdown, Span},
     obs::Obs,
     record::Record,
-    rules::{DiagId, DiagSeverity, Diagnosis, apply_hmm_facts},
+    rules::apply_hmm_facts,
     signals::SignalReport,
     stages::{STAGES, StageHit},
     state::{FailedCall, GpuProgress, SignalInfo},
+    table::{DiagId, DiagSeverity, Diagnosis, RULES, Rule},
     verdict::{Class, CuInit, Outcome},
 };
 use self::{

@@ -62,7 +62,11 @@ pub(super) fn cuda(t: u64, func: &'static str, ret: Option<(i64, &'static str)>)
 }
 
 /// Every verdict a stream gives, with identities fed first.
-fn verdicts_of(ids: Vec<ProcessInfo>, gpus: Vec<HostGpu>, events: &[Event]) -> Vec<CuInit> {
+pub(super) fn verdicts_of(
+    ids: Vec<ProcessInfo>,
+    gpus: Vec<HostGpu>,
+    events: &[Event],
+) -> Vec<CuInit> {
     let mut c = Correlator::default();
     c.set_host_gpus(gpus);
     c.set_host_driver(Some("580.159.04".into()));

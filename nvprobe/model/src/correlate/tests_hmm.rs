@@ -3,7 +3,7 @@
 //! real ones are in nvprobe/model/tests/replay_hmm.rs.
 
 use super::{
-    rules::HMM_HINT,
+    table::HMM_HINT,
     tests::{io, open, stages},
     *,
 };

@@ -6,7 +6,7 @@
 
 use super::{
     tests::{exit_of, open, proc_},
-    tests_classes::cuda,
+    tests_classes::{cuda, verdicts_of},
     *,
 };
 use crate::attribution::{Limits, ProcessInfo};
@@ -25,29 +25,13 @@ fn refused(t: u64, path: &str, errno: &str) -> Event {
     Event::Open(p)
 }
 
+/// The verdicts of a CUDA start-up: cuInit begins, `events` happen, cuInit
+/// returns 999.
 fn verdict(info: Option<ProcessInfo>, events: &[Event]) -> Vec<CuInit> {
-    let mut c = Correlator::default();
-    let mut out = Vec::new();
-    if let Some(i) = info {
-        c.observe_obs(Obs::identity(i, 0), &mut out);
-    }
-    // A CUDA start-up: cuInit begins, the call below is refused, cuInit
-    // returns 999.
-    c.observe(&cuda(0, "cuInit", None), &mut out);
-    for e in events {
-        c.observe(e, &mut out);
-    }
-    c.observe(
-        &cuda(3, "cuInit", Some((999, "CUDA_ERROR_UNKNOWN"))),
-        &mut out,
-    );
-    c.finish(&mut out);
-    out.into_iter()
-        .filter_map(|r| match r {
-            Record::Cuinit(v) => Some(*v),
-            _ => None,
-        })
-        .collect()
+    let mut all = vec![cuda(0, "cuInit", None)];
+    all.extend_from_slice(events);
+    all.push(cuda(3, "cuInit", Some((999, "CUDA_ERROR_UNKNOWN"))));
+    verdicts_of(info.into_iter().collect(), Vec::new(), &all)
 }
 
 fn with_limits(l: Limits) -> ProcessInfo {

@@ -4,9 +4,10 @@
 use serde::Serialize;
 
 use super::{
-    rules::{self, DiagId, Diagnosis},
+    rules,
     stages::StageHit,
     state::{FailedCall, ProcInit, SignalInfo, ms},
+    table::{DiagId, Diagnosis},
 };
 
 crate::decode::named_enum!(

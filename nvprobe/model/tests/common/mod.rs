@@ -107,3 +107,15 @@ pub fn signal_reports(records: &[Record]) -> Vec<&SignalReport> {
         })
         .collect()
 }
+
+/// The verdict of the process whose command line carries `--case NAME`.
+pub fn case<'a>(v: &'a [CuInit], name: &str) -> &'a CuInit {
+    v.iter()
+        .find(|x| {
+            x.process
+                .as_ref()
+                .and_then(|p| p.cmdline.as_ref())
+                .is_some_and(|c| c.windows(2).any(|w| w[0] == "--case" && w[1] == name))
+        })
+        .unwrap_or_else(|| panic!("no verdict for case {name}"))
+}

@@ -1,0 +1,241 @@
+//! The rule table: every diagnosis a verdict can carry (its id, hint and
+//! public reference, declared once by `rule_table!`), the diagnosis a
+//! check makes, and its severity. The checks that find them are in
+//! `rules.rs`.
+
+use serde::Serialize;
+
+use crate::{hmm_issues, hmm_reload};
+
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+pub struct Diagnosis {
+    pub id: DiagId,
+    pub evidence: String,
+    pub hint: &'static str,
+    /// error (explains the outcome), warning, recovered (a problem the
+    /// start-up got past: it never explains a failure) or info.
+    #[serde(default)]
+    pub severity: DiagSeverity,
+}
+
+/// One row of the rule table.
+pub struct Rule {
+    pub id: DiagId,
+    pub hint: &'static str,
+    /// Where the failure and its remedy are documented.
+    pub reference: &'static str,
+}
+
+pub(crate) const HMM_HINT: &str = concat!(
+    "if this kernel has HMM (CONFIG_HMM_MIRROR and CONFIG_DEVICE_PRIVATE) and nvidia_uvm's \
+uvm_disable_hmm is N, UVM's HMM support is a known cause (",
+    hmm_issues!(),
+    "): reload it with `",
+    hmm_reload!(),
+    "`"
+);
+
+/// Declares the rule table: [`DiagId`] (one variant per row, so a
+/// misspelt id does not compile), its string (the JSON `id`), and
+/// [`RULES`] in the same order, so `DiagId::rule` is an index.
+macro_rules! rule_table {
+    ($($v:ident => $id:literal, reference: $r:expr, hint: $h:expr;)+) => {
+        /// Every diagnosis a verdict can carry.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum DiagId { $($v),+ }
+        impl DiagId {
+            pub const ALL: &[DiagId] = &[$(DiagId::$v),+];
+            pub const fn as_str(self) -> &'static str {
+                match self { $(Self::$v => $id),+ }
+            }
+        }
+        #[rustfmt::skip]
+        pub const RULES: &[Rule] = &[$(Rule { id: DiagId::$v, hint: $h, reference: $r }),+];
+    };
+}
+
+#[rustfmt::skip]
+rule_table! {
+    NodeWrongDevice => "node_wrong_device", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "another file is mounted or created at this path: check the container's device bind mounts and /dev";
+    NodePermission => "node_permission", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "EACCES: the node's mode and owner do not let this process's user and groups in (compare ls -l of the node with id; \
+add the user to the node's group or pass the node with the container's user in mind), its mount is nodev, or a security module \
+(AppArmor, SELinux, Landlock) refused it (its denial is in dmesg or the audit log); the device cgroup answers EPERM, not EACCES";
+    NotPermitted => "not_permitted", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "EPERM is never the file's mode (that refuses with EACCES): for a device node it is the device cgroup (allow \
+char 195:* and the nvidia-uvm major from /proc/devices, rwm: docker --gpus or --device, the NVIDIA device plugin, \
+lxc.cgroup2.devices.allow); for any path it can be a seccomp profile or sandbox that returns EPERM (Seccomp and \
+Seccomp_filters in /proc/PID/status; docker --security-opt seccomp=, systemd SystemCallFilter=)";
+    FileLimit => "file_limit", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "EMFILE: the process has as many files open as its RLIMIT_NOFILE allows: raise the limit (ulimit -n, systemd \
+LimitNOFILE=, docker --ulimit nofile=N:N) or close the descriptors it leaks; ENFILE: the system's file table is full \
+(sysctl fs.file-max, fs.file-nr)";
+    CallsBlocked => "calls_blocked", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "a seccomp profile refuses the NVIDIA ioctls before they reach the driver (seen by nvprobe as opens of \
+/dev/nvidiactl with no ioctl after them): allow ioctl in the profile (docker's default allows it: look for \
+--security-opt seccomp=, systemd SystemCallFilter=, a sandbox library or a language runtime's own filter; \
+grep Seccomp /proc/PID/status)";
+    OsCallFailed => "os_call_failed", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "a system call of libcuda's own failed (nvprobe follows the calls on NVIDIA files only): find it with \
+strace -f -e trace=%file,%desc,%memory,%process; the common causes are the open-file limit (libcuda opens several \
+descriptors at start-up: raise ulimit -n), a seccomp profile that refuses open, mmap or ioctl (a filter the process \
+installed after nvprobe read it is not in the evidence), and memory or thread limits (ulimit -v, the cgroup's pids.max)";
+    NodeStale => "node_stale", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "no driver answers at the node's device number: a node made for another major (compare ls -l of the node \
+with the nvidia and nvidia-uvm entries of /proc/devices, whose uvm major changes between boots) or a GPU minor the \
+driver does not have now; recreate the nodes (nvidia-modprobe -c0 -u, or the container's device list)";
+    NodeMissing => "node_missing", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "create the nodes (nvidia-modprobe -c0 -u, or udev) or pass them into the container";
+    NodeCreateFailed => "node_create_failed", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "libcuda tried to create the missing node and was refused (no CAP_MKNOD in a container or user namespace, \
+or a read-only /dev): create the nodes on the host and pass them in (docker --device, lxc.mount.entry, the device plugin)";
+    ModuleNotLoaded => "module_not_loaded", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "the kernel module is not loaded (its /sys/module or /proc/driver entry is missing): modprobe nvidia-uvm \
+(or nvidia) on the host, a container cannot; libcuda 535 did not try to load it itself in nvprobe's kernel tier";
+    NodeError => "node_error", reference: "",
+        hint: "check the node and the driver";
+    UvmUnusable => "uvm_unusable", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "CUDA needs /dev/nvidia-uvm: load nvidia-uvm (modprobe nvidia-uvm) and create the node (nvidia-modprobe -u -c0); cuInit returns 999 without it";
+    InheritedNvidiaFds => "inherited_nvidia_fds", reference: "",
+        hint: "the fd came from a parent (fork or exec after the parent's cuInit; CUDA does not support using a \
+parent's context after fork: start workers with spawn, or initialise CUDA in the child) or was opened before tracing began";
+    VersionMismatch => "version_mismatch", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "the user-space driver (libcuda, libnvidia-*) and the kernel module are different versions: \
+compare /proc/driver/nvidia/version with the libcuda.so.VERSION in use (containers often carry their own), \
+and make them match (or use the forward-compatibility package for a newer CUDA only)";
+    NvidiaModprobeFailed => "nvidia_modprobe_failed", reference: "",
+        hint: "libcuda ran the setuid helper to load a module or create a node, and it failed: run \
+`nvidia-modprobe -u -c0` as root to see why, or load nvidia and nvidia-uvm and create the nodes yourself";
+    ForkAfterInit => "fork_after_init", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "CUDA state does not survive fork: start workers with spawn \
+(multiprocessing.set_start_method('spawn')) or fork before the parent's first CUDA call";
+    NoVisibleDevices => "no_visible_devices", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "no GPU is visible to this process: check CUDA_VISIBLE_DEVICES (empty or naming no GPU hides them all) and \
+that the container or cgroup passes the /dev/nvidiaN nodes in";
+    KilledBySignal => "killed_by_signal", reference: "",
+        hint: "the process did not hang in the driver: something killed it (a test harness timeout, an orchestrator). Give cuInit more time or run it without the timeout to see its real result";
+    InterruptedBySignal => "interrupted_by_signal", reference: "",
+        hint: "the call was interrupted; the failure is the signal's doing, not the driver's";
+    UvmBusyRetry => "uvm_busy_retry", reference: "docs/NVIDIA-ABI.md §6.3",
+        hint: "UVM answers NV_ERR_BUSY_RETRY when a signal interrupts GPU registration (seen on the real \
+driver when a harness timeout fired) or when a GPU was first registered without HMM device memory and a later \
+process asks for HMM (docs/NVIDIA-ABI.md §6.3). Check how the process ended; if no signal came, see the HMM hint: \
+modprobe nvidia_uvm uvm_disable_hmm=1";
+    UvmStepFailed => "uvm_step_failed", reference: hmm_issues!(),
+        hint: HMM_HINT;
+    StubLibrary => "stub_library", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "the process loaded the CUDA toolkit's link-time stub libcuda (lib/stubs), which only lets programs link: \
+remove the stubs folder from LD_LIBRARY_PATH / the rpath so the driver's libcuda.so.1 is found";
+    LibcudaNotFound => "libcuda_not_found", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "the NVIDIA user-space driver (libcuda.so.1) is not in this environment: a container started without \
+the NVIDIA runtime, CDI or --gpus, or a host without the driver's libcuda package; the CUDA runtime reports this as \
+cudaErrorInsufficientDriver (35), which reads like an old driver but is a missing one";
+    SystemDriverMismatch => "system_driver_mismatch", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "the libcuda in use does not match the kernel module (often a cuda-compat libcuda in a container, or a \
+driver upgraded without a reboot): use the libcuda of the module's version, or reboot after the upgrade";
+    SystemNotReady => "system_not_ready", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "CUDA_ERROR_SYSTEM_NOT_READY: on NVSwitch systems the fabric manager must run (systemctl start \
+nvidia-fabricmanager, same version as the driver)";
+    DevicesUnavailable => "devices_unavailable", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "every visible GPU is busy or unavailable: check the compute mode (nvidia-smi -q -d COMPUTE: \
+EXCLUSIVE_PROCESS allows one process, PROHIBITED none) and who holds the GPU (nvidia-smi)";
+}
+
+impl DiagId {
+    /// The row of this id (the table is in variant order).
+    pub fn rule(self) -> &'static Rule {
+        &RULES[self as usize]
+    }
+}
+
+impl Serialize for DiagId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl schemars::JsonSchema for DiagId {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "DiagId".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        // An open set: a newer nvprobe adds rules (schema v1 is additive).
+        schemars::json_schema!({
+            "type": "string",
+            "description": "a rule's id (`nvprobe` docs/FAILURE-CATALOGUE.md); newer versions add ids"
+        })
+    }
+}
+
+impl std::fmt::Display for DiagId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+crate::decode::named_enum!(
+    /// How much a diagnosis weighs in its verdict.
+    DiagSeverity {
+        /// It explains the outcome.
+        Error => "error",
+        Warning => "warning",
+        /// A problem the start-up got past: it never explains a failure.
+        Recovered => "recovered",
+        Info => "info",
+    }
+);
+
+/// Recordings made before diagnoses had a severity: every one explained
+/// the outcome.
+impl Default for DiagSeverity {
+    fn default() -> Self {
+        Self::Error
+    }
+}
+
+pub(crate) fn diag(id: DiagId, evidence: String) -> Diagnosis {
+    Diagnosis {
+        id,
+        evidence,
+        hint: id.rule().hint,
+        severity: DiagSeverity::Error,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_rule_has_a_hint_and_ids_are_unique() {
+        for (i, r) in RULES.iter().enumerate() {
+            assert!(!r.hint.is_empty(), "{}", r.id);
+            assert!(
+                RULES[..i].iter().all(|o| o.id.as_str() != r.id.as_str()),
+                "{} twice",
+                r.id
+            );
+            // The table is in variant order: DiagId::rule is an index.
+            assert_eq!(r.id.rule().id, r.id);
+        }
+        assert!(HMM_HINT.contains("uvm_disable_hmm=1") && HMM_HINT.contains("797"));
+    }
+
+    /// Every id a verdict can carry is documented where users look it up.
+    #[test]
+    fn every_rule_id_is_in_the_schema_doc_and_the_catalogue() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/");
+        let schema = std::fs::read_to_string(format!("{root}SCHEMA.md")).expect("SCHEMA.md");
+        let catalogue =
+            std::fs::read_to_string(format!("{root}FAILURE-CATALOGUE.md")).expect("catalogue");
+        for id in DiagId::ALL {
+            let quoted = format!("`{id}`");
+            assert!(schema.contains(&quoted), "{id} is not in docs/SCHEMA.md");
+            assert!(
+                catalogue.contains(&quoted),
+                "{id} is not in docs/FAILURE-CATALOGUE.md"
+            );
+        }
+    }
+}

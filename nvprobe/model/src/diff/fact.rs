@@ -1,0 +1,161 @@
+//! What the diff keeps of one record, however it was read.
+
+use serde_json::Value;
+
+use super::{
+    recorded::{call_name, detail_of, gpu_node, result_of, str_of},
+    typed,
+};
+use crate::{
+    correlate::{Class, Record},
+    decode::Event,
+    replay::Item,
+};
+
+/// What the collector keeps of one record, however it was read: from the
+/// replay's typed stream ([`Fact::of_item`]) or, for a recording made
+/// without --raw, from the JSON it holds ([`Fact::of_recorded`]).
+#[derive(Debug, PartialEq)]
+pub enum Fact {
+    /// A record of the process that is none of the below (its identity, a
+    /// signal report, a close): the process exists.
+    Seen,
+    Stage {
+        stage: String,
+        name: String,
+        at_ms: f64,
+    },
+    Verdict {
+        result: String,
+        text: String,
+        cuda: bool,
+    },
+    Call(CallFact),
+}
+
+/// A call as a step.
+#[derive(Debug, PartialEq)]
+pub struct CallFact {
+    pub call: String,
+    pub result: String,
+    pub ok: bool,
+    pub start_ns: u64,
+    pub duration_ns: u64,
+    /// An ioctl: its GPU node, and the UUID of a UVM_REGISTER_GPU that
+    /// succeeded.
+    pub ioctl: Option<(Option<String>, Option<String>)>,
+    /// (the GPU UUID or node it was about, whether a node).
+    pub detail: Option<(String, bool)>,
+}
+
+impl Fact {
+    /// A recorded line's fields: (pid, comm, what it is).
+    pub fn of_recorded(v: &Value) -> Option<(u32, String, Fact)> {
+        let pid = v.get("pid").and_then(Value::as_u64).map(|p| p as u32)?;
+        let comm = str_of(v, "comm").unwrap_or("?").to_owned();
+        let t = str_of(v, "type").unwrap_or("");
+        let fact = match t {
+            "stage" => match (
+                str_of(v, "stage"),
+                str_of(v, "name"),
+                v.get("at_ms").and_then(Value::as_f64),
+            ) {
+                (Some(s), Some(n), Some(at)) => Fact::Stage {
+                    stage: s.to_owned(),
+                    name: n.to_owned(),
+                    at_ms: at,
+                },
+                _ => Fact::Seen,
+            },
+            "cuinit" => Fact::Verdict {
+                result: str_of(v, "result").unwrap_or("?").to_owned(),
+                text: str_of(v, "text").unwrap_or("").to_owned(),
+                cuda: str_of(v, "class") == Some("cuda"),
+            },
+            _ => match call_name(v) {
+                None => Fact::Seen,
+                Some(call) => Fact::Call(CallFact {
+                    call,
+                    result: result_of(v),
+                    ok: v["ok"] != false,
+                    start_ns: v
+                        .get("start_ns")
+                        .or_else(|| v.get("time_ns"))
+                        .and_then(Value::as_u64)
+                        .unwrap_or(0),
+                    duration_ns: v.get("duration_ns").and_then(Value::as_u64).unwrap_or(0),
+                    ioctl: (t == "ioctl").then(|| {
+                        let registered = (v["name"] == "UVM_REGISTER_GPU" && v["ok"] == true)
+                            .then(|| v.pointer("/args/gpu_uuid").and_then(Value::as_str))
+                            .flatten()
+                            .map(str::to_owned);
+                        (gpu_node(v), registered)
+                    }),
+                    detail: detail_of(v),
+                }),
+            },
+        };
+        Some((pid, comm, fact))
+    }
+
+    /// An item of the replay: (pid, comm, what it is).
+    pub fn of_item(item: &Item<'_>) -> (u32, String, Fact) {
+        match item {
+            Item::Event(ev) => {
+                let p = ev.proc();
+                let fact = match typed::call_name(ev) {
+                    None => Fact::Seen,
+                    Some(call) => {
+                        let (start, end) = ev.span();
+                        Fact::Call(CallFact {
+                            call,
+                            result: typed::result(ev),
+                            ok: typed::ok(ev),
+                            start_ns: start,
+                            duration_ns: end - start,
+                            ioctl: match ev {
+                                Event::Ioctl(i) => Some((
+                                    typed::gpu_node(ev),
+                                    (i.name == Some("UVM_REGISTER_GPU") && i.ok)
+                                        .then(|| i.args.known().gpu_uuid.clone())
+                                        .flatten(),
+                                )),
+                                _ => None,
+                            },
+                            detail: typed::detail(ev),
+                        })
+                    }
+                };
+                (p.pid, p.comm.clone(), fact)
+            }
+            Item::Record(r) => match r {
+                Record::Stage { pid, comm, hit } => (
+                    *pid,
+                    comm.clone(),
+                    Fact::Stage {
+                        stage: hit.stage.to_owned(),
+                        name: hit.name.to_owned(),
+                        at_ms: hit.at_ms,
+                    },
+                ),
+                Record::Cuinit(v) => (
+                    v.pid,
+                    v.comm.clone(),
+                    Fact::Verdict {
+                        result: v.result.as_str().to_owned(),
+                        text: v.text.clone(),
+                        cuda: v.class == Class::Cuda,
+                    },
+                ),
+                Record::Signal(s) => (s.pid, s.comm.clone(), Fact::Seen),
+                Record::Breakdown(b) => (b.pid, b.comm.clone(), Fact::Seen),
+            },
+            Item::Process(p) => (
+                p.pid,
+                p.comm.clone().unwrap_or_else(|| "?".into()),
+                Fact::Seen,
+            ),
+            Item::Stall(s) => (s.pid, s.comm.clone(), Fact::Seen),
+        }
+    }
+}
