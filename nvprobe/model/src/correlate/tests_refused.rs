@@ -153,33 +153,20 @@ fn nvprobe_itself_gets_no_verdict() {
 
 #[test]
 fn a_304_without_a_failed_nvidia_call_names_what_the_process_ran_under() {
-    let mut c = Correlator::default();
-    let mut out = Vec::new();
-    c.observe_obs(
-        Obs::identity(
-            with_limits(Limits {
-                seccomp: Some(0),
-                seccomp_filters: Some(0),
-                nofile: Some((Some(5), Some(5))),
-                fds: Some(3),
-            }),
-            0,
-        ),
-        &mut out,
+    let info = with_limits(Limits {
+        seccomp: Some(0),
+        seccomp_filters: Some(0),
+        nofile: Some((Some(5), Some(5))),
+        fds: Some(3),
+    });
+    let v = verdicts_of(
+        vec![info],
+        Vec::new(),
+        &[
+            cuda(0, "cuInit", None),
+            cuda(1, "cuInit", Some((304, "CUDA_ERROR_OPERATING_SYSTEM"))),
+        ],
     );
-    c.observe(&cuda(0, "cuInit", None), &mut out);
-    c.observe(
-        &cuda(1, "cuInit", Some((304, "CUDA_ERROR_OPERATING_SYSTEM"))),
-        &mut out,
-    );
-    c.finish(&mut out);
-    let v: Vec<CuInit> = out
-        .into_iter()
-        .filter_map(|r| match r {
-            Record::Cuinit(v) => Some(*v),
-            _ => None,
-        })
-        .collect();
     let d = only(&v);
     assert_eq!(d.id, DiagId::OsCallFailed);
     assert_eq!(
@@ -225,27 +212,17 @@ fn opens_of_the_control_node_without_one_ioctl_are_a_seccomp_filter() {
 /// visibility list did not hide the GPU, so its hint is not given.
 #[test]
 fn a_refused_gpu_node_is_not_no_visible_devices() {
-    let mut c = Correlator::default();
-    let mut out = Vec::new();
-    c.observe(&cuda(0, "cuInit", None), &mut out);
-    c.observe(&open(1, "/dev/nvidiactl", "ctl"), &mut out);
-    c.observe(
-        &super::tests::io(2, "NV_ESC_CARD_INFO", None, "ctl"),
-        &mut out,
+    let v = verdicts_of(
+        Vec::new(),
+        Vec::new(),
+        &[
+            cuda(0, "cuInit", None),
+            open(1, "/dev/nvidiactl", "ctl"),
+            super::tests::io(2, "NV_ESC_CARD_INFO", None, "ctl"),
+            refused(3, "/dev/nvidia0", "EMFILE"),
+            cuda(4, "cuInit", Some((100, "CUDA_ERROR_NO_DEVICE"))),
+        ],
     );
-    c.observe(&refused(3, "/dev/nvidia0", "EMFILE"), &mut out);
-    c.observe(
-        &cuda(4, "cuInit", Some((100, "CUDA_ERROR_NO_DEVICE"))),
-        &mut out,
-    );
-    c.finish(&mut out);
-    let v: Vec<CuInit> = out
-        .into_iter()
-        .filter_map(|r| match r {
-            Record::Cuinit(v) => Some(*v),
-            _ => None,
-        })
-        .collect();
     let ids: Vec<DiagId> = v[0].diagnoses.iter().map(|d| d.id).collect();
     assert_eq!(ids, [DiagId::FileLimit], "{:#?}", v[0].diagnoses);
 }
