@@ -133,6 +133,78 @@ fn mapped(pid: u32, prefix: &str) -> Vec<(String, PathBuf)> {
 /// nvprobe could explain, and counting them costs).
 const FDS_COUNTED: u64 = 4096;
 
+/// NVIDIA nodes read at most under the process's /dev.
+const NODES_READ: usize = 64;
+const MOUNTINFO_CAP: u64 = 256 << 10;
+
+/// The process's filesystem ids, groups and effective capabilities, its
+/// NVIDIA nodes (through `/proc/PID/root`: its own mount namespace, no
+/// link followed) and whether its /dev is mounted nodev.
+fn access_of(base: &std::path::Path) -> nvprobe_model::attribution::Access {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let mut a = nvprobe_model::attribution::Access::default();
+    if let Some(st) = read_capped(&base.join("status"), STATUS_CAP) {
+        for line in String::from_utf8_lossy(&st).lines() {
+            let fourth = |v: &str| v.split_whitespace().nth(3).and_then(|x| x.parse().ok());
+            if let Some(v) = line.strip_prefix("Uid:") {
+                a.fsuid = fourth(v);
+            } else if let Some(v) = line.strip_prefix("Gid:") {
+                a.fsgid = fourth(v);
+            } else if let Some(v) = line.strip_prefix("Groups:") {
+                a.groups = v
+                    .split_whitespace()
+                    .filter_map(|g| g.parse().ok())
+                    .take(64)
+                    .collect();
+            } else if let Some(v) = line.strip_prefix("CapEff:") {
+                a.cap_eff = Some(v.trim().to_owned());
+            }
+        }
+    }
+    if let Ok(dir) = fs::read_dir(base.join("root/dev")) {
+        let mut names: Vec<String> = dir
+            .filter_map(|e| e.ok())
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| n.starts_with("nvidia"))
+            .take(NODES_READ)
+            .collect();
+        names.sort();
+        for n in names {
+            // symlink_metadata: a link is described, never followed.
+            let Ok(m) = fs::symlink_metadata(base.join("root/dev").join(&n)) else {
+                continue;
+            };
+            let chr = m.file_type().is_char_device();
+            a.nodes.push(nvprobe_model::attribution::NodeFact {
+                path: format!("/dev/{n}"),
+                mode: m.mode() & 0o7777,
+                uid: m.uid(),
+                gid: m.gid(),
+                chr,
+                rdev: chr.then(|| {
+                    let r = m.rdev();
+                    format!("{}:{}", nix::sys::stat::major(r), nix::sys::stat::minor(r))
+                }),
+            });
+        }
+    }
+    if let Some(mi) = read_capped(&base.join("mountinfo"), MOUNTINFO_CAP) {
+        // The mount whose point is the longest prefix of /dev/nvidiactl.
+        let text = String::from_utf8_lossy(&mi);
+        a.dev_nodev = text
+            .lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                let (point, opts) = (*f.get(4)?, *f.get(5)?);
+                let under = point == "/" || "/dev/nvidiactl".starts_with(&format!("{point}/"));
+                under.then(|| (point.len(), opts.split(',').any(|o| o == "nodev")))
+            })
+            .max_by_key(|(len, _)| *len)
+            .map(|(_, nodev)| nodev);
+    }
+    a
+}
+
 /// The seccomp mode and filters (`/proc/PID/status`), the open-file limit
 /// (`/proc/PID/limits`) and how many descriptors are open.
 fn limits_of(base: &std::path::Path) -> nvprobe_model::attribution::Limits {
@@ -194,6 +266,7 @@ pub fn read(pid: u32, cmdline: bool, libs: &mut LibCache) -> ProcessInfo {
         }
     }
     info.limits = Some(limits_of(&base));
+    info.access = Some(access_of(&base));
     if let Some(stat) = read_capped(&base.join("stat"), SMALL_CAP) {
         // pid (comm) state ppid …: comm may hold spaces and parentheses.
         let s = String::from_utf8_lossy(&stat);

@@ -18,10 +18,10 @@ run seccomp_open $PY $D/seccomp-cuinit.py open --case seccomp_open
 run seccomp_escapes $PY $D/seccomp-cuinit.py escapes --case seccomp_escapes
 UVM=$(awk '$2=="nvidia-uvm"{print $1}' /proc/devices)
 cp $W /tmp/cudawork.py && chmod 644 /tmp/cudawork.py
-in_ns() { # $1 case, $2 shell lines that make the nodes in a tmpfs /dev
+in_ns() { # $1 case, $2 shell lines that make the nodes in a tmpfs /dev, $3 its mount options
   # As nobody: root's libcuda would replace a wrong node itself (mknod).
   run "$1" unshare -m --propagation private sh -c "
-    mount -t tmpfs tmpfs /dev; mknod -m 666 /dev/null c 1 3
+    mount -t tmpfs -o ${3:-mode=755} tmpfs /dev; mknod -m 666 /dev/null c 1 3
     mknod -m 666 /dev/nvidiactl c 195 255
     $2
     exec setpriv --reuid=65534 --regid=65534 --clear-groups \
@@ -31,6 +31,10 @@ in_ns() { # $1 case, $2 shell lines that make the nodes in a tmpfs /dev
 in_ns stale_uvm "mknod -m 666 /dev/nvidia0 c 195 0; mknod -m 666 /dev/nvidia-uvm c 60 0"
 # /dev/nvidia0 made with a GPU minor this one-GPU host does not have.
 in_ns stale_gpu "mknod -m 666 /dev/nvidia0 c 195 7; mknod -m 666 /dev/nvidia-uvm c $UVM 0"
+# /dev/nvidia-uvm mode 000: the mode refuses nobody.
+in_ns perm_mode "mknod -m 666 /dev/nvidia0 c 195 0; mknod -m 000 /dev/nvidia-uvm c $UVM 0"
+# Every node 0666, but the tmpfs /dev is mounted nodev: the mount refuses.
+in_ns perm_nodev "mknod -m 666 /dev/nvidia0 c 195 0; mknod -m 666 /dev/nvidia-uvm c $UVM 0" nodev,mode=755
 if [ -n "${NVPROBE:-}" ]; then
   run doctor "$NVPROBE" doctor
 fi

@@ -156,9 +156,106 @@ pub struct ProcessInfo {
     /// with its identity (`/proc/PID/status` and `limits`, its fd table).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limits: Option<Limits>,
+    /// Who the process is to the kernel's permission checks, and the
+    /// NVIDIA nodes as it sees them (in its own mount namespace).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub access: Option<Access>,
     /// Why the identity is partial ("the process had exited"), if it is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+}
+
+/// What the kernel's permission check of an open compares: the process's
+/// filesystem ids, groups and effective capabilities (`/proc/PID/status`),
+/// and each NVIDIA node's mode and owner, read through `/proc/PID/root`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default)]
+pub struct Access {
+    /// The filesystem uid and gid (the fourth field of `Uid:`, `Gid:`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fsuid: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fsgid: Option<u32>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<u32>,
+    /// `CapEff`, hex as the kernel writes it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cap_eff: Option<String>,
+    /// The NVIDIA nodes under the process's /dev (at most 64).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<NodeFact>,
+    /// Whether the mount holding the process's /dev is nodev.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dev_nodev: Option<bool>,
+}
+
+/// One node as the process sees it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default)]
+pub struct NodeFact {
+    pub path: String,
+    /// The permission bits (`st_mode & 07777`).
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    /// A character device, and its number ("195:255").
+    pub chr: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rdev: Option<String>,
+}
+
+/// CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH: capabilities that pass the mode.
+const CAP_DAC_OVERRIDE: u64 = 1 << 1;
+
+impl Access {
+    /// Whether the mode and owner of `node` let this process read and
+    /// write it (libcuda opens its nodes O_RDWR), as generic_permission
+    /// decides: CAP_DAC_OVERRIDE passes; else the owner's, the group's or
+    /// the others' bits. None when the ids are unknown.
+    pub fn mode_allows_rw(&self, node: &NodeFact) -> Option<bool> {
+        let (uid, gid) = (self.fsuid?, self.fsgid?);
+        let caps = self
+            .cap_eff
+            .as_deref()
+            .and_then(|c| u64::from_str_radix(c, 16).ok())
+            .unwrap_or(0);
+        if caps & CAP_DAC_OVERRIDE != 0 {
+            return Some(true);
+        }
+        let bits = if uid == node.uid {
+            node.mode >> 6
+        } else if gid == node.gid || self.groups.contains(&node.gid) {
+            node.mode >> 3
+        } else {
+            node.mode
+        } & 0o6;
+        Some(bits == 0o6)
+    }
+
+    /// Who the process is, in words ("uid 65534 gid 65534, no supplementary
+    /// groups, without CAP_DAC_OVERRIDE").
+    pub fn who(&self) -> String {
+        let caps = self
+            .cap_eff
+            .as_deref()
+            .and_then(|c| u64::from_str_radix(c, 16).ok())
+            .unwrap_or(0);
+        format!(
+            "uid {} gid {}, {}, {} CAP_DAC_OVERRIDE",
+            self.fsuid.map_or_else(|| "?".into(), |u| u.to_string()),
+            self.fsgid.map_or_else(|| "?".into(), |g| g.to_string()),
+            if self.groups.is_empty() {
+                "no supplementary groups".to_owned()
+            } else {
+                format!("groups {:?}", self.groups)
+            },
+            if caps & CAP_DAC_OVERRIDE != 0 {
+                "with"
+            } else {
+                "without"
+            }
+        )
+    }
 }
 
 /// The facts beneath a refused call: which mechanisms could have refused

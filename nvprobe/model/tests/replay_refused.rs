@@ -75,6 +75,20 @@ fn each_refusal_is_named_by_its_mechanism() {
     // /dev/nvidia0 made as 195:7 on a one-GPU host: another device at the
     // path, and so no visible GPU; the visibility list is not blamed.
     assert_eq!(ids(case(&v, "stale_gpu")), [DiagId::NodeWrongDevice]);
+    // The uvm node mode 000, as nobody: the mode refuses; every node 0666
+    // in a nodev tmpfs /dev: the mount refuses (and hides the GPU).
+    let m = case(&v, "perm_mode");
+    assert_eq!(ids(m), [DiagId::NodePermission]);
+    assert!(m.diagnoses[0].evidence.ends_with(
+        "EACCES: the mode refuses read and write (the node is 0000 0:0; the process runs as uid 65534 gid 65534, no supplementary groups, without CAP_DAC_OVERRIDE)"
+    ));
+    let n = case(&v, "perm_nodev");
+    assert_eq!(ids(n), [DiagId::NodeNodev]);
+    assert!(
+        n.diagnoses[0]
+            .evidence
+            .starts_with("/dev/nvidiactl: EACCES: the mode allows it (the node is 0666 0:0;")
+    );
     // nvprobe doctor ran among them: no verdict is about nvprobe.
     assert!(v.iter().all(|x| x.comm != "nvprobe"));
 }
@@ -105,6 +119,8 @@ fn no_hint_contradicts_its_evidence_on_any_fixture() {
                         | DiagId::NotPermitted
                         | DiagId::NodeStale
                         | DiagId::NodeWrongDevice
+                        | DiagId::NodeNodev
+                        | DiagId::SecurityModuleDenied
                 ) && d.evidence.starts_with("/dev/nvidia")
             });
             for d in &x.diagnoses {

@@ -273,7 +273,7 @@ fn node_problems(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
             // A limit, whichever path hit it: the node is not at fault.
             DiagId::FileLimit
         } else if why == "EACCES" {
-            DiagId::NodePermission
+            eacces_id(f.st, path)
         } else if why == "EPERM" {
             // The kernel's order of checks on an open: the mode and the
             // capabilities answer EACCES (generic_permission), the device
@@ -298,6 +298,9 @@ fn node_problems(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
             DiagId::ModuleNotLoaded => {
                 let m = module_of_entry(path).unwrap_or("nvidia");
                 format!("{path}: {why}: the {m} kernel module is not loaded")
+            }
+            DiagId::NodePermission | DiagId::NodeNodev | DiagId::SecurityModuleDenied => {
+                format!("{path}: {why}{}", mode_facts(f.st, path, id))
             }
             DiagId::NotPermitted => format!(
                 "{path}: {why}: not the file's mode (that refuses with EACCES): {}{}",
@@ -342,6 +345,56 @@ fn node_problems(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
         if !out.iter().any(|d| d.evidence == evidence) {
             out.push(diag(id, evidence));
         }
+    }
+}
+
+/// The node as the process saw it, and who the process is.
+fn node_access<'a>(
+    st: &'a ProcInit,
+    path: &str,
+) -> Option<(
+    &'a crate::attribution::Access,
+    &'a crate::attribution::NodeFact,
+)> {
+    let a = st.info.as_ref()?.access.as_ref()?;
+    Some((a, a.nodes.iter().find(|n| n.path == path && n.chr)?))
+}
+
+/// Which check refused an open with EACCES, in the kernel's order: the
+/// mode and owner against the process's ids, groups and CAP_DAC_OVERRIDE
+/// (generic_permission), then a nodev mount (may_open), then a security
+/// module. Without the facts, the mode is the first suspect.
+fn eacces_id(st: &ProcInit, path: &str) -> DiagId {
+    let Some((a, n)) = node_access(st, path) else {
+        return DiagId::NodePermission;
+    };
+    match (a.mode_allows_rw(n), a.dev_nodev) {
+        (Some(true), Some(true)) => DiagId::NodeNodev,
+        (Some(true), Some(false)) => DiagId::SecurityModuleDenied,
+        _ => DiagId::NodePermission,
+    }
+}
+
+/// The facts behind an EACCES diagnosis.
+fn mode_facts(st: &ProcInit, path: &str, id: DiagId) -> String {
+    let Some((a, n)) = node_access(st, path) else {
+        return String::new();
+    };
+    let node = format!("the node is {:04o} {}:{}", n.mode, n.uid, n.gid);
+    match id {
+        DiagId::NodeNodev => format!(
+            ": the mode allows it ({node}; the process runs as {}), but the /dev it is in is mounted nodev",
+            a.who()
+        ),
+        DiagId::SecurityModuleDenied => format!(
+            ": the mode allows it ({node}; the process runs as {}) and /dev is not nodev: a security module refused it",
+            a.who()
+        ),
+        _ if a.mode_allows_rw(n) == Some(false) => format!(
+            ": the mode refuses read and write ({node}; the process runs as {})",
+            a.who()
+        ),
+        _ => String::new(),
     }
 }
 
@@ -459,6 +512,8 @@ fn no_visible_devices(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
                 | DiagId::NodePermission
                 | DiagId::NodeStale
                 | DiagId::NodeWrongDevice
+                | DiagId::NodeNodev
+                | DiagId::SecurityModuleDenied
         ) && d.evidence.starts_with("/dev/nvidia")
     });
     if no_device && refused_node {

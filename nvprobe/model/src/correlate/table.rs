@@ -62,6 +62,15 @@ rule_table! {
         hint: "EACCES: the node's mode and owner do not let this process's user and groups in (compare ls -l of the node with id; \
 add the user to the node's group or pass the node with the container's user in mind), its mount is nodev, or a security module \
 (AppArmor, SELinux, Landlock) refused it (its denial is in dmesg or the audit log); the device cgroup answers EPERM, not EACCES";
+    NodeNodev => "node_nodev", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "the filesystem holding the node is mounted nodev, which refuses every device open whatever the mode: \
+mount it without nodev (a container's own /dev tmpfs needs dev), or pass the nodes in through the runtime \
+(docker --device or --gpus, the NVIDIA device plugin)";
+    SecurityModuleDenied => "security_module_denied", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "the mode, the owner and the process's capabilities allow this open and the mount is not nodev, so a \
+security module refused it (AppArmor, SELinux, Landlock: /sys/kernel/security/lsm lists those active; or a \
+seccomp profile that returns EACCES): find its denial in dmesg or the audit log (apparmor=\"DENIED\", avc: denied) \
+and allow the NVIDIA nodes in the profile";
     NotPermitted => "not_permitted", reference: "docs/FAILURE-CATALOGUE.md",
         hint: "EPERM is never the file's mode (that refuses with EACCES): for a device node it is the device cgroup (allow \
 char 195:* and the nvidia-uvm major from /proc/devices, rwm: docker --gpus or --device, the NVIDIA device plugin, \

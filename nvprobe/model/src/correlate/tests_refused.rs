@@ -226,3 +226,58 @@ fn a_refused_gpu_node_is_not_no_visible_devices() {
     let ids: Vec<DiagId> = v[0].diagnoses.iter().map(|d| d.id).collect();
     assert_eq!(ids, [DiagId::FileLimit], "{:#?}", v[0].diagnoses);
 }
+
+fn with_node(mode: u32, nodev: bool, fsuid: u32, cap_eff: &str) -> ProcessInfo {
+    ProcessInfo {
+        pid: 7,
+        exe: Some("/usr/bin/python3".into()),
+        access: Some(crate::attribution::Access {
+            fsuid: Some(fsuid),
+            fsgid: Some(fsuid),
+            groups: Vec::new(),
+            cap_eff: Some(cap_eff.into()),
+            nodes: vec![crate::attribution::NodeFact {
+                path: "/dev/nvidia-uvm".into(),
+                mode,
+                uid: 0,
+                gid: 0,
+                chr: true,
+                rdev: Some("238:0".into()),
+            }],
+            dev_nodev: Some(nodev),
+        }),
+        ..ProcessInfo::default()
+    }
+}
+
+/// EACCES walks the kernel's checks: the mode against the ids and
+/// CAP_DAC_OVERRIDE, then nodev, then a security module; each gets the
+/// remedy that fits it.
+#[test]
+fn eacces_names_the_mode_a_nodev_mount_or_a_security_module() {
+    let refusal = |info| {
+        let v = verdict(Some(info), &[refused(1, "/dev/nvidia-uvm", "EACCES")]);
+        let d = only(&v).clone();
+        (d.id, d.evidence, d.hint)
+    };
+    let (id, e, _) = refusal(with_node(0o000, false, 65534, "0000000000000000"));
+    assert_eq!(id, DiagId::NodePermission);
+    assert_eq!(
+        e,
+        "/dev/nvidia-uvm: EACCES: the mode refuses read and write (the node is 0000 0:0; the process runs as uid 65534 gid 65534, no supplementary groups, without CAP_DAC_OVERRIDE)"
+    );
+    let (id, e, h) = refusal(with_node(0o666, true, 0, "000001ffffffffff"));
+    assert_eq!(id, DiagId::NodeNodev);
+    assert!(e.ends_with("but the /dev it is in is mounted nodev"), "{e}");
+    assert!(!h.contains("chmod") && !h.contains("group"), "{h}");
+    let (id, e, h) = refusal(with_node(0o666, false, 65534, "0000000000000000"));
+    assert_eq!(id, DiagId::SecurityModuleDenied);
+    assert!(
+        e.contains("the mode allows it (the node is 0666 0:0"),
+        "{e}"
+    );
+    assert!(h.contains("apparmor"), "{h}");
+    // Root's CAP_DAC_OVERRIDE passes the mode of a 0000 node.
+    let (id, _, _) = refusal(with_node(0o000, false, 0, "000001ffffffffff"));
+    assert_eq!(id, DiagId::SecurityModuleDenied);
+}
