@@ -208,17 +208,21 @@ pub struct NodeFact {
 const CAP_DAC_OVERRIDE: u64 = 1 << 1;
 
 impl Access {
+    /// The effective capabilities as bits (none when unknown).
+    fn caps(&self) -> u64 {
+        self.cap_eff
+            .as_deref()
+            .and_then(|c| u64::from_str_radix(c, 16).ok())
+            .unwrap_or(0)
+    }
+
     /// Whether the mode and owner of `node` let this process read and
     /// write it (libcuda opens its nodes O_RDWR), as generic_permission
     /// decides: CAP_DAC_OVERRIDE passes; else the owner's, the group's or
     /// the others' bits. None when the ids are unknown.
     pub fn mode_allows_rw(&self, node: &NodeFact) -> Option<bool> {
         let (uid, gid) = (self.fsuid?, self.fsgid?);
-        let caps = self
-            .cap_eff
-            .as_deref()
-            .and_then(|c| u64::from_str_radix(c, 16).ok())
-            .unwrap_or(0);
+        let caps = self.caps();
         if caps & CAP_DAC_OVERRIDE != 0 {
             return Some(true);
         }
@@ -235,11 +239,7 @@ impl Access {
     /// Who the process is, in words ("uid 65534 gid 65534, no supplementary
     /// groups, without CAP_DAC_OVERRIDE").
     pub fn who(&self) -> String {
-        let caps = self
-            .cap_eff
-            .as_deref()
-            .and_then(|c| u64::from_str_radix(c, 16).ok())
-            .unwrap_or(0);
+        let caps = self.caps();
         format!(
             "uid {} gid {}, {}, {} CAP_DAC_OVERRIDE",
             self.fsuid.map_or_else(|| "?".into(), |u| u.to_string()),
