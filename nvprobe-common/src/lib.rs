@@ -502,6 +502,16 @@ pub struct ProcEvent {
 /// The cookie of cuInit in [`CUDA_FUNCS`].
 pub const CUDA_CUINIT: u32 = 1;
 
+/// Set in the cookie (and so in `CudaEvent::func`) of the uprobes on a
+/// library other than libcuda that exports the CUDA driver API (an
+/// LD_PRELOAD interposer): its calls are told apart from libcuda's own.
+pub const CUDA_INTERPOSER: u32 = 1 << 31;
+
+/// The functions that make a first context (numbers of [`CUDA_API`]):
+/// cuDevicePrimaryCtxRetain, cuCtxCreate to cuCtxCreate_v4,
+/// cuGreenCtxCreate. A start-up ends at the first that succeeds.
+pub const CUDA_CONTEXT_FUNCS: [u32; 6] = [5, 6, 7, 8, 9, 255];
+
 mod cuda_api;
 
 /// libcuda functions nvprobe knows; the number is the uprobe's attach

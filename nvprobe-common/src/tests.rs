@@ -69,3 +69,21 @@ fn classify_follows_the_driver_numbering() {
     assert_eq!(classify_rdev(kdev_make(0, 0), 0, 0), DevKind::None);
     assert_eq!(classify_rdev(kdev_make(1, 3), 238, 237), DevKind::None);
 }
+
+#[test]
+fn the_context_functions_are_named_by_number() {
+    let want = [
+        "cuDevicePrimaryCtxRetain",
+        "cuCtxCreate",
+        "cuCtxCreate_v2",
+        "cuCtxCreate_v3",
+        "cuCtxCreate_v4",
+        "cuGreenCtxCreate",
+    ];
+    assert_eq!(CUDA_CONTEXT_FUNCS.len(), want.len());
+    for (f, name) in CUDA_CONTEXT_FUNCS.iter().zip(want) {
+        assert_eq!(cuda_func_name(*f), Some(name));
+        assert_eq!(f & CUDA_INTERPOSER, 0);
+    }
+    assert_eq!(cuda_func_name(CUDA_CUINIT), Some("cuInit"));
+}

@@ -121,15 +121,28 @@ pub fn nvprobe_cuda_return(ctx: RetProbeContext) -> u32 {
         crate::maps::count_quieted();
         return 0;
     }
-    if func == nvprobe_common::CUDA_CUINIT && ret == 0 && crate::fdres::quiet_levels() {
-        // The start-up's verdict is `ok` with this record: from here on
-        // this program's successful NVIDIA calls stay in the kernel.
+    if ret == 0
+        && nvprobe_common::CUDA_CONTEXT_FUNCS.contains(&func)
+        && crate::fdres::quiet_levels()
+    {
+        // The start-up ends with its first context (its verdict is `ok`
+        // with this record): from here on this program's successful
+        // NVIDIA calls stay in the kernel.
         let tgid = (pid_tgid >> 32) as u32;
         let _ = crate::maps::NV_PROCS.insert(
             &tgid,
             &(nvprobe_common::nv_procs::FOLLOWED | nvprobe_common::nv_procs::QUIET),
             0,
         );
+    }
+    let base = func & !nvprobe_common::CUDA_INTERPOSER;
+    if ret != 0
+        && (base == nvprobe_common::CUDA_CUINIT
+            || nvprobe_common::CUDA_CONTEXT_FUNCS.contains(&base))
+    {
+        // A failed start-up: the collector reads the process again at
+        // once, while it lives (the limits and filters it fails under).
+        crate::maps::wake_now();
     }
     let out = if ret == 0 && GETTERS.contains(&func) && args[0] != 0 {
         // SAFETY: user read through the helper.

@@ -172,6 +172,16 @@ pub fn first_sight(tgid: u32) -> bool {
     true
 }
 
+/// Have the next record submitted on this CPU wake the collector at once
+/// (a failed start-up: the process is read again while it lives).
+#[inline(always)]
+pub fn wake_now() {
+    if let Some(p) = WAKE_NEXT.get_ptr_mut(0) {
+        // SAFETY: per-CPU slot of this program's CPU.
+        unsafe { *p = 1 };
+    }
+}
+
 /// Submit flags for a record of `size` bytes: wake the collector only when
 /// this record makes the backlog cross `threshold` bytes. Waking on every
 /// record above the threshold would cost an irq_work per event exactly when

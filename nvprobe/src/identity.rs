@@ -21,11 +21,10 @@ use nvprobe_model::attribution::{
 const CMDLINE_CAP: u64 = 16 << 10;
 const ENVIRON_CAP: u64 = 256 << 10;
 const SMALL_CAP: u64 = 64 << 10;
-const STATUS_CAP: u64 = 16 << 10;
 /// Containers whose Kubernetes names are cached.
 const NAMES_KEPT: usize = 1024;
 
-fn read_capped(p: &Path, cap: u64) -> Option<Vec<u8>> {
+pub(crate) fn read_capped(p: &Path, cap: u64) -> Option<Vec<u8>> {
     let mut v = Vec::new();
     fs::File::open(p).ok()?.take(cap).read_to_end(&mut v).ok()?;
     Some(v)
@@ -42,6 +41,12 @@ pub struct LibCache {
     /// The kernel module's version: a library that carries it needs no
     /// full scan.
     pub module: Option<String>,
+    /// Preloaded files checked for cuInit, by (device, inode).
+    preloads: HashMap<(u64, u64), bool>,
+    /// Preloads that export cuInit, held open since the identity read
+    /// (the process may be gone before they are hooked): (tgid, path as
+    /// the process names it, the file).
+    pub preload_files: Vec<(u32, String, fs::File)>,
 }
 
 impl LibCache {
@@ -51,6 +56,8 @@ impl LibCache {
             seen: HashMap::new(),
             names: HashMap::new(),
             module,
+            preloads: HashMap::new(),
+            preload_files: Vec::new(),
         }
     }
 
@@ -73,6 +80,44 @@ impl LibCache {
         }
         self.names.insert(id.to_owned(), names.clone());
         Some(names)
+    }
+
+    /// The libraries `pid` preloads that export cuInit (each file parsed
+    /// once), kept open for the hooks.
+    fn cuda_preloads(&mut self, pid: u32) -> Vec<String> {
+        let root = format!("/proc/{pid}/root");
+        let mut out = Vec::new();
+        for p in crate::uprobes::preloads_of(pid) {
+            let Ok(f) = fs::File::open(&p) else { continue };
+            let Ok(m) = f.metadata() else { continue };
+            let key = (m.dev(), m.ino());
+            let exports = match self.preloads.get(&key) {
+                Some(&e) => e,
+                None => {
+                    let e = f.try_clone().ok().is_some_and(|c| {
+                        crate::uprobes::exports(&p, c)
+                            .is_ok_and(|v| v.iter().any(|(n, _)| n == "cuInit"))
+                    });
+                    if self.preloads.len() < 4096 {
+                        self.preloads.insert(key, e);
+                    }
+                    e
+                }
+            };
+            if !exports {
+                continue;
+            }
+            let shown = p
+                .to_string_lossy()
+                .strip_prefix(&root)
+                .map(str::to_owned)
+                .unwrap_or_else(|| p.to_string_lossy().into_owned());
+            if self.preload_files.len() < 64 {
+                self.preload_files.push((pid, shown.clone(), f));
+            }
+            out.push(shown);
+        }
+        out
     }
 
     fn describe(&mut self, shown: &str, real: &Path) -> LibcudaMapped {
@@ -129,109 +174,123 @@ fn mapped(pid: u32, prefix: &str) -> Vec<(String, PathBuf)> {
     out
 }
 
-/// Descriptors counted at most (a process with more is not near a limit
-/// nvprobe could explain, and counting them costs).
-const FDS_COUNTED: u64 = 4096;
-
-/// NVIDIA nodes read at most under the process's /dev.
-const NODES_READ: usize = 64;
-const MOUNTINFO_CAP: u64 = 256 << 10;
-
-/// The process's filesystem ids, groups and effective capabilities, its
-/// NVIDIA nodes (through `/proc/PID/root`: its own mount namespace, no
-/// link followed) and whether its /dev is mounted nodev.
-fn access_of(base: &std::path::Path) -> nvprobe_model::attribution::Access {
-    use std::os::unix::fs::{FileTypeExt, MetadataExt};
-    let mut a = nvprobe_model::attribution::Access::default();
-    if let Some(st) = read_capped(&base.join("status"), STATUS_CAP) {
-        for line in String::from_utf8_lossy(&st).lines() {
-            let fourth = |v: &str| v.split_whitespace().nth(3).and_then(|x| x.parse().ok());
-            if let Some(v) = line.strip_prefix("Uid:") {
-                a.fsuid = fourth(v);
-            } else if let Some(v) = line.strip_prefix("Gid:") {
-                a.fsgid = fourth(v);
-            } else if let Some(v) = line.strip_prefix("Groups:") {
-                a.groups = v
-                    .split_whitespace()
-                    .filter_map(|g| g.parse().ok())
-                    .take(64)
-                    .collect();
-            } else if let Some(v) = line.strip_prefix("CapEff:") {
-                a.cap_eff = Some(v.trim().to_owned());
-            }
+/// A libcuda the dynamic loader of `pid` opened at `shown` (as the process
+/// named it), read through the process's root while it lives: its
+/// version, and why the loader cannot load it when it cannot.
+///
+/// `same_view`: the process was seen to share nvprobe's root and mount
+/// namespace (it exec'd since, which changes neither): when it is gone
+/// before the file is read, as a process the loader kills or that gives up
+/// within a millisecond is, the path is read from nvprobe's own root.
+pub fn opened_libcuda(
+    pid: u32,
+    shown: &Path,
+    libs: &mut LibCache,
+    same_view: bool,
+) -> Option<nvprobe_model::attribution::LibcudaOpened> {
+    let mut real = PathBuf::from(format!("/proc/{pid}/root"));
+    real.push(shown.strip_prefix("/").unwrap_or(shown));
+    let file = match fs::File::open(&real) {
+        Ok(f) => f,
+        Err(_) if same_view && shown.is_absolute() => {
+            real = shown.to_path_buf();
+            fs::File::open(&real).ok()?
         }
-    }
-    if let Ok(dir) = fs::read_dir(base.join("root/dev")) {
-        let mut names: Vec<String> = dir
-            .filter_map(|e| e.ok())
-            .filter_map(|e| e.file_name().into_string().ok())
-            .filter(|n| n.starts_with("nvidia"))
-            .take(NODES_READ)
-            .collect();
-        names.sort();
-        for n in names {
-            // symlink_metadata: a link is described, never followed.
-            let Ok(m) = fs::symlink_metadata(base.join("root/dev").join(&n)) else {
-                continue;
-            };
-            let chr = m.file_type().is_char_device();
-            a.nodes.push(nvprobe_model::attribution::NodeFact {
-                path: format!("/dev/{n}"),
-                mode: m.mode() & 0o7777,
-                uid: m.uid(),
-                gid: m.gid(),
-                chr,
-                rdev: chr.then(|| {
-                    let r = m.rdev();
-                    format!("{}:{}", nix::sys::stat::major(r), nix::sys::stat::minor(r))
-                }),
-            });
-        }
-    }
-    if let Some(mi) = read_capped(&base.join("mountinfo"), MOUNTINFO_CAP) {
-        // The mount whose point is the longest prefix of /dev/nvidiactl.
-        let text = String::from_utf8_lossy(&mi);
-        a.dev_nodev = text
-            .lines()
-            .filter_map(|l| {
-                let f: Vec<&str> = l.split_whitespace().collect();
-                let (point, opts) = (*f.get(4)?, *f.get(5)?);
-                let under = point == "/" || "/dev/nvidiactl".starts_with(&format!("{point}/"));
-                under.then(|| (point.len(), opts.split(',').any(|o| o == "nodev")))
-            })
-            .max_by_key(|(len, _)| *len)
-            .map(|(_, nodev)| nodev);
-    }
-    a
+        Err(_) => return None,
+    };
+    let unloadable = crate::libcheck::unloadable(&file);
+    let shown = shown.to_string_lossy();
+    let (version, stub) = if unloadable.is_some() {
+        // Not a library at all: neither a version nor the toolkit's stub.
+        (None, false)
+    } else {
+        let d = libs.describe(&shown, &real);
+        (d.version, d.stub)
+    };
+    Some(nvprobe_model::attribution::LibcudaOpened {
+        path: shown.into_owned(),
+        version,
+        stub,
+        unloadable,
+    })
 }
 
-/// The seccomp mode and filters (`/proc/PID/status`), the open-file limit
-/// (`/proc/PID/limits`) and how many descriptors are open.
-fn limits_of(base: &std::path::Path) -> nvprobe_model::attribution::Limits {
-    let mut l = nvprobe_model::attribution::Limits::default();
-    if let Some(st) = read_capped(&base.join("status"), STATUS_CAP) {
-        for line in String::from_utf8_lossy(&st).lines() {
-            if let Some(v) = line.strip_prefix("Seccomp:") {
-                l.seccomp = v.trim().parse().ok();
-            } else if let Some(v) = line.strip_prefix("Seccomp_filters:") {
-                l.seccomp_filters = v.trim().parse().ok();
+/// Whether `pid` sees the files as nvprobe does: the same root and the
+/// same mount namespace. None when it cannot be read (gone).
+pub fn same_view(pid: u32) -> Option<bool> {
+    let id = |p: &str| fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+    let theirs = (
+        id(&format!("/proc/{pid}/root"))?,
+        id(&format!("/proc/{pid}/ns/mnt"))?,
+    );
+    Some(theirs == (id("/")?, id("/proc/self/ns/mnt")?))
+}
+
+/// Processes (at most this many) and descriptors per process the GPU
+/// holder scan looks at: it runs once per failed first context.
+const HOLDER_PROCS: usize = 8192;
+const HOLDER_FDS: usize = 4096;
+const HOLDERS_KEPT: usize = 64;
+
+/// The processes other than `skip` that have a GPU node (char 195:N,
+/// N up to 247) open, found through /proc/PID/fd: the
+/// descriptor's own device number decides (a container names its node as
+/// it likes), and no link is followed out of /proc.
+pub fn gpu_holders(skip: u32) -> Vec<nvprobe_model::attribution::GpuHolder> {
+    use std::os::unix::fs::FileTypeExt as _;
+    let mut out = Vec::new();
+    let Ok(procs) = fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in procs.flatten().take(HOLDER_PROCS) {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == skip || pid == std::process::id() {
+            continue;
+        }
+        let fd_dir = e.path().join("fd");
+        let Ok(fds) = fs::read_dir(&fd_dir) else {
+            continue;
+        };
+        let mut minors: Vec<u32> = Vec::new();
+        for fd in fds.flatten().take(HOLDER_FDS) {
+            // The link's text first (cheap), then the open file's device.
+            let Ok(target) = fs::read_link(fd.path()) else {
+                continue;
+            };
+            if !target.to_string_lossy().contains("nvidia") {
+                continue;
+            }
+            let Ok(m) = fs::metadata(fd.path()) else {
+                continue;
+            };
+            let rdev = m.rdev();
+            let (major, minor) = (libc::major(rdev), libc::minor(rdev));
+            if m.file_type().is_char_device()
+                && major == nvprobe_common::NVIDIA_MAJOR
+                && minor <= nvprobe_common::NV_GPU_MINOR_MAX
+                && !minors.contains(&minor)
+            {
+                minors.push(minor);
             }
         }
+        if minors.is_empty() {
+            continue;
+        }
+        minors.sort_unstable();
+        let comm = fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+        out.push(nvprobe_model::attribution::GpuHolder {
+            pid,
+            comm: nvprobe_model::decode::escape_bytes(comm.trim_end_matches('\n').as_bytes()),
+            minors,
+        });
+        if out.len() >= HOLDERS_KEPT {
+            break;
+        }
     }
-    if let Some(lim) = read_capped(&base.join("limits"), STATUS_CAP) {
-        l.nofile = String::from_utf8_lossy(&lim)
-            .lines()
-            .find_map(|line| line.strip_prefix("Max open files"))
-            .map(|rest| {
-                let mut w = rest.split_whitespace();
-                let num = |s: Option<&str>| s.and_then(|x| x.parse::<u64>().ok());
-                (num(w.next()), num(w.next()))
-            });
-    }
-    if let Ok(d) = fs::read_dir(base.join("fd")) {
-        l.fds = Some(d.take(FDS_COUNTED as usize).count() as u64);
-    }
-    l
+    out.sort_by_key(|h| h.pid);
+    out
 }
 
 /// The identity of `pid`; `cmdline` false leaves the command line out.
@@ -265,8 +324,9 @@ pub fn read(pid: u32, cmdline: bool, libs: &mut LibCache) -> ProcessInfo {
             }
         }
     }
-    info.limits = Some(limits_of(&base));
-    info.access = Some(access_of(&base));
+    if info.env.contains_key("LD_PRELOAD") || base.join("root/etc/ld.so.preload").exists() {
+        info.cuda_preloads = libs.cuda_preloads(pid);
+    }
     if let Some(stat) = read_capped(&base.join("stat"), SMALL_CAP) {
         // pid (comm) state ppid …: comm may hold spaces and parentheses.
         let s = String::from_utf8_lossy(&stat);
@@ -304,6 +364,14 @@ pub fn read(pid: u32, cmdline: bool, libs: &mut LibCache) -> ProcessInfo {
             info.cgroup = Some(p.to_owned());
         }
     }
+    info.limits = Some(crate::kernel_checks::limits_of(
+        &base,
+        info.cgroup.as_deref(),
+    ));
+    info.access = Some(crate::kernel_checks::access_of(
+        &base,
+        info.cgroup.as_deref(),
+    ));
     info.libcuda = mapped(pid, "libcuda.so")
         .into_iter()
         .map(|(shown, real)| libs.describe(&shown, &real))

@@ -19,6 +19,8 @@ pub mod doctor;
 pub mod hooks;
 pub mod host;
 pub mod identity;
+pub mod kernel_checks;
+pub mod libcheck;
 pub mod metrics;
 pub mod output;
 pub mod perfetto;

@@ -382,6 +382,7 @@ impl Exporter {
                     a.extend(c.result.map(|r| int_ann("result", r)));
                     a.extend(c.result_name.map(|r| str_ann("result_name", r)));
                     a.extend(c.value.map(|v| int_ann("value", v.into())));
+                    a.extend(c.device.map(|v| int_ann("device", v.into())));
                     self.slice(track, c.func, c.start_ns, c.duration_ns.unwrap_or(0), a);
                 }
             }

@@ -22,6 +22,11 @@ start-up).
   cudawork.py apiloop N         N x cuCtxGetCurrent: the cost of one cheap call
   cudawork.py torchloop N       PyTorch's steady state: N x (x = x + 1) on a
                                 one-element CUDA tensor, then synchronize
+  cudawork.py device N          cuInit, cuDeviceGetCount, cuDeviceGet(N), then a
+                                context on it and one 64 MiB allocation
+  cudawork.py hold S            a context on device 0 that takes all the memory
+                                it can (1 GiB, then 64 MiB pieces), prints
+                                "holding" and sleeps S seconds
 
   --case NAME anywhere is ignored (it tags the command line for the
   recordings); CUDAWORK_LIB=PATH loads that libcuda instead.
@@ -115,6 +120,32 @@ def main():
             print(json.dumps({"child_cuDeviceGetCount": r}))
             os._exit(1 if r else 0)
         out["child_status"] = os.waitpid(pid, 0)[1]
+        print(json.dumps(out))
+        return
+    if mode in ("device", "hold"):
+        out["cuInit"] = cu.cuInit(0)
+        count = ctypes.c_int(-1)
+        out["cuDeviceGetCount"] = cu.cuDeviceGetCount(ctypes.byref(count))
+        out["device_count"] = count.value
+        dev = ctypes.c_int(-1)
+        out["cuDeviceGet"] = cu.cuDeviceGet(ctypes.byref(dev), n if mode == "device" else 0)
+        ctx = ctypes.c_void_p()
+        if out["cuDeviceGet"] == 0:
+            out["cuCtxCreate"] = cu.cuCtxCreate_v2(ctypes.byref(ctx), 0, dev)
+        if out.get("cuCtxCreate") == 0 and mode == "device":
+            p = ctypes.c_uint64()
+            out["cuMemAlloc"] = cu.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(64 << 20))
+        if out.get("cuCtxCreate") == 0 and mode == "hold":
+            held = 0
+            for piece in (1 << 30, 64 << 20):
+                p = ctypes.c_uint64()
+                while cu.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(piece)) == 0:
+                    held += piece
+            out["held_bytes"] = held
+            print(json.dumps(out), flush=True)
+            print("holding", flush=True)
+            time.sleep(n)
+            return
         print(json.dumps(out))
         return
     t0 = time.perf_counter()

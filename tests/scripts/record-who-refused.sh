@@ -15,6 +15,7 @@ OUT=${OUT:?}
 BIN=$PWD/.dev/bin
 export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
 export NVPROBE=$BIN/nvprobe
+export NVBENCH=$BIN/nvbench
 bash tests/scripts/who-refused-workload.sh >$OUT/bare.txt 2>&1
 REC=$OUT/refused.ndjson
 $BIN/nvprobe watch --json --raw --stall-after 2 -o $REC 2>$OUT/watch.stderr &

@@ -4,7 +4,9 @@
 "NAME class result id:severity ...", sorted, so that two recordings of the
 same workload (the committed fixture and a new run) can be diffed.
 
-usage: verdicts-by-case.py RECORDING.ndjson [--decoded]
+usage: verdicts-by-case.py RECORDING.ndjson [--decoded] [--text]
+With --text each line also carries the verdict's text and its diagnoses'
+evidence.
 With --decoded the file is `nvprobe decode --json` output (the verdicts
 made again by this nvprobe); otherwise the verdicts as recorded live."""
 import json
@@ -23,6 +25,11 @@ for line in open(sys.argv[1], encoding="utf-8", errors="replace"):
     if case is None:
         continue
     diags = " ".join(f"{d['id']}:{d.get('severity', 'error')}" for d in v.get("diagnoses", []))
-    rows.append(f"{case} {v.get('class', 'cuda')} {v['result']} {diags}".rstrip())
+    row = f"{case} {v.get('class', 'cuda')} {v['result']} {diags}".rstrip()
+    if "--text" in sys.argv:
+        row += "\n    " + v.get("text", "")
+        for d in v.get("diagnoses", []):
+            row += f"\n    [{d['id']}] {d.get('evidence', '')}"
+    rows.append(row)
 for r in sorted(rows):
     print(r)

@@ -3,7 +3,9 @@
 # 22), each tagged `--case NAME`, reproduced without changing the driver or
 # the GPU: seccomp filters (tests/scripts/seccomp-cuinit.py), the open-file
 # limit, nodes whose device number no driver answers (in a private mount
-# namespace), and an `nvprobe doctor` run (nvprobe is never a start-up).
+# namespace), the device cgroup (v2, nvbench deny-device), the cgroup's
+# task limit (pids.max), a user namespace (mknod refused), and an `nvprobe
+# doctor` run (nvprobe is never a start-up).
 # Each case's own output (its CUresult) goes to stdout as "== NAME: ...".
 set -u
 PY=${PY:-python3}
@@ -35,6 +37,31 @@ in_ns stale_gpu "mknod -m 666 /dev/nvidia0 c 195 7; mknod -m 666 /dev/nvidia-uvm
 in_ns perm_mode "mknod -m 666 /dev/nvidia0 c 195 0; mknod -m 000 /dev/nvidia-uvm c $UVM 0"
 # Every node 0666, but the tmpfs /dev is mounted nodev: the mount refuses.
 in_ns perm_nodev "mknod -m 666 /dev/nvidia0 c 195 0; mknod -m 666 /dev/nvidia-uvm c $UVM 0" nodev,mode=755
+# The device cgroup (v2): a device program refusing char 195:* on a cgroup
+# of its own (nvbench deny-device); the open of /dev/nvidiactl gets EPERM.
+CG=/sys/fs/cgroup
+if [ -n "${NVBENCH:-}" ] && [ -f $CG/cgroup.controllers ]; then
+  mkdir -p $CG/nvprobe-devcg
+  if "$NVBENCH" deny-device --cgroup $CG/nvprobe-devcg --major 195 >/dev/null; then
+    run devcg_deny sh -c "echo \$\$ >$CG/nvprobe-devcg/cgroup.procs; exec $PY $W cuinit --case devcg_deny"
+  else
+    echo "== devcg_deny: not run: the device program was refused"
+  fi
+  rmdir $CG/nvprobe-devcg 2>/dev/null
+  # The cgroup's task limit: pids.max 1 leaves libcuda no thread.
+  grep -qw pids $CG/cgroup.subtree_control || echo +pids >$CG/cgroup.subtree_control 2>/dev/null
+  mkdir -p $CG/nvprobe-pids
+  if echo 1 >$CG/nvprobe-pids/pids.max 2>/dev/null; then
+    run pids_max sh -c "echo \$\$ >$CG/nvprobe-pids/cgroup.procs; exec $PY $W cuinit --case pids_max"
+  else
+    echo "== pids_max: not run: no pids controller"
+  fi
+  rmdir $CG/nvprobe-pids 2>/dev/null
+fi
+# A user namespace: its own /dev without the nodes; mknod is refused there.
+run userns_mknod unshare -U -r -m --propagation private sh -c "
+  mount -t tmpfs tmpfs /dev && mknod -m 666 /dev/null c 1 3 2>/dev/null; : >/dev/null
+  exec env LD_LIBRARY_PATH=\${LD_LIBRARY_PATH:-} $PY /tmp/cudawork.py cuinit --case userns_mknod"
 if [ -n "${NVPROBE:-}" ]; then
   run doctor "$NVPROBE" doctor
 fi

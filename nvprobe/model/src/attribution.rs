@@ -31,6 +31,22 @@ pub struct LibcudaMapped {
     pub stub: bool,
 }
 
+/// A libcuda file the dynamic loader opened (read when the open is seen,
+/// whether or not the library then loaded).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct LibcudaOpened {
+    pub path: String,
+    /// The driver version the file carries, when it could be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stub: bool,
+    /// Why the loader cannot load it (its ELF header: empty, not ELF,
+    /// another class or machine, truncated), when it cannot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unloadable: Option<String>,
+}
+
 /// Where a process runs, parsed from its cgroup path.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Container {
@@ -163,6 +179,45 @@ pub struct ProcessInfo {
     /// Why the identity is partial ("the process had exited"), if it is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// When it was read: at the process's first NVIDIA event (absent), or
+    /// again at a failure ("cuinit_failed", "context_failed"), so that a
+    /// limit or filter set up later is in the evidence.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_at: Option<String>,
+    /// The other processes that had a GPU node open, read at a failed
+    /// first context (at most 64).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gpu_holders: Vec<GpuHolder>,
+    /// The libcuda files the dynamic loader opened, each checked as the
+    /// loader would load it (at most 8).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub libcuda_opened: Vec<LibcudaOpened>,
+    /// Libraries the process preloads (`LD_PRELOAD`, /etc/ld.so.preload)
+    /// that export cuInit: the program's CUDA calls reach them before
+    /// libcuda (at most 8).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cuda_preloads: Vec<String>,
+}
+
+/// A process with GPU nodes (/dev/nvidiaN) open.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default)]
+pub struct GpuHolder {
+    pub pid: u32,
+    pub comm: String,
+    /// The minors of the GPU nodes it has open.
+    pub minors: Vec<u32>,
+}
+
+impl ProcessInfo {
+    /// When the facts were read, in words.
+    pub fn read_when(&self) -> &'static str {
+        match self.read_at.as_deref() {
+            Some("cuinit_failed") => "when cuInit had failed",
+            Some("context_failed") => "when the first context had failed",
+            _ => "at its first NVIDIA file",
+        }
+    }
 }
 
 /// What the kernel's permission check of an open compares: the process's
@@ -187,6 +242,25 @@ pub struct Access {
     /// Whether the mount holding the process's /dev is nodev.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dev_nodev: Option<bool>,
+    /// The process's user namespace mapping (`/proc/PID/uid_map`), when
+    /// it is not the initial namespace's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub userns: Option<String>,
+    /// The device programs (cgroup v2 `BPF_CGROUP_DEVICE`, its own and its
+    /// ancestors') that decide the process's device opens.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_programs: Option<u32>,
+    /// cgroup v1's `devices.list` of the process's cgroup (at most 16
+    /// lines).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub devices_list: Vec<String>,
+    /// The security modules active on the host (`/sys/kernel/security/lsm`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lsm: Option<String>,
+    /// The process's security label (`/proc/PID/attr/current`: an AppArmor
+    /// profile, an SELinux context).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
 }
 
 /// One node as the process sees it.
@@ -276,6 +350,33 @@ pub struct Limits {
     /// Open descriptors when read (counted up to 4096).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fds: Option<u64>,
+    /// RLIMIT_AS, soft and hard ("Max address space"; None: unlimited).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address_space: Option<(Option<u64>, Option<u64>)>,
+    /// RLIMIT_NPROC, soft and hard ("Max processes").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nproc: Option<(Option<u64>, Option<u64>)>,
+    /// The cgroup's tasks against `pids.max` (cgroup v2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pids: Option<CgroupCount>,
+    /// The cgroup's memory against `memory.max` (bytes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory: Option<CgroupCount>,
+}
+
+/// A cgroup counter and its limit (None: `max`, no limit).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CgroupCount {
+    pub current: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<u64>,
+}
+
+impl CgroupCount {
+    /// At its limit (a new task or page is refused).
+    pub fn at_limit(&self) -> bool {
+        self.max.is_some_and(|m| self.current >= m)
+    }
 }
 
 impl ProcessInfo {

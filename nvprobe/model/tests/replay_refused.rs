@@ -46,9 +46,10 @@ fn each_refusal_is_named_by_its_mechanism() {
             x.diagnoses[0].evidence
         );
     }
-    // ulimit -n 5 / 7, and a seccomp filter answering EPERM to every open:
-    // cuInit returns 304 before any call nvprobe follows.
-    for c in ["emfile_5", "emfile_7", "seccomp_open"] {
+    // ulimit -n 5 / 7, a seccomp filter answering EPERM to every open, and
+    // a cgroup at pids.max 1: cuInit returns 304 before any call nvprobe
+    // follows.
+    for c in ["emfile_5", "emfile_7", "seccomp_open", "pids_max"] {
         let x = case(&v, c);
         assert_eq!(ids(x), [DiagId::OsCallFailed], "{c}");
         assert!(x.diagnoses[0].evidence.starts_with(
@@ -59,6 +60,44 @@ fn each_refusal_is_named_by_its_mechanism() {
         case(&v, "emfile_5").diagnoses[0]
             .evidence
             .contains("open-file limit 5 (hard 5)")
+    );
+    // The filter was installed after libcuda loaded: the read at cuInit's
+    // failure has it.
+    assert!(
+        case(&v, "seccomp_open").diagnoses[0]
+            .evidence
+            .contains("when nvprobe read the process (when cuInit had failed): open-file limit 20000 (hard 20000), 4 descriptors open, 1 seccomp filter"),
+        "{}",
+        case(&v, "seccomp_open").diagnoses[0].evidence
+    );
+    assert!(
+        case(&v, "pids_max").diagnoses[0].evidence.ends_with(
+            "0 seccomp filters, the cgroup's tasks (pids.current) 1 of 1 (at the limit)"
+        ),
+        "{}",
+        case(&v, "pids_max").diagnoses[0].evidence
+    );
+    // A device program on the process's cgroup refusing char 195:*: EPERM
+    // on /dev/nvidiactl, with no seccomp filter: the device cgroup.
+    let d = case(&v, "devcg_deny");
+    assert_eq!(ids(d), [DiagId::NotPermitted]);
+    assert!(
+        d.diagnoses[0].evidence.starts_with(
+            "/dev/nvidiactl: EPERM: not the file's mode (that refuses with EACCES): the device cgroup refused it (1 device program (cgroup v2 BPF_CGROUP_DEVICE)"
+        ),
+        "{}",
+        d.diagnoses[0].evidence
+    );
+    // A user namespace with its own /dev: libcuda's mknod is refused, and
+    // that (not the visibility list) is why no device is seen.
+    let u = case(&v, "userns_mknod");
+    assert_eq!(ids(u), [DiagId::NodeMissing, DiagId::NodeCreateFailed]);
+    assert!(
+        u.diagnoses[1].evidence.contains(
+            "mknod 195:255 failed: EPERM; the process runs in a user namespace (uid_map 0 0 1)"
+        ),
+        "{}",
+        u.diagnoses[1].evidence
     );
     // A seccomp filter answering EPERM to the escapes: they never reach
     // the syscall tracepoints; libcuda opens /dev/nvidiactl again and again.
@@ -121,7 +160,13 @@ fn no_hint_contradicts_its_evidence_on_any_fixture() {
                         | DiagId::NodeWrongDevice
                         | DiagId::NodeNodev
                         | DiagId::SecurityModuleDenied
+                        | DiagId::NodeMissing
+                        | DiagId::NodeCreateFailed
                 ) && d.evidence.starts_with("/dev/nvidia")
+            });
+            // A preload answered cuInit: libcuda's meanings do not apply.
+            let interposed = x.diagnoses.iter().any(|d| {
+                d.id == DiagId::CudaInterposer && d.evidence.starts_with("cuInit was answered")
             });
             for d in &x.diagnoses {
                 let (e, h) = (d.evidence.as_str(), d.hint);
@@ -141,9 +186,24 @@ fn no_hint_contradicts_its_evidence_on_any_fixture() {
                 if refused_gpu {
                     assert_ne!(d.id, DiagId::NoVisibleDevices, "{name}: {x:#?}");
                 }
+                if interposed {
+                    assert_eq!(d.id, DiagId::CudaInterposer, "{name}: {x:#?}");
+                }
+                // A fault is not a harness timeout.
+                if e.contains("SIGSEGV") || e.contains("SIGBUS") {
+                    assert!(!h.contains("test harness timeout"), "{name}: {e} / {h}");
+                }
+                // Nobody else held the GPU: do not send people after them.
+                if e.contains("no other process had") {
+                    assert!(!h.contains("stop or wait for them"), "{name}: {e} / {h}");
+                }
+                // An ordinal past the count is not a missing node.
+                if d.id == DiagId::InvalidDevice {
+                    assert!(!h.contains("nvidia-modprobe"), "{name}: {e} / {h}");
+                }
                 checked += 1;
             }
         }
     }
-    assert!(checked >= 40, "{checked} diagnoses checked");
+    assert!(checked >= 60, "{checked} diagnoses checked");
 }

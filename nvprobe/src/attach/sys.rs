@@ -63,6 +63,74 @@ struct ObjPin {
     _pad: u32,
 }
 
+/// `BPF_PROG_QUERY`, up to `prog_cnt` (the kernel zero-fills the rest).
+#[repr(C)]
+#[derive(Default)]
+struct ProgQuery {
+    target_fd: u32,
+    attach_type: u32,
+    query_flags: u32,
+    attach_flags: u32,
+    prog_ids: u64,
+    prog_cnt: u32,
+    /// Zero, for the reason in `LinkCreateUprobeMulti`.
+    _pad: u32,
+}
+
+/// `BPF_PROG_ATTACH`, up to `replace_bpf_fd`.
+#[repr(C)]
+#[derive(Default)]
+struct ProgAttach {
+    target_fd: u32,
+    attach_bpf_fd: u32,
+    attach_type: u32,
+    attach_flags: u32,
+    replace_bpf_fd: u32,
+    /// Zero, for the reason in `LinkCreateUprobeMulti`.
+    _pad: u32,
+}
+
+/// `BPF_CGROUP_DEVICE`: the device controller of cgroup v2.
+const CGROUP_DEVICE: u32 = bpf_attach_type::BPF_CGROUP_DEVICE as u32;
+
+/// How many device programs (`BPF_CGROUP_DEVICE`) decide the device
+/// accesses of the cgroup open at `cgroup` (a directory of the cgroup v2
+/// hierarchy): its own and its ancestors' (`BPF_F_QUERY_EFFECTIVE`).
+pub fn cgroup_device_programs(cgroup: BorrowedFd<'_>) -> io::Result<u32> {
+    let mut attr = ProgQuery {
+        target_fd: cgroup.as_raw_fd() as u32,
+        attach_type: CGROUP_DEVICE,
+        query_flags: aya_obj::generated::BPF_F_QUERY_EFFECTIVE,
+        ..ProgQuery::default()
+    };
+    bpf(bpf_cmd::BPF_PROG_QUERY, &mut attr)?;
+    Ok(attr.prog_cnt)
+}
+
+/// Load `insns` as a cgroup device program and attach it to the cgroup
+/// open at `cgroup`, beside the programs already there
+/// (`BPF_F_ALLOW_MULTI`). The attachment holds the program: it stays
+/// until the cgroup is removed. (The test tools' device-cgroup case.)
+pub fn attach_device_program(cgroup: BorrowedFd<'_>, insns: &[bpf_insn]) -> io::Result<()> {
+    let license = CString::new("GPL").map_err(io::Error::other)?;
+    let mut load = ProgLoad {
+        prog_type: bpf_prog_type::BPF_PROG_TYPE_CGROUP_DEVICE as u32,
+        insn_cnt: insns.len() as u32,
+        insns: insns.as_ptr() as u64,
+        license: license.as_ptr() as u64,
+        ..ProgLoad::default()
+    };
+    let prog = owned(bpf(bpf_cmd::BPF_PROG_LOAD, &mut load)?);
+    let mut attr = ProgAttach {
+        target_fd: cgroup.as_raw_fd() as u32,
+        attach_bpf_fd: prog.as_raw_fd() as u32,
+        attach_type: CGROUP_DEVICE,
+        attach_flags: aya_obj::generated::BPF_F_ALLOW_MULTI,
+        ..ProgAttach::default()
+    };
+    bpf(bpf_cmd::BPF_PROG_ATTACH, &mut attr).map(|_| ())
+}
+
 /// `BPF_F_UPROBE_MULTI_RETURN`: the link's probes are return probes.
 const UPROBE_MULTI_RETURN: u32 = aya_obj::generated::BPF_F_UPROBE_MULTI_RETURN;
 
@@ -334,6 +402,7 @@ mod tests {
 
     use aya_obj::generated::{
         bpf_attr__bindgen_ty_4 as Load, bpf_attr__bindgen_ty_5 as Pin,
+        bpf_attr__bindgen_ty_6 as Attach, bpf_attr__bindgen_ty_10 as Query,
         bpf_attr__bindgen_ty_14 as Link,
         bpf_attr__bindgen_ty_14__bindgen_ty_3__bindgen_ty_7 as Multi,
     };
@@ -351,6 +420,8 @@ mod tests {
         assert_eq!(size_of::<LinkCreateUprobeMulti>(), 4 * 4 + 8 * 4 + 4 * 4);
         assert_eq!(size_of::<LinkCreatePerf>(), 4 * 4 + 8);
         assert_eq!(size_of::<ObjPin>(), 8 + 4 * 4);
+        assert_eq!(size_of::<ProgQuery>(), 4 * 4 + 8 + 4 * 2);
+        assert_eq!(size_of::<ProgAttach>(), 4 * 6);
     }
 
     /// Each field we write sits where the kernel header puts it (aya-obj's
@@ -405,5 +476,35 @@ mod tests {
         assert_eq!(offset_of!(ObjPin, bpf_fd), offset_of!(Pin, bpf_fd));
         assert_eq!(offset_of!(ObjPin, file_flags), offset_of!(Pin, file_flags));
         assert_eq!(offset_of!(ObjPin, path_fd), offset_of!(Pin, path_fd));
+        assert_eq!(
+            offset_of!(ProgQuery, attach_type),
+            offset_of!(Query, attach_type)
+        );
+        assert_eq!(
+            offset_of!(ProgQuery, query_flags),
+            offset_of!(Query, query_flags)
+        );
+        assert_eq!(offset_of!(ProgQuery, prog_ids), offset_of!(Query, prog_ids));
+        // prog_cnt is the first member of the union after prog_ids.
+        assert_eq!(
+            offset_of!(ProgQuery, prog_cnt),
+            offset_of!(Query, __bindgen_anon_2)
+        );
+        assert_eq!(
+            offset_of!(ProgAttach, attach_bpf_fd),
+            offset_of!(Attach, attach_bpf_fd)
+        );
+        assert_eq!(
+            offset_of!(ProgAttach, attach_type),
+            offset_of!(Attach, attach_type)
+        );
+        assert_eq!(
+            offset_of!(ProgAttach, attach_flags),
+            offset_of!(Attach, attach_flags)
+        );
+        assert_eq!(
+            offset_of!(ProgAttach, replace_bpf_fd),
+            offset_of!(Attach, replace_bpf_fd)
+        );
     }
 }

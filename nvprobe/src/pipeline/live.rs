@@ -3,17 +3,11 @@
 //! the libcuda of processes first seen while tracing, and stops on
 //! SIGINT/SIGTERM or `--duration`.
 
-use std::{
-    collections::{HashMap, HashSet},
-    io,
-    path::PathBuf,
-    sync::Arc,
-    time::Duration,
-};
+use std::{collections::HashMap, io, path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use aya::maps::{MapData, PerCpuArray, RingBuf};
-use nvprobe_common::{CudaEvent, DevKind, EventKind, Header, PathEvent, ProcEvent, ProcOp, maps};
+use nvprobe_common::{EventKind, Header, maps};
 use nvprobe_model::{
     decode::{self, Context},
     render::{Clock, Note},
@@ -25,7 +19,7 @@ use tokio::{
     time::{Instant, interval},
 };
 
-use super::{BATCH_RECORDS, Batch, Filters, PipeOpts, Pipeline, lost::LostCounter};
+use super::{BATCH_RECORDS, Batch, Filters, PipeOpts, Pipeline, lost::LostCounter, seen::Seen};
 use crate::output::Output;
 
 pub struct RunOpts {
@@ -90,97 +84,6 @@ fn prog_stats(ebpf: &aya::Ebpf, own: &[(String, u32)]) -> Vec<ProgStats> {
     v.retain(|p| p.run_count > 0);
     v.sort_by(|a, b| a.program.cmp(&b.program));
     v
-}
-
-/// What the live source keeps beside the pipeline: the processes seen, and
-/// what the stall detector needs (cuInit calls in flight, stop signals).
-#[derive(Default)]
-struct Seen {
-    /// Tgids already put into NV_PROCS.
-    known: HashSet<u32>,
-    /// Tgids seen for the first time since the last look at their maps.
-    new_tgids: Vec<u32>,
-    /// libcuda files the dynamic loader opened since the last look:
-    /// (tgid, path as that process named it).
-    lib_loads: Vec<(u32, PathBuf)>,
-    /// cuInit calls in flight (from the uprobes): tid -> (tgid, start_ns).
-    cuinit: HashMap<u32, (u32, u64)>,
-    /// tgid -> the last stop signal sent to it, with its sender.
-    stoppers: HashMap<u32, String>,
-}
-
-impl Seen {
-    /// What the stall detector needs from a record, read through the
-    /// contract's types: cuInit entries and returns, exits, stop signals.
-    fn track(&mut self, rec: &[u8]) {
-        let Some(h) = Header::peek(rec) else { return };
-        match h.event_kind() {
-            Some(EventKind::Cuda) => {
-                let Some(c) = nvprobe_common::read::<CudaEvent>(rec) else {
-                    return;
-                };
-                if c.func != nvprobe_common::CUDA_CUINIT {
-                    return;
-                }
-                if c.phase == nvprobe_common::CUDA_ENTER {
-                    self.cuinit.insert(h.tid, (h.tgid, c.start_ns));
-                } else {
-                    self.cuinit.remove(&h.tid);
-                }
-            }
-            Some(EventKind::Path) => {
-                let Some(p) = nvprobe_common::read::<PathEvent>(rec) else {
-                    return;
-                };
-                let len = (p.path_len as usize).min(p.path.len());
-                let path = &p.path[..len];
-                // A libcuda the loader found: hook it now (its uprobes
-                // reach the mapping the loader is about to make).
-                if p.ret >= 0
-                    && path.first() == Some(&b'/')
-                    && len < p.path.len() - 1
-                    && p.file.kind == DevKind::None as u8
-                    && path
-                        .rsplit(|&b| b == b'/')
-                        .next()
-                        .is_some_and(|b| b.starts_with(b"libcuda.so"))
-                    && self.lib_loads.len() < 256
-                {
-                    use std::os::unix::ffi::OsStrExt;
-                    self.lib_loads
-                        .push((h.tgid, PathBuf::from(std::ffi::OsStr::from_bytes(path))));
-                }
-            }
-            Some(EventKind::Proc) => {
-                let Some(p) = nvprobe_common::read::<ProcEvent>(rec) else {
-                    return;
-                };
-                let target = p.target_tgid;
-                if p.op == ProcOp::Exit as u32 {
-                    self.cuinit.retain(|_, (g, _)| *g != target);
-                    self.stoppers.remove(&target);
-                    // The kernel forgot it too (NV_PROCS): a process that
-                    // reuses the pid is followed again when first seen.
-                    self.known.remove(&target);
-                } else if p.op == ProcOp::SignalGenerate as u32
-                    // SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU
-                    && (19..=22).contains(&p.sig)
-                {
-                    let end = h.comm.iter().position(|&b| b == 0).unwrap_or(h.comm.len());
-                    self.stoppers.insert(
-                        target,
-                        format!(
-                            "{} from {}[{}]",
-                            nvprobe_model::decode::signal::name(p.sig),
-                            decode::escape_bytes(&h.comm[..end]),
-                            h.tgid
-                        ),
-                    );
-                }
-            }
-            _ => {}
-        }
-    }
 }
 
 /// The live source's handles on the kernel side.
@@ -295,12 +198,67 @@ impl Live {
     /// Who the processes first seen in this batch are, read while they
     /// live and sent before the batch, so that their verdicts can name them.
     fn send_identities(&mut self, pipe: &mut Pipeline) -> anyhow::Result<()> {
+        let mut opened: HashMap<u32, Vec<_>> = HashMap::new();
+        // Who shares nvprobe's view of the files, first (a process first
+        // seen at its loader's open may be gone a moment later).
+        for (pid, _) in &self.idents {
+            if crate::identity::same_view(*pid) == Some(true) && self.seen.same_view.len() < 65536 {
+                self.seen.same_view.insert(*pid);
+            }
+        }
+        for (pid, p) in std::mem::take(&mut self.seen.lib_checks) {
+            let same = self.seen.same_view.contains(&pid);
+            if let Some(f) = crate::identity::opened_libcuda(pid, &p, &mut self.libs, same) {
+                opened.entry(pid).or_default().push(f);
+            }
+        }
         for (pid, comm) in std::mem::take(&mut self.idents) {
             if !self.filters.keep_comm(&comm) {
                 continue;
             }
             let mut info = crate::identity::read(pid, self.cmdline, &mut self.libs);
             info.comm = Some(comm);
+            info.libcuda_opened = opened.remove(&pid).unwrap_or_default();
+            pipe.process(Clock::mono_now(), info)?;
+        }
+        // A process seen before opened a libcuda: only what was learned of
+        // the file (the correlator adds it to what it knows).
+        for (pid, files) in opened {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok();
+            let comm = comm.map(|c| decode::escape_bytes(c.trim_end_matches('\n').as_bytes()));
+            if !comm
+                .as_deref()
+                .map_or(self.filters.keep_comm(""), |c| self.filters.keep_comm(c))
+            {
+                continue;
+            }
+            let info = nvprobe_model::attribution::ProcessInfo {
+                comm,
+                pid,
+                libcuda_opened: files,
+                read_at: Some("libcuda_opened".into()),
+                ..Default::default()
+            };
+            pipe.process(Clock::mono_now(), info)?;
+        }
+        for (pid, at) in std::mem::take(&mut self.seen.failed) {
+            // Gone already: what the first read learned stays.
+            let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm")) else {
+                continue;
+            };
+            let comm = decode::escape_bytes(comm.trim_end_matches('\n').as_bytes());
+            if !self.filters.keep_comm(&comm) {
+                continue;
+            }
+            let mut info = crate::identity::read(pid, self.cmdline, &mut self.libs);
+            if info.exe.is_none() {
+                continue;
+            }
+            info.comm = Some(comm);
+            info.read_at = Some(at.to_owned());
+            if at == "context_failed" {
+                info.gpu_holders = crate::identity::gpu_holders(pid);
+            }
             pipe.process(Clock::mono_now(), info)?;
         }
         Ok(())
@@ -406,6 +364,7 @@ impl Live {
         attacher.send(crate::uprobes::attacher::Job {
             opened,
             new_tgids: std::mem::take(&mut self.seen.new_tgids),
+            preloads: std::mem::take(&mut self.libs.preload_files),
         });
         for done in attacher.done() {
             for h in done.hooked {
@@ -427,7 +386,12 @@ impl Live {
                             &Note::Warning {
                                 id: "libcuda_late",
                                 message: &format!(
-                                    "hooked libcuda at {} ({} functions, {}) {when}",
+                                    "hooked {} at {} ({} functions, {}) {when}",
+                                    if a.interposer {
+                                        "a preloaded library that exports the CUDA driver API"
+                                    } else {
+                                        "libcuda"
+                                    },
                                     a.path,
                                     a.functions.len(),
                                     a.via
@@ -668,6 +632,7 @@ pub async fn run(
                     None => {
                         live.seen.new_tgids.clear();
                         live.seen.lib_loads.clear();
+                        live.libs.preload_files.clear();
                     }
                 }
             }
@@ -694,6 +659,8 @@ pub async fn run(
         let now = Instant::now();
         if now >= due.lost {
             poll_lost(&mut lost, &mut pipe)?;
+            // Start-ups waiting for a first context wait on this clock too.
+            pipe.tick(Clock::mono_now())?;
             due.lost = now + opts.lost_every;
             if let Some(m) = &opts.metrics {
                 live.update_metrics(m);

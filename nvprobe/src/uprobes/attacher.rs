@@ -26,11 +26,14 @@ pub struct Job {
     pub opened: Vec<(u32, PathBuf)>,
     /// Processes first seen making NVIDIA calls: their maps may name one.
     pub new_tgids: Vec<u32>,
+    /// Preloaded libraries that export cuInit, opened while their process
+    /// was read: (tgid, path as it names it, the file).
+    pub preloads: Vec<(u32, String, std::fs::File)>,
 }
 
 impl Job {
     pub fn is_empty(&self) -> bool {
-        self.opened.is_empty() && self.new_tgids.is_empty()
+        self.opened.is_empty() && self.new_tgids.is_empty() && self.preloads.is_empty()
     }
 }
 
@@ -131,25 +134,63 @@ fn run(libcuda: &mut Libcuda, job: Job, stop: &AtomicBool) -> Done {
     let mut loaders: Vec<u32> = job.opened.iter().map(|l| l.0).collect();
     loaders.sort_unstable();
     loaders.dedup();
-    let mut found: Vec<(u32, PathBuf, bool)> = job
+    // (tgid, file, found at the loader's open, an interposer).
+    let mut found: Vec<(u32, PathBuf, bool, bool)> = job
         .opened
         .into_iter()
-        .map(|(tgid, p)| (tgid, p, true))
+        .map(|(tgid, p)| (tgid, p, true, false))
         .collect();
+    // A loader's process has its preloads mapped by the time it opens
+    // libcuda: a library among them that exports the driver API is hooked
+    // too, and told apart.
+    for &tgid in &loaders {
+        found.extend(
+            super::preloads_of(tgid)
+                .into_iter()
+                .map(|p| (tgid, p, true, true)),
+        );
+    }
     for tgid in job.new_tgids {
         if stop.load(Ordering::Relaxed) {
             break;
         }
-        found.extend(super::mapped_by(tgid).into_iter().map(|p| (tgid, p, false)));
+        found.extend(
+            super::mapped_by(tgid)
+                .into_iter()
+                .map(|p| (tgid, p, false, false)),
+        );
+        if loaders.binary_search(&tgid).is_err() {
+            found.extend(
+                super::preloads_of(tgid)
+                    .into_iter()
+                    .map(|p| (tgid, p, false, true)),
+            );
+        }
     }
     let mut hooked = Vec::new();
-    for (tgid, path, at_load) in found {
+    for (tgid, shown, file) in job.preloads {
         if stop.load(Ordering::Relaxed) {
             break;
         }
-        let result = match libcuda.attach(&path) {
+        // A preload that is not hooked (already, or not a CUDA library):
+        // nothing to say.
+        if let Ok(Some(a)) = libcuda.attach_file(file, std::path::Path::new(&shown), true) {
+            hooked.push(Hooked {
+                tgid,
+                at_load: true,
+                result: Ok(a),
+            });
+        }
+    }
+    for (tgid, path, at_load, interposer) in found {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let result = match libcuda.attach_as(&path, interposer) {
             Ok(Some(a)) => Ok(a),
             Ok(None) => continue,
+            // A preload that is not a CUDA library at all: nothing to say.
+            Err(_) if interposer => continue,
             Err(e) => Err(e),
         };
         hooked.push(Hooked {

@@ -144,6 +144,10 @@ pub const STARTUP: &[&str] = &[
 #[derive(Clone, Debug, Serialize)]
 pub struct Attached {
     pub path: String,
+    /// Not libcuda: a library that exports the CUDA driver API in its
+    /// place (an LD_PRELOAD interposer); its cookies carry
+    /// `CUDA_INTERPOSER`.
+    pub interposer: bool,
     /// Functions found and hooked.
     pub functions: Vec<&'static str>,
     /// Exported `cu*` functions this build has no number for (a newer
@@ -302,6 +306,64 @@ pub fn mapped_by(pid: u32) -> Vec<PathBuf> {
     out
 }
 
+/// The libraries `pid` preloads (its `LD_PRELOAD`, its root's
+/// /etc/ld.so.preload) and has mapped, other than libcuda copies: each
+/// may export the CUDA driver API in libcuda's place. Through the
+/// process's root.
+pub fn preloads_of(pid: u32) -> Vec<PathBuf> {
+    let base = PathBuf::from(format!("/proc/{pid}"));
+    let mut names: Vec<String> = Vec::new();
+    let mut env = Vec::new();
+    if std::fs::File::open(base.join("environ"))
+        .and_then(|f| std::io::Read::read_to_end(&mut std::io::Read::take(f, 256 << 10), &mut env))
+        .is_ok()
+    {
+        for kv in env.split(|&b| b == 0) {
+            if let Some(v) = kv.strip_prefix(b"LD_PRELOAD=") {
+                names.extend(
+                    String::from_utf8_lossy(v)
+                        .split([' ', ':'])
+                        .filter(|n| !n.is_empty())
+                        .map(str::to_owned),
+                );
+            }
+        }
+    }
+    if let Ok(b) = crate::safefs::read_capped(&base.join("root"), "etc/ld.so.preload", 64 << 10) {
+        names.extend(
+            String::from_utf8_lossy(&b)
+                .split_whitespace()
+                .filter(|n| !n.starts_with('#'))
+                .map(str::to_owned),
+        );
+    }
+    if names.is_empty() {
+        return Vec::new();
+    }
+    let Ok(maps) = procfs::process::Process::new(pid as i32).and_then(|p| p.maps()) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = Vec::new();
+    for m in maps {
+        let procfs::process::MMapPath::Path(p) = m.pathname else {
+            continue;
+        };
+        let Some(text) = p.to_str() else { continue };
+        let base_name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let named = names
+            .iter()
+            .any(|n| n == text || (!n.contains('/') && n == base_name));
+        let full = PathBuf::from(format!("/proc/{pid}/root{text}"));
+        if named && !is_libcuda(text) && !out.contains(&full) {
+            out.push(full);
+        }
+        if out.len() >= 8 {
+            break;
+        }
+    }
+    out
+}
+
 /// Every running process's libcuda.
 pub fn mapped_by_all() -> Vec<PathBuf> {
     let Ok(all) = procfs::process::all_processes() else {
@@ -392,6 +454,7 @@ impl Libcuda {
             id,
             Attached {
                 path: path.display().to_string(),
+                interposer: false,
                 functions: Vec::new(),
                 unknown: Vec::new(),
                 via: String::new(),
@@ -482,6 +545,12 @@ impl Libcuda {
     /// Attach to `path` unless that file is hooked already. Ok(Some) when a
     /// new file was hooked.
     pub fn attach(&mut self, path: &Path) -> Result<Option<Attached>, String> {
+        self.attach_as(path, false)
+    }
+
+    /// [`Self::attach`], for libcuda itself or (`interposer`) another
+    /// library that exports its API.
+    pub fn attach_as(&mut self, path: &Path, interposer: bool) -> Result<Option<Attached>, String> {
         if self.code.is_none() {
             return Ok(None);
         }
@@ -493,6 +562,20 @@ impl Libcuda {
         let Ok(file) = std::fs::File::open(path) else {
             return Ok(None);
         };
+        self.attach_file(file, path, interposer)
+    }
+
+    /// [`Self::attach_as`] of a file already open (`path` names it in
+    /// messages): one held since the process that maps it was read.
+    pub fn attach_file(
+        &mut self,
+        file: std::fs::File,
+        path: &Path,
+        interposer: bool,
+    ) -> Result<Option<Attached>, String> {
+        if self.code.is_none() {
+            return Ok(None);
+        }
         let Ok(st) = nix::sys::stat::fstat(&file) else {
             return Ok(None);
         };
@@ -538,7 +621,12 @@ impl Libcuda {
             if self.hooks == Hooks::Startup && !STARTUP.contains(&name) {
                 continue;
             }
-            points.push((name, *off, u64::from(cookie)));
+            let flag = if interposer {
+                nvprobe_common::CUDA_INTERPOSER
+            } else {
+                0
+            };
+            points.push((name, *off, u64::from(cookie | flag)));
         }
         unknown.sort();
         let (mut functions, via, last_err) = match self.attach_multi(&fd_path, &points) {
@@ -561,6 +649,7 @@ impl Libcuda {
         }
         let a = Attached {
             path: path.display().to_string(),
+            interposer,
             functions,
             unknown,
             via,

@@ -70,6 +70,16 @@ enum Cmd {
     /// a classic bpftrace asks for; it takes the kernel's tracing lock) on
     /// libc's getppid, then detach it; prints how long each took.
     TracerAttach,
+    /// A device cgroup (v2) that refuses char devices of MAJOR: a
+    /// BPF_CGROUP_DEVICE program attached to the cgroup directory CGROUP
+    /// (it stays until the cgroup is removed). For the "who refused"
+    /// cases: an open of an NVIDIA node in that cgroup gets EPERM.
+    DenyDevice {
+        #[arg(long)]
+        cgroup: String,
+        #[arg(long, default_value_t = 195)]
+        major: u32,
+    },
     /// The soak: fork `--iters` short processes per thread (`--threads`
     /// forking at once), each making one ioctl(CMD) on PATH (opened by the
     /// parent, inherited) and exiting: as many distinct processes (and,
@@ -80,6 +90,30 @@ enum Cmd {
         #[arg(long, value_parser = parse_hex, default_value = "c020462a")]
         cmd: u64,
     },
+}
+
+/// A cgroup device program (ctx: access_type, major, minor, each u32)
+/// that refuses char devices of `major` (returns 0) and allows the rest.
+fn deny_major(major: u32) -> Vec<aya_obj::generated::bpf_insn> {
+    // (code, dst, src, off, imm): BPF_LDX|BPF_MEM|BPF_W, BPF_JMP|BPF_JEQ|BPF_K,
+    // BPF_ALU64|BPF_MOV|BPF_K, BPF_JMP|BPF_EXIT.
+    let raw: [(u8, u8, u8, i16, i32); 6] = [
+        (0x61, 2, 1, 4, 0),
+        (0x15, 2, 0, 2, major as i32),
+        (0xb7, 0, 0, 0, 1),
+        (0x95, 0, 0, 0, 0),
+        (0xb7, 0, 0, 0, 0),
+        (0x95, 0, 0, 0, 0),
+    ];
+    raw.iter()
+        .map(|&(code, dst, src, off, imm)| aya_obj::generated::bpf_insn {
+            code,
+            _bitfield_align_1: [],
+            _bitfield_1: aya_obj::generated::bpf_insn::new_bitfield_1(dst, src),
+            off,
+            imm,
+        })
+        .collect()
 }
 
 fn parse_hex(s: &str) -> Result<u64, String> {
@@ -266,6 +300,16 @@ fn main() -> anyhow::Result<()> {
                 "{}",
                 json!({ "attach_s": attach, "detach_s": detach, "path": path, "offset": off })
             );
+            return Ok(());
+        }
+        Cmd::DenyDevice { cgroup, major } => {
+            let dir = std::fs::File::open(&cgroup).with_context(|| format!("open {cgroup}"))?;
+            nvprobe::attach::sys::attach_device_program(
+                std::os::fd::AsFd::as_fd(&dir),
+                &deny_major(major),
+            )
+            .with_context(|| format!("attach a device program to {cgroup}"))?;
+            println!("{}", json!({ "cgroup": cgroup, "denied_major": major }));
             return Ok(());
         }
         Cmd::Getppid => {

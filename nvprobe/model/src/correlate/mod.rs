@@ -10,6 +10,9 @@ mod breakdown;
 mod obs;
 mod record;
 pub mod rules;
+mod rules_context;
+mod rules_library;
+mod rules_refused;
 mod signals;
 pub mod stages;
 mod state;
@@ -26,7 +29,7 @@ pub use self::{
     rules::apply_hmm_facts,
     signals::SignalReport,
     stages::{STAGES, StageHit},
-    state::{FailedCall, GpuProgress, SignalInfo},
+    state::{CONTEXT_WAIT_NS, ContextStep, FailedCall, GpuProgress, SignalInfo},
     table::{DiagId, DiagSeverity, Diagnosis, RULES, Rule},
     verdict::{Class, CuInit, Outcome},
 };
@@ -42,7 +45,6 @@ use crate::decode::{Event, ProcCall, ProcKind, signal::name as signal_name};
 pub type StageBoard = std::sync::Arc<std::sync::Mutex<HashMap<u32, String>>>;
 
 /// Follows every process that makes NVIDIA calls.
-#[derive(Default)]
 pub struct Correlator {
     procs: HashMap<u32, ProcInit>,
     /// Driver-layer spans per thread (tid -> its process, its spans), until
@@ -55,6 +57,22 @@ pub struct Correlator {
     /// The host's GPUs (minor, UUID), to tie UVM's UUIDs to nodes.
     host_gpus: std::sync::Arc<Vec<crate::attribution::HostGpu>>,
     host_driver: Option<std::sync::Arc<str>>,
+    /// The earliest time a start-up's wait for its first context ends
+    /// (`u64::MAX`: none waits).
+    next_due: u64,
+}
+
+impl Default for Correlator {
+    fn default() -> Self {
+        Self {
+            procs: HashMap::new(),
+            spans: HashMap::new(),
+            board: None,
+            host_gpus: Default::default(),
+            host_driver: None,
+            next_due: u64::MAX,
+        }
+    }
 }
 
 impl Correlator {
@@ -62,11 +80,8 @@ impl Correlator {
     /// last stage.
     pub fn with_board(board: StageBoard) -> Self {
         Self {
-            procs: HashMap::new(),
-            spans: HashMap::new(),
             board: Some(board),
-            host_gpus: Default::default(),
-            host_driver: None,
+            ..Self::default()
         }
     }
 
@@ -102,6 +117,9 @@ impl Correlator {
     /// its decode threads, so the full event never crosses threads).
     pub fn observe_obs(&mut self, o: Obs, out: &mut Vec<Record>) {
         let (pid, start, end) = (o.pid, o.start, o.end);
+        if end >= self.next_due {
+            self.end_waits(end, out);
+        }
         let via = match o.kind {
             ObsKind::Proc(p) => return self.on_proc(&p, out),
             ObsKind::Driver {
@@ -125,11 +143,17 @@ impl Correlator {
             }
             ObsKind::Identity(info) => {
                 // A later read that found the process gone does not replace
-                // what an earlier one learned.
+                // what an earlier one learned; the libcuda files the loader
+                // opened add up over the reads.
                 let st = self.state(pid);
+                st.info_ns = st.info_ns.max(start);
+                let opened = info.libcuda_opened.clone();
                 if info.exe.is_some() || st.info.as_ref().is_none_or(|i| i.exe.is_none()) {
+                    let before = st.info.take().map(|i| i.libcuda_opened).unwrap_or_default();
                     st.info = Some(*info);
+                    merge_opened(st.info.as_mut(), before);
                 }
+                merge_opened(st.info.as_mut(), opened);
                 return;
             }
             ObsKind::Cuda {
@@ -137,12 +161,31 @@ impl Correlator {
                 enter,
                 result,
                 result_name,
+                device,
+                value,
+                interposer,
             } => {
                 let st = self.state(pid);
                 st.begin(start, &o.comm);
-                let ret = (!enter).then_some((end, result, result_name));
-                return st.on_cuda(pid, func, ret, out);
+                let ret = (!enter).then_some(tracker::CudaEnd {
+                    interposer,
+                    end,
+                    result,
+                    result_name,
+                    device,
+                    value,
+                });
+                if enter && interposer {
+                    st.on_interposer_entry(func);
+                } else {
+                    st.on_cuda(pid, func, ret, out);
+                }
+                if let Some(due) = st.context_due {
+                    self.next_due = self.next_due.min(due);
+                }
+                return;
             }
+            ObsKind::Tick => return,
             ObsKind::Ioctl {
                 ok,
                 call,
@@ -151,6 +194,7 @@ impl Correlator {
                 gpu,
                 uvm,
                 pageable,
+                told_version,
             } => {
                 let spans = self.spans.get_mut(&o.tid).map(|(_, v)| v);
                 let (gpus, drv) = (&self.host_gpus, &self.host_driver);
@@ -161,6 +205,9 @@ impl Correlator {
                 });
                 st.begin(start, &o.comm);
                 st.last_ns = st.last_ns.max(end);
+                if told_version.is_some() {
+                    st.told_version = told_version;
+                }
                 let io = IoctlObs {
                     pid,
                     tid: o.tid,
@@ -222,6 +269,28 @@ impl Correlator {
         }
     }
 
+    /// The verdicts of start-ups whose wait for a first context ran out by
+    /// `now`.
+    fn end_waits(&mut self, now: u64, out: &mut Vec<Record>) {
+        let mut next = u64::MAX;
+        let mut pids: Vec<u32> = Vec::new();
+        for (pid, st) in &self.procs {
+            match st.context_due {
+                Some(due) if due <= now => pids.push(*pid),
+                Some(due) => next = next.min(due),
+                None => {}
+            }
+        }
+        pids.sort_unstable();
+        for pid in pids {
+            if let Some(st) = self.procs.get_mut(&pid) {
+                st.context_waited = true;
+                st.give_verdict(pid, out);
+            }
+        }
+        self.next_due = next;
+    }
+
     /// A stage reached: said once per process, and put on the board.
     fn stage(&mut self, pid: u32, s: usize, end: u64, via: Option<String>, out: &mut Vec<Record>) {
         let Some(st) = self.procs.get_mut(&pid) else {
@@ -274,7 +343,8 @@ impl Correlator {
             .procs
             .get(&p.proc.pid)
             .is_some_and(|s| s.reached[7] || matches!(s.curesult, Some((0, _))));
-        let child = self.procs.entry(p.target_pid).or_default();
+        // With the host's facts, as every process's state.
+        let child = self.state(p.target_pid);
         child.parent = Some((p.proc.pid, init_done));
         if child.first_ns == 0 {
             child.first_ns = p.time_ns;
@@ -303,6 +373,7 @@ impl Correlator {
             && st.has_activity()
         {
             let code = p.exit_code.unwrap_or(0);
+            st.exit_sig = code & 0x7f;
             let exit = if code & 0x7f != 0 {
                 format!("killed by {}", signal_name(code & 0x7f))
             } else {
@@ -326,9 +397,16 @@ impl Correlator {
     fn on_exec(&mut self, p: &ProcCall, out: &mut Vec<Record>) {
         // A new program: a new start-up to follow.
         let mut parent = None;
+        let mut late_info = None;
         if let Some(st) = self.procs.get_mut(&p.target_pid) {
             st.settle_all(p.target_pid, "eintr", out);
             parent = st.parent;
+            // An identity read after the exec (the collector reads it when
+            // the new program's first record is drained, and sends it
+            // before that batch) is the new program's, not the old one's.
+            if st.info_ns > p.time_ns {
+                late_info = st.info.take().map(|i| (i, st.info_ns));
+            }
         }
         if let Some(st) = self.procs.get_mut(&p.target_pid)
             && !st.done
@@ -345,9 +423,13 @@ impl Correlator {
         self.spans.retain(|_, (pid, _)| *pid != p.target_pid);
         // The new program is still its parent's child (a helper
         // such as nvidia-modprobe reports to it when it exits).
-        if parent.is_some() {
-            let st = self.procs.entry(p.target_pid).or_default();
+        if parent.is_some() || late_info.is_some() {
+            let st = self.state(p.target_pid);
             st.parent = parent;
+            if let Some((info, at)) = late_info {
+                st.info = Some(info);
+                st.info_ns = at;
+            }
             st.first_ns = p.time_ns;
             st.comm = p.proc.comm.clone();
         }
@@ -372,11 +454,29 @@ impl Correlator {
     }
 }
 
+/// Add the libcuda files of `more` that `info` does not list yet (at most
+/// 8 in all).
+fn merge_opened(
+    info: Option<&mut crate::attribution::ProcessInfo>,
+    more: Vec<crate::attribution::LibcudaOpened>,
+) {
+    let Some(i) = info else { return };
+    for f in more {
+        if i.libcuda_opened.len() < 8 && !i.libcuda_opened.iter().any(|x| x.path == f.path) {
+            i.libcuda_opened.push(f);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_classes;
 #[cfg(test)]
+mod tests_context;
+#[cfg(test)]
 mod tests_hmm;
+#[cfg(test)]
+mod tests_library;
 #[cfg(test)]
 mod tests_refused;

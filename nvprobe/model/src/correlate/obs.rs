@@ -87,6 +87,9 @@ pub(crate) enum ObsKind {
         /// memory access (HMM on x86, ATS on Grace or POWER) is in effect
         /// for the process's va_space.
         pageable: Option<bool>,
+        /// The driver's build version the call answered (the version
+        /// handshake's control).
+        told_version: Option<String>,
     },
     Path {
         opened_device: bool,
@@ -117,7 +120,16 @@ pub(crate) enum ObsKind {
         enter: bool,
         result: Option<i64>,
         result_name: Option<&'static str>,
+        /// The device a start-up call names (`CudaCall::device`).
+        device: Option<i32>,
+        /// What a getter returned (`CudaCall::value`: the device count).
+        value: Option<i32>,
+        /// Made to a preloaded library that exports the API, not libcuda.
+        interposer: bool,
     },
+    /// The collector's clock moved on (no event): start-ups waiting for
+    /// their first context may have waited long enough.
+    Tick,
     Driver {
         function: &'static str,
         ok: bool,
@@ -156,6 +168,7 @@ impl Obs {
                     .known()
                     .pageable
                     .filter(|_| i.ok && i.call == Call::Uvm(uvm::UVM_PAGEABLE_MEM_ACCESS)),
+                told_version: i.args.known().driver_version.clone().filter(|_| i.ok),
             },
             Event::Open(p) if p.device.is_none() && is_libcuda_path(&p.path) => ObsKind::LibLoad {
                 path: p.path.clone(),
@@ -211,6 +224,9 @@ impl Obs {
                 enter: c.phase == CudaPhase::Enter,
                 result: c.result,
                 result_name: c.result_name,
+                device: c.device,
+                value: c.value,
+                interposer: c.interposer,
             },
             _ => return None,
         };
@@ -260,6 +276,19 @@ impl Obs {
             end: mono_ns,
             stage: None,
             kind: ObsKind::Identity(Box::new(info)),
+        }
+    }
+
+    /// The collector's clock at `mono_ns`, with no event.
+    pub fn tick(mono_ns: u64) -> Obs {
+        Obs {
+            pid: 0,
+            tid: 0,
+            comm: Comm::new(""),
+            start: mono_ns,
+            end: mono_ns,
+            stage: None,
+            kind: ObsKind::Tick,
         }
     }
 }

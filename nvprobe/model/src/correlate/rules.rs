@@ -77,6 +77,8 @@ pub(crate) struct Facts<'a> {
     pub(crate) exited_ok: bool,
     /// The signal that explains the end, if any.
     pub(crate) signal: Option<&'a SignalInfo>,
+    /// The process ended (exited, or exec'd another program).
+    pub(crate) exit: Option<&'a str>,
 }
 
 type Check = fn(&Facts<'_>, &mut Vec<Diagnosis>);
@@ -84,6 +86,8 @@ type Check = fn(&Facts<'_>, &mut Vec<Diagnosis>);
 /// The checks, in the order their diagnoses are listed.
 const CHECKS: &[Check] = &[
     libcuda_not_found,
+    super::rules_library::libcuda_unloadable,
+    super::rules_library::cuda_interposer,
     stub_library,
     node_problems,
     inherited_fds,
@@ -99,6 +103,14 @@ const CHECKS: &[Check] = &[
 
 pub(crate) fn diagnose(f: &Facts<'_>) -> Vec<Diagnosis> {
     let mut v = Vec::new();
+    if matches!(f.st.interposed, Some((_, _, false))) {
+        // A preloaded library answered cuInit in libcuda's place: what
+        // libcuda's answers would mean (no device, a fork, a stub) says
+        // nothing here.
+        super::rules_library::cuda_interposer(f, &mut v);
+        signal_or_uvm_step(f, &mut v);
+        return v;
+    }
     for c in CHECKS {
         c(f, &mut v);
     }
@@ -200,7 +212,9 @@ fn os_call_failed(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
         "cuInit returned {} ({code}) and no call on an NVIDIA file failed",
         name.unwrap_or("CUresult")
     );
-    if let Some(l) = st.info.as_ref().and_then(|i| i.limits.as_ref()) {
+    if let Some(i) = st.info.as_ref()
+        && let Some(l) = i.limits.as_ref()
+    {
         let mut facts = Vec::new();
         if let Some((soft, hard)) = l.nofile {
             let n = |v: Option<u64>| v.map_or_else(|| "unlimited".to_owned(), |x| x.to_string());
@@ -212,9 +226,11 @@ fn os_call_failed(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
         if let Some(n) = l.seccomp_filters {
             facts.push(format!("{n} seccomp filter{}", plural(n)));
         }
+        facts.extend(super::rules_refused::limit_facts(l));
         if !facts.is_empty() {
             evidence.push_str(&format!(
-                "; when nvprobe read the process (at its first NVIDIA file): {}",
+                "; when nvprobe read the process ({}): {}",
+                i.read_when(),
                 facts.join(", ")
             ));
         }
@@ -295,6 +311,9 @@ fn node_problems(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
         };
         let limits = f.st.info.as_ref().and_then(|i| i.limits.as_ref());
         let evidence = match id {
+            DiagId::NodeCreateFailed => {
+                format!("{path}: {why}{}", super::rules_refused::userns_text(f.st))
+            }
             DiagId::ModuleNotLoaded => {
                 let m = module_of_entry(path).unwrap_or("nvidia");
                 format!("{path}: {why}: the {m} kernel module is not loaded")
@@ -303,18 +322,8 @@ fn node_problems(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
                 format!("{path}: {why}{}", mode_facts(f.st, path, id))
             }
             DiagId::NotPermitted => format!(
-                "{path}: {why}: not the file's mode (that refuses with EACCES): {}{}",
-                if path.starts_with("/dev/") {
-                    "the device cgroup or a seccomp filter refused it"
-                } else {
-                    "not a device, so not the device cgroup: a seccomp filter or sandbox refused it"
-                },
-                match limits.and_then(|l| l.seccomp_filters) {
-                    Some(n) if n > 0 => {
-                        format!("; the process ran under {n} seccomp filter{}", plural(n))
-                    }
-                    _ => String::new(),
-                }
+                "{path}: {why}: not the file's mode (that refuses with EACCES): {}",
+                super::rules_refused::eperm_cause(f.st, path)
             ),
             DiagId::FileLimit if why == "EMFILE" => format!(
                 "{path}: {why}: the process's open-file limit (RLIMIT_NOFILE) was reached{}",
@@ -387,8 +396,9 @@ fn mode_facts(st: &ProcInit, path: &str, id: DiagId) -> String {
             a.who()
         ),
         DiagId::SecurityModuleDenied => format!(
-            ": the mode allows it ({node}; the process runs as {}) and /dev is not nodev: a security module refused it",
-            a.who()
+            ": the mode allows it ({node}; the process runs as {}) and /dev is not nodev: a security module refused it{}",
+            a.who(),
+            super::rules_refused::lsm_text(a)
         ),
         _ if a.mode_allows_rw(n) == Some(false) => format!(
             ": the mode refuses read and write ({node}; the process runs as {})",
@@ -398,7 +408,7 @@ fn mode_facts(st: &ProcInit, path: &str, id: DiagId) -> String {
     }
 }
 
-fn plural(n: u32) -> &'static str {
+pub(crate) fn plural(n: u32) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
@@ -424,24 +434,29 @@ fn inherited_fds(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
 }
 
 fn version_mismatch(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
-    let libs =
-        f.st.info
-            .as_ref()
-            .map(|i| i.libcuda.as_slice())
-            .unwrap_or_default();
     let module = f.st.host_driver.as_deref();
-    let other = libs.iter().find(|l| {
-        !l.stub
-            && l.version
-                .as_deref()
-                .zip(module)
-                .is_some_and(|(a, b)| a != b)
+    // The libcuda files mapped, then those the loader was seen opening (a
+    // copy mapped after nvprobe read the process): (path, version).
+    let libs: Vec<(&str, Option<&str>)> = f.st.info.as_ref().map_or_else(Vec::new, |i| {
+        i.libcuda
+            .iter()
+            .filter(|l| !l.stub)
+            .map(|l| (l.path.as_str(), l.version.as_deref()))
+            .chain(
+                i.libcuda_opened
+                    .iter()
+                    .filter(|l| !l.stub && l.unloadable.is_none())
+                    .map(|l| (l.path.as_str(), l.version.as_deref())),
+            )
+            .collect()
     });
-    let both = |l: &crate::attribution::LibcudaMapped| {
+    let other = libs
+        .iter()
+        .find(|(_, v)| v.zip(module).is_some_and(|(a, b)| a != b));
+    let both = |(path, version): &(&str, Option<&str>)| {
         format!(
-            "libcuda {} is {}, the kernel module is {}",
-            l.path,
-            l.version.as_deref().unwrap_or("?"),
+            "libcuda {path} is {}, the kernel module is {}",
+            version.unwrap_or("?"),
             module.unwrap_or("?")
         )
     };
@@ -452,10 +467,30 @@ fn version_mismatch(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
             format!("{call} returned {result}{extra}"),
         ));
     } else if let Some(l) = other {
-        out.push(Diagnosis {
-            severity: DiagSeverity::Warning,
-            ..diag(DiagId::VersionMismatch, both(l))
-        });
+        // The driver's own answer to the handshake: a library of another
+        // version that was told the driver's build stops there (a failed
+        // start-up); without it, the versions alone are a warning.
+        match f.st.told_version.as_deref() {
+            Some(told) if l.1.is_some_and(|v| v != told) => {
+                let ended = if f.st.curesult.is_none() && f.exit.is_some() && !f.st.uvm_touched {
+                    "; it made no UVM call and no cuInit return was seen"
+                } else {
+                    ""
+                };
+                out.push(diag(
+                    DiagId::VersionMismatch,
+                    format!(
+                        "{}; the driver answered its version handshake with build {told} \
+(NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION){ended}",
+                        both(l)
+                    ),
+                ));
+            }
+            _ => out.push(Diagnosis {
+                severity: DiagSeverity::Warning,
+                ..diag(DiagId::VersionMismatch, both(l))
+            }),
+        }
     }
 }
 
@@ -514,6 +549,8 @@ fn no_visible_devices(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
                 | DiagId::NodeWrongDevice
                 | DiagId::NodeNodev
                 | DiagId::SecurityModuleDenied
+                | DiagId::NodeMissing
+                | DiagId::NodeCreateFailed
         ) && d.evidence.starts_with("/dev/nvidia")
     });
     if no_device && refused_node {
@@ -567,6 +604,7 @@ fn ioctls_unseen(st: &ProcInit) -> Option<Diagnosis> {
         .as_ref()
         .and_then(|i| i.limits.as_ref())
         .and_then(|l| l.seccomp_filters);
+    let when = st.info.as_ref().map_or("", |i| i.read_when());
     Some(diag(
         DiagId::CallsBlocked,
         format!(
@@ -575,10 +613,10 @@ a seccomp filter refuses a call before the kernel traces it{}",
             st.ctl_opens,
             plural(st.ctl_opens),
             match filters {
-                Some(0) =>
-                    "; none was in place when nvprobe read the process (at its first NVIDIA file): \
+                Some(0) => format!(
+                    "; none was in place when nvprobe read the process ({when}): \
 one installed later (a sandbox library, the program itself)"
-                        .to_owned(),
+                ),
                 Some(n) => format!("; the process ran under {n} seccomp filter{}", plural(n)),
                 None => String::new(),
             }
@@ -586,7 +624,34 @@ one installed later (a sandbox library, the program itself)"
     ))
 }
 
+/// A fault of the process itself, not a kill (SIGILL, SIGBUS, SIGFPE,
+/// SIGSEGV from the kernel).
+const HINT_FAULT: &str = "the process faulted (the kernel sends SIGSEGV, SIGBUS, SIGILL or SIGFPE for the \
+process's own bad access): nothing killed it from outside, and waiting longer will not help: get its core dump or run \
+it under a debugger; during start-up this is a corrupt or mismatched library";
+
 fn signal_or_uvm_step(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
+    if f.fatal_sig != 0 && f.st.fault_at_load().is_some() {
+        // The load itself faulted: libcuda_unloadable says so.
+        return;
+    }
+    if let Some(sig) = f.signal
+        && f.fatal_sig != 0
+        && matches!(f.fatal_sig, 4 | 7 | 8 | 11)
+        && sig.sender_pid.is_none()
+    {
+        out.push(Diagnosis {
+            hint: HINT_FAULT,
+            ..diag(
+                DiagId::KilledBySignal,
+                format!(
+                    "{} from {} at {:.1} ms: a fault, not a kill",
+                    sig.name, sig.sender, sig.at_ms
+                ),
+            )
+        });
+        return;
+    }
     if let Some(sig) = f.signal
         && f.fatal_sig != 0
     {

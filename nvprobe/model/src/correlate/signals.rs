@@ -220,7 +220,16 @@ impl ProcInit {
         };
         let sender_pid = matches!(code, 0 | -1 | -6).then_some(p.proc.pid);
         if self.signals.len() == 16 {
-            self.signals.remove(0);
+            // The oldest that landed in no call goes first: one that did
+            // explains a verdict given later (at the first context, or at
+            // the exit).
+            let i = self
+                .signals
+                .iter()
+                .take(12)
+                .position(|s| s.during.is_none())
+                .unwrap_or(0);
+            self.signals.remove(i);
         }
         let info = SignalInfo {
             at_ns: at,

@@ -27,6 +27,9 @@ pub(crate) struct ProcInit {
     pub(crate) opened_any: bool,
     /// A failed version check: (call, result).
     pub(crate) version_check: Option<(String, String)>,
+    /// The build version the driver told the process
+    /// (NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION).
+    pub(crate) told_version: Option<String>,
     /// (parent pid, whether the parent had finished cuInit) for a process
     /// seen forking.
     pub(crate) parent: Option<(u32, bool)>,
@@ -51,6 +54,9 @@ pub(crate) struct ProcInit {
     pub(crate) last_breakdown: Option<String>,
     /// Who the process is (the live collector's `process` record).
     pub(crate) info: Option<crate::attribution::ProcessInfo>,
+    /// When the last identity was read (ns): one read after an exec is
+    /// the new program's.
+    pub(crate) info_ns: u64,
     /// Per GPU: opened, registered with UVM.
     pub(crate) gpus: Vec<GpuProgress>,
     /// Paths that failed and later succeeded (start-up got past them).
@@ -77,6 +83,29 @@ pub(crate) struct ProcInit {
     pub(crate) host_gpus: std::sync::Arc<Vec<crate::attribution::HostGpu>>,
     /// The kernel module's version, when the host said.
     pub(crate) host_driver: Option<std::sync::Arc<str>>,
+    /// cuInit returned CUDA_SUCCESS and the verdict waits for the first
+    /// context until this time (ns): the start-up ends there.
+    pub(crate) context_due: Option<u64>,
+    /// The wait ran out with no context made.
+    pub(crate) context_waited: bool,
+    /// The first context call's return, or the device or context call that
+    /// failed before one was made.
+    pub(crate) context: Option<ContextStep>,
+    /// The first driver call that failed after cuInit returned
+    /// CUDA_SUCCESS (what the driver refused the first context).
+    pub(crate) after_init_failure: Option<FailedCall>,
+    /// The last stage reached when cuInit returned.
+    pub(crate) cuinit_stage: Option<String>,
+    /// The signal that ended the process (its exit, 0: none or not yet).
+    pub(crate) exit_sig: i32,
+    /// How many devices cuDeviceGetCount said were visible.
+    pub(crate) visible: Option<i32>,
+    /// A preloaded library's cuInit (an interposer's) is running, and
+    /// whether libcuda's own cuInit was entered meanwhile.
+    pub(crate) interposer_in: Option<bool>,
+    /// What the interposer's cuInit returned, and whether it called
+    /// libcuda's (false: it answered in libcuda's place).
+    pub(crate) interposed: Option<(i64, Option<&'static str>, bool)>,
 }
 
 impl ProcInit {
@@ -127,6 +156,18 @@ impl ProcInit {
                         .next()
                         .is_some_and(|b| b.starts_with("nvprobe"))
                 })
+    }
+
+    /// Killed by a fault (SIGBUS, SIGSEGV) after the loader opened a
+    /// libcuda and before any CUDA or driver call: the load itself faulted.
+    pub(crate) fn fault_at_load(&self) -> Option<(&str, i32)> {
+        let p = self.lib_loaded()?;
+        (matches!(self.exit_sig, 7 | 11)
+            && self.calls == 0
+            && self.cuda_calls == 0
+            && !self.cuinit_entered
+            && self.info.as_ref().is_none_or(|i| i.libcuda.is_empty()))
+        .then_some((p, self.exit_sig))
     }
 
     /// The libcuda the loader opened, when one open succeeded.
@@ -197,6 +238,29 @@ pub struct GpuProgress {
     pub registered_ms: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub register_result: Option<String>,
+}
+
+/// How long a start-up whose cuInit succeeded waits for its first
+/// context before its verdict is given without one (event time: a later
+/// event or the collector's tick ends the wait).
+pub const CONTEXT_WAIT_NS: u64 = 10_000_000_000;
+
+/// The step after cuInit: the first context made, or the device lookup or
+/// context call that failed before one was.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+pub struct ContextStep {
+    /// The libcuda function (cuDevicePrimaryCtxRetain, cuCtxCreate_v2,
+    /// cuDeviceGet, …).
+    pub call: String,
+    /// The device it named (the ordinal for cuDeviceGet), when the
+    /// function's prototype puts it where the uprobe reads.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<i32>,
+    /// Its CUresult: "NAME (code)".
+    pub result: String,
+    /// The CUresult's number (0: the context was made).
+    pub code: i64,
+    pub at_ms: f64,
 }
 
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]

@@ -133,6 +133,15 @@ process asks for HMM (docs/NVIDIA-ABI.md §6.3). Check how the process ended; if
 modprobe nvidia_uvm uvm_disable_hmm=1";
     UvmStepFailed => "uvm_step_failed", reference: hmm_issues!(),
         hint: HMM_HINT;
+    LibcudaUnloadable => "libcuda_unloadable", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "the dynamic loader found a file by libcuda's name first on the library path and could not load it \
+(an empty placeholder, a copy cut short, another architecture's library, a text file): remove or replace that file, \
+or put the driver's own libcuda first (LD_LIBRARY_PATH, /etc/ld.so.conf.d then ldconfig, the container's library \
+mounts; `ldconfig -p | grep libcuda` lists what the loader knows)";
+    CudaInterposer => "cuda_interposer", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "a library the process preloads (LD_PRELOAD, /etc/ld.so.preload) exports the CUDA driver API, so the \
+program's calls reach it before libcuda: it answered cuInit (a GPU-sharing or virtual-GPU shim such as HAMi's \
+libvgpu.so, a test double, a profiler): check what it is for and its own settings, or run without it";
     StubLibrary => "stub_library", reference: "docs/FAILURE-CATALOGUE.md",
         hint: "the process loaded the CUDA toolkit's link-time stub libcuda (lib/stubs), which only lets programs link: \
 remove the stubs folder from LD_LIBRARY_PATH / the rpath so the driver's libcuda.so.1 is found";
@@ -146,6 +155,19 @@ driver upgraded without a reboot): use the libcuda of the module's version, or r
     SystemNotReady => "system_not_ready", reference: "docs/FAILURE-CATALOGUE.md",
         hint: "CUDA_ERROR_SYSTEM_NOT_READY: on NVSwitch systems the fabric manager must run (systemctl start \
 nvidia-fabricmanager, same version as the driver)";
+    InvalidDevice => "invalid_device", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "CUDA numbers the devices this process can see from 0 to the count minus one, after CUDA_VISIBLE_DEVICES \
+has chosen and reordered them (a process given GPU 3 by CUDA_VISIBLE_DEVICES=3 calls it device 0): ask for an ordinal \
+below the count (a local rank against the GPUs per node, a --device flag), or make that many GPUs visible \
+(CUDA_VISIBLE_DEVICES, the container's or the scheduler's GPU list)";
+    ContextOutOfMemory => "context_out_of_memory", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "a context needs device memory of its own (hundreds of MiB) and the GPU had none left: the processes that \
+hold the GPU are listed (nvidia-smi shows how much each has): stop or wait for them, give each process a GPU of its own \
+(CUDA_VISIBLE_DEVICES, the scheduler's GPU request), or cap what each takes on a shared GPU \
+(torch.cuda.set_per_process_memory_fraction, MPS or MIG partitions)";
+    ContextFailed => "context_failed", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "cuInit succeeded and the first context did not: the driver call named is what refused it (its NV_STATUS); \
+without one, read the kernel log (dmesg | grep -i -e nvrm -e xid) and the GPU's state (nvidia-smi -q)";
     DevicesUnavailable => "devices_unavailable", reference: "docs/FAILURE-CATALOGUE.md",
         hint: "every visible GPU is busy or unavailable: check the compute mode (nvidia-smi -q -d COMPUTE: \
 EXCLUSIVE_PROCESS allows one process, PROHIBITED none) and who holds the GPU (nvidia-smi)";

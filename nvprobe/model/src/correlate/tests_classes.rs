@@ -56,7 +56,9 @@ pub(super) fn cuda(t: u64, func: &'static str, ret: Option<(i64, &'static str)>)
         result: ret.map(|r| r.0),
         result_name: ret.map(|r| r.1),
         flags: None,
+        interposer: false,
         value: None,
+        device: None,
         raw: None,
     })
 }
@@ -355,7 +357,7 @@ fn a_visibility_list_that_matches_nothing_is_said_plainly() {
 
 /// The dynamic loader's open of a libcuda (O_RDONLY|O_CLOEXEC): found, or
 /// not (`errno`).
-fn lib_open(t: u64, path: &str, errno: Option<&str>) -> Event {
+pub(super) fn lib_open(t: u64, path: &str, errno: Option<&str>) -> Event {
     let Event::Open(mut p) = open(t, path, "none") else {
         unreachable!()
     };

@@ -13,7 +13,7 @@ use crate::attribution::{Limits, ProcessInfo};
 use crate::correlate::{DiagId, Outcome};
 
 /// An open of `path` refused with `errno`.
-fn refused(t: u64, path: &str, errno: &str) -> Event {
+pub(super) fn refused(t: u64, path: &str, errno: &str) -> Event {
     let Event::Open(mut p) = open(t, path, "ctl") else {
         unreachable!()
     };
@@ -158,6 +158,7 @@ fn a_304_without_a_failed_nvidia_call_names_what_the_process_ran_under() {
         seccomp_filters: Some(0),
         nofile: Some((Some(5), Some(5))),
         fds: Some(3),
+        ..Limits::default()
     });
     let v = verdicts_of(
         vec![info],
@@ -245,6 +246,7 @@ fn with_node(mode: u32, nodev: bool, fsuid: u32, cap_eff: &str) -> ProcessInfo {
                 rdev: Some("238:0".into()),
             }],
             dev_nodev: Some(nodev),
+            ..crate::attribution::Access::default()
         }),
         ..ProcessInfo::default()
     }
@@ -280,4 +282,127 @@ fn eacces_names_the_mode_a_nodev_mount_or_a_security_module() {
     // Root's CAP_DAC_OVERRIDE passes the mode of a 0000 node.
     let (id, _, _) = refusal(with_node(0o000, false, 0, "000001ffffffffff"));
     assert_eq!(id, DiagId::SecurityModuleDenied);
+}
+
+/// EPERM on a device node: the device cgroup when the process's cgroup has
+/// device programs and no seccomp filter was in place; a seccomp filter
+/// when no device rule applies; cgroup v1's list when it allows no NVIDIA
+/// device.
+#[test]
+fn eperm_names_the_device_cgroup_or_seccomp_by_what_was_in_place() {
+    let with = |programs: Option<u32>, filters: u32, list: Vec<&str>| {
+        let mut i = with_limits(Limits {
+            seccomp: Some(if filters > 0 { 2 } else { 0 }),
+            seccomp_filters: Some(filters),
+            ..Limits::default()
+        });
+        i.access = Some(crate::attribution::Access {
+            device_programs: programs,
+            devices_list: list.into_iter().map(Into::into).collect(),
+            ..crate::attribution::Access::default()
+        });
+        i
+    };
+    let evidence = |info: ProcessInfo| {
+        let v = verdict(Some(info), &[refused(1, "/dev/nvidiactl", "EPERM")]);
+        let d = v[0]
+            .diagnoses
+            .iter()
+            .find(|d| d.id == DiagId::NotPermitted)
+            .expect("not_permitted")
+            .clone();
+        d.evidence
+    };
+    assert_eq!(
+        evidence(with(Some(1), 0, vec![])),
+        "/dev/nvidiactl: EPERM: not the file's mode (that refuses with EACCES): the device cgroup refused it \
+(1 device program (cgroup v2 BPF_CGROUP_DEVICE) decides this process's device opens; no seccomp filter was in \
+place when nvprobe read the process (at its first NVIDIA file))"
+    );
+    assert!(
+        evidence(with(Some(0), 2, vec![]))
+            .contains("a seccomp filter refused it (no device cgroup rule applies)"),
+    );
+    assert!(
+        evidence(with(None, 0, vec!["c 1:3 rwm", "c 136:* rwm"])).contains(
+            "the device cgroup refused it (the cgroup's devices.list allows no NVIDIA device"
+        ),
+    );
+    // Both in place: both are named, neither is claimed.
+    assert!(
+        evidence(with(Some(1), 1, vec![]))
+            .contains("the device cgroup or a seccomp filter refused it"),
+    );
+}
+
+/// What a start-up can run out of besides descriptors is in the evidence
+/// of a CUresult with no failed driver call.
+#[test]
+fn a_cgroup_at_its_task_limit_is_in_the_evidence() {
+    let info = with_limits(Limits {
+        seccomp_filters: Some(0),
+        pids: Some(crate::attribution::CgroupCount {
+            current: 1,
+            max: Some(1),
+        }),
+        ..Limits::default()
+    });
+    let v = verdicts_of(
+        vec![info],
+        Vec::new(),
+        &[
+            cuda(0, "cuInit", None),
+            cuda(3, "cuInit", Some((304, "CUDA_ERROR_OPERATING_SYSTEM"))),
+        ],
+    );
+    let d = &v[0].diagnoses[0];
+    assert_eq!(d.id, DiagId::OsCallFailed);
+    assert!(
+        d.evidence.ends_with(
+            "0 seccomp filters, the cgroup's tasks (pids.current) 1 of 1 (at the limit)"
+        ),
+        "{}",
+        d.evidence
+    );
+}
+
+/// A refused mknod in a user namespace says so; EACCES with the mode
+/// allowing it names the security modules active and the label.
+#[test]
+fn a_user_namespace_and_the_security_modules_are_named() {
+    let mut info = with_node(0o666, false, 0, "0");
+    if let Some(a) = info.access.as_mut() {
+        a.userns = Some("0 1000 1".into());
+        a.lsm = Some("lockdown,capability,apparmor".into());
+        a.label = Some("docker-default (enforce)".into());
+    }
+    let mut mknod = crate::correlate::tests::open(2, "/dev/nvidia0", "gpu");
+    if let Event::Open(p) = &mut mknod {
+        p.syscall = "mknodat";
+        p.ret = -1;
+        p.errno = Some("EPERM".into());
+        p.ok = false;
+    }
+    let Event::Open(p) = mknod else {
+        unreachable!()
+    };
+    let v = verdict(
+        Some(info),
+        &[Event::Mknod(p), refused(3, "/dev/nvidia-uvm", "EACCES")],
+    );
+    let ev: Vec<(DiagId, &str)> = v[0]
+        .diagnoses
+        .iter()
+        .map(|d| (d.id, d.evidence.as_str()))
+        .collect();
+    assert!(
+        ev.iter().any(|(id, e)| *id == DiagId::NodeCreateFailed
+            && e.contains("the process runs in a user namespace (uid_map 0 1000 1)")),
+        "{ev:?}"
+    );
+    assert!(
+        ev.iter().any(|(id, e)| *id == DiagId::SecurityModuleDenied
+            && e.ends_with("(active on the host: lockdown,capability,apparmor; the process's label: docker-default (enforce))")),
+        "{ev:?}"
+    );
 }

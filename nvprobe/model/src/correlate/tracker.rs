@@ -7,7 +7,7 @@ use super::{
     obs::{CallRef, Comm},
     record::Record,
     stages::{STAGES, StageHit},
-    state::{FailedCall, GpuKey, ProcInit, ms},
+    state::{CONTEXT_WAIT_NS, ContextStep, FailedCall, GpuKey, ProcInit, ms},
 };
 
 /// libcuda calls that start nothing: nvidia-smi asks for export tables
@@ -21,6 +21,29 @@ const NOT_STARTING: &[&str] = &[
     "cuGetErrorString",
     "cuGetErrorName",
 ];
+
+/// Whether `func` makes a first context (the kernel side quiets a
+/// process after the first that succeeds): its return ends the start-up.
+fn makes_context(func: &str) -> bool {
+    nvprobe_common::CUDA_CONTEXT_FUNCS
+        .iter()
+        .any(|&f| nvprobe_common::cuda_func_name(f) == Some(func))
+}
+
+/// Device lookups before the first context: one that fails ends the
+/// start-up (a program has no device to make a context on).
+const DEVICE_LOOKUPS: &[&str] = &["cuDeviceGet", "cuDeviceGetCount", "cuDeviceGetByPCIBusId"];
+
+/// A libcuda call's return, as the tracker needs it.
+pub(crate) struct CudaEnd {
+    /// The call went to an interposer, not libcuda.
+    pub(crate) interposer: bool,
+    pub(crate) end: u64,
+    pub(crate) result: Option<i64>,
+    pub(crate) result_name: Option<&'static str>,
+    pub(crate) device: Option<i32>,
+    pub(crate) value: Option<i32>,
+}
 
 /// A path event as the tracker needs it.
 pub(crate) struct PathObs {
@@ -60,35 +83,101 @@ impl ProcInit {
         }
     }
 
-    /// A libcuda call: cuInit's entry, or its return with the verdict.
+    /// A libcuda call: cuInit's entry, or a return. A failed cuInit gives
+    /// the verdict; a successful one starts the wait for the first context
+    /// ([`ContextStep`]), whose call (or a failed device lookup before it)
+    /// gives the verdict.
     pub(crate) fn on_cuda(
         &mut self,
         pid: u32,
         func: &str,
-        end: Option<(u64, Option<i64>, Option<&'static str>)>,
+        end: Option<CudaEnd>,
         out: &mut Vec<Record>,
     ) {
         if !NOT_STARTING.contains(&func) {
             self.cuda_calls += 1;
         }
-        if func != "cuInit" {
-            if let Some((_, Some(3), _)) = end {
-                self.not_initialized.get_or_insert_with(|| func.to_owned());
+        let Some(r) = end else {
+            if func == "cuInit" {
+                self.cuinit_entered = true;
+                if let Some(during) = self.interposer_in.as_mut() {
+                    *during = true;
+                }
             }
             return;
-        }
-        let Some((end, result, result_name)) = end else {
-            self.cuinit_entered = true;
-            return;
         };
-        self.last_ns = self.last_ns.max(end);
-        self.curesult = Some((result.unwrap_or(0), result_name));
-        if !self.done {
-            out.push(Record::Cuinit(Box::new(super::verdict::verdict(
-                pid, self, None,
-            ))));
-            self.done = true;
+        let code = r.result.unwrap_or(0);
+        if r.interposer {
+            if func != "cuInit" {
+                return;
+            }
+            // Its cuInit returned: did it call libcuda's?
+            let forwarded = self.interposer_in.take().unwrap_or(self.cuinit_entered);
+            self.interposed = Some((code, r.result_name, forwarded));
+            if forwarded || self.curesult.is_some() {
+                return;
+            }
+            // It answered in libcuda's place: its answer is what the
+            // program got from cuInit.
         }
+        if func == "cuInit" {
+            self.last_ns = self.last_ns.max(r.end);
+            self.curesult = Some((code, r.result_name));
+            self.cuinit_stage = self.last_stage();
+            if self.done || self.context_due.is_some() {
+                return;
+            }
+            if code == 0 {
+                self.context_due = Some(r.end.saturating_add(CONTEXT_WAIT_NS));
+                return;
+            }
+            return self.give_verdict(pid, out);
+        }
+        if code == 3 {
+            self.not_initialized.get_or_insert_with(|| func.to_owned());
+        }
+        if func == "cuDeviceGetCount" && code == 0 && r.value.is_some() {
+            self.visible = r.value;
+        }
+        if self.done || self.context_due.is_none() {
+            return;
+        }
+        let ends = makes_context(func) || (code != 0 && DEVICE_LOOKUPS.contains(&func));
+        if !ends {
+            return;
+        }
+        self.last_ns = self.last_ns.max(r.end);
+        self.context = Some(ContextStep {
+            call: func.to_owned(),
+            device: r.device,
+            result: format!("{} ({code})", r.result_name.unwrap_or("CUresult")),
+            code,
+            at_ms: ms(r.end, self.first_ns),
+        });
+        self.give_verdict(pid, out);
+    }
+
+    /// A preloaded library's function entered (its cuInit is followed, to
+    /// learn whether it calls libcuda's).
+    pub(crate) fn on_interposer_entry(&mut self, func: &str) {
+        if !NOT_STARTING.contains(&func) {
+            self.cuda_calls += 1;
+        }
+        if func == "cuInit" {
+            self.interposer_in = Some(false);
+        }
+    }
+
+    /// The start-up's verdict, now (once).
+    pub(crate) fn give_verdict(&mut self, pid: u32, out: &mut Vec<Record>) {
+        if self.done {
+            return;
+        }
+        self.context_due = None;
+        out.push(Record::Cuinit(Box::new(super::verdict::verdict(
+            pid, self, None,
+        ))));
+        self.done = true;
     }
 
     /// An ioctl returned; `spans` are the driver functions this thread ran
@@ -191,12 +280,16 @@ impl ProcInit {
         {
             self.version_check = Some((o.call.text(), f.clone()));
         }
-        self.last_failure = Some(FailedCall {
+        let failed = FailedCall {
             call: o.call.text(),
             result: o.failure.clone().unwrap_or_default(),
             at_ms: ms(start, self.first_ns),
             duration_ms: end.saturating_sub(start) as f64 / 1e6,
-        });
+        };
+        if self.context_due.is_some() && self.after_init_failure.is_none() {
+            self.after_init_failure = Some(failed.clone());
+        }
+        self.last_failure = Some(failed);
     }
 
     /// The driver spans inside this call, as a breakdown when the call

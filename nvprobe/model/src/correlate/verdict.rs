@@ -6,7 +6,7 @@ use serde::Serialize;
 use super::{
     rules,
     stages::StageHit,
-    state::{FailedCall, ProcInit, SignalInfo, ms},
+    state::{CONTEXT_WAIT_NS, FailedCall, ProcInit, SignalInfo, ms},
     table::{DiagId, Diagnosis},
 };
 
@@ -64,6 +64,11 @@ pub struct CuInit {
     /// What cuInit returned, when its uprobe saw the return.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub curesult: Option<String>,
+    /// After a successful cuInit: the first context made, or the device
+    /// lookup or context call that failed before one was (the start-up
+    /// ends there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<super::state::ContextStep>,
     pub diagnoses: Vec<Diagnosis>,
     /// cuda (called cuInit or another CUDA driver API, or set up UVM),
     /// nvml (a driver client that never starts CUDA: nvidia-smi, DCGM,
@@ -104,16 +109,17 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<(String, i32)>) -> C
         fatal_sig,
         exited_ok: exit.as_ref().is_some_and(|e| e.1 == 0),
         signal: signal.as_ref(),
+        exit: exit.as_ref().map(|e| e.0.as_str()),
     });
     let (result, text, source, curesult) = if let Some((code, name)) = st.curesult {
         let r = format!("{} ({code})", name.unwrap_or("CUresult"));
         let (result, text) = if code == 0 {
-            (
-                Outcome::Ok,
-                format!(
-                    "cuInit returned {r} after {}",
-                    last_stage.as_deref().unwrap_or("no driver call")
-                ),
+            after_cuinit(
+                st,
+                &r,
+                last_stage.as_deref(),
+                exit.as_ref(),
+                signal.as_ref(),
             )
         } else {
             (
@@ -159,7 +165,24 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<(String, i32)>) -> C
         };
         (result, text, source, None)
     };
-    rules::settle_severity(&mut diagnoses, st, result == Outcome::Ok);
+    let text = match st.interposed {
+        Some((_, _, false)) if st.curesult.is_some() => text.replacen(
+            "cuInit returned",
+            &format!(
+                "cuInit, answered by {} in libcuda's place, returned",
+                super::rules_library::interposer_name(st)
+            ),
+            1,
+        ),
+        _ => text,
+    };
+    let context_failed = st.context.as_ref().is_some_and(|c| c.code != 0);
+    // Whatever cuInit got past, it succeeded: a first context that failed
+    // is explained by the context's own diagnoses.
+    rules::settle_severity(&mut diagnoses, st, result == Outcome::Ok || context_failed);
+    if context_failed {
+        diagnoses.extend(super::rules_context::diagnose(st));
+    }
     let text = with_gpu(text, st);
     CuInit {
         pid,
@@ -170,15 +193,97 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<(String, i32)>) -> C
         total_ms: ms(st.last_ns, st.first_ns),
         stages: st.stages.clone(),
         calls: st.calls,
-        failed_call: st.last_failure.clone(),
+        failed_call: if context_failed {
+            st.after_init_failure.clone()
+        } else {
+            st.last_failure.clone()
+        },
         signal,
         exit: exit.map(|e| e.0),
         curesult,
+        context: st.context.clone(),
         diagnoses,
         class,
         process: st.info.clone(),
         gpus: st.gpus.clone(),
     }
+}
+
+/// The result and text of a start-up whose cuInit succeeded: it ended at
+/// the first context, or at the device or context call that failed
+/// before one was made, or without one.
+fn after_cuinit(
+    st: &ProcInit,
+    r: &str,
+    last_stage: Option<&str>,
+    exit: Option<&(String, i32)>,
+    signal: Option<&SignalInfo>,
+) -> (Outcome, String) {
+    // The stage cuInit had reached when it returned (the first context's
+    // calls reach later ones).
+    let init = format!(
+        "cuInit returned {r} after {}",
+        st.cuinit_stage
+            .as_deref()
+            .or(last_stage)
+            .unwrap_or("no driver call")
+    );
+    if st.context.is_none()
+        && let Some((how, sig)) = exit
+        && *sig != 0
+    {
+        // Killed before its first context: the start-up did not end.
+        return (
+            Outcome::Killed,
+            format!(
+                "{init}, then {how}{} before a first context was made",
+                signal.map_or(String::new(), |s| format!(
+                    " (from {}{})",
+                    s.sender,
+                    s.during
+                        .as_ref()
+                        .map_or(String::new(), |c| format!(", during {c}"))
+                ))
+            ),
+        );
+    }
+    let Some(c) = &st.context else {
+        let why = if st.context_waited {
+            format!(
+                "; no context in the {} s after it",
+                CONTEXT_WAIT_NS / 1_000_000_000
+            )
+        } else if exit.is_some() {
+            "; no context made".to_owned()
+        } else {
+            String::new()
+        };
+        return (Outcome::Ok, format!("{init}{why}"));
+    };
+    let dev = c.device.map_or(String::new(), |d| format!(" (device {d})"));
+    if c.code == 0 {
+        return (
+            Outcome::Ok,
+            format!(
+                "{init}; first context: {}{dev} at {:.1} ms",
+                c.call, c.at_ms
+            ),
+        );
+    }
+    (
+        Outcome::Failed,
+        format!(
+            "{init}, then {}{dev} returned {}{}",
+            c.call,
+            c.result,
+            st.after_init_failure
+                .as_ref()
+                .map_or(String::new(), |f| format!(
+                    "; the driver call that explains it: {} returned {}",
+                    f.call, f.result
+                ))
+        ),
+    )
 }
 
 /// Programs that use the driver without starting CUDA (NVML clients).
@@ -205,11 +310,24 @@ pub(crate) fn class_of(st: &ProcInit) -> Class {
     // A libcuda mapped, or a loader's search that found none. A libcuda
     // opened but never seen mapped is no load: any program that reads the
     // file opens it so (ldconfig, `nvprobe doctor`, a backup).
+    let ldconfig = exe_is("ldconfig") || exe_is("ldconfig.real");
     let libcuda = st.info.as_ref().is_some_and(|i| !i.libcuda.is_empty())
-        || (!st.lib_opens.is_empty()
-            && st.lib_loaded().is_none()
-            && !exe_is("ldconfig")
-            && !exe_is("ldconfig.real"));
+        || (!st.lib_opens.is_empty() && st.lib_loaded().is_none() && !ldconfig);
+    // A libcuda loaded: mapped, or opened by the loader and followed by
+    // driver calls (a copy mapped after nvprobe read the process), or one
+    // the loader found and could not load.
+    let unloadable = st
+        .info
+        .as_ref()
+        .is_some_and(|i| i.libcuda_opened.iter().any(|f| f.unloadable.is_some()));
+    let loaded = st
+        .info
+        .as_ref()
+        .is_some_and(|i| !i.libcuda.is_empty() || !i.cuda_preloads.is_empty())
+        || st.fault_at_load().is_some()
+        || (!ldconfig
+            && (unloadable || (st.lib_loaded().is_some() && (st.calls > 0 || st.opened_any))));
+    let client = DRIVER_CLIENTS.iter().any(|c| exe_is(c));
     let nvml = st.info.as_ref().is_some_and(|i| i.libnvml.is_some())
         || DRIVER_CLIENTS.iter().any(|c| exe_is(c));
     // UVM registration is the step only CUDA takes (nvidia-smi opens UVM and
@@ -220,6 +338,10 @@ pub(crate) fn class_of(st: &ProcInit) -> Class {
     if st.parent.is_some() && exe_is("nvidia-modprobe") {
         Class::Helper
     } else if st.cuinit_entered || st.curesult.is_some() || st.cuda_calls > 0 || registered {
+        Class::Cuda
+    } else if loaded && !client {
+        // A process that loaded a libcuda was starting CUDA, whatever else
+        // it has mapped (NVML beside it).
         Class::Cuda
     } else if nvml && (st.calls > 0 || st.opened_any || !st.modprobe.is_empty()) {
         Class::Nvml
@@ -270,6 +392,7 @@ fn other_class(
                 fatal_sig: exit.as_ref().map_or(0, |e| e.1),
                 exited_ok: exit.as_ref().is_some_and(|e| e.1 == 0),
                 signal: signal.as_ref(),
+                exit: exit.as_ref().map(|e| e.0.as_str()),
             });
             d.retain(|x| {
                 matches!(
@@ -348,6 +471,7 @@ fn other_class(
         signal,
         exit: exit.map(|e| e.0),
         curesult: None,
+        context: None,
         diagnoses,
         class,
         process: st.info.clone(),
@@ -433,11 +557,10 @@ fn driver_only(
                     f.result,
                     last_stage.unwrap_or("no stage")
                 ),
-                None => format!(
-                    "stopped after {}: {}",
-                    last_stage.unwrap_or("no stage"),
-                    diagnoses[0].evidence
-                ),
+                None => match last_stage {
+                    Some(s) => format!("stopped after {s}: {}", diagnoses[0].evidence),
+                    None => format!("stopped before any driver call: {}", diagnoses[0].evidence),
+                },
             },
         ),
         (Some((e, _)), false) if st.calls == 0 && st.cuda_calls == 0 && !st.cuinit_entered => (
@@ -449,10 +572,19 @@ fn driver_only(
         ),
         (Some((e, _)), false) if !st.reached[4] && !st.cuinit_entered => (
             Outcome::Exited,
-            format!(
-                "{e} after {} without touching UVM or cuInit: a driver client such as NVML, not a CUDA start-up",
-                last_stage.unwrap_or("no stage")
-            ),
+            match st.lib_loaded() {
+                // Its libcuda was loaded: the start-up's calls were not
+                // seen (a copy hooked after its cuInit), not absent.
+                Some(p) => format!(
+                    "{e} after {}, having loaded {p}, before any UVM call; its cuInit was not seen (a libcuda copy \
+hooked after its start-up)",
+                    last_stage.unwrap_or("no stage")
+                ),
+                None => format!(
+                    "{e} after {} without touching UVM or cuInit: a driver client such as NVML, not a CUDA start-up",
+                    last_stage.unwrap_or("no stage")
+                ),
+            },
         ),
         (Some((e, _)), false) => (
             Outcome::Exited,

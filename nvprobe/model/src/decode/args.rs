@@ -37,6 +37,9 @@ pub struct Known {
     pub pageable: Option<bool>,
     /// The GPU a UVM command or an RM control names (`gpu_uuid`).
     pub gpu_uuid: Option<String>,
+    /// The driver's build version an RM control answered
+    /// (`driver_version`: NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION(_V2)).
+    pub driver_version: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -70,6 +73,11 @@ impl Args {
     pub fn pageable(&mut self, on: bool) {
         self.insert("pageableMemAccess", Arg::from(on));
         self.known.pageable = Some(on);
+    }
+    /// `driver_version`.
+    pub fn driver_version(&mut self, v: String) {
+        self.known.driver_version = Some(v.clone());
+        self.insert("driver_version", Arg::Text(v));
     }
     /// `gpu_uuid`.
     pub fn gpu_uuid(&mut self, uuid: String) {

@@ -355,10 +355,19 @@ pub struct CudaCall {
     /// cuInit's flags (enter).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub flags: Option<u64>,
+    /// The call went to a library other than libcuda that exports the
+    /// driver API (an LD_PRELOAD interposer), not to libcuda.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub interposer: bool,
     /// What a getter returned through its pointer: the driver version, the
     /// device count, the device handle.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub value: Option<i32>,
+    /// The device a start-up call names (return): the ordinal cuDeviceGet
+    /// asked for, the CUdevice of cuDevicePrimaryCtxRetain and of
+    /// cuCtxCreate/cuCtxCreate_v2.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub raw: Option<String>,
 }

@@ -3,7 +3,9 @@
 use super::*;
 
 pub(super) fn decode_cuda(ev: &CudaEvent, raw: Option<String>) -> Event {
-    let func = nvprobe_common::cuda_func_name(ev.func).unwrap_or("unknown");
+    let interposer = ev.func & nvprobe_common::CUDA_INTERPOSER != 0;
+    let number = ev.func & !nvprobe_common::CUDA_INTERPOSER;
+    let func = nvprobe_common::cuda_func_name(number).unwrap_or("unknown");
     let ret = ev.phase == CUDA_RETURN;
     Event::Cuda(CudaCall {
         proc: proc_of(&ev.hdr),
@@ -17,10 +19,28 @@ pub(super) fn decode_cuda(ev: &CudaEvent, raw: Option<String>) -> Event {
         duration_ns: ret.then_some(ev.duration_ns),
         result: ret.then_some(ev.ret),
         result_name: if ret { curesult::name(ev.ret) } else { None },
-        flags: (!ret && ev.func == nvprobe_common::CUDA_CUINIT).then_some(ev.args[0]),
+        flags: (!ret && number == nvprobe_common::CUDA_CUINIT).then_some(ev.args[0]),
+        interposer,
         value: (ret && ev.out_valid != 0).then_some(ev.out_val),
+        device: if ret {
+            device_arg(func, &ev.args)
+        } else {
+            None
+        },
         raw,
     })
+}
+
+/// The device argument of the start-up calls whose prototype puts it in
+/// the first three (cuda.h): cuDeviceGet(CUdevice *, int ordinal),
+/// cuDevicePrimaryCtxRetain(CUcontext *, CUdevice), cuCtxCreate(_v2)
+/// (CUcontext *, unsigned int flags, CUdevice).
+fn device_arg(func: &str, args: &[u64; 3]) -> Option<i32> {
+    match func {
+        "cuDeviceGet" | "cuDevicePrimaryCtxRetain" => Some(args[1] as u32 as i32),
+        "cuCtxCreate" | "cuCtxCreate_v2" => Some(args[2] as u32 as i32),
+        _ => None,
+    }
 }
 
 pub(super) fn decode_driver(ev: &DriverEvent, ctx: &Context, raw: Option<String>) -> Event {

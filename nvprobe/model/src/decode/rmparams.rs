@@ -54,7 +54,7 @@ pub const SPECS: &[Spec] = &[
                 return;
             }
             if !deref.is_empty() {
-                m.insert("driver_version", Arg::Text(escape_bytes(deref)));
+                m.driver_version(escape_bytes(deref));
             }
             if let Some(cl) = p.u32(32) {
                 m.insert("changelist", Arg::from(cl));
@@ -70,7 +70,7 @@ pub const SPECS: &[Spec] = &[
         needs: 256,
         decode: |p, _, m| {
             if let Some(s) = p.cstr(0, 64).filter(|s| !s.is_empty()) {
-                m.insert("driver_version", Arg::Text(s));
+                m.driver_version(s);
             }
         },
     },

@@ -165,14 +165,17 @@ fn cuda_text(s: &mut String, c: &CudaCall) {
     let _ = match c.phase {
         CudaPhase::Enter => write!(
             s,
-            "{}({}) ...",
+            "{}{}({}) ...",
+            if c.interposer { "[interposer] " } else { "" },
             c.func,
             c.flags.map_or(String::new(), |f| format!("flags={f:#x}"))
         ),
         CudaPhase::Return => write!(
             s,
-            "{}() = {} {}{} <{}>",
+            "{}{}({}) = {} {}{} <{}>",
+            if c.interposer { "[interposer] " } else { "" },
             c.func,
+            c.device.map_or(String::new(), |d| format!("device {d}")),
             c.result.unwrap_or(0),
             c.result_name.unwrap_or("?"),
             c.value.map_or(String::new(), |v| format!(" [value {v}]")),

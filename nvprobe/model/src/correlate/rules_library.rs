@@ -1,0 +1,161 @@
+//! The diagnoses of library loading: a libcuda the loader found and could
+//! not load (its ELF header says why), and a preloaded library that
+//! answers the CUDA driver API in libcuda's place.
+
+use super::{
+    rules::Facts,
+    table::{DiagId, DiagSeverity, Diagnosis, diag},
+};
+
+/// Each libcuda file the loader opened that it cannot load. An error
+/// unless another libcuda was then loaded (the loader goes on past a file
+/// of another class or machine), when the start-up got past it.
+pub(crate) fn libcuda_unloadable(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
+    if let Some((path, sig)) = f.st.fault_at_load() {
+        // Seen on the H200: the first 4 KiB of the real libcuda as
+        // libcuda.so.1 first on the path; the loader maps segments the
+        // file does not have, and the first touch past its end is SIGBUS.
+        let checked = f.st.info.as_ref().and_then(|i| {
+            i.libcuda_opened
+                .iter()
+                .find(|l| l.path == path)
+                .and_then(|l| l.unloadable.clone())
+        });
+        out.push(diag(
+            DiagId::LibcudaUnloadable,
+            format!(
+                "the process was killed by {} right after the dynamic loader opened {path}, before any CUDA or \
+driver call: {}",
+                if sig == 7 { "SIGBUS" } else { "SIGSEGV" },
+                checked.unwrap_or_else(|| if sig == 7 {
+                    "the loader maps a library's segments from its file, and touching one past the file's end \
+(a copy cut short) is SIGBUS".to_owned()
+                } else {
+                    "a library whose code or relocations are corrupt faults while it loads".to_owned()
+                })
+            ),
+        ));
+        return;
+    }
+    let Some(info) = f.st.info.as_ref() else {
+        return;
+    };
+    let got_past = info.libcuda.iter().any(|l| !l.stub) || matches!(f.st.curesult, Some((0, _)));
+    for l in &info.libcuda_opened {
+        let Some(why) = &l.unloadable else { continue };
+        let mut d = diag(
+            DiagId::LibcudaUnloadable,
+            format!(
+                "the dynamic loader opened {} and could not load it: {why}",
+                l.path
+            ),
+        );
+        if got_past {
+            d.severity = DiagSeverity::Recovered;
+            d.evidence.push_str("; another libcuda was loaded after it");
+        }
+        out.push(d);
+    }
+}
+
+/// The preloaded library, as the process named it (its `LD_PRELOAD`).
+pub(crate) fn interposer_name(st: &super::state::ProcInit) -> String {
+    st.info
+        .as_ref()
+        .and_then(|i| i.env.get("LD_PRELOAD"))
+        .map_or_else(
+            || "a preloaded library".to_owned(),
+            |v| format!("the preloaded {v}"),
+        )
+}
+
+/// A preloaded library that exports the driver API: it answered cuInit
+/// in libcuda's place (its uprobe saw its cuInit return without libcuda's
+/// being called), wrapped it and changed the answer, or (not hooked in
+/// time) libcuda was loaded under LD_PRELOAD and its own cuInit was never
+/// seen.
+pub(crate) fn cuda_interposer(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
+    let st = f.st;
+    let name = interposer_name(st);
+    let cuname = |code: i64, n: Option<&str>| format!("{} ({code})", n.unwrap_or("CUresult"));
+    match st.interposed {
+        Some((code, n, false)) => {
+            let mut d = diag(
+                DiagId::CudaInterposer,
+                format!(
+                    "cuInit was answered by {name} in libcuda's place: it returned {} and libcuda's own cuInit was not called",
+                    cuname(code, n)
+                ),
+            );
+            if code == 0 {
+                d.severity = DiagSeverity::Info;
+            }
+            out.push(d);
+        }
+        Some((code, n, true)) => {
+            let real = st.curesult.map(|(c, _)| c);
+            if real.is_some_and(|c| c != code) {
+                let mut d = diag(
+                    DiagId::CudaInterposer,
+                    format!(
+                        "{name} wraps cuInit: libcuda's returned {}, and the wrapper gave the program {}",
+                        st.curesult.map(|(c, n)| cuname(c, n)).unwrap_or_default(),
+                        cuname(code, n)
+                    ),
+                );
+                d.severity = DiagSeverity::Warning;
+                out.push(d);
+            }
+        }
+        None if st
+            .info
+            .as_ref()
+            .is_some_and(|i| !i.cuda_preloads.is_empty())
+            && !st.cuinit_entered
+            && st.calls == 0
+            && f.exit.is_some() =>
+        {
+            // Not hooked in time (a process over in a millisecond), but
+            // the preload was read while the process lived: it exports
+            // cuInit, so the program's cuInit is its.
+            let libs = st
+                .info
+                .as_ref()
+                .map(|i| i.cuda_preloads.join(", "))
+                .unwrap_or_default();
+            let mut d = diag(
+                DiagId::CudaInterposer,
+                format!(
+                    "{libs}, which the process preloads, exports cuInit, so the program's calls reach it before \
+libcuda: libcuda's own cuInit was not seen, nor any driver call, and the process {}",
+                    f.exit.unwrap_or("ended")
+                ),
+            );
+            if f.exited_ok {
+                d.severity = DiagSeverity::Warning;
+            }
+            out.push(d);
+        }
+        None => {
+            let preload = st.info.as_ref().and_then(|i| i.env.get("LD_PRELOAD"));
+            let loaded = st.info.as_ref().is_some_and(|i| !i.libcuda.is_empty())
+                || st.lib_loaded().is_some();
+            if let Some(v) = preload
+                && loaded
+                && !st.cuinit_entered
+                && st.calls == 0
+                && f.exit.is_some()
+            {
+                let mut d = diag(
+                    DiagId::CudaInterposer,
+                    format!(
+                        "the process loaded libcuda under LD_PRELOAD={v} and exited without libcuda's own cuInit \
+or any driver call: a preloaded library that exports the driver API answers calls before libcuda does"
+                    ),
+                );
+                d.severity = DiagSeverity::Warning;
+                out.push(d);
+            }
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! The evidence of the mechanisms that refuse a call before the driver
+//! sees it, in the kernel's order: seccomp and the device cgroup (EPERM),
+//! a user namespace (mknod), the security modules (EACCES when the mode
+//! allows it), and the limits a process runs out of (rlimits, the
+//! cgroup's pids and memory).
+
+use super::{rules::plural, state::ProcInit};
+use crate::attribution::{Access, CgroupCount, Limits};
+
+/// Who answered EPERM to a call on `path`: a seccomp filter (any path) or
+/// the device cgroup (a device node), with the facts that decide between
+/// them (the process's filters, the device programs of its cgroup, cgroup
+/// v1's devices.list).
+pub(crate) fn eperm_cause(st: &ProcInit, path: &str) -> String {
+    let info = st.info.as_ref();
+    let filters = info
+        .and_then(|i| i.limits.as_ref())
+        .and_then(|l| l.seccomp_filters);
+    let access = info.and_then(|i| i.access.as_ref());
+    let programs = access.and_then(|a| a.device_programs);
+    let list = access
+        .map(|a| a.devices_list.as_slice())
+        .unwrap_or_default();
+    let when = info.map_or("", |i| i.read_when());
+    let seccomp = match filters {
+        Some(n) if n > 0 => format!("the process ran under {n} seccomp filter{}", plural(n)),
+        Some(_) => format!("no seccomp filter was in place when nvprobe read the process ({when})"),
+        None => String::new(),
+    };
+    if !path.starts_with("/dev/") {
+        return join(
+            "not a device, so not the device cgroup: a seccomp filter or sandbox refused it",
+            &seccomp,
+        );
+    }
+    let v1_refuses = !list.is_empty()
+        && !list
+            .iter()
+            .any(|l| l.starts_with("a ") || l.starts_with("c 195:*") || l.starts_with("c *:*"));
+    let cgroup = match (programs, v1_refuses) {
+        (_, true) => format!(
+            "the cgroup's devices.list allows no NVIDIA device ({})",
+            list.join(", ")
+        ),
+        (Some(n), _) if n > 0 => format!(
+            "{n} device program{} (cgroup v2 BPF_CGROUP_DEVICE) decide{} this process's device opens",
+            plural(n),
+            if n == 1 { "s" } else { "" }
+        ),
+        (Some(_), _) => "no device program is attached to the process's cgroup".to_owned(),
+        (None, _) => String::new(),
+    };
+    let no_filter = filters == Some(0);
+    let devcg_possible = v1_refuses || programs.is_some_and(|n| n > 0);
+    let verdict = match (
+        devcg_possible,
+        no_filter,
+        programs.is_some() || !list.is_empty(),
+    ) {
+        (true, true, _) => "the device cgroup refused it",
+        (false, false, true) => "a seccomp filter refused it (no device cgroup rule applies)",
+        (false, true, true) => {
+            "neither a seccomp filter nor a device cgroup was in place when nvprobe read the process: one set up later, \
+or another sandbox, refused it"
+        }
+        _ => "the device cgroup or a seccomp filter refused it",
+    };
+    let facts: Vec<&str> = [cgroup.as_str(), seccomp.as_str()]
+        .into_iter()
+        .filter(|s| !s.is_empty())
+        .collect();
+    if facts.is_empty() {
+        verdict.to_owned()
+    } else {
+        format!("{verdict} ({})", facts.join("; "))
+    }
+}
+
+fn join(a: &str, b: &str) -> String {
+    if b.is_empty() {
+        a.to_owned()
+    } else {
+        format!("{a}; {b}")
+    }
+}
+
+/// "; the process runs in a user namespace (uid_map …), where mknod of a
+/// device node is refused", when it does.
+pub(crate) fn userns_text(st: &ProcInit) -> String {
+    match st
+        .info
+        .as_ref()
+        .and_then(|i| i.access.as_ref())
+        .and_then(|a| a.userns.as_deref())
+    {
+        Some(m) => format!(
+            "; the process runs in a user namespace (uid_map {m}), where creating a device node is refused \
+whatever its capabilities there"
+        ),
+        None => String::new(),
+    }
+}
+
+/// The security modules active on the host and the process's label.
+pub(crate) fn lsm_text(a: &Access) -> String {
+    let mut v = Vec::new();
+    if let Some(l) = &a.lsm {
+        v.push(format!("active on the host: {l}"));
+    }
+    if let Some(l) = &a.label {
+        v.push(format!("the process's label: {l}"));
+    }
+    if v.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", v.join("; "))
+    }
+}
+
+/// The limits a start-up can run out of besides descriptors: the cgroup's
+/// tasks (a thread libcuda starts) and memory, the address-space rlimit.
+pub(crate) fn limit_facts(l: &Limits) -> Vec<String> {
+    let mut v = Vec::new();
+    let count = |what: &str, c: &CgroupCount, unit: &str| {
+        format!(
+            "{what} {}{unit} of {}{}",
+            c.current,
+            c.max
+                .map_or_else(|| "max".to_owned(), |m| format!("{m}{unit}")),
+            if c.at_limit() { " (at the limit)" } else { "" }
+        )
+    };
+    if let Some(p) = &l.pids {
+        v.push(count("the cgroup's tasks (pids.current)", p, ""));
+    }
+    if let Some(m) = l.memory.as_ref().filter(|m| m.max.is_some()) {
+        v.push(count("the cgroup's memory (memory.current)", m, " bytes"));
+    }
+    if let Some((Some(soft), _)) = l.address_space {
+        v.push(format!("address-space limit (RLIMIT_AS) {soft} bytes"));
+    }
+    v
+}

@@ -1,0 +1,210 @@
+//! Library loading as part of start-up: a libcuda the loader found and
+//! could not load, a libcuda copy of another version mapped after nvprobe
+//! read the process, and a preloaded library that answers cuInit in
+//! libcuda's place. Constructed streams; the real ones are in
+//! nvprobe/model/tests.
+
+use super::{
+    tests::{exit_of, failed, io, open},
+    tests_classes::{cuda, lib_open, verdicts_of},
+};
+use crate::attribution::{LibcudaOpened, ProcessInfo};
+use crate::correlate::{Class, DiagId, DiagSeverity, Outcome};
+use crate::decode::Event;
+
+fn info(env: &[(&str, &str)], opened: Vec<LibcudaOpened>) -> ProcessInfo {
+    ProcessInfo {
+        pid: 7,
+        exe: Some("/usr/bin/python3".into()),
+        env: env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+        libcuda_opened: opened,
+        ..ProcessInfo::default()
+    }
+}
+
+/// A libcuda call made to a preloaded library, not libcuda.
+fn interposed(t: u64, func: &'static str, ret: Option<(i64, &'static str)>) -> Event {
+    let mut e = cuda(t, func, ret);
+    if let Event::Cuda(c) = &mut e {
+        c.interposer = true;
+    }
+    e
+}
+
+#[test]
+fn a_libcuda_the_loader_cannot_load_is_a_failed_cuda_start_up_with_why() {
+    let path = "/opt/bad/libcuda.so.1";
+    let bad = LibcudaOpened {
+        path: path.into(),
+        unloadable: Some("the file is empty (0 bytes): the loader says \"file too short\"".into()),
+        ..LibcudaOpened::default()
+    };
+    let v = verdicts_of(
+        vec![info(&[], vec![bad])],
+        vec![],
+        &[lib_open(1, path, None), exit_of(2, 7, 1 << 8)],
+    );
+    assert_eq!(v.len(), 1);
+    let v = &v[0];
+    assert_eq!(
+        (v.class, v.result),
+        (Class::Cuda, Outcome::Failed),
+        "{}",
+        v.text
+    );
+    assert_eq!(v.diagnoses.len(), 1, "{:?}", v.diagnoses);
+    let d = &v.diagnoses[0];
+    assert_eq!(
+        (d.id, d.severity),
+        (DiagId::LibcudaUnloadable, DiagSeverity::Error)
+    );
+    assert_eq!(
+        d.evidence,
+        "the dynamic loader opened /opt/bad/libcuda.so.1 and could not load it: the file is empty (0 bytes): \
+the loader says \"file too short\""
+    );
+    assert!(
+        v.text
+            .starts_with("stopped before any driver call: the dynamic loader opened"),
+        "{}",
+        v.text
+    );
+}
+
+#[test]
+fn a_copy_of_another_version_mapped_late_is_named_by_its_file_and_the_handshake() {
+    let path = "/opt/535/libcuda.so.535.261.03";
+    let copy = LibcudaOpened {
+        path: path.into(),
+        version: Some("535.261.03".into()),
+        ..LibcudaOpened::default()
+    };
+    let v = verdicts_of(
+        vec![info(&[], vec![copy])],
+        vec![],
+        &[
+            lib_open(1, path, None),
+            open(2, "/dev/nvidiactl", "ctl"),
+            failed(io(3, "NV_ESC_CHECK_VERSION_STR", None, "ctl"), "EINVAL"),
+            exit_of(4, 7, 1 << 8),
+        ],
+    );
+    let v = &v[0];
+    assert_eq!(
+        (v.class, v.result),
+        (Class::Cuda, Outcome::Failed),
+        "{}",
+        v.text
+    );
+    let d = v
+        .diagnoses
+        .iter()
+        .find(|d| d.id == DiagId::VersionMismatch)
+        .expect("version_mismatch");
+    assert_eq!(d.severity, DiagSeverity::Error);
+    assert_eq!(
+        d.evidence,
+        "NV_ESC_CHECK_VERSION_STR returned EINVAL; libcuda /opt/535/libcuda.so.535.261.03 is 535.261.03, \
+the kernel module is 580.159.04"
+    );
+    assert!(!v.text.contains("NVML"), "{}", v.text);
+}
+
+#[test]
+fn a_preload_that_answers_cuinit_is_named_and_libcudas_meanings_are_not_given() {
+    let v = verdicts_of(
+        vec![info(&[("LD_PRELOAD", "/opt/shim/libfake.so")], vec![])],
+        vec![],
+        &[
+            lib_open(1, "/usr/lib/libcuda.so.1", None),
+            interposed(2, "cuInit", None),
+            interposed(3, "cuInit", Some((100, "CUDA_ERROR_NO_DEVICE"))),
+            exit_of(4, 7, 1 << 8),
+        ],
+    );
+    let v = &v[0];
+    assert_eq!(
+        (v.class, v.result),
+        (Class::Cuda, Outcome::Failed),
+        "{}",
+        v.text
+    );
+    assert!(
+        v.text.starts_with(
+            "cuInit, answered by the preloaded /opt/shim/libfake.so in libcuda's place, returned CUDA_ERROR_NO_DEVICE (100)"
+        ),
+        "{}",
+        v.text
+    );
+    let ids: Vec<DiagId> = v.diagnoses.iter().map(|d| d.id).collect();
+    assert_eq!(
+        ids,
+        [DiagId::CudaInterposer],
+        "no no_visible_devices: {:?}",
+        v.diagnoses
+    );
+    assert_eq!(
+        v.diagnoses[0].evidence,
+        "cuInit was answered by the preloaded /opt/shim/libfake.so in libcuda's place: it returned \
+CUDA_ERROR_NO_DEVICE (100) and libcuda's own cuInit was not called"
+    );
+}
+
+#[test]
+fn a_preload_that_forwards_to_libcuda_leaves_libcudas_verdict() {
+    let v = verdicts_of(
+        vec![info(&[("LD_PRELOAD", "/opt/shim/libwrap.so")], vec![])],
+        vec![],
+        &[
+            interposed(1, "cuInit", None),
+            cuda(2, "cuInit", None),
+            open(3, "/dev/nvidiactl", "ctl"),
+            cuda(4, "cuInit", Some((0, "CUDA_SUCCESS"))),
+            interposed(5, "cuInit", Some((0, "CUDA_SUCCESS"))),
+            exit_of(6, 7, 0),
+        ],
+    );
+    let v = &v[0];
+    assert_eq!(v.result, Outcome::Ok);
+    assert!(
+        v.text.starts_with("cuInit returned CUDA_SUCCESS (0)"),
+        "{}",
+        v.text
+    );
+    assert!(v.diagnoses.is_empty(), "{:?}", v.diagnoses);
+}
+
+#[test]
+fn a_preload_not_hooked_in_time_is_a_warning_with_what_was_seen() {
+    // libcuda mapped (linked with -lcuda), the preload not hooked yet.
+    let mut i = info(&[("LD_PRELOAD", "libfake.so")], vec![]);
+    i.libcuda = vec![crate::attribution::LibcudaMapped {
+        path: "/usr/lib/libcuda.so.1".into(),
+        version: Some("580.159.04".into()),
+        stub: false,
+    }];
+    let v = verdicts_of(
+        vec![i],
+        vec![],
+        &[
+            lib_open(1, "/usr/lib/libcuda.so.1", None),
+            exit_of(2, 7, 1 << 8),
+        ],
+    );
+    let v = &v[0];
+    let d = v
+        .diagnoses
+        .iter()
+        .find(|d| d.id == DiagId::CudaInterposer)
+        .expect("cuda_interposer");
+    assert_eq!(d.severity, DiagSeverity::Warning);
+    assert!(
+        d.evidence
+            .starts_with("the process loaded libcuda under LD_PRELOAD=libfake.so"),
+        "{}",
+        d.evidence
+    );
+}

@@ -1,0 +1,204 @@
+//! What the kernel checks a process's calls against, read from /proc (and
+//! the process's cgroup) while it lives, in the order the kernel applies
+//! them: seccomp, the file's mode against the caller's ids, groups and
+//! capabilities, a user namespace, nodev mounts, the device cgroup, the
+//! security modules, and the limits (RLIMIT_*, the cgroup's pids and
+//! memory). Every read is bounded; what cannot be read is left out.
+
+use std::{fs, path::Path};
+
+use nvprobe_model::attribution::{Access, CgroupCount, Limits, NodeFact};
+
+const STATUS_CAP: u64 = 16 << 10;
+const SMALL_CAP: u64 = 4 << 10;
+
+use crate::identity::read_capped;
+
+/// The cgroup v2 directory of a cgroup path (as /proc/PID/cgroup writes
+/// it for nvprobe's own cgroup namespace, under `root`); none for a path
+/// that leaves the hierarchy (`..`: outside nvprobe's namespace).
+fn cgroup_dir(root: &str, cg: &str) -> Option<std::path::PathBuf> {
+    let rel = Path::new(cg.trim_start_matches('/'));
+    rel.components()
+        .all(|c| matches!(c, std::path::Component::Normal(_)))
+        .then(|| Path::new(root).join(rel))
+}
+
+fn read_text(p: &Path) -> Option<String> {
+    read_capped(p, SMALL_CAP).map(|b| String::from_utf8_lossy(&b).trim().to_owned())
+}
+
+/// Descriptors counted at most (a process with more is not near a limit
+/// nvprobe could explain, and counting them costs).
+const FDS_COUNTED: u64 = 4096;
+
+/// NVIDIA nodes read at most under the process's /dev.
+const NODES_READ: usize = 64;
+const MOUNTINFO_CAP: u64 = 256 << 10;
+
+/// The process's filesystem ids, groups and effective capabilities, its
+/// NVIDIA nodes (through `/proc/PID/root`: its own mount namespace, no
+/// link followed) and whether its /dev is mounted nodev.
+pub fn access_of(base: &Path, cgroup: Option<&str>) -> Access {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let mut a = Access::default();
+    if let Some(st) = read_capped(&base.join("status"), STATUS_CAP) {
+        for line in String::from_utf8_lossy(&st).lines() {
+            let fourth = |v: &str| v.split_whitespace().nth(3).and_then(|x| x.parse().ok());
+            if let Some(v) = line.strip_prefix("Uid:") {
+                a.fsuid = fourth(v);
+            } else if let Some(v) = line.strip_prefix("Gid:") {
+                a.fsgid = fourth(v);
+            } else if let Some(v) = line.strip_prefix("Groups:") {
+                a.groups = v
+                    .split_whitespace()
+                    .filter_map(|g| g.parse().ok())
+                    .take(64)
+                    .collect();
+            } else if let Some(v) = line.strip_prefix("CapEff:") {
+                a.cap_eff = Some(v.trim().to_owned());
+            }
+        }
+    }
+    if let Ok(dir) = fs::read_dir(base.join("root/dev")) {
+        let mut names: Vec<String> = dir
+            .filter_map(|e| e.ok())
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| n.starts_with("nvidia"))
+            .take(NODES_READ)
+            .collect();
+        names.sort();
+        for n in names {
+            // symlink_metadata: a link is described, never followed.
+            let Ok(m) = fs::symlink_metadata(base.join("root/dev").join(&n)) else {
+                continue;
+            };
+            let chr = m.file_type().is_char_device();
+            a.nodes.push(NodeFact {
+                path: format!("/dev/{n}"),
+                mode: m.mode() & 0o7777,
+                uid: m.uid(),
+                gid: m.gid(),
+                chr,
+                rdev: chr.then(|| {
+                    let r = m.rdev();
+                    format!("{}:{}", nix::sys::stat::major(r), nix::sys::stat::minor(r))
+                }),
+            });
+        }
+    }
+    if let Some(mi) = read_capped(&base.join("mountinfo"), MOUNTINFO_CAP) {
+        // The mount whose point is the longest prefix of /dev/nvidiactl.
+        let text = String::from_utf8_lossy(&mi);
+        a.dev_nodev = text
+            .lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                let (point, opts) = (*f.get(4)?, *f.get(5)?);
+                let under = point == "/" || "/dev/nvidiactl".starts_with(&format!("{point}/"));
+                under.then(|| (point.len(), opts.split(',').any(|o| o == "nodev")))
+            })
+            .max_by_key(|(len, _)| *len)
+            .map(|(_, nodev)| nodev);
+    }
+    // A user namespace: uid_map other than the initial one's identity map.
+    if let Some(m) = read_text(&base.join("uid_map")) {
+        let first: Vec<&str> = m
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect();
+        if first != ["0", "0", "4294967295"] && !first.is_empty() {
+            a.userns = Some(
+                m.lines()
+                    .take(4)
+                    .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            );
+        }
+    }
+    if let Some(dir) = cgroup.and_then(|cg| cgroup_dir("/sys/fs/cgroup", cg))
+        && let Ok(d) = fs::File::open(&dir)
+        && let Ok(n) = crate::attach::sys::cgroup_device_programs(std::os::fd::AsFd::as_fd(&d))
+    {
+        a.device_programs = Some(n);
+    }
+    // cgroup v1: the devices controller's own list.
+    if let Some(v1) = cgroup.and_then(|cg| cgroup_dir("/sys/fs/cgroup/devices", cg))
+        && let Some(t) = read_text(&v1.join("devices.list"))
+    {
+        a.devices_list = t.lines().take(16).map(str::to_owned).collect();
+    }
+    a.lsm = read_text(Path::new("/sys/kernel/security/lsm")).filter(|s| !s.is_empty());
+    a.label = read_text(&base.join("attr/current"))
+        .map(|l| l.trim_end_matches('\0').to_owned())
+        .filter(|l| !l.is_empty());
+    a
+}
+
+/// The seccomp mode and filters (`/proc/PID/status`), the open-file limit
+/// (`/proc/PID/limits`) and how many descriptors are open.
+pub fn limits_of(base: &Path, cgroup: Option<&str>) -> Limits {
+    let mut l = Limits::default();
+    if let Some(st) = read_capped(&base.join("status"), STATUS_CAP) {
+        for line in String::from_utf8_lossy(&st).lines() {
+            if let Some(v) = line.strip_prefix("Seccomp:") {
+                l.seccomp = v.trim().parse().ok();
+            } else if let Some(v) = line.strip_prefix("Seccomp_filters:") {
+                l.seccomp_filters = v.trim().parse().ok();
+            }
+        }
+    }
+    if let Some(lim) = read_capped(&base.join("limits"), STATUS_CAP) {
+        let text = String::from_utf8_lossy(&lim);
+        let pair = |name: &str| {
+            text.lines()
+                .find_map(|line| line.strip_prefix(name))
+                .map(|rest| {
+                    let mut w = rest.split_whitespace();
+                    let num = |s: Option<&str>| s.and_then(|x| x.parse::<u64>().ok());
+                    (num(w.next()), num(w.next()))
+                })
+        };
+        l.nofile = pair("Max open files");
+        l.address_space = pair("Max address space");
+        l.nproc = pair("Max processes");
+    }
+    if let Ok(d) = fs::read_dir(base.join("fd")) {
+        l.fds = Some(d.take(FDS_COUNTED as usize).count() as u64);
+    }
+    if let Some(dir) = cgroup.and_then(|cg| cgroup_dir("/sys/fs/cgroup", cg)) {
+        let count = |cur: &str, max: &str| {
+            let current = read_text(&dir.join(cur))?.parse().ok()?;
+            let max = read_text(&dir.join(max)).and_then(|m| m.parse().ok());
+            Some(CgroupCount { current, max })
+        };
+        l.pids = count("pids.current", "pids.max");
+        l.memory = count("memory.current", "memory.max");
+    }
+    l
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cgroup_path_never_leaves_the_hierarchy() {
+        assert_eq!(
+            cgroup_dir("/sys/fs/cgroup", "/system.slice/x.service"),
+            Some("/sys/fs/cgroup/system.slice/x.service".into())
+        );
+        assert_eq!(
+            cgroup_dir("/sys/fs/cgroup", "/"),
+            Some("/sys/fs/cgroup".into())
+        );
+        assert_eq!(cgroup_dir("/sys/fs/cgroup", "/../../etc"), None);
+        assert_eq!(
+            cgroup_dir("/sys/fs/cgroup", "/a/./b"),
+            Some("/sys/fs/cgroup/a/b".into())
+        );
+    }
+}

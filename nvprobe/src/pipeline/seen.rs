@@ -1,0 +1,128 @@
+//! What the live source keeps beside the pipeline, read off each record
+//! through the contract's types as it is drained: the processes seen, the
+//! cuInit calls in flight and the stop signals (for the stall detector),
+//! the libcuda files the loader opened (hooked and checked), and the
+//! start-ups that failed (read again at once).
+
+use std::{
+    collections::{HashMap, HashSet},
+    path::PathBuf,
+};
+
+use nvprobe_common::{CudaEvent, DevKind, EventKind, Header, PathEvent, ProcEvent, ProcOp};
+use nvprobe_model::decode;
+
+/// What the live source keeps beside the pipeline: the processes seen, and
+/// what the stall detector needs (cuInit calls in flight, stop signals).
+#[derive(Default)]
+pub(super) struct Seen {
+    /// Tgids already put into NV_PROCS.
+    pub(super) known: HashSet<u32>,
+    /// Tgids seen for the first time since the last look at their maps.
+    pub(super) new_tgids: Vec<u32>,
+    /// libcuda files the dynamic loader opened since the last look:
+    /// (tgid, path as that process named it).
+    pub(super) lib_loads: Vec<(u32, PathBuf)>,
+    /// cuInit calls in flight (from the uprobes): tid -> (tgid, start_ns).
+    pub(super) cuinit: HashMap<u32, (u32, u64)>,
+    /// tgid -> the last stop signal sent to it, with its sender.
+    pub(super) stoppers: HashMap<u32, String>,
+    /// Processes whose cuInit or first context failed since the last
+    /// look: (tgid, what failed). Their identity is read again at once
+    /// (limits and filters installed after the first read; for a context,
+    /// who holds the GPUs).
+    pub(super) failed: Vec<(u32, &'static str)>,
+    /// libcuda files the loader opened since the last look, checked at
+    /// once (before the batch that holds the open goes to the correlator):
+    /// (tgid, path as the process named it).
+    pub(super) lib_checks: Vec<(u32, PathBuf)>,
+    /// Processes seen sharing nvprobe's root and mount namespace, read
+    /// with their identity (forgotten at their exit): a libcuda they open
+    /// can be checked through nvprobe's root once they are gone.
+    pub(super) same_view: HashSet<u32>,
+}
+
+impl Seen {
+    /// What the stall detector needs from a record, read through the
+    /// contract's types: cuInit entries and returns, exits, stop signals.
+    pub(super) fn track(&mut self, rec: &[u8]) {
+        let Some(h) = Header::peek(rec) else { return };
+        match h.event_kind() {
+            Some(EventKind::Cuda) => {
+                let Some(c) = nvprobe_common::read::<CudaEvent>(rec) else {
+                    return;
+                };
+                if c.phase == nvprobe_common::CUDA_RETURN && c.ret != 0 && self.failed.len() < 64 {
+                    if c.func & !nvprobe_common::CUDA_INTERPOSER == nvprobe_common::CUDA_CUINIT {
+                        self.failed.push((h.tgid, "cuinit_failed"));
+                    } else if nvprobe_common::CUDA_CONTEXT_FUNCS.contains(&c.func) {
+                        self.failed.push((h.tgid, "context_failed"));
+                    }
+                }
+                if c.func != nvprobe_common::CUDA_CUINIT {
+                    return;
+                }
+                if c.phase == nvprobe_common::CUDA_ENTER {
+                    self.cuinit.insert(h.tid, (h.tgid, c.start_ns));
+                } else {
+                    self.cuinit.remove(&h.tid);
+                }
+            }
+            Some(EventKind::Path) => {
+                let Some(p) = nvprobe_common::read::<PathEvent>(rec) else {
+                    return;
+                };
+                let len = (p.path_len as usize).min(p.path.len());
+                let path = &p.path[..len];
+                // A libcuda the loader found: hook it now (its uprobes
+                // reach the mapping the loader is about to make).
+                if p.ret >= 0
+                    && path.first() == Some(&b'/')
+                    && len < p.path.len() - 1
+                    && p.file.kind == DevKind::None as u8
+                    && path
+                        .rsplit(|&b| b == b'/')
+                        .next()
+                        .is_some_and(|b| b.starts_with(b"libcuda.so"))
+                    && self.lib_loads.len() < 256
+                {
+                    use std::os::unix::ffi::OsStrExt;
+                    let p = PathBuf::from(std::ffi::OsStr::from_bytes(path));
+                    if self.lib_checks.len() < 64 {
+                        self.lib_checks.push((h.tgid, p.clone()));
+                    }
+                    self.lib_loads.push((h.tgid, p));
+                }
+            }
+            Some(EventKind::Proc) => {
+                let Some(p) = nvprobe_common::read::<ProcEvent>(rec) else {
+                    return;
+                };
+                let target = p.target_tgid;
+                if p.op == ProcOp::Exit as u32 {
+                    self.cuinit.retain(|_, (g, _)| *g != target);
+                    self.stoppers.remove(&target);
+                    self.same_view.remove(&target);
+                    // The kernel forgot it too (NV_PROCS): a process that
+                    // reuses the pid is followed again when first seen.
+                    self.known.remove(&target);
+                } else if p.op == ProcOp::SignalGenerate as u32
+                    // SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU
+                    && (19..=22).contains(&p.sig)
+                {
+                    let end = h.comm.iter().position(|&b| b == 0).unwrap_or(h.comm.len());
+                    self.stoppers.insert(
+                        target,
+                        format!(
+                            "{} from {}[{}]",
+                            nvprobe_model::decode::signal::name(p.sig),
+                            decode::escape_bytes(&h.comm[..end]),
+                            h.tgid
+                        ),
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+}

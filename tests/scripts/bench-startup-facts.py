@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""What issue 22's start-up facts cost processes past their start-up, on
+the GPU machine: untraced, the build before them (--before) and this one
+(--after), interleaved A B C per round, each traced run under its own
+`nvprobe watch --json -o FILE` started and stopped around the workload.
+Workloads: a real RM call in a loop (nvbench rm-null-control: a driver
+client past its first calls), cuCtxGetCurrent in a loop after the first
+context (a CUDA process past its start-up), a first context made and
+destroyed 20 times, and a python process's cuInit (process wall: a start-up,
+which the new facts do touch). Prints a markdown table of medians and the
+samples.
+
+  bench-startup-facts.py --before OLD/nvprobe --after .dev/bin/nvprobe --nvbench .dev/bin/nvbench --rounds 3
+"""
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+W = "tests/scripts/cudawork.py"
+
+
+def workloads(nvbench):
+    py = sys.executable
+    return [
+        ("RM_CONTROL (NULL) loop, 100,000 calls", "ns/call",
+         [nvbench, "--iters", "100000", "--batches", "3", "rm-null-control"], "ns_per_op"),
+        ("cuCtxGetCurrent after the first context, 100,000 calls", "ns/call",
+         [py, W, "apiloop", "100000"], "per_call_ns"),
+        ("20 x cuCtxCreate/Destroy", "s", [py, W, "ctx", "20"], "seconds"),
+        ("python + cuInit (process wall)", "s", [py, W, "cuinit"], None),
+        ("cuInit itself (inside that process)", "s", [py, W, "cuinit"], "cuInit_seconds"),
+    ]
+
+
+def run_one(cmd, key):
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    wall = time.perf_counter() - t0
+    if key is None:
+        return wall
+    line = [l for l in p.stdout.splitlines() if l.startswith("{")][-1]
+    return float(json.loads(line)[key])
+
+
+def traced(nvprobe, cmd, key, tmp):
+    out = os.path.join(tmp, "rec.ndjson")
+    if os.path.exists(out):
+        os.unlink(out)
+    w = subprocess.Popen([nvprobe, "watch", "--json", "-o", out],
+                         stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    for _ in range(600):
+        if os.path.exists(out) and '"type":"start"' in open(out).read(4096):
+            break
+        time.sleep(0.02)
+    try:
+        return run_one(cmd, key)
+    finally:
+        w.send_signal(signal.SIGINT)
+        w.wait(timeout=60)
+
+
+def main():
+    a = argparse.ArgumentParser()
+    a.add_argument("--before", required=True)
+    a.add_argument("--after", required=True)
+    a.add_argument("--nvbench", required=True)
+    a.add_argument("--rounds", type=int, default=3)
+    a.add_argument("--only", help="run only the workloads whose name contains this")
+    args = a.parse_args()
+    samples = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(args.rounds):
+            for name, unit, cmd, key in workloads(args.nvbench):
+                if args.only and args.only not in name:
+                    continue
+                for mode in ("untraced", "before", "after"):
+                    if mode == "untraced":
+                        v = run_one(cmd, key)
+                    else:
+                        v = traced(args.before if mode == "before" else args.after, cmd, key, tmp)
+                    samples.setdefault(name, {}).setdefault(mode, []).append(v)
+    print("| workload | unit | untraced | before | after | after / before |")
+    print("|---|---|---|---|---|---|")
+    for name, unit, _, _ in workloads(args.nvbench):
+        if name not in samples:
+            continue
+        m = {k: statistics.median(v) for k, v in samples[name].items()}
+        fmt = (lambda x: f"{x:.0f}") if unit.startswith("ns") else (lambda x: f"{x:.3f}")
+        print(f"| {name} | {unit} | {fmt(m['untraced'])} | {fmt(m['before'])} | {fmt(m['after'])} | "
+              f"{m['after'] / m['before']:.2f}x |")
+    print()
+    print(json.dumps(samples))
+
+
+main()
