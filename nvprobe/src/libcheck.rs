@@ -137,7 +137,9 @@ pub fn problem(
 
 /// The first bytes of a file, as a person reads them.
 fn shown(b: &[u8]) -> String {
-    if b.iter().all(|c| c.is_ascii_graphic() || *c == b' ') {
+    if b.iter()
+        .all(|c| c.is_ascii_graphic() || c.is_ascii_whitespace())
+    {
         format!("{:?}", String::from_utf8_lossy(b))
     } else {
         let hex: Vec<String> = b.iter().map(|c| format!("{c:02x}")).collect();

@@ -517,7 +517,7 @@ impl Exporter {
                         &name,
                         start,
                         dur,
-                        args(&["result", "result_name", "value"]),
+                        args(&["result", "result_name", "value", "device"]),
                     );
                 }
             }
