@@ -88,18 +88,23 @@ pub fn access_of(base: &Path, cgroup: Option<&str>) -> Access {
         }
     }
     if let Some(mi) = read_capped(&base.join("mountinfo"), MOUNTINFO_CAP) {
-        // The mount whose point is the longest prefix of /dev/nvidiactl.
+        // The mount whose point is the longest prefix of /dev/nvidiactl:
+        // its per-mount options (nodev, ro).
         let text = String::from_utf8_lossy(&mi);
-        a.dev_nodev = text
+        let opts = text
             .lines()
             .filter_map(|l| {
                 let f: Vec<&str> = l.split_whitespace().collect();
                 let (point, opts) = (*f.get(4)?, *f.get(5)?);
                 let under = point == "/" || "/dev/nvidiactl".starts_with(&format!("{point}/"));
-                under.then(|| (point.len(), opts.split(',').any(|o| o == "nodev")))
+                under.then_some((point.len(), opts))
             })
             .max_by_key(|(len, _)| *len)
-            .map(|(_, nodev)| nodev);
+            .map(|(_, o)| o.split(',').map(str::to_owned).collect::<Vec<_>>());
+        if let Some(o) = opts {
+            a.dev_nodev = Some(o.iter().any(|x| x == "nodev"));
+            a.dev_readonly = Some(o.iter().any(|x| x == "ro"));
+        }
     }
     // A user namespace: uid_map other than the initial one's identity map.
     if let Some(m) = read_text(&base.join("uid_map")) {

@@ -4,8 +4,8 @@
 # the GPU: seccomp filters (tests/scripts/seccomp-cuinit.py), the open-file
 # limit, nodes whose device number no driver answers (in a private mount
 # namespace), the device cgroup (v2, nvbench deny-device), the cgroup's
-# task limit (pids.max), a user namespace (mknod refused), and an `nvprobe
-# doctor` run (nvprobe is never a start-up).
+# task limit (pids.max), a read-only /dev and a user namespace (mknod
+# refused), and an `nvprobe doctor` run (nvprobe is never a start-up).
 # Each case's own output (its CUresult) goes to stdout as "== NAME: ...".
 set -u
 PY=${PY:-python3}
@@ -58,6 +58,10 @@ if [ -n "${NVBENCH:-}" ] && [ -f $CG/cgroup.controllers ]; then
   fi
   rmdir $CG/nvprobe-pids 2>/dev/null
 fi
+# A read-only /dev without the nodes, as root: libcuda's mknod gets EROFS.
+run ro_dev unshare -m --propagation private sh -c "
+  mount -t tmpfs -o ro,mode=755 tmpfs /dev
+  exec $PY /tmp/cudawork.py cuinit --case ro_dev"
 # A user namespace: its own /dev without the nodes; mknod is refused there.
 run userns_mknod unshare -U -r -m --propagation private sh -c "
   mount -t tmpfs tmpfs /dev && mknod -m 666 /dev/null c 1 3 2>/dev/null; : >/dev/null

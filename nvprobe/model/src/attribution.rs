@@ -242,6 +242,9 @@ pub struct Access {
     /// Whether the mount holding the process's /dev is nodev.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dev_nodev: Option<bool>,
+    /// Whether that mount is read-only (a node cannot be made there).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dev_readonly: Option<bool>,
     /// The process's user namespace mapping (`/proc/PID/uid_map`), when
     /// it is not the initial namespace's.
     #[serde(skip_serializing_if = "Option::is_none")]

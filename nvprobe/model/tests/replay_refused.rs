@@ -88,6 +88,14 @@ fn each_refusal_is_named_by_its_mechanism() {
         "{}",
         d.diagnoses[0].evidence
     );
+    // A read-only tmpfs /dev without the nodes, as root: the mknod gets
+    // EROFS, and the mount says why.
+    let r = case(&v, "ro_dev");
+    assert_eq!(ids(r), [DiagId::NodeMissing, DiagId::NodeCreateFailed]);
+    assert_eq!(
+        r.diagnoses[1].evidence,
+        "/dev/nvidiactl: mknod 195:255 failed: EROFS; the /dev it is in is mounted read-only"
+    );
     // A user namespace with its own /dev: libcuda's mknod is refused, and
     // that (not the visibility list) is why no device is seen.
     let u = case(&v, "userns_mknod");

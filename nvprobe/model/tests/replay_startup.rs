@@ -85,14 +85,26 @@ fn the_start_up_ends_at_the_first_context_or_what_stopped_it() {
             .map(|f| (f.call.as_str(), f.result.as_str())),
         Some(("NV_ESC_RM_ALLOC", "NV_ERR_NO_MEMORY"))
     );
-    assert_eq!(
-        oom.diagnoses[0].evidence,
-        format!(
+    let e = &oom.diagnoses[0].evidence;
+    assert!(
+        e.starts_with(&format!(
             "cuCtxCreate_v2 (device 0) returned CUDA_ERROR_OUT_OF_MEMORY (2); the driver refused NV_ESC_RM_ALLOC with \
-NV_ERR_NO_MEMORY; held open by pid {} (python3, /dev/nvidia0) when nvprobe looked (at the failure)",
-            holder.pid
-        )
+NV_ERR_NO_MEMORY; held open by pid {} (python3, /dev/nvidia0) when nvprobe looked (at the failure); pid {} made ",
+            holder.pid, holder.pid
+        )),
+        "{e}"
     );
+    // What nvprobe saw the holder allocate: its 1 GiB and 64 MiB pieces
+    // (139 GiB in all), each an RM allocation of a memory class.
+    let n: u32 = e
+        .split("; pid ")
+        .nth(1)
+        .and_then(|t| t.split(" made ").nth(1))
+        .and_then(|t| t.split(' ').next())
+        .and_then(|t| t.parse().ok())
+        .expect("a count");
+    assert!(n > 139, "{e}");
+    assert!(e.contains(" memory allocations (RM) and "), "{e}");
     assert!(oom.diagnoses[0].hint.contains("stop or wait for them"));
 }
 

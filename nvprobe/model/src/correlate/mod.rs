@@ -175,14 +175,16 @@ impl Correlator {
                     device,
                     value,
                 });
+                let before = out.len();
                 if enter && interposer {
                     st.on_interposer_entry(func);
                 } else {
                     st.on_cuda(pid, func, ret, out);
                 }
-                if let Some(due) = st.context_due {
+                if let Some(due) = self.procs.get(&pid).and_then(|s| s.context_due) {
                     self.next_due = self.next_due.min(due);
                 }
+                self.what_holders_did(&mut out[before..]);
                 return;
             }
             ObsKind::Tick => return,
@@ -195,6 +197,7 @@ impl Correlator {
                 uvm,
                 pageable,
                 told_version,
+                mem_alloc,
             } => {
                 let spans = self.spans.get_mut(&o.tid).map(|(_, v)| v);
                 let (gpus, drv) = (&self.host_gpus, &self.host_driver);
@@ -207,6 +210,9 @@ impl Correlator {
                 st.last_ns = st.last_ns.max(end);
                 if told_version.is_some() {
                     st.told_version = told_version;
+                }
+                if mem_alloc {
+                    st.mem_allocs = st.mem_allocs.saturating_add(1);
                 }
                 let io = IoctlObs {
                     pid,
@@ -266,6 +272,43 @@ impl Correlator {
         };
         if let Some(s) = o.stage {
             self.stage(pid, s, end, via, out);
+        }
+    }
+
+    /// A first context refused for want of memory (or with every GPU
+    /// busy): what nvprobe saw each holder of the GPU do since its start.
+    fn what_holders_did(&self, recs: &mut [Record]) {
+        for r in recs {
+            let Record::Cuinit(v) = r else { continue };
+            let Some(info) = v.process.as_ref() else {
+                continue;
+            };
+            let seen: Vec<String> = info
+                .gpu_holders
+                .iter()
+                .filter_map(|h| {
+                    let st = self.procs.get(&h.pid)?;
+                    Some(format!(
+                        "pid {} made {} memory allocation{} (RM) and {} driver calls while nvprobe followed it",
+                        h.pid,
+                        st.mem_allocs,
+                        if st.mem_allocs == 1 { "" } else { "s" },
+                        st.calls
+                    ))
+                })
+                .take(8)
+                .collect();
+            if seen.is_empty() {
+                continue;
+            }
+            for d in v.diagnoses.iter_mut().filter(|d| {
+                matches!(
+                    d.id,
+                    DiagId::ContextOutOfMemory | DiagId::DevicesUnavailable
+                ) && d.evidence.contains("held open by pid")
+            }) {
+                d.evidence.push_str(&format!("; {}", seen.join(", ")));
+            }
         }
     }
 

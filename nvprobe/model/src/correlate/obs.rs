@@ -90,6 +90,9 @@ pub(crate) enum ObsKind {
         /// The driver's build version the call answered (the version
         /// handshake's control).
         told_version: Option<String>,
+        /// A successful RM allocation of a memory class (device or system
+        /// memory a process holds).
+        mem_alloc: bool,
     },
     Path {
         opened_device: bool,
@@ -169,6 +172,13 @@ impl Obs {
                     .pageable
                     .filter(|_| i.ok && i.call == Call::Uvm(uvm::UVM_PAGEABLE_MEM_ACCESS)),
                 told_version: i.args.known().driver_version.clone().filter(|_| i.ok),
+                mem_alloc: i.ok
+                    && matches!(i.name, Some("NV_ESC_RM_ALLOC" | "NV_ESC_RM_ALLOC_MEMORY"))
+                    && i.args
+                        .known()
+                        .class
+                        .and_then(|c| c.name)
+                        .is_some_and(|n| n.contains("MEMORY")),
             },
             Event::Open(p) if p.device.is_none() && is_libcuda_path(&p.path) => ObsKind::LibLoad {
                 path: p.path.clone(),

@@ -312,7 +312,10 @@ fn node_problems(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
         let limits = f.st.info.as_ref().and_then(|i| i.limits.as_ref());
         let evidence = match id {
             DiagId::NodeCreateFailed => {
-                format!("{path}: {why}{}", super::rules_refused::userns_text(f.st))
+                format!(
+                    "{path}: {why}{}",
+                    super::rules_refused::mknod_facts(f.st, why)
+                )
             }
             DiagId::ModuleNotLoaded => {
                 let m = module_of_entry(path).unwrap_or("nvidia");

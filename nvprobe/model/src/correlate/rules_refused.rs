@@ -84,22 +84,36 @@ fn join(a: &str, b: &str) -> String {
     }
 }
 
-/// "; the process runs in a user namespace (uid_map …), where mknod of a
-/// device node is refused", when it does.
-pub(crate) fn userns_text(st: &ProcInit) -> String {
-    match st
-        .info
-        .as_ref()
-        .and_then(|i| i.access.as_ref())
-        .and_then(|a| a.userns.as_deref())
-    {
-        Some(m) => format!(
-            "; the process runs in a user namespace (uid_map {m}), where creating a device node is refused \
-whatever its capabilities there"
-        ),
-        None => String::new(),
+/// Why a mknod was refused, from what the process ran under: a
+/// read-only /dev (EROFS), a user namespace (EPERM whatever its
+/// capabilities there), no CAP_MKNOD.
+pub(crate) fn mknod_facts(st: &ProcInit, why: &str) -> String {
+    let Some(a) = st.info.as_ref().and_then(|i| i.access.as_ref()) else {
+        return String::new();
+    };
+    let mut v = Vec::new();
+    if why.contains("EROFS") || a.dev_readonly == Some(true) {
+        v.push("the /dev it is in is mounted read-only".to_owned());
     }
+    if let Some(m) = &a.userns {
+        v.push(format!(
+            "the process runs in a user namespace (uid_map {m}), where creating a device node is refused \
+whatever its capabilities there"
+        ));
+    } else if why.contains("EPERM")
+        && let Some(c) = a
+            .cap_eff
+            .as_deref()
+            .and_then(|c| u64::from_str_radix(c, 16).ok())
+        && c & CAP_MKNOD == 0
+    {
+        v.push("the process has no CAP_MKNOD".to_owned());
+    }
+    v.into_iter().map(|x| format!("; {x}")).collect()
 }
+
+/// CAP_MKNOD (27).
+const CAP_MKNOD: u64 = 1 << 27;
 
 /// The security modules active on the host and the process's label.
 pub(crate) fn lsm_text(a: &Access) -> String {

@@ -94,6 +94,8 @@ pub(crate) struct ProcInit {
     /// The first driver call that failed after cuInit returned
     /// CUDA_SUCCESS (what the driver refused the first context).
     pub(crate) after_init_failure: Option<FailedCall>,
+    /// Successful RM allocations of memory classes.
+    pub(crate) mem_allocs: u32,
     /// The last stage reached when cuInit returned.
     pub(crate) cuinit_stage: Option<String>,
     /// The signal that ended the process (its exit, 0: none or not yet).

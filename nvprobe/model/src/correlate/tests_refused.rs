@@ -406,3 +406,45 @@ fn a_user_namespace_and_the_security_modules_are_named() {
         "{ev:?}"
     );
 }
+
+/// A refused mknod says what refused it: a read-only /dev (EROFS), or no
+/// CAP_MKNOD outside a user namespace (EPERM).
+#[test]
+fn a_refused_mknod_names_the_read_only_mount_or_the_missing_capability() {
+    let mknod = |errno: &str| {
+        let Event::Open(mut p) = crate::correlate::tests::open(2, "/dev/nvidiactl", "ctl") else {
+            unreachable!()
+        };
+        p.syscall = "mknodat";
+        p.ret = -1;
+        p.errno = Some(errno.into());
+        p.ok = false;
+        Event::Mknod(p)
+    };
+    let evidence = |readonly: bool, cap_eff: &str, errno: &str| {
+        let mut info = with_node(0o666, false, 0, cap_eff);
+        if let Some(a) = info.access.as_mut() {
+            a.dev_readonly = Some(readonly);
+        }
+        let v = verdict(Some(info), &[mknod(errno)]);
+        v[0].diagnoses
+            .iter()
+            .find(|d| d.id == DiagId::NodeCreateFailed)
+            .map(|d| d.evidence.clone())
+            .expect("node_create_failed")
+    };
+    assert_eq!(
+        evidence(true, "000001ffffffffff", "EROFS"),
+        "/dev/nvidiactl: mknod 195:0 failed: EROFS; the /dev it is in is mounted read-only"
+    );
+    // CapEff without bit 27 (CAP_MKNOD): docker's default set (a80425fb) less MKNOD.
+    assert_eq!(
+        evidence(false, "00000000a00425fb", "EPERM"),
+        "/dev/nvidiactl: mknod 195:0 failed: EPERM; the process has no CAP_MKNOD"
+    );
+    // With CAP_MKNOD, EPERM is not the capability: nothing is claimed.
+    assert_eq!(
+        evidence(false, "000001ffffffffff", "EPERM"),
+        "/dev/nvidiactl: mknod 195:0 failed: EPERM"
+    );
+}

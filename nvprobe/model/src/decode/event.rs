@@ -357,7 +357,7 @@ pub struct CudaCall {
     pub flags: Option<u64>,
     /// The call went to a library other than libcuda that exports the
     /// driver API (an LD_PRELOAD interposer), not to libcuda.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub interposer: bool,
     /// What a getter returned through its pointer: the driver version, the
     /// device count, the device handle.
