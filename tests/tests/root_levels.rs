@@ -1,6 +1,7 @@
 //! Tier 2: `--events` levels on the real BPF programs, as root.
 //!
-//! A process starts up through the stand-in libcuda (its verdict: ok),
+//! A process starts up through the stand-in libcuda (cuInit and a first
+//! context; its verdict: ok),
 //! then makes a steady loop of successful RM controls and three that fail
 //! behind a return of 0. At `all` every call is written; at `verdicts`
 //! only the failed calls, the verdict and the summary are, and the kernel
@@ -57,7 +58,7 @@ fn run_scenario(scenario: &str, level: &str) -> Option<Run> {
     line.clear();
     out.read_line(&mut line).expect("inited");
     assert!(line.contains("\"inited\":0"), "{line}");
-    // The kernel made the process quiet when cuInit returned: nothing to
+    // The kernel made the process quiet at its first context: nothing to
     // wait for.
     stdin.write_all(b"go\n").expect("go");
     let mut answer = Value::Null;
@@ -178,7 +179,7 @@ fn verdicts_level_ships_failures_and_the_kernel_drops_quiet_successes() {
     assert_eq!(arrived + quieted, 2 + STEADY + 3, "{s}");
     assert_eq!(
         quieted, STEADY,
-        "the kernel keeps back every successful call after cuInit returned: {s}"
+        "the kernel keeps back every successful call after the first context: {s}"
     );
     assert!(
         s["quieted"].as_u64() == Some(quieted) && row["failed"] == 3,

@@ -218,6 +218,7 @@ fn a_forked_child_is_judged_from_its_first_failing_call() {
             "cuDriverGetVersion",
             "cuDeviceGetCount",
             "cuDeviceGet",
+            "cuCtxCreate_v2",
             "cuMemGetInfo_v2"
         ])
     );

@@ -60,6 +60,7 @@ fn libcuda_uprobes_give_the_curesult_verdict() {
             "cuDriverGetVersion",
             "cuDeviceGetCount",
             "cuDeviceGet",
+            "cuCtxCreate_v2",
             // In the start-up set; cuLaunchKernel, the stand-in's other
             // export, is not (`--libcuda-hooks all` only).
             "cuMemGetInfo_v2"

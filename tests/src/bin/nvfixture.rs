@@ -534,8 +534,8 @@ fn forkchild_scenario(dir: &Path, lib: Option<&Path>) -> anyhow::Result<Value> {
     }
 }
 
-/// A start-up that succeeds, then a steady loop: ready, (go) cuInit
-/// through the stand-in libcuda, `inited`, (go) `count` RM controls that
+/// A start-up that succeeds, then a steady loop: ready, (go) cuInit and a
+/// first context through the stand-in libcuda, `inited`, (go) `count` RM controls that
 /// succeed (NV_OK, SYSTEM_GET_BUILD_VERSION) and 3 that fail with
 /// NV_ERR_INVALID_COMMAND behind a return of 0 (an unknown control), for
 /// the tests of `--events` and of the kernel dropping quiet processes'
@@ -558,20 +558,27 @@ fn steady_scenario(
     };
     // SAFETY: dlopen/dlsym with valid C strings; cuInit has the cuda.h
     // prototype.
-    let init: extern "C" fn(u32) -> i32 = unsafe {
+    type CtxCreate = extern "C" fn(*mut *mut libc::c_void, u32, i32) -> i32;
+    let (init, ctx_create): (extern "C" fn(u32) -> i32, CtxCreate) = unsafe {
         let h = libc::dlopen(c.as_ptr(), libc::RTLD_NOW);
         if h.is_null() {
             bail!("dlopen {} failed", lib.display());
         }
         let f = libc::dlsym(h, c"cuInit".as_ptr());
-        if f.is_null() {
-            bail!("{} lacks cuInit", lib.display());
+        let g = libc::dlsym(h, c"cuCtxCreate_v2".as_ptr());
+        if f.is_null() || g.is_null() {
+            bail!("{} lacks cuInit or cuCtxCreate_v2", lib.display());
         }
-        std::mem::transmute(f)
+        (std::mem::transmute(f), std::mem::transmute(g))
     };
     println!("{}", json!({ "ready": true }));
     go()?;
-    let r = init(0);
+    let mut r = init(0);
+    if r == 0 {
+        // The first context ends the start-up.
+        let mut ctx = std::ptr::null_mut();
+        r = ctx_create(&mut ctx, 0, 0);
+    }
     println!("{}", json!({ "inited": r }));
     go()?;
     let fd = open_rw(&ctl(dir), true)?;
