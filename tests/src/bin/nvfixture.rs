@@ -558,8 +558,9 @@ fn steady_scenario(
     };
     // SAFETY: dlopen/dlsym with valid C strings; cuInit has the cuda.h
     // prototype.
+    type Init = extern "C" fn(u32) -> i32;
     type CtxCreate = extern "C" fn(*mut *mut libc::c_void, u32, i32) -> i32;
-    let (init, ctx_create): (extern "C" fn(u32) -> i32, CtxCreate) = unsafe {
+    let (init, ctx_create): (Init, CtxCreate) = unsafe {
         let h = libc::dlopen(c.as_ptr(), libc::RTLD_NOW);
         if h.is_null() {
             bail!("dlopen {} failed", lib.display());
@@ -569,7 +570,10 @@ fn steady_scenario(
         if f.is_null() || g.is_null() {
             bail!("{} lacks cuInit or cuCtxCreate_v2", lib.display());
         }
-        (std::mem::transmute(f), std::mem::transmute(g))
+        (
+            std::mem::transmute::<*mut libc::c_void, Init>(f),
+            std::mem::transmute::<*mut libc::c_void, CtxCreate>(g),
+        )
     };
     println!("{}", json!({ "ready": true }));
     go()?;
