@@ -243,13 +243,9 @@ impl Live {
         }
         for (pid, at) in std::mem::take(&mut self.seen.failed) {
             // Gone already: what the first read learned stays.
-            let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm")) else {
+            let Some(comm) = self.kept_comm(pid) else {
                 continue;
             };
-            let comm = decode::escape_bytes(comm.trim_end_matches('\n').as_bytes());
-            if !self.filters.keep_comm(&comm) {
-                continue;
-            }
             let mut info = crate::identity::read(pid, self.cmdline, &mut self.libs);
             if info.exe.is_none() {
                 continue;
@@ -413,19 +409,23 @@ impl Live {
         Ok(())
     }
 
+    /// The task name of a live process that `--comm` keeps (none: gone, or
+    /// left out).
+    fn kept_comm(&self, pid: u32) -> Option<String> {
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+        let comm = decode::escape_bytes(comm.trim_end_matches('\n').as_bytes());
+        self.filters.keep_comm(&comm).then_some(comm)
+    }
+
     /// A process first seen at the loader's open of its libcuda was read
     /// before the library was mapped: read it again now that it is (its
     /// libcuda's version and path, for the verdict; a second `process`
     /// record, which replaces the first unless the process is gone).
     fn reread_loaders(&mut self, loaders: &[u32], pipe: &mut Pipeline) -> anyhow::Result<()> {
         for &pid in loaders {
-            let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm")) else {
+            let Some(comm) = self.kept_comm(pid) else {
                 continue;
             };
-            let comm = decode::escape_bytes(comm.trim_end_matches('\n').as_bytes());
-            if !self.filters.keep_comm(&comm) {
-                continue;
-            }
             let mut info = crate::identity::read(pid, self.cmdline, &mut self.libs);
             if info.exe.is_some() && !info.libcuda.is_empty() {
                 info.comm = Some(comm);

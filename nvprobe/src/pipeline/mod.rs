@@ -450,12 +450,7 @@ impl Pipeline {
             stats: None,
             steps: Vec::new(),
         };
-        self.seq += 1;
-        self.done_tx
-            .as_ref()
-            .context("pipeline closed")?
-            .send(item)
-            .map_err(|_| anyhow::anyhow!("the output thread stopped"))
+        self.hand(item)
     }
 
     /// A process's identity: written as a `process` record and given to
@@ -485,12 +480,7 @@ impl Pipeline {
             bytes: buf.freeze(),
             stats: None,
         };
-        self.seq += 1;
-        self.done_tx
-            .as_ref()
-            .context("pipeline closed")?
-            .send(item)
-            .map_err(|_| anyhow::anyhow!("the output thread stopped"))
+        self.hand(item)
     }
 
     /// The collector's clock, in order with the batches: a start-up whose
@@ -507,6 +497,12 @@ impl Pipeline {
             bytes: bytes::Bytes::new(),
             stats: None,
         };
+        self.hand(item)
+    }
+
+    /// Hand a made item (a note, an identity, the clock) to the output
+    /// thread, in sequence after what was sent before it.
+    fn hand(&mut self, item: Rendered) -> anyhow::Result<()> {
         self.seq += 1;
         self.done_tx
             .as_ref()
