@@ -187,3 +187,24 @@ fn a_library_that_does_not_load_or_answers_for_libcuda_is_named() {
     // nvprobe's own processes: none.
     assert!(v.iter().all(|x| x.comm != "nvprobe"));
 }
+
+/// PyTorch's first tensor on the GPU: the CUDA runtime retains the primary
+/// context (tests/scripts/record-torch-first-context.sh on the H200), and
+/// the start-up ends there.
+#[test]
+fn the_runtimes_primary_context_ends_a_pytorch_start_up() {
+    let (_, v) = common::verdicts("h200-580.159.04-torch-first-context.ndjson");
+    let t = case(&v, "torch_first_context");
+    assert_eq!((t.class, t.result), (Class::Cuda, Outcome::Ok));
+    let c = t.context.as_ref().expect("first context");
+    assert_eq!(
+        (c.call.as_str(), c.device, c.code),
+        ("cuDevicePrimaryCtxRetain", Some(0), 0)
+    );
+    assert!(
+        t.text.starts_with("cuInit returned CUDA_SUCCESS (0) after S7 uvm_gpu_registered; first context: cuDevicePrimaryCtxRetain (device 0) at "),
+        "{}",
+        t.text
+    );
+    assert!(t.diagnoses.is_empty(), "{:?}", t.diagnoses);
+}
