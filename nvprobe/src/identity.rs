@@ -16,6 +16,7 @@ use std::{
 use nvprobe_model::attribution::{
     Container, KubeNames, LibcudaMapped, ProcessInfo, STEERING_ENV, parse_cgroup,
 };
+use nvprobe_model::decode::escape_bytes;
 
 /// Caps on what is read of a process.
 const CMDLINE_CAP: u64 = 16 << 10;
@@ -115,7 +116,7 @@ impl LibCache {
             if self.preload_files.len() < 64 {
                 self.preload_files.push((pid, shown.clone(), f));
             }
-            out.push(shown);
+            out.push(escape_bytes(shown.as_bytes()));
         }
         out
     }
@@ -145,7 +146,7 @@ impl LibCache {
             (version, stub)
         });
         LibcudaMapped {
-            path: shown.to_owned(),
+            path: escape_bytes(shown.as_bytes()),
             version,
             stub,
         }
@@ -208,7 +209,7 @@ pub fn opened_libcuda(
         (d.version, d.stub)
     };
     Some(nvprobe_model::attribution::LibcudaOpened {
-        path: shown.into_owned(),
+        path: escape_bytes(shown.as_bytes()),
         version,
         stub,
         unloadable,
@@ -305,22 +306,27 @@ pub fn read(pid: u32, cmdline: bool, libs: &mut LibCache) -> ProcessInfo {
             Some("the process had exited (or is a kernel thread) before nvprobe read /proc".into());
         return info;
     };
-    info.exe = Some(exe.to_string_lossy().into_owned());
+    // What the process controls (its path, arguments, environment) is
+    // escaped as comm and paths are: nothing it wrote reaches a terminal or
+    // a log line raw.
+    use std::os::unix::ffi::OsStrExt as _;
+    info.exe = Some(escape_bytes(exe.as_os_str().as_bytes()));
     if cmdline && let Some(c) = read_capped(&base.join("cmdline"), CMDLINE_CAP) {
         info.cmdline = Some(
             c.split(|&b| b == 0)
                 .filter(|a| !a.is_empty())
-                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .map(escape_bytes)
                 .collect(),
         );
     }
     if let Some(env) = read_capped(&base.join("environ"), ENVIRON_CAP) {
         for kv in env.split(|&b| b == 0) {
-            let kv = String::from_utf8_lossy(kv);
-            if let Some((k, v)) = kv.split_once('=')
-                && STEERING_ENV.contains(&k)
-            {
-                info.env.insert(k.to_owned(), v.to_owned());
+            let Some(eq) = kv.iter().position(|&b| b == b'=') else {
+                continue;
+            };
+            let (k, v) = (&kv[..eq], &kv[eq + 1..]);
+            if let Some(k) = STEERING_ENV.iter().find(|s| s.as_bytes() == k) {
+                info.env.insert((*k).to_owned(), escape_bytes(v));
             }
         }
     }
@@ -361,7 +367,7 @@ pub fn read(pid: u32, cmdline: bool, libs: &mut LibCache) -> ProcessInfo {
                 }
                 c
             });
-            info.cgroup = Some(p.to_owned());
+            info.cgroup = Some(escape_bytes(p.as_bytes()));
         }
     }
     info.limits = Some(crate::kernel_checks::limits_of(
@@ -379,7 +385,7 @@ pub fn read(pid: u32, cmdline: bool, libs: &mut LibCache) -> ProcessInfo {
     info.libnvml = mapped(pid, "libnvidia-ml.so")
         .into_iter()
         .next()
-        .map(|m| m.0);
+        .map(|m| escape_bytes(m.0.as_bytes()));
     info
 }
 

@@ -138,7 +138,7 @@ pub fn access_of(base: &Path, cgroup: Option<&str>) -> Access {
     }
     a.lsm = read_text(Path::new("/sys/kernel/security/lsm")).filter(|s| !s.is_empty());
     a.label = read_text(&base.join("attr/current"))
-        .map(|l| l.trim_end_matches('\0').to_owned())
+        .map(|l| nvprobe_model::decode::escape_bytes(l.trim_end_matches('\0').as_bytes()))
         .filter(|l| !l.is_empty());
     a
 }

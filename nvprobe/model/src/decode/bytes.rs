@@ -51,7 +51,7 @@ pub fn escape_bytes(b: &[u8]) -> String {
     let mut out = String::with_capacity(b.len());
     for chunk in b.utf8_chunks() {
         for c in chunk.valid().chars() {
-            if c.is_control() || c == '\\' {
+            if c.is_control() || c == '\\' || reorders(c) {
                 if (c as u32) < 0x100 {
                     out.push_str(&format!("\\x{:02x}", c as u32));
                 } else {
@@ -66,6 +66,35 @@ pub fn escape_bytes(b: &[u8]) -> String {
         }
     }
     out
+}
+
+/// The characters that reorder how a terminal shows the text around them
+/// (bidirectional marks, embeddings, overrides and isolates): a name holding
+/// U+202E shows its tail reversed.
+fn reorders(c: char) -> bool {
+    matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Text that may hold what a traced process wrote, made safe for a
+/// terminal: control and reordering characters become `\xNN` / `\u{N}`;
+/// everything else (backslashes of text already escaped included) stays.
+pub fn terminal_safe(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(|c| c.is_control() || reorders(c)) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if c.is_control() || reorders(c) {
+            if (c as u32) < 0x100 {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            } else {
+                out.push_str(&format!("\\u{{{:x}}}", c as u32));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 pub fn hex_encode(b: &[u8]) -> String {

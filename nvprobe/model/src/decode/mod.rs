@@ -37,7 +37,7 @@ use self::{
 };
 
 pub use self::{
-    bytes::{Bytes, escape_bytes, hex_decode, hex_encode},
+    bytes::{Bytes, escape_bytes, hex_decode, hex_encode, terminal_safe},
     event::*,
     ioctl::raw_call_name,
 };

@@ -5,6 +5,8 @@
 pub mod level;
 pub mod otlp;
 pub mod schema;
+#[cfg(test)]
+mod tests_safe;
 pub mod text;
 
 use std::{

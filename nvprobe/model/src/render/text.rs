@@ -264,9 +264,19 @@ pub fn note_text(clock: &Clock, mono_ns: u64, note: &Note<'_>) -> String {
 
 /// Stage transitions and verdicts, for people.
 fn verdict_text(v: &crate::correlate::CuInit) -> String {
+    // Every field below may hold what a traced process wrote (its name,
+    // paths, command line, environment), or what a recording says it did:
+    // nothing reaches the terminal raw.
+    use crate::decode::terminal_safe as safe;
     let mut s = format!(
         "== {}[{}] cuInit {}: {} ({:.1} ms, {} driver calls; {})\n",
-        v.comm, v.pid, v.result, v.text, v.total_ms, v.calls, v.source
+        safe(&v.comm),
+        v.pid,
+        v.result,
+        safe(&v.text),
+        v.total_ms,
+        v.calls,
+        v.source
     );
     if let Some(p) = &v.process {
         let mut who = Vec::new();
@@ -297,7 +307,7 @@ fn verdict_text(v: &crate::correlate::CuInit) -> String {
             who.push(format!("{k}={val}"));
         }
         if !who.is_empty() {
-            let _ = writeln!(s, "   process: {}", who.join("; "));
+            let _ = writeln!(s, "   process: {}", safe(&who.join("; ")));
         }
     }
     for g in &v.gpus {
@@ -316,7 +326,7 @@ fn verdict_text(v: &crate::correlate::CuInit) -> String {
             (Some(r), None) => what.push(format!("UVM registration returned {r}")),
             (None, None) => {}
         }
-        let _ = writeln!(s, "   gpu {name}: {}", what.join(", "));
+        let _ = writeln!(s, "   gpu {}: {}", safe(&name), what.join(", "));
     }
     for d in &v.diagnoses {
         let mark = match d.severity {
@@ -330,7 +340,9 @@ fn verdict_text(v: &crate::correlate::CuInit) -> String {
         let _ = writeln!(
             s,
             "   {mark} {}{sev}: {}\n     hint: {}",
-            d.id, d.evidence, d.hint
+            d.id,
+            safe(&d.evidence),
+            d.hint
         );
     }
     s
@@ -338,15 +350,23 @@ fn verdict_text(v: &crate::correlate::CuInit) -> String {
 
 pub fn record_text(rec: &crate::correlate::Record) -> String {
     use crate::correlate::Record;
+    use crate::decode::terminal_safe as safe;
     match rec {
         Record::Stage { pid, comm, hit } => format!(
-            "== {comm}[{pid}] stage {} {} at {:.2} ms ({})\n",
-            hit.stage, hit.name, hit.at_ms, hit.via
+            "== {}[{pid}] stage {} {} at {:.2} ms ({})\n",
+            safe(comm),
+            hit.stage,
+            hit.name,
+            hit.at_ms,
+            safe(&hit.via)
         ),
-        Record::Signal(r) => format!("== {}[{}] signal {}\n", r.comm, r.pid, r.text),
+        Record::Signal(r) => format!("== {}[{}] signal {}\n", safe(&r.comm), r.pid, safe(&r.text)),
         Record::Breakdown(b) => format!(
             "== {}[{}/{}] in the driver: {}\n",
-            b.comm, b.pid, b.tid, b.text
+            safe(&b.comm),
+            b.pid,
+            b.tid,
+            safe(&b.text)
         ),
         // Text shows the CUDA start-ups; the other classes (driver clients,
         // path lookups, helpers) are in the JSON.
