@@ -141,6 +141,9 @@ impl LibCache {
             let stub = shown.contains("/stubs/")
                 || (version.is_none() && size.is_some_and(|n| n > 0 && n < (4 << 20)));
             if let Some(k) = key {
+                if self.seen.len() >= 4096 {
+                    self.seen.clear();
+                }
                 self.seen.insert(k, (version.clone(), stub));
             }
             (version, stub)
@@ -189,16 +192,20 @@ pub fn opened_libcuda(
     libs: &mut LibCache,
     same_view: bool,
 ) -> Option<nvprobe_model::attribution::LibcudaOpened> {
-    let mut real = PathBuf::from(format!("/proc/{pid}/root"));
-    real.push(shown.strip_prefix("/").unwrap_or(shown));
-    let file = match fs::File::open(&real) {
-        Ok(f) => f,
-        Err(_) if same_view && shown.is_absolute() => {
-            real = shown.to_path_buf();
-            fs::File::open(&real).ok()?
-        }
+    // Resolved inside the process's own root (its absolute links too), never
+    // blocking (a FIFO by the name), and only a regular file is read.
+    let rel = shown.strip_prefix("/").unwrap_or(shown);
+    let root = match fs::File::open(format!("/proc/{pid}/root")) {
+        Ok(r) => r,
+        Err(_) if same_view && shown.is_absolute() => fs::File::open("/").ok()?,
         Err(_) => return None,
     };
+    let file = open_in_root(&root, rel)?;
+    // The file itself, by its descriptor, for the version read below.
+    let real = PathBuf::from(format!(
+        "/proc/self/fd/{}",
+        std::os::fd::AsRawFd::as_raw_fd(&file)
+    ));
     let unloadable = crate::libcheck::unloadable(&file);
     let shown = shown.to_string_lossy();
     let (version, stub) = if unloadable.is_some() {
@@ -214,6 +221,19 @@ pub fn opened_libcuda(
         stub,
         unloadable,
     })
+}
+
+/// Open `rel` beneath `root` as the kernel resolves it for a process whose
+/// root that is (`RESOLVE_IN_ROOT`: absolute links stay inside), without
+/// blocking, and only when it is a regular file.
+fn open_in_root(root: &fs::File, rel: &Path) -> Option<fs::File> {
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
+    let how = OpenHow::new()
+        .flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK | OFlag::O_NOCTTY)
+        .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    let fd = openat2(root, rel, how).ok()?;
+    let file = fs::File::from(fd);
+    file.metadata().ok()?.file_type().is_file().then_some(file)
 }
 
 /// Whether `pid` sees the files as nvprobe does: the same root and the
@@ -341,6 +361,8 @@ pub fn read(pid: u32, cmdline: bool, libs: &mut LibCache) -> ProcessInfo {
             .and_then(|(_, rest)| rest.split_whitespace().nth(1))
             .and_then(|p| p.parse().ok());
     }
+    // The cgroup path as the kernel wrote it, to read its files by.
+    let mut cg_raw: Option<String> = None;
     if let Some(cg) = read_capped(&base.join("cgroup"), SMALL_CAP) {
         let text = String::from_utf8_lossy(&cg);
         // cgroup v2 ("0::/path"), else the v1 pids or devices hierarchy.
@@ -368,15 +390,23 @@ pub fn read(pid: u32, cmdline: bool, libs: &mut LibCache) -> ProcessInfo {
                 c
             });
             info.cgroup = Some(escape_bytes(p.as_bytes()));
+            cg_raw = Some(p.to_owned());
         }
     }
-    info.limits = Some(crate::kernel_checks::limits_of(
-        &base,
-        info.cgroup.as_deref(),
-    ));
+    // cgroup v1's devices controller has a hierarchy of its own (on a hybrid
+    // host the path above is the v2 one).
+    let devices_v1 = read_capped(&base.join("cgroup"), SMALL_CAP).and_then(|cg| {
+        String::from_utf8_lossy(&cg).lines().find_map(|l| {
+            let mut f = l.splitn(3, ':');
+            let (_, ctl, p) = (f.next()?, f.next()?, f.next()?);
+            ctl.split(',').any(|c| c == "devices").then(|| p.to_owned())
+        })
+    });
+    info.limits = Some(crate::kernel_checks::limits_of(&base, cg_raw.as_deref()));
     info.access = Some(crate::kernel_checks::access_of(
         &base,
-        info.cgroup.as_deref(),
+        cg_raw.as_deref(),
+        devices_v1.as_deref(),
     ));
     info.libcuda = mapped(pid, "libcuda.so")
         .into_iter()

@@ -39,7 +39,7 @@ const MOUNTINFO_CAP: u64 = 256 << 10;
 /// The process's filesystem ids, groups and effective capabilities, its
 /// NVIDIA nodes (through `/proc/PID/root`: its own mount namespace, no
 /// link followed) and whether its /dev is mounted nodev.
-pub fn access_of(base: &Path, cgroup: Option<&str>) -> Access {
+pub fn access_of(base: &Path, cgroup: Option<&str>, devices_v1: Option<&str>) -> Access {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let mut a = Access::default();
     if let Some(st) = read_capped(&base.join("status"), STATUS_CAP) {
@@ -131,7 +131,7 @@ pub fn access_of(base: &Path, cgroup: Option<&str>) -> Access {
         a.device_programs = Some(n);
     }
     // cgroup v1: the devices controller's own list.
-    if let Some(v1) = cgroup.and_then(|cg| cgroup_dir("/sys/fs/cgroup/devices", cg))
+    if let Some(v1) = devices_v1.and_then(|cg| cgroup_dir("/sys/fs/cgroup/devices", cg))
         && let Some(t) = read_text(&v1.join("devices.list"))
     {
         a.devices_list = t.lines().take(16).map(str::to_owned).collect();

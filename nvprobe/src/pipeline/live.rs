@@ -659,8 +659,12 @@ pub async fn run(
         let now = Instant::now();
         if now >= due.lost {
             poll_lost(&mut lost, &mut pipe)?;
-            // Start-ups waiting for a first context wait on this clock too.
-            pipe.tick(Clock::mono_now())?;
+            // Start-ups waiting for a first context wait on this clock too,
+            // once everything made before now has been handed on (a tick
+            // ahead of held records would end a wait they would end).
+            if left == Drained::All && live.held.is_none() {
+                pipe.tick(Clock::mono_now())?;
+            }
             due.lost = now + opts.lost_every;
             if let Some(m) = &opts.metrics {
                 live.update_metrics(m);

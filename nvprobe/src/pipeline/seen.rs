@@ -40,6 +40,8 @@ pub(super) struct Seen {
     /// with their identity (forgotten at their exit): a libcuda they open
     /// can be checked through nvprobe's root once they are gone.
     pub(super) same_view: HashSet<u32>,
+    /// (process, reason) already read again at a failure.
+    pub(super) reread: HashSet<(u32, &'static str)>,
 }
 
 impl Seen {
@@ -53,10 +55,22 @@ impl Seen {
                     return;
                 };
                 if c.phase == nvprobe_common::CUDA_RETURN && c.ret != 0 && self.failed.len() < 64 {
-                    if c.func & !nvprobe_common::CUDA_INTERPOSER == nvprobe_common::CUDA_CUINIT {
-                        self.failed.push((h.tgid, "cuinit_failed"));
+                    let at = if c.func & !nvprobe_common::CUDA_INTERPOSER
+                        == nvprobe_common::CUDA_CUINIT
+                    {
+                        Some("cuinit_failed")
                     } else if nvprobe_common::CUDA_CONTEXT_FUNCS.contains(&c.func) {
-                        self.failed.push((h.tgid, "context_failed"));
+                        Some("context_failed")
+                    } else {
+                        None
+                    };
+                    // Once per process and reason: a loop of failing calls
+                    // is not a loop of /proc walks.
+                    if let Some(at) = at
+                        && self.reread.len() < 65536
+                        && self.reread.insert((h.tgid, at))
+                    {
+                        self.failed.push((h.tgid, at));
                     }
                 }
                 if c.func != nvprobe_common::CUDA_CUINIT {
@@ -103,6 +117,7 @@ impl Seen {
                     self.cuinit.retain(|_, (g, _)| *g != target);
                     self.stoppers.remove(&target);
                     self.same_view.remove(&target);
+                    self.reread.retain(|(p, _)| *p != target);
                     // The kernel forgot it too (NV_PROCS): a process that
                     // reuses the pid is followed again when first seen.
                     self.known.remove(&target);

@@ -146,9 +146,10 @@ impl Correlator {
                 // what an earlier one learned; the libcuda files the loader
                 // opened add up over the reads.
                 let st = self.state(pid);
-                st.info_ns = st.info_ns.max(start);
                 let opened = info.libcuda_opened.clone();
                 if info.exe.is_some() || st.info.as_ref().is_none_or(|i| i.exe.is_none()) {
+                    // Only a read that is adopted dates the identity.
+                    st.info_ns = st.info_ns.max(start);
                     let before = st.info.take().map(|i| i.libcuda_opened).unwrap_or_default();
                     st.info = Some(*info);
                     merge_opened(st.info.as_mut(), before);
@@ -317,8 +318,14 @@ impl Correlator {
     fn end_waits(&mut self, now: u64, out: &mut Vec<Record>) {
         let mut next = u64::MAX;
         let mut pids: Vec<u32> = Vec::new();
-        for (pid, st) in &self.procs {
+        for (pid, st) in self.procs.iter_mut() {
             match st.context_due {
+                // A context call still running: its return decides.
+                Some(due) if due <= now && st.ctx_in_flight => {
+                    let later = now.saturating_add(1_000_000_000);
+                    st.context_due = Some(later);
+                    next = next.min(later);
+                }
                 Some(due) if due <= now => pids.push(*pid),
                 Some(due) => next = next.min(due),
                 None => {}
@@ -423,6 +430,7 @@ impl Correlator {
                 format!("exited with status {}", (code >> 8) & 0xff)
             };
             st.last_ns = st.last_ns.max(p.time_ns);
+            st.settle_context();
             let v = verdict(pid, st, Some((exit, code & 0x7f)));
             st.done = true;
             out.push(Record::Cuinit(Box::new(v)));
@@ -455,6 +463,7 @@ impl Correlator {
             && !st.done
             && st.has_activity()
         {
+            st.settle_context();
             out.push(Record::Cuinit(Box::new(verdict(
                 p.target_pid,
                 st,
@@ -490,6 +499,7 @@ impl Correlator {
                 && !st.done
                 && st.has_activity()
             {
+                st.settle_context();
                 out.push(Record::Cuinit(Box::new(verdict(pid, st, None))));
                 st.done = true;
             }

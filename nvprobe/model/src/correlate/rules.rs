@@ -57,7 +57,10 @@ pub(crate) fn settle_severity(ds: &mut [Diagnosis], st: &ProcInit, succeeded: bo
             "{}{}{}",
             d.evidence,
             made.unwrap_or_default(),
-            if succeeded {
+            if succeeded && st.context.as_ref().is_some_and(|c| c.code != 0) {
+                // cuInit got past it; the first context then failed.
+                "; cuInit got past it"
+            } else if succeeded {
                 "; start-up recovered and succeeded"
             } else if fixed.is_some() {
                 "; it was opened successfully later, so it is not what failed"
@@ -103,7 +106,7 @@ const CHECKS: &[Check] = &[
 
 pub(crate) fn diagnose(f: &Facts<'_>) -> Vec<Diagnosis> {
     let mut v = Vec::new();
-    if matches!(f.st.interposed, Some((_, _, false))) {
+    if matches!(f.st.interposed, Some((_, _, false))) || f.st.wrapped_from.is_some() {
         // A preloaded library answered cuInit in libcuda's place: what
         // libcuda's answers would mean (no device, a fork, a stub) says
         // nothing here.

@@ -66,7 +66,7 @@ fn visible_text(st: &ProcInit) -> String {
         Some(1) => "; cuDeviceGetCount said 1 device is visible (ordinal 0)".to_owned(),
         Some(n) => format!(
             "; cuDeviceGetCount said {n} devices are visible (ordinals 0 to {})",
-            n - 1
+            n.saturating_sub(1)
         ),
         None => String::new(),
     }

@@ -40,7 +40,12 @@ driver call: {}",
     let Some(info) = f.st.info.as_ref() else {
         return;
     };
-    let got_past = info.libcuda.iter().any(|l| !l.stub) || matches!(f.st.curesult, Some((0, _)));
+    // The loader went on past it (it skips a file of another class or
+    // machine): another libcuda was mapped, or CUDA calls were answered.
+    let got_past = info.libcuda.iter().any(|l| !l.stub)
+        || f.st.curesult.is_some()
+        || f.st.cuda_calls > 0
+        || f.st.calls > 0;
     for l in &info.libcuda_opened {
         let Some(why) = &l.unloadable else { continue };
         let mut d = diag(
@@ -93,17 +98,23 @@ pub(crate) fn cuda_interposer(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
             out.push(d);
         }
         Some((code, n, true)) => {
-            let real = st.curesult.map(|(c, _)| c);
-            if real.is_some_and(|c| c != code) {
+            // libcuda's own answer (kept aside when the program got the
+            // wrapper's).
+            let real = st.wrapped_from.or(st.curesult);
+            if let Some((rc, rn)) = real.filter(|(c, _)| *c != code) {
                 let mut d = diag(
                     DiagId::CudaInterposer,
                     format!(
                         "{name} wraps cuInit: libcuda's returned {}, and the wrapper gave the program {}",
-                        st.curesult.map(|(c, n)| cuname(c, n)).unwrap_or_default(),
+                        cuname(rc, rn),
                         cuname(code, n)
                     ),
                 );
-                d.severity = DiagSeverity::Warning;
+                // It turned a success into the failure the program saw: it
+                // explains the outcome.
+                if !(rc == 0 && code != 0) {
+                    d.severity = DiagSeverity::Warning;
+                }
                 out.push(d);
             }
         }

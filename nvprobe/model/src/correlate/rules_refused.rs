@@ -33,10 +33,7 @@ pub(crate) fn eperm_cause(st: &ProcInit, path: &str) -> String {
             &seccomp,
         );
     }
-    let v1_refuses = !list.is_empty()
-        && !list
-            .iter()
-            .any(|l| l.starts_with("a ") || l.starts_with("c 195:*") || l.starts_with("c *:*"));
+    let v1_refuses = !list.is_empty() && !list.iter().any(|l| v1_allows(l, path, access));
     let cgroup = match (programs, v1_refuses) {
         (_, true) => format!(
             "the cgroup's devices.list allows no NVIDIA device ({})",
@@ -73,6 +70,36 @@ or another sandbox, refused it"
         verdict.to_owned()
     } else {
         format!("{verdict} ({})", facts.join("; "))
+    }
+}
+
+/// Whether one cgroup v1 `devices.list` entry ("c 195:* rwm", "a *:* rwm")
+/// lets the process read or write the node at `path` (its device number
+/// as the process saw it; any NVIDIA char device when it is unknown).
+fn v1_allows(entry: &str, path: &str, access: Option<&crate::attribution::Access>) -> bool {
+    let mut f = entry.split_whitespace();
+    let (Some(kind), Some(dev), Some(perm)) = (f.next(), f.next(), f.next()) else {
+        return false;
+    };
+    if !(perm.contains('r') || perm.contains('w')) {
+        return false;
+    }
+    if kind == "a" {
+        return true;
+    }
+    if kind != "c" {
+        return false;
+    }
+    let (maj, min) = dev.split_once(':').unwrap_or((dev, "*"));
+    let node = access
+        .and_then(|a| a.nodes.iter().find(|n| n.path == path))
+        .and_then(|n| n.rdev.as_deref())
+        .and_then(|r| r.split_once(':'));
+    let matches = |want: &str, have: Option<&str>| want == "*" || have.is_none_or(|h| h == want);
+    match node {
+        Some((nmaj, nmin)) => matches(maj, Some(nmaj)) && matches(min, Some(nmin)),
+        // Unknown node: any entry for the NVIDIA major (195) or any major.
+        None => maj == "*" || maj == "195",
     }
 }
 

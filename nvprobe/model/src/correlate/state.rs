@@ -102,6 +102,14 @@ pub(crate) struct ProcInit {
     pub(crate) exit_sig: i32,
     /// How many devices cuDeviceGetCount said were visible.
     pub(crate) visible: Option<i32>,
+    /// The first device lookup that failed while waiting for a context
+    /// (it decides the verdict only if no context comes).
+    pub(crate) lookup_failure: Option<ContextStep>,
+    /// libcuda's own cuInit answer, when a wrapper gave the program
+    /// another (`curesult` is then the wrapper's).
+    pub(crate) wrapped_from: Option<(i64, Option<&'static str>)>,
+    /// A context call is running (entered, not returned).
+    pub(crate) ctx_in_flight: bool,
     /// A preloaded library's cuInit (an interposer's) is running, and
     /// whether libcuda's own cuInit was entered meanwhile.
     pub(crate) interposer_in: Option<bool>,

@@ -131,6 +131,8 @@ is visible (ordinal 0); CUDA_VISIBLE_DEVICES=0 selects /dev/nvidia[0] (the host 
 #[test]
 fn an_out_of_memory_first_context_names_the_refusal_and_who_holds_the_gpu() {
     let mut ev = good_init();
+    // The context call's entry, then the allocation the driver refuses inside it.
+    ev.push(cuda(5, "cuCtxCreate_v2", None));
     ev.push(rm_alloc_no_memory(5));
     ev.push(cuda_ret(
         6,
@@ -149,7 +151,7 @@ fn an_out_of_memory_first_context_names_the_refusal_and_who_holds_the_gpu() {
     c.set_host_gpus(one_gpu());
     let mut out = Vec::new();
     c.observe_obs(Obs::identity(info(&[], None, vec![]), 0), &mut out);
-    for e in &ev[..6] {
+    for e in &ev[..7] {
         c.observe(e, &mut out);
     }
     // Read again at the failure, before the failed call is decoded.
@@ -157,7 +159,7 @@ fn an_out_of_memory_first_context_names_the_refusal_and_who_holds_the_gpu() {
         Obs::identity(info(&[], Some("context_failed"), vec![holder]), 6_000_000),
         &mut out,
     );
-    c.observe(&ev[6], &mut out);
+    c.observe(&ev[7], &mut out);
     // The verdict comes with the failed context, not at the exit.
     let v: Vec<CuInit> = out
         .into_iter()
@@ -346,4 +348,44 @@ fn what_cuinit_got_past_does_not_explain_a_failed_first_context() {
         "{:?}",
         v.diagnoses
     );
+}
+
+#[test]
+fn a_failed_probe_of_an_ordinal_then_a_context_is_an_ok_start_up() {
+    let mut ev = good_init();
+    // Probing ordinals until one fails, then a context on device 0.
+    ev.push(cuda_ret(
+        6,
+        "cuDeviceGet",
+        101,
+        "CUDA_ERROR_INVALID_DEVICE",
+        Some(1),
+        None,
+    ));
+    ev.push(cuda_ret(
+        7,
+        "cuCtxCreate_v2",
+        0,
+        "CUDA_SUCCESS",
+        Some(0),
+        None,
+    ));
+    ev.push(exit_of(8, 7, 0));
+    let v = verdicts_of(vec![], one_gpu(), &ev);
+    assert_eq!(v[0].result, Outcome::Ok, "{}", v[0].text);
+    assert!(v[0].diagnoses.is_empty(), "{:?}", v[0].diagnoses);
+    // Without the context, the failed lookup is where it ended (at the exit).
+    let mut ev = good_init();
+    ev.push(cuda_ret(
+        6,
+        "cuDeviceGet",
+        101,
+        "CUDA_ERROR_INVALID_DEVICE",
+        Some(1),
+        None,
+    ));
+    ev.push(exit_of(8, 7, 1 << 8));
+    let v = verdicts_of(vec![], one_gpu(), &ev);
+    assert_eq!(v[0].result, Outcome::Failed, "{}", v[0].text);
+    assert_eq!(v[0].diagnoses[0].id, DiagId::InvalidDevice);
 }

@@ -208,3 +208,35 @@ fn a_preload_not_hooked_in_time_is_a_warning_with_what_was_seen() {
         d.evidence
     );
 }
+
+#[test]
+fn a_wrapper_that_turns_success_into_failure_explains_the_failure() {
+    let v = verdicts_of(
+        vec![info(&[("LD_PRELOAD", "/opt/shim/libvgpu.so")], vec![])],
+        vec![],
+        &[
+            interposed(1, "cuInit", None),
+            cuda(2, "cuInit", None),
+            open(3, "/dev/nvidiactl", "ctl"),
+            cuda(4, "cuInit", Some((0, "CUDA_SUCCESS"))),
+            interposed(5, "cuInit", Some((100, "CUDA_ERROR_NO_DEVICE"))),
+            exit_of(6, 7, 1 << 8),
+        ],
+    );
+    let v = &v[0];
+    assert_eq!(v.result, Outcome::Failed, "{}", v.text);
+    assert_eq!(v.curesult.as_deref(), Some("CUDA_ERROR_NO_DEVICE (100)"));
+    let ids: Vec<DiagId> = v.diagnoses.iter().map(|d| d.id).collect();
+    assert_eq!(
+        ids,
+        [DiagId::CudaInterposer],
+        "no no_visible_devices: {:?}",
+        v.diagnoses
+    );
+    assert_eq!(v.diagnoses[0].severity, DiagSeverity::Error);
+    assert_eq!(
+        v.diagnoses[0].evidence,
+        "the preloaded /opt/shim/libvgpu.so wraps cuInit: libcuda's returned CUDA_SUCCESS (0), and the wrapper gave \
+the program CUDA_ERROR_NO_DEVICE (100)"
+    );
+}

@@ -328,6 +328,17 @@ place when nvprobe read the process (at its first NVIDIA file))"
             "the device cgroup refused it (the cgroup's devices.list allows no NVIDIA device"
         ),
     );
+    // runc's "c *:* m" lets every device be made, not opened.
+    assert!(
+        evidence(with(None, 0, vec!["c *:* m", "c 1:3 rwm"])).contains(
+            "the device cgroup refused it (the cgroup's devices.list allows no NVIDIA device"
+        ),
+    );
+    // A list that allows the NVIDIA major does not refuse it.
+    assert!(
+        !evidence(with(None, 0, vec!["c 195:* rwm"]))
+            .contains("devices.list allows no NVIDIA device"),
+    );
     // Both in place: both are named, neither is claimed.
     assert!(
         evidence(with(Some(1), 1, vec![]))

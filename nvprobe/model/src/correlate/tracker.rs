@@ -104,6 +104,11 @@ impl ProcInit {
                     *during = true;
                 }
             }
+            if makes_context(func) && self.context_due.is_some() {
+                // A context call in flight: its failures are what refused
+                // it, and the wait does not end under it.
+                self.ctx_in_flight = true;
+            }
             return;
         };
         let code = r.result.unwrap_or(0);
@@ -114,7 +119,17 @@ impl ProcInit {
             // Its cuInit returned: did it call libcuda's?
             let forwarded = self.interposer_in.take().unwrap_or(self.cuinit_entered);
             self.interposed = Some((code, r.result_name, forwarded));
-            if forwarded || self.curesult.is_some() {
+            if forwarded {
+                // A wrapper: the program got the wrapper's answer. One that
+                // turns libcuda's success into a failure ends the start-up.
+                if code != 0 && matches!(self.curesult, Some((0, _))) && !self.done {
+                    self.wrapped_from = self.curesult;
+                    self.curesult = Some((code, r.result_name));
+                    self.give_verdict(pid, out);
+                }
+                return;
+            }
+            if self.curesult.is_some() {
                 return;
             }
             // It answered in libcuda's place: its answer is what the
@@ -142,18 +157,27 @@ impl ProcInit {
         if self.done || self.context_due.is_none() {
             return;
         }
-        let ends = makes_context(func) || (code != 0 && DEVICE_LOOKUPS.contains(&func));
-        if !ends {
-            return;
-        }
-        self.last_ns = self.last_ns.max(r.end);
-        self.context = Some(ContextStep {
+        let step = || ContextStep {
             call: func.to_owned(),
             device: r.device,
             result: format!("{} ({code})", r.result_name.unwrap_or("CUresult")),
             code,
             at_ms: ms(r.end, self.first_ns),
-        });
+        };
+        if code != 0 && DEVICE_LOOKUPS.contains(&func) {
+            // A program may probe ordinals until one fails and then make a
+            // context: the failed lookup decides only if no context comes.
+            if self.lookup_failure.is_none() {
+                self.lookup_failure = Some(step());
+            }
+            return;
+        }
+        if !makes_context(func) {
+            return;
+        }
+        self.ctx_in_flight = false;
+        self.last_ns = self.last_ns.max(r.end);
+        self.context = Some(step());
         self.give_verdict(pid, out);
     }
 
@@ -168,12 +192,21 @@ impl ProcInit {
         }
     }
 
+    /// No context came: a device lookup that failed is where the start-up
+    /// ended.
+    pub(crate) fn settle_context(&mut self) {
+        if self.context.is_none() && self.lookup_failure.is_some() {
+            self.context = self.lookup_failure.take();
+        }
+    }
+
     /// The start-up's verdict, now (once).
     pub(crate) fn give_verdict(&mut self, pid: u32, out: &mut Vec<Record>) {
         if self.done {
             return;
         }
         self.context_due = None;
+        self.settle_context();
         out.push(Record::Cuinit(Box::new(super::verdict::verdict(
             pid, self, None,
         ))));
@@ -286,7 +319,8 @@ impl ProcInit {
             at_ms: ms(start, self.first_ns),
             duration_ms: end.saturating_sub(start) as f64 / 1e6,
         };
-        if self.context_due.is_some() && self.after_init_failure.is_none() {
+        // What refused the first context: the first failure inside its call.
+        if self.ctx_in_flight && self.after_init_failure.is_none() {
             self.after_init_failure = Some(failed.clone());
         }
         self.last_failure = Some(failed);
