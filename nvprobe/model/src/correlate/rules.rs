@@ -422,7 +422,7 @@ pub(crate) fn plural(n: u32) -> &'static str {
 /// `/sys/module/M/initstate` (M one of NVIDIA's), `/proc/driver/nvidia`
 /// and its `version` (nvidia). Other entries (parameters, other modules'
 /// files, masked paths) say nothing about it.
-fn module_of_entry(path: &str) -> Option<&str> {
+pub(super) fn module_of_entry(path: &str) -> Option<&str> {
     if matches!(path, "/proc/driver/nvidia" | "/proc/driver/nvidia/version") {
         return Some("nvidia");
     }
@@ -770,32 +770,3 @@ known cause (",
     hmm_reload!(),
     "`"
 );
-
-#[cfg(test)]
-mod module_entry_tests {
-    use super::module_of_entry;
-
-    #[test]
-    fn only_a_modules_own_entries_say_it_is_not_loaded() {
-        assert_eq!(
-            module_of_entry("/sys/module/nvidia_uvm/initstate"),
-            Some("nvidia_uvm")
-        );
-        assert_eq!(module_of_entry("/sys/module/nvidia"), Some("nvidia"));
-        assert_eq!(
-            module_of_entry("/proc/driver/nvidia/version"),
-            Some("nvidia")
-        );
-        // A parameter, another module's files, the GPU list: not the module.
-        assert_eq!(
-            module_of_entry("/sys/module/nvidia/parameters/NVreg_X"),
-            None
-        );
-        assert_eq!(module_of_entry("/sys/module/nvidia_fs/initstate"), None);
-        assert_eq!(
-            module_of_entry("/proc/driver/nvidia/gpus/0000:01:00.0/information"),
-            None
-        );
-        assert_eq!(module_of_entry("/proc/driver/nvidia/params"), None);
-    }
-}

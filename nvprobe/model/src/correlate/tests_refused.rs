@@ -459,3 +459,37 @@ fn a_refused_mknod_names_the_read_only_mount_or_the_missing_capability() {
         "/dev/nvidiactl: mknod 195:0 failed: EPERM"
     );
 }
+
+// Which paths say a kernel module is not loaded (rules::module_of_entry).
+#[test]
+fn only_a_modules_own_entries_say_it_is_not_loaded() {
+    assert_eq!(
+        super::rules::module_of_entry("/sys/module/nvidia_uvm/initstate"),
+        Some("nvidia_uvm")
+    );
+    assert_eq!(
+        super::rules::module_of_entry("/sys/module/nvidia"),
+        Some("nvidia")
+    );
+    assert_eq!(
+        super::rules::module_of_entry("/proc/driver/nvidia/version"),
+        Some("nvidia")
+    );
+    // A parameter, another module's files, the GPU list: not the module.
+    assert_eq!(
+        super::rules::module_of_entry("/sys/module/nvidia/parameters/NVreg_X"),
+        None
+    );
+    assert_eq!(
+        super::rules::module_of_entry("/sys/module/nvidia_fs/initstate"),
+        None
+    );
+    assert_eq!(
+        super::rules::module_of_entry("/proc/driver/nvidia/gpus/0000:01:00.0/information"),
+        None
+    );
+    assert_eq!(
+        super::rules::module_of_entry("/proc/driver/nvidia/params"),
+        None
+    );
+}
