@@ -54,12 +54,19 @@ pub mod maps {
 
 /// `NV_PROCS` values: a followed process, and one whose successful calls
 /// the kernel drops (`--events failures|verdicts`, set by the kernel side
-/// itself when cuInit returns CUDA_SUCCESS: no race with an exec or a
+/// itself at the process's first context: no race with an exec or a
 /// reused pid). An exec makes a quiet process followed again; an exit
 /// removes it.
 pub mod nv_procs {
     pub const FOLLOWED: u8 = 1;
     pub const QUIET: u8 = 2;
+    /// Past its start-up (its first context worked): the calls it needs
+    /// besides the NVIDIA ones are no longer watched for failures.
+    pub const STARTED: u8 = 4;
+    /// The high four bits count the [`crate::ProcOp::CallFailed`] records
+    /// sent for the process, up to [`FAILS_SENT`].
+    pub const FAIL_ONE: u8 = 16;
+    pub const FAILS_SENT: u8 = 8;
 }
 
 /// `STATUS_AT`: where a call's NV_STATUS is, so that the kernel can tell a
@@ -218,6 +225,12 @@ wire_enum! {
         SignalDeliver = 4,
         /// The process (header) forked a new process (`target_*`).
         Fork = 5,
+        /// A call that a start-up needs besides the NVIDIA ones failed (a
+        /// thread, a mapping, a descriptor): `code` is the syscall number
+        /// (the traced machine's), `errno` the error. Only for processes in
+        /// start-up, only the errnos of a refusal or a limit, and at most
+        /// `nv_procs::FAILS_SENT` per program.
+        CallFailed = 6,
     }
 }
 

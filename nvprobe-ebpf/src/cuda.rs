@@ -121,19 +121,19 @@ pub fn nvprobe_cuda_return(ctx: RetProbeContext) -> u32 {
         crate::maps::count_quieted();
         return 0;
     }
-    if ret == 0
-        && nvprobe_common::CUDA_CONTEXT_FUNCS.contains(&func)
-        && crate::fdres::quiet_levels()
-    {
+    if ret == 0 && nvprobe_common::CUDA_CONTEXT_FUNCS.contains(&func) {
         // The start-up ends with its first context (its verdict is `ok`
-        // with this record): from here on this program's successful
-        // NVIDIA calls stay in the kernel.
+        // with this record): its other calls are no longer watched for
+        // failures, and with `--events failures|verdicts` its successful
+        // NVIDIA calls stay in the kernel from here on.
+        use nvprobe_common::nv_procs::{FOLLOWED, QUIET, STARTED};
         let tgid = (pid_tgid >> 32) as u32;
-        let _ = crate::maps::NV_PROCS.insert(
-            &tgid,
-            &(nvprobe_common::nv_procs::FOLLOWED | nvprobe_common::nv_procs::QUIET),
-            0,
-        );
+        let quiet = if crate::fdres::quiet_levels() {
+            QUIET
+        } else {
+            0
+        };
+        let _ = crate::maps::NV_PROCS.insert(&tgid, &(FOLLOWED | STARTED | quiet), 0);
     }
     let base = func & !nvprobe_common::CUDA_INTERPOSER;
     if ret != 0

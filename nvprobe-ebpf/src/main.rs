@@ -453,20 +453,32 @@ pub fn nvprobe_exit(ctx: TracePointContext) -> u32 {
 }
 
 fn try_exit(ctx: &TracePointContext) -> Result<(), i64> {
+    let ret = arg::<i64>(ctx, RET)?;
     let Some(inf) = take_slot(tid(), None) else {
+        // A call on no NVIDIA file (an anonymous mmap, a stat of another
+        // path): only a limit it ran into, in start-up, is kept.
+        if ret < 0 {
+            procs::start_call_failed(ctx, ret, &procs::LIMITS);
+        }
         return Ok(());
     };
-    let ret = arg::<i64>(ctx, RET)?;
     let end = now();
     match EventKind::from_repr(inf.kind) {
-        Some(EventKind::Path) => exit_path(&inf, ret, end),
+        Some(EventKind::Path) => {
+            if !exit_path(&inf, ret, end)? && ret < 0 {
+                procs::start_call_failed(ctx, ret, &procs::LIMITS);
+            }
+            Ok(())
+        }
         Some(EventKind::Fd) => exit_fd(&inf, ret, end),
         Some(EventKind::Mmap) => exit_mmap(&inf, ret, end),
         _ => Ok(()),
     }
 }
 
-fn exit_path(inf: &Inflight, ret: i64, end: u64) -> Result<(), i64> {
+/// The record of a path call; false when the call is not one nvprobe
+/// keeps (an open of another file).
+fn exit_path(inf: &Inflight, ret: i64, end: u64) -> Result<bool, i64> {
     let op = PathOp::from_repr(inf.op).ok_or(0i64)?;
     let mut file = nvprobe_common::FileId::default();
     if op.is_open() {
@@ -484,7 +496,7 @@ fn exit_path(inf: &Inflight, ret: i64, end: u64) -> Result<(), i64> {
             && !paths::nvidia_path(inf.a0)
             && !paths::libcuda_open(inf.a0, inf.a1)
         {
-            return Ok(());
+            return Ok(false);
         }
     }
     // From now on this process's exit, signals and forks are reported: it
@@ -495,7 +507,7 @@ fn exit_path(inf: &Inflight, ret: i64, end: u64) -> Result<(), i64> {
     maps::first_sight(tgid);
     let Some(mut entry) = EVENTS.reserve::<PathEvent>(0) else {
         count_lost(EventKind::Path);
-        return Ok(());
+        return Ok(true);
     };
     let ev = entry.as_mut_ptr();
     // SAFETY: reserved record; all fields written before submit.
@@ -532,7 +544,7 @@ fn exit_path(inf: &Inflight, ret: i64, end: u64) -> Result<(), i64> {
         wakeup_bytes(),
         core::mem::size_of::<PathEvent>(),
     ));
-    Ok(())
+    Ok(true)
 }
 
 fn exit_fd(inf: &Inflight, ret: i64, end: u64) -> Result<(), i64> {

@@ -8,6 +8,9 @@
 //! (int sig, struct kernel_siginfo *info, struct task_struct *task, int
 //! group, int result). kernel_siginfo: si_signo @0, si_errno @4, si_code
 //! @8, si_pid @16 (uapi layout).
+//!
+//! And the calls a start-up needs besides the NVIDIA ones (threads,
+//! mappings, descriptors): their failures, for processes in start-up only.
 
 use aya_ebpf::{
     helpers::{bpf_get_current_pid_tgid, bpf_probe_read_kernel},
@@ -84,7 +87,7 @@ pub fn nvprobe_proc_exec(_ctx: TracePointContext) -> u32 {
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
     if is_nv(tgid) {
         // A new program starts up again: its calls are shipped until its
-        // own verdict.
+        // own verdict, and its failed calls counted afresh.
         let _ = NV_PROCS.insert(&tgid, &nvprobe_common::nv_procs::FOLLOWED, 0);
         emit(|e| {
             e.op = ProcOp::Exec as u32;
@@ -189,4 +192,62 @@ pub fn nvprobe_signal_deliver(ctx: TracePointContext) -> u32 {
         e.sa_flags = flags;
     });
     0
+}
+
+/// The errnos of a refusal or a limit: what a failed start-up can be
+/// explained by (EPERM, EAGAIN, ENOMEM, EACCES, ENFILE, EMFILE, ENOSPC,
+/// ENOSYS). EINVAL, EEXIST and the like are a caller's own business
+/// (libcuda probes fixed addresses with MAP_FIXED_NOREPLACE).
+pub const REFUSALS: [i32; 8] = [1, 11, 12, 13, 23, 24, 28, 38];
+/// What the shared exit program reports for calls it does not otherwise
+/// keep (mmap of anonymous memory, opens of other files): the limits
+/// (EAGAIN, ENOMEM, ENFILE, EMFILE) and EPERM (a filter: a file's mode
+/// answers EACCES), not EACCES or ENOENT, which a search along a library
+/// path meets as a matter of course.
+pub const LIMITS: [i32; 5] = [1, 11, 12, 23, 24];
+
+/// sys_exit of the calls a start-up needs besides the NVIDIA ones
+/// (clone, clone3, mprotect, mremap, memfd_create, eventfd2, pipe2):
+/// `ret` @16, `__syscall_nr` @8. Every process pays one read and one
+/// compare; only a failure of a process in start-up goes further.
+#[tracepoint]
+pub fn nvprobe_os_exit(ctx: TracePointContext) -> u32 {
+    // SAFETY: offset from the syscall tracepoint format.
+    let ret: i64 = unsafe { ctx.read_at(16) }.unwrap_or(0);
+    if ret < 0 {
+        start_call_failed(&ctx, ret, &REFUSALS);
+    }
+    0
+}
+
+/// A failed call of a process in start-up that no other record reports:
+/// keep it (at most nv_procs::FAILS_SENT per program) when its errno is
+/// in `errnos`.
+#[inline(always)]
+pub fn start_call_failed(ctx: &TracePointContext, ret: i64, errnos: &[i32]) {
+    use nvprobe_common::nv_procs::{FAIL_ONE, FAILS_SENT, STARTED};
+    let errno = ret.wrapping_neg() as i32;
+    if !errnos.contains(&errno) {
+        return;
+    }
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tgid = (pid_tgid >> 32) as u32;
+    // SAFETY: plain lookup of a u8.
+    let Some(v) = (unsafe { NV_PROCS.get(&tgid) }).copied() else {
+        return;
+    };
+    if v & STARTED != 0 || v / FAIL_ONE >= FAILS_SENT {
+        return;
+    }
+    // Racing threads may both pass: the bound is loose by a few records.
+    let _ = NV_PROCS.insert(&tgid, &(v + FAIL_ONE), 0);
+    // SAFETY: offset from the syscall tracepoint format.
+    let nr: i32 = unsafe { ctx.read_at::<i64>(8) }.unwrap_or(-1) as i32;
+    emit(|e| {
+        e.op = ProcOp::CallFailed as u32;
+        e.code = nr;
+        e.errno = errno;
+        e.target_tgid = tgid;
+        e.target_tid = pid_tgid as u32;
+    });
 }

@@ -153,6 +153,16 @@ pub fn limits_of(base: &Path, cgroup: Option<&str>) -> Limits {
                 l.seccomp = v.trim().parse().ok();
             } else if let Some(v) = line.strip_prefix("Seccomp_filters:") {
                 l.seccomp_filters = v.trim().parse().ok();
+            } else if let Some(v) = line.strip_prefix("VmSize:") {
+                l.vm_size = v
+                    .trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+                    .map(|k| k.saturating_mul(1024));
+            } else if let Some(v) = line.strip_prefix("Threads:") {
+                l.threads = v.trim().parse().ok();
             }
         }
     }
@@ -173,6 +183,11 @@ pub fn limits_of(base: &Path, cgroup: Option<&str>) -> Limits {
     }
     if let Ok(d) = fs::read_dir(base.join("fd")) {
         l.fds = Some(d.take(FDS_COUNTED as usize).count() as u64);
+    }
+    // The host's policy, beside the process's directory (/proc/sys).
+    if let Some(proc_dir) = base.parent() {
+        l.overcommit =
+            read_text(&proc_dir.join("sys/vm/overcommit_memory")).and_then(|v| v.parse().ok());
     }
     if let Some(dir) = cgroup.and_then(|cg| cgroup_dir("/sys/fs/cgroup", cg)) {
         let count = |cur: &str, max: &str| {

@@ -205,7 +205,21 @@ impl Metrics {
         match r {
             Record::Cuinit(v) => self.verdict(v),
             Record::Signal(s) => self.signal(s),
+            Record::FirstContext(c) => self.late_context(c),
             Record::Stage { .. } | Record::Breakdown(_) => {}
+        }
+    }
+
+    /// A first context after the verdict: its diagnoses count with the
+    /// verdicts' (the start-up's end, come late).
+    fn late_context(&self, c: &crate::correlate::FirstContext) {
+        for d in &c.diagnoses {
+            self.diagnoses
+                .get_or_create(&DiagnosisLabels {
+                    diagnosis: d.id.as_str().into(),
+                    severity: d.severity.as_str().into(),
+                })
+                .inc();
         }
     }
 

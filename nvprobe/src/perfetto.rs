@@ -478,6 +478,19 @@ impl Exporter {
                 a.extend(s.stage.as_deref().map(|x| str_ann("stage", x)));
                 self.instant(track, &format!("{} from {}", s.signal, s.sender), mono, a);
             }
+            Record::FirstContext(c) => {
+                let track = self.process(c.pid, &c.comm);
+                let a = vec![
+                    str_ann("text", &c.text),
+                    str_ann("result", &c.context.result),
+                ];
+                let name = if c.ok {
+                    "first context made"
+                } else {
+                    "first context failed"
+                };
+                self.instant(track, name, mono, a);
+            }
             Record::Breakdown(_) => {}
         }
     }

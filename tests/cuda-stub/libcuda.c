@@ -4,7 +4,11 @@
  * NVPROBE_STUB_MODE=fail makes cuInit fail the way a GPU attach failure
  * does: GPU_ATTACH_IDS answers NV_ERR_INVALID_DEVICE, cuInit returns
  * CUDA_ERROR_NOT_INITIALIZED (3); =hang makes cuInit sleep 3 s; =spin
- * makes it busy-loop in user space for 2.5 s. Like the real libcuda, the
+ * makes it busy-loop in user space for 2.5 s; =reserve makes it reserve
+ * 64 GiB of addresses as the real one reserves its virtual address range
+ * (CUDA_ERROR_OUT_OF_MEMORY, 2, when the mapping is refused); =thread
+ * makes it start a thread (CUDA_ERROR_OPERATING_SYSTEM, 304, when that
+ * is refused). Like the real libcuda, the
  * calls after cuInit answer CUDA_ERROR_NOT_INITIALIZED (3) in a process
  * forked after it (cuMemGetInfo_v2, a start-up call, and cuLaunchKernel,
  * one of the calls only --libcuda-hooks all hooks). */
@@ -14,7 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <pthread.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 typedef int CUresult;
@@ -29,6 +35,8 @@ const char nvprobe_stub_driver_version[] = STUB_VERSION;
 static int ctl = -1;
 static uint32_t client;
 static pid_t init_pid;
+
+static void *idle_thread(void *arg) { return arg; }
 
 static uint32_t rm_control(uint32_t h, uint32_t cmd) {
     uint32_t p[8] = {h, h, cmd, 0, 0, 0, 0, 0};
@@ -49,6 +57,19 @@ CUresult cuInit(unsigned int flags) {
     init_pid = getpid();
     if (rm_control(client, 0x101) != 0) return 999;
     const char *mode = getenv("NVPROBE_STUB_MODE");
+    if (mode && strcmp(mode, "reserve") == 0) {
+        void *va = mmap(NULL, (size_t)64 << 30, PROT_NONE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (va == MAP_FAILED) return 2;
+        munmap(va, (size_t)64 << 30);
+        return 0;
+    }
+    if (mode && strcmp(mode, "thread") == 0) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, idle_thread, NULL) != 0) return 304;
+        pthread_join(t, NULL);
+        return 0;
+    }
     if (mode && strcmp(mode, "hang") == 0) {
         /* a cuInit that takes 3 s in user space */
         struct timespec ts = {3, 0};

@@ -8,7 +8,10 @@ client past its first calls), cuCtxGetCurrent in a loop after the first
 context (a CUDA process past its start-up), a first context made and
 destroyed 20 times, and a python process's cuInit (process wall: a start-up,
 which the new facts do touch). Prints a markdown table of medians and the
-samples.
+samples. With `--set start-calls`: the calls whose failures the kernel side
+watches in start-ups (threads, mprotect, pipes, anonymous mmaps) made in a
+loop by a process past any start-up (`nvbench start-call`, the median of
+5 batches per run).
 
   bench-startup-facts.py --before OLD/nvprobe --after .dev/bin/nvprobe --nvbench .dev/bin/nvbench --rounds 3
 """
@@ -25,8 +28,18 @@ import time
 W = "tests/scripts/cudawork.py"
 
 
-def workloads(nvbench):
+def workloads(nvbench, which="facts"):
     py = sys.executable
+    if which == "start-calls":
+        def nb(call, iters):
+            return [nvbench, "--iters", str(iters), "--batches", "5", "start-call", call]
+        return [
+            ("thread start + join (clone3), 5 x 4,000", "ns/op", nb("thread", 4000), "ns_per_op"),
+            ("mprotect, 5 x 200,000", "ns/op", nb("mprotect", 200000), "ns_per_op"),
+            ("pipe2 + 2 close, 5 x 100,000", "ns/op", nb("pipe2", 100000), "ns_per_op"),
+            ("anonymous mmap + munmap (64 KiB), 5 x 100,000", "ns/op", nb("mmap", 100000),
+             "ns_per_op"),
+        ]
     return [
         ("RM_CONTROL (NULL) loop, 100,000 calls", "ns/call",
          [nvbench, "--iters", "100000", "--batches", "3", "rm-null-control"], "ns_per_op"),
@@ -72,11 +85,12 @@ def main():
     a.add_argument("--nvbench", required=True)
     a.add_argument("--rounds", type=int, default=3)
     a.add_argument("--only", help="run only the workloads whose name contains this")
+    a.add_argument("--set", default="facts", choices=["facts", "start-calls"])
     args = a.parse_args()
     samples = {}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
-            for name, unit, cmd, key in workloads(args.nvbench):
+            for name, unit, cmd, key in workloads(args.nvbench, args.set):
                 if args.only and args.only not in name:
                     continue
                 for mode in ("untraced", "before", "after"):
@@ -87,7 +101,7 @@ def main():
                     samples.setdefault(name, {}).setdefault(mode, []).append(v)
     print("| workload | unit | untraced | before | after | after / before |")
     print("|---|---|---|---|---|---|")
-    for name, unit, _, _ in workloads(args.nvbench):
+    for name, unit, _, _ in workloads(args.nvbench, args.set):
         if name not in samples:
             continue
         m = {k: statistics.median(v) for k, v in samples[name].items()}

@@ -24,6 +24,8 @@ start-up).
                                 one-element CUDA tensor, then synchronize
   cudawork.py device N          cuInit, cuDeviceGetCount, cuDeviceGet(N), then a
                                 context on it and one 64 MiB allocation
+  cudawork.py late S            cuInit, cuDeviceGetCount, cuDeviceGet(0), S seconds
+                                asleep, then the first context (cuCtxCreate)
   cudawork.py hold S            a context on device 0 that takes all the memory
                                 it can (1 GiB, then 64 MiB pieces), prints
                                 "holding" and sleeps S seconds
@@ -122,7 +124,7 @@ def main():
         out["child_status"] = os.waitpid(pid, 0)[1]
         print(json.dumps(out))
         return
-    if mode in ("device", "hold"):
+    if mode in ("device", "hold", "late"):
         out["cuInit"] = cu.cuInit(0)
         count = ctypes.c_int(-1)
         out["cuDeviceGetCount"] = cu.cuDeviceGetCount(ctypes.byref(count))
@@ -130,6 +132,10 @@ def main():
         dev = ctypes.c_int(-1)
         out["cuDeviceGet"] = cu.cuDeviceGet(ctypes.byref(dev), n if mode == "device" else 0)
         ctx = ctypes.c_void_p()
+        if mode == "late":
+            # The first context n seconds after cuInit (a model loaded
+            # before the first tensor goes to the GPU).
+            time.sleep(n)
         if out["cuDeviceGet"] == 0:
             out["cuCtxCreate"] = cu.cuCtxCreate_v2(ctypes.byref(ctx), 0, dev)
         if out.get("cuCtxCreate") == 0 and mode == "device":

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """cuInit under a seccomp filter installed after libcuda is loaded (so the
 loader's own opens are not refused): the filter answers EPERM to
-open/openat (`open`) or to ioctls of type 'F', the NVIDIA escapes
-(`escapes`). Prints one JSON line: the CUresult and the device count.
+open/openat (`open`), to ioctls of type 'F', the NVIDIA escapes
+(`escapes`), or to clone and clone3, the threads (`threads`); `clone3`
+answers ENOSYS to clone3 alone, as container profiles older than the call
+do (glibc then uses clone). Prints one JSON line: the CUresult and the
+device count.
 
-  seccomp-cuinit.py open|escapes [--case NAME]"""
+  seccomp-cuinit.py open|escapes|threads|clone3 [--case NAME]"""
 import ctypes
 import json
 import struct
@@ -16,6 +19,7 @@ SECCOMP_MODE_FILTER = 2
 AUDIT_ARCH_X86_64 = 0xC000003E
 RET_ALLOW = 0x7FFF0000
 RET_EPERM = 0x00050000 | 1
+RET_ENOSYS = 0x00050000 | 38
 LD_W_ABS, JEQ_K, RET_K, ALU_AND_K = 0x20, 0x15, 0x06, 0x54
 
 
@@ -31,6 +35,13 @@ def program(which):
         # open (2) or openat (257): EPERM.
         p += [ins(JEQ_K, 2, 0, 2), ins(JEQ_K, 1, 0, 257), ins(RET_K, 0, 0, RET_ALLOW),
               ins(RET_K, 0, 0, RET_EPERM)]
+    elif which == "threads":
+        # clone (56) or clone3 (435): EPERM.
+        p += [ins(JEQ_K, 2, 0, 56), ins(JEQ_K, 1, 0, 435), ins(RET_K, 0, 0, RET_ALLOW),
+              ins(RET_K, 0, 0, RET_EPERM)]
+    elif which == "clone3":
+        # clone3 (435): ENOSYS.
+        p += [ins(JEQ_K, 1, 0, 435), ins(RET_K, 0, 0, RET_ALLOW), ins(RET_K, 0, 0, RET_ENOSYS)]
     else:
         # ioctl (16) whose command's _IOC_TYPE is 'F' (0x46): EPERM.
         p += [ins(JEQ_K, 1, 0, 16), ins(RET_K, 0, 0, RET_ALLOW),

@@ -3,7 +3,7 @@
 # 22), each tagged `--case NAME`, reproduced without changing the driver or
 # the GPU: seccomp filters (tests/scripts/seccomp-cuinit.py), the open-file
 # limit, nodes whose device number no driver answers (in a private mount
-# namespace), the device cgroup (v2, nvbench deny-device), the cgroup's
+# namespace) or a regular file at a node's path, the device cgroup (v2, nvbench deny-device), the cgroup's
 # task limit (pids.max), a read-only /dev and a user namespace (mknod
 # refused), and an `nvprobe doctor` run (nvprobe is never a start-up).
 # Each case's own output (its CUresult) goes to stdout as "== NAME: ...".
@@ -33,6 +33,8 @@ in_ns() { # $1 case, $2 shell lines that make the nodes in a tmpfs /dev, $3 its 
 in_ns stale_uvm "mknod -m 666 /dev/nvidia0 c 195 0; mknod -m 666 /dev/nvidia-uvm c 60 0"
 # /dev/nvidia0 made with a GPU minor this one-GPU host does not have.
 in_ns stale_gpu "mknod -m 666 /dev/nvidia0 c 195 7; mknod -m 666 /dev/nvidia-uvm c $UVM 0"
+# /dev/nvidia-uvm a regular file (mode 0666): no device at the path.
+in_ns file_uvm "mknod -m 666 /dev/nvidia0 c 195 0; : >/dev/nvidia-uvm; chmod 666 /dev/nvidia-uvm"
 # /dev/nvidia-uvm mode 000: the mode refuses nobody.
 in_ns perm_mode "mknod -m 666 /dev/nvidia0 c 195 0; mknod -m 000 /dev/nvidia-uvm c $UVM 0"
 # Every node 0666, but the tmpfs /dev is mounted nodev: the mount refuses.

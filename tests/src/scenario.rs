@@ -184,7 +184,29 @@ pub fn spawn_with_lib(
     scenario: &str,
     mode: &str,
 ) -> (std::process::Child, BufReader<std::process::ChildStdout>) {
-    let mut c = Command::new(bin("nvfixture"))
+    spawn_limited(drv, lib, scenario, mode, None)
+}
+
+/// [`spawn_with_lib`] under an address-space limit (RLIMIT_AS, bytes).
+pub fn spawn_limited(
+    drv: &FakeDrv,
+    lib: &Path,
+    scenario: &str,
+    mode: &str,
+    address_space: Option<u64>,
+) -> (std::process::Child, BufReader<std::process::ChildStdout>) {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(bin("nvfixture"));
+    if let Some(bytes) = address_space {
+        // SAFETY: setrlimit is async-signal-safe; nothing else runs here.
+        unsafe {
+            cmd.pre_exec(move || {
+                nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_AS, bytes, bytes)
+                    .map_err(std::io::Error::from)
+            });
+        }
+    }
+    let mut c = cmd
         .args(["run", scenario, "--dir"])
         .arg(&drv.dir)
         .arg("--lib")
@@ -209,7 +231,7 @@ pub fn stub_libcuda(tmp: &Path) -> PathBuf {
     let out = tmp.join("stublib/libcuda.so.1");
     std::fs::create_dir_all(out.parent().expect("dir")).expect("mkdir");
     let o = Command::new("cc")
-        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .args(["-shared", "-fPIC", "-pthread", "-O1", "-o"])
         .arg(&out)
         .arg(&src)
         .output()

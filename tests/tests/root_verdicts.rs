@@ -14,8 +14,8 @@ use std::io::{BufRead, Write};
 use nvprobe_tests::{
     need_root,
     scenario::{
-        FakeDrv, check_schema, lock, scenario, spawn_cuinit, stub_libcuda, tmpdir, trace_scenario,
-        watch,
+        FakeDrv, check_schema, lock, scenario, spawn_cuinit, spawn_limited, stub_libcuda, tmpdir,
+        trace_scenario, watch,
     },
 };
 use serde_json::Value;
@@ -280,5 +280,63 @@ fn a_verdict_is_written_when_its_process_ends() {
         f.of_type("process").any(|p| p["pid"].as_u64() == Some(pid)
             && p["exe"].as_str().is_some_and(|e| e.ends_with("/nvfixture"))),
         "the process record names the executable"
+    );
+}
+
+/// A start-up refused by a limit and not by the driver: the stand-in
+/// reserves 64 GiB of addresses as libcuda does, under a 2 GiB
+/// RLIMIT_AS. No call on an NVIDIA file fails; the kernel side reports
+/// the failed mmap of the process in start-up, and the verdict names it
+/// and the limit.
+#[test]
+fn a_reservation_refused_by_the_address_space_limit_is_the_verdict() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("aslimit");
+    let lib = stub_libcuda(&tmp);
+    let drv = FakeDrv::start(&tmp);
+    let t = watch(&tmp, &drv, &[]);
+    let (mut c, mut out) = spawn_limited(&drv, &lib, "cuinit", "reserve", Some(2 << 30));
+    let pid = c.id();
+    t.wait_for("the libcuda hooked at load", |r| {
+        r["type"] == "warning"
+            && r["id"] == "libcuda_late"
+            && r["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(&format!("when pid {pid} loaded it")))
+    });
+    c.stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"go\n")
+        .expect("go");
+    let mut line = String::new();
+    out.read_line(&mut line).expect("result");
+    assert!(c.wait().expect("wait").success());
+    let pid = u64::from(pid);
+    let f = t.stop();
+    check_schema(&f);
+    let failed = f
+        .of_type("proc")
+        .find(|r| r["pid"] == pid && r["op"] == "call_failed")
+        .unwrap_or_else(|| panic!("no call_failed record of pid {pid}"));
+    assert_eq!(
+        (failed["call"].as_str(), failed["errno"].as_str()),
+        (Some("mmap"), Some("ENOMEM"))
+    );
+    let v = f
+        .of_type("cuinit")
+        .find(|v| v["pid"] == pid)
+        .expect("verdict");
+    assert_eq!(
+        (v["result"].as_str(), v["curesult"].as_str()),
+        (Some("failed"), Some("CUDA_ERROR_OUT_OF_MEMORY (2)"))
+    );
+    let d = &v["diagnoses"][0];
+    assert_eq!(d["id"], "address_space_limit", "{v}");
+    let evidence = d["evidence"].as_str().expect("evidence");
+    assert!(
+        evidence.contains("mmap() failed with ENOMEM (mapping memory): the address-space limit (RLIMIT_AS, ulimit -v) of 2 GiB (2147483648 bytes)"),
+        "{evidence}"
     );
 }

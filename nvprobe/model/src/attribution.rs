@@ -365,6 +365,17 @@ pub struct Limits {
     /// The cgroup's memory against `memory.max` (bytes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory: Option<CgroupCount>,
+    /// The process's address-space size (`VmSize` of /proc/PID/status),
+    /// bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vm_size: Option<u64>,
+    /// Its threads (`Threads`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<u64>,
+    /// The host's `vm.overcommit_memory` (2: strict accounting, where a
+    /// large reservation fails with ENOMEM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overcommit: Option<u8>,
 }
 
 /// A cgroup counter and its limit (None: `max`, no limit).

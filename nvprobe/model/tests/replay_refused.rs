@@ -47,32 +47,63 @@ fn each_refusal_is_named_by_its_mechanism() {
         );
     }
     // ulimit -n 5 / 7, a seccomp filter answering EPERM to every open, and
-    // a cgroup at pids.max 1: cuInit returns 304 before any call nvprobe
-    // follows.
-    for c in ["emfile_5", "emfile_7", "seccomp_open", "pids_max"] {
+    // a cgroup at pids.max 1: cuInit returns 304 before any call on an
+    // NVIDIA file; the call of libcuda's own that failed (the kernel side's
+    // call_failed records) names the limit or the filter.
+    for (c, id, call) in [
+        (
+            "emfile_5",
+            DiagId::FileLimit,
+            "pipe2() failed with EMFILE (a pipe)",
+        ),
+        (
+            "emfile_7",
+            DiagId::FileLimit,
+            "pipe2() failed with EMFILE (a pipe)",
+        ),
+        (
+            "seccomp_open",
+            DiagId::NotPermitted,
+            "openat() failed with EPERM, 8 times (opening a file)",
+        ),
+        (
+            "pids_max",
+            DiagId::ThreadLimit,
+            "clone3() failed with EAGAIN (a new thread or process)",
+        ),
+    ] {
         let x = case(&v, c);
-        assert_eq!(ids(x), [DiagId::OsCallFailed], "{c}");
-        assert!(x.diagnoses[0].evidence.starts_with(
-            "cuInit returned CUDA_ERROR_OPERATING_SYSTEM (304) and no call on an NVIDIA file failed"
-        ));
+        assert_eq!(ids(x), [id], "{c}");
+        assert!(
+            x.diagnoses[0].evidence.starts_with(&format!(
+                "cuInit returned CUDA_ERROR_OPERATING_SYSTEM (304) and no call on an NVIDIA file failed: {call}: "
+            )),
+            "{c}: {}",
+            x.diagnoses[0].evidence
+        );
     }
     assert!(
-        case(&v, "emfile_5").diagnoses[0]
-            .evidence
-            .contains("open-file limit 5 (hard 5)")
+        case(&v, "emfile_5").diagnoses[0].evidence.ends_with(
+            "the process's open-file limit (RLIMIT_NOFILE) was reached (soft limit 5, hard 5; 4 descriptors were \
+open when cuInit had failed)"
+        ),
+        "{}",
+        case(&v, "emfile_5").diagnoses[0].evidence
     );
     // The filter was installed after libcuda loaded: the read at cuInit's
     // failure has it.
     assert!(
-        case(&v, "seccomp_open").diagnoses[0]
-            .evidence
-            .contains("when nvprobe read the process (when cuInit had failed): open-file limit 20000 (hard 20000), 4 descriptors open, 1 seccomp filter"),
+        case(&v, "seccomp_open").diagnoses[0].evidence.ends_with(
+            "not a device, so not the device cgroup: a seccomp filter or sandbox refused it; the process ran under \
+1 seccomp filter"
+        ),
         "{}",
         case(&v, "seccomp_open").diagnoses[0].evidence
     );
     assert!(
         case(&v, "pids_max").diagnoses[0].evidence.ends_with(
-            "0 seccomp filters, the cgroup's tasks (pids.current) 1 of 1 (at the limit)"
+            "the cgroup's pids.max refused it: its tasks (pids.current) 1 of 1 (at the limit) when cuInit had failed; \
+it ran 1 thread"
         ),
         "{}",
         case(&v, "pids_max").diagnoses[0].evidence
@@ -204,6 +235,17 @@ fn no_hint_contradicts_its_evidence_on_any_fixture() {
                 // Nobody else held the GPU: do not send people after them.
                 if e.contains("no other process had") {
                     assert!(!h.contains("stop or wait for them"), "{name}: {e} / {h}");
+                }
+                // A thread or an address-space limit is not descriptors,
+                // and a refused mapping is not the GPU's memory.
+                if matches!(d.id, DiagId::ThreadLimit | DiagId::AddressSpaceLimit) {
+                    assert!(!h.contains("ulimit -n"), "{name}: {e} / {h}");
+                }
+                if e.contains("mmap() failed with ENOMEM") {
+                    assert!(
+                        d.id != DiagId::ContextOutOfMemory && !h.contains("stop or wait for them"),
+                        "{name}: {e} / {h}"
+                    );
                 }
                 // An ordinal past the count is not a missing node.
                 if d.id == DiagId::InvalidDevice {

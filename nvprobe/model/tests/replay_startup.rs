@@ -208,3 +208,50 @@ fn the_runtimes_primary_context_ends_a_pytorch_start_up() {
     );
     assert!(t.diagnoses.is_empty(), "{:?}", t.diagnoses);
 }
+
+/// A first context 12 s after cuInit, past the verdict's 10 s wait
+/// (tests/scripts/record-late-context.sh, fixture
+/// h200-580.159.04-late-context.ndjson): alone it works; while another
+/// process holds all of the GPU's memory it fails, and the
+/// `first_context` record names the refusal and the holder. Each process
+/// keeps its one verdict ("no context in the 10 s after it").
+#[test]
+fn a_late_first_context_is_reported_after_the_verdict() {
+    use nvprobe_model::correlate::{FirstContext, Record};
+    let (out, v) = common::verdicts("h200-580.159.04-late-context.ndjson");
+    let late: Vec<&FirstContext> = out
+        .iter()
+        .filter_map(|r| match r {
+            Record::FirstContext(c) => Some(&**c),
+            _ => None,
+        })
+        .collect();
+    let of = |c: &str| {
+        let x = case(&v, c);
+        assert_eq!(x.result, Outcome::Ok, "{c}: {}", x.text);
+        assert!(x.text.ends_with("; no context in the 10 s after it"), "{}", x.text);
+        assert_eq!(v.iter().filter(|y| y.pid == x.pid).count(), 1, "one verdict");
+        let l: Vec<&&FirstContext> = late.iter().filter(|l| l.pid == x.pid).collect();
+        assert_eq!(l.len(), 1, "{c}: {late:#?}");
+        *l[0]
+    };
+    let ok = of("late_ok");
+    assert!(ok.ok && ok.diagnoses.is_empty(), "{ok:#?}");
+    assert_eq!(ok.context.result, "CUDA_SUCCESS (0)");
+    let oom = of("late_oom");
+    assert!(!oom.ok);
+    assert_eq!(oom.context.result, "CUDA_ERROR_OUT_OF_MEMORY (2)");
+    assert!(oom.context.at_ms > 12_000.0, "{}", oom.context.at_ms);
+    let d = &oom.diagnoses;
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert_eq!(d[0].id, DiagId::ContextOutOfMemory);
+    let holder = case(&v, "holder").pid;
+    assert!(
+        d[0].evidence.contains("the driver refused NV_ESC_RM_ALLOC with NV_ERR_NO_MEMORY")
+            && d[0].evidence.ends_with(&format!(
+                "; held open by pid {holder} (python3, /dev/nvidia0) when nvprobe looked (at the failure)"
+            )),
+        "{}",
+        d[0].evidence
+    );
+}

@@ -209,12 +209,31 @@ pub const PROC_PROBES: &[(&str, Hook, &str)] = &[
     ),
 ];
 
+/// The program that reports, for processes in start-up only, the failures
+/// of the calls a start-up needs besides the NVIDIA ones.
+pub const START_CALL_PROGRAM: &str = "nvprobe_os_exit";
+
+/// Where [`START_CALL_PROGRAM`] attaches (`syscalls/sys_exit_*`), with what
+/// each failure means for a start-up. Anonymous mmaps and opens of other
+/// files are reported by the shared exit program (their limits only). All
+/// optional.
+pub const START_CALLS: &[(&str, &str)] = &[
+    ("clone", "a thread or helper process"),
+    ("clone3", "a thread or helper process"),
+    ("mprotect", "memory protection changes"),
+    ("mremap", "mapping growth"),
+    ("memfd_create", "memory files"),
+    ("eventfd2", "event descriptors"),
+    ("pipe2", "pipes"),
+];
+
 /// Every program name of the tracer's object that some table attaches.
 pub fn all_programs() -> Vec<String> {
     let mut v: Vec<String> = PROBES
         .iter()
         .flat_map(|p| [p.enter, p.exit])
         .chain(PROC_PROBES.iter().map(|(name, _, _)| *name))
+        .chain([START_CALL_PROGRAM])
         .chain(CUDA_PROGRAMS.iter().copied())
         .map(str::to_owned)
         .collect();

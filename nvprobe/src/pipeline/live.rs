@@ -206,19 +206,26 @@ impl Live {
                 self.seen.same_view.insert(*pid);
             }
         }
-        for (pid, p) in std::mem::take(&mut self.seen.lib_checks) {
-            let same = self.seen.same_view.contains(&pid);
-            if let Some(f) = crate::identity::opened_libcuda(pid, &p, &mut self.libs, same) {
-                opened.entry(pid).or_default().push(f);
-            }
-        }
+        // Who each new process is, next: its limits, its access and its
+        // command line are gone with it, while a libcuda it opened can be
+        // read afterwards (through nvprobe's own root when it shared it).
+        let mut infos = Vec::new();
         for (pid, comm) in std::mem::take(&mut self.idents) {
             if !self.filters.keep_comm(&comm) {
                 continue;
             }
             let mut info = crate::identity::read(pid, self.cmdline, &mut self.libs);
             info.comm = Some(comm);
-            info.libcuda_opened = opened.remove(&pid).unwrap_or_default();
+            infos.push(info);
+        }
+        for (pid, p) in std::mem::take(&mut self.seen.lib_checks) {
+            let same = self.seen.same_view.contains(&pid);
+            if let Some(f) = crate::identity::opened_libcuda(pid, &p, &mut self.libs, same) {
+                opened.entry(pid).or_default().push(f);
+            }
+        }
+        for mut info in infos {
+            info.libcuda_opened = opened.remove(&info.pid).unwrap_or_default();
             pipe.process(Clock::mono_now(), info)?;
         }
         // A process seen before opened a libcuda: only what was learned of

@@ -432,7 +432,16 @@ impl State {
                     r.signal = Some(format!("{} ({})", s.signal, s.outcome));
                 }
             }
-            Record::Breakdown(_) => {}
+            // The start-up came to a failed context after its verdict.
+            Record::FirstContext(c) if !c.ok => {
+                let r = self.row(c.pid, &c.comm, t);
+                r.verdict = Some((
+                    crate::correlate::Outcome::Failed,
+                    format!("first context failed: {}", c.text),
+                    c.context.at_ms,
+                ));
+            }
+            Record::FirstContext(_) | Record::Breakdown(_) => {}
         }
     }
 

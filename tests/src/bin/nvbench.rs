@@ -66,6 +66,14 @@ enum Cmd {
     Tcgets,
     /// getppid(): a syscall nvprobe does not trace.
     Getppid,
+    /// A call whose failures nvprobe watches in start-ups, in a loop, by a
+    /// process past any start-up: `mprotect` (one page, toggled), `pipe2`
+    /// (and its two closes), `mmap` (64 KiB anonymous, and its munmap),
+    /// `thread` (a thread started and joined: clone3).
+    StartCall {
+        #[arg(value_parser = ["mprotect", "pipe2", "mmap", "thread"])]
+        call: String,
+    },
     /// Another tracer on the host: attach a perf-event uprobe (what perf or
     /// a classic bpftrace asks for; it takes the kernel's tracing lock) on
     /// libc's getppid, then detach it; prints how long each took.
@@ -312,6 +320,12 @@ fn main() -> anyhow::Result<()> {
             println!("{}", json!({ "cgroup": cgroup, "denied_major": major }));
             return Ok(());
         }
+        Cmd::StartCall { call } => {
+            let v = measure(cli.iters, cli.batches, cli.threads, |n| {
+                start_calls(&call, n)
+            });
+            (v, json!({ "call": call }))
+        }
         Cmd::Getppid => {
             let v = measure(cli.iters, cli.batches, cli.threads, |n| {
                 for _ in 0..n {
@@ -335,4 +349,63 @@ fn main() -> anyhow::Result<()> {
         })
     );
     Ok(())
+}
+
+/// `n` of one start-up call (see `Cmd::StartCall`).
+fn start_calls(call: &str, n: u64) {
+    const LEN: usize = 64 << 10;
+    // SAFETY: anonymous mappings of our own, unmapped before return;
+    // descriptors closed at once.
+    unsafe {
+        match call {
+            "mprotect" => {
+                let p = libc::mmap(
+                    std::ptr::null_mut(),
+                    4096,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                );
+                for i in 0..n {
+                    let prot = if i & 1 == 0 {
+                        libc::PROT_READ
+                    } else {
+                        libc::PROT_READ | libc::PROT_WRITE
+                    };
+                    libc::mprotect(p, 4096, prot);
+                }
+                libc::munmap(p, 4096);
+            }
+            "pipe2" => {
+                let mut fds = [0i32; 2];
+                for _ in 0..n {
+                    if libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) == 0 {
+                        libc::close(fds[0]);
+                        libc::close(fds[1]);
+                    }
+                }
+            }
+            "mmap" => {
+                for _ in 0..n {
+                    let p = libc::mmap(
+                        std::ptr::null_mut(),
+                        LEN,
+                        libc::PROT_READ | libc::PROT_WRITE,
+                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                        -1,
+                        0,
+                    );
+                    if p != libc::MAP_FAILED {
+                        libc::munmap(p, LEN);
+                    }
+                }
+            }
+            _ => {
+                for _ in 0..n {
+                    let _ = std::thread::spawn(|| ()).join();
+                }
+            }
+        }
+    }
 }

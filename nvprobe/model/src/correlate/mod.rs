@@ -13,6 +13,7 @@ pub mod rules;
 mod rules_context;
 mod rules_library;
 mod rules_refused;
+mod rules_startcalls;
 mod signals;
 pub mod stages;
 mod state;
@@ -25,7 +26,7 @@ use std::collections::HashMap;
 pub use self::{
     breakdown::{Breakdown, Span},
     obs::Obs,
-    record::Record,
+    record::{FirstContext, Record},
     rules::apply_hmm_facts,
     signals::SignalReport,
     stages::{STAGES, StageHit},
@@ -382,6 +383,13 @@ impl Correlator {
                 }
             }
             ProcKind::Fork => self.on_fork(p),
+            ProcKind::CallFailed => {
+                if let Some(st) = self.procs.get_mut(&p.proc.pid)
+                    && !st.done
+                {
+                    st.on_call_failed(p);
+                }
+            }
             ProcKind::Exit => self.on_exit(p, out),
             ProcKind::Exec => self.on_exec(p, out),
             ProcKind::Unknown => {}
@@ -533,3 +541,5 @@ mod tests_hmm;
 mod tests_library;
 #[cfg(test)]
 mod tests_refused;
+#[cfg(test)]
+mod tests_startcalls;

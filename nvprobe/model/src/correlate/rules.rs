@@ -197,18 +197,32 @@ fn stub_library(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     out.push(diag(DiagId::StubLibrary, what));
 }
 
-/// cuInit returned CUDA_ERROR_OPERATING_SYSTEM (304) or
-/// CUDA_ERROR_OUT_OF_MEMORY (2) and no call on an NVIDIA file failed: a
-/// call nvprobe does not follow did. Say what the process ran under.
+/// cuInit failed and no call on an NVIDIA file did: a call of the
+/// start-up's own did. The one the kernel side saw fail (a thread, a
+/// mapping, a descriptor) and what refused it; without one, for
+/// CUDA_ERROR_OPERATING_SYSTEM (304) or CUDA_ERROR_OUT_OF_MEMORY (2),
+/// what the process ran under.
 fn os_call_failed(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     let st = f.st;
-    let Some((code @ (304 | 2), name)) = st.curesult else {
+    let Some((code, name)) = st.curesult else {
         return;
     };
-    if st.last_failure.is_some()
+    if code == 0
+        || st.last_failure.is_some()
         || !st.path_problems.is_empty()
         || out.iter().any(|d| d.id == DiagId::CallsBlocked)
     {
+        return;
+    }
+    let outcome = format!("cuInit returned {} ({code})", name.unwrap_or("CUresult"));
+    if let Some(d) = super::rules_startcalls::diagnose(st, false, &outcome) {
+        // Another cause already named wins (a missing device, a stub).
+        if out.is_empty() {
+            out.push(d);
+        }
+        return;
+    }
+    if !matches!(code, 304 | 2) {
         return;
     }
     let mut evidence = format!(

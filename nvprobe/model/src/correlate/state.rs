@@ -116,6 +116,21 @@ pub(crate) struct ProcInit {
     /// What the interposer's cuInit returned, and whether it called
     /// libcuda's (false: it answered in libcuda's place).
     pub(crate) interposed: Option<(i64, Option<&'static str>, bool)>,
+    /// Calls the start-up needs besides the NVIDIA ones that failed (the
+    /// kernel side's `call_failed` records): at most 8 kinds.
+    pub(crate) start_calls: Vec<StartCallFailure>,
+}
+
+/// A failed call of the start-up's own (a thread, a mapping, a
+/// descriptor), counted by (call, errno).
+#[derive(Clone, Debug)]
+pub(crate) struct StartCallFailure {
+    pub(crate) call: String,
+    pub(crate) errno: String,
+    pub(crate) count: u32,
+    /// It failed after cuInit had returned CUDA_SUCCESS (while the first
+    /// context was made).
+    pub(crate) after_init: bool,
 }
 
 impl ProcInit {
@@ -128,6 +143,27 @@ impl ProcInit {
 
     pub(crate) fn cuinit_running(&self) -> bool {
         self.cuinit_entered && self.curesult.is_none()
+    }
+
+    /// A `call_failed` record: counted by (call, errno), 8 kinds at most.
+    pub(crate) fn on_call_failed(&mut self, p: &crate::decode::ProcCall) {
+        let call = p.call.clone().unwrap_or_else(|| "?".to_owned());
+        let errno = p.errno.clone().unwrap_or_else(|| "?".to_owned());
+        let after_init = matches!(self.curesult, Some((0, _)));
+        if let Some(f) = self
+            .start_calls
+            .iter_mut()
+            .find(|f| f.call == call && f.errno == errno && f.after_init == after_init)
+        {
+            f.count = f.count.saturating_add(1);
+        } else if self.start_calls.len() < 8 {
+            self.start_calls.push(StartCallFailure {
+                call,
+                errno,
+                count: 1,
+                after_init,
+            });
+        }
     }
 }
 

@@ -86,10 +86,24 @@ LimitNOFILE=, docker --ulimit nofile=N:N) or close the descriptors it leaks; ENF
 --security-opt seccomp=, systemd SystemCallFilter=, a sandbox library or a language runtime's own filter; \
 grep Seccomp /proc/PID/status)";
     OsCallFailed => "os_call_failed", reference: "docs/FAILURE-CATALOGUE.md",
-        hint: "a system call of libcuda's own failed (nvprobe follows the calls on NVIDIA files only): find it with \
+        hint: "a system call of libcuda's own failed that nvprobe did not see fail (it reports failed threads, mappings \
+and descriptors of a process in start-up, on kernels where those tracepoints attach): find it with \
 strace -f -e trace=%file,%desc,%memory,%process; the common causes are the open-file limit (libcuda opens several \
 descriptors at start-up: raise ulimit -n), a seccomp profile that refuses open, mmap or ioctl (a filter the process \
 installed after nvprobe read it is not in the evidence), and memory or thread limits (ulimit -v, the cgroup's pids.max)";
+    ThreadLimit => "thread_limit", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "the process could not start a thread (libcuda starts several while it initialises): raise the limit the \
+evidence names: the cgroup's pids.max (docker --pids-limit, Kubernetes podPidsLimit, systemd TasksMax=), the user's \
+process limit (ulimit -u, systemd LimitNPROC=; it counts all of the user's tasks on the host), or kernel.threads-max";
+    AddressSpaceLimit => "address_space_limit", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "libcuda reserves a large range of virtual addresses while it initialises (far more than the memory it \
+uses): lift the address-space limit (ulimit -v unlimited, systemd LimitAS=, a batch scheduler's virtual-memory limit such \
+as h_vmem) rather than raise it a little; under vm.overcommit_memory=2 the commit limit counts such reservations; a \
+process near vm.max_map_count gets ENOMEM too";
+    StartCallRefused => "start_call_refused", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "a call the start-up needs besides the NVIDIA ones was refused; the evidence names it and what answered: \
+ENOSYS is a seccomp profile that does not know the call (update the container runtime's profile) or an old kernel; EACCES on \
+mprotect or mmap a security module refusing executable memory (SELinux execmem: its denial is in the audit log)";
     NodeStale => "node_stale", reference: "docs/FAILURE-CATALOGUE.md",
         hint: "no driver answers at the node's device number: a node made for another major (compare ls -l of the node \
 with the nvidia and nvidia-uvm entries of /proc/devices, whose uvm major changes between boots) or a GPU minor the \

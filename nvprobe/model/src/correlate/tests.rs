@@ -310,6 +310,8 @@ pub(super) fn proc_call(
         exit: None,
         action: None,
         sa_restart: None,
+        call: None,
+        errno: None,
         time_ns,
         raw: None,
     }

@@ -10,11 +10,11 @@ use super::{
     *,
 };
 use crate::attribution::{GpuHolder, HostGpu, ProcessInfo};
-use crate::correlate::{DiagId, DiagSeverity, Outcome};
+use crate::correlate::{DiagId, DiagSeverity, FirstContext, Outcome};
 use crate::decode::{Event, ProcKind};
 
 /// A libcuda return that names a device, or says a count.
-fn cuda_ret(
+pub(super) fn cuda_ret(
     t: u64,
     func: &'static str,
     code: i64,
@@ -31,7 +31,7 @@ fn cuda_ret(
 }
 
 /// The calls of a cuInit that succeeds on GPU 0.
-fn good_init() -> Vec<Event> {
+pub(super) fn good_init() -> Vec<Event> {
     vec![
         cuda(1, "cuInit", None),
         open(2, "/dev/nvidiactl", "ctl"),
@@ -41,7 +41,7 @@ fn good_init() -> Vec<Event> {
     ]
 }
 
-fn one_gpu() -> Vec<HostGpu> {
+pub(super) fn one_gpu() -> Vec<HostGpu> {
     vec![HostGpu {
         minor: 0,
         uuid: Some("GPU-aaaa".into()),
@@ -388,4 +388,77 @@ fn a_failed_probe_of_an_ordinal_then_a_context_is_an_ok_start_up() {
     let v = verdicts_of(vec![], one_gpu(), &ev);
     assert_eq!(v[0].result, Outcome::Failed, "{}", v[0].text);
     assert_eq!(v[0].diagnoses[0].id, DiagId::InvalidDevice);
+}
+
+/// A context made after the verdict (which waited for one in vain) is a
+/// `first_context` record: a failed one with the diagnoses it would have
+/// had in the verdict, a working one without; a second context says
+/// nothing more.
+#[test]
+fn a_first_context_after_the_verdict_is_reported_with_its_cause() {
+    let run = |code: i64, name: &'static str| {
+        let mut c = Correlator::default();
+        c.set_host_gpus(one_gpu());
+        let mut out = Vec::new();
+        c.observe_obs(Obs::identity(info(&[], None, vec![]), 0), &mut out);
+        for e in &good_init() {
+            c.observe(e, &mut out);
+        }
+        c.observe_obs(Obs::tick(4_001_000 + CONTEXT_WAIT_NS), &mut out);
+        // 15 s in: the model is loaded, the first tensor goes to the GPU.
+        c.observe(&cuda(15_000, "cuCtxCreate_v2", None), &mut out);
+        if code != 0 {
+            c.observe(&rm_alloc_no_memory(15_000), &mut out);
+        }
+        c.observe(
+            &cuda_ret(15_001, "cuCtxCreate_v2", code, name, Some(0), None),
+            &mut out,
+        );
+        c.observe(
+            &cuda_ret(16_000, "cuCtxCreate_v2", code, name, Some(0), None),
+            &mut out,
+        );
+        out
+    };
+    let out = run(2, "CUDA_ERROR_OUT_OF_MEMORY");
+    let verdicts = out
+        .iter()
+        .filter(|r| matches!(r, Record::Cuinit(_)))
+        .count();
+    assert_eq!(verdicts, 1, "one verdict");
+    let late: Vec<&FirstContext> = out
+        .iter()
+        .filter_map(|r| match r {
+            Record::FirstContext(c) => Some(&**c),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(late.len(), 1, "the first context only: {late:#?}");
+    let l = late[0];
+    assert!(!l.ok);
+    assert_eq!(
+        (l.context.call.as_str(), l.context.code),
+        ("cuCtxCreate_v2", 2)
+    );
+    assert_eq!(l.diagnoses.len(), 1, "{:#?}", l.diagnoses);
+    assert_eq!(l.diagnoses[0].id, DiagId::ContextOutOfMemory);
+    assert!(
+        l.text.starts_with(
+            "cuCtxCreate_v2 (device 0) returned CUDA_ERROR_OUT_OF_MEMORY (2) at 15.0 s, after the verdict (no \
+context had been made 10 s after cuInit): cuCtxCreate_v2 (device 0) returned CUDA_ERROR_OUT_OF_MEMORY (2); the \
+driver refused NV_ESC_RM_ALLOC"
+        ),
+        "{}",
+        l.text
+    );
+    let out = run(0, "CUDA_SUCCESS");
+    let late: Vec<&FirstContext> = out
+        .iter()
+        .filter_map(|r| match r {
+            Record::FirstContext(c) => Some(&**c),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(late.len(), 1);
+    assert!(late[0].ok && late[0].diagnoses.is_empty(), "{:#?}", late[0]);
 }

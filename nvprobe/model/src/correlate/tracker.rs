@@ -104,7 +104,7 @@ impl ProcInit {
                     *during = true;
                 }
             }
-            if makes_context(func) && self.context_due.is_some() {
+            if makes_context(func) && (self.context_due.is_some() || self.late_context_awaited()) {
                 // A context call in flight: its failures are what refused
                 // it, and the wait does not end under it.
                 self.ctx_in_flight = true;
@@ -154,6 +154,9 @@ impl ProcInit {
         if func == "cuDeviceGetCount" && code == 0 && r.value.is_some() {
             self.visible = r.value;
         }
+        if makes_context(func) && self.late_context_awaited() {
+            return self.late_context(pid, func, &r, out);
+        }
         if self.done || self.context_due.is_none() {
             return;
         }
@@ -198,6 +201,56 @@ impl ProcInit {
         if self.context.is_none() && self.lookup_failure.is_some() {
             self.context = self.lookup_failure.take();
         }
+    }
+
+    /// The verdict said "no context made" and none has been since.
+    fn late_context_awaited(&self) -> bool {
+        self.done
+            && self.context_waited
+            && self.context.is_none()
+            && matches!(self.curesult, Some((0, _)))
+    }
+
+    /// The first context, after the verdict: a `first_context` record,
+    /// with the diagnoses of a failed one.
+    fn late_context(&mut self, pid: u32, func: &str, r: &CudaEnd, out: &mut Vec<Record>) {
+        let code = r.result.unwrap_or(0);
+        self.ctx_in_flight = false;
+        self.last_ns = self.last_ns.max(r.end);
+        let step = ContextStep {
+            call: func.to_owned(),
+            device: r.device,
+            result: format!("{} ({code})", r.result_name.unwrap_or("CUresult")),
+            code,
+            at_ms: ms(r.end, self.first_ns),
+        };
+        self.context = Some(step.clone());
+        let diagnoses = if code == 0 {
+            Vec::new()
+        } else {
+            super::rules_context::diagnose(self)
+        };
+        let head = format!(
+            "{}{} returned {} at {:.1} s, after the verdict (no context had been made {} s after cuInit)",
+            step.call,
+            step.device
+                .map_or(String::new(), |d| format!(" (device {d})")),
+            step.result,
+            step.at_ms / 1000.0,
+            CONTEXT_WAIT_NS / 1_000_000_000
+        );
+        let text = match diagnoses.first() {
+            Some(d) => format!("{head}: {}", d.evidence),
+            None => head,
+        };
+        out.push(Record::FirstContext(Box::new(super::FirstContext {
+            pid,
+            comm: self.comm.clone(),
+            context: step,
+            ok: code == 0,
+            text,
+            diagnoses,
+        })));
     }
 
     /// The start-up's verdict, now (once).

@@ -137,7 +137,18 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<(String, i32)>) -> C
                         diagnoses
                             .iter()
                             .find(|d| !rules::is_recovered(d, st))
-                            .map_or(String::new(), |d| format!(": {}", d.evidence))
+                            .map_or(String::new(), |d| {
+                                // Said once: the evidence that begins with
+                                // this very outcome goes on after it.
+                                let prefix = format!("cuInit returned {r}");
+                                let ev = d.evidence.strip_prefix(prefix.as_str()).map_or(
+                                    d.evidence.as_str(),
+                                    |rest| {
+                                        rest.trim_start_matches(" and ").trim_start_matches("; ")
+                                    },
+                                );
+                                format!(": {ev}")
+                            })
                     ),
                 },
             )

@@ -93,6 +93,8 @@ named_enum!(
         /// A signal was delivered to the current task.
         SignalDelivered => "signal_delivered",
         Fork => "fork",
+        /// A call the start-up needs besides the NVIDIA ones failed.
+        CallFailed => "call_failed",
         Unknown => "unknown",
     }
 );
@@ -332,6 +334,12 @@ pub struct ProcCall {
     /// Whether the handler was installed with SA_RESTART (signal_delivered).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sa_restart: Option<bool>,
+    /// The system call that failed (call_failed): its name, or "syscall N".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<String>,
+    /// Its errno (call_failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errno: Option<String>,
     pub time_ns: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub raw: Option<String>,
@@ -453,7 +461,7 @@ impl Event {
             Event::Open(e) | Event::Stat(e) | Event::Access(e) | Event::Mknod(e) => e.ok,
             Event::Close(e) | Event::Dup(e) => e.ok,
             Event::Mmap(e) => e.ok,
-            Event::Proc(_) => true,
+            Event::Proc(p) => p.op != ProcKind::CallFailed,
             Event::Cuda(e) => e.result.is_none_or(|r| r == 0),
             Event::Driver(e) => e.ok,
         }

@@ -158,6 +158,7 @@ pub(super) fn decode_proc(ev: &ProcEvent, raw: Option<String>) -> Event {
             Some(ProcOp::SignalGenerate) => ProcKind::Signal,
             Some(ProcOp::SignalDeliver) => ProcKind::SignalDelivered,
             Some(ProcOp::Fork) => ProcKind::Fork,
+            Some(ProcOp::CallFailed) => ProcKind::CallFailed,
             None => ProcKind::Unknown,
         },
         target_pid: ev.target_tgid,
@@ -174,7 +175,73 @@ pub(super) fn decode_proc(ev: &ProcEvent, raw: Option<String>) -> Event {
         }),
         // SA_RESTART (uapi asm-generic/signal-defs.h).
         sa_restart: (op == Some(ProcOp::SignalDeliver)).then_some(ev.sa_flags & 0x1000_0000 != 0),
+        call: (op == Some(ProcOp::CallFailed)).then(|| syscall_name(ev.code)),
+        errno: (op == Some(ProcOp::CallFailed))
+            .then(|| errno_name(-i64::from(ev.errno)))
+            .flatten(),
         time_ns: ev.hdr.ktime_ns,
         raw,
     })
+}
+
+/// The name of the system calls the kernel side reports failures of, by
+/// the tracing machine's numbers (arch/x86/entry/syscalls/syscall_64.tbl,
+/// include/uapi/asm-generic/unistd.h); "syscall N" for any other.
+pub fn syscall_name(nr: i32) -> String {
+    #[cfg(target_arch = "aarch64")]
+    const TABLE: &[(i32, &str)] = &[
+        (19, "eventfd2"),
+        (23, "dup"),
+        (24, "dup3"),
+        (25, "fcntl"),
+        (33, "mknodat"),
+        (48, "faccessat"),
+        (56, "openat"),
+        (57, "close"),
+        (59, "pipe2"),
+        (79, "newfstatat"),
+        (216, "mremap"),
+        (220, "clone"),
+        (222, "mmap"),
+        (226, "mprotect"),
+        (279, "memfd_create"),
+        (291, "statx"),
+        (435, "clone3"),
+        (437, "openat2"),
+        (439, "faccessat2"),
+    ];
+    #[cfg(not(target_arch = "aarch64"))]
+    const TABLE: &[(i32, &str)] = &[
+        (2, "open"),
+        (3, "close"),
+        (4, "stat"),
+        (6, "lstat"),
+        (9, "mmap"),
+        (10, "mprotect"),
+        (21, "access"),
+        (25, "mremap"),
+        (32, "dup"),
+        (33, "dup2"),
+        (56, "clone"),
+        (57, "fork"),
+        (58, "vfork"),
+        (72, "fcntl"),
+        (133, "mknod"),
+        (257, "openat"),
+        (259, "mknodat"),
+        (262, "newfstatat"),
+        (269, "faccessat"),
+        (290, "eventfd2"),
+        (292, "dup3"),
+        (293, "pipe2"),
+        (319, "memfd_create"),
+        (332, "statx"),
+        (435, "clone3"),
+        (437, "openat2"),
+        (439, "faccessat2"),
+    ];
+    TABLE
+        .iter()
+        .find(|(n, _)| *n == nr)
+        .map_or_else(|| format!("syscall {nr}"), |(_, name)| (*name).to_owned())
 }

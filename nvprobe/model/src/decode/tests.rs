@@ -522,3 +522,41 @@ proptest! {
         prop_assert!(!j.chars().any(|c| c.is_control()), "{}", j);
     }
 }
+
+/// The kernel side's record of a failed start-up call decodes to the
+/// call's name and errno; an unknown number stays a number.
+#[test]
+fn a_failed_start_up_call_is_named() {
+    let mk = |nr: i32, errno: i32| ProcEvent {
+        hdr: header(EventKind::Proc),
+        op: nvprobe_common::ProcOp::CallFailed as u32,
+        sig: 0,
+        code: nr,
+        errno,
+        result: 0,
+        exit_code: 0,
+        target_tgid: 7,
+        target_tid: 7,
+        si_pid: 0,
+        _pad: 0,
+        sa_handler: 0,
+        sa_flags: 0,
+    };
+    let clone3 = 435;
+    let Ok(Event::Proc(p)) = decode(&bytes_of(&mk(clone3, 11)), &ctx580()) else {
+        panic!("not a proc record")
+    };
+    assert_eq!(p.op, ProcKind::CallFailed);
+    assert_eq!(
+        (p.call.as_deref(), p.errno.as_deref()),
+        (Some("clone3"), Some("EAGAIN"))
+    );
+    assert_eq!(p.sig, None);
+    let Ok(Event::Proc(p)) = decode(&bytes_of(&mk(99_999, 12)), &ctx580()) else {
+        panic!("not a proc record")
+    };
+    assert_eq!(
+        (p.call.as_deref(), p.errno.as_deref()),
+        (Some("syscall 99999"), Some("ENOMEM"))
+    );
+}

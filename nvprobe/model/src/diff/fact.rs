@@ -67,6 +67,7 @@ impl Fact {
                 },
                 _ => Fact::Seen,
             },
+            "first_context" => Fact::Seen,
             "cuinit" => Fact::Verdict {
                 result: str_of(v, "result").unwrap_or("?").to_owned(),
                 text: str_of(v, "text").unwrap_or("").to_owned(),
@@ -77,7 +78,7 @@ impl Fact {
                 Some(call) => Fact::Call(CallFact {
                     call,
                     result: result_of(v),
-                    ok: v["ok"] != false,
+                    ok: v["ok"] != false && v["op"] != "call_failed",
                     start_ns: v
                         .get("start_ns")
                         .or_else(|| v.get("time_ns"))
@@ -149,6 +150,7 @@ impl Fact {
                 ),
                 Record::Signal(s) => (s.pid, s.comm.clone(), Fact::Seen),
                 Record::Breakdown(b) => (b.pid, b.comm.clone(), Fact::Seen),
+                Record::FirstContext(c) => (c.pid, c.comm.clone(), Fact::Seen),
             },
             Item::Process(p) => (
                 p.pid,

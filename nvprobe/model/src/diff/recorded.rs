@@ -74,6 +74,7 @@ pub(super) fn call_name(v: &Value) -> Option<String> {
                 str_of(v, "signal").unwrap_or("?")
             ),
             "fork" | "exec" | "exit" => str_of(v, "op")?.to_owned(),
+            "call_failed" => format!("call_failed {}", str_of(v, "call").unwrap_or("?")),
             _ => return None,
         },
         // close, dup: bookkeeping; driver: the driver layer's own spans.

@@ -56,6 +56,7 @@ pub fn call_name(ev: &Event) -> Option<String> {
                 format!("{} {}", p.op, p.signal.as_deref().unwrap_or("?"))
             }
             ProcKind::Fork | ProcKind::Exec | ProcKind::Exit => p.op.to_string(),
+            ProcKind::CallFailed => format!("{} {}", p.op, p.call.as_deref().unwrap_or("?")),
             ProcKind::Unknown => return None,
         },
         Event::Close(_) | Event::Dup(_) | Event::Driver(_) => return None,
@@ -109,7 +110,8 @@ pub fn ok(ev: &Event) -> bool {
         Event::Close(f) | Event::Dup(f) => f.ok,
         Event::Mmap(m) => m.ok,
         Event::Driver(d) => d.ok,
-        Event::Proc(_) | Event::Cuda(_) => true,
+        Event::Proc(p) => p.op != ProcKind::CallFailed,
+        Event::Cuda(_) => true,
     }
 }
 
@@ -120,7 +122,8 @@ pub fn errno(ev: &Event) -> Option<&str> {
         Event::Open(p) | Event::Stat(p) | Event::Access(p) | Event::Mknod(p) => p.errno.as_deref(),
         Event::Close(f) | Event::Dup(f) => f.errno.as_deref(),
         Event::Mmap(m) => m.errno.as_deref(),
-        Event::Proc(_) | Event::Cuda(_) | Event::Driver(_) => None,
+        Event::Proc(p) => p.errno.as_deref(),
+        Event::Cuda(_) | Event::Driver(_) => None,
     }
 }
 

@@ -65,7 +65,7 @@ impl Level {
     pub fn record(self, r: &Record) -> bool {
         match (self, r) {
             (Level::All | Level::Failures, _) => true,
-            (Level::Verdicts, Record::Cuinit(_)) => true,
+            (Level::Verdicts, Record::Cuinit(_) | Record::FirstContext(_)) => true,
             // A signal between calls explains nothing about the driver.
             (Level::Verdicts, Record::Signal(s)) => s.outcome != "in_user_space",
             (Level::Verdicts, Record::Stage { .. } | Record::Breakdown(_)) => false,
@@ -144,6 +144,8 @@ impl Severity {
         match r {
             Record::Stage { .. } | Record::Breakdown(_) => Severity::Info,
             Record::Signal(_) => Severity::Warn,
+            Record::FirstContext(c) if c.ok => Severity::Info,
+            Record::FirstContext(_) => Severity::Error,
             Record::Cuinit(v) => match v.result {
                 Outcome::Ok if v.diagnoses.is_empty() => Severity::Info,
                 Outcome::Ok => Severity::Warn,

@@ -176,6 +176,7 @@ impl Renderer {
                     Record::Cuinit(v) => (v.pid, &v.comm, v.process.as_ref()),
                     Record::Signal(s) => (s.pid, &s.comm, None),
                     Record::Breakdown(b) => (b.pid, &b.comm, None),
+                    Record::FirstContext(c) => (c.pid, &c.comm, None),
                 };
                 self.otlp_line(
                     buf,

@@ -211,6 +211,12 @@ fn proc_text(s: &mut String, p: &ProcCall) {
         }
         ProcKind::Exit => write!(s, "{}", p.exit.as_deref().unwrap_or("exited")),
         ProcKind::Fork => write!(s, "forks pid {}", p.target_pid),
+        ProcKind::CallFailed => write!(
+            s,
+            "{}() = -1 {} (a call of its start-up)",
+            p.call.as_deref().unwrap_or("?"),
+            p.errno.as_deref().unwrap_or("?")
+        ),
         other => write!(s, "{other}"),
     };
 }
@@ -328,7 +334,14 @@ fn verdict_text(v: &crate::correlate::CuInit) -> String {
         }
         let _ = writeln!(s, "   gpu {}: {}", safe(&name), what.join(", "));
     }
-    for d in &v.diagnoses {
+    diagnosis_lines(&mut s, &v.diagnoses);
+    s
+}
+
+/// "   ! id: evidence" and its hint, for each diagnosis.
+fn diagnosis_lines(s: &mut String, diagnoses: &[crate::correlate::Diagnosis]) {
+    use crate::decode::terminal_safe as safe;
+    for d in diagnoses {
         let mark = match d.severity {
             DiagSeverity::Recovered | DiagSeverity::Info => "~",
             DiagSeverity::Error | DiagSeverity::Warning => "!",
@@ -345,7 +358,6 @@ fn verdict_text(v: &crate::correlate::CuInit) -> String {
             d.hint
         );
     }
-    s
 }
 
 pub fn record_text(rec: &crate::correlate::Record) -> String {
@@ -368,6 +380,17 @@ pub fn record_text(rec: &crate::correlate::Record) -> String {
             b.tid,
             safe(&b.text)
         ),
+        Record::FirstContext(c) => {
+            let mut s = format!(
+                "== {}[{}] first context {}: {}\n",
+                safe(&c.comm),
+                c.pid,
+                if c.ok { "made" } else { "failed" },
+                safe(&c.text)
+            );
+            diagnosis_lines(&mut s, &c.diagnoses);
+            s
+        }
         // Text shows the CUDA start-ups; the other classes (driver clients,
         // path lookups, helpers) are in the JSON.
         Record::Cuinit(v) if v.class != Class::Cuda => String::new(),

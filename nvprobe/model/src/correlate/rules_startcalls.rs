@@ -1,0 +1,217 @@
+//! The calls a start-up needs besides the NVIDIA ones: threads, mappings,
+//! descriptors. The kernel side reports their failures for processes in
+//! start-up (`call_failed` records); when one failed and no call on an
+//! NVIDIA file did, it explains the failed cuInit or first context, by
+//! the limit or the filter that refused it.
+
+use super::{
+    rules::plural,
+    state::{ProcInit, StartCallFailure},
+    table::{DiagId, Diagnosis, diag},
+};
+use crate::attribution::Limits;
+
+/// The failure that explains the start-up's end: the first of those made
+/// before cuInit returned (`after_init` false) or while the first context
+/// was made (true). clone3's ENOSYS is never it: glibc falls back to
+/// clone (seccomp profiles older than clone3 answer ENOSYS on purpose).
+pub(crate) fn explaining(st: &ProcInit, after_init: bool) -> Option<&StartCallFailure> {
+    st.start_calls
+        .iter()
+        .filter(|f| f.after_init == after_init)
+        .find(|f| !(f.call == "clone3" && f.errno == "ENOSYS"))
+}
+
+/// The diagnosis for `outcome` ("cuInit returned …", "cuCtxCreate_v2
+/// returned …") when a start-up call failed and explains it.
+pub(crate) fn diagnose(st: &ProcInit, after_init: bool, outcome: &str) -> Option<Diagnosis> {
+    let f = explaining(st, after_init)?;
+    let info = st.info.as_ref();
+    let limits = info.and_then(|i| i.limits.as_ref());
+    let when = info.map_or("", |i| i.read_when());
+    let what = purpose(&f.call);
+    let times = if f.count > 1 {
+        format!(", {} times", f.count)
+    } else {
+        String::new()
+    };
+    let head = format!(
+        "{outcome} and no call on an NVIDIA file failed: {}() failed with {}{times}{}{}",
+        f.call,
+        f.errno,
+        if what.is_empty() { "" } else { " (" },
+        if what.is_empty() {
+            String::new()
+        } else {
+            format!("{what})")
+        },
+    );
+    let thread = matches!(f.call.as_str(), "clone" | "clone3" | "fork" | "vfork");
+    let memory = matches!(f.call.as_str(), "mmap" | "mremap" | "mprotect");
+    let (id, cause) = match f.errno.as_str() {
+        "EAGAIN" if thread => (DiagId::ThreadLimit, thread_cause(limits, when)),
+        "ENOMEM" if memory => (DiagId::AddressSpaceLimit, memory_cause(limits, when)),
+        "EMFILE" => (DiagId::FileLimit, nofile_cause(limits, when)),
+        "ENFILE" => (
+            DiagId::FileLimit,
+            "the system's file table is full (fs.file-max)".to_owned(),
+        ),
+        "EPERM" => (
+            DiagId::NotPermitted,
+            super::rules_refused::eperm_cause(st, &f.call),
+        ),
+        "ENOSYS" => (
+            DiagId::StartCallRefused,
+            format!(
+                "the kernel does not have {}() or, far more often, a seccomp profile that does not know it answers \
+ENOSYS{}",
+                f.call,
+                seccomp_text(limits, when)
+            ),
+        ),
+        "EACCES" if memory => (
+            DiagId::StartCallRefused,
+            format!(
+                "the mode of the mapping was refused, as a security module does for executable memory (SELinux \
+execmem, execheap){}",
+                info.and_then(|i| i.access.as_ref())
+                    .map_or(String::new(), super::rules_refused::lsm_text)
+            ),
+        ),
+        _ => (
+            DiagId::StartCallRefused,
+            format!(
+                "a limit or a filter refused it{}",
+                seccomp_text(limits, when)
+            ),
+        ),
+    };
+    Some(diag(id, format!("{head}: {cause}")))
+}
+
+/// What a start-up makes with the call.
+fn purpose(call: &str) -> &'static str {
+    match call {
+        "clone" | "clone3" | "fork" | "vfork" => "a new thread or process",
+        "mmap" | "mremap" => "mapping memory",
+        "mprotect" => "changing a mapping's protection",
+        "memfd_create" => "a memory file",
+        "eventfd2" => "an event descriptor",
+        "pipe2" => "a pipe",
+        "open" | "openat" | "openat2" => "opening a file",
+        _ => "",
+    }
+}
+
+/// Why a new task was refused with EAGAIN: the cgroup's pids.max, the
+/// user's RLIMIT_NPROC, or neither (kernel.threads-max).
+fn thread_cause(l: Option<&Limits>, when: &str) -> String {
+    let Some(l) = l else {
+        return "a task limit (the cgroup's pids.max, RLIMIT_NPROC or kernel.threads-max) was reached".to_owned();
+    };
+    let threads = l.threads.map_or(String::new(), |n| {
+        format!("; it ran {n} thread{}", if n == 1 { "" } else { "s" })
+    });
+    if let Some(p) = l.pids.as_ref().filter(|p| p.max.is_some()) {
+        let max = p.max.unwrap_or_default();
+        if p.at_limit() {
+            return format!(
+                "the cgroup's pids.max refused it: its tasks (pids.current) {} of {max} (at the limit) {when}{threads}",
+                p.current
+            );
+        }
+        if let Some((Some(n), _)) = l.nproc {
+            return format!(
+                "the user's process limit (RLIMIT_NPROC) {n} or the cgroup's pids.max ({} of {max} {when}, not at \
+the limit then){threads}",
+                p.current
+            );
+        }
+        return format!(
+            "a task limit: the cgroup's tasks were {} of {max} {when} (not at the limit then: tasks that ended \
+meanwhile free it), or kernel.threads-max{threads}",
+            p.current
+        );
+    }
+    match l.nproc {
+        Some((Some(n), _)) => format!(
+            "the user's process limit (RLIMIT_NPROC) {n}: it counts every task of the user, on the whole host \
+({when}){threads}"
+        ),
+        _ => format!(
+            "no task limit of the process or its cgroup was set {when}: the kernel's kernel.threads-max, or a \
+limit of a cgroup above it{threads}"
+        ),
+    }
+}
+
+/// Why a mapping was refused with ENOMEM: RLIMIT_AS, strict overcommit,
+/// or the map count.
+fn memory_cause(l: Option<&Limits>, when: &str) -> String {
+    let size = l.and_then(|l| l.vm_size).map_or(String::new(), |v| {
+        format!("; its address space was {} {when}", bytes(v))
+    });
+    if let Some(soft) = l.and_then(|l| l.address_space).and_then(|(soft, _)| soft) {
+        format!(
+            "the address-space limit (RLIMIT_AS, ulimit -v) of {}: libcuda reserves far more virtual addresses than \
+it uses{size}",
+            bytes(soft)
+        )
+    } else if l.and_then(|l| l.overcommit) == Some(2) {
+        format!(
+            "vm.overcommit_memory is 2 (strict accounting): a mapping is refused once the commit limit \
+(CommitLimit of /proc/meminfo) is reached{size}"
+        )
+    } else if l.is_some() {
+        format!(
+            "no address-space limit was set {when}: the map count (vm.max_map_count) or the kernel's overcommit \
+heuristic refused it{size}"
+        )
+    } else {
+        "the address-space limit (RLIMIT_AS), the overcommit policy or the map count refused it"
+            .to_owned()
+    }
+}
+
+fn nofile_cause(l: Option<&Limits>, when: &str) -> String {
+    match l.and_then(|l| l.nofile.map(|n| (n, l.fds))) {
+        Some(((Some(soft), hard), fds)) => format!(
+            "the process's open-file limit (RLIMIT_NOFILE) was reached (soft limit {soft}, hard {}{})",
+            hard.map_or_else(|| "unlimited".to_owned(), |h| h.to_string()),
+            fds.map_or_else(String::new, |n| format!(
+                "; {n} descriptors were open {when}"
+            ))
+        ),
+        _ => "the process's open-file limit (RLIMIT_NOFILE) was reached".to_owned(),
+    }
+}
+
+fn seccomp_text(l: Option<&Limits>, when: &str) -> String {
+    match l.and_then(|l| l.seccomp_filters) {
+        Some(0) => format!(" (no seccomp filter was in place {when})"),
+        Some(n) => format!(" (the process ran under {n} seccomp filter{})", plural(n)),
+        None => String::new(),
+    }
+}
+
+/// 1073741824 -> "1 GiB (1073741824 bytes)".
+fn bytes(v: u64) -> String {
+    const UNITS: [(u64, &str); 4] = [
+        (1 << 40, "TiB"),
+        (1 << 30, "GiB"),
+        (1 << 20, "MiB"),
+        (1 << 10, "KiB"),
+    ];
+    for (n, u) in UNITS {
+        if v >= n {
+            let x = v as f64 / n as f64;
+            let t = if x.fract() == 0.0 {
+                format!("{x:.0}")
+            } else {
+                format!("{x:.1}")
+            };
+            return format!("{t} {u} ({v} bytes)");
+        }
+    }
+    format!("{v} bytes")
+}

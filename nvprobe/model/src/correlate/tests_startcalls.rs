@@ -1,0 +1,247 @@
+//! A failed start-up with no failed call on an NVIDIA file: the call of
+//! its own that the kernel side saw fail (a thread, a mapping, a
+//! descriptor) explains it, by the limit or filter that refused it, and
+//! no hint offers a remedy for another limit. Constructed streams; the
+//! real ones are in nvprobe/model/tests.
+
+use super::{
+    tests::proc_call,
+    tests_classes::{cuda, verdicts_of},
+    tests_context::{cuda_ret, good_init, one_gpu},
+    *,
+};
+use crate::attribution::{CgroupCount, Limits, ProcessInfo};
+use crate::correlate::{DiagId, Outcome};
+use crate::decode::{Event, ProcKind};
+
+/// The kernel side's record of a failed `call` of pid 7 at `t` ms.
+fn failed_call(t: u64, call: &str, errno: &str) -> Event {
+    Event::Proc(crate::decode::ProcCall {
+        call: Some(call.into()),
+        errno: Some(errno.into()),
+        ..proc_call(ProcKind::CallFailed, 7, "app", 7, t * 1_000_000)
+    })
+}
+
+fn with_limits(l: Limits) -> ProcessInfo {
+    ProcessInfo {
+        pid: 7,
+        exe: Some("/usr/bin/python3".into()),
+        read_at: Some("cuinit_failed".into()),
+        limits: Some(l),
+        ..ProcessInfo::default()
+    }
+}
+
+/// cuInit enters, `events` happen, cuInit returns `code`.
+fn failed_init(info: ProcessInfo, events: &[Event], code: (i64, &'static str)) -> Vec<CuInit> {
+    let mut all = vec![cuda(0, "cuInit", None)];
+    all.extend_from_slice(events);
+    all.push(cuda(3, "cuInit", Some(code)));
+    verdicts_of(vec![info], Vec::new(), &all)
+}
+
+fn only(v: &[CuInit]) -> &Diagnosis {
+    assert_eq!(v.len(), 1, "{v:#?}");
+    assert_eq!(v[0].result, Outcome::Failed, "{}", v[0].text);
+    assert_eq!(v[0].diagnoses.len(), 1, "{:#?}", v[0].diagnoses);
+    &v[0].diagnoses[0]
+}
+
+const OS: (i64, &str) = (304, "CUDA_ERROR_OPERATING_SYSTEM");
+
+#[test]
+fn a_thread_refused_at_the_cgroups_task_limit_is_named() {
+    let info = with_limits(Limits {
+        seccomp_filters: Some(0),
+        pids: Some(CgroupCount {
+            current: 1,
+            max: Some(1),
+        }),
+        threads: Some(1),
+        ..Limits::default()
+    });
+    let v = failed_init(
+        info,
+        &[
+            // glibc's clone3, refused by an old profile, then clone.
+            failed_call(1, "clone3", "ENOSYS"),
+            failed_call(1, "clone", "EAGAIN"),
+            failed_call(2, "clone", "EAGAIN"),
+        ],
+        OS,
+    );
+    let d = only(&v);
+    assert_eq!(d.id, DiagId::ThreadLimit);
+    assert_eq!(
+        d.evidence,
+        "cuInit returned CUDA_ERROR_OPERATING_SYSTEM (304) and no call on an NVIDIA file failed: clone() failed \
+with EAGAIN, 2 times (a new thread or process): the cgroup's pids.max refused it: its tasks (pids.current) 1 of 1 \
+(at the limit) when cuInit had failed; it ran 1 thread"
+    );
+    assert!(
+        d.hint.contains("pids.max") && !d.hint.contains("ulimit -n"),
+        "{}",
+        d.hint
+    );
+}
+
+#[test]
+fn a_thread_refused_without_a_cgroup_limit_names_the_users_process_limit() {
+    let info = with_limits(Limits {
+        nproc: Some((Some(4), Some(4))),
+        ..Limits::default()
+    });
+    let d = only(&failed_init(
+        info,
+        &[failed_call(1, "clone3", "EAGAIN")],
+        OS,
+    ))
+    .clone();
+    assert_eq!(d.id, DiagId::ThreadLimit);
+    assert!(
+        d.evidence.ends_with(
+            "clone3() failed with EAGAIN (a new thread or process): the user's process limit (RLIMIT_NPROC) 4: it \
+counts every task of the user, on the whole host (when cuInit had failed)"
+        ),
+        "{}",
+        d.evidence
+    );
+}
+
+#[test]
+fn a_reservation_refused_under_an_address_space_limit_is_named_with_its_size() {
+    let info = with_limits(Limits {
+        address_space: Some((Some(1 << 30), Some(1 << 30))),
+        vm_size: Some(900 << 20),
+        ..Limits::default()
+    });
+    let v = failed_init(
+        info,
+        &[failed_call(1, "mmap", "ENOMEM")],
+        (2, "CUDA_ERROR_OUT_OF_MEMORY"),
+    );
+    let d = only(&v);
+    assert_eq!(d.id, DiagId::AddressSpaceLimit);
+    assert_eq!(
+        d.evidence,
+        "cuInit returned CUDA_ERROR_OUT_OF_MEMORY (2) and no call on an NVIDIA file failed: mmap() failed with \
+ENOMEM (mapping memory): the address-space limit (RLIMIT_AS, ulimit -v) of 1 GiB (1073741824 bytes): libcuda \
+reserves far more virtual addresses than it uses; its address space was 900 MiB (943718400 bytes) when cuInit had \
+failed"
+    );
+    // Not the GPU's memory, not descriptors.
+    assert!(
+        !d.hint.contains("nvidia-smi") && !d.hint.contains("ulimit -n"),
+        "{}",
+        d.hint
+    );
+}
+
+#[test]
+fn a_descriptor_and_a_filter_are_named_by_their_errno() {
+    let emfile = with_limits(Limits {
+        nofile: Some((Some(16), Some(16))),
+        fds: Some(16),
+        ..Limits::default()
+    });
+    let d = only(&failed_init(
+        emfile,
+        &[failed_call(1, "eventfd2", "EMFILE")],
+        OS,
+    ))
+    .clone();
+    assert_eq!(d.id, DiagId::FileLimit);
+    assert!(
+        d.evidence.ends_with(
+            "eventfd2() failed with EMFILE (an event descriptor): the process's open-file limit (RLIMIT_NOFILE) was \
+reached (soft limit 16, hard 16; 16 descriptors were open when cuInit had failed)"
+        ),
+        "{}",
+        d.evidence
+    );
+    let filtered = with_limits(Limits {
+        seccomp: Some(2),
+        seccomp_filters: Some(1),
+        ..Limits::default()
+    });
+    let d = only(&failed_init(
+        filtered,
+        &[failed_call(1, "clone", "EPERM")],
+        OS,
+    ))
+    .clone();
+    assert_eq!(d.id, DiagId::NotPermitted);
+    assert!(
+        d.evidence.ends_with(
+            "clone() failed with EPERM (a new thread or process): not a device, so not the device cgroup: a seccomp \
+filter or sandbox refused it; the process ran under 1 seccomp filter"
+        ),
+        "{}",
+        d.evidence
+    );
+}
+
+/// clone3's ENOSYS alone explains nothing (glibc falls back to clone):
+/// the verdict keeps the general diagnosis.
+#[test]
+fn clone3_enosys_alone_is_not_the_cause() {
+    let v = failed_init(
+        with_limits(Limits::default()),
+        &[failed_call(1, "clone3", "ENOSYS")],
+        OS,
+    );
+    assert_eq!(only(&v).id, DiagId::OsCallFailed);
+}
+
+/// A mapping refused while the first context is made explains the
+/// context's CUDA_ERROR_OUT_OF_MEMORY: the GPU's holders are not blamed.
+#[test]
+fn a_mapping_refused_in_the_first_context_is_not_the_gpus_memory() {
+    let mut ev = good_init();
+    ev.push(cuda(5, "cuCtxCreate_v2", None));
+    ev.push(failed_call(5, "mmap", "ENOMEM"));
+    ev.push(cuda_ret(
+        6,
+        "cuCtxCreate_v2",
+        2,
+        "CUDA_ERROR_OUT_OF_MEMORY",
+        Some(0),
+        None,
+    ));
+    let info = with_limits(Limits {
+        address_space: Some((Some(8 << 30), None)),
+        ..Limits::default()
+    });
+    let v = verdicts_of(vec![info], one_gpu(), &ev);
+    let d = only(&v);
+    assert_eq!(d.id, DiagId::AddressSpaceLimit);
+    assert!(
+        d.evidence.starts_with(
+            "cuCtxCreate_v2 (device 0) returned CUDA_ERROR_OUT_OF_MEMORY (2) and no call on an NVIDIA file failed: \
+mmap() failed with ENOMEM (mapping memory): the address-space limit (RLIMIT_AS, ulimit -v) of 8 GiB"
+        ),
+        "{}",
+        d.evidence
+    );
+}
+
+/// What failed before cuInit returned does not explain a context, and a
+/// start-up that succeeded carries no start-call diagnosis.
+#[test]
+fn failures_a_start_up_got_past_explain_nothing() {
+    let mut ev = vec![failed_call(0, "mmap", "ENOMEM")];
+    ev.extend(good_init());
+    ev.push(cuda_ret(
+        6,
+        "cuCtxCreate_v2",
+        0,
+        "CUDA_SUCCESS",
+        Some(0),
+        None,
+    ));
+    let v = verdicts_of(vec![with_limits(Limits::default())], one_gpu(), &ev);
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0].result, Outcome::Ok, "{}", v[0].text);
+    assert!(v[0].diagnoses.is_empty(), "{:#?}", v[0].diagnoses);
+}
