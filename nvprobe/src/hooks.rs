@@ -228,16 +228,65 @@ pub fn normalize_type(t: &str) -> String {
     }
 }
 
+/// The most of one BTF file `hooks --btf-dir` reads: a kernel's vmlinux
+/// BTF is about 5-10 MiB, a module's far less.
+pub const BTF_CAP: u64 = 64 << 20;
+
+/// DIR/NAME, one BTF file of a `--btf-dir`, read as `doctor --root` reads a
+/// tree: resolved inside DIR (a link out of it is not followed), a regular
+/// file (a FIFO or a device never blocks or floods the read), and at most
+/// [`BTF_CAP`], refused on its size before anything is read. Ok(None): DIR
+/// has no such file.
+fn read_btf_file(dir: &Path, name: &str) -> Result<Option<Vec<u8>>, String> {
+    use crate::safefs::{self, SafeReadError as E};
+    let at = dir.join(name);
+    let refused = |e: &E| {
+        let why = match e {
+            E::LinkOutside { .. } => {
+                "nvprobe reads only files inside --btf-dir: copy the file itself there, e.g. cp /sys/kernel/btf/NAME DIR/"
+            }
+            E::NotRegular(_) => {
+                "nvprobe reads only regular files there, since a FIFO or a device could block it or never end: copy the BTF file itself, e.g. cp /sys/kernel/btf/NAME DIR/"
+            }
+            E::TooLarge(_) => "a kernel's BTF is far smaller: is this the right file?",
+            E::PermissionDenied => "run nvprobe as a user who may read it, or fix its permissions",
+            E::NotFound | E::Io(_) => "copy /sys/kernel/btf/NAME of the host to check there",
+        }
+        .replace("NAME", name);
+        format!("{}: {e}: not read ({why})", at.display())
+    };
+    let f = match safefs::open_regular(dir, name) {
+        Ok(f) => f,
+        Err(E::NotFound) => return Ok(None),
+        Err(e) => return Err(refused(&e)),
+    };
+    let size = f
+        .metadata()
+        .map_err(|e| format!("{}: {e}", at.display()))?
+        .len();
+    if size > BTF_CAP {
+        return Err(format!(
+            "{} is {}, more than the {} nvprobe reads of a BTF file: not read (a kernel's vmlinux BTF is about 5-10 MiB, a module's less: point --btf-dir at a copy of /sys/kernel/btf)",
+            at.display(),
+            safefs::size_words(size),
+            safefs::size_words(BTF_CAP)
+        ));
+    }
+    safefs::read_to_cap(f, BTF_CAP)
+        .map(Some)
+        .map_err(|e| refused(&e))
+}
+
 /// One line per hook of a BTF dump: "name<TAB>module<TAB>prototype", the
 /// prototype as BTF gives it ("-" when the BTF has no such function).
+/// The files are read by [`read_btf_file`].
 pub fn btf_prototypes(dir: &Path) -> Result<Vec<(&'static Hook, Option<String>)>, String> {
-    let read = |name: &str| -> Result<Vec<u8>, String> {
-        fs::read(dir.join(name)).map_err(|e| format!("{}/{name}: {e}", dir.display()))
-    };
-    let base = crate::btf::Btf::parse(&read("vmlinux")?).map_err(|e| format!("vmlinux: {e}"))?;
+    let vmlinux = read_btf_file(dir, "vmlinux")?
+        .ok_or_else(|| format!("{}: no such file", dir.join("vmlinux").display()))?;
+    let base = crate::btf::Btf::parse(&vmlinux).map_err(|e| format!("vmlinux: {e}"))?;
     let mut modules = std::collections::HashMap::new();
     for m in ["nvidia", "nvidia_uvm"] {
-        if let Ok(d) = read(m) {
+        if let Some(d) = read_btf_file(dir, m)? {
             let b = crate::btf::Btf::parse_split(&d, &base).map_err(|e| format!("{m}: {e}"))?;
             modules.insert(m, b);
         }
@@ -341,6 +390,113 @@ mod tests {
             "{d}"
         );
         assert!(!d.contains("cannot cover"), "{d}");
+    }
+
+    /// `btf_prototypes` on a folder, on a thread of its own: a read that
+    /// blocks fails the test (after a bound far past any real read) instead
+    /// of hanging it.
+    fn prototypes_of(dir: &Path) -> Result<usize, String> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let d = dir.to_path_buf();
+        std::thread::spawn(move || {
+            let _ = tx.send(btf_prototypes(&d).map(|v| v.len()));
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(120))
+            .expect("btf_prototypes returned (it blocked on the file)")
+    }
+
+    /// A private folder for a `--btf-dir`, removed when dropped.
+    struct BtfDir(std::path::PathBuf);
+
+    impl BtfDir {
+        fn new() -> Self {
+            let (d, _) = crate::safefs::private_temp_dir(&std::env::temp_dir(), "nvprobe-btfdir-")
+                .expect("mkdtemp");
+            Self(d)
+        }
+        fn fifo(&self, name: &str) -> std::path::PathBuf {
+            let p = self.0.join(name);
+            nix::unistd::mkfifo(&p, nix::sys::stat::Mode::from_bits_truncate(0o644))
+                .expect("mkfifo");
+            p
+        }
+    }
+
+    impl Drop for BtfDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// BTF that parses: a header and an empty string section.
+    fn empty_btf() -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend_from_slice(&0xEB9F_u16.to_le_bytes());
+        b.extend_from_slice(&[1, 0]);
+        for v in [24_u32, 0, 0, 0, 1] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b.push(0);
+        b
+    }
+
+    /// Issue 23, item 5: `hooks --btf-dir` reads as `doctor --root` does.
+    /// A FIFO named vmlinux is refused at once (the old read waited for a
+    /// writer until killed).
+    #[test]
+    fn a_fifo_in_a_btf_dir_does_not_block() {
+        let d = BtfDir::new();
+        let vmlinux = d.fifo("vmlinux");
+        let e = prototypes_of(&d.0).expect_err("a FIFO is refused");
+        assert!(
+            e.starts_with(&format!(
+                "{}: a FIFO, not a regular file: not read (",
+                vmlinux.display()
+            )),
+            "{e}"
+        );
+        assert!(e.contains("cp /sys/kernel/btf/vmlinux DIR/"), "{e}");
+        // In a module's place too: refused, not taken for a module without BTF.
+        std::fs::remove_file(&vmlinux).expect("rm");
+        std::fs::write(&vmlinux, empty_btf()).expect("write vmlinux");
+        std::fs::write(d.0.join("nvidia_uvm"), empty_btf()).expect("write nvidia_uvm");
+        assert_eq!(prototypes_of(&d.0), Ok(HOOKS.len()), "a BTF folder reads");
+        d.fifo("nvidia");
+        let e = prototypes_of(&d.0).expect_err("a FIFO module file is refused");
+        assert!(e.contains("/nvidia: a FIFO, not a regular file"), "{e}");
+    }
+
+    /// A link to /dev/zero is not followed (the old read ran out of memory).
+    #[test]
+    fn a_link_out_of_a_btf_dir_is_not_followed() {
+        let d = BtfDir::new();
+        std::os::unix::fs::symlink("/dev/zero", d.0.join("vmlinux")).expect("ln");
+        let e = prototypes_of(&d.0).expect_err("a link out is refused");
+        assert!(
+            e.contains("vmlinux is a link out of the tree (-> /dev/zero): not read"),
+            "{e}"
+        );
+    }
+
+    /// A sparse file over the bound is refused on its size, before any read
+    /// (the old read took 2.1 GB for a 2 GiB one).
+    #[test]
+    fn a_btf_file_over_the_bound_is_refused_unread() {
+        let d = BtfDir::new();
+        let vmlinux = d.0.join("vmlinux");
+        std::fs::File::create(&vmlinux)
+            .and_then(|f| f.set_len(BTF_CAP + 1))
+            .expect("a sparse file");
+        let e = prototypes_of(&d.0).expect_err("too large");
+        // The size named is the file's own, read off its inode: a read up to
+        // the bound could not know it.
+        assert!(
+            e.starts_with(&format!(
+                "{} is 67108865 bytes, more than the 64 MiB nvprobe reads of a BTF file: not read",
+                vmlinux.display()
+            )),
+            "{e}"
+        );
     }
 
     fn fixture_prototypes() -> Vec<(String, String, Option<String>)> {

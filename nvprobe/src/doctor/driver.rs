@@ -453,24 +453,22 @@ pub(super) fn pci_checks(root: &Path, log: &[String], out: &mut Vec<Check>) {
     let listed: Vec<String> = safefs::read_dir_noted(root, "proc/driver/nvidia/gpus")
         .map(|v| v.iter().map(|b| b.to_lowercase()).collect())
         .unwrap_or_default();
+    let findings = kmsg::findings(log);
     for (bus, id, sub, driver) in gpus {
         let short = bus.trim_start_matches("0000:").to_lowercase();
-        let lost: Vec<&String> = log
-            .iter()
-            .filter(|l| {
-                let low = l.to_lowercase();
-                low.contains(&short)
-                    && (low.contains("fallen off the bus")
-                        || low.contains("xid") && low.contains(" 79,"))
-            })
-            .collect();
-        let failed_init: Vec<&String> = log
-            .iter()
-            .filter(|l| {
-                let low = l.to_lowercase();
-                low.contains(&short) && low.contains("rminitadapter failed")
-            })
-            .collect();
+        // The driver's lines about this GPU (its domain:bus:slot), of a kind.
+        let slot = kmsg::pci_slot(&bus);
+        let about = |kind: &str| -> Vec<&String> {
+            findings
+                .iter()
+                .filter(|(k, l)| {
+                    *k == kind && slot.is_some() && kmsg::line_gpu(kmsg::message(l)) == slot
+                })
+                .map(|(_, l)| *l)
+                .collect()
+        };
+        let lost = about("gpu_lost");
+        let failed_init = about("gpu_init_failed");
         let ev = format!("{bus} [{id}] subsystem {sub}, driver {driver}");
         out.push(if let Some(l) = lost.last() {
             check(
@@ -532,9 +530,10 @@ pub(super) fn persistence_check(root: &Path, live: bool, log: &[String], out: &m
         safefs::read_text(root, "processes.list", safefs::CAP)
             .is_some_and(|t| t.lines().any(|l| l.trim() == "nvidia-persistenced"))
     };
-    let legacy = log
-        .iter()
-        .any(|l| l.contains("Persistence mode is deprecated"));
+    let legacy = log.iter().any(|l| {
+        kmsg::message(l).starts_with("NVRM: Persistence mode is deprecated")
+            && kmsg::driver_line(kmsg::message(l))
+    });
     out.push(if daemon {
         check("driver", "persistence", Verdict::Ok, "nvidia-persistenced is running", None)
     } else if legacy {

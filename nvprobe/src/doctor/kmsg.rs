@@ -1,27 +1,145 @@
-//! Kernel-log evidence: the NVRM and nvidia-uvm lines of the kernel ring
-//! buffer (live: /dev/kmsg read without blocking; a tree: ROOT/kmsg.txt,
+//! Kernel-log evidence: the lines the NVIDIA modules wrote to the kernel
+//! ring buffer (live: /dev/kmsg read without blocking; a tree: ROOT/kmsg.txt,
 //! which `--snapshot` writes), and the kernel_log checks they give.
+//!
+//! A line counts only when the driver wrote it: the kernel's facility
+//! (user space may write to /dev/kmsg too, and the kernel marks those
+//! records with the user facility), a message that starts with a driver's
+//! own printk prefix (`NVRM: `, `nvidia-uvm: `, …), and not a line the
+//! kernel starts with a task's name (`COMM[PID]: segfault at …`: a process
+//! may name itself `NVRM: Xid 79`). Where the driver itself quotes a task's
+//! name (an Xid's `name=`), only what comes before it is read.
 
 use std::{fs, io::Read as _, os::unix::fs::OpenOptionsExt as _, path::Path};
 
 use super::{Check, Verdict, check};
 
-/// Lines that mention the NVIDIA modules, oldest first, at most `max`.
+/// How the NVIDIA modules' lines start (open-gpu-kernel-modules): nvidia.ko's
+/// `nv_printf`/`NV_DEV_PRINTF`/`portDbgPrintf` write `NVRM: `, nvidia-uvm
+/// `NVIDIA_UVM_PRETTY_PRINTING_PREFIX`, nvidia-modeset `NVKMS_LOG_PREFIX`,
+/// `nvlink_print` and `NVSWITCH_PRINT` theirs; and the kernel's module
+/// loader names the module it loads (`nvidia: loading out-of-tree module`).
+const DRIVER_PREFIXES: &[&str] = &[
+    "NVRM: ",
+    "nvidia-uvm: ",
+    "nvidia-modeset: ",
+    "nvidia-nvlink: ",
+    "nvidia-nvswitch: ",
+    "nvidia: ",
+    "nvidia_uvm: ",
+    "nvidia_modeset: ",
+    "nvidia_drm: ",
+];
+
+/// How far into a message a task's name can reach: 15 bytes, each written
+/// as up to 4 characters (the kernel escapes a control byte as `\xNN`).
+const COMM_REACH: usize = 15 * 4;
+
+/// The NVIDIA modules' lines (and the kernel's leaked-uprobe lines), oldest
+/// first, at most `max`, each as "[seconds] message".
 pub fn nvidia_lines(root: &Path, live: bool, max: usize) -> Vec<String> {
     let all = if live { read_live() } else { read_tree(root) };
-    let mut v: Vec<String> = all.into_iter().filter(|l| relevant(l)).collect();
+    let mut v: Vec<String> = all.into_iter().filter(|l| kept(message(l))).collect();
     if v.len() > max {
         v.drain(..v.len() - max);
     }
     v
 }
 
-fn relevant(l: &str) -> bool {
-    let low = l.to_ascii_lowercase();
-    low.contains("nvrm")
-        || low.contains("nvidia")
-        || low.contains("uvm")
-        || leaked_uprobe(l).is_some()
+fn kept(msg: &str) -> bool {
+    driver_line(msg) || leaked_uprobe(msg).is_some()
+}
+
+/// The message of a "[time] message" line (the time as dmesg or this
+/// module writes it), or the line itself.
+pub fn message(line: &str) -> &str {
+    line.strip_prefix('[')
+        .and_then(|rest| rest.split_once("] "))
+        .map_or(line, |(_, msg)| msg)
+}
+
+/// A message one of the NVIDIA modules wrote: it starts with a driver
+/// prefix, and not as a line the kernel starts with a task's name.
+pub fn driver_line(msg: &str) -> bool {
+    DRIVER_PREFIXES.iter().any(|p| msg.starts_with(p)) && !task_led(msg)
+}
+
+/// Whether the message may be one the kernel starts with a task's name,
+/// within a name's reach of its start: `COMM[PID]` (a segfault, a trap, a
+/// bad signal frame), `COMM (PID)` (a stack-depth or drop_caches note),
+/// `COMM: page allocation failure: ` (which quotes the task's cpuset).
+fn task_led(msg: &str) -> bool {
+    let b = msg.as_bytes();
+    let digits_then = |from: usize, close: u8| {
+        let n = b[from..].iter().take_while(|c| c.is_ascii_digit()).count();
+        n > 0 && b.get(from + n) == Some(&close)
+    };
+    (1..=COMM_REACH.min(b.len().saturating_sub(1))).any(|i| {
+        (b[i] == b'[' && digits_then(i + 1, b']'))
+            || (b[i..].starts_with(b" (") && digits_then(i + 2, b')'))
+            || b[i..].starts_with(b": page allocation failure: ")
+    })
+}
+
+/// An Xid the driver reported: the GPU it names (as the driver writes it,
+/// "PCI:0000:41:00", perhaps with " GPU-I:05" after) and its number. Read
+/// from the head the driver writes before the task's pid and name
+/// (`kernel_rc.c`: "NVRM: Xid (%s): %d, pid=%s, name=%s, %s").
+pub fn xid(msg: &str) -> Option<(&str, u32)> {
+    let rest = msg.strip_prefix("NVRM: Xid (")?;
+    let (attr, rest) = rest.split_once("): ")?;
+    // "PCI:dddd:bb:ss", then only the partition's words (" GPU-I:05").
+    let tail = attr
+        .strip_prefix("PCI:")
+        .filter(|a| pci_slot(a).is_some())?;
+    if !tail[10..]
+        .bytes()
+        .all(|c| c.is_ascii_alphanumeric() || b" :-".contains(&c))
+    {
+        return None;
+    }
+    let (n, _) = rest.split_once(',').unwrap_or((rest.trim_end(), ""));
+    Some((attr, n.parse().ok()?))
+}
+
+/// What nvidia.ko wrote after "NVRM: ", without the GPU `NV_DEV_PRINTF`
+/// names first ("GPU dddd:bb:ss.f: ", older drivers "GPU at PCI:dddd:bb:ss: ").
+fn nvrm_words(msg: &str) -> Option<&str> {
+    let rest = msg.strip_prefix("NVRM: ")?;
+    for p in ["GPU at PCI:", "GPU "] {
+        if let Some(r) = rest.strip_prefix(p)
+            && pci_slot(r).is_some()
+            && let Some((_, words)) = r.split_once(": ")
+        {
+            return Some(words);
+        }
+    }
+    Some(rest)
+}
+
+/// The GPU a driver line is about, as "dddd:bb:ss" (lowercase): an Xid's
+/// `PCI:dddd:bb:ss`, `NV_DEV_PRINTF`'s "NVRM: GPU dddd:bb:ss.f: ", the older
+/// "NVRM: GPU at PCI:dddd:bb:ss: ", and "NVRM: The NVIDIA GPU dddd:bb:ss.f".
+pub fn line_gpu(msg: &str) -> Option<String> {
+    let addr = if let Some((attr, _)) = xid(msg) {
+        attr.strip_prefix("PCI:")?
+    } else {
+        ["NVRM: GPU at PCI:", "NVRM: GPU ", "NVRM: The NVIDIA GPU "]
+            .iter()
+            .find_map(|p| msg.strip_prefix(p))?
+    };
+    pci_slot(addr)
+}
+
+/// "dddd:bb:ss" from the start of a PCI address ("0000:41:00.0: …",
+/// "0000:41:00 GPU-I:05", "0000:41:00").
+pub fn pci_slot(addr: &str) -> Option<String> {
+    let a = addr.get(..10)?;
+    let ok = a.bytes().enumerate().all(|(i, c)| match i {
+        4 | 7 => c == b':',
+        _ => c.is_ascii_hexdigit(),
+    });
+    ok.then(|| a.to_ascii_lowercase())
 }
 
 /// The kernel's own line for a uprobe it could not remove (kernel/events/
@@ -30,19 +148,67 @@ fn relevant(l: &str) -> bool {
 /// starts and ends as the kernel writes it counts (a process's name in a
 /// segfault line cannot make one).
 pub fn leaked_uprobe(line: &str) -> Option<&str> {
-    let msg = match line.strip_prefix('[') {
-        Some(rest) => rest.split_once("] ")?.1,
-        None => line,
-    };
-    msg.trim_end()
+    message(line)
+        .trim_end()
         .strip_prefix("uprobe: ")?
         .strip_suffix(" failed to unregister, leaking uprobe")
 }
 
+/// A tree's kmsg.txt: what `--snapshot` wrote (the driver's lines, as
+/// "[time] message", their facility checked when it read them), or a saved
+/// kernel log. `dmesg -r` ("<prio>[time] message") and a copy of /dev/kmsg
+/// ("prio,seq,usec,flags;message") carry the facility, and a record of
+/// another facility than the kernel's is left out; plain `dmesg` text
+/// carries none (it shows what user space wrote to /dev/kmsg as well), so
+/// there a line is judged by its text alone.
 fn read_tree(root: &Path) -> Vec<String> {
-    crate::safefs::read_text(root, "kmsg.txt", crate::safefs::CAP)
-        .map(|t| t.lines().map(str::to_owned).collect())
-        .unwrap_or_default()
+    let Some(text) = crate::safefs::read_text(root, "kmsg.txt", crate::safefs::CAP) else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|l| {
+            if let Some(rec) = kmsg_record(l.as_bytes()) {
+                return rec;
+            }
+            match l.strip_prefix('<').and_then(|r| r.split_once('>')) {
+                Some((prio, rest)) if prio.bytes().all(|b| b.is_ascii_digit()) => {
+                    kernel_facility(prio).then(|| rest.to_owned())
+                }
+                _ => Some(l.to_owned()),
+            }
+        })
+        .collect()
+}
+
+/// A syslog priority (facility * 8 + level) of the kernel's facility (0).
+fn kernel_facility(prio: &str) -> bool {
+    prio.parse::<u32>().is_ok_and(|p| p >> 3 == 0)
+}
+
+/// One /dev/kmsg record ("prio,seq,usec,flags;message\n continuation"):
+/// None when it is not one; Some(None) when it is another facility's (user
+/// space wrote it); else its line as "[seconds] message".
+fn kmsg_record(rec: &[u8]) -> Option<Option<String>> {
+    let rec = String::from_utf8_lossy(rec);
+    let (head, msg) = rec.split_once(';')?;
+    let fields: Vec<&str> = head.split(',').collect();
+    if fields.len() < 4
+        || !fields[..3]
+            .iter()
+            .all(|f| f.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return None;
+    }
+    if !kernel_facility(fields[0]) {
+        return Some(None);
+    }
+    let usec: u64 = fields[2].parse().unwrap_or(0);
+    let msg = msg.lines().next().unwrap_or("");
+    Some(Some(format!(
+        "[{:>5}.{:06}] {msg}",
+        usec / 1_000_000,
+        usec % 1_000_000
+    )))
 }
 
 /// /dev/kmsg gives one record per read; O_NONBLOCK ends with EAGAIN at the
@@ -60,23 +226,7 @@ fn read_live() -> Vec<String> {
     for _ in 0..100_000 {
         match f.read(&mut buf) {
             Ok(0) => break,
-            Ok(n) => {
-                let rec = String::from_utf8_lossy(&buf[..n]);
-                // "prio,seq,usec,flags;message\n continuation lines"
-                if let Some((head, msg)) = rec.split_once(';') {
-                    let usec: u64 = head
-                        .split(',')
-                        .nth(2)
-                        .and_then(|u| u.parse().ok())
-                        .unwrap_or(0);
-                    let msg = msg.lines().next().unwrap_or("");
-                    out.push(format!(
-                        "[{:>5}.{:06}] {msg}",
-                        usec / 1_000_000,
-                        usec % 1_000_000
-                    ));
-                }
-            }
+            Ok(n) => out.extend(kmsg_record(&buf[..n]).flatten()),
             // EPIPE: records were overwritten while reading; go on.
             Err(e) if e.raw_os_error() == Some(libc::EPIPE) => continue,
             Err(_) => break,
@@ -85,25 +235,47 @@ fn read_live() -> Vec<String> {
     out
 }
 
-/// What the lines say, as findings: (kind, line).
+/// What the driver's lines say, as findings: (kind, line). Each is read
+/// where the driver writes it: an Xid by its number (79: the GPU fell off
+/// the bus), never by the task name it quotes; nvidia.ko's sentences from
+/// their start (osinit.c, osapi.c, nv.c); nvidia-uvm's errors from its own
+/// lines, which quote no task name.
 pub fn findings(lines: &[String]) -> Vec<(&'static str, &String)> {
     lines
         .iter()
         .filter_map(|l| {
-            let low = l.to_ascii_lowercase();
-            let kind = if low.contains("fallen off the bus") {
+            let msg = message(l);
+            if !driver_line(msg) {
+                return None;
+            }
+            if let Some((_, n)) = xid(msg) {
+                return Some((if n == 79 { "gpu_lost" } else { "xid" }, l));
+            }
+            if msg.starts_with("NVRM: Xid") {
+                // Not the driver's shape: a task's words.
+                return None;
+            }
+            let words = nvrm_words(msg).unwrap_or("");
+            let low = msg.to_ascii_lowercase();
+            let kind = if words.starts_with("GPU has fallen off the bus")
+                || words.starts_with("fallen off the bus")
+                || words.starts_with("The NVIDIA GPU ") && words.contains("fallen off the bus")
+            {
                 "gpu_lost"
-            } else if low.contains("rminitadapter failed")
-                || low.contains("failed to initialize") && low.contains("nvrm")
+            } else if [
+                "RmInitAdapter failed",
+                "rm_init_adapter failed",
+                "failed to initialize",
+            ]
+            .iter()
+            .any(|w| words.starts_with(w))
             {
                 "gpu_init_failed"
-            } else if low.contains("xid") && low.contains("nvrm") {
-                "xid"
-            } else if (low.contains("nvidia-uvm") || low.contains("uvm"))
+            } else if msg.starts_with("nvidia-uvm: ")
                 && (low.contains("hmm") || low.contains("error") || low.contains("fail"))
             {
                 "uvm_error"
-            } else if low.contains("api mismatch") || low.contains("version mismatch") {
+            } else if words.starts_with("API mismatch") || low.contains("version mismatch") {
                 "version_mismatch"
             } else {
                 return None;
@@ -201,7 +373,7 @@ mod tests {
         ]
         .map(str::to_owned)
         .to_vec();
-        assert!(log.iter().all(|l| relevant(l)));
+        assert!(log.iter().all(|l| kept(message(l))));
         let mut out = Vec::new();
         checks(&log, &mut out);
         assert_eq!(out.len(), 1);
@@ -213,6 +385,162 @@ mod tests {
             out[0].evidence.contains("2 uprobes") && out[0].evidence.contains("nvprobe:2"),
             "{}",
             out[0].evidence
+        );
+    }
+
+    fn owned(lines: &[&str]) -> Vec<String> {
+        lines.iter().map(|l| (*l).to_owned()).collect()
+    }
+
+    /// A record user space wrote to /dev/kmsg has the user facility (the
+    /// kernel sets facility 1 when the writer gives none, and refuses to let
+    /// it claim 0): left out, however it reads.
+    #[test]
+    fn records_user_space_wrote_are_not_the_drivers() {
+        let forged = b"14,2001,9000000,-;NVRM: Xid (PCI:0000:00:06): 79, pid=1, name=x, GPU has fallen off the bus.\n";
+        assert_eq!(kmsg_record(forged), Some(None));
+        // user.err, and local0 (facility 16) as a writer may ask for.
+        for prio in ["11", "131"] {
+            let rec = format!("{prio},7,1,-;NVRM: Xid (PCI:0000:00:06): 79, x");
+            assert_eq!(kmsg_record(rec.as_bytes()), Some(None), "{prio}");
+        }
+        // The driver's own (kernel facility, level 4), with its dictionary.
+        let real = b"4,2002,9500000,-;NVRM: Xid (PCI:0000:00:06): 79, pid=1234, name=python3, GPU has fallen off the bus.\n SUBSYSTEM=pci\n DEVICE=+pci:0000:00:06.0\n";
+        assert_eq!(
+            kmsg_record(real),
+            Some(Some(
+                "[    9.500000] NVRM: Xid (PCI:0000:00:06): 79, pid=1234, name=python3, GPU has fallen off the bus."
+                    .to_owned()
+            ))
+        );
+        assert_eq!(kmsg_record(b"[ 1.0] NVRM: a; b"), None, "not a record");
+    }
+
+    /// Lines the kernel wrote (facility kernel) that start with a task's
+    /// name: a process named like the driver makes none of the driver's
+    /// lines, and so no Xid, lost GPU, UVM error or mismatch.
+    #[test]
+    fn a_task_named_like_the_driver_makes_no_finding() {
+        let forged = [
+            // comm "NVRM Xid 79", segfaulting.
+            "[  100.1] NVRM Xid 79[4242]: segfault at 0 ip 0000000000401136 sp 00007ffd4a3c error 6 in a.out[401000+1000] likely on CPU 1 (core 1, socket 0)",
+            // comm "NVRM: Xid 79,", and a library named to finish the line.
+            "[  100.2] NVRM: Xid 79,[4243]: segfault at 0 ip 0 sp 0 error 4 in x): 79, GPU has fallen off the bus.so[7f00+1000]",
+            "[  100.3] NVRM: Xid (PCI:[4244]: segfault at 0 ip 0 sp 0 error 4 in 0000:00:06): 79, y[7f00+1000]",
+            // comm with a control byte, as the kernel escapes it.
+            "[  100.4] NVRM: Xid\\x01\\x02\\x03 79,[4245]: segfault at 0 ip 0 sp 0 error 4",
+            "[  100.5] nvidia-uvm: hmm[4246] trap invalid opcode ip:401136 sp:7ffd error:0 in a.out",
+            "[  100.6] NVRM: API mis (4247): drop_caches: 3",
+            "[  100.7] nvidia-uvm: page allocation failure: order:10, mode:0xcc0(GFP_KERNEL), nodemask=(null),cpuset=hmm-error,mems_allowed=0",
+        ];
+        let log = owned(&forged);
+        for l in &log {
+            assert!(!kept(message(l)), "kept: {l}");
+        }
+        assert!(findings(&log).is_empty(), "{:?}", findings(&log));
+        let mut out = Vec::new();
+        checks(&log, &mut out);
+        assert!(out.is_empty(), "{out:?}");
+        // The driver quotes a task's name in a real Xid: only its number
+        // counts, not what the name says.
+        let real13 = owned(&[
+            "[  101.0] NVRM: Xid (PCI:0000:00:06): 13, pid=4249, name=x 79, GPU has, Graphics Exception: ESR 0x404490=0x80000000",
+        ]);
+        assert_eq!(xid(message(&real13[0])), Some(("PCI:0000:00:06", 13)));
+        assert_eq!(
+            findings(&real13)
+                .iter()
+                .map(|(k, _)| *k)
+                .collect::<Vec<_>>(),
+            ["xid"]
+        );
+    }
+
+    /// The driver's lines as its sources write them still count.
+    #[test]
+    fn the_drivers_own_lines_count() {
+        let log = owned(&[
+            "[  200.0] NVRM: Xid (PCI:0000:00:06): 79, pid=1234, name=python3, GPU has fallen off the bus.",
+            "[  200.1] NVRM: Xid (PCI:0000:00:06): 79, GPU has fallen off the bus.",
+            "[  200.2] NVRM: Xid (PCI:0000:01:00 GPU-I:05): 94, pid=7194, Contained: CE User Channel (0x9). RST: No, D-RST: No",
+            "[  200.3] NVRM: GPU 0000:41:00.0: RmInitAdapter failed! (0x22:0x56:884)",
+            "[  200.4] NVRM: GPU 0000:41:00.0: GPU has fallen off the bus.",
+            "[  200.5] nvidia-uvm: uvm_gpu.c:1234 uvm_hmm_register_gpu[pid:1234] failed: NV_ERR_INVALID_STATE",
+            "[  200.6] NVRM: API mismatch: the client 'python3' (pid 1234)",
+        ]);
+        assert!(log.iter().all(|l| kept(message(l))));
+        let kinds: Vec<&str> = findings(&log).iter().map(|(k, _)| *k).collect();
+        assert_eq!(
+            kinds,
+            [
+                "gpu_lost",
+                "gpu_lost",
+                "xid",
+                "gpu_init_failed",
+                "gpu_lost",
+                "uvm_error",
+                "version_mismatch"
+            ]
+        );
+        let gpus: Vec<Option<String>> = log.iter().map(|l| line_gpu(message(l))).collect();
+        assert_eq!(
+            gpus,
+            [
+                Some("0000:00:06"),
+                Some("0000:00:06"),
+                Some("0000:01:00"),
+                Some("0000:41:00"),
+                Some("0000:41:00"),
+                None,
+                None
+            ]
+            .map(|g| g.map(str::to_owned))
+        );
+        let mut out = Vec::new();
+        checks(&log, &mut out);
+        let ids: Vec<(&str, Verdict)> = out.iter().map(|c| (c.id, c.verdict)).collect();
+        assert_eq!(
+            ids,
+            [("xid", Verdict::Warn), ("version_mismatch", Verdict::Fail)]
+        );
+        // And the other lines a snapshot keeps (the H200's, as recorded).
+        let h200 = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/fixtures/hosts/h200-snapshot/kmsg.txt"
+        ))
+        .expect("the H200 snapshot's kmsg.txt");
+        assert!(h200.lines().count() >= 5);
+        for l in h200.lines() {
+            assert!(kept(message(l)), "dropped: {l}");
+        }
+    }
+
+    /// A saved log: `dmesg -r` and a /dev/kmsg copy keep their facility, and
+    /// a user-space record is left out; plain dmesg text is judged by its
+    /// words.
+    #[test]
+    fn a_saved_log_is_read_with_its_facility() {
+        let (dir, _) = crate::safefs::private_temp_dir(&std::env::temp_dir(), "nvprobe-kmsg-")
+            .expect("mkdtemp");
+        std::fs::write(
+            dir.join("kmsg.txt"),
+            "<14>[    5.0] NVRM: Xid (PCI:0000:00:06): 79, forged by a writer\n\
+             <4>[    6.0] NVRM: Xid (PCI:0000:00:06): 79, pid=1, name=a, GPU has fallen off the bus.\n\
+             12,1,7000000,-;NVRM: Xid (PCI:0000:00:06): 79, forged too\n\
+             3,2,8000000,-;NVRM: Xid (PCI:0000:00:06): 48, pid=2, name=b, An uncorrectable double bit error\n\
+             [    9.0] NVRM: Xid (PCI:0000:00:06): 31, pid=3, name=c, Ch 00000008, intr 10000000\n\
+             [    9.5] NVRM Xid 79[77]: segfault at 0 ip 0 sp 0 error 4\n",
+        )
+        .expect("write kmsg.txt");
+        let got = nvidia_lines(&dir, false, 400);
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(
+            got,
+            [
+                "[    6.0] NVRM: Xid (PCI:0000:00:06): 79, pid=1, name=a, GPU has fallen off the bus.",
+                "[    8.000000] NVRM: Xid (PCI:0000:00:06): 48, pid=2, name=b, An uncorrectable double bit error",
+                "[    9.0] NVRM: Xid (PCI:0000:00:06): 31, pid=3, name=c, Ch 00000008, intr 10000000",
+            ]
         );
     }
 }

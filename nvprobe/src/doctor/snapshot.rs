@@ -36,8 +36,8 @@
 //!   addresses zeroed;
 //! - written as listings: `dev.manifest` (the NVIDIA nodes: major:minor,
 //!   mode, owner), `libs.manifest` (each libcuda / libnvidia-ml: path,
-//!   version from its contents, size), `kmsg.txt` (the NVIDIA lines of the
-//!   kernel log), `processes.list` (whether nvidia-persistenced runs),
+//!   version from its contents, size), `kmsg.txt` (the lines the NVIDIA
+//!   modules wrote to the kernel log: `kmsg::nvidia_lines`), `processes.list` (whether nvidia-persistenced runs),
 //!   `sys/kernel/btf.list`, `sys/bus/event_source/devices.list`, and each
 //!   NVIDIA PCI device's bound driver as the file `.../BUS/driver`;
 //! - `snapshot.json`: nvprobe's version, the time, the kernel release, the

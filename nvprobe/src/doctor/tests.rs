@@ -367,6 +367,43 @@ impl Drop for Hostile {
     }
 }
 
+/// Issue 23, item 4: a task named like the driver cannot make doctor (and
+/// watch's start-up checks, which are these) report an Xid or a lost GPU;
+/// the driver's own Xid 79 for the snapshot's GPU still fails its PCI check.
+#[test]
+fn forged_kernel_log_lines_report_nothing_and_the_drivers_xid_79_still_does() {
+    let h = Hostile::new("forged-xid", "h200-snapshot");
+    let kept = fs::read_to_string(h.root.join("kmsg.txt")).expect("the snapshot's kmsg.txt");
+    let forged = "\
+        [  100.1] NVRM Xid 79[4242]: segfault at 0 ip 0000000000401136 sp 00007ffd4a3c error 6 in a.out[401000+1000]\n\
+        [  100.2] NVRM: Xid (PCI:[4243]: segfault at 0 ip 0 sp 0 error 4 in 0000:00:06): 79, GPU has fallen off the bus.so[7f00+1000]\n\
+        <14>[  100.3] NVRM: Xid (PCI:0000:00:06): 79, pid=1, name=x, GPU has fallen off the bus.\n\
+        12,9,100400000,-;NVRM: API mismatch: the client has the version 1.0, but this kernel module has the version 580.159.04.\n";
+    fs::write(h.root.join("kmsg.txt"), format!("{kept}{forged}")).expect("write");
+    let c = run(&h.root);
+    assert!(
+        by_id(&c, "xid").is_empty() && by_id(&c, "version_mismatch").is_empty(),
+        "{}",
+        text(&c)
+    );
+    let pci = by_id(&c, "pci_gpu");
+    assert_eq!(pci.len(), 1, "{}", text(&c));
+    assert_eq!(pci[0].verdict, Verdict::Ok, "{}", pci[0].evidence);
+
+    let real = "[  200.0] NVRM: Xid (PCI:0000:00:06): 79, pid=1234, name=python3, GPU has fallen off the bus.\n";
+    fs::write(h.root.join("kmsg.txt"), format!("{kept}{forged}{real}")).expect("write");
+    let c = run(&h.root);
+    let pci = by_id(&c, "pci_gpu");
+    assert_eq!(pci[0].verdict, Verdict::Fail, "{}", text(&c));
+    assert!(
+        pci[0]
+            .evidence
+            .ends_with(&format!("; lost: {}", real.trim())),
+        "{}",
+        pci[0].evidence
+    );
+}
+
 /// Item 2 of issue 11: a link out of the tree (absolute, or `..` above
 /// its root) is not followed; the check says which link and where it
 /// points. The old code read the host's file through it.

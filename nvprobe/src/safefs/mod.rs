@@ -442,9 +442,15 @@ pub fn read_to_cap(r: impl io::Read, cap: u64) -> Result<Vec<u8>> {
     Ok(v)
 }
 
-/// ROOT/REL, resolved inside ROOT, a regular file of at most CAP bytes.
+/// ROOT/REL, resolved inside ROOT, a regular file of at most CAP bytes. A
+/// file whose size says more is refused before any read (a sparse file is
+/// not read up to the cap first); one that says less (procfs and sysfs
+/// files say 0 or 4096) is still read only up to the cap.
 pub fn read_capped(root: &Path, rel: impl AsRef<Path>, cap: u64) -> Result<Vec<u8>> {
     let f = open_regular(root, rel)?;
+    if fstat(f.as_fd())?.st_size as u64 > cap {
+        return Err(SafeReadError::TooLarge(cap));
+    }
     read_to_cap(f, cap)
 }
 

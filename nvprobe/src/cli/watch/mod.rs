@@ -82,7 +82,9 @@ pub struct WatchArgs {
     pub bpf_stats: bool,
     /// Serve Prometheus metrics (OpenMetrics) at http://ADDR/metrics, e.g.
     /// 127.0.0.1:9477 or [::]:9477: verdicts, driver calls and their
-    /// latency, stalls, signals, lost events, the ring buffer's fill.
+    /// latency, stalls, signals, lost events, the ring buffer's fill; a
+    /// health check at /healthz. No authentication: bind it to loopback or
+    /// put an authenticating proxy or a network policy in front of it.
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<std::net::SocketAddr>,
     /// The host's name in the start record and OTLP's `host.name` (default:

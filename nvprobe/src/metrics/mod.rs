@@ -7,7 +7,7 @@
 //! handles to the per-call counters and histograms ([`CallCache`]), so a
 //! call costs a hash lookup without allocation and a few atomic adds.
 
-use std::{collections::HashMap, fmt::Write as _, sync::Arc, time::Duration};
+use std::{collections::HashMap, fmt::Write as _, sync::Arc};
 
 use nvprobe_model::{
     correlate::{CuInit, DiagSeverity, Record, SignalReport},
@@ -26,9 +26,16 @@ use prometheus_client::{
     },
     registry::{Registry, Unit},
 };
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use crate::pipeline::{EventSink, Observer};
+
+mod http;
+mod slots;
+#[cfg(test)]
+mod tests;
+
+pub use http::{serve, serve_with};
+pub use slots::Limits;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct VerdictLabels {
@@ -426,171 +433,5 @@ impl CallCache {
                 })
             })
             .observe(e.duration_ns as f64 / 1e9);
-    }
-}
-
-/// Connections served at once; more wait in the kernel's backlog.
-const MAX_CONNECTIONS: usize = 16;
-/// The longest request head read.
-const MAX_REQUEST: usize = 8 << 10;
-
-/// Serve /metrics until the runtime stops.
-pub async fn serve(listener: tokio::net::TcpListener, m: Arc<Metrics>) {
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-    loop {
-        let (sock, _) = match listener.accept().await {
-            Ok(s) => s,
-            Err(_) => {
-                // Out of fds, or the like: do not spin.
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        // Busy (16 exchanges under way): say so at once rather than hold
-        // the connection, so that idle clients cannot starve a scrape.
-        let Ok(permit) = slots.clone().try_acquire_owned() else {
-            tokio::spawn(async move {
-                let mut sock = sock;
-                let _ = tokio::time::timeout(
-                    Duration::from_secs(1),
-                    respond(
-                        &mut sock,
-                        "503 Service Unavailable",
-                        "text/plain",
-                        "busy\n",
-                        false,
-                    ),
-                )
-                .await;
-            });
-            continue;
-        };
-        let m = m.clone();
-        tokio::spawn(async move {
-            // The whole exchange, from accept: 2 s to send the request,
-            // the rest to take the answer.
-            let _ = tokio::time::timeout(Duration::from_secs(5), answer(sock, &m)).await;
-            drop(permit);
-        });
-    }
-}
-
-/// One HTTP/1.1 exchange, then close.
-async fn answer(mut sock: tokio::net::TcpStream, m: &Metrics) -> std::io::Result<()> {
-    let mut head = Vec::with_capacity(1024);
-    let mut buf = [0u8; 1024];
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") {
-        let n = tokio::time::timeout_at(deadline, sock.read(&mut buf))
-            .await
-            .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
-        if n == 0 {
-            break;
-        }
-        head.extend_from_slice(&buf[..n]);
-        if head.len() > MAX_REQUEST {
-            return respond(
-                &mut sock,
-                "431 Request Header Fields Too Large",
-                "text/plain",
-                "request too large\n",
-                false,
-            )
-            .await;
-        }
-    }
-    let line = head.split(|&b| b == b'\n').next().unwrap_or_default();
-    let line = String::from_utf8_lossy(line);
-    let mut parts = line.split_whitespace();
-    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let path = target.split('?').next().unwrap_or("");
-    let head_only = method == "HEAD";
-    match (method, path) {
-        ("GET" | "HEAD", "/metrics") => {
-            let body = m.encode();
-            respond(
-                &mut sock,
-                "200 OK",
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                &body,
-                head_only,
-            )
-            .await
-        }
-        ("GET" | "HEAD", "/" | "/healthz") => {
-            respond(
-                &mut sock,
-                "200 OK",
-                "text/plain; charset=utf-8",
-                "nvprobe: metrics at /metrics\n",
-                head_only,
-            )
-            .await
-        }
-        ("GET" | "HEAD", _) => {
-            respond(
-                &mut sock,
-                "404 Not Found",
-                "text/plain",
-                "not found: try /metrics\n",
-                head_only,
-            )
-            .await
-        }
-        _ => {
-            respond(
-                &mut sock,
-                "405 Method Not Allowed",
-                "text/plain",
-                "only GET and HEAD\n",
-                false,
-            )
-            .await
-        }
-    }
-}
-
-async fn respond(
-    sock: &mut tokio::net::TcpStream,
-    status: &str,
-    ctype: &str,
-    body: &str,
-    head_only: bool,
-) -> std::io::Result<()> {
-    let head = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    sock.write_all(head.as_bytes()).await?;
-    if !head_only {
-        sock.write_all(body.as_bytes()).await?;
-    }
-    sock.shutdown().await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_registry_encodes_what_was_counted() {
-        let m = Metrics::new(vec![("version".into(), "0.1.0".into())], 1 << 24);
-        m.lost("ioctl", 3);
-        m.quieted_total(10);
-        m.quieted_total(7);
-        m.processes(4);
-        m.ringbuf_high_water(1 << 22);
-        let t = m.encode();
-        for want in [
-            "nvprobe_build_info{version=\"0.1.0\"} 1",
-            "nvprobe_lost_events_total{kind=\"ioctl\"} 3",
-            "nvprobe_quieted_calls_total 10",
-            "nvprobe_processes_tracked 4",
-            "nvprobe_ringbuf_fill_ratio 0.25",
-            "nvprobe_ringbuf_size_bytes 16777216",
-            "# EOF",
-        ] {
-            assert!(t.contains(want), "{want} missing from\n{t}");
-        }
     }
 }
