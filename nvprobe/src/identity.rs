@@ -244,7 +244,26 @@ pub fn same_view(pid: u32) -> Option<bool> {
         id(&format!("/proc/{pid}/root"))?,
         id(&format!("/proc/{pid}/ns/mnt"))?,
     );
-    Some(theirs == (id("/")?, id("/proc/self/ns/mnt")?))
+    let own_ns = OWN_VIEW
+        .get()
+        .copied()
+        .flatten()
+        .or_else(|| id("/proc/self/ns/mnt"))?;
+    Some(theirs == (id("/")?, own_ns))
+}
+
+/// The mount namespace nvprobe started in, kept before it makes one of its
+/// own for tracefs (a slave of that one: the same files, so a process in
+/// it still shares nvprobe's view).
+static OWN_VIEW: std::sync::OnceLock<Option<(u64, u64)>> = std::sync::OnceLock::new();
+
+/// Keep the mount namespace nvprobe runs in now (see [`same_view`]).
+pub fn remember_own_view() {
+    let _ = OWN_VIEW.set(
+        fs::metadata("/proc/self/ns/mnt")
+            .ok()
+            .map(|m| (m.dev(), m.ino())),
+    );
 }
 
 /// Processes (at most this many) and descriptors per process the GPU

@@ -471,3 +471,62 @@ fn after_attaching_only_the_capabilities_still_used_are_kept() {
             .any(|r| r["type"] == "ioctl" && r["pid"] == ran["pid"])
     );
 }
+
+/// Issue 23, item 6: CAP_SYS_ADMIN is kept only while the run still needs
+/// it. Without stall reports (their kernel stacks) and without the cuda
+/// layer (libcuda uprobes as perf events), nvprobe keeps BPF, PERFMON,
+/// SYS_PTRACE and DAC_READ_SEARCH only, in every thread; and it runs in a
+/// mount namespace of its own, which it cannot leave (no CAP_SYS_CHROOT
+/// for setns): whatever it mounts stays out of the host's.
+#[test]
+fn sys_admin_is_dropped_when_nothing_needs_it() {
+    nvprobe_tests::need_root!();
+    let _g = nvprobe_tests::scenario::lock();
+    let tmp = nvprobe_tests::scenario::tmpdir("caps-no-admin");
+    let drv = nvprobe_tests::scenario::FakeDrv::start(&tmp);
+    let t = nvprobe_tests::scenario::watch(
+        &tmp,
+        &drv,
+        &["--stall-after", "0", "--layers", "syscall,process"],
+    );
+    let want: u64 = [2u32, 19, 38, 39].iter().map(|b| 1u64 << b).sum();
+    for task in std::fs::read_dir(format!("/proc/{}/task", t.pid())).expect("tasks") {
+        let status =
+            std::fs::read_to_string(task.expect("task").path().join("status")).expect("status");
+        for key in ["CapEff:", "CapPrm:", "CapBnd:"] {
+            let hex = status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .expect("cap line")
+                .trim();
+            assert_eq!(
+                u64::from_str_radix(hex, 16).expect("hex"),
+                want,
+                "{key} {hex}"
+            );
+        }
+    }
+    let ns = |p: String| std::fs::read_link(p).expect("ns link");
+    assert_ne!(
+        ns(format!("/proc/{}/ns/mnt", t.pid())),
+        ns("/proc/self/ns/mnt".into()),
+        "nvprobe runs in a mount namespace of its own"
+    );
+    let start = t.wait_for("start", |r| r["type"] == "start");
+    assert_eq!(
+        start["capabilities_kept"],
+        serde_json::json!([
+            "CAP_BPF",
+            "CAP_DAC_READ_SEARCH",
+            "CAP_PERFMON",
+            "CAP_SYS_PTRACE"
+        ])
+    );
+    let ran = nvprobe_tests::scenario::scenario(&drv, "basic", &[]);
+    let f = t.stop();
+    assert!(
+        f.records
+            .iter()
+            .any(|r| r["type"] == "ioctl" && r["pid"] == ran["pid"])
+    );
+}

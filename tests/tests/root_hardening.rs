@@ -417,8 +417,9 @@ fn find_from(p: &Path, from: &mut u64, needle: &[u8]) -> bool {
 }
 
 /// nvprobe, in a mount namespace of the test's own with tracefs detached,
-/// mounts tracefs and unmounts it when it exits: after a normal run and
-/// after a start-up that fails once tracefs is mounted (exit 3).
+/// mounts tracefs in a namespace of its own: nothing is left mounted after
+/// a normal run or after a start-up that fails once tracefs is mounted
+/// (exit 3).
 #[test]
 fn tracefs_nvprobe_mounted_is_unmounted_at_exit() {
     need_root!();
@@ -455,6 +456,62 @@ fn tracefs_nvprobe_mounted_is_unmounted_at_exit() {
     );
     let start = fs::read_to_string(&out).expect("trace");
     assert!(start.contains("\"tracefs_mounted_by_nvprobe\":true"));
+}
+
+/// Issue 23, item 3: one instance's tracefs is never another's to lose.
+/// With tracefs unmounted (a mount namespace of the test's own), nvprobe A
+/// mounts it where only A sees it (the namespace it started from has no
+/// tracefs while A runs); B starts at once after A's SIGINT, while A
+/// stops, and starts (before, A's MNT_DETACH took the tracefs B had found:
+/// exit 3, "tracepoint … does not exist").
+#[test]
+fn one_instances_tracefs_is_not_anothers() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("tracefs2");
+    let (a, b) = (tmp.join("a.ndjson"), tmp.join("b.ndjson"));
+    let script = format!(
+        "{nv} watch --json -o {a} 2>{a}.err & pa=$!; \
+         i=0; until grep -q '\"type\":\"start\"' {a} 2>/dev/null; do i=$((i+1)); [ $i -gt 3000 ] && break; sleep 0.02; done; \
+         echo seen=$(grep -c ' /sys/kernel/tracing ' /proc/self/mountinfo); \
+         kill -INT $pa; {nv} watch --json --duration 1 -o {b} 2>{b}.err; echo rcb=$?; wait $pa; echo rca=$?; \
+         echo left=$(grep -c ' /sys/kernel/tracing ' /proc/self/mountinfo)",
+        nv = bin("nvprobe").display(),
+        a = a.display(),
+        b = b.display()
+    );
+    let mut c = Command::new("sh");
+    c.args(["-c", &script]).stderr(Stdio::piped());
+    private_mount_namespace(
+        &mut c,
+        &["/sys/kernel/tracing", "/sys/kernel/debug/tracing"],
+    );
+    let o = c.output().expect("run sh");
+    let text = String::from_utf8_lossy(&o.stdout);
+    let errs = || {
+        format!(
+            "{}\nA: {}\nB: {}",
+            String::from_utf8_lossy(&o.stderr),
+            fs::read_to_string(format!("{}.err", a.display())).unwrap_or_default(),
+            fs::read_to_string(format!("{}.err", b.display())).unwrap_or_default()
+        )
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines,
+        ["seen=0", "rcb=0", "rca=0", "left=0"],
+        "{text}\n{}",
+        errs()
+    );
+    for f in [&a, &b] {
+        let start = fs::read_to_string(f).expect("trace");
+        assert!(
+            start.contains("\"tracefs_mounted_by_nvprobe\":true")
+                && start.contains("\"tracefs\":\"/sys/kernel/tracing\""),
+            "{}",
+            start.lines().next().unwrap_or_default()
+        );
+    }
 }
 
 /// `--comm` with a name longer than the kernel keeps (15 bytes) matches

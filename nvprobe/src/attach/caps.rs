@@ -1,31 +1,36 @@
 //! After the probes are attached, nvprobe keeps only the capabilities it
 //! still uses (deploy/CAPABILITIES.md measured each one): BPF and PERFMON
-//! for the uprobes it attaches to libcuda copies it meets later, SYS_ADMIN
-//! for those uprobes, /proc/PID/stack in stall reports and the tracefs
-//! unmount at the end, SYS_PTRACE and DAC_READ_SEARCH to read the identity
-//! of other users' processes. Everything else root holds (loading modules,
-//! raw I/O, overriding file permissions, changing ids, …) is dropped from
-//! the effective, permitted, inheritable, ambient and bounding sets, so
-//! that a compromised nvprobe cannot regain it.
+//! for the uprobes it attaches to libcuda copies it meets later,
+//! SYS_PTRACE and DAC_READ_SEARCH to read the identity of other users'
+//! processes, and SYS_ADMIN only while something still needs it (kernel
+//! stacks in stall reports, libcuda uprobes made as perf events where
+//! uprobe_multi is refused). Everything else root holds (loading modules,
+//! raw I/O, overriding file permissions, changing ids, chroot and so
+//! setns into another mount namespace, …) is dropped from the effective,
+//! permitted, inheritable, ambient and bounding sets, so that a
+//! compromised nvprobe cannot regain it.
 
 use caps::{CapSet, Capability, CapsHashSet};
 
-/// What is kept once attached.
-pub const KEPT: [Capability; 5] = [
+/// What is kept once attached, always.
+pub const KEPT: [Capability; 4] = [
     Capability::CAP_BPF,
     Capability::CAP_PERFMON,
-    Capability::CAP_SYS_ADMIN,
     Capability::CAP_SYS_PTRACE,
     Capability::CAP_DAC_READ_SEARCH,
 ];
 
-/// Drop every capability but [`KEPT`] (those this process has), in the
+/// Drop every capability but [`KEPT`] (and CAP_SYS_ADMIN when `sys_admin`:
+/// something the run does still needs it), those this process has, in the
 /// calling thread, which must be the only one (capabilities are per
 /// thread; threads made later inherit the reduced sets). Returns the names
 /// kept, or why dropping failed (nvprobe then carries on with what it
 /// had: it is a hardening step, not a requirement).
-pub fn drop_unneeded() -> Result<Vec<String>, String> {
-    let keep: CapsHashSet = KEPT.into_iter().collect();
+pub fn drop_unneeded(sys_admin: bool) -> Result<Vec<String>, String> {
+    let mut keep: CapsHashSet = KEPT.into_iter().collect();
+    if sys_admin {
+        keep.insert(Capability::CAP_SYS_ADMIN);
+    }
     let permitted = caps::read(None, CapSet::Permitted).map_err(|e| e.to_string())?;
     let kept: CapsHashSet = permitted.intersection(&keep).copied().collect();
     // Bounding first (needs CAP_SETPCAP, still held); without SETPCAP (a

@@ -1,8 +1,12 @@
 //! What nvprobe checks before loading anything: root, bpf() and the ring
-//! buffer, tracefs (mounted when missing), syscall tracepoints, kernel
-//! BTF. Each failure is a [`StartError`] that says what to do.
+//! buffer, tracefs (mounted when missing, in nvprobe's own mount
+//! namespace), syscall tracepoints, kernel BTF. Each failure is a
+//! [`StartError`] that says what to do.
 
-use std::path::{Path, PathBuf};
+use std::{
+    os::fd::{AsRawFd, OwnedFd},
+    path::{Path, PathBuf},
+};
 
 use aya::maps::MapType;
 use nvprobe_common::Config;
@@ -29,7 +33,8 @@ pub enum StartError {
     )]
     NoRingBuf,
     #[error(
-        "tracefs is not mounted and mounting it at {path} failed: {err}. Mount it by hand: mount -t tracefs tracefs {path}"
+        "tracefs is not mounted and mounting it at {path} (in nvprobe's own mount namespace) failed: {err}. Mount it by \
+hand: mount -t tracefs tracefs {path}"
     )]
     Tracefs { path: String, err: String },
     #[error(
@@ -74,79 +79,120 @@ fn tracefs_ready(p: &Path) -> bool {
     p.join("events").is_dir()
 }
 
-/// Where tracefs is, and whether nvprobe mounted it there. A mount
-/// nvprobe made is undone when this is dropped (MNT_DETACH: probes already
-/// attached do not need it), on every way out of `watch`, errors included.
+/// Where tracefs is, and whether nvprobe mounted it. nvprobe runs in a
+/// mount namespace of its own, a slave of the one it started in (the
+/// host's mounts reach it, its own go nowhere), and holds the tracefs
+/// directory open, reaching it through that descriptor (`path` is
+/// `/proc/self/fd/N`): whoever unmounts the mount it found (another
+/// tracer, an older nvprobe, `umount -l`) cannot take it away from under
+/// a running nvprobe. When tracefs is not mounted, nvprobe mounts it in
+/// its own namespace: no other process sees it, and nothing is left
+/// behind or unmounted under another instance when nvprobe exits. (And a
+/// compromised nvprobe's mounts stay in its namespace: without
+/// CAP_SYS_CHROOT, dropped once attached, it cannot setns out.)
 #[derive(Debug)]
 pub struct Tracefs {
+    /// Where to read tracefs: the held descriptor's path.
     pub path: PathBuf,
-    /// nvprobe mounted it (and unmounts it when done).
+    /// Where it is mounted (for messages and the start record).
+    pub at: PathBuf,
+    /// nvprobe mounted it, in its own mount namespace.
     pub mounted: bool,
+    /// nvprobe runs in a mount namespace of its own (else: why not).
+    pub own_namespace: Result<(), String>,
+    _dir: OwnedFd,
 }
 
-impl Drop for Tracefs {
-    fn drop(&mut self) {
-        if self.mounted
-            && let Err(e) = nix::mount::umount2(&self.path, nix::mount::MntFlags::MNT_DETACH)
-        {
-            log::warn!(
-                "could not unmount the tracefs nvprobe mounted at {}: {}",
-                self.path.display(),
-                e.desc()
-            );
-        }
+impl Tracefs {
+    fn hold(
+        at: &Path,
+        mounted: bool,
+        own_namespace: Result<(), String>,
+    ) -> Result<Self, StartError> {
+        let dir = nix::fcntl::open(
+            at,
+            nix::fcntl::OFlag::O_PATH
+                | nix::fcntl::OFlag::O_DIRECTORY
+                | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .map_err(|e| StartError::Tracefs {
+            path: at.display().to_string(),
+            err: format!("opening it: {}", e.desc()),
+        })?;
+        Ok(Self {
+            path: PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd())),
+            at: at.to_path_buf(),
+            mounted,
+            own_namespace,
+            _dir: dir,
+        })
     }
 }
 
-/// Find tracefs, mounting it at /sys/kernel/tracing when it is not mounted
-/// (a fresh container or VM often has it unmounted). Must run before the
-/// first tracepoint attach: aya looks for tracefs once.
+/// Find tracefs, mounting it at /sys/kernel/tracing in nvprobe's own mount
+/// namespace when it is not mounted (a fresh container or VM often has it
+/// unmounted). Must run before the first tracepoint attach and before
+/// nvprobe starts a thread (unshare(CLONE_NEWNS) refuses a process whose
+/// threads share its filesystem context).
 pub fn ensure_tracefs() -> Result<Tracefs, StartError> {
+    crate::identity::remember_own_view();
+    let own = own_namespace().map_err(|(what, e)| format!("{what}: {}", e.desc()));
     for p in TRACEFS_PATHS {
         if tracefs_ready(Path::new(p)) {
-            return Ok(Tracefs {
-                path: PathBuf::from(p),
-                mounted: false,
-            });
+            return Tracefs::hold(Path::new(p), false, own);
         }
     }
     let target = Path::new(TRACEFS_PATHS[0]);
-    let res = nix::mount::mount(
+    let fail = |err: String| StartError::Tracefs {
+        path: target.display().to_string(),
+        err,
+    };
+    if let Err(e) = &own {
+        return Err(fail(format!(
+            "nvprobe could not make a mount namespace of its own to mount it in ({e})"
+        )));
+    }
+    mount_tracefs(target).map_err(|e| fail(format!("mount: {}", e.desc())))?;
+    if !tracefs_ready(target) {
+        return Err(fail("mounted, but it has no events directory".into()));
+    }
+    Tracefs::hold(target, true, own)
+}
+
+/// A mount namespace of nvprobe's own, a slave of the one it started in
+/// (mounts made there still reach nvprobe's view).
+fn own_namespace() -> Result<(), (&'static str, nix::Error)> {
+    use nix::mount::{MsFlags, mount};
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)
+        .map_err(|e| ("unshare(CLONE_NEWNS)", e))?;
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_SLAVE,
+        None::<&str>,
+    )
+    .map_err(|e| ("making its mounts slaves of the host's", e))
+}
+
+fn mount_tracefs(target: &Path) -> nix::Result<()> {
+    use nix::mount::{MsFlags, mount};
+    mount(
         Some("tracefs"),
         target,
         Some("tracefs"),
-        nix::mount::MsFlags::MS_NOSUID
-            | nix::mount::MsFlags::MS_NODEV
-            | nix::mount::MsFlags::MS_NOEXEC,
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
         None::<&str>,
-    );
-    match res {
-        Ok(()) => {
-            // Unmounted again when dropped, whatever comes next.
-            let t = Tracefs {
-                path: target.to_path_buf(),
-                mounted: true,
-            };
-            if tracefs_ready(target) {
-                Ok(t)
-            } else {
-                Err(StartError::Tracefs {
-                    path: target.display().to_string(),
-                    err: "mounted, but it has no events directory".into(),
-                })
-            }
-        }
-        Err(e) => Err(StartError::Tracefs {
-            path: target.display().to_string(),
-            err: e.desc().to_owned(),
-        }),
-    }
+    )
 }
 
-pub fn check_syscall_tracepoints(tracefs: &Path) -> Result<(), StartError> {
-    let p = tracefs.join("events/syscalls/sys_enter_ioctl");
-    if !p.is_dir() {
-        return Err(StartError::NoSyscallTracepoints(p.display().to_string()));
+pub fn check_syscall_tracepoints(tracefs: &Tracefs) -> Result<(), StartError> {
+    let rel = "events/syscalls/sys_enter_ioctl";
+    if !tracefs.path.join(rel).is_dir() {
+        return Err(StartError::NoSyscallTracepoints(
+            tracefs.at.join(rel).display().to_string(),
+        ));
     }
     Ok(())
 }

@@ -182,7 +182,12 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
     // Declared before the probes: a tracefs nvprobe mounts is unmounted
     // after they are detached, on every way out.
     let tracefs = attach::ensure_tracefs().map_err(start_fail)?;
-    attach::check_syscall_tracepoints(&tracefs.path).map_err(start_fail)?;
+    attach::check_syscall_tracepoints(&tracefs).map_err(start_fail)?;
+    if let Err(why) = &tracefs.own_namespace {
+        eprintln!(
+            "nvprobe: note: running in the mount namespace it was started in ({why}); what it mounts would be seen there"
+        );
+    }
     let cfg = attach::kernel_config().map_err(start_fail)?;
     let format = a.out.format();
     let settings = Settings {
@@ -233,7 +238,7 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
         &ctx,
         &loaded,
         &libcuda,
-        (&tracefs.path, tracefs.mounted),
+        (&tracefs.at, tracefs.mounted),
     );
     start.probe_removal = held.removal.clone();
     let warnings = warnings(&a, &h, &loaded)?;
@@ -280,7 +285,12 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
     };
     // Attached, listening, the output open: keep only the capabilities
     // still used, before any thread is made (they inherit the sets).
-    start.capabilities_kept = match attach::caps::drop_unneeded() {
+    // CAP_SYS_ADMIN only while something needs it: /proc/PID/stack in
+    // stall reports, or libcuda uprobes made as perf events (uprobe_multi
+    // refused, or not known yet because no copy was hooked at start).
+    let sys_admin =
+        a.stall_after > 0.0 || (a.layer("cuda") && start.libcuda_attach != "uprobe_multi");
+    start.capabilities_kept = match attach::caps::drop_unneeded(sys_admin) {
         Ok(k) => Some(k),
         Err(e) => {
             eprintln!(

@@ -207,7 +207,11 @@ pub(super) fn banner(a: &WatchArgs, h: &Host, loaded: &Loaded, mounted: bool) ->
         } else {
             ""
         },
-        if mounted { "; mounted tracefs" } else { "" },
+        if mounted {
+            "; mounted tracefs (in its own mount namespace)"
+        } else {
+            ""
+        },
         comm_match(&a.comm),
     )
 }
