@@ -88,7 +88,7 @@ impl LibCache {
     fn cuda_preloads(&mut self, pid: u32) -> Vec<String> {
         let root = format!("/proc/{pid}/root");
         let mut out = Vec::new();
-        for p in crate::uprobes::preloads_of(pid) {
+        for p in crate::uprobes::preloads_of(pid).into_iter().take(16) {
             let Ok(f) = fs::File::open(&p) else { continue };
             let Ok(m) = f.metadata() else { continue };
             let key = (m.dev(), m.ino());
@@ -116,7 +116,10 @@ impl LibCache {
             if self.preload_files.len() < 64 {
                 self.preload_files.push((pid, shown.clone(), f));
             }
-            out.push(escape_bytes(shown.as_bytes()));
+            out.push(nvprobe_model::decode::escape_capped(
+                shown.as_bytes(),
+                nvprobe_model::decode::PATH_FIELD,
+            ));
         }
         out
     }
@@ -149,7 +152,10 @@ impl LibCache {
             (version, stub)
         });
         LibcudaMapped {
-            path: escape_bytes(shown.as_bytes()),
+            path: nvprobe_model::decode::escape_capped(
+                shown.as_bytes(),
+                nvprobe_model::decode::PATH_FIELD,
+            ),
             version,
             stub,
         }
@@ -216,7 +222,10 @@ pub fn opened_libcuda(
         (d.version, d.stub)
     };
     Some(nvprobe_model::attribution::LibcudaOpened {
-        path: escape_bytes(shown.as_bytes()),
+        path: nvprobe_model::decode::escape_capped(
+            shown.as_bytes(),
+            nvprobe_model::decode::PATH_FIELD,
+        ),
         version,
         stub,
         unloadable,
@@ -349,14 +358,24 @@ pub fn read(pid: u32, cmdline: bool, libs: &mut LibCache) -> ProcessInfo {
     // escaped as comm and paths are: nothing it wrote reaches a terminal or
     // a log line raw.
     use std::os::unix::ffi::OsStrExt as _;
-    info.exe = Some(escape_bytes(exe.as_os_str().as_bytes()));
+    // Each field is capped too (decode::PATH_FIELD, VALUE_FIELD,
+    // CMDLINE_FIELD), with a marker where it was cut.
+    use nvprobe_model::decode::{CMDLINE_FIELD, PATH_FIELD, VALUE_FIELD, escape_capped};
+    info.exe = Some(escape_capped(exe.as_os_str().as_bytes(), PATH_FIELD));
     if cmdline && let Some(c) = read_capped(&base.join("cmdline"), CMDLINE_CAP) {
-        info.cmdline = Some(
-            c.split(|&b| b == 0)
-                .filter(|a| !a.is_empty())
-                .map(escape_bytes)
-                .collect(),
-        );
+        let mut args = Vec::new();
+        let mut left = CMDLINE_FIELD;
+        let all: Vec<&[u8]> = c.split(|&b| b == 0).filter(|a| !a.is_empty()).collect();
+        for (i, a) in all.iter().enumerate() {
+            if left == 0 {
+                args.push(format!("…[cut: {} more arguments]", all.len() - i));
+                break;
+            }
+            let e = escape_capped(a, VALUE_FIELD.min(left));
+            left = left.saturating_sub(e.len());
+            args.push(e);
+        }
+        info.cmdline = Some(args);
     }
     if let Some(env) = read_capped(&base.join("environ"), ENVIRON_CAP) {
         for kv in env.split(|&b| b == 0) {
@@ -365,7 +384,8 @@ pub fn read(pid: u32, cmdline: bool, libs: &mut LibCache) -> ProcessInfo {
             };
             let (k, v) = (&kv[..eq], &kv[eq + 1..]);
             if let Some(k) = STEERING_ENV.iter().find(|s| s.as_bytes() == k) {
-                info.env.insert((*k).to_owned(), escape_bytes(v));
+                info.env
+                    .insert((*k).to_owned(), escape_capped(v, VALUE_FIELD));
             }
         }
     }
@@ -408,7 +428,7 @@ pub fn read(pid: u32, cmdline: bool, libs: &mut LibCache) -> ProcessInfo {
                 }
                 c
             });
-            info.cgroup = Some(escape_bytes(p.as_bytes()));
+            info.cgroup = Some(escape_capped(p.as_bytes(), VALUE_FIELD));
             cg_raw = Some(p.to_owned());
         }
     }
@@ -460,6 +480,55 @@ mod tests {
         assert!(info.libcuda.is_empty());
         let gone = read(u32::MAX - 1, true, &mut LibCache::default());
         assert!(gone.note.is_some() && gone.exe.is_none());
+    }
+
+    /// Issue 23, item 7: a 120 KB LD_LIBRARY_PATH and a 100 KB argument
+    /// are cut to their documented sizes, with a marker saying how long
+    /// they were (one such process made a 281,405-byte OTLP line).
+    #[test]
+    fn what_a_process_controls_is_capped_with_a_marker() {
+        use nvprobe_model::decode::{CMDLINE_FIELD, VALUE_FIELD};
+        let long = "/opt/lib:".repeat(120_000 / 9);
+        let arg = "x".repeat(100_000);
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 30; :"])
+            .arg(&arg)
+            .env("LD_LIBRARY_PATH", &long)
+            .spawn()
+            .expect("spawn sleep");
+        // Read once /proc shows the new program (its environment).
+        let mut info = ProcessInfo::default();
+        for _ in 0..500 {
+            info = read(child.id(), true, &mut LibCache::default());
+            if info.env.contains_key("LD_LIBRARY_PATH") {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        let env = info
+            .env
+            .get("LD_LIBRARY_PATH")
+            .expect("read while it lived");
+        assert!(
+            env.len() <= VALUE_FIELD + 32
+                && env.ends_with(&format!("…[cut: {} bytes]", long.len())),
+            "{} bytes: …{}",
+            env.len(),
+            &env[env.len().saturating_sub(40)..]
+        );
+        let cmd = info.cmdline.expect("cmdline");
+        let total: usize = cmd.iter().map(String::len).sum();
+        assert!(total <= CMDLINE_FIELD + 64, "{total}");
+        assert!(
+            // nvprobe reads 16 KiB of a command line: the marker says how
+            // much of the argument it saw.
+            cmd.iter()
+                .any(|a| a.starts_with("xxxx") && a.ends_with(" bytes]") && a.contains("…[cut: 1")),
+            "{:?}",
+            cmd.iter().map(|a| a.len()).collect::<Vec<_>>()
+        );
     }
 }
 

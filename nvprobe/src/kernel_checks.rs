@@ -138,7 +138,12 @@ pub fn access_of(base: &Path, cgroup: Option<&str>, devices_v1: Option<&str>) ->
     }
     a.lsm = read_text(Path::new("/sys/kernel/security/lsm")).filter(|s| !s.is_empty());
     a.label = read_text(&base.join("attr/current"))
-        .map(|l| nvprobe_model::decode::escape_bytes(l.trim_end_matches('\0').as_bytes()))
+        .map(|l| {
+            nvprobe_model::decode::escape_capped(
+                l.trim_end_matches('\0').as_bytes(),
+                nvprobe_model::decode::VALUE_FIELD,
+            )
+        })
         .filter(|l| !l.is_empty());
     a
 }

@@ -68,6 +68,30 @@ pub fn escape_bytes(b: &[u8]) -> String {
     out
 }
 
+/// How much of one field a traced process controls is kept (docs/SCHEMA.md,
+/// `process`): a path ([`PATH_FIELD`]), any other value ([`VALUE_FIELD`]),
+/// a command line in all ([`CMDLINE_FIELD`]). Past it the field is cut at
+/// a character and ends with a marker saying how long it was, so that one
+/// process cannot make a record too long for a log shipper's line limit.
+pub const PATH_FIELD: usize = 4096;
+pub const VALUE_FIELD: usize = 1024;
+pub const CMDLINE_FIELD: usize = 4096;
+
+/// [`escape_bytes`], cut to `max` bytes with a marker: "…[cut: 122880
+/// bytes]" (the raw length).
+pub fn escape_capped(b: &[u8], max: usize) -> String {
+    let mut s = escape_bytes(b);
+    if s.len() > max {
+        let mut end = max;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+        s.push_str(&format!("…[cut: {} bytes]", b.len()));
+    }
+    s
+}
+
 /// The characters that reorder how a terminal shows the text around them
 /// (bidirectional marks, embeddings, overrides and isolates): a name holding
 /// U+202E shows its tail reversed.

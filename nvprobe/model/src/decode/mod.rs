@@ -37,7 +37,10 @@ use self::{
 };
 
 pub use self::{
-    bytes::{Bytes, escape_bytes, hex_decode, hex_encode, terminal_safe},
+    bytes::{
+        Bytes, CMDLINE_FIELD, PATH_FIELD, VALUE_FIELD, escape_bytes, escape_capped, hex_decode,
+        hex_encode, terminal_safe,
+    },
     event::*,
     ioctl::raw_call_name,
 };
