@@ -386,7 +386,13 @@ fn about(step: &Step) -> String {
         .map_or_else(String::new, |d| format!(" ({d})"))
 }
 
+/// One difference, in a line: every part of it came from a recording (a
+/// path, a process name), so it is made safe for a terminal.
 fn describe(d: &Difference, a: &str, b: &str) -> String {
+    crate::decode::terminal_safe(&describe_raw(d, a, b)).into_owned()
+}
+
+fn describe_raw(d: &Difference, a: &str, b: &str) -> String {
     match d {
         Difference::OnlyA { step, index_a } => format!(
             "{a} call #{} {}{} = {} at {:.1} ms; {b} made no such call here",
@@ -423,6 +429,7 @@ impl Diff {
     /// with UVM (by UUID: the same host's GPUs match, another host's do
     /// not, so only the counts are compared then).
     fn gpus_text(&self, s: &mut String) {
+        use crate::decode::terminal_safe as safe;
         use std::fmt::Write as _;
         let (a, b) = (&self.a, &self.b);
         if a.gpu_calls.is_empty() && b.gpu_calls.is_empty() {
@@ -445,13 +452,13 @@ impl Diff {
                 (0, _) => format!("  only {}", b.label),
                 _ => String::new(),
             };
-            let _ = writeln!(s, "  {n}: {x} {y}{only}");
+            let _ = writeln!(s, "  {}: {x} {y}{only}", safe(n));
         }
         let list = |v: &[String]| {
             if v.is_empty() {
                 "none".to_owned()
             } else {
-                v.join(", ")
+                safe(&v.join(", ")).into_owned()
             }
         };
         let _ = writeln!(
@@ -467,7 +474,10 @@ impl Diff {
     }
 
     /// For people.
+    /// Every name, path and text in it came from a recording: made safe
+    /// for a terminal field by field (a newline in a path is no new line).
     pub fn to_text(&self) -> String {
+        use crate::decode::terminal_safe as safe;
         use std::fmt::Write as _;
         let (a, b) = (&self.a.label, &self.b.label);
         let mut s = String::new();
@@ -475,8 +485,8 @@ impl Diff {
             let _ = writeln!(
                 s,
                 "{}: {}[{}], {} calls{}{}",
-                x.label,
-                x.comm,
+                safe(&x.label),
+                safe(&x.comm),
                 x.pid,
                 x.steps,
                 if x.cut > 0 {
@@ -538,7 +548,7 @@ impl Diff {
                 "calls one side made and the other did not (call: {a} {b}):"
             );
             for (call, x, y) in self.call_counts.iter().take(30) {
-                let _ = writeln!(s, "  {call}: {x} {y}");
+                let _ = writeln!(s, "  {}: {x} {y}", safe(call));
             }
             if self.call_counts.len() > 30 {
                 let _ = writeln!(s, "  … and {} more", self.call_counts.len() - 30);
@@ -553,7 +563,7 @@ impl Diff {
                     s,
                     "  {:<4} {:<28} {:>10} {:>10}",
                     r.stage,
-                    r.name,
+                    safe(&r.name),
                     ms(r.a_ms),
                     ms(r.b_ms)
                 );
@@ -562,10 +572,10 @@ impl Diff {
         for x in [&self.a, &self.b] {
             match &x.verdict {
                 Some((r, t)) => {
-                    let _ = writeln!(s, "{} verdict: {r}: {t}", x.label);
+                    let _ = writeln!(s, "{} verdict: {}: {}", safe(&x.label), safe(r), safe(t));
                 }
                 None => {
-                    let _ = writeln!(s, "{} verdict: none", x.label);
+                    let _ = writeln!(s, "{} verdict: none", safe(&x.label));
                 }
             }
         }

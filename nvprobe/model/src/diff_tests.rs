@@ -145,3 +145,39 @@ fn calls_are_named_without_handles() {
     let c: Value = serde_json::json!({"type": "close", "pid": 7});
     assert_eq!(call_name(&c), None);
 }
+
+/// Issue 23, item 1: what a recording holds (a process name, a path, a
+/// verdict's text, a GPU's name) reaches the terminal escaped: a newline
+/// makes no line of its own, ESC sequences, BEL and U+202E are shown as
+/// escapes.
+#[test]
+fn hostile_names_in_a_recording_are_escaped_in_the_text() {
+    let evil = "x\n== INJECTED verdict\r\u{1b}[2J\u{7}\u{202e}txt";
+    let mut a = side(
+        "A",
+        &[
+            ("open /dev/nvidiactl", "ok"),
+            (&format!("open {evil}"), "ok"),
+        ],
+    );
+    let mut b = side(
+        "B",
+        &[
+            ("open /dev/nvidiactl", "ok"),
+            ("open /dev/nvidia0", "ENOENT"),
+        ],
+    );
+    a.comm = evil.into();
+    a.verdict = Some(("failed".into(), evil.into()));
+    b.gpu_calls.insert(evil.into(), 1);
+    b.registered = vec![evil.into()];
+    let text = diff(&a, &b).to_text();
+    for bad in ['\r', '\u{1b}', '\u{7}', '\u{202e}'] {
+        assert!(!text.contains(bad), "{bad:?} in {text}");
+    }
+    assert!(!text.lines().any(|l| l.starts_with("== ")), "{text}");
+    assert!(
+        text.contains("x\\x0a== INJECTED verdict\\x0d\\x1b[2J\\x07\\u{202e}txt"),
+        "{text}"
+    );
+}

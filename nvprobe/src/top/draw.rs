@@ -435,11 +435,18 @@ fn cells(r: &RowView) -> [String; 8] {
     ]
 }
 
-/// Control characters shown as `?`: what a traced process named itself
-/// is never a terminal command.
+/// Control and reordering characters (U+202E and its kin) shown as `?`:
+/// what a traced process named itself is never a terminal command, and
+/// never turns the rest of its row around.
 fn clean(s: &str) -> String {
     s.chars()
-        .map(|c| if c.is_control() { '?' } else { c })
+        .map(|c| {
+            if nvprobe_model::decode::terminal_unsafe(c) {
+                '?'
+            } else {
+                c
+            }
+        })
         .collect()
 }
 

@@ -193,8 +193,8 @@ fn ended_processes_leave_after_a_minute_and_hostile_names_stay_one_line() {
         7,
         super::Row {
             pid: 7,
-            comm: "evil\n\x1b[2J".into(),
-            last_failure: Some("x".repeat(500)),
+            comm: "evil\n\x1b[2J\u{202e}".into(),
+            last_failure: Some(format!("\u{2066}{}", "x".repeat(500))),
             ..Default::default()
         },
     );
@@ -202,4 +202,8 @@ fn ended_processes_leave_after_a_minute_and_hostile_names_stay_one_line() {
     let text = plain(&v.snapshot(0), None);
     let row = text.lines().find(|l| l.starts_with("7 ")).expect("row");
     assert!(!row.contains('\x1b') && row.chars().count() < 250, "{row}");
+    assert!(
+        !text.contains('\u{202e}') && !text.contains('\u{2066}'),
+        "{text}"
+    );
 }

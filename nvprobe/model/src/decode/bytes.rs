@@ -92,6 +92,12 @@ pub fn escape_capped(b: &[u8], max: usize) -> String {
     s
 }
 
+/// A character that must not reach a terminal as it is: a control
+/// character, or one that reorders the text around it.
+pub fn terminal_unsafe(c: char) -> bool {
+    c.is_control() || reorders(c)
+}
+
 /// The characters that reorder how a terminal shows the text around them
 /// (bidirectional marks, embeddings, overrides and isolates): a name holding
 /// U+202E shows its tail reversed.

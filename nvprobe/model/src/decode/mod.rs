@@ -39,7 +39,7 @@ use self::{
 pub use self::{
     bytes::{
         Bytes, CMDLINE_FIELD, PATH_FIELD, VALUE_FIELD, escape_bytes, escape_capped, hex_decode,
-        hex_encode, terminal_safe,
+        hex_encode, terminal_safe, terminal_unsafe,
     },
     event::*,
     ioctl::raw_call_name,
