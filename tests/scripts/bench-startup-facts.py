@@ -86,6 +86,7 @@ def main():
     a.add_argument("--rounds", type=int, default=3)
     a.add_argument("--only", help="run only the workloads whose name contains this")
     a.add_argument("--set", default="facts", choices=["facts", "start-calls"])
+    a.add_argument("--cpu", help="run each workload on this CPU only (taskset -c), for steadier figures")
     args = a.parse_args()
     samples = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -93,6 +94,8 @@ def main():
             for name, unit, cmd, key in workloads(args.nvbench, args.set):
                 if args.only and args.only not in name:
                     continue
+                if args.cpu is not None:
+                    cmd = ["taskset", "-c", args.cpu] + cmd
                 for mode in ("untraced", "before", "after"):
                     if mode == "untraced":
                         v = run_one(cmd, key)

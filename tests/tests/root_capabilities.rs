@@ -430,21 +430,7 @@ fn after_attaching_only_the_capabilities_still_used_are_kept() {
     // linux/capability.h: DAC_READ_SEARCH 2, SYS_PTRACE 19, SYS_ADMIN 21,
     // PERFMON 38, BPF 39.
     let want: u64 = [2u32, 19, 21, 38, 39].iter().map(|b| 1u64 << b).sum();
-    let mut threads = 0;
-    for task in std::fs::read_dir(format!("/proc/{}/task", t.pid())).expect("tasks") {
-        let status =
-            std::fs::read_to_string(task.expect("task").path().join("status")).expect("status");
-        for key in ["CapEff:", "CapPrm:", "CapBnd:"] {
-            let hex = status
-                .lines()
-                .find_map(|l| l.strip_prefix(key))
-                .expect("cap line")
-                .trim();
-            let v = u64::from_str_radix(hex, 16).expect("hex");
-            assert_eq!(v, want, "{key} {hex} in\n{status}");
-        }
-        threads += 1;
-    }
+    let threads = assert_thread_caps(t.pid(), want);
     assert!(
         threads >= 2,
         "the pipeline's threads inherit the reduced sets"
@@ -490,22 +476,7 @@ fn sys_admin_is_dropped_when_nothing_needs_it() {
         &["--stall-after", "0", "--layers", "syscall,process"],
     );
     let want: u64 = [2u32, 19, 38, 39].iter().map(|b| 1u64 << b).sum();
-    for task in std::fs::read_dir(format!("/proc/{}/task", t.pid())).expect("tasks") {
-        let status =
-            std::fs::read_to_string(task.expect("task").path().join("status")).expect("status");
-        for key in ["CapEff:", "CapPrm:", "CapBnd:"] {
-            let hex = status
-                .lines()
-                .find_map(|l| l.strip_prefix(key))
-                .expect("cap line")
-                .trim();
-            assert_eq!(
-                u64::from_str_radix(hex, 16).expect("hex"),
-                want,
-                "{key} {hex}"
-            );
-        }
-    }
+    assert_thread_caps(t.pid(), want);
     let ns = |p: String| std::fs::read_link(p).expect("ns link");
     assert_ne!(
         ns(format!("/proc/{}/ns/mnt", t.pid())),
@@ -529,4 +500,25 @@ fn sys_admin_is_dropped_when_nothing_needs_it() {
             .iter()
             .any(|r| r["type"] == "ioctl" && r["pid"] == ran["pid"])
     );
+}
+
+/// Every thread of `pid` has exactly `want` (a capability bit mask) as its
+/// effective, permitted and bounding sets; returns how many threads.
+fn assert_thread_caps(pid: u32, want: u64) -> usize {
+    let mut threads = 0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).expect("tasks") {
+        let status =
+            std::fs::read_to_string(task.expect("task").path().join("status")).expect("status");
+        for key in ["CapEff:", "CapPrm:", "CapBnd:"] {
+            let hex = status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .expect("cap line")
+                .trim();
+            let v = u64::from_str_radix(hex, 16).expect("hex");
+            assert_eq!(v, want, "{key} {hex} in\n{status}");
+        }
+        threads += 1;
+    }
+    threads
 }

@@ -390,6 +390,15 @@ fn a_failed_probe_of_an_ordinal_then_a_context_is_an_ok_start_up() {
     assert_eq!(v[0].diagnoses[0].id, DiagId::InvalidDevice);
 }
 
+fn late_contexts(out: &[Record]) -> Vec<&FirstContext> {
+    out.iter()
+        .filter_map(|r| match r {
+            Record::FirstContext(c) => Some(&**c),
+            _ => None,
+        })
+        .collect()
+}
+
 /// A context made after the verdict (which waited for one in vain) is a
 /// `first_context` record: a failed one with the diagnoses it would have
 /// had in the verdict, a working one without; a second context says
@@ -426,13 +435,7 @@ fn a_first_context_after_the_verdict_is_reported_with_its_cause() {
         .filter(|r| matches!(r, Record::Cuinit(_)))
         .count();
     assert_eq!(verdicts, 1, "one verdict");
-    let late: Vec<&FirstContext> = out
-        .iter()
-        .filter_map(|r| match r {
-            Record::FirstContext(c) => Some(&**c),
-            _ => None,
-        })
-        .collect();
+    let late = late_contexts(&out);
     assert_eq!(late.len(), 1, "the first context only: {late:#?}");
     let l = late[0];
     assert!(!l.ok);
@@ -452,13 +455,7 @@ driver refused NV_ESC_RM_ALLOC"
         l.text
     );
     let out = run(0, "CUDA_SUCCESS");
-    let late: Vec<&FirstContext> = out
-        .iter()
-        .filter_map(|r| match r {
-            Record::FirstContext(c) => Some(&**c),
-            _ => None,
-        })
-        .collect();
+    let late = late_contexts(&out);
     assert_eq!(late.len(), 1);
     assert!(late[0].ok && late[0].diagnoses.is_empty(), "{:#?}", late[0]);
 }
