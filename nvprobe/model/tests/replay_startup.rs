@@ -229,8 +229,16 @@ fn a_late_first_context_is_reported_after_the_verdict() {
     let of = |c: &str| {
         let x = case(&v, c);
         assert_eq!(x.result, Outcome::Ok, "{c}: {}", x.text);
-        assert!(x.text.ends_with("; no context in the 10 s after it"), "{}", x.text);
-        assert_eq!(v.iter().filter(|y| y.pid == x.pid).count(), 1, "one verdict");
+        assert!(
+            x.text.ends_with("; no context in the 10 s after it"),
+            "{}",
+            x.text
+        );
+        assert_eq!(
+            v.iter().filter(|y| y.pid == x.pid).count(),
+            1,
+            "one verdict"
+        );
         let l: Vec<&&FirstContext> = late.iter().filter(|l| l.pid == x.pid).collect();
         assert_eq!(l.len(), 1, "{c}: {late:#?}");
         *l[0]
