@@ -294,25 +294,29 @@ pub struct Majors {
 }
 
 pub fn majors(root: &Path) -> Majors {
-    let Ok(text) = safefs::read_noted(root, "proc/devices", safefs::CAP) else {
-        return Majors::default();
-    };
-    let Ok(devs) = procfs::Devices::from_read(&text[..]) else {
-        return Majors::default();
-    };
+    read_majors(root).unwrap_or_default()
+}
+
+/// [`majors`], or why ROOT/proc/devices gave none: it is absent, not a
+/// regular file, unreadable, or not in its format (the problem is noted
+/// for a tree, see [`safefs::note`]).
+pub fn read_majors(root: &Path) -> Result<Majors, SafeReadError> {
+    let text = safefs::read_noted(root, "proc/devices", safefs::CAP)?;
+    let devs = procfs::Devices::from_read(&text[..])
+        .map_err(|e| SafeReadError::Io(format!("not in the format of /proc/devices ({e})")))?;
     let find = |name: &str| {
         devs.char_devices
             .iter()
             .find(|d| d.name == name)
             .map(|d| d.major)
     };
-    Majors {
+    Ok(Majors {
         nvidia: find("nvidiactl")
             .or_else(|| find("nvidia"))
             .or_else(|| find("nvidia-frontend")),
         uvm: find("nvidia-uvm"),
         caps: find("nvidia-caps"),
-    }
+    })
 }
 
 /// A char device node under /dev whose name says NVIDIA.

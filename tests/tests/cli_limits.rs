@@ -54,3 +54,30 @@ fn impossible_pids_and_empty_names_are_refused() {
         assert!(err.contains(why), "{args:?}: {err}");
     }
 }
+
+/// `--perfetto FILE` at a symbolic link: refused before anything is
+/// attached (as `-o` refuses one), exit 2, the link's target not created.
+#[test]
+fn a_perfetto_file_at_a_link_is_refused() {
+    let d = std::env::temp_dir().join(format!("nvprobe-perfetto-link-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("tmp");
+    let (link, target) = (d.join("run.pftrace"), d.join("elsewhere"));
+    std::os::unix::fs::symlink(&target, &link).expect("symlink");
+    let (code, err) = watch(&[
+        "--perfetto",
+        link.to_str().expect("utf8"),
+        "--duration",
+        "1",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "refusing to write to {}: it is a symbolic link",
+            link.display()
+        )),
+        "{err}"
+    );
+    assert!(!target.exists(), "nothing written through the link");
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -162,6 +162,20 @@ fn bad_lines_are_counted_and_named_and_the_rest_decoded() {
     );
     assert!(!r.stderr.contains(":10:"), "{}", r.stderr);
     assert!(r.stderr.contains("8 line(s) of"), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("recording written whole by `nvprobe watch --json --raw`"),
+        "what to do: {}",
+        r.stderr
+    );
+    // The summary counts what stderr named (it said 0 once).
+    let summary: Value = r
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["type"] == "summary")
+        .expect("a summary");
+    assert_eq!(summary["decode_errors"], 8, "{summary}");
     assert_eq!(
         summary_events(&r.stdout),
         want,

@@ -177,3 +177,43 @@ fn one_gpu_against_two_names_the_second_gpu() {
         ["GPU-35751cd4-1abd-dd07-c841-002347a8409b"]
     );
 }
+
+/// Issue 23, item 8: `diff` exited 0 on a recording with lines that could
+/// not be decoded, where `decode` and `export` exit 2. Now it says the
+/// count for each side and what to do, still writes the comparison of
+/// what it could read, and exits 2.
+#[test]
+fn undecodable_lines_are_exit_2_as_in_decode() {
+    let tmp = std::env::temp_dir().join(format!("nvprobe-diff-bad-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).expect("tmp");
+    let mut text = b"not a record\n{\"type\":7}\n".to_vec();
+    text.extend(std::fs::read(fixture("h200-580.159.04-uvm-masked.ndjson")).expect("fixture"));
+    let bad = tmp.join("bad.ndjson");
+    std::fs::write(&bad, &text).expect("write");
+    let (rc, out, err) = diff(bad.to_str().expect("utf8"), &[]);
+    assert_eq!(rc, 2, "{err}");
+    let want = format!(
+        "2 line(s) of {} could not be decoded (named above) and were skipped",
+        bad.display()
+    );
+    assert!(err.contains(&want), "{want:?} not in {err}");
+    assert!(
+        err.contains("recording written whole by `nvprobe watch --json --raw`"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("{}:1: not a JSON record", bad.display())),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("{}:2: not an nvprobe record", bad.display())),
+        "{err}"
+    );
+    // The comparison of the good lines is still written.
+    assert!(
+        out.contains("first divergence: stat /dev/nvidia-uvm"),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(&tmp);
+}

@@ -376,3 +376,32 @@ fn archives_unpack_into_a_new_private_folder() {
         .collect();
     assert_eq!(left.len(), 1, "left behind: {left:?}");
 }
+
+/// Issue 23, item 8: `--root fifo.tar` said "no such folder". A path that
+/// is neither a folder nor a regular file is named for what it is, with
+/// what --root accepts, exit 2, at once (it is looked at, not opened: an
+/// open of a FIFO without a writer would wait for one).
+#[test]
+fn a_root_that_is_neither_a_folder_nor_a_file_is_named_for_what_it_is() {
+    let t = Tmp::new("rootkind");
+    let fifo = t.0.join("fifo.tar");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o644)).expect("mkfifo");
+    let missing = t.0.join("missing.tar");
+    let takes = "--root takes a host tree (a folder) or a snapshot archive (a .tar or .tar.gz file written by `nvprobe doctor --snapshot`)";
+    for (root, what) in [
+        (fifo.as_path(), "it is a FIFO (named pipe), not read"),
+        (Path::new("/dev/null"), "it is a character device, not read"),
+        (missing.as_path(), "no such folder or snapshot archive"),
+    ] {
+        let r = run_limited(
+            &["doctor".as_ref(), "--root".as_ref(), root.as_os_str()],
+            10,
+            &t.0,
+        )
+        .unwrap_or_else(|| panic!("doctor --root {} blocked", root.display()));
+        assert_eq!(r.code, Some(2), "{}", r.stderr);
+        let want = format!("--root {}: {what}: {takes}", root.display());
+        assert!(r.stderr.contains(&want), "{want:?} not in {}", r.stderr);
+        assert!(r.stdout.is_empty(), "no checks run: {}", r.stdout);
+    }
+}

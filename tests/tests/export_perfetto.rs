@@ -169,3 +169,42 @@ fn watch_writes_the_timeline_of_a_live_run() {
     assert!(allocs > 0);
     assert_eq!(sliced, allocs, "{r}");
 }
+
+/// Issue 23, item 8: `watch --perfetto FILE` created FILE only at the
+/// stop, so a link planted at the path meanwhile lost the timeline. Now
+/// FILE is created (0600, empty) once start-up has succeeded, before the
+/// start record is written, and the trace is written into it at the stop.
+#[test]
+fn watch_creates_the_trace_file_at_start() {
+    nvprobe_tests::need_root!();
+    let _g = nvprobe_tests::scenario::lock();
+    let tmp = tmpdir("perfetto-at-start");
+    let trace = tmp.join("start.pftrace");
+    let _ = std::fs::remove_file(&trace);
+    let drv = nvprobe_tests::scenario::FakeDrv::start(&tmp);
+    // Returns once the start record is written.
+    let t =
+        nvprobe_tests::scenario::watch(&tmp, &drv, &["--perfetto", trace.to_str().expect("utf8")]);
+    let m = std::fs::symlink_metadata(&trace).expect("the trace file exists at start");
+    assert!(m.file_type().is_file());
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o777,
+        0o600
+    );
+    assert_eq!(m.len(), 0, "written at the stop");
+    nvprobe_tests::scenario::scenario(&drv, "basic", &[]);
+    let f = t.stop();
+    assert!(f.status.success(), "{}", f.stderr);
+    assert!(
+        f.stderr.contains("nvprobe: Perfetto trace:"),
+        "{}",
+        f.stderr
+    );
+    let after = std::fs::symlink_metadata(&trace).expect("trace");
+    assert_eq!(
+        std::os::unix::fs::MetadataExt::ino(&after),
+        std::os::unix::fs::MetadataExt::ino(&m),
+        "the file created at start"
+    );
+    assert!(after.len() > 0, "the timeline written");
+}

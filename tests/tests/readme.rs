@@ -240,3 +240,32 @@ fn a_flag_the_binary_lacks_is_refused_before_help() {
     );
     assert_eq!(shown_with_value("  --pid PID  only", "--pid"), Some(true));
 }
+
+/// What the README and docs/LOG-PIPELINES.md say SIGHUP does is what
+/// nvprobe does (root_reopen.rs runs it): the -o file is reopened; without
+/// -o, `watch` goes on (pipeline/live.rs) and `top` stops. They once said
+/// that without -o a SIGHUP stops nvprobe.
+#[test]
+fn sighup_is_described_as_it_behaves() {
+    let words = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+    let readme = words(&readme());
+    assert!(
+        readme.contains(
+            "SIGHUP reopens the -o file (logrotate); without -o watch ignores it (a reload must not stop a service logging to stdout), top stops"
+        ),
+        "the watch usage's SIGHUP line"
+    );
+    assert!(!readme.contains("without -o it stops nvprobe"));
+    let pipelines = words(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../docs/LOG-PIPELINES.md"
+        ))
+        .expect("LOG-PIPELINES.md"),
+    );
+    assert!(
+        pipelines.contains("When `watch` writes to stdout, it ignores SIGHUP and keeps running"),
+        "LOG-PIPELINES.md's SIGHUP paragraph"
+    );
+    assert!(!pipelines.contains("When nvprobe writes to stdout, SIGHUP stops it"));
+}

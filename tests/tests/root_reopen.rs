@@ -113,3 +113,70 @@ fn sighup_refuses_a_link_planted_at_the_path_and_keeps_writing() {
     assert_eq!(f.records.last().expect("records")["type"], "summary");
     assert!(f.status.success(), "{}", f.stderr);
 }
+
+/// Issue 23, item 8: without -o there is no file to reopen, and `watch`
+/// keeps running through SIGHUP (a reload sent to a service logging to
+/// stdout must not stop it), as README and docs/LOG-PIPELINES.md say: a
+/// run after the signal is traced, and SIGINT still ends it with its
+/// summary.
+#[test]
+fn sighup_without_o_leaves_watch_running() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("hup-stdout");
+    let drv = FakeDrv::start(&tmp);
+    let (out, err) = (tmp.join("stdout.ndjson"), tmp.join("stderr"));
+    let mut args = drv.device_args();
+    args.extend(["--driver-version".into(), "580.159.04".into()]);
+    let mut child = std::process::Command::new(nvprobe_tests::harness::bin("nvprobe"))
+        .args(["watch", "--json"])
+        .args(&args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(&out).expect("stdout file"))
+        .stderr(std::fs::File::create(&err).expect("stderr file"))
+        .spawn()
+        .expect("spawn nvprobe");
+    let stderr = || std::fs::read_to_string(&err).unwrap_or_default();
+    // nvprobe's progress, not a duration: the patience only ends a broken run.
+    let wait_for = |child: &mut std::process::Child, what: &str, pred: &dyn Fn(&Value) -> bool| {
+        let t0 = std::time::Instant::now();
+        loop {
+            let text = std::fs::read_to_string(&out).unwrap_or_default();
+            if text
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .any(|r| pred(&r))
+            {
+                return;
+            }
+            if let Ok(Some(st)) = child.try_wait() {
+                panic!("nvprobe exited ({st}) before {what}: {}", stderr());
+            }
+            assert!(t0.elapsed().as_secs() < 60, "no {what} within 60 s");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
+    wait_for(&mut child, "the start record", &|r| r["type"] == "start");
+    let pid = Pid::from_raw(child.id() as i32);
+    kill(pid, Signal::SIGHUP).expect("SIGHUP");
+    let ran = scenario(&drv, "basic", &[]);
+    let p = ran["pid"].as_u64().expect("pid");
+    wait_for(&mut child, "the run's verdict after SIGHUP", &|r| {
+        r["type"] == "cuinit" && r["pid"] == p
+    });
+    assert!(
+        matches!(child.try_wait(), Ok(None)),
+        "SIGHUP stopped watch: {}",
+        stderr()
+    );
+    kill(pid, Signal::SIGINT).expect("SIGINT");
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "{}", stderr());
+    let recs: Vec<Value> = std::fs::read_to_string(&out)
+        .expect("stdout")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
+        .collect();
+    assert!(pids(&recs).contains(&p), "the run after SIGHUP is traced");
+    assert_eq!(recs.last().expect("records")["type"], "summary");
+}

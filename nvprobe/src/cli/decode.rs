@@ -122,11 +122,5 @@ pub fn run(a: DecodeArgs) -> Result<(), Fail> {
             r.unknown_types
         );
     }
-    if r.bad_lines > 0 {
-        return Err(Fail(
-            2,
-            anyhow::anyhow!("{} line(s) of {name} could not be decoded", r.bad_lines),
-        ));
-    }
-    Ok(())
+    super::undecodable(&[(&name, r.bad_lines)])
 }

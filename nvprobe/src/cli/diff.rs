@@ -63,11 +63,14 @@ fn open(path: &Path) -> Result<Box<dyn BufRead>, Fail> {
     Ok(Box::new(BufReader::with_capacity(1 << 16, input)))
 }
 
-fn load(path: &Path, label: &str, pid: Option<u32>) -> Result<Side, Fail> {
-    let (collector, _): (Collector, _) = decoded(path)?;
-    collector
+/// One side of the comparison, and how many of its lines could not be
+/// decoded.
+fn load(path: &Path, label: &str, pid: Option<u32>) -> Result<(Side, u64), Fail> {
+    let (collector, bad): (Collector, _) = decoded(path)?;
+    let side = collector
         .side(label, pid)
-        .map_err(|e| Fail(2, anyhow::anyhow!("{e}")))
+        .map_err(|e| Fail(2, anyhow::anyhow!("{e}")))?;
+    Ok((side, bad))
 }
 
 /// The recording at `path` decoded again by this nvprobe's model (or,
@@ -128,8 +131,8 @@ pub fn run(a: DiffArgs) -> Result<(), Fail> {
         a.pid.first().copied(),
         a.pid.get(1).or(a.pid.first()).copied(),
     );
-    let side_a = load(&a.a, "A", pa)?;
-    let side_b = load(&a.b, "B", pb)?;
+    let (side_a, bad_a) = load(&a.a, "A", pa)?;
+    let (side_b, bad_b) = load(&a.b, "B", pb)?;
     let d = diff(&side_a, &side_b);
     let text = if a.json {
         let mut s = serde_json::to_string(&d).map_err(|e| Fail(1, e.into()))?;
@@ -145,7 +148,13 @@ pub fn run(a: DiffArgs) -> Result<(), Fail> {
     };
     let mut out = io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
-        r => r.map_err(|e| Fail(1, e.into())),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
+        r => r.map_err(|e| Fail(1, e.into()))?,
     }
+    // As `decode` and `export`: the comparison of what could be read is
+    // written, the lines that could not are an error.
+    super::undecodable(&[
+        (&a.a.display().to_string(), bad_a),
+        (&a.b.display().to_string(), bad_b),
+    ])
 }

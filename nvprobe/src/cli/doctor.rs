@@ -29,6 +29,54 @@ pub struct DoctorArgs {
     pub json: bool,
 }
 
+/// What `--root` names: a host tree (a folder) or a snapshot archive (a
+/// regular file, unpacked).
+#[derive(Debug, PartialEq, Eq)]
+enum RootKind {
+    Tree,
+    Archive,
+}
+
+/// What --root accepts, said with every refusal.
+const ROOT_TAKES: &str = "--root takes a host tree (a folder) or a snapshot archive (a .tar or .tar.gz file written by `nvprobe doctor --snapshot`)";
+
+/// Looked at, not opened (a FIFO would block an open, a device's open can
+/// do things): a folder or a regular file, else a usage error that says
+/// what the path is.
+fn root_kind(p: &std::path::Path) -> Result<RootKind, Fail> {
+    use std::os::unix::fs::FileTypeExt as _;
+    let refuse = |why: String| {
+        Fail(
+            2,
+            anyhow::anyhow!("--root {}: {why}: {ROOT_TAKES}", p.display()),
+        )
+    };
+    let m = match std::fs::metadata(p) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(refuse("no such folder or snapshot archive".into()));
+        }
+        Err(e) => return Err(refuse(format!("cannot look at it ({e})"))),
+    };
+    let ft = m.file_type();
+    let what = if ft.is_dir() {
+        return Ok(RootKind::Tree);
+    } else if ft.is_file() {
+        return Ok(RootKind::Archive);
+    } else if ft.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if ft.is_char_device() {
+        "a character device"
+    } else if ft.is_block_device() {
+        "a block device"
+    } else if ft.is_socket() {
+        "a socket"
+    } else {
+        "neither a folder nor a regular file"
+    };
+    Err(refuse(format!("it is {what}, not read")))
+}
+
 pub fn run(a: DoctorArgs) -> Result<(), Fail> {
     use nvprobe::doctor::{self, Verdict};
     let given = a.root.clone();
@@ -41,18 +89,14 @@ pub fn run(a: DoctorArgs) -> Result<(), Fail> {
     let mut unpacked = None;
     let root = match &given {
         None => PathBuf::from("/"),
-        Some(p) if p.is_file() => {
-            let d = doctor::snapshot::unpack(p).map_err(|e| Fail(2, e))?;
-            unpacked = Some(d.clone());
-            d
-        }
-        Some(p) if p.is_dir() => p.clone(),
-        Some(p) => {
-            return Err(Fail(
-                2,
-                anyhow::anyhow!("--root {}: no such folder or snapshot archive", p.display()),
-            ));
-        }
+        Some(p) => match root_kind(p)? {
+            RootKind::Archive => {
+                let d = doctor::snapshot::unpack(p).map_err(|e| Fail(2, e))?;
+                unpacked = Some(d.clone());
+                d
+            }
+            RootKind::Tree => p.clone(),
+        },
     };
     // The snapshot's folder or archive is made first: a path that is taken
     // or cannot be written fails before the checks run.

@@ -63,12 +63,6 @@ pub fn run(a: ExportArgs) -> Result<(), Fail> {
             String::new()
         }
     );
-    if bad > 0 {
-        // As `decode`: what could be read is written, the rest is an error.
-        return Err(Fail(
-            2,
-            anyhow::anyhow!("{bad} line(s) of {name} could not be decoded"),
-        ));
-    }
-    Ok(())
+    // As `decode`: what could be read is written, the rest is an error.
+    super::undecodable(&[(&name, bad)])
 }

@@ -87,6 +87,7 @@ pub fn parse_ringbuf(s: &str) -> Result<u32, String> {
 }
 
 /// An error with the exit code it deserves.
+#[derive(Debug)]
 pub struct Fail(pub u8, pub anyhow::Error);
 
 impl<E: Into<anyhow::Error>> From<E> for Fail {
@@ -105,6 +106,28 @@ pub fn start_fail(e: StartError) -> Fail {
         StartError::Load(_) | StartError::Required { .. } => 3,
     };
     Fail(code, e.into())
+}
+
+/// How `decode`, `export` and `diff` end on a recording with lines that
+/// could not be decoded (each named on stderr as it was met): exit 2,
+/// once what the other lines hold has been written. BAD is (recording,
+/// count) for each recording read.
+pub fn undecodable(bad: &[(&str, u64)]) -> Result<(), Fail> {
+    let parts: Vec<String> = bad
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(name, n)| format!("{n} line(s) of {name}"))
+        .collect();
+    if parts.is_empty() {
+        return Ok(());
+    }
+    Err(Fail(
+        2,
+        anyhow::anyhow!(
+            "{} could not be decoded (named above) and were skipped: what was written comes from the other lines. Give a recording written whole by `nvprobe watch --json --raw` (not cut, joined with other text or edited)",
+            parts.join(" and ")
+        ),
+    ))
 }
 
 /// Where the output goes, checked now (exit 2), opened after start-up.
@@ -191,7 +214,27 @@ pub fn parse_comm(s: &str) -> Result<String, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{MAX_SECS, parse_comm, parse_pid, parse_secs};
+    use super::{MAX_SECS, parse_comm, parse_pid, parse_secs, undecodable};
+
+    #[test]
+    fn undecodable_lines_are_exit_2_with_each_recordings_count() {
+        assert!(undecodable(&[("a", 0), ("b", 0)]).is_ok());
+        let e = undecodable(&[("a.ndjson", 3), ("b.ndjson", 0)]).expect_err("bad");
+        assert_eq!(e.0, 2);
+        assert!(
+            e.1.to_string()
+                .starts_with("3 line(s) of a.ndjson could not be decoded (named above)"),
+            "{}",
+            e.1
+        );
+        let e = undecodable(&[("a", 1), ("b", 2)]).expect_err("bad");
+        assert!(
+            e.1.to_string()
+                .starts_with("1 line(s) of a and 2 line(s) of b could not"),
+            "{}",
+            e.1
+        );
+    }
 
     #[test]
     fn durations_take_plain_seconds_or_units() {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::{Check, Verdict, check, kmsg};
 use crate::{
-    host::{DriverRead, Majors, driver_info, hmm_facts, majors, read_driver_file},
+    host::{DriverRead, Majors, driver_info, hmm_facts, read_driver_file, read_majors},
     safefs::{self, SafeReadError},
 };
 
@@ -98,9 +98,10 @@ pub(crate) fn kernel_config(root: &Path) -> Option<String> {
 /// loaded. Returns the majors /proc/devices gives them.
 pub(super) fn driver_checks(root: &Path, log: &[String], out: &mut Vec<Check>) -> Majors {
     out.push(driver_loaded(root));
-    let m = majors(root);
+    let read = read_majors(root);
+    let m = read.clone().unwrap_or_default();
     let uvm_loaded = safefs::exists(root, "sys/module/nvidia_uvm") || m.uvm.is_some();
-    out.push(uvm_loaded_check(uvm_loaded, &m));
+    out.push(uvm_loaded_check(uvm_loaded, &m, read.err()));
     if uvm_loaded {
         out.push(uvm_hmm(root, log));
     }
@@ -172,9 +173,13 @@ fn unreadable_version(root: &Path) -> Option<String> {
     ))
 }
 
-fn uvm_loaded_check(uvm_loaded: bool, m: &Majors) -> Check {
+/// Whether nvidia_uvm is loaded: its /sys/module folder or its
+/// /proc/devices entry says so. DEVICES is why /proc/devices gave no
+/// entries: an unreadable file is no evidence that the entry is absent.
+fn uvm_loaded_check(uvm_loaded: bool, m: &Majors, devices: Option<SafeReadError>) -> Check {
+    const NOT_LOADED_HINT: &str = "cuInit fails with 999 without it: modprobe nvidia-uvm (libcuda runs the setuid nvidia-modprobe for this; in a container the host must load it)";
     if uvm_loaded {
-        check(
+        return check(
             "driver",
             "uvm_loaded",
             Verdict::Ok,
@@ -183,17 +188,34 @@ fn uvm_loaded_check(uvm_loaded: bool, m: &Majors) -> Check {
                 None => "nvidia_uvm is loaded".to_owned(),
             },
             None,
-        )
-    } else {
-        check(
+        );
+    }
+    match devices {
+        None => check(
             "driver",
             "uvm_loaded",
             Verdict::Fail,
             "nvidia_uvm is not loaded (no /sys/module/nvidia_uvm, no nvidia-uvm in /proc/devices)",
-            Some(
-                "cuInit fails with 999 without it: modprobe nvidia-uvm (libcuda runs the setuid nvidia-modprobe for this; in a container the host must load it)",
+            Some(NOT_LOADED_HINT),
+        ),
+        Some(SafeReadError::NotFound) => check(
+            "driver",
+            "uvm_loaded",
+            Verdict::Fail,
+            "nvidia_uvm is not loaded (no /sys/module/nvidia_uvm, and no /proc/devices to list it)",
+            Some(NOT_LOADED_HINT),
+        ),
+        Some(e) => check(
+            "driver",
+            "uvm_loaded",
+            Verdict::Warn,
+            format!(
+                "cannot tell whether nvidia_uvm is loaded: no /sys/module/nvidia_uvm, and /proc/devices could not be read ({e})"
             ),
-        )
+            Some(
+                "run doctor as a user who may read /proc/devices (sudo), or fix the tree's proc/devices (a regular file, as /proc/devices is); without nvidia_uvm, cuInit fails with 999",
+            ),
+        ),
     }
 }
 

@@ -511,6 +511,62 @@ fn fifos_in_a_tree_do_not_block() {
     );
 }
 
+/// Issue 23, item 8: a /proc/devices that cannot be read is no evidence
+/// that nvidia-uvm is absent from it. The check said "no nvidia-uvm in
+/// /proc/devices" for a folder or a FIFO there; now it says that the file
+/// could not be read, and why, and cannot tell (WARN, not FAIL).
+#[test]
+fn an_unreadable_proc_devices_is_not_an_absent_uvm_entry() {
+    let h = Hostile::new("devices", "healthy");
+    fs::remove_dir_all(h.root.join("sys/module/nvidia_uvm")).expect("rm");
+    let devices = h.root.join("proc/devices");
+    let u = by_id(&run(&h.root), "uvm_loaded")[0].clone();
+    assert_eq!(
+        (u.verdict, u.evidence.as_str()),
+        (Verdict::Ok, "nvidia_uvm is loaded (char major 238)"),
+        "read from /proc/devices alone"
+    );
+    fs::remove_file(&devices).expect("rm");
+    let c = run(&h.root);
+    let u = by_id(&c, "uvm_loaded")[0];
+    assert_eq!(u.verdict, Verdict::Fail, "{}", text(&c));
+    assert_eq!(
+        u.evidence,
+        "nvidia_uvm is not loaded (no /sys/module/nvidia_uvm, and no /proc/devices to list it)"
+    );
+    for (what, make) in [
+        (
+            "a folder",
+            (|p: &Path| fs::create_dir(p).expect("mkdir")) as fn(&Path),
+        ),
+        ("a FIFO", |p: &Path| {
+            nix::unistd::mkfifo(p, nix::sys::stat::Mode::from_bits_truncate(0o644)).expect("mkfifo")
+        }),
+    ] {
+        make(&devices);
+        let c = run(&h.root);
+        let u = by_id(&c, "uvm_loaded")[0];
+        assert_eq!(u.verdict, Verdict::Warn, "{what}: {}", text(&c));
+        assert_eq!(
+            u.evidence,
+            format!(
+                "cannot tell whether nvidia_uvm is loaded: no /sys/module/nvidia_uvm, and /proc/devices could not be read ({what}, not a regular file)"
+            )
+        );
+        assert!(
+            u.hint
+                .as_deref()
+                .is_some_and(|h| h.contains("proc/devices")),
+            "{:?}",
+            u.hint
+        );
+        assert!(!u.evidence.contains("no nvidia-uvm in"), "{}", u.evidence);
+        if what == "a folder" {
+            fs::remove_dir(&devices).expect("rmdir");
+        }
+    }
+}
+
 /// Item 1: `--snapshot OUT.tar` used temp_dir/nvprobe-snapshot-PID, removed
 /// whatever was there and recreated it. Now the archive is written from
 /// memory: what is at that name is left alone, and nothing is made there.

@@ -512,9 +512,10 @@ fn poll_lost(lost: &mut LostCounter, pipe: &mut Pipeline) -> anyhow::Result<()> 
 
 /// SIGINT and SIGTERM, caught from before the start record is written (a
 /// signal sent as soon as the start record appears must stop nvprobe
-/// cleanly, not kill it), and SIGHUP: reopen the `-o` file (logrotate),
-/// or stop when writing to stdout (the terminal went away). Install inside
-/// the runtime (`Runtime::enter`).
+/// cleanly, not kill it), and SIGHUP: reopen the `-o` file (logrotate);
+/// without -o, `watch` ignores it (a reload of a service logging to
+/// stdout) and `top` stops (its terminal went away). Install inside the
+/// runtime (`Runtime::enter`).
 pub struct StopSignals {
     int: tokio::signal::unix::Signal,
     term: tokio::signal::unix::Signal,

@@ -21,7 +21,9 @@ use crate::output::Output;
 /// How a replay went.
 pub struct Replayed {
     pub summary: Summary,
-    /// Lines that were not a record nvprobe could read.
+    /// Lines that could not be decoded: not a record nvprobe could read,
+    /// or a kernel record that did not decode (the summary's
+    /// `decode_errors`).
     pub bad_lines: u64,
     /// Kernel events recorded without `--raw`.
     pub without_raw: u64,
@@ -246,10 +248,14 @@ pub fn run(
         return Err(e.into());
     }
     let (mut out, stats) = finished?;
-    let summary = stats.finish(
+    let mut summary = stats.finish(
         r.recorded_duration.unwrap_or(0.0),
         r.recorded_lost.take().unwrap_or_default(),
     );
+    // What could not be decoded: the kernel records (counted by the
+    // pipeline) and the lines that were no record at all (named on
+    // stderr), the count `decode` ends with.
+    summary.decode_errors += r.bad;
     out.note(0, &Note::Summary(&summary))?;
     if let Err(e) = out.finish() {
         return Err(match health.error() {
@@ -258,7 +264,7 @@ pub fn run(
         });
     }
     Ok(Replayed {
-        bad_lines: r.bad + summary.decode_errors,
+        bad_lines: summary.decode_errors,
         summary,
         without_raw: r.without_raw,
         unknown_types: r.unknown_types,
@@ -303,6 +309,34 @@ mod tests {
             m.remove(k);
         }
         Some(Value::Object(m))
+    }
+
+    /// Issue 23, item 8: the summary said `decode_errors: 0` after stderr
+    /// had named the recording's bad lines. It counts them now, with the
+    /// kernel records that do not decode: the count `decode` ends with.
+    #[test]
+    fn the_summary_counts_the_lines_that_could_not_be_decoded() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures");
+        let mut text = b"not a record\n\xff\xfe\n".to_vec();
+        text.extend(std::fs::read(dir.join("h200-580.159.04-uvm-masked.ndjson")).expect("fixture"));
+        let buf = Buf::default();
+        let out = Output::new(Box::new(buf.clone()), Format::Json, Clock::fixed(0));
+        let opts = PipeOpts {
+            workers: 1,
+            summary_only: true,
+            level: Level::All,
+            observers: Vec::new(),
+            host_facts: false,
+        };
+        let r = run(&text[..], "bad", out, None, &opts).expect("replay");
+        assert_eq!((r.bad_lines, r.summary.decode_errors), (2, 2));
+        let written = buf.0.lock().expect("lock").clone();
+        let summary = written
+            .split(|&b| b == b'\n')
+            .filter_map(|l| serde_json::from_slice::<Value>(l).ok())
+            .find(|v| v["type"] == "summary")
+            .expect("a summary");
+        assert_eq!(summary["decode_errors"], 2, "{summary}");
     }
 
     /// `decode`'s threaded replay and the model's sequential one (what

@@ -2,6 +2,7 @@
 //! run the live pipeline until Ctrl-C, SIGTERM or `--duration`.
 
 mod start;
+mod trace;
 use start::{banner, probes_line, start_record, warnings};
 
 use std::{path::Path, sync::Arc, time::Duration};
@@ -92,9 +93,11 @@ pub struct WatchArgs {
     /// the DaemonSet passes the node's name from the downward API).
     #[arg(long, value_name = "NAME", value_parser = parse_host_name)]
     pub host_name: Option<String>,
-    /// Also write a Perfetto trace of the run to FILE when it stops (every
-    /// event, whatever --events writes; at most 2,000,000 slices and
-    /// instants). Created like -o: 0600, never through a link.
+    /// Also write a Perfetto trace of the run to FILE (every event,
+    /// whatever --events writes; at most 2,000,000 slices and instants).
+    /// Created like -o once start-up has succeeded (0600, never through a
+    /// link, an existing file only with --force); the trace is written
+    /// into it when the run stops.
     #[arg(long, value_name = "FILE")]
     pub perfetto: Option<std::path::PathBuf>,
     /// Stop after this many seconds (default: run until Ctrl-C / SIGTERM).
@@ -157,20 +160,9 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
     let listener = a.metrics.map(listen).transpose()?;
     let trace_spec = a
         .perfetto
-        .as_ref()
-        .map(|p| {
-            let s = nvprobe::output::OutputSpec {
-                path: Some(p.clone()),
-                force: a.out.force,
-                mode: a.out.output_mode,
-                input: None,
-            };
-            s.check().map(|()| s).map_err(|e| Fail(2, e))
-        })
+        .clone()
+        .map(|p| trace::TraceSpec::check(p, a.out.force, a.out.output_mode))
         .transpose()?;
-    let timeline = trace_spec
-        .as_ref()
-        .map(|_| nvprobe::perfetto::Timeline::default());
     let mut extra = Vec::new();
     for d in &a.device {
         let id = host::file_identity(&d.path).map_err(|e| Fail(2, e))?;
@@ -277,12 +269,17 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
         }
         None => None,
     };
-    // Start-up succeeded: only now is the output file created.
+    // Start-up succeeded: only now are the output file and the trace file
+    // created (the trace is written into this descriptor at the stop).
     let opened = if view.is_some() && a.out.output.is_none() {
         nvprobe::output::Opened::sink()
     } else {
         spec.open().map_err(|e| Fail(2, e))?
     };
+    let trace = trace_spec
+        .as_ref()
+        .map(trace::TraceSpec::open)
+        .transpose()?;
     // Attached, listening, the output open: keep only the capabilities
     // still used, before any thread is made (they inherit the sets).
     // CAP_SYS_ADMIN only while something needs it: /proc/PID/stack in
@@ -326,8 +323,8 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
     // Stats are collected while this fd is open.
     let stats_fd = a.bpf_stats.then(enable_bpf_stats).flatten();
     let mut opts = run_opts(&a, stats_fd.is_some(), metrics);
-    if let Some(t) = &timeline {
-        opts.pipe.observers.push(Arc::new(t.clone()));
+    if let Some(t) = &trace {
+        opts.pipe.observers.push(Arc::new(t.timeline()));
     }
     let drawer = match view {
         Some(o) => {
@@ -387,44 +384,22 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
     // and the kernel removes them once the private bpffs goes with this
     // process.
     drop(loaded);
+    // The file opened at start gets the timeline of what was seen, however
+    // the run ended (not left empty).
+    let write_trace = || trace.map_or(Ok(()), trace::TraceFile::write);
     let summary = match res {
         Ok(s) => s,
         // The reader went away (`nvprobe watch | head`): a normal end.
-        Err(e) if is_broken_pipe(&e) => return Ok(()),
-        Err(e) => return Err(Fail(1, e)),
+        Err(e) if is_broken_pipe(&e) => return write_trace(),
+        Err(e) => {
+            if let Err(Fail(_, t)) = write_trace() {
+                eprintln!("nvprobe: {t:#}");
+            }
+            return Err(Fail(1, e));
+        }
     };
     report_end(&a, format, &summary);
-    if let (Some(spec), Some(t)) = (trace_spec, timeline) {
-        write_timeline(&spec, t)?;
-    }
-    Ok(())
-}
-
-/// `--perfetto FILE`: the run's timeline, written once it has stopped.
-fn write_timeline(
-    spec: &nvprobe::output::OutputSpec,
-    t: nvprobe::perfetto::Timeline,
-) -> Result<(), Fail> {
-    let exporter = t.take();
-    let opened = spec.open().map_err(|e| Fail(1, e))?;
-    let mut w = std::io::BufWriter::new(opened.writer);
-    let s = exporter
-        .finish(&mut w)
-        .and_then(|s| std::io::Write::flush(&mut w).map(|()| s))
-        .map_err(|e| Fail(1, anyhow::anyhow!("writing the Perfetto trace: {e}")))?;
-    eprintln!(
-        "nvprobe: Perfetto trace: {} processes, {} threads, {} slices, {} instants{}",
-        s.processes,
-        s.threads,
-        s.slices,
-        s.instants,
-        if s.cut > 0 {
-            format!(" ({} events not exported)", s.cut)
-        } else {
-            String::new()
-        }
-    );
-    Ok(())
+    write_trace()
 }
 
 /// How the live pipeline runs.
