@@ -207,7 +207,7 @@ pub const REFUSALS: [i32; 8] = [1, 11, 12, 13, 23, 24, 28, 38];
 pub const LIMITS: [i32; 5] = [1, 11, 12, 23, 24];
 
 /// sys_exit of the calls a start-up needs besides the NVIDIA ones
-/// (clone, clone3, mprotect, mremap, memfd_create, eventfd2, pipe2):
+/// (clone, clone3, memfd_create, eventfd2, pipe2):
 /// `ret` @16, `__syscall_nr` @8. Every process pays one read and one
 /// compare; only a failure of a process in start-up goes further.
 #[tracepoint]

@@ -553,6 +553,24 @@ impl Exporter {
                     args(&["text", "class", "curesult", "total_ms"]),
                 );
             }
+            "first_context" => {
+                let track = self.process(pid, &comm);
+                let a = vec![
+                    str_ann("text", str_of(v, "text").unwrap_or("")),
+                    str_ann(
+                        "result",
+                        v.pointer("/context/result")
+                            .and_then(Value::as_str)
+                            .unwrap_or(""),
+                    ),
+                ];
+                let name = if v["ok"] == true {
+                    "first context made"
+                } else {
+                    "first context failed"
+                };
+                self.instant(track, name, mono, a);
+            }
             "signal" => {
                 let track = self.process(pid, &comm);
                 let name = format!(

@@ -121,6 +121,14 @@ impl Seen {
                     // The kernel forgot it too (NV_PROCS): a process that
                     // reuses the pid is followed again when first seen.
                     self.known.remove(&target);
+                } else if p.op == ProcOp::Exec as u32 {
+                    // A new program in the same pid: its next record reads
+                    // who it is (its executable, command line, limits), as
+                    // for a process first seen; the old program's read
+                    // stays with the old program's verdict.
+                    self.known.remove(&target);
+                    self.same_view.remove(&target);
+                    self.reread.retain(|(p, _)| *p != target);
                 } else if p.op == ProcOp::SignalGenerate as u32
                     // SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU
                     && (19..=22).contains(&p.sig)

@@ -187,7 +187,9 @@ impl Obs {
             Event::Open(p) | Event::Stat(p) | Event::Access(p) | Event::Mknod(p) => ObsKind::Path {
                 path: p.path.clone(),
                 ok: p.ok,
-                open: matches!(ev, Event::Open(_)),
+                // An open that creates the file (a shell's `: >/dev/nvidia-uvm`)
+                // makes a file, as mknod does; libcuda never opens a node so.
+                open: matches!(ev, Event::Open(_)) && !p.flags.contains("O_CREAT"),
                 gpu_minor: p
                     .device
                     .as_ref()
@@ -198,7 +200,10 @@ impl Obs {
                         .as_ref()
                         .map_or_else(String::new, |d| format!("{}:{}", d.major, d.minor))
                 }),
-                opened_device: matches!(ev, Event::Open(_)) && p.ok && p.device.is_some(),
+                opened_device: matches!(ev, Event::Open(_))
+                    && p.ok
+                    && p.device.is_some()
+                    && !p.flags.contains("O_CREAT"),
                 // /dev/char/195:N links are refreshed opportunistically by
                 // libcuda, and numa_status is probed; their absence is normal.
                 problem: (!p.ok

@@ -102,8 +102,9 @@ as h_vmem) rather than raise it a little; under vm.overcommit_memory=2 the commi
 process near vm.max_map_count gets ENOMEM too";
     StartCallRefused => "start_call_refused", reference: "docs/FAILURE-CATALOGUE.md",
         hint: "a call the start-up needs besides the NVIDIA ones was refused; the evidence names it and what answered: \
-ENOSYS is a seccomp profile that does not know the call (update the container runtime's profile) or an old kernel; EACCES on \
-mprotect or mmap a security module refusing executable memory (SELinux execmem: its denial is in the audit log)";
+ENOSYS is a seccomp profile that does not know the call (update the container runtime's profile) or an old kernel; EACCES a \
+security module (its denial is in the audit log: avc: denied, apparmor=\"DENIED\"); ENOSPC a kernel limit on that kind of \
+object";
     NodeStale => "node_stale", reference: "docs/FAILURE-CATALOGUE.md",
         hint: "no driver answers at the node's device number: a node made for another major (compare ls -l of the node \
 with the nvidia and nvidia-uvm entries of /proc/devices, whose uvm major changes between boots) or a GPU minor the \

@@ -126,6 +126,21 @@ fn processes_that_never_start_cuda_are_not_failed_cuda_start_ups() {
         "{}",
         ls[0].text
     );
+    // A shell that creates /dev/nvidia-uvm as a regular file (`:
+    // >/dev/nvidia-uvm`, seen on the GPU machine's who-refused run): it
+    // makes a file at an NVIDIA path, it does not start CUDA.
+    let Event::Open(mut mk) = open(1, "/dev/nvidia-uvm", "none") else {
+        unreachable!()
+    };
+    mk.flags = "O_WRONLY|O_CREAT|O_TRUNC".into();
+    mk.mismatch =
+        Some("/dev/nvidia-uvm is not a character device: this is not the NVIDIA uvm node".into());
+    let sh = verdicts_of(vec![], vec![], &[Event::Open(mk), exit_of(2, 7, 0)]);
+    assert_eq!(
+        (sh[0].class.as_str(), sh[0].result.as_str()),
+        ("probe", "ok"),
+        "{sh:#?}"
+    );
     // nvidia-smi: the driver, no UVM, no libcuda.
     let smi = verdicts_of(
         vec![],
