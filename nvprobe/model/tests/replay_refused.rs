@@ -153,6 +153,22 @@ it ran 1 thread"
     // /dev/nvidia0 made as 195:7 on a one-GPU host: another device at the
     // path, and so no visible GPU; the visibility list is not blamed.
     assert_eq!(ids(case(&v, "stale_gpu")), [DiagId::NodeWrongDevice]);
+    // /dev/nvidia-uvm a regular file: not a character device, so not the
+    // uvm node; the shell that created it (`: >/dev/nvidia-uvm`) before it
+    // ran python in the same pid is no CUDA start-up.
+    let f = case(&v, "file_uvm");
+    assert_eq!(ids(f), [DiagId::UvmUnusable]);
+    assert_eq!(
+        f.diagnoses[0].evidence,
+        "/dev/nvidia-uvm: /dev/nvidia-uvm is not a character device: this is not the NVIDIA uvm node"
+    );
+    assert!(
+        v.iter()
+            .filter(|x| x.comm == "sh")
+            .all(|x| x.class.as_str() != "cuda"),
+        "{:#?}",
+        v.iter().filter(|x| x.comm == "sh").collect::<Vec<_>>()
+    );
     // The uvm node mode 000, as nobody: the mode refuses; every node 0666
     // in a nodev tmpfs /dev: the mount refuses (and hides the GPU).
     let m = case(&v, "perm_mode");
