@@ -64,7 +64,7 @@ fn each_refusal_is_named_by_its_mechanism() {
         (
             "seccomp_open",
             DiagId::NotPermitted,
-            "openat() failed with EPERM, 8 times (opening a file)",
+            "openat() failed with EPERM, 8 times or more (opening a file)",
         ),
         (
             "pids_max",

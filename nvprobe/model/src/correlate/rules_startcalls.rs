@@ -30,10 +30,14 @@ pub(crate) fn diagnose(st: &ProcInit, after_init: bool, outcome: &str) -> Option
     let limits = info.and_then(|i| i.limits.as_ref());
     let when = info.map_or("", |i| i.read_when());
     let what = purpose(&f.call);
-    let times = if f.count > 1 {
-        format!(", {} times", f.count)
-    } else {
-        String::new()
+    // The kernel side sends at most nvprobe_common::nv_procs::FAILS_SENT
+    // of these per program: at that bound, the count is a floor.
+    let sent: u32 = st.start_calls.iter().map(|f| f.count).sum();
+    let floor = sent >= u32::from(nvprobe_common::nv_procs::FAILS_SENT);
+    let times = match (f.count, floor) {
+        (1, false) => String::new(),
+        (n, false) => format!(", {n} times"),
+        (n, true) => format!(", {n} times or more"),
     };
     let head = format!(
         "{outcome} and no call on an NVIDIA file failed: {}() failed with {}{times}{}{}",
