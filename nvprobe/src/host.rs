@@ -302,8 +302,12 @@ pub fn majors(root: &Path) -> Majors {
 /// for a tree, see [`safefs::note`]).
 pub fn read_majors(root: &Path) -> Result<Majors, SafeReadError> {
     let text = safefs::read_noted(root, "proc/devices", safefs::CAP)?;
-    let devs = procfs::Devices::from_read(&text[..])
-        .map_err(|e| SafeReadError::Io(format!("not in the format of /proc/devices ({e})")))?;
+    // The parser's own error names its source file: not for users.
+    let devs = procfs::Devices::from_read(&text[..]).map_err(|_| {
+        SafeReadError::Io(
+            "not in the format of /proc/devices (\"Character devices:\", then \"MAJOR NAME\" lines)".into(),
+        )
+    })?;
     let find = |name: &str| {
         devs.char_devices
             .iter()

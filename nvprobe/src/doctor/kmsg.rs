@@ -67,7 +67,9 @@ pub fn driver_line(msg: &str) -> bool {
 /// Whether the message may be one the kernel starts with a task's name,
 /// within a name's reach of its start: `COMM[PID]` (a segfault, a trap, a
 /// bad signal frame), `COMM (PID)` (a stack-depth or drop_caches note),
-/// `COMM: page allocation failure: ` (which quotes the task's cpuset).
+/// `COMM: page allocation failure: ` (which quotes the task's cpuset),
+/// `COMM invoked oom-killer: ` (a memory cgroup's or the host's OOM
+/// killer, started by the task: any user can make one).
 fn task_led(msg: &str) -> bool {
     let b = msg.as_bytes();
     let digits_then = |from: usize, close: u8| {
@@ -78,6 +80,7 @@ fn task_led(msg: &str) -> bool {
         (b[i] == b'[' && digits_then(i + 1, b']'))
             || (b[i..].starts_with(b" (") && digits_then(i + 2, b')'))
             || b[i..].starts_with(b": page allocation failure: ")
+            || b[i..].starts_with(b" invoked oom-killer: ")
     })
 }
 
@@ -432,6 +435,10 @@ mod tests {
             "[  100.5] nvidia-uvm: hmm[4246] trap invalid opcode ip:401136 sp:7ffd error:0 in a.out",
             "[  100.6] NVRM: API mis (4247): drop_caches: 3",
             "[  100.7] nvidia-uvm: page allocation failure: order:10, mode:0xcc0(GFP_KERNEL), nodemask=(null),cpuset=hmm-error,mems_allowed=0",
+            // Tasks named "nvidia-uvm: hmm" and "NVRM: version m" that ran
+            // out of a memory cgroup's limit (the red-team rerun of issue 23).
+            "[  100.8] nvidia-uvm: hmm invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0, oom_score_adj=0",
+            "[  100.9] NVRM: version m invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0, oom_score_adj=0",
         ];
         let log = owned(&forged);
         for l in &log {
