@@ -46,6 +46,12 @@ fn every_catalogue_case_gets_its_verdict_on_the_real_driver() {
         "{}",
         stub.diagnoses[0].evidence
     );
+    // Each fact once: the CUresult, then what explains it.
+    assert_eq!(
+        stub.text,
+        "cuInit returned CUDA_ERROR_STUB_LIBRARY (34) after no driver call: the process loaded \
+/usr/local/cuda-13.0/targets/x86_64-linux/lib/stubs/libcuda.so, the CUDA toolkit's stub"
+    );
 
     for (c, value) in [
         ("visible_none", "-1"),

@@ -144,7 +144,9 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<(String, i32)>) -> C
                                 let ev = d.evidence.strip_prefix(prefix.as_str()).map_or(
                                     d.evidence.as_str(),
                                     |rest| {
-                                        rest.trim_start_matches(" and ").trim_start_matches("; ")
+                                        rest.trim_start_matches(" and ")
+                                            .trim_start_matches("; ")
+                                            .trim_start_matches(": ")
                                     },
                                 );
                                 format!(": {ev}")
