@@ -9,9 +9,9 @@
 //! module is what they share: the stand-in, the scenarios, the trace.
 
 use std::{
-    io::{BufRead, BufReader},
+    io::{BufRead, BufReader, Write},
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
+    process::{Child, ChildStdout, Command, Stdio},
     sync::Mutex,
 };
 
@@ -245,4 +245,30 @@ pub fn stub_libcuda(tmp: &Path) -> PathBuf {
         String::from_utf8_lossy(&o.stderr)
     );
     out
+}
+
+/// nvprobe's note that it hooked the libcuda copy `pid` loaded after
+/// tracing started (the hooking thread does it once the loader opened it).
+pub fn wait_hooked(t: &Trace, pid: u32) -> Value {
+    t.wait_for("the libcuda hooked at load", |r| {
+        r["type"] == "warning"
+            && r["id"] == "libcuda_late"
+            && r["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(&format!("when pid {pid} loaded it")))
+    })
+}
+
+/// Tell a scenario spawned by [`spawn_with_lib`] to go, read its result
+/// line, and wait for it to exit successfully.
+pub fn go(c: &mut Child, out: &mut BufReader<ChildStdout>) -> String {
+    c.stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"go\n")
+        .expect("go");
+    let mut line = String::new();
+    out.read_line(&mut line).expect("result");
+    assert!(c.wait().expect("wait").success());
+    line
 }

@@ -12,7 +12,8 @@ use nvprobe_tests::{
     harness::{bin, still_loaded},
     need_root,
     scenario::{
-        FakeDrv, check_schema, lock, spawn_cuinit, spawn_with_lib, stub_libcuda, tmpdir, watch,
+        FakeDrv, check_schema, go, lock, spawn_cuinit, spawn_with_lib, stub_libcuda, tmpdir,
+        wait_hooked, watch,
     },
 };
 use serde_json::Value;
@@ -42,27 +43,14 @@ fn a_libcuda_loaded_after_start_is_hooked_when_loaded() {
     let t = watch(&tmp, &drv, &[]);
     let (mut c, mut out) = spawn_cuinit(&drv, &lib, "ok");
     let pid = c.id();
-    let note = t.wait_for("the libcuda hooked at load", |r| {
-        r["type"] == "warning"
-            && r["id"] == "libcuda_late"
-            && r["message"]
-                .as_str()
-                .is_some_and(|m| m.contains(&format!("when pid {pid} loaded it")))
-    });
+    let note = wait_hooked(&t, pid);
     assert!(
         note["message"]
             .as_str()
             .is_some_and(|m| m.contains("stublib/libcuda.so.1")),
         "{note}"
     );
-    c.stdin
-        .take()
-        .expect("stdin")
-        .write_all(b"go\n")
-        .expect("go");
-    let mut line = String::new();
-    out.read_line(&mut line).expect("result");
-    assert!(c.wait().expect("wait").success());
+    go(&mut c, &mut out);
     let f = t.stop();
     check_schema(&f);
     let pid = u64::from(pid);

@@ -6,7 +6,6 @@
 //! bpffs that dies with nvprobe, and a kernel worker removes them), and the
 //! kernel must not log a leaked uprobe. Times are printed, never asserted.
 
-use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -14,7 +13,9 @@ use std::time::{Duration, Instant};
 use nvprobe_tests::{
     harness::{Trace, bin, still_loaded},
     need_root,
-    scenario::{FakeDrv, check_schema, lock, spawn_cuinit, stub_libcuda, tmpdir, watch},
+    scenario::{
+        FakeDrv, check_schema, go, lock, spawn_cuinit, stub_libcuda, tmpdir, wait_hooked, watch,
+    },
 };
 use serde_json::Value;
 
@@ -145,21 +146,8 @@ fn ten_runs_back_to_back_leave_nothing_behind() {
         let (mut c, mut out) = spawn_cuinit(&drv, &libs[2], "ok");
         let pid = c.id();
         // Hooked by the hooking thread once the loader has opened it.
-        t.wait_for("the copy hooked at its load", |r| {
-            r["type"] == "warning"
-                && r["id"] == "libcuda_late"
-                && r["message"]
-                    .as_str()
-                    .is_some_and(|m| m.contains(&format!("when pid {pid} loaded it")))
-        });
-        c.stdin
-            .take()
-            .expect("stdin")
-            .write_all(b"go\n")
-            .expect("go");
-        let mut line = String::new();
-        out.read_line(&mut line).expect("result");
-        assert!(c.wait().expect("wait").success());
+        wait_hooked(&t, pid);
+        go(&mut c, &mut out);
         let v = t.wait_for("the start-up's verdict", |r| {
             r["type"] == "cuinit" && r["pid"] == pid
         });

@@ -9,13 +9,11 @@
 //! This file: cuInit verdicts and their diagnoses from live traces: libcuda
 //! uprobes (CUresult), inherited fds, exec, a failing nvidia-modprobe.
 
-use std::io::{BufRead, Write};
-
 use nvprobe_tests::{
     need_root,
     scenario::{
-        FakeDrv, check_schema, lock, scenario, spawn_cuinit, spawn_limited, stub_libcuda, tmpdir,
-        trace_scenario, watch,
+        FakeDrv, check_schema, go, lock, scenario, spawn_cuinit, spawn_limited, stub_libcuda,
+        tmpdir, trace_scenario, wait_hooked, watch,
     },
 };
 use serde_json::Value;
@@ -32,14 +30,7 @@ fn libcuda_uprobes_give_the_curesult_verdict() {
     // nvprobe finds the library in the processes' maps at start.
     let t = watch(&tmp, &drv, &[]);
     for (c, out) in [(&mut good, &mut good_out), (&mut bad, &mut bad_out)] {
-        c.stdin
-            .take()
-            .expect("stdin")
-            .write_all(b"go\n")
-            .expect("go");
-        let mut line = String::new();
-        out.read_line(&mut line).expect("result");
-        assert!(c.wait().expect("wait").success());
+        go(c, out);
     }
     let f = t.stop();
     check_schema(&f);
@@ -298,21 +289,8 @@ fn a_reservation_refused_by_the_address_space_limit_is_the_verdict() {
     let t = watch(&tmp, &drv, &[]);
     let (mut c, mut out) = spawn_limited(&drv, &lib, "cuinit", "reserve", Some(2 << 30));
     let pid = c.id();
-    t.wait_for("the libcuda hooked at load", |r| {
-        r["type"] == "warning"
-            && r["id"] == "libcuda_late"
-            && r["message"]
-                .as_str()
-                .is_some_and(|m| m.contains(&format!("when pid {pid} loaded it")))
-    });
-    c.stdin
-        .take()
-        .expect("stdin")
-        .write_all(b"go\n")
-        .expect("go");
-    let mut line = String::new();
-    out.read_line(&mut line).expect("result");
-    assert!(c.wait().expect("wait").success());
+    wait_hooked(&t, pid);
+    go(&mut c, &mut out);
     let pid = u64::from(pid);
     let f = t.stop();
     check_schema(&f);
