@@ -50,6 +50,7 @@ pub mod maps {
     pub const QUIETED: &str = "QUIETED";
     pub const RB_FILL: &str = "RB_FILL";
     pub const RM_PARAMS: &str = "RM_PARAMS";
+    pub const PEERS: &str = "PEERS";
 }
 
 /// `NV_PROCS` values: a followed process, and one whose successful calls

@@ -504,6 +504,13 @@ fn exit_path(inf: &Inflight, ret: i64, end: u64) -> Result<bool, i64> {
     // one: libcuda may only stat() a missing node and then run the
     // setuid nvidia-modprobe, whose fork, exec and exit status matter).
     let tgid = (aya_ebpf::helpers::bpf_get_current_pid_tgid() >> 32) as u32;
+    // Another nvprobe's reads (a libcuda through /proc/PID/root, the
+    // driver's /proc files): neither traced nor followed, or two of them
+    // chase each other's reads.
+    // SAFETY: plain lookup.
+    if unsafe { maps::PEERS.get(&tgid) }.is_some() {
+        return Ok(true);
+    }
     maps::first_sight(tgid);
     let Some(mut entry) = EVENTS.reserve::<PathEvent>(0) else {
         count_lost(EventKind::Path);

@@ -32,6 +32,12 @@ pub static INFLIGHT: Array<Inflight> = Array::with_max_entries(INFLIGHT_SLOTS, 0
 pub static NV_PROCS: aya_ebpf::maps::LruHashMap<u32, u8> =
     aya_ebpf::maps::LruHashMap::with_max_entries(16384, 0);
 
+/// Other nvprobe instances (filled by user space when it recognises one):
+/// their own reads of libcuda files and of the driver's /proc files are
+/// not traced, and they are not followed.
+#[map]
+pub static PEERS: HashMap<u32, u8> = HashMap::with_max_entries(64, 0);
+
 /// Tgids to trace when Config::pid_filter is set.
 #[map]
 pub static PID_FILTER: HashMap<u32, u8> = HashMap::with_max_entries(1024, 0);

@@ -121,6 +121,21 @@ impl Observer for Timeline {
     }
 }
 
+/// A GPU call's name, start, duration and annotations.
+type GpuSliceAt = (String, u64, u64, Vec<DebugAnnotation>);
+
+/// A call on a GPU's track, kept until [`Exporter::finish`].
+struct GpuSlice {
+    gpu: String,
+    pid: u32,
+    tid: u32,
+    comm: String,
+    name: String,
+    start: u64,
+    dur: u64,
+    args: Vec<DebugAnnotation>,
+}
+
 #[derive(Default)]
 pub struct Exporter {
     /// (timestamp, encoded TracePacket) of the events, sorted at the end.
@@ -131,6 +146,12 @@ pub struct Exporter {
     threads: HashMap<(u32, u32), u64>,
     gpus: HashMap<String, u64>,
     gpu_threads: HashMap<(u64, u32), u64>,
+    /// A GPU's calls, placed on its track at the end: a call names its GPU
+    /// by node (/dev/nvidiaN) or by UUID (UVM_REGISTER_GPU), and only a
+    /// verdict ties the two, after the calls.
+    gpu_slices: Vec<GpuSlice>,
+    /// UUID → node, from the verdicts' GPU lists.
+    gpu_nodes: HashMap<String, String>,
     next_uuid: u64,
     seq: u64,
     pub stats: Exported,
@@ -213,16 +234,17 @@ fn arg_anns(args: &Args) -> Vec<DebugAnnotation> {
         .collect()
 }
 
-/// The GPU a call names: its device node, or the UUID it registers.
+/// The GPU a call names: its device's minor, or the UUID it registers.
 fn gpu_of(v: &Value) -> Option<String> {
     if v.pointer("/device/kind").and_then(Value::as_str) == Some("gpu") {
         return v
-            .pointer("/device/node")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
+            .pointer("/device/minor")
+            .and_then(Value::as_u64)
+            .map(|m| format!("/dev/nvidia{m}"))
             .or_else(|| {
-                v.pointer("/device/minor")
-                    .map(|m| format!("/dev/nvidia{m}"))
+                v.pointer("/device/node")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
             });
     }
     v.pointer("/args/gpu_uuid")
@@ -283,6 +305,33 @@ impl Exporter {
         uuid
     }
 
+    /// A call on `gpu` (a node or a UUID), for its track.
+    fn gpu_slice(&mut self, gpu: String, (pid, tid, comm): (u32, u32, &str), s: GpuSliceAt) {
+        if self.events.len() + 2 * self.gpu_slices.len() >= MAX_EVENTS {
+            self.stats.cut += 2;
+            return;
+        }
+        self.gpu_slices.push(GpuSlice {
+            gpu,
+            pid,
+            tid,
+            comm: comm.to_owned(),
+            name: s.0,
+            start: s.1,
+            dur: s.2,
+            args: s.3,
+        });
+    }
+
+    /// A GPU's node and UUID, as a verdict's GPU list ties them.
+    fn gpu_pair(&mut self, minor: Option<u64>, uuid: Option<&str>) {
+        if let (Some(m), Some(u)) = (minor, uuid) {
+            self.gpu_nodes
+                .entry(u.to_owned())
+                .or_insert_with(|| format!("/dev/nvidia{m}"));
+        }
+    }
+
     /// The track of `gpu` for thread `tid` (under the GPU's own track).
     fn gpu_thread(&mut self, gpu: &str, pid: u32, tid: u32, comm: &str) -> u64 {
         let g = match self.gpus.get(gpu) {
@@ -291,7 +340,17 @@ impl Exporter {
                 let uuid = self.uuid();
                 let mut td = TrackDescriptor::new();
                 td.set_uuid(uuid);
-                td.set_name(format!("GPU {gpu}"));
+                // A node tied to its UUID is one track, named by both.
+                let uuid_of = self
+                    .gpu_nodes
+                    .iter()
+                    .filter(|(_, n)| n.as_str() == gpu)
+                    .map(|(u, _)| u.as_str())
+                    .min();
+                td.set_name(match uuid_of {
+                    Some(u) => format!("GPU {gpu} {u}"),
+                    None => format!("GPU {gpu}"),
+                });
                 self.track(td);
                 self.gpus.insert(gpu.to_owned(), uuid);
                 self.stats.gpus += 1;
@@ -436,17 +495,14 @@ impl Exporter {
                 }
                 let track = self.thread(pid, tid, comm);
                 self.slice(track, &name, start, end - start, a.clone());
+                // A GPU by its minor (the node's path may be another in a
+                // container), or by the UUID a call registers.
                 let gpu = match typed::device(ev).filter(|d| d.kind == DeviceKind::Gpu) {
-                    Some(d) => Some(
-                        d.node
-                            .as_deref()
-                            .map_or_else(|| format!("/dev/nvidia{}", d.minor), str::to_owned),
-                    ),
+                    Some(d) => Some(format!("/dev/nvidia{}", d.minor)),
                     None => typed::gpu_uuid(ev).map(str::to_owned),
                 };
                 if let Some(gpu) = gpu {
-                    let g = self.gpu_thread(&gpu, pid, tid, comm);
-                    self.slice(g, &name, start, end - start, a);
+                    self.gpu_slice(gpu, (pid, tid, comm), (name, start, end - start, a));
                 }
             }
         }
@@ -458,10 +514,17 @@ impl Exporter {
         match r {
             Record::Stage { pid, comm, hit } => {
                 let track = self.process(*pid, comm);
-                let a = vec![str_ann("via", &hit.via), f64_ann("at_ms", hit.at_ms)];
-                self.instant(track, &format!("{} {}", hit.stage, hit.name), mono, a);
+                let a = vec![
+                    str_ann("stage", hit.stage),
+                    str_ann("via", &hit.via),
+                    f64_ann("at_ms", hit.at_ms),
+                ];
+                self.instant(track, hit.name, mono, a);
             }
             Record::Cuinit(v) => {
+                for g in &v.gpus {
+                    self.gpu_pair(g.minor.map(u64::from), g.uuid.as_deref());
+                }
                 let track = self.process(v.pid, &v.comm);
                 let mut a = vec![str_ann("text", &v.text), str_ann("class", v.class.as_str())];
                 a.extend(v.curesult.as_deref().map(|c| str_ann("curesult", c)));
@@ -536,14 +599,19 @@ impl Exporter {
             }
             "stage" => {
                 let track = self.process(pid, &comm);
-                let name = format!(
-                    "{} {}",
-                    str_of(v, "stage").unwrap_or("?"),
-                    str_of(v, "name").unwrap_or("")
-                );
-                self.instant(track, &name, mono, args(&["via", "at_ms"]));
+                let name = str_of(v, "name").unwrap_or("?").to_owned();
+                self.instant(track, &name, mono, args(&["stage", "via", "at_ms"]));
             }
             "cuinit" => {
+                for g in v
+                    .get("gpus")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    let minor = g.get("minor").and_then(Value::as_u64);
+                    self.gpu_pair(minor, str_of(g, "uuid"));
+                }
                 let track = self.process(pid, &comm);
                 let name = format!("cuInit {}", str_of(v, "result").unwrap_or("?"));
                 self.instant(
@@ -645,8 +713,7 @@ impl Exporter {
                 let track = self.thread(pid, tid, &comm);
                 self.slice(track, &name, start, dur, a.clone());
                 if let Some(gpu) = gpu_of(v) {
-                    let g = self.gpu_thread(&gpu, pid, tid, &comm);
-                    self.slice(g, &name, start, dur, a);
+                    self.gpu_slice(gpu, (pid, tid, &comm), (name, start, dur, a));
                 }
             }
         }
@@ -656,6 +723,11 @@ impl Exporter {
     /// order (an END before a BEGIN at the same time, so that back-to-back
     /// calls do not nest).
     pub fn finish(mut self, w: &mut impl Write) -> io::Result<Exported> {
+        for s in std::mem::take(&mut self.gpu_slices) {
+            let gpu = self.gpu_nodes.get(&s.gpu).cloned().unwrap_or(s.gpu);
+            let g = self.gpu_thread(&gpu, s.pid, s.tid, &s.comm);
+            self.slice(g, &s.name, s.start, s.dur, s.args);
+        }
         self.events.sort_by_key(|(ts, seq, _)| (*ts, *seq));
         let field = |w: &mut dyn Write, b: &[u8]| -> io::Result<()> {
             // Trace.packet = 1, length-delimited.

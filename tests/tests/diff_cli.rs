@@ -32,21 +32,50 @@ fn the_masked_uvm_node_is_the_first_divergence() {
         ),
         "{out}"
     );
-    // Time per stage side by side: B never got past S2.
-    assert!(out.contains("  S2   rm_client"), "{out}");
+    // Time per stage side by side, in the order the runs reached them
+    // (the real driver makes its RM client before the version handshake):
+    // B never registered the GPU.
+    let rows: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("stages (ms since the first call):"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .map(|l| l.split_whitespace().next().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        rows.get(..3),
+        Some(&["ctl_opened", "rm_client", "version_handshake"][..]),
+        "{out}"
+    );
     let s7 = out
         .lines()
-        .find(|l| l.contains("S7   uvm_gpu_registered"))
-        .expect("S7 row");
+        .find(|l| l.trim_start().starts_with("uvm_gpu_registered"))
+        .expect("uvm_gpu_registered row");
     assert!(s7.trim_end().ends_with('-'), "{s7}");
     assert!(
-        out.contains("B verdict: failed: stopped after S2 rm_client: /dev/nvidia-uvm"),
+        out.contains("B verdict: failed: stopped after version_handshake: /dev/nvidia-uvm"),
         "{out}"
     );
     assert!(out.contains("A verdict: ok:"), "{out}");
-    // The calls only the healthy side made include the GPU's registration.
+    // The calls only the healthy side made include the GPU's
+    // registration: every one of them with --all, the first 30 without.
+    let (rc, all, _) = diff("h200-580.159.04-uvm-masked.ndjson", &["--all"]);
+    assert_eq!(rc, 0);
+    assert!(all.contains("  ioctl UVM_REGISTER_GPU: 1 0\n"), "{all}");
+    assert!(!all.contains("more (--all lists them)"), "{all}");
+    let listed = |t: &str| {
+        t.lines()
+            .skip_while(|l| !l.starts_with("calls one side made"))
+            .skip(1)
+            .take_while(|l| l.starts_with("  "))
+            .filter(|l| !l.contains("more (--all lists them)"))
+            .count()
+    };
+    let total = listed(&all);
+    assert!(total > 30, "{all}");
+    assert_eq!(listed(&out), 30, "{out}");
     assert!(
-        out.contains("ioctl UVM_REGISTER_GPU: 1 0") || out.contains("… and"),
+        out.contains(&format!("  … and {} more (--all lists them)", total - 30)),
         "{out}"
     );
 

@@ -92,7 +92,7 @@ fn an_h200_start_up_exports_to_a_trace_perfettos_reader_accepts() {
         r["slices"]["UVM_REGISTER_GPU"].as_u64(),
         Some(2 * registers)
     );
-    assert_eq!(r["instants"]["S7 uvm_gpu_registered"].as_u64(), Some(s7));
+    assert_eq!(r["instants"]["uvm_gpu_registered"].as_u64(), Some(s7));
     assert_eq!(r["processes"]["434"], "python3");
     assert_eq!(
         r["processes"].as_object().map(|m| m.len() as u64),
@@ -116,6 +116,42 @@ fn an_h200_start_up_exports_to_a_trace_perfettos_reader_accepts() {
     assert!(
         err.contains("1 line(s) of") && err.contains("could not be decoded"),
         "{err}"
+    );
+}
+
+/// A GPU is one track: the calls that name it by its node (/dev/nvidia0)
+/// and UVM_REGISTER_GPU, which names it by its UUID, land on the same one
+/// when a verdict ties the two (the H200 catalogue run: one GPU). A
+/// recording with nothing that ties them (the test above) keeps them apart.
+#[test]
+fn a_gpu_named_by_node_and_by_uuid_is_one_track() {
+    let Some(python) = perfetto_python() else {
+        return;
+    };
+    let tmp = tmpdir("perfetto-one-gpu");
+    let rec = fixture("h200-580.159.04-catalogue.ndjson");
+    let out = tmp.join("catalogue.pftrace");
+    let _ = std::fs::remove_file(&out);
+    let (rc, err) = export(&rec, &out);
+    assert_eq!(rc, 0, "{err}");
+    let r = read_back(&python, &out);
+    let named: BTreeMap<String, u64> =
+        serde_json::from_value(r["named_tracks"].clone()).expect("tracks");
+    let gpus: Vec<&String> = named.keys().filter(|k| k.starts_with("GPU ")).collect();
+    assert_eq!(
+        gpus,
+        ["GPU /dev/nvidia0 GPU-0f3cc1cf-565d-9b0a-543c-d4b754f70410"],
+        "{named:?}"
+    );
+    // Every registration is on the GPU's track as well as its thread's.
+    let registers = decoded(&rec)
+        .iter()
+        .filter(|v| v["type"] == "ioctl" && v["name"] == "UVM_REGISTER_GPU")
+        .count() as u64;
+    assert!(registers > 0);
+    assert_eq!(
+        r["slices"]["UVM_REGISTER_GPU"].as_u64(),
+        Some(2 * registers)
     );
 }
 

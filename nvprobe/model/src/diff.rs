@@ -244,6 +244,18 @@ pub struct SideSummary {
     pub registered_gpus: Vec<String>,
 }
 
+/// The milestones in the order the runs reached them (the earlier of the
+/// two times), not by id: the real driver reaches S2 before S1.
+fn in_time_order(mut rows: Vec<StageRow>) -> Vec<StageRow> {
+    let first = |r: &StageRow| match (r.a_ms, r.b_ms) {
+        (Some(a), Some(b)) => a.min(b),
+        (Some(x), None) | (None, Some(x)) => x,
+        (None, None) => f64::INFINITY,
+    };
+    rows.sort_by(|x, y| first(x).total_cmp(&first(y)));
+    rows
+}
+
 fn summary(s: &Side) -> SideSummary {
     SideSummary {
         label: s.label.clone(),
@@ -375,7 +387,7 @@ pub fn diff(a: &Side, b: &Side) -> Diff {
         first_gap: first_gap.unwrap_or(differences.len()),
         differences,
         call_counts: counts.into_iter().map(|(k, (x, y))| (k, x, y)).collect(),
-        stages: stages.into_values().collect(),
+        stages: in_time_order(stages.into_values().collect()),
         same_calls: same,
     }
 }
@@ -477,6 +489,17 @@ impl Diff {
     /// Every name, path and text in it came from a recording: made safe
     /// for a terminal field by field (a newline in a path is no new line).
     pub fn to_text(&self) -> String {
+        self.text(false)
+    }
+
+    /// The text, every difference listed when `all` (`diff --all`); else
+    /// the first 20 results and 30 calls, and how many more there are.
+    pub fn text(&self, all: bool) -> String {
+        let (max_results, max_calls) = if all {
+            (usize::MAX, usize::MAX)
+        } else {
+            (20, 30)
+        };
         use crate::decode::terminal_safe as safe;
         use std::fmt::Write as _;
         let (a, b) = (&self.a.label, &self.b.label);
@@ -538,8 +561,15 @@ impl Diff {
             .collect();
         if !results.is_empty() {
             let _ = writeln!(s, "results that differ ({}):", results.len());
-            for d in results.iter().take(20) {
+            for d in results.iter().take(max_results) {
                 let _ = writeln!(s, "  {}", describe(d, a, b));
+            }
+            if results.len() > max_results {
+                let _ = writeln!(
+                    s,
+                    "  … and {} more (--all lists them)",
+                    results.len() - max_results
+                );
             }
         }
         if !self.call_counts.is_empty() {
@@ -547,11 +577,15 @@ impl Diff {
                 s,
                 "calls one side made and the other did not (call: {a} {b}):"
             );
-            for (call, x, y) in self.call_counts.iter().take(30) {
+            for (call, x, y) in self.call_counts.iter().take(max_calls) {
                 let _ = writeln!(s, "  {}: {x} {y}", safe(call));
             }
-            if self.call_counts.len() > 30 {
-                let _ = writeln!(s, "  … and {} more", self.call_counts.len() - 30);
+            if self.call_counts.len() > max_calls {
+                let _ = writeln!(
+                    s,
+                    "  … and {} more (--all lists them)",
+                    self.call_counts.len() - max_calls
+                );
             }
         }
         self.gpus_text(&mut s);
@@ -561,8 +595,7 @@ impl Diff {
             for r in &self.stages {
                 let _ = writeln!(
                     s,
-                    "  {:<4} {:<28} {:>10} {:>10}",
-                    r.stage,
+                    "  {:<33} {:>10} {:>10}",
                     safe(&r.name),
                     ms(r.a_ms),
                     ms(r.b_ms)

@@ -23,7 +23,7 @@ pub struct StallReport {
     pub stack: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped_by: Option<String>,
-    /// The last cuInit stage the process reached ("S4 uvm_initialized").
+    /// The cuInit milestone the process reached last ("uvm_initialized").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stage: Option<String>,
     /// The innermost frame of the kernel stack inside an NVIDIA module:

@@ -73,6 +73,13 @@ pub struct Summary {
     /// kernel left out (`--events failures|verdicts`): not in `events`.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub quieted: u64,
+    /// Text only: fork, exec, exit and signal lines of processes that made
+    /// no NVIDIA call (`--all-processes` writes them), and how many
+    /// processes they were about.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub lifecycle_lines_left_out: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub lifecycle_processes_left_out: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -163,6 +170,8 @@ pub struct Stats {
     omitted: u64,
     omitted_events: u64,
     calls: HashMap<CallKey, CallSummary>,
+    /// Text's lifecycle and signal lines left out, and their processes.
+    left_out: (u64, u64),
 }
 
 fn failure_text(ev: &Event) -> Option<String> {
@@ -265,6 +274,12 @@ impl Stats {
     }
 
     /// Fold the counts of what came next (a later batch) into these.
+    /// The text output left out `lines` lifecycle and signal lines of
+    /// `processes` processes that made no NVIDIA call.
+    pub fn left_out(&mut self, lines: u64, processes: u64) {
+        self.left_out = (lines, processes);
+    }
+
     pub fn merge(&mut self, o: Stats) {
         for (k, v) in o.events {
             *self.events.entry(k).or_default() += v;
@@ -423,6 +438,8 @@ impl Stats {
             calls,
             bpf: Vec::new(),
             quieted: 0,
+            lifecycle_lines_left_out: self.left_out.0,
+            lifecycle_processes_left_out: self.left_out.1,
         }
     }
 }
@@ -450,6 +467,13 @@ impl Summary {
                 s,
                 "{} successful calls of processes past their verdict were left out in the kernel (--events)",
                 self.quieted
+            );
+        }
+        if self.lifecycle_lines_left_out > 0 {
+            let _ = writeln!(
+                s,
+                "{} fork, exec, exit and signal lines of {} processes that made no NVIDIA call were left out (--all-processes shows them)",
+                self.lifecycle_lines_left_out, self.lifecycle_processes_left_out
             );
         }
         if !self.processes.is_empty() {

@@ -38,11 +38,11 @@ fn real_signals_name_the_call_they_landed_in() {
     assert_eq!(t.sender, "timeout[439]");
     assert_eq!(t.sender_pid, Some(439));
     assert_eq!(t.in_flight, "UVM_REGISTER_GPU");
-    assert_eq!(t.stage.as_deref(), Some("S6 device_objects"));
+    assert_eq!(t.stage.as_deref(), Some("device_objects"));
     assert_eq!(t.outcome, "completed");
     assert_eq!(
         t.text,
-        "SIGTERM from timeout[439] at 69.7 ms in UVM_REGISTER_GPU (after S6 device_objects): the call returned NV_ERR_BUSY_RETRY, not EINTR"
+        "SIGTERM from timeout[439] at 69.7 ms in UVM_REGISTER_GPU (after device_objects): the call returned NV_ERR_BUSY_RETRY, not EINTR"
     );
     let alrm = signals
         .iter()
@@ -136,6 +136,7 @@ fn real_stopped_cuinit_is_a_stop_not_a_hang() {
     assert_eq!(s["call"], "cuInit");
     assert_eq!(s["state"], "T");
     assert_eq!(s["wchan"], "do_signal_stop");
+    // Recorded live, by a build that put the id before the name.
     assert_eq!(s["stage"], "S7 uvm_gpu_registered");
     let by = s["stopped_by"].as_str().expect("stopped_by");
     assert!(by.starts_with("SIGSTOP from sh["), "{by}");

@@ -504,6 +504,6 @@ fn the_real_module_without_nvidia_uvm_is_module_not_loaded() {
     assert_eq!(d, [("module_not_loaded", "error")]);
     assert_eq!(
         cu.text,
-        "cuInit returned CUDA_ERROR_UNKNOWN (999) after S2 rm_client: /sys/module/nvidia_uvm/initstate: ENOENT: the nvidia_uvm kernel module is not loaded"
+        "cuInit returned CUDA_ERROR_UNKNOWN (999) after version_handshake: /sys/module/nvidia_uvm/initstate: ENOENT: the nvidia_uvm kernel module is not loaded"
     );
 }

@@ -97,6 +97,7 @@ pub fn run(a: DecodeArgs) -> Result<(), Fail> {
         level: a.out.events,
         observers: Vec::new(),
         host_facts: false,
+        all_processes: a.out.all_processes,
     };
     let reader = BufReader::with_capacity(1 << 16, input);
     let r = match replay::run(reader, &name, out, a.out.driver_version, &opts) {

@@ -27,9 +27,14 @@ pub struct DiffArgs {
     /// applies to both). Default: each recording's first CUDA start-up.
     #[arg(long, value_name = "PID", num_args = 1, action = clap::ArgAction::Append)]
     pub pid: Vec<u32>,
-    /// One JSON document instead of text.
+    /// One JSON document instead of text (it always holds every
+    /// difference).
     #[arg(long)]
     pub json: bool,
+    /// List every difference: the text shows the first 20 results that
+    /// differ and 30 calls, then how many more there are.
+    #[arg(long)]
+    pub all: bool,
 }
 
 /// What takes a recording one record at a time: the replay's typed
@@ -143,7 +148,7 @@ pub fn run(a: DiffArgs) -> Result<(), Fail> {
             "A = {}\nB = {}\n{}",
             a.a.display(),
             a.b.display(),
-            d.to_text()
+            d.text(a.all)
         )
     };
     let mut out = io::stdout().lock();

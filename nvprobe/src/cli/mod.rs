@@ -38,6 +38,12 @@ pub struct OutputArgs {
     /// is still counted in the summary.
     #[arg(long, value_name = "LEVEL", default_value = "all", value_parser = parse_level)]
     pub events: Level,
+    /// Text: the fork, exec, exit and signal lines of every process
+    /// followed. By default text shows them for the processes that made an
+    /// NVIDIA call, and for their children until they exec; the summary
+    /// counts the lines left out. JSON and OTLP always hold every record.
+    #[arg(long)]
+    pub all_processes: bool,
     /// Write to FILE instead of stdout. FILE is created (mode 0600, see
     /// --output-mode) once start-up has succeeded; an existing file is
     /// refused unless --force is given, a symbolic link always.

@@ -287,6 +287,7 @@ fn replay_lines(lines: &[Vec<u8>], format: Format) -> (replay::Replayed, Vec<u8>
         level: nvprobe_model::render::Level::All,
         observers: Vec::new(),
         host_facts: false,
+        all_processes: false,
     };
     let r = replay::run(Cursor::new(input), "fuzz", out, None, &opts).expect("replay runs");
     let bytes = sink.0.lock().expect("sink").clone();

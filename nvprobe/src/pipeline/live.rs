@@ -113,6 +113,8 @@ struct Live {
     libs: crate::identity::LibCache,
     /// Keep command lines in `process` records (`--no-cmdline` clears it).
     cmdline: bool,
+    /// Other nvprobe instances, whose own reads are not traced.
+    peers: super::peers::Peers,
 }
 
 /// What a drain left behind.
@@ -267,6 +269,25 @@ impl Live {
         Ok(())
     }
 
+    /// A note for each nvprobe found running beside this one; the ended
+    /// ones forgotten.
+    fn peers_noted(&mut self, pipe: &mut Pipeline) -> anyhow::Result<()> {
+        self.peers.refresh();
+        for pid in std::mem::take(&mut self.peers.found) {
+            let message = format!(
+                "pid {pid} is another nvprobe: its own reads (libcuda files through /proc/PID/root, the driver's /proc files) are not traced and it is not followed"
+            );
+            pipe.note(
+                Clock::mono_now(),
+                &Note::Warning {
+                    id: "another_nvprobe",
+                    message: &message,
+                },
+            )?;
+        }
+        Ok(())
+    }
+
     fn push(&mut self, b: &mut Batch, item: &[u8]) {
         if let Some(h) = Header::peek(item) {
             if self
@@ -274,6 +295,9 @@ impl Live {
                 .is_some_and(|u| h.ktime_ns > u + STOP_SLACK_NS)
             {
                 self.past_stop = true;
+                return;
+            }
+            if self.peers.skip(h.tgid, &h.comm, self.nv_procs.as_mut()) {
                 return;
             }
             // A process first seen here (say, through an fd it inherited):
@@ -610,7 +634,12 @@ pub async fn run(
         libs: crate::identity::LibCache::new(ctx.host_driver.clone()),
         cmdline: opts.cmdline,
         filters: filters.clone(),
+        peers: super::peers::Peers::new(
+            ebpf.take_map(maps::PEERS)
+                .and_then(|m| aya::maps::HashMap::try_from(m).ok()),
+        ),
     };
+    live.peers.scan(live.nv_procs.as_mut());
     let version = ctx.version;
     let health = out.health();
     let mut pipe = Pipeline::start(out, ctx, filters, &opts.pipe)?;
@@ -635,6 +664,7 @@ pub async fn run(
             }
             _ = tick.tick() => {
                 left = live.drain(ring.get_mut(), &mut pipe, budget)?;
+                live.peers_noted(&mut pipe)?;
                 match attacher {
                     Some(a) => live.hook_new_libcuda(a, &mut pipe)?,
                     None => {

@@ -7,9 +7,11 @@
 
 #[cfg(test)]
 mod fuzz;
+mod lifelines;
 pub mod live;
 mod lost;
 pub mod observe;
+mod peers;
 pub mod replay;
 mod seen;
 
@@ -88,6 +90,10 @@ pub struct PipeOpts {
     /// Make UVM diagnoses specific to this host's nvidia_uvm (live runs
     /// only: a recording's host is not this one).
     pub host_facts: bool,
+    /// Text: every followed process's fork, exec, exit and signal lines,
+    /// not only those of processes that made an NVIDIA call
+    /// ([`lifelines`]).
+    pub all_processes: bool,
 }
 
 /// Raw records framed as `[u32 len][u64 mono_ns][u64 origin][bytes]…`;
@@ -143,6 +149,7 @@ struct Step {
     end: usize,
     mono_ns: u64,
     obs: Option<Obs>,
+    life: lifelines::Step,
 }
 
 /// A worker's output (or a note), written in `seq` order.
@@ -186,6 +193,7 @@ fn render_batch(
                     end: buf.len(),
                     mono_ns: t,
                     obs: Obs::of(&ev),
+                    life: lifelines::Step::of(&ev),
                 });
             }
             Ok(_) => {}
@@ -204,6 +212,12 @@ fn render_batch(
                         message: &format!("a kernel record could not be decoded{at}: {e}"),
                     },
                 );
+                steps.push(Step {
+                    end: buf.len(),
+                    mono_ns: t,
+                    obs: None,
+                    life: lifelines::Step::Other,
+                });
             }
         }
     }
@@ -229,6 +243,8 @@ struct Writer {
     recs: Vec<Record>,
     last_ns: u64,
     res: io::Result<()>,
+    /// Text's choice of lifecycle lines (None: every line is written).
+    lines: Option<lifelines::LifeLines>,
 }
 
 type Finished = (Output, Stats, io::Result<()>);
@@ -257,9 +273,8 @@ impl Writer {
         }
         let mut from = 0;
         for step in item.steps {
-            if self.res.is_ok() && step.end > from {
-                self.res = self.out.rendered(item.bytes.slice(from..step.end));
-            }
+            let line = item.bytes.slice(from..step.end);
+            self.put(step.life, line);
             from = step.end;
             self.last_ns = self.last_ns.max(step.mono_ns);
             if let Some(o) = step.obs {
@@ -282,10 +297,37 @@ impl Writer {
         }
     }
 
+    /// One step's rendered bytes, unless text leaves its line out.
+    fn put(&mut self, step: lifelines::Step, line: bytes::Bytes) {
+        let write = |out: &mut Output, res: &mut io::Result<()>, b: bytes::Bytes| {
+            if res.is_ok() && !b.is_empty() {
+                *res = out.rendered(b);
+            }
+        };
+        match (self.lines.as_mut(), step) {
+            (Some(f), lifelines::Step::Call(pid)) => {
+                for held in f.call(pid) {
+                    write(&mut self.out, &mut self.res, held);
+                }
+                write(&mut self.out, &mut self.res, line);
+            }
+            (Some(f), lifelines::Step::Life(l)) => {
+                if let Some(b) = f.life(l, line) {
+                    write(&mut self.out, &mut self.res, b);
+                }
+            }
+            _ => write(&mut self.out, &mut self.res, line),
+        }
+    }
+
     /// Verdicts for the processes still running, then hand everything back.
     fn finish(mut self) -> Finished {
         self.corr.finish(&mut self.recs);
         self.emit(self.last_ns);
+        if let Some(f) = self.lines.as_mut() {
+            f.finish();
+            self.stats.left_out(f.lines, f.processes);
+        }
         (self.out, self.stats, self.res)
     }
 }
@@ -346,7 +388,7 @@ impl Pipeline {
         let work_rx = Arc::new(Mutex::new(work_rx));
         let (done_tx, done_rx) = sync_channel::<Rendered>(32);
         let board = StageBoard::default();
-        let w = Writer {
+        let mut w = Writer {
             out,
             stats: Stats::default(),
             corr: {
@@ -363,7 +405,14 @@ impl Pipeline {
             recs: Vec::new(),
             last_ns: 0,
             res: Ok(()),
+            lines: None,
         };
+        if w.out.format() == nvprobe_model::render::Format::Text
+            && !opts.summary_only
+            && !opts.all_processes
+        {
+            w.lines = Some(lifelines::LifeLines::default());
+        }
         let writer = std::thread::Builder::new()
             .name("nvprobe-output".into())
             .spawn(move || order_and_write(done_rx, w))
@@ -476,6 +525,7 @@ impl Pipeline {
                 end: buf.len(),
                 mono_ns,
                 obs: Some(Obs::identity(info, mono_ns)),
+                life: lifelines::Step::Other,
             }],
             bytes: buf.freeze(),
             stats: None,
@@ -493,6 +543,7 @@ impl Pipeline {
                 end: 0,
                 mono_ns,
                 obs: Some(Obs::tick(mono_ns)),
+                life: lifelines::Step::Other,
             }],
             bytes: bytes::Bytes::new(),
             stats: None,

@@ -121,6 +121,7 @@ mod tests {
             level: Level::Verdicts,
             observers: vec![c.clone()],
             host_facts: false,
+            all_processes: false,
         };
         let f = std::fs::File::open(path).expect("fixture");
         let out = Output::opened(Opened::sink(), Format::Json, Clock::fixed(0));

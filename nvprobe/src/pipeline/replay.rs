@@ -327,6 +327,7 @@ mod tests {
             level: Level::All,
             observers: Vec::new(),
             host_facts: false,
+            all_processes: false,
         };
         let r = run(&text[..], "bad", out, None, &opts).expect("replay");
         assert_eq!((r.bad_lines, r.summary.decode_errors), (2, 2));
@@ -360,6 +361,7 @@ mod tests {
                 level: Level::All,
                 observers: Vec::new(),
                 host_facts: false,
+                all_processes: false,
             };
             run(&text[..], "fixture", out, None, &opts).expect("replay");
             let written = buf.0.lock().expect("lock").clone();

@@ -413,13 +413,10 @@ impl State {
     pub fn record(&mut self, t: u64, rec: &Record) {
         match rec {
             Record::Stage { pid, comm, hit } => {
-                // Stages can be reached out of order (S2 before S1): the
-                // furthest one shows.
+                // The milestone reached last shows (ids are names, not an
+                // order: the real driver reaches S2 before S1).
                 let r = self.row(*pid, comm, t);
-                let text = format!("{} {}", hit.stage, hit.name);
-                if r.stage.as_ref().is_none_or(|s| *s < text) {
-                    r.stage = Some(text);
-                }
+                r.stage = Some(hit.name.to_owned());
             }
             Record::Cuinit(v) => {
                 let r = self.row(v.pid, &v.comm, t);

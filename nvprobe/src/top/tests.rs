@@ -22,6 +22,7 @@ fn replay_into(view: &View, name: &str) {
         level: Level::All,
         observers: vec![std::sync::Arc::new(view.clone())],
         host_facts: false,
+        all_processes: false,
     };
     let f = std::fs::File::open(fixture(name)).expect("fixture");
     let out = Output::opened(Opened::sink(), Format::Json, Clock::fixed(0));
@@ -60,14 +61,19 @@ fn masked_uvm_is_a_failed_row_with_the_node_it_found() {
         (r.pid, r.comm.as_str(), r.class.as_str()),
         (470, "python3", "cuda")
     );
-    // S2 came before S1 in this start-up: the furthest stage shows.
-    assert_eq!(r.stage, "S2 rm_client");
+    // The RM client came before the version handshake in this start-up:
+    // the milestone reached last shows.
+    assert_eq!(r.stage, "version_handshake");
     assert_eq!((r.state.as_str(), r.rank), ("failed", Rank::Failed));
     assert_eq!(
         r.last_failure,
         "openat /dev/nvidia-uvm = device 1:3 (none), not the NVIDIA uvm node (minor 0)"
     );
-    assert!(r.why.starts_with("stopped after S2 rm_client"), "{}", r.why);
+    assert!(
+        r.why.starts_with("stopped after version_handshake"),
+        "{}",
+        r.why
+    );
     assert!((r.time_ms - 0.5).abs() < 0.01, "{}", r.time_ms);
 }
 
@@ -76,7 +82,7 @@ fn busy_retry_names_the_uvm_call() {
     let s = viewed("h200-580.159.04-timeout-kill.ndjson");
     let r = &s.rows[0];
     assert_eq!(r.rank, Rank::Failed);
-    assert_eq!(r.stage, "S6 device_objects");
+    assert_eq!(r.stage, "device_objects");
     assert_eq!(r.last_failure, "UVM_REGISTER_GPU = NV_ERR_BUSY_RETRY");
 }
 
@@ -92,7 +98,7 @@ fn sixteen_start_ups_and_a_stalled_call_sort_first() {
     let ok = &s.rows[1..];
     assert!(ok.iter().all(|r| r.state == "ok"
         && r.rank == Rank::Done
-        && r.stage == "S7 uvm_gpu_registered"
+        && r.stage == "uvm_gpu_registered"
         && r.last_failure.is_empty()));
     assert!(ok.windows(2).all(|w| w[0].time_ms >= w[1].time_ms));
     // Three processes of this recording were still starting when it
@@ -138,7 +144,7 @@ fn sixteen_start_ups_and_a_stalled_call_sort_first() {
     assert_eq!(s.rows[0].in_flight, "6.0s NV_ESC_RM_CONTROL");
     assert_eq!(
         s.rows[0].why,
-        "NV_ESC_RM_CONTROL has been running for 6.0s (stage S6 device_objects)"
+        "NV_ESC_RM_CONTROL has been running for 6.0s (stage device_objects)"
     );
     assert_eq!(s.rows[2].in_flight, "2.0ms NV_ESC_RM_ALLOC NV01_DEVICE_0");
     let r545 = s.rows.iter().find(|r| r.pid == 545).expect("545");
@@ -174,7 +180,7 @@ fn sixteen_start_ups_and_a_stalled_call_sort_first() {
     );
     assert!(lines[3].starts_with("470 ") && lines[3].contains("openat /dev/nvidia-uvm = device"));
     assert!(
-        text.contains("  python3 [470]: stopped after S2 rm_client"),
+        text.contains("  python3 [470]: stopped after version_handshake"),
         "{text}"
     );
     assert!(text.ends_with("probes: syscall 24/24\n\n"), "{text}");

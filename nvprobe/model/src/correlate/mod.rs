@@ -353,7 +353,7 @@ impl Correlator {
         if let Some(b) = &self.board
             && let Ok(mut b) = b.lock()
         {
-            b.insert(pid, format!("{} {}", hit.stage, hit.name));
+            b.insert(pid, hit.name.to_owned());
         }
         out.push(Record::Stage {
             pid,

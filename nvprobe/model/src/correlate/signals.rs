@@ -22,7 +22,7 @@ pub struct SignalReport {
     pub sender_pid: Option<u32>,
     /// Milliseconds since the process's first NVIDIA call.
     pub at_ms: f64,
-    /// The last stage reached when it arrived ("S4 uvm_initialized").
+    /// The milestone reached last when it arrived ("uvm_initialized").
     pub stage: Option<String>,
     /// The NVIDIA call running when it arrived, or "cuInit" when only
     /// cuInit's uprobe says the process was starting up.

@@ -3,7 +3,10 @@
 //! Stages are milestones, not a strict order (docs/NVIDIA-ABI.md §7.3). On the
 //! real 580.159.04 driver (tests/fixtures) the order is S0 S2 S1 S4 S3 S5 S6
 //! S7: the version handshake runs on a throwaway client, and UVM init comes
-//! before the GPU attach.
+//! before the GPU attach; a driver whose libcuda checks its version with
+//! CHECK_VERSION_STR reaches S1 before S2. So the ids (`S0`…`S8`, in JSON) are
+//! names, not an order: what people read says the milestone's name, and
+//! "after X" is the milestone reached last in time ([`latest`]).
 //!
 //! | stage | reached when |
 //! |---|---|
@@ -44,6 +47,13 @@ pub const STAGES: [(&str, &str); 9] = [
     ("S7", "uvm_gpu_registered"),
     ("S8", "context"),
 ];
+
+/// The milestone reached last, in time (the order differs between driver
+/// releases, so never the highest id).
+pub fn latest(stages: &[StageHit]) -> Option<&StageHit> {
+    // `max_by` keeps the last of equal times: the later one reached.
+    stages.iter().max_by(|a, b| a.at_ms.total_cmp(&b.at_ms))
+}
 
 /// Index of the stage an event completes, if any.
 pub(crate) fn stage_of(ev: &Event) -> Option<usize> {

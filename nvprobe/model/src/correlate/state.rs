@@ -135,10 +135,7 @@ pub(crate) struct StartCallFailure {
 
 impl ProcInit {
     pub(crate) fn last_stage(&self) -> Option<String> {
-        self.stages
-            .iter()
-            .max_by(|a, b| a.stage.cmp(b.stage))
-            .map(|s| format!("{} {}", s.stage, s.name))
+        super::stages::latest(&self.stages).map(|s| s.name.to_owned())
     }
 
     pub(crate) fn cuinit_running(&self) -> bool {

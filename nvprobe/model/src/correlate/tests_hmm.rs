@@ -30,7 +30,7 @@ fn a_failing_uvm_step_gets_the_hmm_hint() {
     assert!(v.diagnoses[0].hint.contains("uvm_disable_hmm=1"));
     assert_eq!(
         v.text,
-        "UVM_INITIALIZE returned NV_ERR_NOT_SUPPORTED after S0 ctl_opened"
+        "UVM_INITIALIZE returned NV_ERR_NOT_SUPPORTED after ctl_opened"
     );
     // On a live host, the hint follows what the host says about HMM.
     let facts = |compiled_in, disabled| crate::records::HmmFacts {

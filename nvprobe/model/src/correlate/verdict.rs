@@ -85,11 +85,7 @@ pub struct CuInit {
 }
 
 pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<(String, i32)>) -> CuInit {
-    let last_stage = st
-        .stages
-        .iter()
-        .max_by(|a, b| a.stage.cmp(b.stage))
-        .map(|s| format!("{} {}", s.stage, s.name));
+    let last_stage = st.last_stage();
     let fatal_sig = exit.as_ref().map_or(0, |e| e.1);
     // The signal that explains the end: the last one of the fatal number,
     // else the last one that landed during a call.
@@ -432,11 +428,7 @@ fn other_class(
             rules::settle_severity(&mut d, st, result == Outcome::Ok);
             let text = if fatal {
                 // Who killed it, where: as for a CUDA start-up.
-                let last = st
-                    .stages
-                    .iter()
-                    .max_by(|a, b| a.stage.cmp(b.stage))
-                    .map(|x| format!("{} {}", x.stage, x.name));
+                let last = st.last_stage();
                 let (_, t) = driver_only(st, exit.as_ref(), signal.as_ref(), last.as_deref(), &d);
                 format!("{t} (a driver client: no CUDA call)")
             } else {

@@ -365,9 +365,8 @@ pub fn record_text(rec: &crate::correlate::Record) -> String {
     use crate::decode::terminal_safe as safe;
     match rec {
         Record::Stage { pid, comm, hit } => format!(
-            "== {}[{pid}] stage {} {} at {:.2} ms ({})\n",
+            "== {}[{pid}] reached {} at {:.2} ms ({})\n",
             safe(comm),
-            hit.stage,
             hit.name,
             hit.at_ms,
             safe(&hit.via)

@@ -425,6 +425,7 @@ fn run_opts(
                 .map(|m| Arc::new(m.clone()) as Arc<dyn nvprobe::pipeline::Observer>)
                 .collect(),
             host_facts: true,
+            all_processes: a.out.all_processes,
         },
         metrics,
         view: None,
