@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Always-on memory and CPU (issue 12), on the GPU machine (root, the real
+# Always-on memory and CPU (issue 12), on a GPU host (root, the real
 # driver): two nvprobes side by side on the same host for $SECS seconds, one
 # as a fleet would run it (--events verdicts --format otlp-json --metrics),
 # one with everything (--json -o), while three loops start short CUDA

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Drain rate on the GPU machine: one nvbench thread issues traced ioctls on
+# Drain rate on a GPU host: one nvbench thread issues traced ioctls on
 # /dev/null declared an NVIDIA ctl node (--device /dev/null=ctl), paced at
 # each target rate (0: as fast as one thread can), while nvprobe watch --json
 # writes the events out. Prints, per destination and rate, nvprobe's CPU time

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What `--libcuda-hooks` costs a CUDA program, on the GPU machine.
+"""What `--libcuda-hooks` costs a CUDA program, on a GPU host.
 
 Runs every workload `--rounds` times untraced, then under one `nvprobe
 watch` with the start-up hooks (the default), then under one with every

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """What issue 22's start-up facts cost processes past their start-up, on
-the GPU machine: untraced, the build before them (--before) and this one
+a GPU host: untraced, the build before them (--before) and this one
 (--after), interleaved A B C per round, each traced run under its own
 `nvprobe watch --json -o FILE` started and stopped around the workload.
 Workloads: a real RM call in a loop (nvbench rm-null-control: a driver

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The reproducible entries of docs/FAILURE-CATALOGUE.md, one process each,
-# run under nvprobe by record-verdict-catalogue.sh on the GPU machine (root,
+# run under nvprobe by record-verdict-catalogue.sh on a GPU host (root,
 # the real driver; nothing here changes the driver, its module parameters or
 # the GPU's state: namespaces, tmpfs /dev, bind mounts, permissions,
 # environment, library paths, signals and cgroups only).

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""CUDA workloads for recording fixtures and benchmarks on the GPU machine.
+"""CUDA workloads for recording fixtures and benchmarks on a GPU host.
 
 Only ctypes and libcuda: no toolkit needed. Prints one JSON line with the
 CUresult values and the time of the measured part (the loop, not Python's

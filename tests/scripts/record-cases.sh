@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Records a case workload (tests/scripts/*-workload.sh: each case tagged
-# `--case NAME`, printing "== NAME: …") on the GPU machine, with nvprobe in
+# `--case NAME`, printing "== NAME: …") on a GPU host, with nvprobe in
 # .dev/bin: first untraced (each case's own result), then under
 # `nvprobe watch --json --raw`. Writes into $OUT:
 #   bare.txt, traced.txt  each case's results, untraced and traced

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Record the first real-driver fixtures (syscall layer) and run the
-# benchmarks on the GPU machine: host facts, cuInit / 3 contexts / 20
+# benchmarks on a GPU host: host facts, cuInit / 3 contexts / 20
 # allocations / torch start-up, cuInit's failure scenarios, cargo xtask bench
 # --gpu.
 #
-# Runs from the repository root there, with prebuilt binaries carried in
+# Runs from the repository root, with prebuilt binaries in
 # .dev/bin (nvprobe, nvbench, xtask, strace) and strace's libraries in
 # .dev/lib. Writes into $OUT:
 #   host.txt          driver, nodes, kernel, hook symbols, module BTF presence

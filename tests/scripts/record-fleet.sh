@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 12 on the GPU machine (root, the real driver), with nvprobe, nvbench,
+# Issue 12 on a GPU host (root, the real driver), with nvprobe, nvbench,
 # xtask and strace in .dev/bin and strace's libraries in .dev/lib:
 #   1. two nvprobes at once over the failure catalogue (catalogue-workload.sh,
 #      with docker- and Kubernetes-named cgroups) and a steady allocation
@@ -9,7 +9,7 @@
 #      before the last start-up;
 #   2. (BENCH=1) `xtask bench --gpu`: untraced, nvprobe, nvprobe --events
 #      verdicts and strace, interleaved.
-# Everything lands in $OUT/fleet.tar.gz (the device tool brings back few files).
+# Everything lands in $OUT/fleet.tar.gz (one archive to copy back).
 set -u
 OUT=${OUT:?}
 BIN=$PWD/.dev/bin

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Records tests/scripts/late-context-workload.sh on the GPU machine
+# Records tests/scripts/late-context-workload.sh on a GPU host
 # (record-cases.sh): $OUT/late.ndjson is
 # tests/fixtures/h200-580.159.04-late-context.ndjson.
 set -u

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Issue 10 on the GPU machine: libcuda followed from the loader's open, the
+# Issue 10 on a GPU host: libcuda followed from the loader's open, the
 # loader finding no libcuda, children forked after init judged from their
 # first failing CUDA call, with the default start-up hooks and with
 # --libcuda-hooks all. nvprobe (and nvbench) in .dev/bin. Writes into $OUT:
 #   follow.ndjson / follow.txt     default hooks (tests/fixtures/h200-580.159.04-libcuda-follow.ndjson)
 #   all.ndjson / all.txt           --libcuda-hooks all (…-libcuda-all.ndjson)
 #   exports.txt                    the real libcuda's exported cu* functions (from the all start record)
-#   env.txt                        where libcuda and libcudart are on this machine
+#   env.txt                        where libcuda and libcudart are on the host
 set -u
 OUT=${OUT:?}
 BIN=$PWD/.dev/bin

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Record the process-layer fixtures on the GPU machine: the cuInit tracker's
+# Record the process-layer fixtures on a GPU host: the cuInit tracker's
 # process layer (and libcuda uprobes) on the real driver: signals with and
 # without SA_RESTART (h200-*-signals), a fork after cuInit and no visible
 # devices (h200-*-rules), 16 concurrent cuInits (h200-*-concurrent16), a

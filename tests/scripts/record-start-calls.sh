@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Records tests/scripts/start-calls-workload.sh on the GPU machine
+# Records tests/scripts/start-calls-workload.sh on a GPU host
 # (record-cases.sh): $OUT/startcalls.ndjson is
 # tests/fixtures/h200-580.159.04-start-calls.ndjson.
 set -u

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Records issue 22's start-up cases on the GPU machine, with nvprobe in
+# Records issue 22's start-up cases on a GPU host, with nvprobe in
 # .dev/bin: tests/scripts/startup-workload.sh untraced, then under
 # `nvprobe watch --json --raw`; then the same for who-refused-workload.sh
 # (record-who-refused.sh). Writes into $OUT:

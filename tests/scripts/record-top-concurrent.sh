@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 13: `nvprobe top` (plain tables, stdout not a terminal) while 16
-# processes start CUDA at once on the GPU machine. Writes $OUT/top16.txt.
+# processes start CUDA at once on a GPU host. Writes $OUT/top16.txt.
 set -u
 OUT=${OUT:?}
 BIN=$PWD/.dev/bin

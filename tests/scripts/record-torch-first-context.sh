@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Records a PyTorch start-up whose first context comes from the CUDA runtime
-# (cudart retains the primary context at the first tensor on the GPU) on the
-# GPU machine, with nvprobe in .dev/bin: `cudawork.py torchloop 10` untraced,
+# (cudart retains the primary context at the first tensor on the GPU) on a
+# GPU host, with nvprobe in .dev/bin: `cudawork.py torchloop 10` untraced,
 # then under `nvprobe watch --json --raw`. Writes into $OUT:
 #   bare.txt, traced.txt   the workload's own result
 #   torch.ndjson           the recording (tests/fixtures/h200-580.159.04-torch-first-context.ndjson)

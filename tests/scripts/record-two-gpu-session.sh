@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One GPU-machine session on the two-GPU kind (nvidia-h200-x2), in the order
+# One run on a host with two GPUs (two H200s), in the order
 # that keeps the kernel's slow uprobe removal out of the way of what follows:
 #   1. host facts (host.txt)
 #   2. issue 11: SIGINT -> exit under an 8-process ioctl flood (flood.txt)
@@ -9,7 +9,7 @@
 #                      CUDA_VISIBLE_DEVICES=0 (--case one-gpu), nvidia-smi -L
 #      text.txt        a two-GPU start-up in text mode
 #   4. issue 10: tests/scripts/bench-libcuda-hooks.py (bench.md, bench.json)
-# Runs from the repository root there, nvprobe and nvbench in .dev/bin.
+# Runs from the repository root, nvprobe and nvbench in .dev/bin.
 # Usage: OUT=dir [PHASES=host,flood,record,bench] tests/scripts/record-two-gpu-session.sh [rounds] [bench deadline s]
 set -u
 OUT=${OUT:?OUT must be set}

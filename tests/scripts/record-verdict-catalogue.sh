@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Records the failure catalogue's reproducible entries (catalogue-workload.sh)
-# and a torch start-up under `nvprobe watch --json --raw` on the GPU machine,
+# and a torch start-up under `nvprobe watch --json --raw` on a GPU host,
 # with nvprobe and xtask in .dev/bin. Writes into $OUT:
 #   catalogue.ndjson     the recording (tests/fixtures/h200-580.159.04-catalogue.ndjson)
 #   catalogue.txt        `nvprobe decode` of it (verdicts in text)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Records tests/scripts/who-refused-workload.sh on the GPU machine, with
+# Records tests/scripts/who-refused-workload.sh on a GPU host, with
 # nvprobe in .dev/bin: first untraced (each case's own result), then under
 # `nvprobe watch --json --raw`. Writes into $OUT:
 #   bare.txt           the untraced results ("== CASE: {cuInit …}")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 26 on the GPU machine: start, stop and restart without holding the
+# Issue 26 on a GPU host: start, stop and restart without holding the
 # host's tracing. Phases (PHASES=ten,all,flood,before; in that order, so
 # that the old binary's slow removals come last):
 #   ten     ten back-to-back runs (GAP=s: a pause between them): start nvprobe, one real cuInit (python

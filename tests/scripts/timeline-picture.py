@@ -8,7 +8,7 @@ longest named), instants as ticks. Usage:
   python3 tests/scripts/timeline-picture.py x.pftrace docs/img/h200-startup.png [PID]
 
 PID keeps one process (and the GPU tracks); default: the process with the
-most slices. This is not Perfetto's UI (which cannot run here): open the
+most slices. This is not Perfetto's UI (a web application): open the
 trace in ui.perfetto.dev for that."""
 import sys
 
