@@ -1,6 +1,6 @@
 //! The driver layer: kprobe/kretprobe pairs on functions inside nvidia,
 //! nvidia_uvm and the kernel's HMM code (the hook table is
-//! `nvprobe::hooks::HOOKS`, numbered as `nvprobe_common::DRIVER_HOOKS`).
+//! `nvprobe_common::hooks::HOOKS`, each hook numbered by its place there).
 //! aya 0.14 has no kprobe attach cookies, so each hook has its own pair of
 //! programs, made by `hook!`.
 //!
