@@ -317,6 +317,107 @@ pub fn btf_prototypes(dir: &Path) -> Result<Vec<(&'static Hook, Option<String>)>
         .collect())
 }
 
+/// The driver modules whose functions the table hooks.
+pub const MODULES: [&str; 2] = ["nvidia", "nvidia_uvm"];
+
+/// What a host and a BTF folder say of one driver module, for `nvprobe
+/// hooks`: whether the module is loaded on the host, and whether the folder
+/// has its BTF (the rows' kallsyms and btf columns follow from these).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModuleState {
+    pub name: &'static str,
+    /// Loaded (or built in) on the host; None: it cannot be told.
+    pub loaded: Option<bool>,
+    /// How that was told: the files looked at, in words.
+    pub evidence: String,
+    /// The folder has the module's BTF (a regular file DIR/NAME).
+    pub btf: bool,
+    /// The table's hooks inside the module.
+    pub hooks: usize,
+}
+
+/// NAME's state on the host at ROOT (`/sys/module/NAME`, else
+/// `/proc/modules`) and in the BTF folder DIR.
+pub fn module_state(root: &Path, dir: &Path, name: &'static str) -> ModuleState {
+    let sys = root.join("sys/module");
+    let (loaded, evidence) = if sys.join(name).is_dir() {
+        (Some(true), format!("/sys/module/{name} exists"))
+    } else {
+        match fs::read_to_string(root.join("proc/modules")) {
+            Ok(t) => {
+                let listed = t.lines().any(|l| l.split_whitespace().next() == Some(name));
+                let e = if listed {
+                    format!("listed in /proc/modules, though /sys/module/{name} is missing")
+                } else {
+                    format!("no /sys/module/{name}, not in /proc/modules")
+                };
+                (Some(listed), e)
+            }
+            Err(_) if sys.is_dir() => (
+                Some(false),
+                format!(
+                    "no /sys/module/{name}, and this kernel cannot load modules (no /proc/modules)"
+                ),
+            ),
+            Err(_) => (
+                None,
+                "no /sys/module and no /proc/modules to tell".to_owned(),
+            ),
+        }
+    };
+    ModuleState {
+        name,
+        loaded,
+        evidence,
+        btf: crate::safefs::open_regular(dir, name).is_ok(),
+        hooks: HOOKS.iter().filter(|h| h.target.module() == name).count(),
+    }
+}
+
+/// One line on a module for `nvprobe hooks`, said before its table: what
+/// its rows rest on, and what to do when they cannot say much. DIR is the
+/// BTF folder read; `this_host`: it is the host's own /sys/kernel/btf.
+pub fn module_note(m: &ModuleState, dir: &Path, this_host: bool) -> String {
+    let name = m.name;
+    let n = m.hooks;
+    let btf_path = dir.join(name);
+    if this_host {
+        return match (m.loaded, m.btf) {
+            (Some(false), _) => format!(
+                "module {name}: not loaded on this host ({}): its {n} hooks below have no symbol in kallsyms and no BTF to check. Load the driver (modprobe {name}), or check another host's BTF with --btf-dir DIR (a copy of its /sys/kernel/btf)",
+                m.evidence
+            ),
+            (_, true) => format!("module {name}: loaded; BTF {}", btf_path.display()),
+            (Some(true), false) => format!(
+                "module {name}: loaded ({}), but without BTF (no {}: built without CONFIG_DEBUG_INFO_BTF_MODULES, or without pahole): the prototypes of its {n} hooks cannot be checked",
+                m.evidence,
+                btf_path.display()
+            ),
+            (None, false) => format!(
+                "module {name}: no BTF (no {}), and whether it is loaded cannot be told ({})",
+                btf_path.display(),
+                m.evidence
+            ),
+        };
+    }
+    let here = match m.loaded {
+        Some(false) => format!(
+            "; not loaded on this host ({}), so this host's kallsyms has none of its hooks",
+            m.evidence
+        ),
+        _ => String::new(),
+    };
+    if m.btf {
+        format!("module {name}: BTF {}{here}", btf_path.display())
+    } else {
+        format!(
+            "module {name}: no BTF in {} (no {}): the prototypes of its {n} hooks cannot be checked; copy /sys/kernel/btf/{name} there from a host where the module is loaded{here}",
+            dir.display(),
+            btf_path.display()
+        )
+    }
+}
+
 /// A name in a snapshot's listing of a directory (`ROOT/DIR.list`, one
 /// name per line), for directories whose files are not copied.
 pub(crate) fn listed(root: &Path, dir: &str, name: &str) -> bool {
@@ -426,6 +527,48 @@ mod tests {
         fn drop(&mut self) {
             let _ = std::fs::remove_dir_all(&self.0);
         }
+    }
+
+    /// Issue 27, item 5: a host without the driver says so per module,
+    /// with the evidence; a BTF folder without a module's BTF says that.
+    #[test]
+    fn each_module_is_said_loaded_or_not() {
+        let root = BtfDir::new();
+        let btf = root.0.join("sys/kernel/btf");
+        std::fs::create_dir_all(&btf).expect("mkdir");
+        std::fs::create_dir_all(root.0.join("sys/module/nvidia")).expect("mkdir");
+        std::fs::write(btf.join("nvidia"), empty_btf()).expect("btf");
+        let nv = module_state(&root.0, &btf, "nvidia");
+        assert_eq!((nv.loaded, nv.btf, nv.hooks), (Some(true), true, 6));
+        assert_eq!(
+            module_note(&nv, Path::new("/sys/kernel/btf"), true),
+            "module nvidia: loaded; BTF /sys/kernel/btf/nvidia"
+        );
+        // No /proc/modules: a kernel that cannot load modules.
+        let uvm = module_state(&root.0, &btf, "nvidia_uvm");
+        assert_eq!((uvm.loaded, uvm.btf), (Some(false), false));
+        assert_eq!(
+            module_note(&uvm, Path::new("/sys/kernel/btf"), true),
+            "module nvidia_uvm: not loaded on this host (no /sys/module/nvidia_uvm, and this kernel cannot load modules (no /proc/modules)): its 7 hooks below have no symbol in kallsyms and no BTF to check. Load the driver (modprobe nvidia_uvm), or check another host's BTF with --btf-dir DIR (a copy of its /sys/kernel/btf)"
+        );
+        std::fs::create_dir_all(root.0.join("proc")).expect("mkdir");
+        std::fs::write(root.0.join("proc/modules"), "nvidia_uvm 1 0 - Live 0x0\n").expect("w");
+        let uvm = module_state(&root.0, &btf, "nvidia_uvm");
+        assert_eq!(uvm.loaded, Some(true));
+        assert!(
+            module_note(&uvm, &btf, true).contains("loaded (listed in /proc/modules, though /sys/module/nvidia_uvm is missing), but without BTF"),
+            "{}",
+            module_note(&uvm, &btf, true)
+        );
+        std::fs::write(root.0.join("proc/modules"), "other 1 0 - Live 0x0\n").expect("w");
+        let uvm = module_state(&root.0, &btf, "nvidia_uvm");
+        assert!(
+            module_note(&uvm, Path::new("/copy"), false).starts_with(
+                "module nvidia_uvm: no BTF in /copy (no /copy/nvidia_uvm): the prototypes of its 7 hooks cannot be checked; copy /sys/kernel/btf/nvidia_uvm there from a host where the module is loaded; not loaded on this host (no /sys/module/nvidia_uvm, not in /proc/modules)"
+            ),
+            "{}",
+            module_note(&uvm, Path::new("/copy"), false)
+        );
     }
 
     /// BTF that parses: a header and an empty string section.

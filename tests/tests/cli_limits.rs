@@ -81,3 +81,105 @@ fn a_perfetto_file_at_a_link_is_refused() {
     assert!(!target.exists(), "nothing written through the link");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// Issue 27, item 3: `--pid` of no running process traced nothing, and
+/// said nothing. Refused now (exit 2), with why (a free pid goes to
+/// whichever process comes next) and what to do; a thread's id names its
+/// process. The pid of a child that has exited and been reaped is free
+/// until pids wrap around.
+#[test]
+fn a_pid_of_no_running_process_is_refused() {
+    let mut c = std::process::Command::new("true").spawn().expect("spawn");
+    let gone = c.id();
+    c.wait().expect("wait");
+    let (code, err) = watch(&["--pid", &gone.to_string(), "--duration", "1"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "nvprobe: error: --pid: no process {gone} is running (no /proc/{gone}). --pid follows processes that run when nvprobe starts: a pid that is free now goes to whichever process the kernel makes next"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("or follow a program by name from its start with --comm NAME"),
+        "{err}"
+    );
+    // `top` takes watch's options, checked the same way.
+    let o = Command::new(bin("nvprobe"))
+        .args(["top", "--pid", &gone.to_string(), "--duration", "1"])
+        .output()
+        .expect("run nvprobe top");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains(&format!("no process {gone} is running")));
+    // A thread of this test: its process is named.
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+    let t = std::thread::spawn(move || {
+        tid_tx.send(nix::unistd::gettid().as_raw()).expect("tid");
+        let _ = rx.recv();
+    });
+    let tid = tid_rx.recv().expect("tid");
+    let (code, err) = watch(&["--pid", &tid.to_string(), "--duration", "1"]);
+    drop(tx);
+    t.join().expect("thread");
+    assert_eq!(code, Some(2), "{err}");
+    let me = std::process::id();
+    assert!(
+        err.contains(&format!("--pid: {tid} is a thread of process {me} ("))
+            && err.contains(&format!("here --pid {me}")),
+        "{err}"
+    );
+}
+
+/// Issue 27, item 4: `--device` of a missing file said "cannot stat it
+/// (… is the FUSE/test server running?)" with a kind, and with none that
+/// it could not tell the kind. Every form says which file, why, and what
+/// to do; no test-harness words.
+#[test]
+fn device_files_are_checked_when_parsed() {
+    let d = std::env::temp_dir().join(format!("nvprobe-devarg-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("tmp");
+    let gone = d.join("nvidiactl");
+    let g = gone.to_str().expect("utf8");
+    for arg in [
+        g.to_owned(),
+        format!("{g}=ctl"),
+        d.join("stand-in").display().to_string(),
+    ] {
+        let (code, err) = watch(&["--device", &arg, "--duration", "1"]);
+        assert_eq!(code, Some(2), "{arg}: {err}");
+        let path = arg.trim_end_matches("=ctl");
+        assert!(
+            err.contains(&format!("for '--device <PATH[=KIND]>': {path}: no such file. --device names a file that exists when nvprobe starts, one the traced programs open as an NVIDIA device")),
+            "{arg}: {err}"
+        );
+        assert!(err.contains("check the path"), "{err}");
+        assert!(
+            !err.contains("FUSE") && !err.contains("test server"),
+            "{err}"
+        );
+    }
+    let other = d.join("stand-in");
+    std::fs::write(&other, "").expect("file");
+    let o = other.to_str().expect("utf8");
+    let (code, err) = watch(&["--device", o, "--duration", "1"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(&format!("{o}: which NVIDIA device it stands for cannot be told from its name (nvidiactl, nvidiaN and nvidia-uvm can): add =ctl, =gpu or =uvm, e.g. --device {o}=ctl")),
+        "{err}"
+    );
+    let (code, err) = watch(&["--device", &format!("{o}=modeset"), "--duration", "1"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(&format!("\"modeset\" is not a kind of NVIDIA device: the kinds are ctl (nvidiactl), gpu (nvidiaN) and uvm (nvidia-uvm): write {o}=ctl, {o}=gpu or {o}=uvm")),
+        "{err}"
+    );
+    let (code, err) = watch(&["--device", d.to_str().expect("utf8"), "--duration", "1"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("is a directory: --device names the file"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}

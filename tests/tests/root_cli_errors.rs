@@ -42,7 +42,7 @@ fn user_errors_give_clear_messages_and_exit_codes() {
     let (code, err) = run(&["watch", "--device", "/nonexistent/nvidiactl"], None);
     assert_eq!(code, Some(2), "{err}");
     assert!(
-        err.contains("/nonexistent/nvidiactl") && err.contains("cannot stat"),
+        err.contains("/nonexistent/nvidiactl: no such file. --device names a file that exists"),
         "{err}"
     );
     let (code, err) = run(&["watch", "--device", "/dev/null"], None);
@@ -75,4 +75,37 @@ fn user_errors_give_clear_messages_and_exit_codes() {
     let (code, err) = run(&["decode", "/nonexistent.ndjson"], None);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("cannot open /nonexistent.ndjson"), "{err}");
+}
+
+/// Issue 27, item 3: nvprobe in a pid namespace of its own (a container
+/// without the host's): the pids its /proc shows are not the kernel's, on
+/// which --pid is filtered. Refused (exit 2) with what to do; without
+/// --pid it still starts.
+#[test]
+fn pids_from_another_pid_namespace_are_refused() {
+    need_root!();
+    let _g = lock();
+    if Command::new("unshare").arg("--version").output().is_err() {
+        eprintln!("skipping: unshare(1) is not installed");
+        return;
+    }
+    let o = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "--"])
+        .arg(bin("nvprobe"))
+        .args(["watch", "--pid", "1", "--duration", "1"])
+        .output()
+        .expect("unshare");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(
+            "nvprobe: error: --pid 1: nvprobe runs in a pid namespace other than the host's"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("docker run --pid=host, hostPID: true in Kubernetes")
+            && err.contains("--comm NAME"),
+        "{err}"
+    );
 }

@@ -1,12 +1,12 @@
 //! `nvprobe doctor`: check this host (or a host tree or snapshot) for what
 //! breaks CUDA start-up and tracing.
 
-use std::path::PathBuf;
+use std::{io::Write as _, path::PathBuf};
 
 use clap::Args;
 use nvprobe::render;
 
-use super::Fail;
+use super::{Fail, exit};
 
 #[derive(Args)]
 pub struct DoctorArgs {
@@ -47,7 +47,7 @@ fn root_kind(p: &std::path::Path) -> Result<RootKind, Fail> {
     use std::os::unix::fs::FileTypeExt as _;
     let refuse = |why: String| {
         Fail(
-            2,
+            exit::USAGE,
             anyhow::anyhow!("--root {}: {why}: {ROOT_TAKES}", p.display()),
         )
     };
@@ -82,7 +82,7 @@ pub fn run(a: DoctorArgs) -> Result<(), Fail> {
     let given = a.root.clone();
     if a.snapshot.is_some() && given.is_some() {
         return Err(Fail(
-            2,
+            exit::USAGE,
             anyhow::anyhow!("--snapshot captures this host: it cannot be combined with --root"),
         ));
     }
@@ -91,7 +91,7 @@ pub fn run(a: DoctorArgs) -> Result<(), Fail> {
         None => PathBuf::from("/"),
         Some(p) => match root_kind(p)? {
             RootKind::Archive => {
-                let d = doctor::snapshot::unpack(p).map_err(|e| Fail(2, e))?;
+                let d = doctor::snapshot::unpack(p).map_err(|e| Fail(exit::USAGE, e))?;
                 unpacked = Some(d.clone());
                 d
             }
@@ -103,7 +103,7 @@ pub fn run(a: DoctorArgs) -> Result<(), Fail> {
     let target = match &a.snapshot {
         Some(out) => Some(doctor::snapshot::Target::create(out).map_err(|e| {
             Fail(
-                2,
+                exit::USAGE,
                 e.context(format!(
                     "--snapshot {}: could not write the snapshot",
                     out.display()
@@ -129,20 +129,21 @@ pub fn run(a: DoctorArgs) -> Result<(), Fail> {
             if let Some(t) = target {
                 t.discard();
             }
-            return Err(Fail(2, anyhow::anyhow!(e)));
+            return Err(Fail(exit::USAGE, anyhow::anyhow!(e)));
         }
     };
     if let (Some(out), Some(target)) = (&a.snapshot, target) {
         let n = target.write(&checks, a.user.as_deref()).map_err(|e| {
             Fail(
-                2,
+                exit::USAGE,
                 e.context(format!(
                     "--snapshot {}: could not write the snapshot",
                     out.display()
                 )),
             )
         })?;
-        eprintln!(
+        let _ = writeln!(
+            std::io::stderr(),
             "nvprobe: wrote a snapshot of this host to {} ({n} files); check it elsewhere with: nvprobe doctor --root {}",
             out.display(),
             out.display()
@@ -175,14 +176,13 @@ pub fn run(a: DoctorArgs) -> Result<(), Fail> {
             "result": worst,
             "checks": checks,
         });
-        println!("{doc}");
+        super::print(&format!("{doc}\n"))?;
     } else {
-        print!("{}", doctor::text(&checks));
-        println!("({scope})");
+        super::print(&format!("{}({scope})\n", doctor::text(&checks)))?;
     }
     if worst == Verdict::Fail {
         return Err(Fail(
-            1,
+            exit::RUNTIME,
             anyhow::anyhow!("a check failed: see FAIL above and its hint"),
         ));
     }

@@ -1,12 +1,15 @@
 //! `nvprobe export --perfetto REC -o FILE`: a recording as a Perfetto trace
 //! (nvprobe::perfetto), for ui.perfetto.dev or trace processor.
 
-use std::{io::Write, path::PathBuf};
+use std::{
+    io::{self, IsTerminal as _, Write},
+    path::{Path, PathBuf},
+};
 
 use clap::Args;
 use nvprobe::output::{OutputSpec, parse_mode};
 
-use super::Fail;
+use super::{Fail, exit};
 
 #[derive(Args)]
 pub struct ExportArgs {
@@ -18,7 +21,8 @@ pub struct ExportArgs {
     #[arg(long, required = true)]
     pub perfetto: bool,
     /// The trace file to create (0600, never through a link; an existing
-    /// file only with --force).
+    /// file only with --force), or - for standard output (a pipe or a
+    /// file, not a terminal: the trace is binary).
     #[arg(short, long, value_name = "FILE")]
     pub output: PathBuf,
     /// Overwrite FILE if it exists (a regular file).
@@ -35,23 +39,44 @@ pub fn run(a: ExportArgs) -> Result<(), Fail> {
         let (_, id) = super::decode::open_input(&a.file, &name)?;
         id
     };
+    let to_stdout = a.output == Path::new("-");
+    if to_stdout && io::stdout().is_terminal() {
+        return Err(Fail(
+            exit::USAGE,
+            anyhow::anyhow!(
+                "-o -: standard output is a terminal, and a Perfetto trace is binary: redirect it (-o - > run.pftrace, or into a pipe) or give -o FILE"
+            ),
+        ));
+    }
     let spec = OutputSpec {
-        path: Some(a.output.clone()),
+        path: (!to_stdout).then(|| a.output.clone()),
         force: a.force,
         mode: a.output_mode,
         input,
     };
-    spec.check().map_err(|e| Fail(2, e))?;
+    spec.check().map_err(|e| Fail(exit::USAGE, e))?;
     let (exporter, bad): (nvprobe::perfetto::Exporter, _) = super::diff::decoded(&a.file)?;
-    let opened = spec.open().map_err(|e| Fail(2, e))?;
-    let mut w = std::io::BufWriter::new(opened.writer);
+    let opened = spec.open().map_err(|e| Fail(exit::USAGE, e))?;
+    let target = if to_stdout {
+        "standard output".to_owned()
+    } else {
+        a.output.display().to_string()
+    };
+    let mut w = io::BufWriter::new(opened.writer);
+    // The io::Error is kept: a reader that went away (`-o - | head -c1`)
+    // ends export quietly (main).
     let s = exporter
         .finish(&mut w)
         .and_then(|s| w.flush().map(|()| s))
-        .map_err(|e| Fail(1, anyhow::anyhow!("writing {}: {e}", a.output.display())))?;
-    eprintln!(
-        "nvprobe: {}: {} processes, {} threads, {} GPUs, {} slices, {} instants{} (open it in ui.perfetto.dev)",
-        a.output.display(),
+        .map_err(|e| {
+            Fail(
+                exit::RUNTIME,
+                anyhow::Error::new(e).context(format!("writing {target}")),
+            )
+        })?;
+    let _ = writeln!(
+        io::stderr(),
+        "nvprobe: {target}: {} processes, {} threads, {} GPUs, {} slices, {} instants{} (open it in ui.perfetto.dev)",
         s.processes,
         s.threads,
         s.gpus,

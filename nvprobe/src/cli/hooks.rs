@@ -5,7 +5,10 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use nvprobe::render;
 
-use super::Fail;
+use super::{Fail, exit};
+
+/// This host's BTF folder, the default of --btf-dir.
+const HOST_BTF: &str = "/sys/kernel/btf";
 
 #[derive(Args)]
 pub struct HooksArgs {
@@ -13,7 +16,8 @@ pub struct HooksArgs {
     /// /sys/kernel/btf from another host) instead of /sys/kernel/btf. Only
     /// regular files inside DIR are read (no link out of it, no FIFO or
     /// device), 64 MiB each at most; anything else is refused (exit 2).
-    #[arg(long, value_name = "DIR", default_value = "/sys/kernel/btf")]
+    /// The kallsyms column is always this host's.
+    #[arg(long, value_name = "DIR", default_value = HOST_BTF)]
     pub btf_dir: PathBuf,
     /// One JSON document instead of text.
     #[arg(long)]
@@ -26,20 +30,45 @@ pub fn run(a: HooksArgs) -> Result<(), Fail> {
     // says which and why), or one that is not BTF.
     let protos = hooks::btf_prototypes(&a.btf_dir).map_err(|e| {
         Fail(
-            2,
+            exit::USAGE,
             anyhow::anyhow!(
                 "{e}; --btf-dir needs vmlinux (and the nvidia, nvidia_uvm module BTF to check them)"
             ),
         )
     })?;
-    let syms = hooks::kallsyms(Path::new("/"));
+    let root = Path::new("/");
+    let this_host = a.btf_dir == Path::new(HOST_BTF);
+    // Each module said once, before its rows: a host without the driver
+    // shows every module hook as absent, and this says why.
+    let modules: Vec<hooks::ModuleState> = hooks::MODULES
+        .iter()
+        .map(|m| hooks::module_state(root, &a.btf_dir, m))
+        .collect();
+    let notes: Vec<String> = modules
+        .iter()
+        .map(|m| hooks::module_note(m, &a.btf_dir, this_host))
+        .collect();
+    let syms = hooks::kallsyms(root);
+    let mut text = String::new();
+    for n in &notes {
+        text.push_str(n);
+        text.push('\n');
+    }
     let mut rows = Vec::new();
     for (h, btf) in &protos {
         let in_kallsyms = syms
             .as_ref()
             .map(|s| s.contains(&(h.name.to_owned(), h.target.module().to_owned())));
         let form = btf.as_deref().and_then(|b| hooks::known_form(h, b));
+        // "not in BTF": the BTF was read and has no such function (inlined,
+        // or the RM core, which has none); "no module BTF": there was no
+        // BTF of its module to read.
+        let module_btf = modules
+            .iter()
+            .find(|m| m.name == h.target.module())
+            .is_none_or(|m| m.btf);
         let check = match (btf, form) {
+            (None, _) if !module_btf => "no module BTF",
             (None, _) => "not in BTF",
             (Some(_), Some(_)) => "matches",
             (Some(_), None) => "differs",
@@ -55,32 +84,48 @@ pub fn run(a: HooksArgs) -> Result<(), Fail> {
             // "older": an earlier driver's prototype of the function.
             "form": form,
         }));
-        if !a.json {
-            println!(
-                "{:<32} {:<10} kallsyms:{:<4} btf:{}{}",
-                h.name,
-                h.target.module(),
-                in_kallsyms.map_or("?", |b| if b { "yes" } else { "no" }),
-                check,
-                if form == Some("older") {
-                    " (an earlier driver's prototype)"
-                } else {
-                    ""
-                }
-            );
-            if let Some(b) = btf {
-                println!("    {b}");
+        text.push_str(&format!(
+            "{:<32} {:<10} kallsyms:{:<4} btf:{}{}\n",
+            h.name,
+            h.target.module(),
+            in_kallsyms.map_or("?", |b| if b { "yes" } else { "no" }),
+            check,
+            if form == Some("older") {
+                " (an earlier driver's prototype)"
+            } else {
+                ""
             }
-            if check == "differs" {
-                println!("    assumed: {}", h.prototype);
-            }
+        ));
+        if let Some(b) = btf {
+            text.push_str(&format!("    {b}\n"));
+        }
+        if check == "differs" {
+            text.push_str(&format!("    assumed: {}\n", h.prototype));
         }
     }
     if a.json {
-        println!(
-            "{}",
-            serde_json::json!({ "v": render::SCHEMA_VERSION, "type": "hooks", "btf_dir": a.btf_dir.display().to_string(), "hooks": rows })
-        );
+        let modules: Vec<serde_json::Value> = modules
+            .iter()
+            .zip(&notes)
+            .map(|(m, note)| {
+                serde_json::json!({
+                    "name": m.name,
+                    "loaded": m.loaded,
+                    "evidence": m.evidence,
+                    "btf": m.btf,
+                    "hooks": m.hooks,
+                    "note": note,
+                })
+            })
+            .collect();
+        let doc = serde_json::json!({
+            "v": render::SCHEMA_VERSION,
+            "type": "hooks",
+            "btf_dir": a.btf_dir.display().to_string(),
+            "modules": modules,
+            "hooks": rows,
+        });
+        return super::print(&format!("{doc}\n"));
     }
-    Ok(())
+    super::print(&text)
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::{Fail, parse_secs, watch::WatchArgs};
+use super::{Fail, exit, parse_secs, watch::WatchArgs};
 
 #[derive(Args)]
 pub struct TopArgs {
@@ -28,7 +28,7 @@ pub fn run(a: TopArgs) -> Result<(), Fail> {
     let interval = match a.interval {
         Some(s) if !(s.is_finite() && (0.05..=3600.0).contains(&s)) => {
             return Err(Fail(
-                2,
+                exit::USAGE,
                 anyhow::anyhow!("--interval must be between 0.05 and 3600 seconds"),
             ));
         }

@@ -41,6 +41,10 @@ pub use crate::attach::table::CUDA_PROGRAMS as PROGRAMS;
 pub enum Hooks {
     /// The calls a program makes while it starts CUDA ([`STARTUP`]): cheap,
     /// none of them on a kernel launch or copy path.
+    // `--help` shows this text, not the doc comment (whose link is rustdoc's).
+    #[value(
+        help = "The calls a program makes while it starts CUDA (58 functions): cheap, none of them on a kernel launch or copy path"
+    )]
     #[default]
     Startup,
     /// Every CUDA driver API function the libcuda exports (launches and

@@ -26,8 +26,8 @@ use nvprobe::{
 };
 
 use super::{
-    Fail, OutputArgs, output_spec, parse_comm, parse_pid, parse_ringbuf, parse_secs, start_fail,
-    version_ctx,
+    Fail, OutputArgs, check_pids, output_spec, parse_comm, parse_device, parse_pid, parse_ringbuf,
+    parse_secs, start_fail, version_ctx,
 };
 
 #[derive(Args)]
@@ -46,7 +46,10 @@ pub struct WatchArgs {
     /// docs/BENCHMARKS.md; best with --pid or --events failures).
     #[arg(long, value_name = "SET", value_enum, default_value_t = Hooks::Startup)]
     pub libcuda_hooks: Hooks,
-    /// Only this process (thread-group id); repeatable. Filtered in the kernel.
+    /// Only this process (thread-group id, as the host's /proc shows it);
+    /// repeatable. Filtered in the kernel. The process must be running when
+    /// nvprobe starts (a free pid goes to whichever process comes next):
+    /// to see a program from its very start, use --comm.
     #[arg(long, value_name = "PID", value_parser = parse_pid)]
     pub pid: Vec<u32>,
     /// Only processes with this name (comm); repeatable. The kernel keeps
@@ -55,8 +58,9 @@ pub struct WatchArgs {
     #[arg(long, value_name = "COMM", value_parser = parse_comm)]
     pub comm: Vec<String>,
     /// Treat PATH as an NVIDIA device file of KIND (ctl, gpu or uvm), for odd
-    /// setups and tests; repeatable. KIND is guessed from names like nvidiactl.
-    #[arg(long, value_name = "PATH[=KIND]")]
+    /// setups and tests; repeatable. PATH must exist when nvprobe starts;
+    /// KIND may be left out for the names nvidiactl, nvidiaN and nvidia-uvm.
+    #[arg(long, value_name = "PATH[=KIND]", value_parser = parse_device)]
     pub device: Vec<ExtraDevice>,
     /// Keep each kernel record (hex) in the JSON, so `nvprobe decode` can
     /// decode the recording again later.
@@ -142,7 +146,7 @@ impl WatchArgs {
                 anyhow::anyhow!("--duration must be a positive number of seconds"),
             ));
         }
-        Ok(())
+        check_pids(&self.pid, Path::new("/proc"))
     }
 }
 
@@ -165,7 +169,17 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
         .transpose()?;
     let mut extra = Vec::new();
     for d in &a.device {
-        let id = host::file_identity(&d.path).map_err(|e| Fail(2, e))?;
+        // parse_device found the file: this fails only if it went since.
+        let id = host::file_identity(&d.path).map_err(|e| {
+            Fail(
+                2,
+                anyhow::anyhow!(
+                    "--device {}: {} (it was there when the arguments were read): it must stay while nvprobe runs",
+                    d.path.display(),
+                    e.root_cause()
+                ),
+            )
+        })?;
         extra.push((d.clone(), id));
     }
     attach::check_root().map_err(start_fail)?;
