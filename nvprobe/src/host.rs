@@ -436,7 +436,7 @@ fn guess_kind(path: &str) -> Option<DevKind> {
 pub fn file_identity(path: &Path) -> anyhow::Result<(u32, u64)> {
     let st = stat(path).with_context(|| {
         format!(
-            "--device {}: cannot stat it (does it exist, and is the FUSE/test server running?)",
+            "--device {}: cannot stat it (it existed when nvprobe started: was it removed, or its mount unmounted?)",
             path.display()
         )
     })?;

@@ -184,7 +184,7 @@ impl Replay<'_> {
 }
 
 /// Bad lines said one by one on stderr; the rest are counted.
-const BAD_LINES_SAID: u64 = 100;
+const BAD_LINES_SAID: u64 = 10;
 
 /// Decode a recording through the pipeline; the summary is written last.
 /// A write error stops it at once ([`crate::output::WriteFailed`]).

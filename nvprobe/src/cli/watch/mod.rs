@@ -509,7 +509,12 @@ fn listen(addr: std::net::SocketAddr) -> Result<std::net::TcpListener, Fail> {
 /// A write error: the reader going away ends nvprobe quietly (exit 0, see
 /// `main`), anything else is an error (exit 1).
 fn write_fail(e: std::io::Error) -> Fail {
-    Fail(1, e.into())
+    // Said as the writer thread says it, whichever write met it first.
+    let f = nvprobe::output::WriteFailure {
+        kind: e.kind(),
+        message: e.to_string(),
+    };
+    Fail(1, WriteFailed(f).into())
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
