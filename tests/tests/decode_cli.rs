@@ -5,6 +5,8 @@
 //!
 //! This file: `nvprobe decode` of a recording (text and NDJSON).
 
+use std::process::Command;
+
 use nvprobe::render::schema;
 use nvprobe_tests::harness::{bin, fixture};
 use serde_json::Value;
@@ -69,4 +71,28 @@ fn decode_carries_stalls_and_the_recorded_losses() {
     assert_eq!(s["lost"]["total"], 5);
     assert_eq!(recs.iter().filter(|r| r["type"] == "stall").count(), 2);
     let _ = std::fs::remove_file(&path);
+}
+
+/// `-o -` is stdout, as for export: nothing named "-" is created.
+#[test]
+fn output_dash_is_stdout() {
+    let dir = std::env::temp_dir().join(format!("nvprobe-dash-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let o = Command::new(bin("nvprobe"))
+        .current_dir(&dir)
+        .args(["decode", "--json", "-o", "-"])
+        .arg(fixture("h200-580.159.04-cuinit-ctypes.ndjson"))
+        .output()
+        .expect("decode");
+    let made = dir.join("-").exists();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(!made, "a file named - was created");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.lines()
+            .last()
+            .is_some_and(|l| l.contains("\"type\":\"summary\"")),
+        "{out}"
+    );
 }

@@ -47,9 +47,9 @@ pub struct OutputArgs {
     /// counts the lines left out. JSON and OTLP always hold every record.
     #[arg(long)]
     pub all_processes: bool,
-    /// Write to FILE instead of stdout. FILE is created (mode 0600, see
-    /// --output-mode) once start-up has succeeded; an existing file is
-    /// refused unless --force is given, a symbolic link always.
+    /// Write to FILE instead of stdout (`-`: stdout). FILE is created (mode
+    /// 0600, see --output-mode) once start-up has succeeded; an existing
+    /// file is refused unless --force is given, a symbolic link always.
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// With -o: overwrite FILE if it exists (a regular file).
@@ -229,7 +229,8 @@ pub fn undecodable(bad: &[(&str, u64)]) -> Result<(), Fail> {
 /// Where the output goes, checked now (exit 2), opened after start-up.
 pub fn output_spec(a: &OutputArgs, input: Option<(u64, u64)>) -> Result<OutputSpec, Fail> {
     let spec = OutputSpec {
-        path: a.output.clone(),
+        // `-o -` is stdout, as for export (never a file named "-").
+        path: a.output.clone().filter(|p| p.as_os_str() != "-"),
         force: a.force,
         mode: a.output_mode,
         input,
