@@ -131,6 +131,20 @@ pub fn attach_device_program(cgroup: BorrowedFd<'_>, insns: &[bpf_insn]) -> io::
     bpf(bpf_cmd::BPF_PROG_ATTACH, &mut attr).map(|_| ())
 }
 
+/// A tracepoint program of raw instructions (the benchmarks' empty
+/// program: the cost of a program on a tracepoint, with nothing in it).
+pub fn load_tracepoint_program(insns: &[bpf_insn]) -> io::Result<OwnedFd> {
+    let license = CString::new("GPL").map_err(io::Error::other)?;
+    let mut load = ProgLoad {
+        prog_type: bpf_prog_type::BPF_PROG_TYPE_TRACEPOINT as u32,
+        insn_cnt: insns.len() as u32,
+        insns: insns.as_ptr() as u64,
+        license: license.as_ptr() as u64,
+        ..ProgLoad::default()
+    };
+    Ok(owned(bpf(bpf_cmd::BPF_PROG_LOAD, &mut load)?))
+}
+
 /// `BPF_F_UPROBE_MULTI_RETURN`: the link's probes are return probes.
 const UPROBE_MULTI_RETURN: u32 = aya_obj::generated::BPF_F_UPROBE_MULTI_RETURN;
 

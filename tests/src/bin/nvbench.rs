@@ -78,6 +78,11 @@ enum Cmd {
     /// a classic bpftrace asks for; it takes the kernel's tracing lock) on
     /// libc's getppid, then detach it; prints how long each took.
     TracerAttach,
+    /// The baseline of a tracer's cost: an empty BPF program (return 0) on
+    /// syscalls/sys_enter_ioctl and one on sys_exit_ioctl, as nvprobe's
+    /// ioctl programs sit, held until stdin closes (prints "attached"
+    /// first).
+    EmptyTracepoints,
     /// A device cgroup (v2) that refuses char devices of MAJOR: a
     /// BPF_CGROUP_DEVICE program attached to the cgroup directory CGROUP
     /// (it stays until the cgroup is removed). For the "who refused"
@@ -308,6 +313,43 @@ fn main() -> anyhow::Result<()> {
                 "{}",
                 json!({ "attach_s": attach, "detach_s": detach, "path": path, "offset": off })
             );
+            return Ok(());
+        }
+        Cmd::EmptyTracepoints => {
+            let ret0: Vec<aya_obj::generated::bpf_insn> =
+                [(0xb7u8, 0u8, 0u8, 0i16, 0i32), (0x95, 0, 0, 0, 0)]
+                    .iter()
+                    .map(|&(code, dst, src, off, imm)| aya_obj::generated::bpf_insn {
+                        code,
+                        _bitfield_align_1: [],
+                        _bitfield_1: aya_obj::generated::bpf_insn::new_bitfield_1(dst, src),
+                        off,
+                        imm,
+                    })
+                    .collect();
+            let mut links = Vec::new();
+            for tp in ["sys_enter_ioctl", "sys_exit_ioctl"] {
+                let id_path = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+                    .iter()
+                    .map(|d| format!("{d}/events/syscalls/{tp}/id"))
+                    .find(|p| std::path::Path::new(p).exists())
+                    .with_context(|| {
+                        format!("no tracefs id for syscalls/{tp} (is tracefs mounted?)")
+                    })?;
+                let id: u64 = std::fs::read_to_string(&id_path)?.trim().parse()?;
+                let prog = nvprobe::attach::sys::load_tracepoint_program(&ret0)
+                    .context("loading an empty tracepoint program")?;
+                let ev = nvprobe::attach::sys::perf_tracepoint(id)
+                    .with_context(|| format!("perf event for syscalls/{tp}"))?;
+                let link =
+                    nvprobe::attach::sys::perf_event_link(std::os::fd::AsFd::as_fd(&prog), ev, 0)
+                        .with_context(|| format!("attaching to syscalls/{tp}"))?;
+                links.push((prog, link));
+            }
+            println!("{}", json!({ "attached": links.len() }));
+            let mut sink = String::new();
+            let _ = std::io::stdin().read_line(&mut sink);
+            drop(links);
             return Ok(());
         }
         Cmd::DenyDevice { cgroup, major } => {
