@@ -659,6 +659,25 @@ pub struct Config {
     pub quiet: u32,
     /// 1 when `RM_PARAMS` lists controls whose parameters are copied.
     pub rm_params: u32,
+    /// Benchmarks only (`NVPROBE_BENCH_SKIP`, [`bench_skip`]): parts of the
+    /// ioctl programs switched off, to measure what each costs. 0 always
+    /// when tracing.
+    pub bench_skip: u32,
+}
+
+/// [`Config::bench_skip`] bits: where the ioctl programs stop.
+pub mod bench_skip {
+    /// Entry: after the command-shape and pid filters (no fd resolution).
+    pub const ENTRY_FILTER: u32 = 1;
+    /// Entry: after resolving the fd to its device (no state kept, so the
+    /// exit finds none).
+    pub const ENTRY_RESOLVE: u32 = 2;
+    /// Exit: after taking the entry's state (no record).
+    pub const EXIT_STATE: u32 = 4;
+    /// Exit: no RM control parameter copy (the plain ioctl record).
+    pub const EXIT_NO_RM: u32 = 8;
+    /// Exit: the record without the parameter struct's head and tail.
+    pub const EXIT_NO_COPY: u32 = 16;
 }
 
 /// Kernel-internal dev_t helpers (`MAJOR()`/`MINOR()` in linux/kdev_t.h).

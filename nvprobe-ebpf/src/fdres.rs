@@ -50,6 +50,7 @@ static CONFIG: Config = Config {
     drv_ioctls: 0,
     quiet: 0,
     rm_params: 0,
+    bench_skip: 0,
 };
 
 #[inline(always)]
@@ -99,6 +100,12 @@ pub fn off_task_exit_code() -> u32 {
 }
 pub fn current_task_ptr() -> u64 {
     current_task()
+}
+
+/// Benchmarks only: [`nvprobe_common::bench_skip`] bits (0 when tracing).
+#[inline(always)]
+pub fn bench_skip() -> u32 {
+    cfg!(bench_skip)
 }
 
 #[inline(always)]

@@ -7,7 +7,7 @@
 use aya_ebpf::helpers::{bpf_probe_read_user, generated};
 use nvprobe_common::{
     EventKind, HEAD_LEN, Inflight, IoctlEvent, RM_DEREF_LEN, RM_PARAMS_LEN, RmControlEvent,
-    TAIL_LEN,
+    TAIL_LEN, bench_skip,
     ioctl::{
         NV_ESC_RM_CONTROL, NVKMS_IOCTL_IOWR, NVKMS_PARAMS_SIZE, NVOS54_SIZE, ioc_nr, ioc_size,
         is_escape, is_xfer,
@@ -111,6 +111,10 @@ pub(crate) fn ioctl_finish(ret: i64) -> Result<(), i64> {
     let Some(inf) = take_slot(tid(), Some(EventKind::Ioctl as u32)) else {
         return Ok(());
     };
+    let skip = crate::fdres::bench_skip();
+    if skip & bench_skip::EXIT_STATE != 0 {
+        return Ok(());
+    }
     let end = now();
 
     // Where the parameter struct is and how big it is.
@@ -161,7 +165,17 @@ pub(crate) fn ioctl_finish(ret: i64) -> Result<(), i64> {
         Some(_) => {}
     }
 
-    if let Some(rm) = rm_copy(&inf, ret, ptr, size) {
+    let rm = if skip & bench_skip::EXIT_NO_RM != 0 {
+        None
+    } else {
+        rm_copy(&inf, ret, ptr, size)
+    };
+    let (ptr, size) = if skip & bench_skip::EXIT_NO_COPY != 0 {
+        (0, 0)
+    } else {
+        (ptr, size)
+    };
+    if let Some(rm) = rm {
         if let Some(mut entry) = EVENTS.reserve::<RmControlEvent>(0) {
             let ev = entry.as_mut_ptr();
             // SAFETY: `ev` points at a reserved ring-buffer record of the

@@ -110,9 +110,13 @@ fn try_ioctl_enter(ctx: &TracePointContext) -> Result<(), i64> {
     if !nvidia_shaped(cmd) || !pid_allowed() {
         return Ok(());
     }
+    let skip = fdres::bench_skip();
+    if skip & nvprobe_common::bench_skip::ENTRY_FILTER != 0 {
+        return Ok(());
+    }
     let fd = arg::<u64>(ctx, ARG0)? as i32;
     let file = resolve_fd(fd).ok_or(0i64)?;
-    if file.kind == DevKind::None as u8 {
+    if file.kind == DevKind::None as u8 || skip & nvprobe_common::bench_skip::ENTRY_RESOLVE != 0 {
         return Ok(());
     }
     let argp = arg::<u64>(ctx, ARG2)?;

@@ -38,12 +38,13 @@ def run_bench(nvbench, cpu, what, iters, batches):
     return {"median": statistics.median(b), "min": min(b)}
 
 
-def start_tracer(nvprobe, cpus, out, extra):
+def start_tracer(nvprobe, cpus, out, extra, skip=0):
     cmd = [nvprobe, "watch", "--json", "--bpf-stats", "--layers", "syscall,process",
            "-o", out, "--force"] + extra
     if cpus:
         cmd = ["taskset", "-c", cpus] + cmd
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    env = dict(os.environ, NVPROBE_BENCH_SKIP=str(skip))
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     t0 = time.time()
     while time.time() - t0 < 60:
         try:
@@ -87,6 +88,9 @@ def main():
     ap.add_argument("--tracer-cpus", default=None)
     ap.add_argument("--workload-cpu", type=int, default=None)
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--variants", action="store_true",
+                    help="also full mode with parts of the ioctl programs switched off "
+                         "(NVPROBE_BENCH_SKIP, nvprobe_common::bench_skip)")
     ap.add_argument("--calls", default="rm_null,tcgets",
                     help="which loops (rm_null needs a real /dev/nvidiactl)")
     a = ap.parse_args()
@@ -95,6 +99,12 @@ def main():
     loops = {"rm_null": ["rm-null-control"], "tcgets": ["tcgets"]}
     calls = {c: loops[c] for c in a.calls.split(",")}
     modes = {"untraced": None, "empty": None, "full": [], "verdicts": ["--events", "verdicts"]}
+    # Where the full mode's cost goes: each variant stops the ioctl
+    # programs at one point (the bits of nvprobe_common::bench_skip).
+    skips = {"entry_filter": 1, "entry_resolve": 2, "exit_state": 4, "exit_no_rm": 8,
+             "exit_no_copy": 16, "exit_no_rm_no_copy": 24} if a.variants else {}
+    for v in skips:
+        modes[v] = []
     runs = []
     order = list(modes)
     for r in range(a.rounds):
@@ -105,7 +115,7 @@ def main():
             for name, what in calls.items():
                 rec = os.path.join(a.out, f"tax-{mode}.ndjson")
                 p = None if modes[mode] is None else start_tracer(
-                    nvprobe, a.tracer_cpus, rec, modes[mode])
+                    nvprobe, a.tracer_cpus, rec, modes[mode], skips.get(mode, 0))
                 empty = start_empty(nvbench) if mode == "empty" else None
                 row[name] = run_bench(nvbench, a.workload_cpu, what, a.iters, a.batches)
                 if empty is not None:
@@ -129,10 +139,10 @@ def main():
             if mode == "untraced":
                 base[name] = (med, mn)
             tax = "" if mode == "untraced" else f"{med - base[name][0]:+10.0f}  {mn - base[name][1]:+10.0f}"
-            print(f"{name:<9} {mode:<9} {med:9.0f} {mn:8.0f}   {tax}")
+            print(f"{name:<9} {mode:<18} {med:9.0f} {mn:8.0f}   {tax}")
     print("\nBPF programs per call (median ns per run over the rounds; runs in the last round):")
     for name in calls:
-        for mode in ("full", "verdicts"):
+        for mode in ["full", "verdicts"] + list(skips):
             progs = {}
             for x in runs:
                 if x["mode"] == mode:
@@ -142,7 +152,7 @@ def main():
                 if bs[-1]["run_count"] < a.iters:
                     continue
                 ns = statistics.median(b["ns_per_run"] for b in bs)
-                print(f"  {name:<8} {mode:<9} {prog:<28} {ns:8.0f} ns/run  {bs[-1]['run_count']:>10} runs")
+                print(f"  {name:<8} {mode:<18} {prog:<22} {ns:6.0f} ns/run  {bs[-1]['run_count']:>8} runs")
 
 
 if __name__ == "__main__":

@@ -187,6 +187,19 @@ fn prepare(mut cfg: Config, s: &Settings<'_>) -> Config {
     cfg.pid_filter = u32::from(!s.pids.is_empty());
     cfg.extra_files = s.extra.len() as u32;
     cfg.self_tgid = std::process::id();
+    // Benchmarks only: parts of the ioctl programs switched off
+    // (tests/scripts/bench-percall-tax.py); said, since the trace is then
+    // not one.
+    if let Some(bits) = std::env::var("NVPROBE_BENCH_SKIP")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .filter(|b| *b != 0)
+    {
+        eprintln!(
+            "nvprobe: warning: NVPROBE_BENCH_SKIP={bits}: the ioctl programs run with parts switched off, for a benchmark: this is not a trace"
+        );
+        cfg.bench_skip = bits;
+    }
     cfg.wakeup_bytes = (s.ringbuf_bytes / 8).min(1 << 20);
     cfg.drv_ioctls = u32::from(s.driver_ioctls);
     cfg.quiet = u32::from(s.quiet);

@@ -328,6 +328,32 @@ fn main() -> anyhow::Result<()> {
                     })
                     .collect();
             let mut links = Vec::new();
+            if !["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+                .iter()
+                .any(|d| std::path::Path::new(&format!("{d}/events")).exists())
+            {
+                // Not mounted here: mount it in a mount namespace of this
+                // process's own (the host's mounts stay as they are).
+                use nix::mount::{MsFlags, mount};
+                nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)
+                    .context("unshare a mount namespace for tracefs")?;
+                mount(
+                    None::<&str>,
+                    "/",
+                    None::<&str>,
+                    MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+                    None::<&str>,
+                )
+                .context("making the mounts private")?;
+                mount(
+                    Some("tracefs"),
+                    "/sys/kernel/tracing",
+                    Some("tracefs"),
+                    MsFlags::empty(),
+                    None::<&str>,
+                )
+                .context("mounting tracefs")?;
+            }
             for tp in ["sys_enter_ioctl", "sys_exit_ioctl"] {
                 let id_path = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
                     .iter()
