@@ -101,7 +101,7 @@ impl Peers {
         comm: &[u8],
         nv_procs: Option<&mut BpfHashMap<MapData, u32, u8>>,
     ) -> bool {
-        if self.peers.contains_key(&tgid) {
+        if !self.peers.is_empty() && self.peers.contains_key(&tgid) {
             return true;
         }
         if !named_nvprobe(comm) {
