@@ -59,9 +59,7 @@ fn impossible_pids_and_empty_names_are_refused() {
 /// attached (as `-o` refuses one), exit 2, the link's target not created.
 #[test]
 fn a_perfetto_file_at_a_link_is_refused() {
-    let d = std::env::temp_dir().join(format!("nvprobe-perfetto-link-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("tmp");
+    let d = nvprobe_tests::harness::TestDir::new("perfetto-link");
     let (link, target) = (d.join("run.pftrace"), d.join("elsewhere"));
     std::os::unix::fs::symlink(&target, &link).expect("symlink");
     let (code, err) = watch(&[
@@ -79,5 +77,4 @@ fn a_perfetto_file_at_a_link_is_refused() {
         "{err}"
     );
     assert!(!target.exists(), "nothing written through the link");
-    let _ = std::fs::remove_dir_all(&d);
 }

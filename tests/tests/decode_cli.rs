@@ -29,7 +29,8 @@ fn decode_carries_stalls_and_the_recorded_losses() {
             }
         })
         .collect();
-    let path = std::env::temp_dir().join(format!("nvprobe-lost-{}.ndjson", std::process::id()));
+    let t = nvprobe_tests::harness::TestDir::new("lost");
+    let path = t.join("lost.ndjson");
     std::fs::write(&path, edited).expect("write");
     let run = |json: bool| {
         let mut c = std::process::Command::new(bin("nvprobe"));
@@ -68,5 +69,4 @@ fn decode_carries_stalls_and_the_recorded_losses() {
         .expect("summary");
     assert_eq!(s["lost"]["total"], 5);
     assert_eq!(recs.iter().filter(|r| r["type"] == "stall").count(), 2);
-    let _ = std::fs::remove_file(&path);
 }
