@@ -237,7 +237,7 @@ pub fn stub_libcuda(tmp: &Path) -> PathBuf {
         .arg(&src)
         .output()
         .unwrap_or_else(|e| {
-            panic!("running cc to build the stand-in libcuda: {e} (install a C compiler: cargo xtask setup does)")
+            panic!("running cc to build the stand-in libcuda: {e} (the C compiler Rust links with: Debian's gcc package)")
         });
     assert!(
         o.status.success(),
