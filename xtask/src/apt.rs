@@ -157,6 +157,17 @@ impl Apt {
     }
 }
 
+/// The newest version the kernel tier's sources offer of `pkg` (apt's
+/// candidate prefers bookworm's own suite to its security updates).
+pub fn newest(pkg: &str) -> anyhow::Result<String> {
+    // madison lists the versions newest first: "pkg | 6.1.192-3 | URL …".
+    let out = output(cmd("apt-cache")?.args(["madison", pkg])).unwrap_or_default();
+    out.lines()
+        .find_map(|l| l.split('|').nth(1).map(|v| v.trim().to_owned()))
+        .filter(|v| !v.is_empty())
+        .with_context(|| format!("apt (the kernel tier's own sources) has no {pkg}"))
+}
+
 /// The kernel tier's apt, for the functions below.
 pub fn cmd(prog: &str) -> anyhow::Result<Command> {
     Apt::kernel_tier().cmd(prog)

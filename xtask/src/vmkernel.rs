@@ -106,10 +106,16 @@ fn build(fragment: &str, tag: &str, work: &Path) -> anyhow::Result<HmmKernel> {
     let pkg = work.join("pkg");
     fs::create_dir_all(&pkg)?;
     let t = Instant::now();
-    apt::download(&pkg, &[SOURCE_PKG.to_owned()])
+    // The newest (its security updates), not apt's candidate (bookworm's
+    // point release).
+    let fetch = || -> anyhow::Result<()> {
+        let v = apt::newest(SOURCE_PKG)?;
+        apt::download(&pkg, &[format!("{SOURCE_PKG}={v}")])
+    };
+    fetch()
         .or_else(|_| {
             apt::update()?;
-            apt::download(&pkg, &[SOURCE_PKG.to_owned()])
+            fetch()
         })
         .with_context(|| {
             format!(
