@@ -615,12 +615,23 @@ mod file {
 
         use super::*;
 
-        fn tmp(tag: &str) -> PathBuf {
-            let d =
-                std::env::temp_dir().join(format!("nvprobe-outfile-{tag}-{}", std::process::id()));
-            let _ = fs::remove_dir_all(&d);
-            fs::create_dir_all(&d).expect("tmp");
-            d
+        /// A folder of the test's own (mkdtemp, 0700), removed when the
+        /// test ends.
+        struct Tmp(PathBuf);
+        impl std::ops::Deref for Tmp {
+            type Target = Path;
+            fn deref(&self) -> &Path {
+                &self.0
+            }
+        }
+        impl Drop for Tmp {
+            fn drop(&mut self) {
+                let _ = fs::remove_dir_all(&self.0);
+            }
+        }
+        fn tmp(tag: &str) -> Tmp {
+            let t = std::env::temp_dir().join(format!("nvprobe-outfile-{tag}-XXXXXX"));
+            Tmp(nix::unistd::mkdtemp(&t).expect("mkdtemp"))
         }
 
         fn spec(p: &Path) -> OutputSpec {

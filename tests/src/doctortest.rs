@@ -13,7 +13,8 @@ pub fn nvprobe() -> PathBuf {
     std::env::var_os("NVPROBE_BIN").map_or_else(|| bin("nvprobe"), PathBuf::from)
 }
 
-/// A private folder of the test's own (mkdtemp), removed at the end.
+/// A private folder of the test's own (mkdtemp, 0700), removed at the
+/// end, kept when the test fails (see [`crate::harness::TestDir`]).
 pub struct Tmp(pub PathBuf);
 
 impl Tmp {
@@ -25,7 +26,7 @@ impl Tmp {
 
 impl Drop for Tmp {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        crate::harness::remove_test_dir(&self.0);
     }
 }
 

@@ -1,12 +1,18 @@
 //! Run the real nvprobe binary and read back its NDJSON; find the fixtures;
 //! see what one nvprobe process held (its BPF programs) and run it in a
 //! mount namespace of its own, so that a test checks what its own nvprobe
-//! did and not the state of the whole host.
+//! did and not the state of the whole host. Also what every test shares:
+//! its temporary folder ([`TestDir`], gone when the test ends) and the
+//! way a test that cannot run here says so ([`skip`]).
 
 use std::{
     collections::BTreeSet,
+    ffi::OsStr,
+    fmt::Display,
     fs,
-    os::unix::process::CommandExt,
+    io::Write as _,
+    ops::Deref,
+    os::unix::{fs::PermissionsExt as _, process::CommandExt},
     path::{Path, PathBuf},
     process::{Child, Command, ExitStatus, Stdio},
     time::{Duration, Instant},
@@ -49,6 +55,169 @@ pub fn fixture(name: &str) -> PathBuf {
 
 pub fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
+}
+
+/// The variable `cargo xtask test` sets to a file where each skipped test
+/// leaves a line, so that its summary counts skips and gives their reasons.
+pub const SKIPS_ENV: &str = "NVPROBE_TEST_SKIPS";
+
+/// Say that the running test cannot run here and why: `skipping: REASON`
+/// on stderr (the test then returns and passes), and, under `cargo xtask
+/// test`, a line `BINARY<TAB>TEST<TAB>REASON` appended to the file
+/// [`SKIPS_ENV`] names. BINARY is the test executable's file name (as
+/// cargo's `Running … (PATH)` line names it), TEST the libtest thread's
+/// name, which is the test's.
+pub fn skip(reason: impl Display) {
+    let reason = reason.to_string();
+    eprintln!("skipping: {reason}");
+    let Some(file) = std::env::var_os(SKIPS_ENV) else {
+        return;
+    };
+    let exe = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "?".into());
+    let test = std::thread::current().name().unwrap_or("?").to_owned();
+    let clean = |s: &str| s.replace(['\t', '\n', '\r'], " ");
+    let line = format!("{}\t{}\t{}\n", clean(&exe), clean(&test), clean(&reason));
+    // One write of one line in append mode: lines of tests that run at
+    // once do not interleave.
+    let written = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&file)
+        .and_then(|mut f| f.write_all(line.as_bytes()));
+    if let Err(e) = written {
+        panic!(
+            "{SKIPS_ENV}={}: cannot record this skip: {e}",
+            Path::new(&file).display()
+        );
+    }
+}
+
+/// A test's own temporary folder, `nvprobe-test-TAG-XXXXXX` (mkdtemp) in
+/// the temporary directory (`TMPDIR`; `cargo xtask test` gives the tests
+/// one of their own). Removed when the value goes out of scope, so at the
+/// end of the test whether it passed or not, except for a test that is
+/// failing (the value dropped while the test panics): that folder is kept
+/// for a look at what nvprobe wrote, and its path is printed with the
+/// failure. Mounts a test left inside are detached first; a folder with a
+/// mount that cannot be detached is kept, and said.
+pub struct TestDir(PathBuf);
+
+impl TestDir {
+    /// Mode 0700.
+    pub fn new(tag: &str) -> TestDir {
+        let t = std::env::temp_dir().join(format!("nvprobe-test-{tag}-XXXXXX"));
+        let path =
+            nix::unistd::mkdtemp(&t).unwrap_or_else(|e| panic!("mkdtemp {}: {e}", t.display()));
+        TestDir(path)
+    }
+
+    /// Mode 0755: processes of other users the test starts can reach
+    /// what it puts inside.
+    pub fn shared(tag: &str) -> TestDir {
+        let d = TestDir::new(tag);
+        fs::set_permissions(&d.0, fs::Permissions::from_mode(0o755))
+            .unwrap_or_else(|e| panic!("chmod {}: {e}", d.0.display()));
+        d
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Deref for TestDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for TestDir {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<OsStr> for TestDir {
+    fn as_ref(&self) -> &OsStr {
+        self.0.as_os_str()
+    }
+}
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        remove_test_dir(&self.0);
+    }
+}
+
+/// What [`TestDir`] does when it goes: keep the folder of a failing test
+/// (and print where), detach mounts left inside, remove the rest.
+pub fn remove_test_dir(dir: &Path) {
+    if std::thread::panicking() {
+        eprintln!(
+            "nvprobe-tests: kept {} for the failing test (remove it when done)",
+            dir.display()
+        );
+        return;
+    }
+    // remove_dir_all would walk into a mount (a FUSE stand-in, a tracefs)
+    // and try to delete what is in it: detach them first, deepest first.
+    let mut inside = mounts_under(dir);
+    inside.sort_by_key(|p| std::cmp::Reverse(p.as_os_str().len()));
+    for m in &inside {
+        let _ = nix::mount::umount2(m, nix::mount::MntFlags::MNT_DETACH);
+    }
+    let left = mounts_under(dir);
+    if !left.is_empty() {
+        eprintln!(
+            "nvprobe-tests: kept {}: {} mounted inside could not be detached",
+            dir.display(),
+            left.iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        return;
+    }
+    if let Err(e) = fs::remove_dir_all(dir)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        eprintln!("nvprobe-tests: could not remove {}: {e}", dir.display());
+    }
+}
+
+/// Mount points at or beneath `dir` in this process's mount namespace.
+fn mounts_under(dir: &Path) -> Vec<PathBuf> {
+    let info = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    info.lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(|m| PathBuf::from(unescape_mountinfo(m)))
+        .filter(|m| m.starts_with(dir))
+        .collect()
+}
+
+/// mountinfo writes space, tab, newline and backslash as `\ooo` (octal).
+fn unescape_mountinfo(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            let digit = |k: usize| u32::from(b[i + k] - b'0');
+            out.push((digit(1) * 64 + digit(2) * 8 + digit(3)) as u8);
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 pub struct Trace {
@@ -258,6 +427,21 @@ pub fn still_loaded(ids: &BTreeSet<u32>, patience: Duration) -> BTreeSet<u32> {
 /// detached there: what it mounts or finds missing is its own, and the
 /// host's mounts are left alone. Needs root.
 pub fn private_mount_namespace(cmd: &mut Command, unmount: &'static [&'static str]) {
+    own_mount_namespace(cmd, unmount, false);
+}
+
+/// Run the command in a mount namespace of its own (as
+/// [`private_mount_namespace`]) where a tracefs of the test's own is
+/// mounted at /sys/kernel/tracing, whatever the host has there: for an
+/// nvprobe started without CAP_SYS_ADMIN, which cannot mount one itself
+/// (on a real host, systemd's `sys-kernel-tracing.mount` or the operator
+/// did). Register it before a `pre_exec` that drops capabilities: the
+/// mount needs CAP_SYS_ADMIN. Needs root.
+pub fn private_mount_namespace_with_tracefs(cmd: &mut Command) {
+    own_mount_namespace(cmd, &["/sys/kernel/tracing"], true);
+}
+
+fn own_mount_namespace(cmd: &mut Command, unmount: &'static [&'static str], tracefs: bool) {
     use nix::mount::{MntFlags, MsFlags, mount, umount2};
     // SAFETY: runs in the forked child before exec: only system calls
     // (unshare, mount, umount2), no allocation beyond nix's on-stack path
@@ -282,6 +466,15 @@ pub fn private_mount_namespace(cmd: &mut Command, unmount: &'static [&'static st
                         Err(e) => return Err(e.into()),
                     }
                 }
+            }
+            if tracefs {
+                mount(
+                    Some("tracefs"),
+                    "/sys/kernel/tracing",
+                    Some("tracefs"),
+                    MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+                    None::<&str>,
+                )?;
             }
             Ok(())
         });

@@ -68,7 +68,7 @@ pub fn python_with(name: &str, packages: &[&str]) -> Result<Option<PathBuf>, Str
             Ok(Some(python))
         }
         Err(e) if offline => {
-            eprintln!("skipping (NVPROBE_TEST_OFFLINE=1): {e}");
+            crate::harness::skip(format_args!("NVPROBE_TEST_OFFLINE=1: {e}"));
             Ok(None)
         }
         Err(e) => Err(format!(

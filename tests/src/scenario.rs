@@ -18,7 +18,7 @@ use std::{
 use nvprobe::render::schema;
 use serde_json::Value;
 
-use crate::harness::{Finished, Trace, bin};
+use crate::harness::{Finished, TestDir, Trace, bin};
 
 /// The tests share tracefs and the BPF subsystem: one at a time. Each
 /// tests/tests file is its own test binary with its own lock; cargo runs
@@ -29,7 +29,7 @@ static SERIAL: Mutex<()> = Mutex::new(());
 macro_rules! need_root {
     () => {
         if !$crate::harness::is_root() {
-            eprintln!("skipping: loading BPF programs needs root");
+            $crate::harness::skip("loading BPF programs needs root");
             return;
         }
     };
@@ -39,10 +39,11 @@ pub fn lock() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-pub fn tmpdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("nvprobe-test-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).expect("tmp dir");
-    d
+/// The test's own folder (mode 0755: the stand-in's users and other
+/// users' processes reach into it), gone when the test ends
+/// ([`TestDir`]).
+pub fn tmpdir(tag: &str) -> TestDir {
+    TestDir::shared(tag)
 }
 
 /// The FUSE stand-in, mounted for the life of the value.
@@ -236,7 +237,7 @@ pub fn stub_libcuda(tmp: &Path) -> PathBuf {
         .arg(&src)
         .output()
         .unwrap_or_else(|e| {
-            panic!("running cc to build the stand-in libcuda: {e} (install a C compiler: cargo xtask setup does)")
+            panic!("running cc to build the stand-in libcuda: {e} (the C compiler Rust links with: Debian's gcc package)")
         });
     assert!(
         o.status.success(),

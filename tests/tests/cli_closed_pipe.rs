@@ -15,7 +15,7 @@ use std::{
     process::{Command, Stdio},
 };
 
-use nvprobe_tests::harness::{bin, fixture};
+use nvprobe_tests::harness::{TestDir, bin, fixture};
 
 const REC: &str = "h200-580.159.04-uvm-masked.ndjson";
 
@@ -55,11 +55,8 @@ fn closed_stdout(args: &[&str]) -> (Option<i32>, String) {
     )
 }
 
-fn tmp(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("nvprobe-closed-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("tmp");
-    d
+fn tmp(tag: &str) -> TestDir {
+    TestDir::new(&format!("closed-{tag}"))
 }
 
 /// A `--btf-dir` of this test's own (BTF that parses: a header and an
@@ -110,7 +107,6 @@ fn every_subcommand_ends_quietly_on_a_closed_stdout() {
         assert_eq!(code, Some(0), "{args:?}: {err}");
         assert!(err.is_empty(), "{args:?} wrote to stderr: {err}");
     }
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 /// `export -o -` writes the trace to standard output (it made a file
@@ -139,7 +135,6 @@ fn export_writes_to_standard_output() {
     // A protobuf Trace: its first field is a TracePacket (field 1, bytes).
     assert_eq!(o.stdout.first(), Some(&0x0a), "{:?}", &o.stdout[..8]);
     assert!(!d.join("-").exists(), "no file named -");
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 /// `nvprobe … 2>&1 | head`: stderr is the closed pipe too. Messages that
@@ -167,5 +162,4 @@ fn a_closed_stderr_ends_quietly_too() {
     }
     assert_eq!(closed_both(&["decode", "/nonexistent.ndjson"]), Some(2));
     assert_eq!(closed_both(&["watch", "--no-such-flag"]), Some(2));
-    let _ = std::fs::remove_dir_all(&d);
 }

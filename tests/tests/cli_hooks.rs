@@ -9,12 +9,9 @@
 //! /sys/module) is read by the test too, so each assertion holds on a host
 //! with the driver and on one without.
 
-use std::{
-    path::{Path, PathBuf},
-    process::Command,
-};
+use std::{path::Path, process::Command};
 
-use nvprobe_tests::harness::bin;
+use nvprobe_tests::harness::{TestDir, bin};
 use serde_json::Value;
 
 /// BTF that parses: a header and an empty string section.
@@ -29,10 +26,8 @@ fn empty_btf() -> Vec<u8> {
     b
 }
 
-fn btf_dir(tag: &str, modules: &[&str]) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("nvprobe-hooks-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("tmp");
+fn btf_dir(tag: &str, modules: &[&str]) -> TestDir {
+    let d = TestDir::new(&format!("hooks-{tag}"));
     for m in ["vmlinux"].iter().chain(modules) {
         std::fs::write(d.join(m), empty_btf()).expect("btf");
     }
@@ -116,7 +111,6 @@ fn a_btf_folder_without_the_modules_says_so_per_module() {
         .map(|h| &h["prototype_check"])
         .collect();
     assert!(checks.iter().all(|c| *c == "no module BTF"), "{checks:?}");
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 /// A module's BTF that has none of its functions: `not in BTF`, as before.
@@ -144,7 +138,6 @@ fn a_modules_btf_without_the_function_is_not_in_btf() {
             .all(|l| l.ends_with("btf:no module BTF")),
         "{out}"
     );
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 /// This host's own BTF folder: a module that is not loaded is said so,
@@ -153,7 +146,7 @@ fn a_modules_btf_without_the_function_is_not_in_btf() {
 #[test]
 fn this_hosts_modules_are_said_loaded_or_not() {
     if !Path::new("/sys/kernel/btf/vmlinux").exists() {
-        eprintln!("skipping: this kernel has no /sys/kernel/btf/vmlinux");
+        nvprobe_tests::harness::skip("this kernel has no /sys/kernel/btf/vmlinux");
         return;
     }
     let (code, out, err) = hooks(&[]);

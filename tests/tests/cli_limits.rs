@@ -5,7 +5,7 @@
 
 use std::process::Command;
 
-use nvprobe_tests::harness::bin;
+use nvprobe_tests::harness::{TestDir, bin};
 
 fn watch(args: &[&str]) -> (Option<i32>, String) {
     let o = Command::new(bin("nvprobe"))
@@ -59,9 +59,7 @@ fn impossible_pids_and_empty_names_are_refused() {
 /// attached (as `-o` refuses one), exit 2, the link's target not created.
 #[test]
 fn a_perfetto_file_at_a_link_is_refused() {
-    let d = std::env::temp_dir().join(format!("nvprobe-perfetto-link-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("tmp");
+    let d = nvprobe_tests::harness::TestDir::new("perfetto-link");
     let (link, target) = (d.join("run.pftrace"), d.join("elsewhere"));
     std::os::unix::fs::symlink(&target, &link).expect("symlink");
     let (code, err) = watch(&[
@@ -79,7 +77,6 @@ fn a_perfetto_file_at_a_link_is_refused() {
         "{err}"
     );
     assert!(!target.exists(), "nothing written through the link");
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 /// Issue 27, item 3: `--pid` of no running process traced nothing, and
@@ -137,9 +134,7 @@ fn a_pid_of_no_running_process_is_refused() {
 /// to do; no test-harness words.
 #[test]
 fn device_files_are_checked_when_parsed() {
-    let d = std::env::temp_dir().join(format!("nvprobe-devarg-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("tmp");
+    let d = TestDir::new("devarg");
     let gone = d.join("nvidiactl");
     let g = gone.to_str().expect("utf8");
     for arg in [
@@ -181,5 +176,4 @@ fn device_files_are_checked_when_parsed() {
         err.contains("is a directory: --device names the file"),
         "{err}"
     );
-    let _ = std::fs::remove_dir_all(&d);
 }

@@ -8,7 +8,7 @@
 use std::process::Command;
 
 use nvprobe::render::schema;
-use nvprobe_tests::harness::{bin, fixture};
+use nvprobe_tests::harness::{TestDir, bin, fixture};
 use serde_json::Value;
 
 /// `nvprobe decode` keeps what only the live run knew: the stall reports
@@ -31,7 +31,8 @@ fn decode_carries_stalls_and_the_recorded_losses() {
             }
         })
         .collect();
-    let path = std::env::temp_dir().join(format!("nvprobe-lost-{}.ndjson", std::process::id()));
+    let t = nvprobe_tests::harness::TestDir::new("lost");
+    let path = t.join("lost.ndjson");
     std::fs::write(&path, edited).expect("write");
     let run = |json: bool| {
         let mut c = std::process::Command::new(bin("nvprobe"));
@@ -70,14 +71,12 @@ fn decode_carries_stalls_and_the_recorded_losses() {
         .expect("summary");
     assert_eq!(s["lost"]["total"], 5);
     assert_eq!(recs.iter().filter(|r| r["type"] == "stall").count(), 2);
-    let _ = std::fs::remove_file(&path);
 }
 
 /// `-o -` is stdout, as for export: nothing named "-" is created.
 #[test]
 fn output_dash_is_stdout() {
-    let dir = std::env::temp_dir().join(format!("nvprobe-dash-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("mkdir");
+    let dir = TestDir::new("dash");
     let o = Command::new(bin("nvprobe"))
         .current_dir(&dir)
         .args(["decode", "--json", "-o", "-"])
@@ -85,7 +84,6 @@ fn output_dash_is_stdout() {
         .output()
         .expect("decode");
     let made = dir.join("-").exists();
-    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(o.status.code(), Some(0));
     assert!(!made, "a file named - was created");
     let out = String::from_utf8_lossy(&o.stdout);

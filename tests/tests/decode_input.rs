@@ -12,21 +12,19 @@ use std::{
     fs,
     io::{BufRead, BufReader, Read, Write},
     os::unix::{fs::PermissionsExt, process::CommandExt},
-    path::{Path, PathBuf},
+    path::Path,
     process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
-use nvprobe_tests::harness::{bin, fixture};
+use nvprobe_tests::harness::{TestDir, bin, fixture};
 use serde_json::Value;
 
 const SMALL: &str = "h200-580.159.04-uvm-masked.ndjson";
 
-fn tmp(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("nvprobe-decode-{tag}-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&d);
-    fs::create_dir_all(&d).expect("tmp");
-    d
+/// The test's own folder, gone when it ends (kept if it fails).
+fn tmp(tag: &str) -> TestDir {
+    TestDir::new(&format!("decode-{tag}"))
 }
 
 struct Run {
@@ -184,7 +182,6 @@ fn bad_lines_are_counted_and_named_and_the_rest_decoded() {
     for l in r.stdout.lines() {
         serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("{e}: {l}"));
     }
-    let _ = fs::remove_dir_all(&d);
 }
 
 /// Binary garbage is malformed input (exit 2, not 1), said once (issue 27,
@@ -216,7 +213,6 @@ fn garbage_is_malformed_input() {
         r.stderr
     );
     assert!(r.stdout.is_empty(), "{}", r.stdout);
-    let _ = fs::remove_dir_all(&d);
 }
 
 /// A directory or a device is not a recording: exit 2 at once, with the
@@ -267,7 +263,6 @@ fn directories_and_devices_are_refused_fifos_are_streams() {
     writer.join().expect("writer");
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert!(summary_events(&r.stdout) > 0);
-    let _ = fs::remove_dir_all(&d);
 }
 
 fn mode(p: &Path) -> u32 {
@@ -370,7 +365,6 @@ fn the_output_is_never_the_input_nor_a_link_nor_an_existing_file() {
     let r = run(&["decode", s, "--output-mode", "999", "-o", "/tmp/x"]);
     assert_eq!(r.code, Some(2), "{}", r.stderr);
     assert!(r.stderr.contains("not a file mode"), "{}", r.stderr);
-    let _ = fs::remove_dir_all(&d);
 }
 
 /// `nvprobe decode --json rec | head -1`: the reader goes away, decode

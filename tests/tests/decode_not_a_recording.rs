@@ -8,20 +8,16 @@
 use std::{
     fs,
     io::Write,
-    path::PathBuf,
     process::{Command, Stdio},
 };
 
-use nvprobe_tests::harness::{bin, fixture};
+use nvprobe_tests::harness::{TestDir, bin, fixture};
 use serde_json::Value;
 
 const HOW: &str = "decode reads what `nvprobe watch --json` writes (NDJSON, one record per line; with --raw its kernel records are decoded again): record with `sudo nvprobe watch --json --raw -o rec.ndjson`, then `nvprobe decode rec.ndjson`";
 
-fn tmp(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("nvprobe-notrec-{tag}-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&d);
-    fs::create_dir_all(&d).expect("tmp");
-    d
+fn tmp(tag: &str) -> TestDir {
+    TestDir::new(&format!("notrec-{tag}"))
 }
 
 struct Run {
@@ -95,7 +91,6 @@ fn watchs_text_output_is_named_as_such() {
         !out.exists(),
         "no output made for a file that is not a recording"
     );
-    let _ = fs::remove_dir_all(&d);
 }
 
 #[test]
@@ -173,7 +168,6 @@ fn binary_compressed_and_empty_files_are_named() {
         &decode(&[e], None),
         &format!("{e} is not an nvprobe recording: it is empty; {HOW}"),
     );
-    let _ = fs::remove_dir_all(&d);
 }
 
 /// A recording behind a few lines of other text (stderr joined to it): the
@@ -218,5 +212,4 @@ fn a_few_bad_lines_among_records_are_named_and_counted() {
         summary(&clean.stdout)["events"],
         "every record decoded"
     );
-    let _ = fs::remove_dir_all(&d);
 }

@@ -60,24 +60,20 @@ fn missing(tool: &str, package: &str) {
         !nvprobe_tests::harness::is_root(),
         "{tool} is missing: apt-get install {package} (cargo xtask test installs it as root)"
     );
-    eprintln!("skipping: {tool} is not installed (Debian: apt-get install {package})");
+    nvprobe_tests::harness::skip(format_args!(
+        "{tool} is not installed (Debian: apt-get install {package})"
+    ));
 }
 
-/// A private temporary folder, removed when dropped.
-struct TempDir(PathBuf);
+/// A private temporary folder, removed when dropped (kept if the test
+/// fails: tests/src/harness.rs).
+struct TempDir(nvprobe_tests::harness::TestDir);
 
 impl TempDir {
     fn new(tag: &str) -> TempDir {
-        let d = std::env::temp_dir().join(format!("nvprobe-deploy-{tag}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&d);
-        fs::create_dir_all(&d).expect("create temp dir");
-        TempDir(d)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
+        TempDir(nvprobe_tests::harness::TestDir::new(&format!(
+            "deploy-{tag}"
+        )))
     }
 }
 

@@ -213,9 +213,7 @@ fn one_gpu_against_two_names_the_second_gpu() {
 /// what it could read, and exits 2.
 #[test]
 fn undecodable_lines_are_exit_2_as_in_decode() {
-    let tmp = std::env::temp_dir().join(format!("nvprobe-diff-bad-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir_all(&tmp).expect("tmp");
+    let tmp = nvprobe_tests::harness::TestDir::new("diff-bad");
     let mut text = b"not a record\n{\"type\":7}\n".to_vec();
     text.extend(std::fs::read(fixture("h200-580.159.04-uvm-masked.ndjson")).expect("fixture"));
     let bad = tmp.join("bad.ndjson");
@@ -244,5 +242,4 @@ fn undecodable_lines_are_exit_2_as_in_decode() {
         out.contains("first divergence: stat /dev/nvidia-uvm"),
         "{out}"
     );
-    let _ = std::fs::remove_dir_all(&tmp);
 }

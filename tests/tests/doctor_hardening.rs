@@ -264,7 +264,7 @@ fn a_config_gz_bomb_is_read_up_to_its_cap() {
     let root = t.0.join("tree");
     copy_tree(&fixture("hosts/healthy"), &root);
     if gzip_zeros(b"", 256 << 20, b"", &root.join("proc/config.gz")).is_none() {
-        eprintln!("skipping: no gzip");
+        nvprobe_tests::harness::skip("no gzip");
         return;
     }
     let (r, doc) = doctor_json(&root, 60, &t.0);
@@ -314,7 +314,7 @@ fn a_tar_gz_bomb_is_refused() {
     )
     .is_none()
     {
-        eprintln!("skipping: no gzip");
+        nvprobe_tests::harness::skip("no gzip");
         return;
     }
     let r = run_limited(

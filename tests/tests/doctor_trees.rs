@@ -63,7 +63,8 @@ fn doctor_on_host_trees() {
         .expect("run");
     assert_eq!(nouser.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&nouser.stderr).contains("--user zed: no such user in "));
-    let junk = std::env::temp_dir().join(format!("nvprobe-junk-{}.tar", std::process::id()));
+    let t = nvprobe_tests::harness::TestDir::new("junk");
+    let junk = t.join("junk.tar");
     std::fs::write(&junk, b"not a tar file at all").expect("write");
     let bad_tar = std::process::Command::new(bin("nvprobe"))
         .args(["doctor", "--root"])
@@ -76,7 +77,6 @@ fn doctor_on_host_trees() {
         "{}",
         String::from_utf8_lossy(&bad_tar.stderr)
     );
-    let _ = std::fs::remove_file(&junk);
     // Every tree's JSON is one document with the verdicts the unit tests
     // pin down; the exit code follows the worst verdict.
     for (tree, code, result) in [
@@ -119,8 +119,8 @@ fn doctor_on_host_trees() {
 /// with the 580.159.04 module.
 #[test]
 fn doctor_reads_library_versions_from_the_elf() {
-    let dir = std::env::temp_dir().join(format!("nvprobe-libs-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let t = nvprobe_tests::harness::TestDir::new("libs");
+    let dir = t.join("tree");
     let copy = std::process::Command::new("cp")
         .arg("-r")
         .arg(fixture("hosts/healthy"))
@@ -185,7 +185,6 @@ fn doctor_reads_library_versions_from_the_elf() {
         "{}",
         cuda[1]
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The H200's own snapshot (`nvprobe doctor --snapshot` on the GPU

@@ -85,7 +85,7 @@ fn tracefs_is_mounted_when_missing_and_sigterm_detaches() {
 fn driver_layer_unavailable_is_said_once_and_tracing_goes_on() {
     need_root!();
     if std::path::Path::new("/sys/bus/event_source/devices/kprobe/type").exists() {
-        eprintln!("skipping: this kernel has kprobes");
+        nvprobe_tests::harness::skip("this kernel has kprobes");
         return;
     }
     let (run, f) = trace_scenario("basic", &[]);

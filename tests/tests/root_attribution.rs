@@ -168,7 +168,7 @@ fn calls_from_a_pid_namespace_carry_both_pids() {
     need_root!();
     let _g = lock();
     if Command::new("unshare").arg("--version").output().is_err() {
-        eprintln!("skipping: unshare(1) is not installed");
+        nvprobe_tests::harness::skip("unshare(1) is not installed");
         return;
     }
     let tmp = tmpdir("pidns");

@@ -13,6 +13,12 @@
 //! it) it exits 4 saying bpf() was refused; without CAP_PERFMON (and
 //! CAP_SYS_ADMIN) it exits 3 naming the ioctl probe; without CAP_SYS_PTRACE
 //! the identity of those processes is out of reach.
+//!
+//! Each nvprobe here runs in a mount namespace of the test's own, never
+//! on the host's tracefs: with CAP_SYS_ADMIN it finds tracefs unmounted
+//! and mounts its own (a fresh host, such as the GPU machine); without it,
+//! where nvprobe cannot mount one, the test mounts one there first, as
+//! systemd or the operator does on a real host.
 
 use std::{
     fs,
@@ -26,7 +32,9 @@ use std::{
 };
 
 use nvprobe_tests::{
-    harness::{Finished, Trace, bin},
+    harness::{
+        Finished, Trace, bin, private_mount_namespace, private_mount_namespace_with_tracefs,
+    },
     need_root,
     scenario::{check_schema, lock, stub_libcuda, tmpdir},
 };
@@ -106,8 +114,16 @@ fn unsupported(set: &[String]) -> Option<String> {
 
 /// Run the command with exactly `keep` (capability numbers): the bounding
 /// set is cut to them and the inheritable and ambient sets emptied, so
-/// that the exec'd program, as uid 0, gets `keep` and nothing else.
+/// that the exec'd program, as uid 0, gets `keep` and nothing else. It
+/// runs in a mount namespace of its own: tracefs unmounted there when it
+/// keeps CAP_SYS_ADMIN (it mounts its own), mounted by the test before the
+/// capabilities go when it does not.
 fn with_only(cmd: &mut Command, keep: Vec<u32>) {
+    if keep.contains(&cap_number("CAP_SYS_ADMIN")) {
+        private_mount_namespace(cmd, &["/sys/kernel/tracing"]);
+    } else {
+        private_mount_namespace_with_tracefs(cmd);
+    }
     let last = cap_last_cap();
     // SAFETY: runs in the forked child before exec: only system calls
     // (prctl, capget, capset) on memory owned by the closure, no
@@ -215,7 +231,7 @@ fn the_documented_set_attaches_everything_and_reads_identities() {
     need_root!();
     let set = documented_set();
     if let Some(why) = unsupported(&set) {
-        eprintln!("skipping: {why}");
+        nvprobe_tests::harness::skip(format_args!("{why}"));
         return;
     }
     let _g = lock();
@@ -260,7 +276,7 @@ fn libcuda_uprobes_need_cap_sys_admin_only_through_perf_events() {
     need_root!();
     let set = documented_set();
     if let Some(why) = unsupported(&set) {
-        eprintln!("skipping: {why}");
+        nvprobe_tests::harness::skip(format_args!("{why}"));
         return;
     }
     let _g = lock();
@@ -339,7 +355,7 @@ fn identities_need_cap_sys_ptrace() {
     need_root!();
     let set = documented_set();
     if let Some(why) = unsupported(&set) {
-        eprintln!("skipping: {why}");
+        nvprobe_tests::harness::skip(format_args!("{why}"));
         return;
     }
     let _g = lock();
@@ -393,7 +409,7 @@ fn a_missing_bpf_or_perfmon_capability_is_a_clear_error() {
     need_root!();
     let set = documented_set();
     if let Some(why) = unsupported(&set) {
-        eprintln!("skipping: {why}");
+        nvprobe_tests::harness::skip(format_args!("{why}"));
         return;
     }
     let _g = lock();

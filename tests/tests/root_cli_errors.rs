@@ -86,7 +86,7 @@ fn pids_from_another_pid_namespace_are_refused() {
     need_root!();
     let _g = lock();
     if Command::new("unshare").arg("--version").output().is_err() {
-        eprintln!("skipping: unshare(1) is not installed");
+        nvprobe_tests::harness::skip("unshare(1) is not installed");
         return;
     }
     let o = Command::new("unshare")

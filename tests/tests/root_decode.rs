@@ -153,7 +153,7 @@ fn a_dev_nvidia_name_on_the_wrong_device_is_flagged() {
     need_root!();
     let _g = lock();
     if Path::new("/dev/nvidia0").exists() {
-        eprintln!("skipping: /dev/nvidia0 exists here; not replacing a real node");
+        nvprobe_tests::harness::skip("/dev/nvidia0 exists here; not replacing a real node");
         return;
     }
     let tmp = tmpdir("mismatch");

@@ -193,7 +193,7 @@ fn a_forked_child_is_judged_from_its_first_failing_call() {
     need_root!();
     let _g = lock();
     let Some((v, start)) = forkchild("fork-startup", &[]) else {
-        eprintln!("skipping: no C compiler to build the stand-in libcuda");
+        nvprobe_tests::harness::skip("no C compiler to build the stand-in libcuda");
         return;
     };
     // Default: the start-up set; cuLaunchKernel is not hooked, so the first

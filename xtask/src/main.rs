@@ -3,16 +3,21 @@
 //!
 //!   cargo xtask setup            install nightly + rust-src + bpf-linker 0.10.3
 //!   cargo xtask run -- ARGS      setup, build (release), run nvprobe ARGS as root
-//!   cargo xtask test             setup, fmt, clippy, build every binary, all tests, vm-test (root)
+//!   cargo xtask test             setup, fmt, clippy, build every binary, all tests, vm-test (root),
+//!                                then one summary (docs/TESTING.md)
 //!   cargo xtask vm-test          the kernel tier under qemu (root)
 //!   cargo xtask bench [--gpu]    interleaved benchmarks (see docs/BENCHMARKS.md)
 //!   cargo xtask gen-tables --src TAG=DIR...   RM control/class tables from NVIDIA's headers
 //!   cargo xtask rm-coverage FILES...          RM controls in recordings vs those tables
 
+mod apt;
 mod bench;
 mod cudaapi;
 mod gentables;
+mod summary;
+mod testrun;
 mod vm;
+mod vmheaders;
 mod vmkernel;
 mod vmreal;
 
@@ -153,6 +158,16 @@ fn root_dir() -> PathBuf {
         .to_path_buf()
 }
 
+/// Where cargo puts what it builds: `CARGO_TARGET_DIR` if set (relative
+/// to where cargo was started), else the workspace's `target/`.
+fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from) {
+        Some(p) if p.is_absolute() => p,
+        Some(p) => std::env::current_dir().map_or(p.clone(), |d| d.join(&p)),
+        None => root_dir().join("target"),
+    }
+}
+
 fn sh(cmd: &mut Command) -> anyhow::Result<()> {
     eprintln!("xtask: {cmd:?}");
     let st = cmd.status().with_context(|| format!("running {cmd:?}"))?;
@@ -246,7 +261,7 @@ fn build_release() -> anyhow::Result<PathBuf> {
         "nvprobe-tests",
         "--bins",
     ]))?;
-    Ok(root_dir().join("target/release"))
+    Ok(target_dir().join("release"))
 }
 
 fn run(args: Vec<String>) -> anyhow::Result<()> {
@@ -268,14 +283,21 @@ fn run(args: Vec<String>) -> anyhow::Result<()> {
 /// The real components the test tiers check nvprobe against: Prometheus
 /// (the metrics test), Python's venv (the OTLP and manifest validators,
 /// whose packages come from PyPI), systemd-analyze (the unit), logrotate
-/// (its configuration), tmux (a real terminal for `nvprobe top`). Installed
-/// with apt as root; without root the tests that need them say so.
+/// (its configuration), tmux (a real terminal for `nvprobe top`).
+/// Prometheus, when the machine has none, is Debian's package unpacked
+/// under `target/tools/` (never installed: installing it would start a
+/// Prometheus server on a machine that runs systemd) and reaches the tests
+/// through PATH; the others are installed with apt as root. Without root
+/// the tests that need those say so.
 fn test_tools() -> anyhow::Result<()> {
     let have = |c: &str, arg: &str| output(Command::new(c).arg(arg)).is_some();
-    let mut missing = Vec::new();
-    if !have("prometheus", "--version") || !have("promtool", "--version") {
-        missing.push("prometheus");
+    let mut errors = Vec::new();
+    if (!have("prometheus", "--version") || !have("promtool", "--version"))
+        && let Err(e) = tools_prometheus()
+    {
+        errors.push(format!("Prometheus for the metrics test: {e:#}"));
     }
+    let mut missing = Vec::new();
     if output(Command::new("python3").args(["-m", "venv", "--help"])).is_none() {
         missing.push("python3-venv");
     }
@@ -288,24 +310,64 @@ fn test_tools() -> anyhow::Result<()> {
     if !have("tmux", "-V") {
         missing.push("tmux");
     }
-    if missing.is_empty() {
+    if !missing.is_empty() {
+        if is_root() {
+            if let Err(e) = apt::host_install(&missing) {
+                errors.push(format!("{e:#}"));
+            }
+        } else {
+            eprintln!(
+                "xtask: not root: cannot install {} (sudo apt-get install {0}); the tests that need them will skip",
+                missing.join(" ")
+            );
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        bail!("{}", errors.join("; "))
+    }
+}
+
+/// Where the unpacked tools' commands are (put first in the tests' PATH).
+fn tools_bin() -> PathBuf {
+    target_dir().join("tools/bin")
+}
+
+/// Debian's prometheus package (prometheus and promtool: Go programs that
+/// need only libc), downloaded with an apt of its own and unpacked under
+/// target/tools/, once.
+fn tools_prometheus() -> anyhow::Result<()> {
+    let bin = tools_bin();
+    if ["prometheus", "promtool"]
+        .iter()
+        .all(|b| output(Command::new(bin.join(b)).arg("--version")).is_some())
+    {
         return Ok(());
     }
-    if !is_root() {
-        eprintln!(
-            "xtask: not root: cannot install {} (sudo apt-get install {0}); the tests that need them will fail",
-            missing.join(" ")
-        );
-        return Ok(());
+    let apt = apt::Apt::tools();
+    let debs = target_dir().join("tools/debs");
+    let _ = std::fs::remove_dir_all(&debs);
+    std::fs::create_dir_all(&debs)?;
+    let what = ["prometheus".to_owned()];
+    apt.download(&debs, &what).or_else(|_| {
+        apt.update()?;
+        apt.download(&debs, &what)
+    })?;
+    let tree = target_dir().join("tools/prometheus");
+    let _ = std::fs::remove_dir_all(&tree);
+    apt::unpack(&apt::deb(&debs, "prometheus_")?, &tree)?;
+    std::fs::create_dir_all(&bin)?;
+    for b in ["prometheus", "promtool"] {
+        let _ = std::fs::remove_file(bin.join(b));
+        std::os::unix::fs::symlink(tree.join("usr/bin").join(b), bin.join(b))
+            .with_context(|| format!("linking {}", bin.join(b).display()))?;
     }
-    sh(Command::new("apt-get")
-        .args(["update", "-qq"])
-        .stdout(Stdio::null()))?;
-    sh(Command::new("apt-get")
-        .args(["install", "-y", "-q", "--no-install-recommends"])
-        .args(&missing)
-        .env("DEBIAN_FRONTEND", "noninteractive")
-        .stdout(Stdio::null()))?;
+    let _ = std::fs::remove_dir_all(&debs);
+    eprintln!(
+        "xtask: Prometheus (Debian's package, unpacked, not installed) in {}",
+        tree.display()
+    );
     Ok(())
 }
 
@@ -323,53 +385,11 @@ fn leaked_uprobes() -> Option<usize> {
     })
 }
 
-fn test(no_lint: bool, no_vm: bool) -> anyhow::Result<()> {
-    setup(false)?;
-    test_tools()?;
-    if !no_lint {
-        sh(cargo().args(["fmt", "--all", "--", "--check"]))?;
-        sh(cargo().args(["clippy", "--all-targets", "--", "-D", "warnings"]))?;
-    }
-    // The root tests run the nvprobe and nvfixture binaries. (Default
-    // members only: the eBPF crate builds for the bpf target, from
-    // nvprobe/build.rs.)
-    sh(cargo().args(["build", "--bins"]))?;
-    if !is_root() {
-        eprintln!(
-            "xtask: not root: the tests that load BPF programs will say `skipping` (run as root for all tiers)"
-        );
-    }
-    let leaks_before = leaked_uprobes();
-    sh(cargo().args(["test", "--", "--test-threads=1"]))?;
-    // No test may leave a uprobe the kernel could not remove (its own
-    // line, kernel/events/uprobes.c; a count of this host's log).
-    match (leaks_before, leaked_uprobes()) {
-        (Some(a), Some(b)) if b > a => bail!(
-            "the kernel logged {} new \"failed to unregister, leaking uprobe\" lines during the tests (dmesg)",
-            b - a
-        ),
-        (Some(a), Some(b)) if b < a => {
-            eprintln!("xtask: the kernel log wrapped during the tests: leaked uprobes not checked")
-        }
-        (Some(_), Some(_)) => eprintln!("xtask: no uprobe leaked during the tests (kernel log)"),
-        _ => eprintln!("xtask: the kernel log cannot be read here: leaked uprobes not checked"),
-    }
-    // The kernel tier: kernels with kprobes under qemu (needs root and apt).
-    if no_vm {
-        eprintln!("xtask: --no-vm: the kernel tier (cargo xtask vm-test) was skipped");
-    } else if is_root() {
-        vm::vm_test(None, false)?;
-    } else {
-        eprintln!("xtask: not root: the kernel tier (cargo xtask vm-test) needs root; skipped");
-    }
-    Ok(())
-}
-
 fn main() -> anyhow::Result<()> {
     match Cli::parse().cmd {
         Cmd::Setup { bench } => setup(bench),
         Cmd::Run { args } => run(args),
-        Cmd::Test { no_lint, no_vm } => test(no_lint, no_vm),
+        Cmd::Test { no_lint, no_vm } => testrun::test(no_lint, no_vm),
         Cmd::VmTest { only, bench } => vm::vm_test(only, bench),
         Cmd::Bench {
             gpu,

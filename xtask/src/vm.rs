@@ -5,8 +5,11 @@
 //! Kernels: the newest 6.1 and the newest 6.12 that bookworm's apt
 //! sources carry (6.12 comes through bookworm-security as
 //! `linux-image-6.12.N+deb12-amd64-unsigned`), resolved at run time
-//! (Debian replaces ABI numbers as it updates them). Needs root (apt,
-//! module headers).
+//! (Debian replaces ABI numbers as it updates them) from the tier's own
+//! apt sources (apt.rs). Their images are unpacked under
+//! `target/vm/RELEASE/` and their headers into the cache (vmheaders.rs):
+//! neither is installed. Needs root (qemu and the build tools are
+//! installed with apt, the cache is /var/cache/nvprobe-vm).
 
 use std::{
     fs,
@@ -18,7 +21,11 @@ use std::{
 
 use anyhow::{Context, bail};
 
-use crate::{output, root_dir, sh};
+use crate::{
+    apt, root_dir, sh,
+    summary::{Row, vm_checks},
+    vmheaders::{self, Headers},
+};
 
 pub struct Kernel {
     /// Shown in reports: "6.1 (bookworm)".
@@ -46,25 +53,18 @@ pub const MATRIX: &[Kernel] = &[
     },
 ];
 
-fn apt(args: &[&str]) -> anyhow::Result<()> {
-    sh(Command::new("apt-get")
-        .env("DEBIAN_FRONTEND", "noninteractive")
-        .args(args)
-        .stdout(Stdio::null()))
-}
-
 /// The newest kernel release matching the pattern ("6.1.0-47-amd64"),
-/// refreshing apt's lists once when they have none (a machine whose lists
-/// predate the kernel, or were never fetched).
+/// refreshing the tier's apt lists once when they have none (never
+/// fetched, or older than any kernel they list).
 fn resolve(k: &Kernel) -> anyhow::Result<String> {
     resolve_listed(k).or_else(|_| {
-        apt(&["update", "-qq"])?;
+        apt::update()?;
         resolve_listed(k)
     })
 }
 
 fn resolve_listed(k: &Kernel) -> anyhow::Result<String> {
-    let out = output(Command::new("apt-cache").args(["search", "--names-only", k.pattern]))
+    let out = crate::output(apt::cmd("apt-cache")?.args(["search", "--names-only", k.pattern]))
         .unwrap_or_default();
     let mut rels: Vec<String> = out
         .lines()
@@ -76,7 +76,7 @@ fn resolve_listed(k: &Kernel) -> anyhow::Result<String> {
     rels.sort_by_key(|r| version_key(r));
     rels.pop().with_context(|| {
         format!(
-            "no kernel package matches {} in apt (run apt-get update?)",
+            "no kernel package matches {} in the tier's apt lists (/var/cache/nvprobe-vm/apt)",
             k.pattern
         )
     })
@@ -89,8 +89,8 @@ fn version_key(s: &str) -> Vec<u64> {
 }
 
 fn ldd_libs(bin: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let out =
-        output(Command::new("ldd").arg(bin)).with_context(|| format!("ldd {}", bin.display()))?;
+    let out = crate::output(Command::new("ldd").arg(bin))
+        .with_context(|| format!("ldd {}", bin.display()))?;
     Ok(out
         .lines()
         .filter_map(|l| {
@@ -127,14 +127,18 @@ poweroff -f
 /// How long one boot may take, to its result line.
 const BOOT_LIMIT: Duration = Duration::from_secs(600);
 
-/// Build the stand-ins, the initramfs, boot, and return (passed, log).
-fn one(k: &Kernel, bins: &Path, bench: bool) -> anyhow::Result<(bool, String)> {
+/// What one boot gave: nvvmtest's PASS or not, the console's lines, and
+/// where they were saved.
+type Ran = (bool, String, PathBuf);
+
+/// Build the stand-ins, the initramfs, boot, and return what it gave.
+fn one(k: &Kernel, bins: &Path, bench: bool) -> anyhow::Result<Ran> {
     let rel = resolve(k)?;
     eprintln!("xtask: vm-test {}: kernel {rel}", k.label);
-    let work = root_dir().join("target/vm").join(&rel);
+    let work = crate::target_dir().join("vm").join(&rel);
     fs::create_dir_all(&work)?;
-    let vmlinuz = install_kernel(k, &rel, &work)?;
-    let kmod = build_kmod(&rel, &work)?;
+    let (vmlinuz, headers) = install_kernel(k, &rel, &work)?;
+    let kmod = build_kmod(&headers, &work)?;
     let initrd = build_initramfs(&work, bins, &kmod, None)?;
     let mut q = boot(
         &vmlinuz,
@@ -152,7 +156,7 @@ fn one(k: &Kernel, bins: &Path, bench: bool) -> anyhow::Result<(bool, String)> {
         println!("{md}");
     }
     match passed {
-        Some(p) => Ok((p, log)),
+        Some(p) => Ok((p, log, work.join("console.log"))),
         None => bail!(
             "the VM with {rel} gave no result line within {} s (console: {})",
             BOOT_LIMIT.as_secs(),
@@ -161,18 +165,18 @@ fn one(k: &Kernel, bins: &Path, bench: bool) -> anyhow::Result<(bool, String)> {
     }
 }
 
-/// Install the kernel's headers; download and unpack its image under
-/// `work/img` (once). Returns the vmlinuz.
-fn install_kernel(k: &Kernel, rel: &str, work: &Path) -> anyhow::Result<PathBuf> {
-    let headers = format!("linux-headers-{rel}");
-    apt(&["install", "-y", "-q", "--no-install-recommends", &headers])?;
+/// The kernel's headers (in the cache); its image downloaded and unpacked
+/// under `work/img` (once). Returns the vmlinuz and the headers.
+fn install_kernel(k: &Kernel, rel: &str, work: &Path) -> anyhow::Result<(PathBuf, Headers)> {
+    let headers = vmheaders::prepare(rel)?;
     let vmlinuz = work.join(format!("img/boot/vmlinuz-{rel}"));
     if !vmlinuz.exists() {
-        sh(Command::new("apt-get")
-            .current_dir(work)
-            .arg("download")
-            .arg(format!("linux-image-{rel}{}", k.image_suffix))
-            .stderr(Stdio::null()))?;
+        let image = vec![format!("linux-image-{rel}{}", k.image_suffix)];
+        // Lists older than the archive name a package it no longer has.
+        apt::download(work, &image).or_else(|_| {
+            apt::update()?;
+            apt::download(work, &image)
+        })?;
         let deb = fs::read_dir(work)?
             .flatten()
             .map(|e| e.path())
@@ -183,17 +187,17 @@ fn install_kernel(k: &Kernel, rel: &str, work: &Path) -> anyhow::Result<PathBuf>
             .arg(&deb)
             .arg(work.join("img")))?;
     }
-    Ok(vmlinuz)
+    Ok((vmlinuz, headers))
 }
 
 /// The real NVIDIA open module on this kernel: build (or take from the
-/// cache) and boot; returns (passed, log).
-fn one_real(k: &Kernel, bins: &Path) -> anyhow::Result<(bool, String)> {
+/// cache) and boot.
+fn one_real(k: &Kernel, bins: &Path) -> anyhow::Result<Ran> {
     let rel = resolve(k)?;
-    let work = root_dir().join("target/vm").join(&rel);
+    let work = crate::target_dir().join("vm").join(&rel);
     fs::create_dir_all(&work)?;
-    let vmlinuz = install_kernel(k, &rel, &work)?;
-    let real = crate::vmreal::prepare(&crate::vmreal::KTree::debian(&rel))?;
+    let (vmlinuz, headers) = install_kernel(k, &rel, &work)?;
+    let real = crate::vmreal::prepare(&crate::vmreal::KTree::debian(&rel, &headers))?;
     eprintln!(
         "xtask: vm-test {} real driver: nvidia {} (zero-GPU patch), libcuda {}{}",
         k.label,
@@ -211,21 +215,21 @@ fn one_real(k: &Kernel, bins: &Path) -> anyhow::Result<(bool, String)> {
 }
 
 /// Boot a real-driver initramfs (the real nvidia.ko and libcuda live in
-/// it: more memory), keep the console in `work`, and return (passed, log).
+/// it: more memory), keep the console in `work`.
 fn run_real_vm(
     vmlinuz: &Path,
     initrd: &Path,
     append: &str,
     work: &Path,
     what: &str,
-) -> anyhow::Result<(bool, String)> {
+) -> anyhow::Result<Ran> {
     let mut q = boot(vmlinuz, initrd, append, 3072)?;
     let (passed, log) = read_console(&mut q, work)?;
     let _ = q.kill();
     let _ = q.wait();
     fs::write(work.join("console.log"), &log)?;
     match passed {
-        Some(p) => Ok((p, log)),
+        Some(p) => Ok((p, log, work.join("console.log"))),
         None => bail!(
             "the VM with {what} gave no result line within {} s (console: {})",
             BOOT_LIMIT.as_secs(),
@@ -239,14 +243,14 @@ pub const HMM_LABEL: &str = "6.1-hmm";
 
 /// The HMM kernel (vmkernel.rs) with the real modules: build (or take
 /// from the cache) and boot; nvvmtest runs the HMM scenarios
-/// (`nvvm.stage=hmm`). Returns (passed, log).
-fn one_hmm(bins: &Path) -> anyhow::Result<(bool, String)> {
+/// (`nvvm.stage=hmm`).
+fn one_hmm(bins: &Path) -> anyhow::Result<Ran> {
     let k = crate::vmkernel::prepare()?;
     eprintln!(
         "xtask: vm-test {HMM_LABEL}: kernel {}, nvidia {} (zero-GPU patch)",
         k.rel, k.real.version
     );
-    let work = root_dir().join("target/vm").join(&k.rel);
+    let work = crate::target_dir().join("vm").join(&k.rel);
     fs::create_dir_all(&work)?;
     let initrd = build_initramfs(&work, bins, &k.real.kmod, Some(&k.real))?;
     run_real_vm(
@@ -259,7 +263,7 @@ fn one_hmm(bins: &Path) -> anyhow::Result<(bool, String)> {
 }
 
 /// The stand-ins, built against this kernel's headers in `work/kmod`.
-fn build_kmod(rel: &str, work: &Path) -> anyhow::Result<PathBuf> {
+fn build_kmod(headers: &Headers, work: &Path) -> anyhow::Result<PathBuf> {
     let kmod = work.join("kmod");
     let _ = fs::remove_dir_all(&kmod);
     fs::create_dir_all(&kmod)?;
@@ -268,7 +272,7 @@ fn build_kmod(rel: &str, work: &Path) -> anyhow::Result<PathBuf> {
     }
     sh(Command::new("make")
         .arg("-C")
-        .arg(format!("/lib/modules/{rel}/build"))
+        .arg(&headers.build)
         .arg(format!("M={}", kmod.display()))
         .arg("modules")
         .stdout(Stdio::null()))?;
@@ -362,10 +366,10 @@ fn build_initramfs(
 fn module_deps(ko: &Path, tree: &Path, order: &mut Vec<PathBuf>) -> anyhow::Result<()> {
     // Without modinfo the list would be silently empty, and insmod of
     // nvidia.ko fails later with "Unknown symbol" for what drm exports.
-    let deps = output(Command::new("modinfo").args(["-F", "depends"]).arg(ko))
+    let deps = crate::output(Command::new("modinfo").args(["-F", "depends"]).arg(ko))
         .with_context(|| format!("modinfo -F depends {} (package kmod)", ko.display()))?;
     for d in deps.trim().split(',').filter(|d| !d.is_empty()) {
-        let file = output(Command::new("find").arg(tree).args([
+        let file = crate::output(Command::new("find").arg(tree).args([
             "-name",
             &format!("{d}.ko*"),
             "-o",
@@ -438,13 +442,8 @@ fn read_console(q: &mut Child, work: &Path) -> anyhow::Result<(Option<bool>, Str
     while t0.elapsed() < BOOT_LIMIT {
         match rx.recv_timeout(Duration::from_secs(1)) {
             Ok(l) => {
-                if l.starts_with("NVVM") {
-                    eprintln!("  {l}");
-                }
-                if let Some(r) = l.trim().strip_prefix("NVVM-RESULT: ") {
-                    passed = Some(r == "PASS");
-                }
-                // A recording sent out as hex: saved beside the console log.
+                // A recording sent out as hex: saved beside the console log
+                // (and not shown: it is the whole recording).
                 if let Some(f) = l.trim().strip_prefix("NVVM-FILE: ")
                     && let Some((name, hex)) = f.split_once(' ')
                     && !name.contains('/')
@@ -452,8 +451,19 @@ fn read_console(q: &mut Child, work: &Path) -> anyhow::Result<(Option<bool>, Str
                     let bytes: Vec<u8> = (0..hex.len() / 2)
                         .filter_map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok())
                         .collect();
-                    fs::write(work.join(name), bytes)?;
+                    fs::write(work.join(name), &bytes)?;
+                    eprintln!(
+                        "  NVVM-FILE: {name} ({} bytes) saved in {}",
+                        bytes.len(),
+                        work.display()
+                    );
                     continue;
+                }
+                if l.starts_with("NVVM") {
+                    eprintln!("  {l}");
+                }
+                if let Some(r) = l.trim().strip_prefix("NVVM-RESULT: ") {
+                    passed = Some(r == "PASS");
                 }
                 log.push_str(&l);
                 log.push('\n');
@@ -519,9 +529,71 @@ fn bench_table(rel: &str, log: &str) -> String {
     md
 }
 
+/// `cargo xtask vm-test`: the tier, its stages' summary, and an error if
+/// one failed.
 pub fn vm_test(only: Option<String>, bench: bool) -> anyhow::Result<()> {
+    let t0 = Instant::now();
+    let rows = kernel_tier(only, bench)?;
+    let mut s = crate::summary::Summary::default();
+    s.tiers.push(crate::summary::Tier {
+        name: "kernel tier".into(),
+        rows,
+        took: Some(t0.elapsed()),
+        notes: Vec::new(),
+    });
+    print!("{}", s.render("cargo xtask vm-test", t0.elapsed()));
+    let failed: Vec<String> = s.tiers[0]
+        .rows
+        .iter()
+        .filter(|r| !r.failed.is_empty())
+        .map(|r| r.name.clone())
+        .collect();
+    if !failed.is_empty() {
+        bail!("vm-test failed on {}", failed.join(", "));
+    }
+    Ok(())
+}
+
+/// A stage's row: nvvmtest's checks in its console (each `ok` passed, each
+/// `FAIL` failed, each `skip` skipped), or why it could not run.
+fn stage_row(name: String, t0: Instant, r: anyhow::Result<Ran>) -> Row {
+    let took = Some(t0.elapsed());
+    match r {
+        Ok((passed, log, console)) => {
+            let (ok, mut failed, skipped) = vm_checks(&log);
+            if !passed && failed.is_empty() {
+                failed.push("nvvmtest said FAIL without a failed check".into());
+            }
+            eprintln!(
+                "xtask: vm-test {name}: {}",
+                if failed.is_empty() { "PASS" } else { "FAIL" }
+            );
+            if !passed {
+                eprintln!("{log}");
+            }
+            Row {
+                name,
+                passed: if ok == 0 && failed.is_empty() { 1 } else { ok },
+                note: (!failed.is_empty()).then(|| format!("console: {}", console.display())),
+                failed,
+                skipped,
+                took,
+            }
+        }
+        Err(e) => {
+            eprintln!("xtask: vm-test {name}: could not run: {e:#}");
+            Row::failed(&name, took, format!("could not run: {e:#}"))
+        }
+    }
+}
+
+/// The kernel tier's stages, one row each; an error when it cannot start
+/// at all (not root, qemu cannot be installed, no release build).
+pub fn kernel_tier(only: Option<String>, bench: bool) -> anyhow::Result<Vec<Row>> {
     if !crate::is_root() {
-        bail!("vm-test installs kernel headers and packages with apt: run it as root");
+        bail!(
+            "vm-test installs qemu and build tools with apt and keeps a cache in /var/cache/nvprobe-vm: run it as root"
+        );
     }
     for (bin, pkg) in [
         ("qemu-system-x86_64", "qemu-system-x86"),
@@ -532,9 +604,11 @@ pub fn vm_test(only: Option<String>, bench: bool) -> anyhow::Result<()> {
         ("xz", "xz-utils"),
         // modinfo: which kernel modules nvidia.ko needs first (drm).
         ("modinfo", "kmod"),
+        // Packages are unpacked, never installed.
+        ("dpkg-deb", "dpkg"),
     ] {
-        if output(Command::new("sh").args(["-c", &format!("command -v {bin}")])).is_none() {
-            apt(&["install", "-y", "-q", "--no-install-recommends", pkg])?;
+        if crate::output(Command::new("sh").args(["-c", &format!("command -v {bin}")])).is_none() {
+            apt::host_install(&[pkg])?;
         }
     }
     if bench && only.as_deref() == Some(HMM_LABEL) {
@@ -542,24 +616,6 @@ pub fn vm_test(only: Option<String>, bench: bool) -> anyhow::Result<()> {
             "--bench measures the stand-ins, which {HMM_LABEL} does not boot: use --only 6.1 or 6.12"
         );
     }
-    // One vm-test at a time per machine: they share the cache.
-    fs::create_dir_all("/var/cache/nvprobe-vm")?;
-    let lock = fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open("/var/cache/nvprobe-vm/.lock")
-        .context("/var/cache/nvprobe-vm/.lock")?;
-    if lock.try_lock().is_err() {
-        eprintln!(
-            "xtask: vm-test: another vm-test holds /var/cache/nvprobe-vm/.lock; waiting for it"
-        );
-        lock.lock().context("locking /var/cache/nvprobe-vm/.lock")?;
-    }
-    // Release binaries: debug ones are too slow under TCG (a debug nvprobe
-    // reading a 28 MB libcuda took over a minute to start).
-    let bins = crate::build_release()?;
-    let mut failed = Vec::new();
     if let Some(o) = &only
         && !MATRIX.iter().any(|k| k.label == o)
         && o != HMM_LABEL
@@ -573,55 +629,46 @@ pub fn vm_test(only: Option<String>, bench: bool) -> anyhow::Result<()> {
                 .join(", ")
         );
     }
+    // One vm-test at a time per machine: they share the cache.
+    let lock_path = Path::new(apt::CACHE).join(".lock");
+    fs::create_dir_all(apt::CACHE)?;
+    let lock = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .with_context(|| lock_path.display().to_string())?;
+    if lock.try_lock().is_err() {
+        eprintln!(
+            "xtask: vm-test: another vm-test holds {}; waiting for it",
+            lock_path.display()
+        );
+        lock.lock()
+            .with_context(|| format!("locking {}", lock_path.display()))?;
+    }
+    // Release binaries: debug ones are too slow under TCG (a debug nvprobe
+    // reading a 28 MB libcuda took over a minute to start).
+    let bins = crate::build_release()?;
+    let mut rows = Vec::new();
     for k in MATRIX
         .iter()
         .filter(|k| only.as_deref().is_none_or(|o| k.label == o))
     {
-        match one(k, &bins, bench) {
-            Ok((true, _)) => eprintln!("xtask: vm-test {}: PASS", k.label),
-            Ok((false, log)) => {
-                eprintln!("xtask: vm-test {}: FAIL\n{log}", k.label);
-                failed.push(k.label);
-            }
-            Err(e) => {
-                eprintln!("xtask: vm-test {}: could not run: {e:#}", k.label);
-                failed.push(k.label);
-            }
-        }
+        let t0 = Instant::now();
+        let r = one(k, &bins, bench);
+        rows.push(stage_row(format!("kernel {}", k.label), t0, r));
         if k.real && !bench {
-            match one_real(k, &bins) {
-                Ok((true, _)) => eprintln!("xtask: vm-test {} real driver: PASS", k.label),
-                Ok((false, log)) => {
-                    eprintln!("xtask: vm-test {} real driver: FAIL\n{log}", k.label);
-                    failed.push(k.label);
-                }
-                Err(e) => {
-                    eprintln!(
-                        "xtask: vm-test {} real driver: could not run: {e:#}",
-                        k.label
-                    );
-                    failed.push(k.label);
-                }
-            }
+            let t0 = Instant::now();
+            let r = one_real(k, &bins);
+            rows.push(stage_row(format!("kernel {} real driver", k.label), t0, r));
         }
     }
     // The HMM kernel: real modules only (the stand-ins prove nothing more
     // there); not in --bench, which measures the stand-ins.
     if !bench && only.as_deref().is_none_or(|o| o == HMM_LABEL) {
-        match one_hmm(&bins) {
-            Ok((true, _)) => eprintln!("xtask: vm-test {HMM_LABEL} real driver: PASS"),
-            Ok((false, log)) => {
-                eprintln!("xtask: vm-test {HMM_LABEL} real driver: FAIL\n{log}");
-                failed.push(HMM_LABEL);
-            }
-            Err(e) => {
-                eprintln!("xtask: vm-test {HMM_LABEL} real driver: could not run: {e:#}");
-                failed.push(HMM_LABEL);
-            }
-        }
+        let t0 = Instant::now();
+        let r = one_hmm(&bins);
+        rows.push(stage_row(format!("kernel {HMM_LABEL} real driver"), t0, r));
     }
-    if !failed.is_empty() {
-        bail!("vm-test failed on {}", failed.join(", "));
-    }
-    Ok(())
+    Ok(rows)
 }

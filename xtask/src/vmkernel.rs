@@ -3,7 +3,10 @@
 //! Debian's stock kernels lack the second. So one kernel of the tier is
 //! built here from Debian's `linux-source-6.1`: `make tinyconfig` plus
 //! `tests/kmod/real/hmm-kernel.config`, then the real NVIDIA modules
-//! against it (vmreal.rs).
+//! against it (vmreal.rs). The source package is downloaded into the
+//! build's folder in the cache (apt.rs), not installed in /usr/src; the
+//! build's tools (flex, bison, bc, libelf-dev, pahole) are installed on
+//! the machine.
 //!
 //! Cached in `/var/cache/nvprobe-vm/kernel/RELEASE/` (bzImage, `pci.h`
 //! for the module patches' choice; written whole or not at all); the
@@ -20,12 +23,13 @@ use std::{
 
 use anyhow::{Context, bail};
 
-use crate::{output, root_dir, sh, vmreal};
+use crate::{apt, output, root_dir, sh, vmreal};
 
 const CACHE: &str = "/var/cache/nvprobe-vm/kernel";
 const FRAGMENT: &str = "tests/kmod/real/hmm-kernel.config";
 const SOURCE_PKG: &str = "linux-source-6.1";
-const TARBALL: &str = "/usr/src/linux-source-6.1.tar.xz";
+/// The tarball inside the source package.
+const TARBALL: &str = "usr/src/linux-source-6.1.tar.xz";
 
 /// The built kernel and the real modules for it.
 pub struct HmmKernel {
@@ -89,44 +93,44 @@ pub fn prepare() -> anyhow::Result<HmmKernel> {
     built
 }
 
-fn apt_install(pkgs: &[&str]) -> anyhow::Result<()> {
-    let run = |args: &[&str]| {
-        sh(Command::new("apt-get")
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .args(args)
-            .stdout(Stdio::null()))
-    };
-    let mut args = vec!["install", "-y", "-q", "--no-install-recommends"];
-    args.extend_from_slice(pkgs);
-    run(&args).or_else(|first| {
-        run(&["update", "-qq"]).with_context(|| format!("{first:#}; then apt-get update"))?;
-        run(&args).with_context(|| {
-            format!(
-                "apt-get install {} (after apt-get update; {SOURCE_PKG} is Debian bookworm's: on another release run `cargo xtask vm-test --only 6.1` and `--only 6.12` alone)",
-                pkgs.join(" ")
-            )
-        })
-    })
-}
-
 /// Extract, configure and build the kernel in `work`, then the modules
 /// against it; keep the bzImage and pci.h (the caller drops the tree).
 fn build(fragment: &str, tag: &str, work: &Path) -> anyhow::Result<HmmKernel> {
-    let mut pkgs = vec![SOURCE_PKG, "flex", "bison", "bc", "libelf-dev", "xz-utils"];
+    let mut pkgs = vec!["flex", "bison", "bc", "libelf-dev", "xz-utils"];
     if output(Command::new("sh").args(["-c", "command -v pahole"])).is_none() {
         // pahole makes the BTF of vmlinux and of the modules.
         pkgs.push("dwarves");
     }
-    apt_install(&pkgs).context("installing what the kernel build needs")?;
+    apt::host_install(&pkgs).context("installing what the kernel build needs")?;
     let _ = fs::remove_dir_all(work);
-    fs::create_dir_all(work)?;
+    let pkg = work.join("pkg");
+    fs::create_dir_all(&pkg)?;
     let t = Instant::now();
+    // The newest (its security updates), not apt's candidate (bookworm's
+    // point release).
+    let fetch = || -> anyhow::Result<()> {
+        let v = apt::newest(SOURCE_PKG)?;
+        apt::download(&pkg, &[format!("{SOURCE_PKG}={v}")])
+    };
+    fetch()
+        .or_else(|_| {
+            apt::update()?;
+            fetch()
+        })
+        .with_context(|| {
+            format!(
+                "{SOURCE_PKG} is Debian bookworm's: without it run `cargo xtask vm-test --only 6.1` and `--only 6.12` alone"
+            )
+        })?;
+    apt::unpack(&apt::deb(&pkg, &format!("{SOURCE_PKG}_"))?, &pkg.join("x"))?;
     sh(Command::new("tar")
         .arg("-C")
         .arg(work)
         .arg("-xJf")
-        .arg(TARBALL))
+        .arg(pkg.join("x").join(TARBALL)))
     .context("unpacking linux-source-6.1")?;
+    // The package's own copy of the tarball is not needed any more.
+    let _ = fs::remove_dir_all(&pkg);
     let src = fs::read_dir(work)?
         .flatten()
         .map(|e| e.path())

@@ -2,8 +2,9 @@
 //! kernel module (`nvidia-open-kernel-source`, contrib) with the zero-GPU
 //! patch of tests/kmod/real/, the real `libcuda1` of the same version
 //! (non-free), one of another version (the real version mismatch) and
-//! `nvidia-modprobe`, fetched with apt through sources of its own (the
-//! machine's apt configuration is not touched).
+//! `nvidia-modprobe`, downloaded with apt through sources of its own
+//! (apt.rs: the machine's apt configuration is not read or touched, and
+//! nothing is installed).
 //!
 //! The versions are pinned (what bookworm and trixie carried when this was
 //! written); when apt no longer has them the candidate is used, and said.
@@ -21,9 +22,10 @@ use std::{
 
 use anyhow::{Context, bail};
 
-use crate::{output, root_dir, sh};
-
-const CACHE: &str = "/var/cache/nvprobe-vm";
+use crate::{
+    apt::{self, CACHE},
+    output, root_dir, sh,
+};
 
 /// nvidia-open-kernel-source (bookworm, contrib) and the libcuda1 of the
 /// same version (non-free).
@@ -47,15 +49,15 @@ pub struct KTree {
 }
 
 impl KTree {
-    /// A Debian kernel whose headers are installed.
-    pub fn debian(rel: &str) -> Self {
+    /// A Debian kernel, its headers in the cache (vmheaders.rs).
+    pub fn debian(rel: &str, h: &crate::vmheaders::Headers) -> Self {
         Self {
             rel: rel.to_owned(),
-            sources: vec![
-                format!("/lib/modules/{rel}/source").into(),
-                format!("/lib/modules/{rel}/build").into(),
+            sources: vec![h.source.clone(), h.build.clone()],
+            make_args: vec![
+                format!("SYSSRC={}", h.source.display()),
+                format!("SYSOUT={}", h.build.display()),
             ],
-            make_args: vec![format!("KERNEL_UNAME={rel}")],
         }
     }
 }
@@ -72,36 +74,9 @@ pub struct RealParts {
     pub version: String,
 }
 
-/// apt with sources of its own: bookworm's and trixie's contrib and
-/// non-free, bookworm preferred.
-fn apt_cmd(prog: &str) -> anyhow::Result<Command> {
-    let dir = Path::new(CACHE).join("apt");
-    fs::create_dir_all(dir.join("lists/partial"))?;
-    fs::create_dir_all(dir.join("cache/archives/partial"))?;
-    let list = dir.join("sources.list");
-    fs::write(
-        &list,
-        "deb http://deb.debian.org/debian bookworm main contrib non-free\n\
-         deb http://deb.debian.org/debian trixie main contrib non-free\n",
-    )?;
-    let mut c = Command::new(prog);
-    // Nothing of the machine's apt: no sources, pins or installed packages.
-    c.env("DEBIAN_FRONTEND", "noninteractive").args([
-        format!("-oDir::Etc::SourceList={}", list.display()),
-        "-oDir::Etc::SourceParts=/nonexistent".into(),
-        "-oDir::Etc::Preferences=/dev/null".into(),
-        "-oDir::Etc::PreferencesParts=/nonexistent".into(),
-        "-oDir::State::status=/dev/null".into(),
-        format!("-oDir::State::Lists={}", dir.join("lists").display()),
-        format!("-oDir::Cache={}", dir.join("cache").display()),
-        "-oAPT::Default-Release=bookworm".into(),
-    ]);
-    Ok(c)
-}
-
 /// The versions apt offers for a package, the candidate first.
 fn versions(pkg: &str) -> anyhow::Result<Vec<String>> {
-    let out = output(apt_cmd("apt-cache")?.args(["policy", pkg])).unwrap_or_default();
+    let out = output(apt::cmd("apt-cache")?.args(["policy", pkg])).unwrap_or_default();
     let cand = out
         .lines()
         .find_map(|l| l.trim().strip_prefix("Candidate: "))
@@ -127,32 +102,6 @@ fn versions(pkg: &str) -> anyhow::Result<Vec<String>> {
 /// The upstream version of a Debian version ("535.261.03-1" -> "535.261.03").
 fn upstream(v: &str) -> &str {
     v.split('-').next().unwrap_or(v)
-}
-
-fn download(dir: &Path, what: &[String]) -> anyhow::Result<()> {
-    sh(apt_cmd("apt-get")?
-        .current_dir(dir)
-        .arg("download")
-        .args(what)
-        .stdout(Stdio::null()))
-    .with_context(|| format!("apt-get download {}", what.join(" ")))
-}
-
-fn deb(dir: &Path, prefix: &str) -> anyhow::Result<PathBuf> {
-    fs::read_dir(dir)?
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| {
-            p.file_name().is_some_and(|n| {
-                n.to_string_lossy().starts_with(prefix) && n.to_string_lossy().ends_with(".deb")
-            })
-        })
-        .with_context(|| format!("the downloaded {prefix} package"))
-}
-
-fn unpack(deb: &Path, into: &Path) -> anyhow::Result<()> {
-    fs::create_dir_all(into)?;
-    sh(Command::new("dpkg-deb").arg("-x").arg(deb).arg(into))
 }
 
 /// Find `name` under `root`.
@@ -235,10 +184,7 @@ pub fn prepare(k: &KTree) -> anyhow::Result<RealParts> {
     let cached = cached_version(rel, &tag);
     let mut src_v = cached.clone().unwrap_or_else(|| PINNED.to_owned());
     if cached.is_none() {
-        sh(apt_cmd("apt-get")?
-            .args(["update", "-qq"])
-            .stdout(Stdio::null()))
-        .context("apt-get update with contrib and non-free")?;
+        apt::update()?;
         let offered = versions("nvidia-open-kernel-source")?;
         if !offered.iter().any(|v| v == PINNED) {
             src_v = offered[0].clone();
@@ -285,7 +231,7 @@ fn build(k: &KTree, src_v: &str, patches: &[PathBuf], out: &Path) -> anyhow::Res
         format!("libcuda1={same}"),
         "nvidia-modprobe".to_owned(),
     ];
-    download(&work, &what)?;
+    apt::download(&work, &what)?;
     let other = lib_vs
         .iter()
         .find(|v| *v == PINNED_OTHER)
@@ -294,14 +240,17 @@ fn build(k: &KTree, src_v: &str, patches: &[PathBuf], out: &Path) -> anyhow::Res
         let d = work.join("other");
         fs::create_dir_all(&d)?;
         what = vec![format!("libcuda1={o}")];
-        download(&d, &what)?;
+        apt::download(&d, &what)?;
     }
-    unpack(
-        &deb(&work, "nvidia-open-kernel-source_")?,
+    apt::unpack(
+        &apt::deb(&work, "nvidia-open-kernel-source_")?,
         &work.join("src"),
     )?;
-    unpack(&deb(&work, "libcuda1_")?, &work.join("cuda"))?;
-    unpack(&deb(&work, "nvidia-modprobe_")?, &work.join("modprobe"))?;
+    apt::unpack(&apt::deb(&work, "libcuda1_")?, &work.join("cuda"))?;
+    apt::unpack(
+        &apt::deb(&work, "nvidia-modprobe_")?,
+        &work.join("modprobe"),
+    )?;
     let tarball = find(&work.join("src"), "nvidia-open-kernel.tar.xz")
         .context("the module source tarball")?;
     sh(Command::new("tar")
@@ -370,7 +319,7 @@ fn build(k: &KTree, src_v: &str, patches: &[PathBuf], out: &Path) -> anyhow::Res
     if other.is_some()
         && let Some(o) = find(&work.join("other"), "libcuda1_*.deb")
     {
-        unpack(&o, &work.join("other/x"))?;
+        apt::unpack(&o, &work.join("other/x"))?;
         if let Some(l) = find(&work.join("other/x"), "libcuda.so.[0-9]*.*") {
             let name = l.file_name().context("name")?.to_owned();
             fs::copy(&l, out.join("other").join(name))?;
