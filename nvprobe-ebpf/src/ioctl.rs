@@ -165,17 +165,7 @@ pub(crate) fn ioctl_finish(ret: i64) -> Result<(), i64> {
         Some(_) => {}
     }
 
-    let rm = if skip & bench_skip::EXIT_NO_RM != 0 {
-        None
-    } else {
-        rm_copy(&inf, ret, ptr, size)
-    };
-    let (ptr, size) = if skip & bench_skip::EXIT_NO_COPY != 0 {
-        (0, 0)
-    } else {
-        (ptr, size)
-    };
-    if let Some(rm) = rm {
+    if let Some(rm) = rm_copy(&inf, ret, ptr, size) {
         if let Some(mut entry) = EVENTS.reserve::<RmControlEvent>(0) {
             let ev = entry.as_mut_ptr();
             // SAFETY: `ev` points at a reserved ring-buffer record of the

@@ -101,8 +101,7 @@ def main():
     modes = {"untraced": None, "empty": None, "full": [], "verdicts": ["--events", "verdicts"]}
     # Where the full mode's cost goes: each variant stops the ioctl
     # programs at one point (the bits of nvprobe_common::bench_skip).
-    skips = {"entry_filter": 1, "entry_resolve": 2, "exit_state": 4, "exit_no_rm": 8,
-             "exit_no_copy": 16, "exit_no_rm_no_copy": 24} if a.variants else {}
+    skips = {"entry_filter": 1, "entry_resolve": 2, "exit_state": 4} if a.variants else {}
     for v in skips:
         modes[v] = []
     runs = []

@@ -11,9 +11,10 @@ use super::{Fail, exit};
 #[derive(Args)]
 pub struct DoctorArgs {
     /// Read /proc, /sys, /dev and the library paths under DIR instead of /
-    /// (a host tree or a snapshot folder or .tar/.tar.gz; nodes may be
-    /// listed in DIR/dev.manifest). Only file evidence is available then.
-    #[arg(long, value_name = "DIR")]
+    /// (a host tree or a snapshot folder, or a snapshot's .tar/.tar.gz;
+    /// nodes may be listed in DIR/dev.manifest). Only file evidence is
+    /// available then.
+    #[arg(long, value_name = "DIR|FILE.tar")]
     pub root: Option<PathBuf>,
     /// Check device access for this user (name or uid) instead of the
     /// invoking one (the user behind sudo).

@@ -208,7 +208,15 @@ fn watch_as(name: &str, extra: &[&str], version: Option<&str>) -> anyhow::Result
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    anyhow::bail!("nvprobe {extra:?} did not start within 60 s")
+    // Say what it said meanwhile.
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        use std::io::Read as _;
+        let _ = e.read_to_string(&mut err);
+    }
+    anyhow::bail!("nvprobe {extra:?} did not start within 60 s: {err}")
 }
 
 /// Every record nvprobe wrote in the VM must match its published schema.
