@@ -487,3 +487,20 @@ pub fn mount_namespace(pid: u32) -> String {
         .map(|p| p.display().to_string())
         .unwrap_or_default()
 }
+
+/// Whether a line of nvprobe's text is a fork, exec, exit or signal line
+/// (not a verdict's `==` line, not the summary's count of those left out).
+pub fn is_lifecycle_line(l: &str) -> bool {
+    [
+        " forks pid ",
+        " exec",
+        " exited",
+        " killed by",
+        " receives ",
+        " sends ",
+    ]
+    .iter()
+    .any(|w| l.contains(w))
+        && !l.starts_with("==")
+        && !l.contains("left out (--all-processes")
+}

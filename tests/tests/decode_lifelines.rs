@@ -7,7 +7,7 @@
 
 use std::process::Command;
 
-use nvprobe_tests::harness::{bin, fixture};
+use nvprobe_tests::harness::{bin, fixture, is_lifecycle_line};
 use serde_json::Value;
 
 const REC: &str = "h200-580.159.04-busy-shell.ndjson";
@@ -61,24 +61,7 @@ fn the_busy_shell_is_counted_not_shown() {
     assert_eq!(exits_of_true(&all), 200, "{all}");
     assert!(!all.contains("left out (--all-processes"), "{all}");
     // The lines text leaves out are the JSON's proc records it does not show.
-    let shown = |t: &str| {
-        t.lines()
-            .filter(|l| {
-                [
-                    " forks pid ",
-                    " exec",
-                    " exited",
-                    " killed by",
-                    " receives ",
-                    " sends ",
-                ]
-                .iter()
-                .any(|w| l.contains(w))
-                    && !l.starts_with("==")
-                    && !l.contains("left out (--all-processes")
-            })
-            .count()
-    };
+    let shown = |t: &str| t.lines().filter(|l| is_lifecycle_line(l)).count();
     assert_eq!(shown(&all) - shown(&out), 1006);
 }
 

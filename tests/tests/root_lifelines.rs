@@ -11,7 +11,7 @@
 use std::process::Command;
 
 use nvprobe_tests::{
-    harness::bin,
+    harness::{bin, is_lifecycle_line},
     need_root,
     scenario::{FakeDrv, check_schema, lock, scenario, tmpdir, watch},
 };
@@ -71,18 +71,7 @@ fn a_shell_that_only_looked_at_a_path_stays_out_of_the_text() {
     // the path is a call's line, shown as every call is).
     let about = |t: &str, pid: u64| {
         t.lines()
-            .filter(|l| {
-                [
-                    " forks pid ",
-                    " exec",
-                    " exited",
-                    " killed by",
-                    " receives ",
-                    " sends ",
-                ]
-                .iter()
-                .any(|w| l.contains(w))
-            })
+            .filter(|l| is_lifecycle_line(l))
             .filter(|l| l.contains(&format!("[{pid}]")) || l.ends_with(&format!(" {pid}")))
             .count()
     };

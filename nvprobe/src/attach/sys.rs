@@ -112,15 +112,7 @@ pub fn cgroup_device_programs(cgroup: BorrowedFd<'_>) -> io::Result<u32> {
 /// (`BPF_F_ALLOW_MULTI`). The attachment holds the program: it stays
 /// until the cgroup is removed. (The test tools' device-cgroup case.)
 pub fn attach_device_program(cgroup: BorrowedFd<'_>, insns: &[bpf_insn]) -> io::Result<()> {
-    let license = CString::new("GPL").map_err(io::Error::other)?;
-    let mut load = ProgLoad {
-        prog_type: bpf_prog_type::BPF_PROG_TYPE_CGROUP_DEVICE as u32,
-        insn_cnt: insns.len() as u32,
-        insns: insns.as_ptr() as u64,
-        license: license.as_ptr() as u64,
-        ..ProgLoad::default()
-    };
-    let prog = owned(bpf(bpf_cmd::BPF_PROG_LOAD, &mut load)?);
+    let prog = load_raw(bpf_prog_type::BPF_PROG_TYPE_CGROUP_DEVICE, insns)?;
     let mut attr = ProgAttach {
         target_fd: cgroup.as_raw_fd() as u32,
         attach_bpf_fd: prog.as_raw_fd() as u32,
@@ -134,9 +126,14 @@ pub fn attach_device_program(cgroup: BorrowedFd<'_>, insns: &[bpf_insn]) -> io::
 /// A tracepoint program of raw instructions (the benchmarks' empty
 /// program: the cost of a program on a tracepoint, with nothing in it).
 pub fn load_tracepoint_program(insns: &[bpf_insn]) -> io::Result<OwnedFd> {
+    load_raw(bpf_prog_type::BPF_PROG_TYPE_TRACEPOINT, insns)
+}
+
+/// A GPL program of `prog_type` made of raw instructions.
+fn load_raw(prog_type: bpf_prog_type, insns: &[bpf_insn]) -> io::Result<OwnedFd> {
     let license = CString::new("GPL").map_err(io::Error::other)?;
     let mut load = ProgLoad {
-        prog_type: bpf_prog_type::BPF_PROG_TYPE_TRACEPOINT as u32,
+        prog_type: prog_type as u32,
         insn_cnt: insns.len() as u32,
         insns: insns.as_ptr() as u64,
         license: license.as_ptr() as u64,

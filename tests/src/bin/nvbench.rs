@@ -118,6 +118,11 @@ fn deny_major(major: u32) -> Vec<aya_obj::generated::bpf_insn> {
         (0xb7, 0, 0, 0, 0),
         (0x95, 0, 0, 0, 0),
     ];
+    insns(&raw)
+}
+
+/// Raw instructions, each (code, dst, src, off, imm).
+fn insns(raw: &[(u8, u8, u8, i16, i32)]) -> Vec<aya_obj::generated::bpf_insn> {
     raw.iter()
         .map(|&(code, dst, src, off, imm)| aya_obj::generated::bpf_insn {
             code,
@@ -316,17 +321,8 @@ fn main() -> anyhow::Result<()> {
             return Ok(());
         }
         Cmd::EmptyTracepoints => {
-            let ret0: Vec<aya_obj::generated::bpf_insn> =
-                [(0xb7u8, 0u8, 0u8, 0i16, 0i32), (0x95, 0, 0, 0, 0)]
-                    .iter()
-                    .map(|&(code, dst, src, off, imm)| aya_obj::generated::bpf_insn {
-                        code,
-                        _bitfield_align_1: [],
-                        _bitfield_1: aya_obj::generated::bpf_insn::new_bitfield_1(dst, src),
-                        off,
-                        imm,
-                    })
-                    .collect();
+            // BPF_ALU64|BPF_MOV|BPF_K r0 = 0, BPF_JMP|BPF_EXIT.
+            let ret0 = insns(&[(0xb7, 0, 0, 0, 0), (0x95, 0, 0, 0, 0)]);
             let mut links = Vec::new();
             if !["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
                 .iter()
