@@ -504,3 +504,18 @@ pub fn is_lifecycle_line(l: &str) -> bool {
         && !l.starts_with("==")
         && !l.contains("left out (--all-processes")
 }
+
+/// Wait for `c` at most `limit` (a patience that only ends a broken run);
+/// kill it when it is still running then.
+pub fn wait_at_most(c: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let t0 = Instant::now();
+    while t0.elapsed() < limit {
+        if let Ok(Some(st)) = c.try_wait() {
+            return Some(st);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = c.kill();
+    let _ = c.wait();
+    None
+}

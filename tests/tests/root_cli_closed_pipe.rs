@@ -12,31 +12,16 @@
 
 use std::{
     io::{BufRead, BufReader},
-    process::{Child, Command, ExitStatus, Stdio},
+    process::{Command, Stdio},
     sync::mpsc,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use nvprobe_tests::{
-    harness::{bin, bpf_prog_ids, still_loaded},
+    harness::{bin, bpf_prog_ids, still_loaded, wait_at_most},
     need_root,
     scenario::lock,
 };
-
-/// Wait for `c` at most `limit` (a patience that only ends a broken run);
-/// kill it when it is still running then.
-fn wait_at_most(c: &mut Child, limit: Duration) -> Option<ExitStatus> {
-    let t0 = Instant::now();
-    while t0.elapsed() < limit {
-        if let Ok(Some(st)) = c.try_wait() {
-            return Some(st);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = c.kill();
-    let _ = c.wait();
-    None
-}
 
 /// `nvprobe ARGS` with stdout a pipe: once the banner says it is tracing,
 /// the pipe's read end is closed. Its exit status and stderr.

@@ -17,29 +17,15 @@ use std::{
     io::{BufRead, BufReader, Write},
     os::unix::{fs::PermissionsExt, process::CommandExt},
     path::Path,
-    process::{Child, Command, ExitStatus, Stdio},
+    process::{Child, Command, Stdio},
     time::{Duration, Instant},
 };
 
 use nvprobe_tests::{
-    harness::{Trace, bin, bpf_prog_ids, private_mount_namespace, still_loaded},
+    harness::{Trace, bin, bpf_prog_ids, private_mount_namespace, still_loaded, wait_at_most},
     need_root,
     scenario::{FakeDrv, check_schema, lock, scenario, tmpdir, watch},
 };
-
-/// Wait for `c` at most `limit`; kill it when it is still running then.
-fn wait_at_most(c: &mut Child, limit: Duration) -> Option<ExitStatus> {
-    let t0 = Instant::now();
-    while t0.elapsed() < limit {
-        if let Ok(Some(st)) = c.try_wait() {
-            return Some(st);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = c.kill();
-    let _ = c.wait();
-    None
-}
 
 /// `nvprobe ARGS` with stdout and stdin closed, its exit code and stderr,
 /// killed after 30 s (an nvprobe that does not stop fails the test, it
