@@ -28,30 +28,13 @@ pub const LOST_SLOT_COLLISION: u32 = 15;
 /// (a power of two): no hash-map insert or delete on the hot path.
 pub const INFLIGHT_SLOTS: u32 = 32768;
 
+pub mod fastpath;
 pub mod hooks;
 
-/// Names of the maps in the BPF object (`nvprobe-ebpf/src/maps.rs`), for
-/// the collector to take them by.
 mod rm;
 pub use rm::{RM_DEREF_LEN, RM_PARAMS_LEN, RmControlEvent, rm_params};
 
-pub mod maps {
-    pub const EVENTS: &str = "EVENTS";
-    pub const LOST: &str = "LOST";
-    pub const INFLIGHT: &str = "INFLIGHT";
-    pub const NV_PROCS: &str = "NV_PROCS";
-    pub const PID_FILTER: &str = "PID_FILTER";
-    pub const EXTRA_FILES: &str = "EXTRA_FILES";
-    pub const UVM_SIZES: &str = "UVM_SIZES";
-    pub const CUDA_ENTRIES: &str = "CUDA_ENTRIES";
-    pub const SELFTEST_HITS: &str = "SELFTEST_HITS";
-    pub const WAKE_NEXT: &str = "WAKE_NEXT";
-    pub const STATUS_AT: &str = "STATUS_AT";
-    pub const QUIETED: &str = "QUIETED";
-    pub const RB_FILL: &str = "RB_FILL";
-    pub const RM_PARAMS: &str = "RM_PARAMS";
-    pub const PEERS: &str = "PEERS";
-}
+pub mod maps;
 
 /// `NV_PROCS` values: a followed process, and one whose successful calls
 /// the kernel drops (`--events failures|verdicts`, set by the kernel side
@@ -64,6 +47,11 @@ pub mod nv_procs {
     /// Past its start-up (its first context worked): the calls it needs
     /// besides the NVIDIA ones are no longer watched for failures.
     pub const STARTED: u8 = 4;
+    /// `--events failures|verdicts`, a process not yet quiet: its next
+    /// NVIDIA call is sent whatever it is (a failed call was sent, whose
+    /// retry tells a recovered failure; or a signal came, and the call it
+    /// came during must be seen). Cleared when that call is sent.
+    pub const SHIP_NEXT: u8 = 8;
     /// The high four bits count the [`crate::ProcOp::CallFailed`] records
     /// sent for the process, up to [`FAILS_SENT`].
     pub const FAIL_ONE: u8 = 16;
@@ -508,7 +496,10 @@ pub struct ProcEvent {
     pub target_tid: u32,
     /// siginfo `si_pid` (the sender as the kernel recorded it).
     pub si_pid: u32,
-    pub _pad: u32,
+    /// For Exit: the process's successful NVIDIA calls the kernel counted
+    /// instead of sending (`--events failures|verdicts`,
+    /// `nvprobe_common::fastpath`), saturating; 0 otherwise.
+    pub unsent: u32,
     pub sa_handler: u64,
     pub sa_flags: u64,
 }

@@ -134,6 +134,8 @@ pub fn nvprobe_cuda_return(ctx: RetProbeContext) -> u32 {
             0
         };
         let _ = crate::maps::NV_PROCS.insert(&tgid, &(FOLLOWED | STARTED | quiet), 0);
+        // The threads' cached copies of the value go.
+        crate::maps::bump_fd_gen();
     }
     let base = func & !nvprobe_common::CUDA_INTERPOSER;
     if ret != 0

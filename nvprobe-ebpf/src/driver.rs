@@ -99,7 +99,7 @@ fn exit_ret(hook: u32, ret: i64) {
     let _ = DRV_INFLIGHT.remove(&k);
     if is_ioctl_hook(hook) && drv_ioctls() {
         // The ioctl record stands for the entry point's own span.
-        let _ = crate::ioctl::ioctl_finish(ret);
+        let _ = crate::ioctl_compat::ioctl_finish_compat(ret);
         return;
     }
     let Some(mut entry) = EVENTS.reserve::<DriverEvent>(0) else {

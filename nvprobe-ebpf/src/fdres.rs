@@ -17,7 +17,9 @@ use aya_ebpf::helpers::{
 };
 use nvprobe_common::{Config, DevKind, EventKind, ExtraKey, FileId, Header, classify_rdev};
 
-use crate::maps::{EXTRA_FILES, PID_FILTER};
+use nvprobe_common::fastpath::{FDCACHE_FDS, FDCACHE_SLOTS, FdCache};
+
+use crate::maps::{EXTRA_FILES, FDCACHE, PID_FILTER, fd_gen};
 
 /// Overridden by user space at load time (`EbpfLoader::override_global`).
 #[unsafe(no_mangle)]
@@ -115,7 +117,13 @@ pub fn wakeup_bytes() -> u32 {
 
 #[inline(always)]
 pub fn pid_allowed() -> bool {
-    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    pid_allowed_for(bpf_get_current_pid_tgid())
+}
+
+/// [`pid_allowed`] for the current task's `pid_tgid`, already read.
+#[inline(always)]
+pub fn pid_allowed_for(pid_tgid: u64) -> bool {
+    let tgid = (pid_tgid >> 32) as u32;
     if tgid == cfg!(self_tgid) {
         return false;
     }
@@ -163,6 +171,69 @@ pub fn resolve_fd(fd: i32) -> Option<FileId> {
         let fdarr: u64 = kread(fdt, cfg!(fdt_fd))?;
         let file: u64 = kread(fdarr, (fd as u32) * 8)?;
         file_id(file)
+    }
+}
+
+/// The current thread's `FDCACHE` slot when it holds this thread's
+/// answers of the current generation; with `claim`, a slot that does not
+/// is started afresh for it.
+#[inline(always)]
+pub fn cache_slot(pid_tgid: u64, claim: bool) -> Option<*mut FdCache> {
+    let tid = pid_tgid as u32;
+    let tgid = (pid_tgid >> 32) as u32;
+    let gen_ = fd_gen();
+    if gen_ & nvprobe_common::fastpath::FD_GEN_OFF != 0 {
+        return None;
+    }
+    let c = FDCACHE.get_ptr_mut(tid & (FDCACHE_SLOTS - 1))?;
+    // SAFETY: pointer into the array map's value; only this thread (or one
+    // whose tid collides with it, which then takes the slot over) writes it.
+    unsafe {
+        if (*c).tid == tid && (*c).tgid == tgid && (*c).gen_ == gen_ {
+            return Some(c);
+        }
+        if !claim {
+            return None;
+        }
+        // What the slot's last thread left uncounted goes to its process.
+        if (*c).unsent != 0 {
+            crate::maps::add_unsent((*c).tgid, (*c).unsent as u64);
+            (*c).unsent = 0;
+        }
+        (*c).procs = 0;
+        (*c).tid = 0;
+        (*c).fd = [-1; FDCACHE_FDS];
+        (*c).next = 0;
+        (*c).ns_valid = 0;
+        (*c).tgid = tgid;
+        (*c).gen_ = gen_;
+        (*c).tid = tid;
+    }
+    Some(c)
+}
+
+/// [`resolve_fd`] through the thread's cache: a descriptor resolved to an
+/// NVIDIA file in this generation is not resolved again.
+#[inline(always)]
+pub fn resolve_fd_cached(fd: i32, pid_tgid: u64) -> Option<FileId> {
+    let Some(c) = cache_slot(pid_tgid, true) else {
+        return resolve_fd(fd);
+    };
+    // SAFETY: pointer into the array map's value (see cache_slot).
+    unsafe {
+        for i in 0..FDCACHE_FDS {
+            if (*c).fd[i] == fd {
+                return Some((*c).file[i]);
+            }
+        }
+        let f = resolve_fd(fd)?;
+        if f.kind != DevKind::None as u8 {
+            let i = ((*c).next as usize) & (FDCACHE_FDS - 1);
+            (*c).file[i] = f;
+            (*c).fd[i] = fd;
+            (*c).next = (*c).next.wrapping_add(1);
+        }
+        Some(f)
     }
 }
 
@@ -228,14 +299,66 @@ pub fn file_id(file: u64) -> Option<FileId> {
 /// namespace (containers), read from task->thread_pid->numbers[level].
 #[inline(always)]
 pub unsafe fn fill_header(h: *mut Header, kind: EventKind) {
-    let pid_tgid = bpf_get_current_pid_tgid();
+    // SAFETY: per the function's contract.
+    unsafe {
+        (*h).ktime_ns = generated::bpf_ktime_get_ns();
+        fill_ids(h, kind, bpf_get_current_pid_tgid());
+    }
+}
+
+/// [`fill_header`] for a call's record: stamped `ktime` (the call's end,
+/// read once), the pid-namespace ids from the thread's cache when it has
+/// them.
+#[inline(always)]
+pub unsafe fn fill_header_at(h: *mut Header, kind: EventKind, ktime: u64, pid_tgid: u64) {
+    // SAFETY: `h` points into a reserved ring-buffer record.
+    unsafe {
+        (*h).ktime_ns = ktime;
+        let Some(c) = cache_slot(pid_tgid, false) else {
+            fill_ids(h, kind, pid_tgid);
+            return;
+        };
+        if (*c).ns_valid != 0 {
+            fill_ids_cheap(h, kind, pid_tgid);
+            (*h).ns_tgid = (*c).ns_tgid;
+            (*h).ns_tid = (*c).ns_tid;
+            (*h).pidns_level = (*c).pidns_level;
+            return;
+        }
+        fill_ids(h, kind, pid_tgid);
+        (*c).ns_tgid = (*h).ns_tgid;
+        (*c).ns_tid = (*h).ns_tid;
+        (*c).pidns_level = (*h).pidns_level;
+        (*c).ns_valid = 1;
+    }
+}
+
+/// The header's fields that cost no kernel read.
+#[inline(always)]
+unsafe fn fill_ids_cheap(h: *mut Header, kind: EventKind, pid_tgid: u64) {
     let tgid = (pid_tgid >> 32) as u32;
     let tid = pid_tgid as u32;
     // SAFETY: `h` points into a reserved ring-buffer record.
     unsafe {
         (*h).kind = kind as u32;
         (*h).cpu = generated::bpf_get_smp_processor_id();
-        (*h).ktime_ns = generated::bpf_ktime_get_ns();
+        (*h).tgid = tgid;
+        (*h).tid = tid;
+        (*h).uid = bpf_get_current_uid_gid() as u32;
+        (*h).comm = bpf_get_current_comm().unwrap_or([0u8; 16]);
+    }
+}
+
+/// Every header field but the time, the pid-namespace ids read from the
+/// task.
+#[inline(always)]
+unsafe fn fill_ids(h: *mut Header, kind: EventKind, pid_tgid: u64) {
+    let tgid = (pid_tgid >> 32) as u32;
+    let tid = pid_tgid as u32;
+    // SAFETY: `h` points into a reserved ring-buffer record.
+    unsafe {
+        (*h).kind = kind as u32;
+        (*h).cpu = generated::bpf_get_smp_processor_id();
         (*h).tgid = tgid;
         (*h).tid = tid;
         (*h).ns_tgid = tgid;

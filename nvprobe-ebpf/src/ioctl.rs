@@ -16,9 +16,9 @@ use nvprobe_common::{
 };
 
 use crate::{
-    fdres::{fill_header, rm_params_on, wakeup_bytes},
+    fdres::{fill_header_at, rm_params_on, wakeup_bytes},
     maps::{self, EVENTS, RM_PARAMS, UVM_SIZES, count_lost, take_slot, wakeup_flags},
-    now, store, tid, zeroed_inflight,
+    now, store, zeroed_inflight,
 };
 
 /// Keep an NVIDIA ioctl's entry state (the syscall tracepoint, or the
@@ -56,20 +56,19 @@ pub(crate) fn ioctl_begin(
 }
 
 /// What to copy of an RM control's parameters.
-struct RmCopy {
-    control: u32,
-    params: u64,
-    len: u32,
-    deref_off: u32,
+pub(crate) struct RmCopy {
+    pub(crate) control: u32,
+    pub(crate) params: u64,
+    pub(crate) len: u32,
+    pub(crate) deref_off: u32,
 }
 
 /// The copy `RM_PARAMS` asks for, when this call is an `NV_ESC_RM_CONTROL`
 /// (plain or XFER-wrapped) that returned 0 and left NV_OK in NVOS54, on a
-/// control listed there. One 32-byte read of NVOS54 per RM control, and
-/// nothing for any other call.
+/// control listed there. NVOS54 is the parameter head already read.
 #[inline(always)]
-fn rm_copy(inf: &Inflight, ret: i64, ptr: u64, size: u32) -> Option<RmCopy> {
-    if ret != 0 || ptr == 0 || size != NVOS54_SIZE || !rm_params_on() {
+fn rm_copy(inf: &Inflight, ret: i64, size: u32, head: &Head) -> Option<RmCopy> {
+    if ret != 0 || size != NVOS54_SIZE || head.len < NVOS54_SIZE || !rm_params_on() {
         return None;
     }
     let rm_control = if inf.flags & ioctl_flags::XFER != 0 {
@@ -82,41 +81,109 @@ fn rm_copy(inf: &Inflight, ret: i64, ptr: u64, size: u32) -> Option<RmCopy> {
     }
     // NVOS54: hClient @0, hObject @4, cmd @8, flags @12, params @16,
     // paramsSize @24, status @28 (nvos.h).
-    // SAFETY: reading user memory through the helper, which handles faults.
-    let w = unsafe { bpf_probe_read_user(ptr as *const [u32; 8]) }.ok()?;
-    let params = (w[4] as u64) | ((w[5] as u64) << 32);
-    if w[7] != 0 || params == 0 {
+    let w = |i: usize| head.word(i);
+    let params = (w(4) as u64) | ((w(5) as u64) << 32);
+    if w(7) != 0 || params == 0 {
+        return None;
+    }
+    let control = w(2);
+    // Most controls are in no listed bucket: no lookup for them.
+    let b = maps::SHIP_CONTROLS.get(nvprobe_common::fastpath::control_bucket(control))?;
+    if b & nvprobe_common::fastpath::COPY == 0 {
         return None;
     }
     // SAFETY: plain map lookup of a u32.
-    let v = *unsafe { RM_PARAMS.get(&w[2]) }?;
+    let v = *unsafe { RM_PARAMS.get(&control) }?;
     let mut len = rm_params::copy(v);
-    if len > w[6] {
-        len = w[6];
+    if len > w(6) {
+        len = w(6);
     }
     if len > RM_PARAMS_LEN as u32 {
         len = RM_PARAMS_LEN as u32;
     }
     Some(RmCopy {
-        control: w[2],
+        control,
         params,
         len,
         deref_off: rm_params::deref_off(v),
     })
 }
 
-/// Emit the ioctl record of this thread's pending NVIDIA ioctl.
+/// The head of the parameter struct, read once at the exit into the stack:
+/// the record, the RM control's NVOS54 and the status check all use it.
+/// Kept as words: copied into the record word by word (a byte-array copy
+/// would be a call to memmove, a global subprogram to which the 6.1
+/// verifier refuses ring-buffer memory as an argument).
+pub(crate) struct Head {
+    pub(crate) words: [u64; HEAD_LEN / 8],
+    /// Bytes read (0: none, or the read faulted).
+    pub(crate) len: u32,
+}
+
+impl Head {
+    #[inline(always)]
+    fn read(ptr: u64, size: u32, flags: &mut u32) -> Head {
+        let mut h = Head {
+            words: [0u64; HEAD_LEN / 8],
+            len: 0,
+        };
+        let want = if size < HEAD_LEN as u32 {
+            size
+        } else {
+            HEAD_LEN as u32
+        };
+        if want > 0 && ptr != 0 {
+            // SAFETY: user read through the helper into a stack buffer of
+            // HEAD_LEN bytes; `want` is at most HEAD_LEN.
+            let rc = unsafe {
+                generated::bpf_probe_read_user(h.words.as_mut_ptr().cast(), want, ptr as *const _)
+            };
+            if rc == 0 {
+                h.len = want;
+            } else {
+                *flags |= ioctl_flags::HEAD_FAULT;
+            }
+        }
+        h
+    }
+
+    /// The little-endian u32 at word `i` (0 when not read).
+    #[inline(always)]
+    pub(crate) fn word(&self, i: usize) -> u32 {
+        let w = self.words[(i / 2) & (HEAD_LEN / 8 - 1)];
+        (w >> (32 * (i % 2))) as u32
+    }
+
+    /// Write the head into `dst` (8-aligned: a record's `head`).
+    ///
+    /// # Safety
+    /// `dst` points at HEAD_LEN writable bytes, 8-aligned.
+    #[inline(always)]
+    unsafe fn copy_to(&self, dst: *mut u8) {
+        let d = dst.cast::<u64>();
+        for (i, w) in self.words.iter().enumerate() {
+            // SAFETY: per the function's contract; volatile, so that the
+            // words stay stores and do not become a memmove call.
+            unsafe { core::ptr::write_volatile(d.add(i), *w) };
+        }
+    }
+}
+
+/// Emit the ioctl record of this thread's pending NVIDIA ioctl: at
+/// `--events failures|verdicts` the kernel decides for every call whether
+/// it is sent or counted (`nvprobe_common::fastpath`), and the header's ids
+/// come from the thread's cache. (A kernel whose verifier refuses this as
+/// too complex, as Linux 6.1's does, gets `ioctl_compat.rs`'s.)
 #[inline(always)]
 pub(crate) fn ioctl_finish(ret: i64) -> Result<(), i64> {
-    let Some(inf) = take_slot(tid(), Some(EventKind::Ioctl as u32)) else {
+    let pid_tgid = aya_ebpf::helpers::bpf_get_current_pid_tgid();
+    let Some(inf) = take_slot(pid_tgid as u32, Some(EventKind::Ioctl as u32)) else {
         return Ok(());
     };
     let skip = crate::fdres::bench_skip();
     if skip & bench_skip::EXIT_STATE != 0 {
         return Ok(());
     }
-    let end = now();
-
     // Where the parameter struct is and how big it is.
     let mut flags = inf.flags;
     let (ptr, size) = if flags & ioctl_flags::XFER != 0 {
@@ -146,32 +213,68 @@ pub(crate) fn ioctl_finish(ret: i64) -> Result<(), i64> {
             }
         }
     };
+    let head = Head::read(ptr, size, &mut flags);
 
     // From now on this process's exit and signals are reported, even when
     // its first NVIDIA call is an ioctl on an inherited fd (the verdict then
     // comes at its exit, not when tracing stops).
-    let tgid = (aya_ebpf::helpers::bpf_get_current_pid_tgid() >> 32) as u32;
-    // SAFETY: plain lookup of a u8.
-    match unsafe { maps::NV_PROCS.get(&tgid) }.copied() {
-        None => {
-            maps::first_sight(tgid);
+    let tgid = (pid_tgid >> 32) as u32;
+    // A raw pointer, null for none (an Option of one would leave its
+    // payload register undefined on the None path, which the verifier
+    // refuses to read).
+    let cache = crate::fdres::cache_slot(pid_tgid, false).unwrap_or(core::ptr::null_mut());
+    let (v, first) = procs_value(tgid, cache);
+    if crate::fdres::quiet_levels() && !first {
+        // --events failures|verdicts: a successful call is counted, not
+        // sent, when the process is past its first context (quiet), or when
+        // nothing a verdict reads is in it (docs/SCHEMA.md).
+        let st = if ret == 0 {
+            maps::status_of(&inf, ptr, size, &head)
+        } else {
+            maps::Status::Failed
+        };
+        if v & nv_procs::QUIET != 0 {
+            if st == maps::Status::Ok {
+                maps::count_unsent(slot_of(&inf), cache, tgid);
+                return Ok(());
+            }
+        } else {
+            match st {
+                maps::Status::Ok
+                    if v & nv_procs::SHIP_NEXT == 0 && !maps::shipped(&inf, size, &head) =>
+                {
+                    maps::count_unsent(slot_of(&inf), cache, tgid);
+                    return Ok(());
+                }
+                maps::Status::Ok if v & nv_procs::SHIP_NEXT != 0 => {
+                    maps::ship_next_done(tgid, v, inf.start_ns)
+                }
+                maps::Status::Ok => {}
+                maps::Status::Failed => maps::ship_next(tgid, v, true),
+                maps::Status::Unknown => {}
+            }
         }
-        // A process past its verdict whose call succeeded: nothing of it
-        // is shipped (--events failures|verdicts), so nothing is copied.
-        Some(v) if v & nv_procs::QUIET != 0 && ret == 0 && maps::quiet_success(&inf, ptr, size) => {
-            maps::count_quieted();
-            return Ok(());
-        }
-        Some(_) => {}
     }
 
-    if let Some(rm) = rm_copy(&inf, ret, ptr, size) {
+    // The end, read only for a call that is sent (and its header's time).
+    let end = now();
+    if let Some(rm) = rm_copy(&inf, ret, size, &head) {
         if let Some(mut entry) = EVENTS.reserve::<RmControlEvent>(0) {
             let ev = entry.as_mut_ptr();
             // SAFETY: `ev` points at a reserved ring-buffer record of the
             // right size; every field is written before submit.
             unsafe {
-                fill_ioctl(&raw mut (*ev).ioctl, &inf, ret, end, ptr, size, flags);
+                fill_ioctl(
+                    &raw mut (*ev).ioctl,
+                    &inf,
+                    ret,
+                    end,
+                    pid_tgid,
+                    ptr,
+                    size,
+                    flags,
+                    &head,
+                );
                 (*ev).ioctl.hdr.kind = EventKind::RmControl as u32;
                 fill_rm_params(ev, &rm);
             }
@@ -192,7 +295,7 @@ pub(crate) fn ioctl_finish(ret: i64) -> Result<(), i64> {
     let ev = entry.as_mut_ptr();
     // SAFETY: `ev` points at a reserved ring-buffer record of the right size;
     // every field is written before submit.
-    unsafe { fill_ioctl(ev, &inf, ret, end, ptr, size, flags) };
+    unsafe { fill_ioctl(ev, &inf, ret, end, pid_tgid, ptr, size, flags, &head) };
     entry.submit(wakeup_flags(
         wakeup_bytes(),
         core::mem::size_of::<IoctlEvent>(),
@@ -200,24 +303,59 @@ pub(crate) fn ioctl_finish(ret: i64) -> Result<(), i64> {
     Ok(())
 }
 
-/// Write every field of the ioctl record at `ev`, copying the head and the
-/// tail of the `size`-byte parameter struct at `ptr`.
+/// The call slot of the call in `inf` (`nvprobe_common::fastpath`).
+#[inline(always)]
+fn slot_of(inf: &Inflight) -> u32 {
+    nvprobe_common::fastpath::call_slot(inf.cmd, inf.flags & ioctl_flags::XFER != 0, inf.xfer_cmd)
+}
+
+/// The process's `NV_PROCS` value, from the thread's cache when it holds
+/// it; a process seen for the first time is followed from now on (and its
+/// call sent: `true`).
+#[inline(always)]
+fn procs_value(tgid: u32, cache: *mut nvprobe_common::fastpath::FdCache) -> (u8, bool) {
+    use nvprobe_common::fastpath::PROCS_VALID;
+    if !cache.is_null() {
+        // SAFETY: the thread's own cache slot.
+        let p = unsafe { (*cache).procs };
+        if p & PROCS_VALID != 0 {
+            return (p as u8, false);
+        }
+    }
+    // SAFETY: plain lookup of a u8.
+    match unsafe { maps::NV_PROCS.get(&tgid) }.copied() {
+        None => (nv_procs::FOLLOWED, maps::first_sight(tgid)),
+        Some(v) => {
+            if !cache.is_null() {
+                // SAFETY: the thread's own cache slot.
+                unsafe { (*cache).procs = v as u32 | PROCS_VALID };
+            }
+            (v, false)
+        }
+    }
+}
+
+/// Write every field of the ioctl record at `ev`: the head already read,
+/// and the tail of the `size`-byte parameter struct at `ptr`.
 ///
 /// # Safety
 /// `ev` points at reserved ring-buffer memory of an [`IoctlEvent`].
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 unsafe fn fill_ioctl(
     ev: *mut IoctlEvent,
     inf: &Inflight,
     ret: i64,
     end: u64,
+    pid_tgid: u64,
     ptr: u64,
     size: u32,
     mut flags: u32,
+    head: &Head,
 ) {
     // SAFETY: per the function's contract.
     unsafe {
-        fill_header(&raw mut (*ev).hdr, EventKind::Ioctl);
+        fill_header_at(&raw mut (*ev).hdr, EventKind::Ioctl, end, pid_tgid);
         (*ev).file = inf.file;
         (*ev).start_ns = inf.start_ns;
         (*ev).duration_ns = end.saturating_sub(inf.start_ns);
@@ -230,27 +368,9 @@ unsafe fn fill_ioctl(
         (*ev).xfer_ptr = inf.xfer_ptr;
         (*ev).param_size = size;
         (*ev)._pad = 0;
-
-        let head_len = if size < HEAD_LEN as u32 {
-            size
-        } else {
-            HEAD_LEN as u32
-        };
-        (*ev).head = [0u8; HEAD_LEN];
+        head.copy_to((*ev).head.as_mut_ptr());
+        (*ev).head_len = head.len;
         (*ev).tail = [0u8; TAIL_LEN];
-        (*ev).head_len = 0;
-        if head_len > 0 && ptr != 0 {
-            let rc = generated::bpf_probe_read_user(
-                (*ev).head.as_mut_ptr().cast(),
-                head_len,
-                ptr as *const _,
-            );
-            if rc == 0 {
-                (*ev).head_len = head_len;
-            } else {
-                flags |= ioctl_flags::HEAD_FAULT;
-            }
-        }
         (*ev).tail_off = 0;
         (*ev).tail_len = 0;
         if size > HEAD_LEN as u32 && ptr != 0 {
@@ -296,7 +416,7 @@ fn deref_answered(p: &[u8; RM_PARAMS_LEN]) -> bool {
 /// # Safety
 /// `ev` points at reserved ring-buffer memory of an [`RmControlEvent`].
 #[inline(always)]
-unsafe fn fill_rm_params(ev: *mut RmControlEvent, rm: &RmCopy) {
+pub(crate) unsafe fn fill_rm_params(ev: *mut RmControlEvent, rm: &RmCopy) {
     // SAFETY: per the function's contract.
     unsafe {
         (*ev).control = rm.control;

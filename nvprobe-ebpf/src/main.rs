@@ -12,11 +12,16 @@
 //! each argument in an 8-byte slot from offset 16; `ret` of sys_exit_* at 16.
 #![no_std]
 #![no_main]
+// An atomic add (BPF_ATOMIC BPF_ADD) for FD_GEN: the BPF target's
+// atomics have no fetch_add.
+#![feature(core_intrinsics)]
+#![allow(internal_features)]
 
 mod cuda;
 mod driver;
 mod fdres;
 mod ioctl;
+mod ioctl_compat;
 mod maps;
 mod paths;
 mod procs;
@@ -107,7 +112,11 @@ pub fn nvprobe_ioctl_enter(ctx: TracePointContext) -> u32 {
 
 fn try_ioctl_enter(ctx: &TracePointContext) -> Result<(), i64> {
     let cmd = arg::<u64>(ctx, ARG1)? as u32;
-    if !nvidia_shaped(cmd) || !pid_allowed() {
+    if !nvidia_shaped(cmd) {
+        return Ok(());
+    }
+    let pid_tgid = aya_ebpf::helpers::bpf_get_current_pid_tgid();
+    if !fdres::pid_allowed_for(pid_tgid) {
         return Ok(());
     }
     let skip = fdres::bench_skip();
@@ -115,7 +124,7 @@ fn try_ioctl_enter(ctx: &TracePointContext) -> Result<(), i64> {
         return Ok(());
     }
     let fd = arg::<u64>(ctx, ARG0)? as i32;
-    let file = resolve_fd(fd).ok_or(0i64)?;
+    let file = fdres::resolve_fd_cached(fd, pid_tgid).ok_or(0i64)?;
     if file.kind == DevKind::None as u8 || skip & nvprobe_common::bench_skip::ENTRY_RESOLVE != 0 {
         return Ok(());
     }
@@ -132,6 +141,16 @@ pub fn nvprobe_ioctl_exit(ctx: TracePointContext) -> u32 {
 fn try_ioctl_exit(ctx: &TracePointContext) -> Result<(), i64> {
     let ret = arg::<i64>(ctx, RET)?;
     ioctl_finish(ret)
+}
+
+/// The exit for kernels whose verifier refuses `nvprobe_ioctl_exit` as too
+/// complex (Linux 6.1): `ioctl_compat.rs`.
+#[tracepoint]
+pub fn nvprobe_ioctl_exit_compat(ctx: TracePointContext) -> u32 {
+    if let Ok(ret) = arg::<i64>(&ctx, RET) {
+        let _ = ioctl_compat::ioctl_finish_compat(ret);
+    }
+    0
 }
 
 // ---------------------------------------------------------------------------
@@ -344,9 +363,21 @@ fn fd_enter(op: FdOp, fd: i32, extra: u64, kind: EventKind) -> Result<(), i64> {
     if fd < 0 || !pid_allowed() {
         return Ok(());
     }
-    let file = resolve_fd(fd).ok_or(0i64)?;
+    // dup2/dup3 replace `extra` (newfd): when that is an NVIDIA file, the
+    // threads' cached answers for it go, at this entry and at the exit.
+    let replaces = matches!(op, FdOp::Dup2 | FdOp::Dup3)
+        && (extra as i32) >= 0
+        && resolve_fd(extra as i32).is_some_and(|f| f.kind != DevKind::None as u8);
+    let mut file = resolve_fd(fd).ok_or(0i64)?;
     if file.kind == DevKind::None as u8 {
-        return Ok(());
+        if !replaces {
+            return Ok(());
+        }
+        // Not a record (the old fd is no NVIDIA file): the exit only bumps.
+        file = nvprobe_common::FileId::default();
+    }
+    if op == FdOp::Close || replaces {
+        maps::bump_fd_gen();
     }
     let mut inf = zeroed_inflight();
     inf.kind = kind as u32;
@@ -355,6 +386,7 @@ fn fd_enter(op: FdOp, fd: i32, extra: u64, kind: EventKind) -> Result<(), i64> {
     inf.fd = fd;
     inf.a0 = extra;
     inf.file = file;
+    inf.flags = replaces as u32;
     store(inf)
 }
 
@@ -367,6 +399,24 @@ syscall_entry! {
             0,
             EventKind::Fd,
         )
+    }
+}
+
+syscall_entry! {
+    /// long close_range(unsigned int fd, unsigned int max_fd, unsigned int flags):
+    /// any descriptor may go, NVIDIA ones included; no record (close(2)'s
+    /// record is of one NVIDIA fd), only the cache generation moves.
+    nvprobe_close_range_enter(_ctx) {
+        maps::bump_fd_gen();
+        Ok(())
+    }
+}
+
+syscall_entry! {
+    /// The exit of close_range: answers cached while it ran go too.
+    nvprobe_close_range_exit(_ctx) {
+        maps::bump_fd_gen();
+        Ok(())
     }
 }
 
@@ -559,6 +609,13 @@ fn exit_path(inf: &Inflight, ret: i64, end: u64) -> Result<bool, i64> {
 }
 
 fn exit_fd(inf: &Inflight, ret: i64, end: u64) -> Result<(), i64> {
+    if inf.op == FdOp::Close as u32 || inf.flags != 0 {
+        // Answers cached while the close or the replacing dup ran.
+        maps::bump_fd_gen();
+    }
+    if inf.file.kind == DevKind::None as u8 {
+        return Ok(());
+    }
     let Some(mut entry) = EVENTS.reserve::<FdEvent>(0) else {
         count_lost(EventKind::Fd);
         return Ok(());

@@ -8,6 +8,7 @@ use aya_ebpf::{
 };
 use nvprobe_common::{
     EventKind, ExtraKey, INFLIGHT_SLOTS, Inflight, LOST_SLOT_COLLISION, LOST_SLOTS,
+    fastpath::{CALL_SLOTS, CONTROL_BUCKETS, FDCACHE_SLOTS, FdCache},
 };
 
 /// The one ring buffer every record goes through. User space may resize it
@@ -24,6 +25,141 @@ pub static LOST: PerCpuArray<u64> = PerCpuArray::with_max_entries(LOST_SLOTS, 0)
 /// lock, unlike hash-map insert/delete on every traced call.
 #[map]
 pub static INFLIGHT: Array<Inflight> = Array::with_max_entries(INFLIGHT_SLOTS, 0);
+
+/// Each thread's fd → device answers and pid-namespace ids
+/// (`nvprobe_common::fastpath`), valid while `FD_GEN` has not moved.
+#[map]
+pub static FDCACHE: Array<FdCache> = Array::with_max_entries(FDCACHE_SLOTS, 0);
+
+/// The generation of every `FDCACHE` slot: bumped when any descriptor
+/// may have changed the file it refers to.
+#[map]
+pub static FD_GEN: Array<u64> = Array::with_max_entries(1, 0);
+// Starts at 0 (the map is zeroed); user space writes FD_GEN_OFF before
+// any program runs and clears it once the probes that move it are in.
+
+/// The current generation.
+#[inline(always)]
+pub fn fd_gen() -> u64 {
+    match FD_GEN.get_ptr(0) {
+        // SAFETY: pointer into the array map's value.
+        Some(p) => unsafe { core::ptr::read_volatile(p) },
+        None => 0,
+    }
+}
+
+/// Drop every thread's cached answers (a descriptor was closed or
+/// replaced, a process exec'd or ended).
+#[inline(always)]
+pub fn bump_fd_gen() {
+    if let Some(p) = FD_GEN.get_ptr_mut(0) {
+        // SAFETY: pointer into the array map's value, updated atomically
+        // (two CPUs bumping at once must both move it).
+        unsafe {
+            core::intrinsics::atomic_xadd::<u64, u64, { core::intrinsics::AtomicOrdering::Relaxed }>(
+                p, 1,
+            );
+        }
+    }
+}
+
+/// `--events failures|verdicts`: which successful calls are sent
+/// (`nvprobe_common::fastpath::call_slot` → SHIP), filled by user space.
+#[map]
+pub static SHIP_CALLS: Array<u8> = Array::with_max_entries(CALL_SLOTS, 0);
+
+/// RM controls by bucket (`nvprobe_common::fastpath::control_bucket`):
+/// SHIP and COPY bits, filled by user space.
+#[map]
+pub static SHIP_CONTROLS: Array<u8> = Array::with_max_entries(CONTROL_BUCKETS, 0);
+
+/// Successful calls counted instead of sent, per CPU and call slot.
+#[map]
+pub static UNSENT_CALLS: PerCpuArray<u64> = PerCpuArray::with_max_entries(CALL_SLOTS, 0);
+
+/// The same per process (threads' counts, added when a thread ends or its
+/// cache slot starts afresh; the process's exit record carries the sum).
+#[map]
+pub static UNSENT_PROCS: aya_ebpf::maps::LruHashMap<u32, u64> =
+    aya_ebpf::maps::LruHashMap::with_max_entries(16384, 0);
+
+/// Add `n` calls to `tgid`'s count of calls counted instead of sent.
+#[inline(always)]
+pub fn add_unsent(tgid: u32, n: u64) {
+    if n == 0 {
+        return;
+    }
+    if let Some(p) = UNSENT_PROCS.get_ptr_mut(&tgid) {
+        // SAFETY: pointer into the map's value; threads of one process
+        // may add at once, so the add is atomic.
+        unsafe {
+            core::intrinsics::atomic_xadd::<u64, u64, { core::intrinsics::AtomicOrdering::Relaxed }>(
+                p, n,
+            );
+        }
+    } else {
+        let _ = UNSENT_PROCS.insert(&tgid, &n, 0);
+    }
+}
+
+/// Count a successful call of `slot` that is not sent, for its thread's
+/// cache slot `c` (or the process, when it is null).
+#[inline(always)]
+pub fn count_unsent(slot: u32, c: *mut FdCache, tgid: u32) {
+    count_quieted();
+    if let Some(p) = UNSENT_CALLS.get_ptr_mut(slot & (CALL_SLOTS - 1)) {
+        // SAFETY: per-CPU slot, no concurrent writer on this CPU.
+        unsafe { *p += 1 };
+    }
+    if c.is_null() {
+        add_unsent(tgid, 1);
+    } else {
+        // SAFETY: the thread's own cache slot.
+        unsafe { (*c).unsent = (*c).unsent.saturating_add(1) };
+    }
+}
+
+/// `--events failures|verdicts`: set (`on`) or clear SHIP_NEXT in the
+/// followed process `tgid`'s value `v`, for a process not yet quiet; the
+/// threads' cached copies go with a generation bump.
+#[inline(always)]
+pub fn ship_next(tgid: u32, v: u8, on: bool) {
+    use nvprobe_common::nv_procs::{QUIET, SHIP_NEXT};
+    if !crate::fdres::quiet_levels() || v & QUIET != 0 || (v & SHIP_NEXT != 0) == on {
+        return;
+    }
+    let nv = if on { v | SHIP_NEXT } else { v & !SHIP_NEXT };
+    let _ = NV_PROCS.insert(&tgid, &nv, 0);
+    bump_fd_gen();
+}
+
+/// `--events failures|verdicts`: when a signal last came for a followed
+/// process (ns). While its SHIP_NEXT bit is set, the calls in flight then
+/// are sent (the correlator names the call a signal came during).
+#[map]
+pub static SIGNALLED: aya_ebpf::maps::LruHashMap<u32, u64> =
+    aya_ebpf::maps::LruHashMap::with_max_entries(4096, 0);
+
+/// How long after a signal a call may begin and still be sent for it: the
+/// other threads' calls in flight at the signal end in this time, or are
+/// stalls (reported on their own).
+pub const SIGNAL_WINDOW_NS: u64 = 10_000_000;
+
+/// A successful call of a process whose SHIP_NEXT bit is set was sent:
+/// the bit goes when it was set by a failure (this is the call after it),
+/// or by a signal that came before this call began, by more than
+/// [`SIGNAL_WINDOW_NS`].
+#[inline(always)]
+pub fn ship_next_done(tgid: u32, v: u8, start_ns: u64) {
+    // SAFETY: plain lookup of a u64.
+    if let Some(at) = unsafe { SIGNALLED.get(&tgid) }.copied() {
+        if start_ns <= at.saturating_add(SIGNAL_WINDOW_NS) {
+            return;
+        }
+        let _ = SIGNALLED.remove(&tgid);
+    }
+    ship_next(tgid, v, false);
+}
 
 /// Processes that use an NVIDIA device: their exit, exec and signals are
 /// reported. Filled here when an open yields an NVIDIA file, and by user
@@ -81,36 +217,96 @@ pub fn count_quieted() {
     }
 }
 
-/// Whether a call that returned 0 also left NV_STATUS 0 (NV_OK) in its
-/// parameters, by the offset user space put into STATUS_AT; false when the
-/// call is not there or its status cannot be read (it is then sent).
+/// STATUS_AT by call slot (`nvprobe_common::fastpath::status_slot`): an
+/// array, so the common case needs no hash lookup.
+#[map]
+pub static STATUS_SLOTS: Array<u32> = Array::with_max_entries(CALL_SLOTS, 0);
+
+/// What a call that returned 0 left as its NV_STATUS.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// NV_OK, or the call has no status field.
+    Ok,
+    /// Another status.
+    Failed,
+    /// Not in STATUS_AT, or unreadable: the call is sent.
+    Unknown,
+}
+
+/// The NV_STATUS of a call that returned 0, by the offset user space put
+/// into STATUS_AT; from the head already read when it lies there.
 #[inline(always)]
-pub fn quiet_success(inf: &Inflight, ptr: u64, size: u32) -> bool {
+pub fn status_of(inf: &Inflight, ptr: u64, size: u32, head: &crate::ioctl::Head) -> Status {
     let key = if inf.flags & nvprobe_common::ioctl_flags::XFER != 0 {
         if inf.flags & nvprobe_common::ioctl_flags::XFER_FAULT != 0
             || inf.xfer_size > nvprobe_common::ioctl::NV_MAX_IOCTL_SIZE
         {
-            return false;
+            return Status::Unknown;
         }
         nvprobe_common::status_at::xfer_key(inf.xfer_cmd, inf.xfer_size)
     } else {
         inf.cmd
     };
-    // SAFETY: plain lookup of a u32.
-    let Some(off) = (unsafe { STATUS_AT.get(&key) }).copied() else {
-        return false;
+    use nvprobe_common::fastpath::{call_slot, status_slot_off};
+    let slot = call_slot(
+        inf.cmd,
+        inf.flags & nvprobe_common::ioctl_flags::XFER != 0,
+        inf.xfer_cmd,
+    );
+    let by_slot = STATUS_SLOTS
+        .get(slot & (CALL_SLOTS - 1))
+        .copied()
+        .and_then(|v| status_slot_off(v, size));
+    let off = match by_slot {
+        Some(o) => o,
+        None => {
+            // SAFETY: plain lookup of a u32.
+            let Some(off) = (unsafe { STATUS_AT.get(&key) }).copied() else {
+                return Status::Unknown;
+            };
+            off
+        }
     };
     if off == nvprobe_common::status_at::NO_STATUS {
-        return true;
+        return Status::Ok;
     }
     if ptr == 0 || off.saturating_add(4) > size {
-        return false;
+        return Status::Unknown;
     }
-    // SAFETY: reading user memory through the helper, which handles faults.
-    matches!(
-        unsafe { aya_ebpf::helpers::bpf_probe_read_user((ptr + off as u64) as *const u32) },
-        Ok(0)
-    )
+    let v = if off.saturating_add(4) <= head.len && off % 4 == 0 {
+        head.word(off as usize / 4)
+    } else {
+        // SAFETY: reading user memory through the helper, which handles faults.
+        match unsafe { aya_ebpf::helpers::bpf_probe_read_user((ptr + off as u64) as *const u32) } {
+            Ok(v) => v,
+            Err(_) => return Status::Unknown,
+        }
+    };
+    if v == 0 { Status::Ok } else { Status::Failed }
+}
+
+/// Whether a successful call is one `--events failures|verdicts` sends:
+/// its slot is marked SHIP (or it has none), or it is an RM control whose
+/// bucket is (NVOS54 is the head).
+#[inline(always)]
+pub fn shipped(inf: &Inflight, size: u32, head: &crate::ioctl::Head) -> bool {
+    use nvprobe_common::fastpath::{NO_SLOT, SHIP, call_slot, control_bucket};
+    let xfer = inf.flags & nvprobe_common::ioctl_flags::XFER != 0;
+    let slot = call_slot(inf.cmd, xfer, inf.xfer_cmd);
+    if slot == NO_SLOT {
+        return true;
+    }
+    if slot == nvprobe_common::ioctl::NV_ESC_RM_CONTROL {
+        if size != nvprobe_common::ioctl::NVOS54_SIZE || head.len < size {
+            return true;
+        }
+        return SHIP_CONTROLS
+            .get(control_bucket(head.word(2)))
+            .is_some_and(|b| b & SHIP != 0);
+    }
+    SHIP_CALLS
+        .get(slot & (CALL_SLOTS - 1))
+        .is_none_or(|b| b & SHIP != 0)
 }
 
 #[inline(always)]

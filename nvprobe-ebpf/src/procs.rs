@@ -53,7 +53,7 @@ fn emit(f: impl FnOnce(&mut ProcEvent)) {
         (*ev).target_tgid = 0;
         (*ev).target_tid = 0;
         (*ev).si_pid = 0;
-        (*ev)._pad = 0;
+        (*ev).unsent = 0;
         (*ev).sa_handler = 0;
         (*ev).sa_flags = 0;
         f(&mut *ev);
@@ -66,26 +66,61 @@ fn emit(f: impl FnOnce(&mut ProcEvent)) {
 
 #[tracepoint]
 pub fn nvprobe_proc_exit(ctx: TracePointContext) -> u32 {
-    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tgid = (pid_tgid >> 32) as u32;
+    flush_unsent(pid_tgid);
     // SAFETY: offset from the tracepoint format.
     let group_dead: u8 = unsafe { ctx.read_at(32) }.unwrap_or(0);
     if group_dead == 0 || !is_nv(tgid) {
         return 0;
     }
+    // SAFETY: plain lookup of a u64.
+    let unsent = unsafe { crate::maps::UNSENT_PROCS.get(&tgid) }
+        .copied()
+        .unwrap_or(0);
+    let _ = crate::maps::UNSENT_PROCS.remove(&tgid);
+    // Its pid may be reused by a process with other files: its threads'
+    // cached answers go (only a followed process can have any).
+    crate::maps::bump_fd_gen();
     let code = task_field(current_task_ptr(), off_task_exit_code()).unwrap_or(0) as i32;
     emit(|e| {
         e.op = ProcOp::Exit as u32;
         e.exit_code = code;
         e.target_tgid = tgid;
+        e.unsent = if unsent > u32::MAX as u64 {
+            u32::MAX
+        } else {
+            unsent as u32
+        };
     });
     let _ = NV_PROCS.remove(&tgid);
     0
+}
+
+/// An ending thread's count of calls counted instead of sent goes to its
+/// process (its cache slot may be another thread's next).
+#[inline(always)]
+fn flush_unsent(pid_tgid: u64) {
+    use nvprobe_common::fastpath::FDCACHE_SLOTS;
+    let tid = pid_tgid as u32;
+    let Some(c) = crate::maps::FDCACHE.get_ptr_mut(tid & (FDCACHE_SLOTS - 1)) else {
+        return;
+    };
+    // SAFETY: pointer into the array map's value (this thread's slot).
+    unsafe {
+        if (*c).tid == tid && (*c).tgid == (pid_tgid >> 32) as u32 && (*c).unsent != 0 {
+            crate::maps::add_unsent((*c).tgid, (*c).unsent as u64);
+            (*c).unsent = 0;
+        }
+    }
 }
 
 #[tracepoint]
 pub fn nvprobe_proc_exec(_ctx: TracePointContext) -> u32 {
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
     if is_nv(tgid) {
+        // Close-on-exec descriptors are gone: so are the answers cached for them.
+        crate::maps::bump_fd_gen();
         // A new program starts up again: its calls are shipped until its
         // own verdict, and its failed calls counted afresh.
         let _ = NV_PROCS.insert(&tgid, &nvprobe_common::nv_procs::FOLLOWED, 0);
@@ -134,8 +169,15 @@ pub fn nvprobe_signal_generate(ctx: RawTracePointContext) -> u32 {
     let Some(tgid) = task_field(task, off_task_tgid()) else {
         return 0;
     };
-    if !is_nv(tgid) {
+    // SAFETY: plain lookup of a u8.
+    let Some(v) = (unsafe { NV_PROCS.get(&tgid) }).copied() else {
         return 0;
+    };
+    if crate::fdres::quiet_levels() && v & nvprobe_common::nv_procs::QUIET == 0 {
+        // SAFETY: helper without arguments.
+        let now = unsafe { aya_ebpf::helpers::bpf_ktime_get_ns() };
+        let _ = crate::maps::SIGNALLED.insert(&tgid, &now, 0);
+        crate::maps::ship_next(tgid, v, true);
     }
     let tid = task_field(task, off_task_pid()).unwrap_or(0);
     // SEND_SIG_NOINFO (0) and SEND_SIG_PRIV (1) are not pointers.

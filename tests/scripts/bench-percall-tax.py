@@ -12,6 +12,14 @@ traced runs also say each BPF program's run count and ns per run, so the
 tax splits into the entry and exit programs and what is left (the
 tracepoints' own dispatch).
 
+With --same-loop, each call's loop runs once, in one process, for the whole
+measurement (`nvbench --stream`: each batch printed as it ends), and the
+tracers are started and stopped under it, each mode for --window seconds in
+turn; a batch belongs to the mode whose window holds it whole. On hosts
+whose timing is bimodal from one process to the next (the H200 machines:
+the same untraced loop runs at 690 or 1,070 ns depending on the run), this
+compares the modes in one state of the machine.
+
 Run on a GPU host from the repository root, as root, with prebuilt binaries:
   python3 tests/scripts/bench-percall-tax.py --bin .dev/bin --rounds 9 --out DIR
 Pin the tracer and the workload apart (taskset) on a host whose timing is
@@ -38,9 +46,9 @@ def run_bench(nvbench, cpu, what, iters, batches):
     return {"median": statistics.median(b), "min": min(b)}
 
 
-def start_tracer(nvprobe, cpus, out, extra, skip=0):
-    cmd = [nvprobe, "watch", "--json", "--bpf-stats", "--layers", "syscall,process",
-           "-o", out, "--force"] + extra
+def start_tracer(nvprobe, cpus, out, extra, skip=0, stats=False):
+    cmd = [nvprobe, "watch", "--json", "--layers", "syscall,process",
+           "-o", out, "--force"] + (["--bpf-stats"] if stats else []) + extra
     if cpus:
         cmd = ["taskset", "-c", cpus] + cmd
     env = dict(os.environ, NVPROBE_BENCH_SKIP=str(skip))
@@ -79,6 +87,91 @@ def stop_tracer(p, out):
     return {b["program"]: b for b in (summary or {}).get("bpf", [])}
 
 
+def same_loop(a, nvprobe, nvbench, calls, modes, binary, skips):
+    """Tracers swapped under one running loop per call (see the module doc)."""
+    import threading
+    rows = {}
+    for name, what in calls.items():
+        cmd = [nvbench, "--iters", str(a.iters), "--batches", "4000000000", "--stream"] + what
+        if a.workload_cpu is not None:
+            cmd = ["taskset", "-c", str(a.workload_cpu)] + cmd
+        loop = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        batches = []
+        def read():
+            for line in loop.stdout:
+                try:
+                    v = json.loads(line)
+                except ValueError:
+                    continue
+                if "end_ns" in v:
+                    batches.append((v["end_ns"], v["ns_per_op"]))
+        t = threading.Thread(target=read, daemon=True)
+        t.start()
+        time.sleep(1.0)
+        windows = []
+        order = list(modes)
+        for r in range(a.rounds):
+            for mode in order[r % len(order):] + order[:r % len(order)]:
+                rec = os.path.join(a.out, f"tax-{mode}.ndjson")
+                p = None if modes[mode] is None else start_tracer(
+                    binary[mode], a.tracer_cpus, rec, modes[mode], skips.get(mode, 0),
+                    a.bpf_stats)
+                empty = start_empty(nvbench) if mode == "empty" else None
+                time.sleep(0.2)
+                t0 = time.monotonic_ns()
+                time.sleep(a.window)
+                t1 = time.monotonic_ns()
+                windows.append((mode, r, t0, t1))
+                if empty is not None:
+                    empty.stdin.close()
+                    empty.wait(timeout=30)
+                if p is not None:
+                    stop_tracer(p, rec)
+                    os.remove(rec)
+                time.sleep(0.3)
+        loop.kill()
+        loop.wait()
+        t.join(timeout=5)
+        per = {}
+        # A batch ends at end_ns and began about ns_per_op * iters before.
+        for mode, r, t0, t1 in windows:
+            got = [ns for end, ns in batches if end <= t1 and end - ns * a.iters >= t0]
+            per.setdefault(mode, []).append(got)
+        rows[name] = per
+    # The host drifts between slower and faster phases even within one
+    # process: per round, each mode against that round's untraced window
+    # (its fastest batch against the untraced fastest, its median against
+    # the untraced median), then the median of those over the rounds.
+    print("\npaired by round (median over rounds of the mode's tax in its round):")
+    print("call      mode               tax (medians)  tax (fastest batches)")
+    for name, per in rows.items():
+        base = per.get("untraced") or []
+        for mode in modes:
+            if mode == "untraced" or mode not in per:
+                continue
+            med_d, min_d = [], []
+            for w, b in zip(per[mode], base):
+                if w and b:
+                    med_d.append(statistics.median(w) - statistics.median(b))
+                    min_d.append(min(w) - min(b))
+            if med_d:
+                print(f"{name:<9} {mode:<18} {statistics.median(med_d):+12.0f}  {statistics.median(min_d):+12.0f}")
+    print("\ncall      mode               batches  median ns  min ns   tax (median)  tax (min-to-min)")
+    for name, per in rows.items():
+        allb = {m: [x for w in ws for x in w] for m, ws in per.items()}
+        base = allb.get("untraced") or [0]
+        bmed, bmin = statistics.median(base), min(base)
+        for mode in modes:
+            b = allb.get(mode) or []
+            if not b:
+                continue
+            med, mn = statistics.median(b), min(b)
+            tax = "" if mode == "untraced" else f"{med - bmed:+10.0f}  {mn - bmin:+10.0f}"
+            print(f"{name:<9} {mode:<18} {len(b):7d} {med:9.0f} {mn:8.0f}   {tax}")
+    with open(os.path.join(a.out, "percall-tax-same-loop.json"), "w") as f:
+        json.dump(rows, f)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=".dev/bin")
@@ -91,6 +184,21 @@ def main():
     ap.add_argument("--variants", action="store_true",
                     help="also full mode with parts of the ioctl programs switched off "
                          "(NVPROBE_BENCH_SKIP, nvprobe_common::bench_skip)")
+    ap.add_argument("--bpf-stats", action="store_true",
+                    help="run the tracers with --bpf-stats (ns per program run; its two "
+                         "clock reads per run are then in every traced figure)")
+    ap.add_argument("--before", default=None,
+                    help="another nvprobe binary (an earlier build) run side by side: "
+                         "modes full_before and verdicts_before")
+    ap.add_argument("--mode", action="append", default=[],
+                    help="another traced mode: NAME=ARGS (watch arguments, split on spaces), "
+                         "e.g. full_rb1m='--ringbuf-size 1048576'")
+    ap.add_argument("--only", default=None,
+                    help="run only these modes (comma-separated; untraced always runs)")
+    ap.add_argument("--same-loop", action="store_true",
+                    help="one loop per call for the whole run, the tracers swapped under it")
+    ap.add_argument("--window", type=float, default=1.5,
+                    help="--same-loop: seconds each mode runs in each round")
     ap.add_argument("--calls", default="rm_null,tcgets",
                     help="which loops (rm_null needs a real /dev/nvidiactl)")
     a = ap.parse_args()
@@ -104,6 +212,21 @@ def main():
     skips = {"entry_filter": 1, "entry_resolve": 2, "exit_state": 4} if a.variants else {}
     for v in skips:
         modes[v] = []
+    binary = {m: nvprobe for m in modes}
+    if a.before:
+        modes["full_before"] = []
+        modes["verdicts_before"] = ["--events", "verdicts"]
+        binary["full_before"] = binary["verdicts_before"] = a.before
+    for m in a.mode:
+        name, _, args = m.partition("=")
+        modes[name] = args.split()
+        binary[name] = nvprobe
+    if a.only:
+        keep = set(a.only.split(",")) | {"untraced"}
+        modes = {k: v for k, v in modes.items() if k in keep}
+    if a.same_loop:
+        same_loop(a, nvprobe, nvbench, calls, modes, binary, skips)
+        return
     runs = []
     order = list(modes)
     for r in range(a.rounds):
@@ -114,7 +237,8 @@ def main():
             for name, what in calls.items():
                 rec = os.path.join(a.out, f"tax-{mode}.ndjson")
                 p = None if modes[mode] is None else start_tracer(
-                    nvprobe, a.tracer_cpus, rec, modes[mode], skips.get(mode, 0))
+                    binary[mode], a.tracer_cpus, rec, modes[mode], skips.get(mode, 0),
+                    a.bpf_stats)
                 empty = start_empty(nvbench) if mode == "empty" else None
                 row[name] = run_bench(nvbench, a.workload_cpu, what, a.iters, a.batches)
                 if empty is not None:
@@ -141,7 +265,7 @@ def main():
             print(f"{name:<9} {mode:<18} {med:9.0f} {mn:8.0f}   {tax}")
     print("\nBPF programs per call (median ns per run over the rounds; runs in the last round):")
     for name in calls:
-        for mode in ["full", "verdicts"] + list(skips):
+        for mode in [m for m in modes if modes[m] is not None]:
             progs = {}
             for x in runs:
                 if x["mode"] == mode:

@@ -27,6 +27,7 @@ pub const HANG_READ_MS: u64 = 6000;
 
 /// The controls the stand-in knows, and what it answers (NV_STATUS).
 pub const CONTROL_ANSWERS: &[(u32, u32)] = &[
+    (0x0, 0x0),          // NV0000_CTRL_CMD_NULL: NV_OK
     (0x101, 0x0),        // SYSTEM_GET_BUILD_VERSION: NV_OK
     (0x214, 0x0),        // GPU_GET_PROBED_IDS: NV_OK
     (0x215, 0x26),       // GPU_ATTACH_IDS: NV_ERR_INVALID_DEVICE

@@ -14,3 +14,4 @@ pub mod fakedrv;
 pub mod harness;
 pub mod pyenv;
 pub mod scenario;
+pub mod unitcost;

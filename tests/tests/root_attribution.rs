@@ -22,6 +22,39 @@ use nvprobe_tests::{
 };
 use serde_json::Value;
 
+/// The kernel side remembers, per thread, which NVIDIA file an fd number
+/// is; every way the number can come to mean another file (dup2 over it,
+/// close, close_range) must make it look again. Each call is named after
+/// the file the number referred to then, and no call on /dev/null is kept.
+#[test]
+fn an_fd_number_reused_for_another_file_is_named_after_the_new_one() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("fdreuse");
+    let drv = FakeDrv::start(&tmp);
+    let t = watch(&tmp, &drv, &[]);
+    let run = scenario(&drv, "reuse", &[]);
+    let f = t.stop();
+    let n = run["fd"].as_i64().expect("fd");
+    let got: Vec<(i64, String)> = ioctls_of(&f, run["pid"].as_u64().expect("pid"))
+        .iter()
+        .map(|r| {
+            (
+                r["fd"].as_i64().expect("fd"),
+                r["device"]["kind"].as_str().expect("kind").to_owned(),
+            )
+        })
+        .collect();
+    let want: Vec<(i64, String)> = run["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .filter(|s| *s != "null")
+        .map(|s| (n, s.as_str().expect("step").to_owned()))
+        .collect();
+    assert_eq!(got, want, "calls on fd {n}, in order: {run}");
+}
+
 #[test]
 fn fds_are_attributed_however_they_arrived_and_never_after_close() {
     need_root!();

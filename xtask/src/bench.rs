@@ -26,6 +26,10 @@ pub enum Mode {
     /// `--events verdicts`: the always-on level.
     NvprobeVerdicts,
     Strace,
+    /// An empty program (return 0) on sys_enter_ioctl and sys_exit_ioctl
+    /// (`nvbench empty-tracepoints`): the floor of any tracer built where
+    /// nvprobe's ioctl programs sit.
+    Empty,
 }
 
 impl Mode {
@@ -35,6 +39,7 @@ impl Mode {
             Mode::Nvprobe => "nvprobe",
             Mode::NvprobeVerdicts => "nvprobe --events verdicts",
             Mode::Strace => "strace -f",
+            Mode::Empty => "empty programs",
         }
     }
 }
@@ -62,6 +67,8 @@ pub struct Workload {
 
 pub struct Env {
     pub nvprobe: PathBuf,
+    /// `nvbench`, beside nvprobe.
+    pub nvbench: PathBuf,
     pub strace: Option<PathBuf>,
     pub tmp: PathBuf,
     /// Extra environment for strace (LD_LIBRARY_PATH when it is carried).
@@ -118,6 +125,26 @@ fn start_nvprobe(env: &Env, extra: &[String], tag: &str) -> anyhow::Result<Probe
     }
 }
 
+/// `nvbench empty-tracepoints`, attached (it says so first), held until its
+/// stdin closes.
+fn start_empty(env: &Env) -> anyhow::Result<Child> {
+    use std::io::BufRead as _;
+    let mut c = Command::new(&env.nvbench)
+        .arg("empty-tracepoints")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .with_context(|| format!("starting {}", env.nvbench.display()))?;
+    let mut line = String::new();
+    std::io::BufReader::new(c.stdout.take().context("nvbench stdout")?).read_line(&mut line)?;
+    if !line.contains("\"attached\":2") {
+        let _ = c.kill();
+        bail!("nvbench empty-tracepoints did not attach: {line}");
+    }
+    Ok(c)
+}
+
 fn stop_nvprobe(mut p: Probe) -> anyhow::Result<Value> {
     std::thread::sleep(Duration::from_millis(200));
     nix::sys::signal::kill(
@@ -157,6 +184,10 @@ fn run_workload(env: &Env, w: &Workload, mode: Mode) -> anyhow::Result<(f64, Opt
         }
         _ => None,
     };
+    let empty = match mode {
+        Mode::Empty => Some(start_empty(env)?),
+        _ => None,
+    };
     let mut cmd = match mode {
         Mode::Strace => {
             let s = env.strace.as_ref().context("strace is not available")?;
@@ -177,6 +208,10 @@ fn run_workload(env: &Env, w: &Workload, mode: Mode) -> anyhow::Result<(f64, Opt
         .output()
         .with_context(|| format!("running {argv:?}"))?;
     let wall = t0.elapsed().as_secs_f64();
+    if let Some(mut e) = empty {
+        drop(e.stdin.take());
+        let _ = e.wait();
+    }
     let summary = match probe {
         Some(p) => Some(stop_nvprobe(p)?),
         None => None,
@@ -339,6 +374,49 @@ pub fn table(results: &[(Workload, Vec<(Mode, Samples)>)]) -> String {
             ratio(quiet, base),
             fmt(st),
             ratio(st, base),
+        ));
+    }
+    s
+}
+
+/// The per-call tax of each ns/op workload that ran under the empty
+/// programs: each mode against untraced, by medians and fastest runs
+/// (min-to-min: on hosts whose timing is bimodal, the fastest runs compare
+/// one state of the machine).
+pub fn tax_table(results: &[(Workload, Vec<(Mode, Samples)>)]) -> String {
+    let mut s = String::from(
+        "| per-call tax (ns), median / min-to-min | empty programs | nvprobe | `--events verdicts` |\n|---|---|---|---|\n",
+    );
+    for (w, per_mode) in results {
+        if !matches!(w.metric, Metric::NsPerOp) || !per_mode.iter().any(|(m, _)| *m == Mode::Empty)
+        {
+            continue;
+        }
+        let get = |m: Mode| {
+            per_mode
+                .iter()
+                .find(|(x, _)| *x == m)
+                .map(|(_, s)| &s.values)
+                .filter(|v| !v.is_empty())
+        };
+        let Some(base) = get(Mode::Untraced) else {
+            continue;
+        };
+        let min = |v: &[f64]| v.iter().copied().fold(f64::MAX, f64::min);
+        let tax = |m: Mode| match get(m) {
+            Some(v) => format!(
+                "{:+.0} / {:+.0}",
+                median(v) - median(base),
+                min(v) - min(base)
+            ),
+            None => "–".into(),
+        };
+        s.push_str(&format!(
+            "| {} | {} | {} | {} |\n",
+            w.name,
+            tax(Mode::Empty),
+            tax(Mode::Nvprobe),
+            tax(Mode::NvprobeVerdicts)
         ));
     }
     s

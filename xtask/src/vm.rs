@@ -125,7 +125,7 @@ poweroff -f
 "#;
 
 /// How long one boot may take, to its result line.
-const BOOT_LIMIT: Duration = Duration::from_secs(600);
+const BOOT_LIMIT: Duration = Duration::from_secs(1200);
 
 /// What one boot gave: nvvmtest's PASS or not, the console's lines, and
 /// where they were saved.

@@ -356,8 +356,20 @@ impl Model {
 /// to `on`. Bad lines are counted and the rest is still read; only an I/O
 /// error stops it.
 pub fn replay(
+    r: impl BufRead,
+    force: Option<DriverVersion>,
+    on: impl FnMut(u64, Item<'_>),
+) -> std::io::Result<Replayed> {
+    replay_filtered(r, force, |_| true, on)
+}
+
+/// [`replay`] with the kernel events `keep` refuses left out (it may also
+/// change them): what a recording would have been had the kernel side sent
+/// less (`correlate::needs::KernelLevel`).
+pub fn replay_filtered(
     mut r: impl BufRead,
     force: Option<DriverVersion>,
+    mut keep: impl FnMut(&mut decode::Event) -> bool,
     mut on: impl FnMut(u64, Item<'_>),
 ) -> std::io::Result<Replayed> {
     let mut done = Replayed::default();
@@ -421,7 +433,10 @@ pub fn replay(
             Line::Kernel { mono_ns, bytes } => {
                 let c = m.begin(None, &mut done);
                 match decode::decode(&bytes, c) {
-                    Ok(ev) => {
+                    Ok(mut ev) => {
+                        if !keep(&mut ev) {
+                            continue;
+                        }
                         last_ns = last_ns.max(mono_ns);
                         on(mono_ns, Item::Event(&ev));
                         m.corr.observe(&ev, &mut recs);

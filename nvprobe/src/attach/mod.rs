@@ -6,6 +6,10 @@
 pub mod caps;
 mod checks;
 mod driver;
+use fast::{
+    COUNTING_EXIT, COUNTING_EXIT_SINCE, counting_exit_verifies, fd_cache_on, first_line, set_fd_gen,
+};
+mod fast;
 pub mod keep;
 pub mod multi;
 pub mod sys;
@@ -24,7 +28,7 @@ pub use self::{
     checks::{
         StartError, check_bpf, check_root, check_syscall_tracepoints, ensure_tracefs, kernel_config,
     },
-    table::{Hook, PROBES, PROC_PROBES, Probe, START_CALL_PROGRAM, START_CALLS},
+    table::{Hook, IOCTL_EXIT_COMPAT, PROBES, PROC_PROBES, Probe, START_CALL_PROGRAM, START_CALLS},
 };
 use crate::{
     decode::{uvm, version::VersionCtx},
@@ -169,6 +173,9 @@ pub fn load_and_attach(
     }
     if s.process_layer {
         attach_process_layer(&mut ebpf, &tracefs, &mut att);
+    }
+    if fd_cache_on(&att.probes) {
+        set_fd_gen(&mut ebpf, 0).map_err(|e| StartError::Load(format!("{e:#}")))?;
     }
     Ok(Loaded {
         ebpf,
@@ -335,12 +342,46 @@ fn attach_syscall_layer(
                 ));
             }
             // Exit first: an entry without its exit would fill INFLIGHT.
+            if pr.syscall == "ioctl" && !counting_exit_verifies() {
+                att.refusals.push(Refusal {
+                    probe: "ioctl_exit".into(),
+                    reason: format!(
+                        "{COUNTING_EXIT}: kernels before {}.{} take minutes to verify it and then refuse it as too complex (measured on 6.1); the simpler one is attached",
+                        COUNTING_EXIT_SINCE.0, COUNTING_EXIT_SINCE.1
+                    ),
+                });
+                return Ok(vec![
+                    (
+                        tracepoint(ebpf, IOCTL_EXIT_COMPAT, &mut att.loaded)?,
+                        "syscalls",
+                        exit_tp,
+                    ),
+                    (
+                        tracepoint(ebpf, pr.enter, &mut att.loaded)?,
+                        "syscalls",
+                        enter_tp,
+                    ),
+                ]);
+            }
+            let exit = match tracepoint(ebpf, pr.exit, &mut att.loaded) {
+                Err(e) if pr.syscall == "ioctl" => {
+                    // A verifier that finds the counting exit too complex
+                    // (Linux 6.1's): the one before it, said once.
+                    let fd = tracepoint(ebpf, IOCTL_EXIT_COMPAT, &mut att.loaded)
+                        .map_err(|e2| format!("{e}; and the simpler exit: {e2}"))?;
+                    att.refusals.push(Refusal {
+                        probe: "ioctl_exit".into(),
+                        reason: format!(
+                            "{COUNTING_EXIT}: this kernel's verifier refused it ({}); the simpler one is attached",
+                            first_line(&e)
+                        ),
+                    });
+                    fd
+                }
+                r => r?,
+            };
             Ok(vec![
-                (
-                    tracepoint(ebpf, pr.exit, &mut att.loaded)?,
-                    "syscalls",
-                    exit_tp,
-                ),
+                (exit, "syscalls", exit_tp),
                 (
                     tracepoint(ebpf, pr.enter, &mut att.loaded)?,
                     "syscalls",
@@ -484,6 +525,9 @@ fn attach_start_calls(ebpf: &mut Ebpf, tracefs: &Path, att: &mut Attached) {
 }
 
 fn fill_maps(ebpf: &mut Ebpf, s: &Settings<'_>) -> anyhow::Result<()> {
+    // The per-thread fd cache stays off until the probes that keep it
+    // true are attached (`fd_cache_on`).
+    set_fd_gen(ebpf, nvprobe_common::fastpath::FD_GEN_OFF)?;
     let mut sizes: BpfHashMap<_, u32, u32> = BpfHashMap::try_from(
         ebpf.map_mut(maps::UVM_SIZES)
             .ok_or_else(|| io::Error::other("UVM_SIZES missing"))?,
@@ -499,11 +543,38 @@ fn fill_maps(ebpf: &mut Ebpf, s: &Settings<'_>) -> anyhow::Result<()> {
     )?;
     let mut entries = crate::decode::escape::status_at_entries(&s.version);
     entries.extend(uvm::status_at_entries(&s.version));
-    for (key, off) in entries
+    let entries: Vec<(u32, u32)> = entries
         .into_iter()
         .take(nvprobe_common::status_at::MAX_ENTRIES as usize)
-    {
+        .collect();
+    for &(key, off) in &entries {
         status.insert(key, off, 0)?;
+    }
+    // The same by call slot, one size each (the most common: the first
+    // listed), for the kernel's common case without a hash lookup.
+    let uvm_sizes: std::collections::HashMap<u32, u32> = uvm::sizes(&s.version).collect();
+    let mut slots: aya::maps::Array<_, u32> = aya::maps::Array::try_from(
+        ebpf.map_mut(maps::STATUS_SLOTS)
+            .ok_or_else(|| io::Error::other("STATUS_SLOTS missing"))?,
+    )?;
+    let mut filled = std::collections::HashSet::new();
+    for &(key, off) in &entries {
+        use nvprobe_common::fastpath::{NO_SLOT, call_slot, status_slot_value};
+        let xfer = key & 0xc000_0000 == 0x8000_0000;
+        let (slot, size) = if xfer {
+            continue; // the same (escape, size) as a direct key
+        } else if nvprobe_common::ioctl::is_escape(key) {
+            (call_slot(key, false, 0), (key >> 16) & 0x3fff)
+        } else {
+            (
+                call_slot(key, false, 0),
+                uvm_sizes.get(&key).copied().unwrap_or(0),
+            )
+        };
+        if slot == NO_SLOT || size == 0 || !filled.insert(slot) {
+            continue;
+        }
+        slots.set(slot, status_slot_value(size, off), 0)?;
     }
     // The RM controls whose parameters the kernel copies (the driver's
     // build version, GPU UUIDs and names, …: decode/rmparams.rs).
@@ -511,8 +582,28 @@ fn fill_maps(ebpf: &mut Ebpf, s: &Settings<'_>) -> anyhow::Result<()> {
         ebpf.map_mut(maps::RM_PARAMS)
             .ok_or_else(|| io::Error::other("RM_PARAMS missing"))?,
     )?;
-    for (control, v) in rm_params_entries(&s.version) {
+    let copied = rm_params_entries(&s.version);
+    for &(control, v) in &copied {
         rm.insert(control, v, 0)?;
+    }
+    // Which successful calls --events failures|verdicts sends (the rest are
+    // counted in the kernel), and which RM controls' buckets hold a copied
+    // or a sent control.
+    let copied: Vec<u32> = copied.iter().map(|(c, _)| *c).collect();
+    let tables = nvprobe_model::correlate::needs::ship_tables(&copied);
+    for (name, table) in [
+        (maps::SHIP_CALLS, &tables.calls),
+        (maps::SHIP_CONTROLS, &tables.controls),
+    ] {
+        let mut a: aya::maps::Array<_, u8> = aya::maps::Array::try_from(
+            ebpf.map_mut(name)
+                .ok_or_else(|| io::Error::other(format!("{name} missing")))?,
+        )?;
+        for (i, b) in table.iter().enumerate() {
+            if *b != 0 {
+                a.set(i as u32, *b, 0)?;
+            }
+        }
     }
     let mut pids: BpfHashMap<_, u32, u8> = BpfHashMap::try_from(
         ebpf.map_mut(maps::PID_FILTER)

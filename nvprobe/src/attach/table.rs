@@ -74,6 +74,13 @@ pub const PROBES: &[Probe] = &[
         "closes of NVIDIA fds",
     ),
     p(
+        "close_range",
+        "nvprobe_close_range_enter",
+        "nvprobe_close_range_exit",
+        false,
+        "close_range(2), after which the kernel side resolves every descriptor again",
+    ),
+    p(
         "dup",
         "nvprobe_dup_enter",
         "nvprobe_exit",
@@ -227,13 +234,17 @@ pub const START_CALLS: &[(&str, &str)] = &[
     ("pipe2", "pipes"),
 ];
 
+/// The ioctl exit attached instead of the ioctl pair's own when the
+/// kernel's verifier refuses that one (`nvprobe-ebpf`'s `ioctl_finish`).
+pub const IOCTL_EXIT_COMPAT: &str = "nvprobe_ioctl_exit_compat";
+
 /// Every program name of the tracer's object that some table attaches.
 pub fn all_programs() -> Vec<String> {
     let mut v: Vec<String> = PROBES
         .iter()
         .flat_map(|p| [p.enter, p.exit])
         .chain(PROC_PROBES.iter().map(|(name, _, _)| *name))
-        .chain([START_CALL_PROGRAM])
+        .chain([START_CALL_PROGRAM, IOCTL_EXIT_COMPAT])
         .chain(CUDA_PROGRAMS.iter().copied())
         .map(str::to_owned)
         .collect();

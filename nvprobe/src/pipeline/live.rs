@@ -750,7 +750,8 @@ pub async fn run(
     if let Some(e) = health.error() {
         return Err(e.into());
     }
-    let (mut out, stats) = finished?;
+    let (mut out, mut stats) = finished?;
+    super::unsent::fold(ebpf, &mut stats, &version, Clock::mono_now());
     let mut lost = lost.summary();
     if unread > 0 {
         lost.total += unread;

@@ -14,6 +14,7 @@ pub mod observe;
 mod peers;
 pub mod replay;
 mod seen;
+mod unsent;
 
 use std::{
     collections::{BTreeMap, HashSet},

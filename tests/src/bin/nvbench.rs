@@ -31,6 +31,19 @@ struct Cli {
     /// possible). For the drain rate: a steady event rate, not a burst.
     #[arg(long, default_value_t = 0)]
     rate: u64,
+    /// Print each batch as it ends (`{"end_ns": CLOCK_MONOTONIC ns,
+    /// "ns_per_op": …}`), for a harness that swaps tracers under one
+    /// running loop (tests/scripts/bench-percall-tax.py --same-loop).
+    #[arg(long)]
+    stream: bool,
+}
+
+static STREAM: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn mono_ns() -> u64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).map_or(0, |t| {
+        t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
+    })
 }
 
 /// Sleep until operation `i` is due at `rate` per second.
@@ -83,6 +96,17 @@ enum Cmd {
     /// ioctl programs sit, held until stdin closes (prints "attached"
     /// first).
     EmptyTracepoints,
+    /// What each operation of a BPF program costs here: a program on
+    /// sys_enter_ioctl repeating one operation (a helper, a map lookup, a
+    /// ring-buffer record), the TCGETS loop timed under it, against the
+    /// bare program (nvprobe_tests::unitcost). The loop runs on CPU
+    /// `--cpu`, the ring buffer's drain on the next one.
+    UnitCosts {
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+        #[arg(long, default_value_t = 8)]
+        cpu: usize,
+    },
     /// A device cgroup (v2) that refuses char devices of MAJOR: a
     /// BPF_CGROUP_DEVICE program attached to the cgroup directory CGROUP
     /// (it stays until the cgroup is removed). For the "who refused"
@@ -163,7 +187,14 @@ fn measure(iters: u64, batches: u32, threads: u32, f: impl Fn(u64) + Sync) -> Ve
                     s.spawn(|| f(iters));
                 }
             });
-            t0.elapsed().as_nanos() as f64 / iters as f64
+            let v = t0.elapsed().as_nanos() as f64 / iters as f64;
+            if STREAM.load(std::sync::atomic::Ordering::Relaxed) {
+                use std::io::Write as _;
+                let mut o = std::io::stdout().lock();
+                let _ = writeln!(o, "{}", json!({ "end_ns": mono_ns(), "ns_per_op": v }));
+                let _ = o.flush();
+            }
+            v
         })
         .collect()
 }
@@ -215,6 +246,133 @@ fn own_function_offset(addr: usize) -> anyhow::Result<(String, u64)> {
     anyhow::bail!("no mapping holds {addr:#x}")
 }
 
+/// Mount tracefs in a mount namespace of this process's own when it is not
+/// mounted (the host's mounts stay as they are).
+fn ensure_tracefs() -> anyhow::Result<()> {
+    if ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+        .iter()
+        .any(|d| std::path::Path::new(&format!("{d}/events")).exists())
+    {
+        return Ok(());
+    }
+    use nix::mount::{MsFlags, mount};
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)
+        .context("unshare a mount namespace for tracefs")?;
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .context("making the mounts private")?;
+    mount(
+        Some("tracefs"),
+        "/sys/kernel/tracing",
+        Some("tracefs"),
+        MsFlags::empty(),
+        None::<&str>,
+    )
+    .context("mounting tracefs")
+}
+
+/// A raw tracepoint program attached to syscalls/`tp`: (program, link).
+fn attach_raw(
+    prog: &[aya_obj::generated::bpf_insn],
+    tp: &str,
+) -> anyhow::Result<(OwnedFd, OwnedFd)> {
+    ensure_tracefs()?;
+    let id_path = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+        .iter()
+        .map(|d| format!("{d}/events/syscalls/{tp}/id"))
+        .find(|p| std::path::Path::new(p).exists())
+        .with_context(|| format!("no tracefs id for syscalls/{tp} (is tracefs mounted?)"))?;
+    let id: u64 = std::fs::read_to_string(&id_path)?.trim().parse()?;
+    let prog = nvprobe::attach::sys::load_tracepoint_program(prog)
+        .with_context(|| format!("loading a program for syscalls/{tp}"))?;
+    let ev = nvprobe::attach::sys::perf_tracepoint(id)
+        .with_context(|| format!("perf event for syscalls/{tp}"))?;
+    let link = nvprobe::attach::sys::perf_event_link(std::os::fd::AsFd::as_fd(&prog), ev, 0)
+        .with_context(|| format!("attaching to syscalls/{tp}"))?;
+    Ok((prog, link))
+}
+
+fn pin_to(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t with one CPU set, for this thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+/// `nvbench unit-costs`: interleaved rounds of every operation; per
+/// operation the fastest and the median batch of the TCGETS loop, and its
+/// cost over the bare program, divided by the repeat count.
+fn unit_costs(rounds: usize, cpu: usize, iters: u64, batches: u32) -> anyhow::Result<()> {
+    use nvprobe_tests::unitcost::{Maps, OPS, REPEAT, drain, program};
+    let maps = Maps::new()?;
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let fd = rw("/dev/null")?;
+    let raw = fd.as_raw_fd();
+    let mut got: std::collections::BTreeMap<&str, Vec<(f64, f64)>> = Default::default();
+    std::thread::scope(|s| -> anyhow::Result<()> {
+        let d = s.spawn(|| {
+            pin_to(cpu + 1);
+            drain(&maps.ringbuf, &stop)
+        });
+        pin_to(cpu);
+        for r in 0..rounds {
+            let n = OPS.len();
+            for k in 0..n {
+                let op = OPS[(k + r) % n];
+                let prog = program(op, &maps)?;
+                let link = attach_raw(&prog, "sys_enter_ioctl")?;
+                let mut v = measure(iters, batches, 1, |n| {
+                    let mut buf = [0u8; 64];
+                    for _ in 0..n {
+                        ioctl(raw, libc::TCGETS, buf.as_mut_ptr());
+                    }
+                });
+                drop(link);
+                let mn = v.iter().copied().fold(f64::MAX, f64::min);
+                let md = median(&mut v);
+                println!(
+                    "{}",
+                    json!({ "round": r, "op": op, "min": mn, "median": md })
+                );
+                got.entry(op).or_default().push((mn, md));
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        d.join()
+            .map_err(|_| anyhow::anyhow!("the drain thread panicked"))??;
+        Ok(())
+    })?;
+    let best = |op: &str| -> (f64, f64) {
+        let v = &got[op];
+        let mn = v.iter().map(|x| x.0).fold(f64::MAX, f64::min);
+        let mut m: Vec<f64> = v.iter().map(|x| x.1).collect();
+        (mn, median(&mut m))
+    };
+    let (bmin, bmed) = best("bare");
+    let table: Vec<_> = OPS
+        .iter()
+        .map(|op| {
+            let (mn, md) = best(op);
+            json!({
+                "op": op,
+                "loop_min_ns": mn,
+                "loop_median_ns": md,
+                "op_ns_min_to_min": (mn - bmin) / REPEAT as f64,
+                "op_ns_median": (md - bmed) / REPEAT as f64,
+            })
+        })
+        .collect();
+    println!("{}", json!({ "repeat": REPEAT, "unit_costs": table }));
+    Ok(())
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -222,6 +380,7 @@ fn median(v: &mut [f64]) -> f64 {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    STREAM.store(cli.stream, std::sync::atomic::Ordering::Relaxed);
     let (mut per_batch, extra) = match cli.cmd.clone() {
         Cmd::Ioctl { path, cmd, size } => {
             let fd = rw(&path)?;
@@ -324,55 +483,17 @@ fn main() -> anyhow::Result<()> {
             // BPF_ALU64|BPF_MOV|BPF_K r0 = 0, BPF_JMP|BPF_EXIT.
             let ret0 = insns(&[(0xb7, 0, 0, 0, 0), (0x95, 0, 0, 0, 0)]);
             let mut links = Vec::new();
-            if !["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
-                .iter()
-                .any(|d| std::path::Path::new(&format!("{d}/events")).exists())
-            {
-                // Not mounted here: mount it in a mount namespace of this
-                // process's own (the host's mounts stay as they are).
-                use nix::mount::{MsFlags, mount};
-                nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)
-                    .context("unshare a mount namespace for tracefs")?;
-                mount(
-                    None::<&str>,
-                    "/",
-                    None::<&str>,
-                    MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-                    None::<&str>,
-                )
-                .context("making the mounts private")?;
-                mount(
-                    Some("tracefs"),
-                    "/sys/kernel/tracing",
-                    Some("tracefs"),
-                    MsFlags::empty(),
-                    None::<&str>,
-                )
-                .context("mounting tracefs")?;
-            }
             for tp in ["sys_enter_ioctl", "sys_exit_ioctl"] {
-                let id_path = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
-                    .iter()
-                    .map(|d| format!("{d}/events/syscalls/{tp}/id"))
-                    .find(|p| std::path::Path::new(p).exists())
-                    .with_context(|| {
-                        format!("no tracefs id for syscalls/{tp} (is tracefs mounted?)")
-                    })?;
-                let id: u64 = std::fs::read_to_string(&id_path)?.trim().parse()?;
-                let prog = nvprobe::attach::sys::load_tracepoint_program(&ret0)
-                    .context("loading an empty tracepoint program")?;
-                let ev = nvprobe::attach::sys::perf_tracepoint(id)
-                    .with_context(|| format!("perf event for syscalls/{tp}"))?;
-                let link =
-                    nvprobe::attach::sys::perf_event_link(std::os::fd::AsFd::as_fd(&prog), ev, 0)
-                        .with_context(|| format!("attaching to syscalls/{tp}"))?;
-                links.push((prog, link));
+                links.push(attach_raw(&ret0, tp)?);
             }
             println!("{}", json!({ "attached": links.len() }));
             let mut sink = String::new();
             let _ = std::io::stdin().read_line(&mut sink);
             drop(links);
             return Ok(());
+        }
+        Cmd::UnitCosts { rounds, cpu } => {
+            return unit_costs(rounds, cpu, cli.iters, cli.batches);
         }
         Cmd::DenyDevice { cgroup, major } => {
             let dir = std::fs::File::open(&cgroup).with_context(|| format!("open {cgroup}"))?;

@@ -306,6 +306,83 @@ fn pidfd_scenario(dir: &Path) -> anyhow::Result<Value> {
     }
 }
 
+/// One fd number that refers to one file after another: an NVIDIA call
+/// on it must be named after the file it refers to at that call, whatever
+/// the kernel side remembered of the number (its per-thread cache). Each
+/// step replaces the file behind `n` another way: dup2 of a file, dup2 of
+/// another NVIDIA node, close(2) then F_DUPFD, close_range(2) then
+/// F_DUPFD. Prints the steps' files in order.
+fn reuse_scenario(dir: &Path) -> anyhow::Result<Value> {
+    let ctl = open_rw(&ctl(dir), true)?;
+    let gpu = open_rw(&dir.join("nvidia0"), true)?;
+    let null = open_rw(Path::new("/dev/null"), true)?;
+    let n = (300..1000)
+        .find(|&n| fcntl_getfd_ebadf(n))
+        .context("no free fd from 300 up")?;
+    let onto = |src: &OwnedFd| -> anyhow::Result<()> {
+        // SAFETY: dup2 onto `n`, a number this scenario owns.
+        if unsafe { libc::dup2(src.as_raw_fd(), n) } != n {
+            bail!("dup2: {}", std::io::Error::last_os_error());
+        }
+        Ok(())
+    };
+    let dupfd_at = |src: &OwnedFd| -> anyhow::Result<()> {
+        // F_DUPFD takes the lowest free number from `n`: `n` itself, free now.
+        // SAFETY: plain fcntl on an fd this scenario holds.
+        let got = unsafe { libc::fcntl(src.as_raw_fd(), libc::F_DUPFD, n) };
+        if got != n {
+            bail!("F_DUPFD gave {got}, not {n}");
+        }
+        Ok(())
+    };
+    let call = || control(n, 0xc1d0_0001, 0x101).0;
+    let mut rets = Vec::new();
+    onto(&ctl)?; // n: nvidiactl
+    rets.push(call());
+    rets.push(call());
+    onto(&null)?; // n: /dev/null (dup2 over an NVIDIA fd)
+    rets.push(call());
+    onto(&gpu)?; // n: nvidia0
+    rets.push(call());
+    close(n)?;
+    dupfd_at(&ctl)?; // n: nvidiactl again, after a close
+    rets.push(call());
+    // SAFETY: close_range of the one number this scenario owns.
+    if unsafe { libc::syscall(libc::SYS_close_range, n as u32, n as u32, 0u32) } != 0 {
+        bail!("close_range: {}", std::io::Error::last_os_error());
+    }
+    dupfd_at(&null)?; // n: /dev/null, after a close_range
+    rets.push(call());
+    close(n)?;
+    dupfd_at(&gpu)?; // n: nvidia0, after a close
+    rets.push(call());
+    close(n)?;
+    Ok(json!({
+        "fd": n,
+        "steps": ["ctl", "ctl", "null", "gpu", "ctl", "null", "gpu"],
+        "rets": rets,
+    }))
+}
+
+/// A driver client (no libcuda): `count` successful RM controls (the NULL
+/// control, which nothing reads) with one failing control (an unknown one:
+/// NV_ERR_INVALID_COMMAND) halfway.
+fn client_loop(dir: &Path, count: u64) -> anyhow::Result<Value> {
+    let fd = open_rw(&ctl(dir), true)?;
+    let f = fd.as_raw_fd();
+    let mut ok = 0u64;
+    let mut failed = 0u64;
+    for i in 0..count {
+        if i == count / 2 {
+            let (r, st) = control(f, 0xc1d0_0001, 0x0bad_0001);
+            failed += u64::from(r != 0 || st != 0);
+        }
+        let (r, st) = control(f, 0xc1d0_0001, 0x0);
+        ok += u64::from(r == 0 && st == 0);
+    }
+    Ok(json!({ "ok_calls": ok, "failed_calls": failed }))
+}
+
 fn closed_scenario(dir: &Path) -> anyhow::Result<Value> {
     let fd = open_rw(&ctl(dir), true)?.into_raw_fd();
     close(fd)?;
@@ -638,6 +715,8 @@ fn main() -> anyhow::Result<()> {
                 "scm" => scm_scenario(&dir)?,
                 "pidfd" => pidfd_scenario(&dir)?,
                 "closed" => closed_scenario(&dir)?,
+                "reuse" => reuse_scenario(&dir)?,
+                "client-loop" => client_loop(&dir, count)?,
                 "exec" => exec_scenario(&dir)?,
                 "after-exec" => after_exec(&fds),
                 "threads" => threads_scenario(&dir, threads)?,

@@ -58,6 +58,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     std::fs::create_dir_all(&tmp)?;
     let env = Env {
         nvprobe: dir.join("nvprobe"),
+        nvbench: dir.join("nvbench"),
         strace: args.strace.or_else(|| which("strace")),
         tmp: tmp.clone(),
         strace_env: args
@@ -148,7 +149,7 @@ fn gpu_workloads(nvbench: &str, python: &str, cudawork: &Path) -> Vec<Workload> 
             nvbench,
             "RM_CONTROL (NULL control) on /dev/nvidiactl",
             &["rm-null-control"],
-            vec![Untraced, Nvprobe, NvprobeVerdicts, Strace],
+            vec![Untraced, Empty, Nvprobe, NvprobeVerdicts, Strace],
             &[],
         ),
         py("python + cuInit (process wall)", &["cuinit"], Metric::Wall),
@@ -200,7 +201,7 @@ fn fuse_workloads(nvbench: &str, mnt: &Path) -> Vec<Workload> {
             nvbench,
             "RM_CONTROL on the FUSE stand-in",
             &["ioctl", "--path", &ctl, "--cmd", "c020462a"],
-            vec![Untraced, Nvprobe, Strace],
+            vec![Untraced, Empty, Nvprobe, NvprobeVerdicts, Strace],
             &["--device", &format!("{ctl}=ctl")],
         ),
         loop_w(
@@ -220,7 +221,7 @@ fn syscall_workloads(nvbench: &str) -> Vec<Workload> {
             nvbench,
             "non-NVIDIA ioctl (TCGETS on /dev/null)",
             &["tcgets"],
-            vec![Untraced, Nvprobe],
+            vec![Untraced, Empty, Nvprobe, NvprobeVerdicts],
             &[],
         ),
         loop_w(
@@ -259,6 +260,7 @@ fn stress_runs(env: &Env, nvbench: &str) -> anyhow::Result<(Value, Value)> {
 
 fn print_tables(results: &Results, drains: &[Value]) {
     println!("{}", super::table(results));
+    println!("{}", super::tax_table(results));
     println!("{}", super::bpf_table(results));
     println!(
         "| target rate (events/s) | ioctls issued | events received | lost | loop s | events/s received |\n|---|---|---|---|---|---|"

@@ -7,6 +7,7 @@
 //! [`verdict`].
 
 mod breakdown;
+pub mod needs;
 mod obs;
 mod record;
 pub mod rules;
@@ -423,6 +424,8 @@ impl Correlator {
             ));
         }
         if let Some(st) = self.procs.get_mut(&pid) {
+            // The calls the kernel counted instead of sending are calls it made.
+            st.calls = st.calls.saturating_add(p.unsent.unwrap_or(0));
             st.settle_all(pid, "died_in_call", out);
         }
         if let Some(st) = self.procs.get_mut(&pid)

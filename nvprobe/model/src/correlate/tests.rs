@@ -308,6 +308,7 @@ pub(super) fn proc_call(
         code: None,
         exit_code: None,
         exit: None,
+        unsent: None,
         action: None,
         sa_restart: None,
         call: None,

@@ -168,6 +168,7 @@ pub(super) fn decode_proc(ev: &ProcEvent, raw: Option<String>) -> Event {
         code: is_sig.then_some(ev.code),
         exit_code: (op == Some(ProcOp::Exit)).then_some(ev.exit_code),
         exit,
+        unsent: (op == Some(ProcOp::Exit) && ev.unsent != 0).then_some(u64::from(ev.unsent)),
         action: (op == Some(ProcOp::SignalDeliver)).then_some(match ev.sa_handler {
             0 => SigAction::Default,
             1 => SigAction::Ignored,

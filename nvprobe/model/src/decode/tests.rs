@@ -538,7 +538,7 @@ fn a_failed_start_up_call_is_named() {
         target_tgid: 7,
         target_tid: 7,
         si_pid: 0,
-        _pad: 0,
+        unsent: 0,
         sa_handler: 0,
         sa_flags: 0,
     };
