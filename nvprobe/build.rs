@@ -41,7 +41,78 @@ fn check_nightly() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What `nvprobe --version` says besides the crate's version: the git
+/// commit the source is at (12 digits, "-modified" when tracked files
+/// differ from it; "unknown" outside a git checkout, e.g. a source
+/// tarball) and the build date (UTC; SOURCE_DATE_EPOCH when set, for
+/// reproducible builds). The build script runs again when the commit
+/// changes.
+fn version_line() -> String {
+    let repo = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .arg("-C")
+            .arg(repo)
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    };
+    let commit = match git(&["rev-parse", "--short=12", "HEAD"]) {
+        Some(c) if !c.is_empty() => {
+            let modified = git(&["status", "--porcelain", "--untracked-files=no"])
+                .is_some_and(|s| !s.is_empty());
+            if modified { format!("{c}-modified") } else { c }
+        }
+        _ => "unknown".to_owned(),
+    };
+    if let Some(head) = git(&["rev-parse", "--git-path", "HEAD"]) {
+        let head = PathBuf::from(repo).join(head);
+        println!("cargo:rerun-if-changed={}", head.display());
+        if let Ok(h) = std::fs::read_to_string(&head)
+            && let Some(r) = h.trim().strip_prefix("ref: ")
+            && let Some(p) = git(&["rev-parse", "--git-path", r])
+        {
+            println!(
+                "cargo:rerun-if-changed={}",
+                PathBuf::from(repo).join(p).display()
+            );
+        }
+    }
+    println!("cargo:rerun-if-env-changed=SOURCE_DATE_EPOCH");
+    let secs = env::var("SOURCE_DATE_EPOCH")
+        .ok()
+        .and_then(|v| v.parse::<i64>().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs() as i64)
+        });
+    let (y, m, d) = civil_date(secs.div_euclid(86_400));
+    format!(
+        "{} (commit {commit}, built {y:04}-{m:02}-{d:02})",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+/// The proleptic Gregorian date of a day count since 1970-01-01 (Howard
+/// Hinnant's days-to-civil).
+fn civil_date(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
 fn main() -> anyhow::Result<()> {
+    println!("cargo:rustc-env=NVPROBE_VERSION_LINE={}", version_line());
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../nvprobe-ebpf");
     println!("cargo:rerun-if-env-changed=AYA_BUILD_SKIP");
     println!("cargo:rerun-if-changed={root}");

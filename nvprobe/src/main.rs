@@ -21,7 +21,7 @@ use cli::Fail;
 #[derive(Parser)]
 #[command(
     name = "nvprobe",
-    version,
+    version = env!("NVPROBE_VERSION_LINE"),
     about = "Trace NVIDIA GPU driver calls system-wide with eBPF: decoded escapes, UVM commands and NV_STATUS",
     long_about = None,
     after_help = cli::exit_help(None)

@@ -141,3 +141,37 @@ fn decode_has_its_own_texts() {
         assert!(w.contains("once start-up has succeeded"), "{w}");
     }
 }
+
+/// `--version` says the version, the git commit the binary was built from
+/// (or "unknown" outside a checkout) and its build date: what a node's
+/// operator quotes in a report.
+#[test]
+fn version_says_the_commit_and_the_build_date() {
+    let o = Command::new(bin("nvprobe"))
+        .arg("--version")
+        .output()
+        .expect("run nvprobe --version");
+    assert!(o.status.success());
+    let t = String::from_utf8_lossy(&o.stdout);
+    let t = t.trim();
+    let rest = t
+        .strip_prefix(concat!("nvprobe ", env!("CARGO_PKG_VERSION"), " (commit "))
+        .unwrap_or_else(|| panic!("{t}"));
+    let (commit, date) = rest
+        .strip_suffix(')')
+        .and_then(|r| r.split_once(", built "))
+        .unwrap_or_else(|| panic!("{t}"));
+    let hex = commit.strip_suffix("-modified").unwrap_or(commit);
+    assert!(
+        commit == "unknown" || (hex.len() == 12 && hex.chars().all(|c| c.is_ascii_hexdigit())),
+        "{t}"
+    );
+    let d: Vec<u32> = date
+        .split('-')
+        .map(|p| p.parse().expect("a number"))
+        .collect();
+    assert!(
+        d.len() == 3 && d[0] >= 2026 && (1..=12).contains(&d[1]) && (1..=31).contains(&d[2]),
+        "{t}"
+    );
+}
