@@ -46,7 +46,10 @@ pub struct FdCache {
     pub gen_: u64,
     /// Next entry of `fd`/`file` to overwrite.
     pub next: u32,
-    /// 1 when the `ns_*` fields hold the thread's pid-namespace ids.
+    /// The tid whose pid-namespace ids the `ns_*` fields hold (0: none).
+    /// Each answer carries whose it is, so that a thread whose tid
+    /// collides with this one's (the slot is taken over while a program of
+    /// the other still runs) never uses the other's.
     pub ns_valid: u32,
     pub ns_tgid: u32,
     pub ns_tid: u32,
@@ -59,11 +62,20 @@ pub struct FdCache {
     /// yet added to `UNSENT_PROCS` (done at the thread's exit and when the
     /// slot starts afresh).
     pub unsent: u32,
-    pub _pad: u32,
+    /// The tgid whose value `procs` is.
+    pub procs_tgid: u32,
     /// -1: empty.
     pub fd: [i32; FDCACHE_FDS],
+    /// The tgid each entry is of (threads of one process share their fds).
+    pub owner: [u32; FDCACHE_FDS],
     pub file: [FileId; FDCACHE_FDS],
 }
+
+/// How long after a signal a call may begin and still be sent for it at
+/// `--events failures|verdicts` (the calls of other threads in flight at
+/// the signal end in this time, or are reported as stalls: 5 s is the
+/// default `--stall-after`).
+pub const SIGNAL_WINDOW_NS: u64 = 5_000_000_000;
 
 /// Set in [`FdCache::procs`] when it holds the value.
 pub const PROCS_VALID: u32 = 0x100;

@@ -201,6 +201,7 @@ pub fn cache_slot(pid_tgid: u64, claim: bool) -> Option<*mut FdCache> {
             (*c).unsent = 0;
         }
         (*c).procs = 0;
+        (*c).procs_tgid = 0;
         (*c).tid = 0;
         (*c).fd = [-1; FDCACHE_FDS];
         (*c).next = 0;
@@ -219,16 +220,19 @@ pub fn resolve_fd_cached(fd: i32, pid_tgid: u64) -> Option<FileId> {
     let Some(c) = cache_slot(pid_tgid, true) else {
         return resolve_fd(fd);
     };
+    let tgid = (pid_tgid >> 32) as u32;
     // SAFETY: pointer into the array map's value (see cache_slot).
     unsafe {
         for i in 0..FDCACHE_FDS {
-            if (*c).fd[i] == fd {
+            if (*c).fd[i] == fd && (*c).owner[i] == tgid {
                 return Some((*c).file[i]);
             }
         }
         let f = resolve_fd(fd)?;
-        if f.kind != DevKind::None as u8 {
+        if f.kind != DevKind::None as u8 && (*c).tid == pid_tgid as u32 {
             let i = ((*c).next as usize) & (FDCACHE_FDS - 1);
+            (*c).fd[i] = -1;
+            (*c).owner[i] = tgid;
             (*c).file[i] = f;
             (*c).fd[i] = fd;
             (*c).next = (*c).next.wrapping_add(1);
@@ -318,7 +322,7 @@ pub unsafe fn fill_header_at(h: *mut Header, kind: EventKind, ktime: u64, pid_tg
             fill_ids(h, kind, pid_tgid);
             return;
         };
-        if (*c).ns_valid != 0 {
+        if (*c).ns_valid == pid_tgid as u32 {
             fill_ids_cheap(h, kind, pid_tgid);
             (*h).ns_tgid = (*c).ns_tgid;
             (*h).ns_tid = (*c).ns_tid;
@@ -326,10 +330,13 @@ pub unsafe fn fill_header_at(h: *mut Header, kind: EventKind, ktime: u64, pid_tg
             return;
         }
         fill_ids(h, kind, pid_tgid);
-        (*c).ns_tgid = (*h).ns_tgid;
-        (*c).ns_tid = (*h).ns_tid;
-        (*c).pidns_level = (*h).pidns_level;
-        (*c).ns_valid = 1;
+        if (*c).tid == pid_tgid as u32 {
+            (*c).ns_valid = 0;
+            (*c).ns_tgid = (*h).ns_tgid;
+            (*c).ns_tid = (*h).ns_tid;
+            (*c).pidns_level = (*h).pidns_level;
+            (*c).ns_valid = pid_tgid as u32;
+        }
     }
 }
 

@@ -317,8 +317,8 @@ fn procs_value(tgid: u32, cache: *mut nvprobe_common::fastpath::FdCache) -> (u8,
     use nvprobe_common::fastpath::PROCS_VALID;
     if !cache.is_null() {
         // SAFETY: the thread's own cache slot.
-        let p = unsafe { (*cache).procs };
-        if p & PROCS_VALID != 0 {
+        let (p, of) = unsafe { ((*cache).procs, (*cache).procs_tgid) };
+        if p & PROCS_VALID != 0 && of == tgid {
             return (p as u8, false);
         }
     }
@@ -328,7 +328,11 @@ fn procs_value(tgid: u32, cache: *mut nvprobe_common::fastpath::FdCache) -> (u8,
         Some(v) => {
             if !cache.is_null() {
                 // SAFETY: the thread's own cache slot.
-                unsafe { (*cache).procs = v as u32 | PROCS_VALID };
+                unsafe {
+                    (*cache).procs = 0;
+                    (*cache).procs_tgid = tgid;
+                    (*cache).procs = v as u32 | PROCS_VALID;
+                }
             }
             (v, false)
         }

@@ -86,7 +86,10 @@ pub static UNSENT_PROCS: aya_ebpf::maps::LruHashMap<u32, u64> =
 /// Add `n` calls to `tgid`'s count of calls counted instead of sent.
 #[inline(always)]
 pub fn add_unsent(tgid: u32, n: u64) {
-    if n == 0 {
+    // Only for a process still followed: after its exit record a late
+    // count would stay for whoever gets the pid next (it is in `quieted`).
+    // SAFETY: plain lookup.
+    if n == 0 || unsafe { NV_PROCS.get(&tgid) }.is_none() {
         return;
     }
     if let Some(p) = UNSENT_PROCS.get_ptr_mut(&tgid) {
@@ -107,29 +110,44 @@ pub fn add_unsent(tgid: u32, n: u64) {
 #[inline(always)]
 pub fn count_unsent(slot: u32, c: *mut FdCache, tgid: u32) {
     count_quieted();
-    if let Some(p) = UNSENT_CALLS.get_ptr_mut(slot & (CALL_SLOTS - 1)) {
+    // A call with no slot (NO_SLOT) is counted in the total only.
+    if slot < CALL_SLOTS
+        && let Some(p) = UNSENT_CALLS.get_ptr_mut(slot)
+    {
         // SAFETY: per-CPU slot, no concurrent writer on this CPU.
         unsafe { *p += 1 };
     }
-    if c.is_null() {
-        add_unsent(tgid, 1);
-    } else {
-        // SAFETY: the thread's own cache slot.
+    // SAFETY: the thread's cache slot, while it is this process's.
+    if !c.is_null() && unsafe { (*c).tgid } == tgid {
+        // SAFETY: as above.
         unsafe { (*c).unsent = (*c).unsent.saturating_add(1) };
+    } else {
+        add_unsent(tgid, 1);
     }
 }
 
 /// `--events failures|verdicts`: set (`on`) or clear SHIP_NEXT in the
-/// followed process `tgid`'s value `v`, for a process not yet quiet; the
-/// threads' cached copies go with a generation bump.
+/// followed process `tgid`'s value, for a process not yet quiet (`v`, the
+/// value the caller read, says whether there is anything to do). The bit
+/// is changed in the map's value as it is now, not in `v` (a thread's
+/// cached copy may be behind in the other bits, e.g. the failed-call
+/// count); the threads' cached copies go with a generation bump.
 #[inline(always)]
 pub fn ship_next(tgid: u32, v: u8, on: bool) {
     use nvprobe_common::nv_procs::{QUIET, SHIP_NEXT};
     if !crate::fdres::quiet_levels() || v & QUIET != 0 || (v & SHIP_NEXT != 0) == on {
         return;
     }
-    let nv = if on { v | SHIP_NEXT } else { v & !SHIP_NEXT };
-    let _ = NV_PROCS.insert(&tgid, &nv, 0);
+    let Some(p) = NV_PROCS.get_ptr_mut(&tgid) else {
+        return;
+    };
+    // SAFETY: pointer into the map's value.
+    unsafe {
+        if *p & QUIET != 0 {
+            return;
+        }
+        *p = if on { *p | SHIP_NEXT } else { *p & !SHIP_NEXT };
+    }
     bump_fd_gen();
 }
 
@@ -143,7 +161,7 @@ pub static SIGNALLED: aya_ebpf::maps::LruHashMap<u32, u64> =
 /// How long after a signal a call may begin and still be sent for it: the
 /// other threads' calls in flight at the signal end in this time, or are
 /// stalls (reported on their own).
-pub const SIGNAL_WINDOW_NS: u64 = 10_000_000;
+pub const SIGNAL_WINDOW_NS: u64 = nvprobe_common::fastpath::SIGNAL_WINDOW_NS;
 
 /// A successful call of a process whose SHIP_NEXT bit is set was sent:
 /// the bit goes when it was set by a failure (this is the call after it),

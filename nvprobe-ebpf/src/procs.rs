@@ -109,6 +109,7 @@ fn flush_unsent(pid_tgid: u64) {
     // SAFETY: pointer into the array map's value (this thread's slot).
     unsafe {
         if (*c).tid == tid && (*c).tgid == (pid_tgid >> 32) as u32 && (*c).unsent != 0 {
+            // (Not after the process's exit record: see add_unsent.)
             crate::maps::add_unsent((*c).tgid, (*c).unsent as u64);
             (*c).unsent = 0;
         }

@@ -47,8 +47,8 @@ pub(super) fn first_line(e: &str) -> &str {
 
 /// Whether every probe that tells the kernel side a descriptor may now
 /// refer to another file is attached (`nvprobe_common::fastpath`): then the
-/// ioctl entry may answer from its cache. close_range counts as attached
-/// where the kernel has no such call.
+/// ioctl entry may answer from its cache. dup2 and close_range count as
+/// attached where the kernel has no such call.
 pub(super) fn fd_cache_on(probes: &[ProbeState]) -> bool {
     let ok = |layer: &str, name: &str| {
         probes
@@ -64,8 +64,12 @@ pub(super) fn fd_cache_on(probes: &[ProbeState]) -> bool {
                     .is_some_and(|e| e.contains("does not exist on this kernel"))
         })
     };
-    ["close", "dup2", "dup3"].iter().all(|n| ok("syscall", n))
-        && (ok("syscall", "close_range") || absent("close_range"))
+    // dup2 is absent from arm64's syscalls, close_range from kernels
+    // before 5.9: a call the kernel does not have changes no descriptor.
+    ["close", "dup3"].iter().all(|n| ok("syscall", n))
+        && ["dup2", "close_range"]
+            .iter()
+            .all(|n| ok("syscall", n) || absent(n))
         && ["nvprobe_proc_exit", "nvprobe_proc_exec"]
             .iter()
             .all(|n| ok("process", n))
@@ -124,6 +128,13 @@ mod tests {
             Some("tracepoint syscalls/sys_enter_close_range does not exist on this kernel"),
         );
         assert!(fd_cache_on(&v));
+        v[1] = probe(
+            "syscall",
+            "dup2",
+            false,
+            Some("tracepoint syscalls/sys_enter_dup2 does not exist on this kernel"),
+        );
+        assert!(fd_cache_on(&v), "arm64 has no dup2");
         assert!(!fd_cache_on(&all()[1..]), "no close probe at all");
     }
 

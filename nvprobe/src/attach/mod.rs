@@ -168,6 +168,15 @@ pub fn load_and_attach(
     let ioctls_in_driver = s.driver_ioctls
         && hooked("uvm_unlocked_ioctl_entry")
         && (hooked("nvidia_unlocked_ioctl") || hooked("nvidia_frontend_unlocked_ioctl"));
+    if ioctls_in_driver && s.quiet {
+        // The driver layer's ioctl records are made by the exit as it was.
+        att.refusals.push(Refusal {
+            probe: "ioctl_exit".into(),
+            reason: format!(
+                "{COUNTING_EXIT} (the driver layer makes the ioctl records here; --layers syscall,process makes the syscall layer make them)"
+            ),
+        });
+    }
     if s.syscall_layer {
         attach_syscall_layer(&mut ebpf, &tracefs, ioctls_in_driver, &mut att)?;
     }

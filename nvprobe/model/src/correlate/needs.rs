@@ -159,8 +159,7 @@ struct ProcLevel {
     unsent: u64,
 }
 
-/// `nvprobe-ebpf`'s `SIGNAL_WINDOW_NS`.
-const SIGNAL_WINDOW_NS: u64 = 10_000_000;
+use nvprobe_common::fastpath::SIGNAL_WINDOW_NS;
 
 impl KernelLevel {
     pub fn new(v: &VersionCtx, copied: &[u32]) -> Self {
