@@ -360,19 +360,12 @@ unsafe fn fill_ids_cheap(h: *mut Header, kind: EventKind, pid_tgid: u64) {
 /// task.
 #[inline(always)]
 unsafe fn fill_ids(h: *mut Header, kind: EventKind, pid_tgid: u64) {
-    let tgid = (pid_tgid >> 32) as u32;
-    let tid = pid_tgid as u32;
     // SAFETY: `h` points into a reserved ring-buffer record.
     unsafe {
-        (*h).kind = kind as u32;
-        (*h).cpu = generated::bpf_get_smp_processor_id();
-        (*h).tgid = tgid;
-        (*h).tid = tid;
-        (*h).ns_tgid = tgid;
-        (*h).ns_tid = tid;
+        fill_ids_cheap(h, kind, pid_tgid);
+        (*h).ns_tgid = (pid_tgid >> 32) as u32;
+        (*h).ns_tid = pid_tgid as u32;
         (*h).pidns_level = 0;
-        (*h).uid = bpf_get_current_uid_gid() as u32;
-        (*h).comm = bpf_get_current_comm().unwrap_or([0u8; 16]);
 
         let task = current_task();
         let Some(pid) = kread::<u64>(task, cfg!(task_thread_pid)) else {
