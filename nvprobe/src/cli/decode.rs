@@ -503,70 +503,56 @@ mod tests {
     fn what_an_input_with_no_record_looks_like() {
         let e = refusal(b"");
         assert!(e.starts_with("rec is not an nvprobe recording: it is empty; decode reads what `nvprobe watch --json` writes"), "{e}");
-        // The magic decides, whatever follows it.
-        let e = refusal(b"\x1f\x8b\x08\x00\x00\x00\n{\"v\":1,\"type\":\"cuinit\",\"pid\":1}\n");
-        assert!(
-            e.contains(
-                "it is gzip-compressed; decompress it as it is read: `zcat rec | nvprobe decode -`"
+        // Each input, and what the refusal says it is (the magic decides,
+        // whatever follows it).
+        let cases: &[(&[u8], &str)] = &[
+            (
+                b"\x1f\x8b\x08\x00\x00\x00\n{\"v\":1,\"type\":\"cuinit\",\"pid\":1}\n",
+                "it is gzip-compressed; decompress it as it is read: `zcat rec | nvprobe decode -`",
             ),
-            "{e}"
-        );
-        let e = refusal(b"abc\n\x00\x01\n");
-        assert!(
-            e.contains("it is not text (binary data: a NUL byte at byte 4)"),
-            "{e}"
-        );
-        let e = refusal(b"ok\n\xff\xfe\n");
-        assert!(e.contains("bytes that are not UTF-8 at byte 3"), "{e}");
-        let e = refusal(b"03:54:39.596297 python3[538] close(8) = 0 <1.0\xc2\xb5s>\n\n--- nvprobe summary: 1 events ---\n");
-        assert!(
-            e.contains("it is nvprobe's text output (`nvprobe watch` without --json; 2 lines)"),
-            "{e}"
-        );
-        let e = refusal(b"{\"resourceLogs\":[]}\n{\"resourceLogs\":[]}\n");
-        assert!(
-            e.contains("it is an OTLP/JSON export (`--format otlp-json`; 2 lines of LogsData)"),
-            "{e}"
-        );
-        let e = refusal(b"{\"v\":1,\"type\":\"doctor\",\"checks\":[]}\n");
-        assert!(
-            e.contains("it is the output of `nvprobe doctor --json`; decode reads"),
-            "{e}"
-        );
+            (b"abc\n\x00\x01\n", "it is not text (binary data: a NUL byte at byte 4)"),
+            (b"ok\n\xff\xfe\n", "bytes that are not UTF-8 at byte 3"),
+            (
+                b"03:54:39.596297 python3[538] close(8) = 0 <1.0\xc2\xb5s>\n\n--- nvprobe summary: 1 events ---\n",
+                "it is nvprobe's text output (`nvprobe watch` without --json; 2 lines)",
+            ),
+            (
+                b"{\"resourceLogs\":[]}\n{\"resourceLogs\":[]}\n",
+                "it is an OTLP/JSON export (`--format otlp-json`; 2 lines of LogsData)",
+            ),
+            (
+                b"{\"v\":1,\"type\":\"doctor\",\"checks\":[]}\n",
+                "it is the output of `nvprobe doctor --json`; decode reads",
+            ),
+            (
+                b"{\"v\":1,\"type\":\"from_the_future\"}\n",
+                "are all of types this nvprobe does not know",
+            ),
+            (b"[1,2]\n", "it is JSON (1 line), but not nvprobe records"),
+            (
+                b"hello\nworld",
+                "it is text (2 lines), not nvprobe records (one JSON object per line)",
+            ),
+            (
+                b"# HELP nvprobe_verdicts_total x\n# TYPE nvprobe_verdicts_total counter\n",
+                "it is Prometheus metrics (`watch --metrics`' /metrics; 2 lines)",
+            ),
+            (
+                b"rm_ioctl                         nvidia     kallsyms:yes  btf:not in BTF\n",
+                "it is the output of `nvprobe hooks` (1 line)",
+            ),
+            (
+                b"ok   tracing bpf  the bpf() system call works\n",
+                "the text output of `nvprobe doctor` (1 line)",
+            ),
+        ];
+        for (input, says) in cases {
+            let e = refusal(input);
+            assert!(e.contains(says), "{e}");
+        }
         let e = refusal(b"{\"v\":1,\"type\":\"from_the_future\"}\n");
         assert!(
-            e.contains("are all of types this nvprobe does not know"),
-            "{e}"
-        );
-        assert!(
             e.ends_with("decode it with the nvprobe that made it"),
-            "{e}"
-        );
-        let e = refusal(b"[1,2]\n");
-        assert!(
-            e.contains("it is JSON (1 line), but not nvprobe records"),
-            "{e}"
-        );
-        let e = refusal(b"hello\nworld");
-        assert!(
-            e.contains("it is text (2 lines), not nvprobe records (one JSON object per line)"),
-            "{e}"
-        );
-        let e =
-            refusal(b"# HELP nvprobe_verdicts_total x\n# TYPE nvprobe_verdicts_total counter\n");
-        assert!(
-            e.contains("it is Prometheus metrics (`watch --metrics`' /metrics; 2 lines)"),
-            "{e}"
-        );
-        let e =
-            refusal(b"rm_ioctl                         nvidia     kallsyms:yes  btf:not in BTF\n");
-        assert!(
-            e.contains("it is the output of `nvprobe hooks` (1 line)"),
-            "{e}"
-        );
-        let e = refusal(b"ok   tracing bpf  the bpf() system call works\n");
-        assert!(
-            e.contains("the text output of `nvprobe doctor` (1 line)"),
             "{e}"
         );
     }
