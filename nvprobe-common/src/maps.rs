@@ -23,3 +23,5 @@ pub const SHIP_CONTROLS: &str = "SHIP_CONTROLS";
 pub const STATUS_SLOTS: &str = "STATUS_SLOTS";
 pub const UNSENT_CALLS: &str = "UNSENT_CALLS";
 pub const UNSENT_PROCS: &str = "UNSENT_PROCS";
+pub const RT_INFLIGHT: &str = "RT_INFLIGHT";
+pub const RT_CAPPED: &str = "RT_CAPPED";

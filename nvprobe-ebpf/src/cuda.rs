@@ -11,10 +11,13 @@ use aya_ebpf::{
     EbpfContext,
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_user, generated},
     macros::{map, uprobe, uretprobe},
-    maps::LruHashMap,
+    maps::{Array, LruHashMap, PerCpuArray},
     programs::{ProbeContext, RetProbeContext},
 };
-use nvprobe_common::{CUDA_ENTER, CUDA_RETURN, CudaEntry, CudaEvent, EventKind};
+use nvprobe_common::{
+    CUDA_ENTER, CUDA_FAULT_ONLY, CUDA_RETURN, CUDA_UNFINISHED, CudaEntry, CudaEvent, EventKind,
+    RT_FAIL_CAP, RT_SLOTS, RtSlot,
+};
 
 use crate::{
     fdres::{fill_header, wakeup_bytes},
@@ -24,6 +27,20 @@ use crate::{
 /// (tid << 32 | function) -> entry state.
 #[map]
 static CUDA_INFLIGHT: LruHashMap<u64, CudaEntry> = LruHashMap::with_max_entries(16384, 0);
+
+/// The fault-only call in flight on each thread (by tid): nothing is sent
+/// at their entry.
+#[map]
+pub static RT_INFLIGHT: Array<RtSlot> = Array::with_max_entries(RT_SLOTS, 0);
+
+/// tgid -> failed fault-only returns sent (at most RT_FAIL_CAP).
+#[map]
+static RT_FAILS: LruHashMap<u32, u32> = LruHashMap::with_max_entries(4096, 0);
+
+/// Failed fault-only returns not sent (past RT_FAIL_CAP for their
+/// process, or no room in the ring buffer is counted as lost instead).
+#[map]
+static RT_CAPPED: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 
 /// Functions whose first argument is an int the call fills in.
 const GETTERS: [u32; 3] = [2, 3, 4];
@@ -65,6 +82,19 @@ pub fn nvprobe_cuda_enter(ctx: ProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     // SAFETY: helper without arguments.
     let now = unsafe { bpf_ktime_get_ns() };
+    if func & CUDA_FAULT_ONLY != 0 {
+        // Only the start, in the thread's slot: an array store.
+        let tid = pid_tgid as u32;
+        if let Some(s) = RT_INFLIGHT.get_ptr_mut(tid & (RT_SLOTS - 1)) {
+            // SAFETY: pointer into the array map's value.
+            unsafe {
+                (*s).tid = tid;
+                (*s).func = func & !CUDA_FAULT_ONLY;
+                (*s).start_ns = now;
+            }
+        }
+        return 0;
+    }
     let args = [
         ctx.arg::<u64>(0).unwrap_or(0),
         ctx.arg::<u64>(1).unwrap_or(0),
@@ -111,6 +141,10 @@ pub fn nvprobe_cuda_return(ctx: RetProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     // SAFETY: helper without arguments.
     let now = unsafe { bpf_ktime_get_ns() };
+    if func & CUDA_FAULT_ONLY != 0 {
+        fault_only_return(&ctx, func & !CUDA_FAULT_ONLY, pid_tgid, now);
+        return 0;
+    }
     let key = ((pid_tgid as u32 as u64) << 32) | func as u64;
     // SAFETY: value copied out before removal.
     let entry = unsafe { CUDA_INFLIGHT.get(&key) }.copied();
@@ -154,4 +188,67 @@ pub fn nvprobe_cuda_return(ctx: RetProbeContext) -> u32 {
     };
     emit(func, CUDA_RETURN, start, now, ret, args, out);
     0
+}
+
+/// CUDA_ERROR_NOT_READY: what a query answers while work is pending.
+const NOT_READY: u32 = 600;
+
+#[inline(always)]
+fn fault_only_return(ctx: &RetProbeContext, func: u32, pid_tgid: u64, now: u64) {
+    let tid = pid_tgid as u32;
+    let mut start = now;
+    if let Some(s) = RT_INFLIGHT.get_ptr_mut(tid & (RT_SLOTS - 1)) {
+        // SAFETY: pointer into the array map's value.
+        unsafe {
+            if (*s).tid == tid && (*s).func == func {
+                start = (*s).start_ns;
+                (*s).func = 0;
+            }
+        }
+    }
+    let ret = ctx.ret::<u64>() as u32;
+    if ret == 0 || ret == NOT_READY {
+        return;
+    }
+    let tgid = (pid_tgid >> 32) as u32;
+    // SAFETY: plain lookup of a u32.
+    let sent = unsafe { RT_FAILS.get(&tgid) }.copied().unwrap_or(0);
+    if sent >= RT_FAIL_CAP {
+        if let Some(c) = RT_CAPPED.get_ptr_mut(0) {
+            // SAFETY: this CPU's counter.
+            unsafe { *c += 1 };
+        }
+        return;
+    }
+    let _ = RT_FAILS.insert(&tgid, &(sent + 1), 0);
+    emit(func, CUDA_RETURN, start, now, ret as i64, [0; 3], None);
+}
+
+/// At a process's end: its count of failed returns sent goes (its pid
+/// may be reused).
+#[inline(always)]
+pub fn process_ended(tgid: u32) {
+    let _ = RT_FAILS.remove(&tgid);
+}
+
+/// At a thread's end: the fault-only call it was still in (a thread killed
+/// while it waited in a synchronisation that never returned).
+#[inline(always)]
+pub fn thread_ended(pid_tgid: u64) {
+    let tid = pid_tgid as u32;
+    let Some(s) = RT_INFLIGHT.get_ptr_mut(tid & (RT_SLOTS - 1)) else {
+        return;
+    };
+    // SAFETY: pointer into the array map's value.
+    let (func, start) = unsafe {
+        if (*s).tid != tid || (*s).func == 0 {
+            return;
+        }
+        let f = ((*s).func, (*s).start_ns);
+        (*s).func = 0;
+        f
+    };
+    // SAFETY: helper without arguments.
+    let now = unsafe { bpf_ktime_get_ns() };
+    emit(func, CUDA_UNFINISHED, start, now, 0, [0; 3], None);
 }

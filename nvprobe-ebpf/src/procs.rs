@@ -69,11 +69,17 @@ pub fn nvprobe_proc_exit(ctx: TracePointContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
     flush_unsent(pid_tgid);
+    crate::cuda::thread_ended(pid_tgid);
     // SAFETY: offset from the tracepoint format.
     let group_dead: u8 = unsafe { ctx.read_at(32) }.unwrap_or(0);
-    if group_dead == 0 || !is_nv(tgid) {
+    if group_dead == 0 {
         return 0;
     }
+    if !is_nv(tgid) {
+        return 0;
+    }
+    // (A libcuda user is followed from its first start-up call.)
+    crate::cuda::process_ended(tgid);
     // SAFETY: plain lookup of a u64.
     let unsent = unsafe { crate::maps::UNSENT_PROCS.get(&tgid) }
         .copied()

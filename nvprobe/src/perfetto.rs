@@ -435,7 +435,7 @@ impl Exporter {
         match ev {
             Event::Cuda(c) => {
                 // The return carries the call's start and duration.
-                if c.phase == CudaPhase::Return {
+                if c.phase != CudaPhase::Enter {
                     let track = self.thread(pid, tid, comm);
                     let mut a = Vec::new();
                     a.extend(c.result.map(|r| int_ann("result", r)));
@@ -554,6 +554,26 @@ impl Exporter {
                 };
                 self.instant(track, name, mono, a);
             }
+            Record::Fault(f) => {
+                let track = self.process(f.pid, &f.comm);
+                let a = vec![
+                    str_ann("text", &f.text),
+                    str_ann("class", f.class.as_str()),
+                    str_ann("hint", &f.hint),
+                ];
+                self.instant(track, "fault", mono, a);
+            }
+            Record::KernelLog(k) => {
+                if let (Some(pid), Some(comm)) = (k.pid, &k.comm) {
+                    let track = self.process(pid, comm);
+                    let a = vec![str_ann("message", &k.line.message)];
+                    let name = k
+                        .xid
+                        .as_ref()
+                        .map_or_else(|| "kernel log".to_owned(), |x| format!("Xid {}", x.number));
+                    self.instant(track, &name, mono, a);
+                }
+            }
             Record::Breakdown(_) => {}
         }
     }
@@ -583,7 +603,7 @@ impl Exporter {
         match t {
             "cuda" => {
                 // The return carries the call's start and duration.
-                if str_of(v, "phase") == Some("return") {
+                if matches!(str_of(v, "phase"), Some("return" | "unfinished")) {
                     let track = self.thread(pid, tid, &comm);
                     let start = v.get("start_ns").and_then(Value::as_u64).unwrap_or(mono);
                     let dur = v.get("duration_ns").and_then(Value::as_u64).unwrap_or(0);
@@ -620,6 +640,26 @@ impl Exporter {
                     mono,
                     args(&["text", "class", "curesult", "total_ms"]),
                 );
+            }
+            "fault" => {
+                let track = self.process(pid, &comm);
+                let a = vec![
+                    str_ann("text", str_of(v, "text").unwrap_or("")),
+                    str_ann("class", str_of(v, "class").unwrap_or("")),
+                    str_ann("hint", str_of(v, "hint").unwrap_or("")),
+                ];
+                self.instant(track, "fault", mono, a);
+            }
+            "kernel_log" => {
+                if str_of(v, "comm").is_some() {
+                    let track = self.process(pid, &comm);
+                    let a = vec![str_ann("message", str_of(v, "message").unwrap_or(""))];
+                    let name = v
+                        .pointer("/xid/number")
+                        .and_then(Value::as_u64)
+                        .map_or_else(|| "kernel log".to_owned(), |n| format!("Xid {n}"));
+                    self.instant(track, &name, mono, a);
+                }
             }
             "first_context" => {
                 let track = self.process(pid, &comm);

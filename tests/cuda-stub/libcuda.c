@@ -121,3 +121,26 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
     (void)shared; (void)stream; (void)params; (void)extra;
     return live() ? 0 : 3;
 }
+
+/* Where a run-time fault surfaces (nvprobe's fault-only hooks). With
+ * NVPROBE_STUB_FAULT=N set, the first cuCtxSynchronize returns N and so
+ * does every later call (a sticky error, as CUDA_ERROR_ILLEGAL_ADDRESS
+ * is); NVPROBE_STUB_FAULT=wait makes cuCtxSynchronize wait for ever (a
+ * kernel that never ends). Unset: each call succeeds. */
+static int sticky;
+static CUresult runtime_call(int sync) {
+    const char *f = getenv("NVPROBE_STUB_FAULT");
+    if (!live()) return 3;
+    if (sticky) return sticky;
+    if (sync && f && strcmp(f, "wait") == 0) {
+        for (;;) pause();
+    }
+    if (sync && f && atoi(f) > 0) sticky = atoi(f);
+    return sticky;
+}
+CUresult cuCtxSynchronize(void) { return runtime_call(1); }
+CUresult cuMemcpyDtoH_v2(void *dst, unsigned long long src, size_t n) {
+    (void)dst; (void)src; (void)n;
+    return runtime_call(0);
+}
+CUresult cuMemFree_v2(unsigned long long p) { (void)p; return runtime_call(0); }

@@ -291,4 +291,18 @@ fn prometheus_scrapes_verdicts_calls_and_latency_and_the_alert_fires() {
         "promtool: {}",
         String::from_utf8_lossy(&o.stdout)
     );
+    // The Xid and fault alerts, on series of the shape --metrics serves
+    // (the Xid and fault families are checked against a real run in
+    // nvprobe's metrics tests and the H200's scrape, tests/fixtures).
+    let o = Command::new("promtool")
+        .args(["test", "rules", "nvprobe-alerts.test.yml"])
+        .current_dir(rules().parent().expect("folder"))
+        .output()
+        .expect("promtool");
+    assert!(
+        o.status.success(),
+        "promtool test rules: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
 }

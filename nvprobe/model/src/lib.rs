@@ -16,6 +16,7 @@ pub mod correlate;
 pub mod decode;
 pub mod diff;
 pub mod hints;
+pub mod kmsg;
 pub mod records;
 pub mod render;
 pub mod replay;

@@ -60,6 +60,12 @@ pub enum Line {
         mono_ns: u64,
         info: Box<ProcessInfo>,
     },
+    /// A kernel-log line, read while the run lived (the record is made
+    /// again from it).
+    KernelLog {
+        mono_ns: u64,
+        line: Box<crate::correlate::faults::LogLine>,
+    },
     /// A kernel record to decode again.
     Kernel { mono_ns: u64, bytes: Vec<u8> },
     /// A kernel event recorded without `--raw` (only its decoded fields).
@@ -118,6 +124,15 @@ impl Line {
                         info: Box::new(info),
                     },
                     Err(e) => Line::Bad(format!("bad process record: {e}")),
+                };
+            }
+            Some("kernel_log") => {
+                return match serde_json::from_value::<crate::correlate::faults::LogLine>(v) {
+                    Ok(line) => Line::KernelLog {
+                        mono_ns: mono.unwrap_or(0),
+                        line: Box::new(line),
+                    },
+                    Err(e) => Line::Bad(format!("bad kernel_log record: {e}")),
                 };
             }
             Some(t) if !crate::render::schema::record_types().contains(t) => {
@@ -429,6 +444,13 @@ pub fn replay_filtered(
             Line::Stall { mono_ns, report } => {
                 m.begin(None, &mut done);
                 on(mono_ns, Item::Stall(&report));
+            }
+            Line::KernelLog { mono_ns, line } => {
+                m.begin(None, &mut done);
+                last_ns = last_ns.max(mono_ns);
+                m.corr
+                    .observe_obs(Obs::kernel_log(*line, mono_ns), &mut recs);
+                emit(mono_ns, &mut recs, &mut on);
             }
             Line::Kernel { mono_ns, bytes } => {
                 let c = m.begin(None, &mut done);

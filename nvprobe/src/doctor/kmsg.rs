@@ -14,26 +14,7 @@ use std::{fs, io::Read as _, os::unix::fs::OpenOptionsExt as _, path::Path};
 
 use super::{Check, Verdict, check};
 
-/// How the NVIDIA modules' lines start (open-gpu-kernel-modules): nvidia.ko's
-/// `nv_printf`/`NV_DEV_PRINTF`/`portDbgPrintf` write `NVRM: `, nvidia-uvm
-/// `NVIDIA_UVM_PRETTY_PRINTING_PREFIX`, nvidia-modeset `NVKMS_LOG_PREFIX`,
-/// `nvlink_print` and `NVSWITCH_PRINT` theirs; and the kernel's module
-/// loader names the module it loads (`nvidia: loading out-of-tree module`).
-const DRIVER_PREFIXES: &[&str] = &[
-    "NVRM: ",
-    "nvidia-uvm: ",
-    "nvidia-modeset: ",
-    "nvidia-nvlink: ",
-    "nvidia-nvswitch: ",
-    "nvidia: ",
-    "nvidia_uvm: ",
-    "nvidia_modeset: ",
-    "nvidia_drm: ",
-];
-
-/// How far into a message a task's name can reach: 15 bytes, each written
-/// as up to 4 characters (the kernel escapes a control byte as `\xNN`).
-const COMM_REACH: usize = 15 * 4;
+pub use nvprobe_model::kmsg::{driver_line, line_gpu, pci_slot, xid};
 
 /// The NVIDIA modules' lines (and the kernel's leaked-uprobe lines), oldest
 /// first, at most `max`, each as "[seconds] message".
@@ -56,93 +37,6 @@ pub fn message(line: &str) -> &str {
     line.strip_prefix('[')
         .and_then(|rest| rest.split_once("] "))
         .map_or(line, |(_, msg)| msg)
-}
-
-/// A message one of the NVIDIA modules wrote: it starts with a driver
-/// prefix, and not as a line the kernel starts with a task's name.
-pub fn driver_line(msg: &str) -> bool {
-    DRIVER_PREFIXES.iter().any(|p| msg.starts_with(p)) && !task_led(msg)
-}
-
-/// Whether the message may be one the kernel starts with a task's name,
-/// within a name's reach of its start: `COMM[PID]` (a segfault, a trap, a
-/// bad signal frame), `COMM (PID)` (a stack-depth or drop_caches note),
-/// `COMM: page allocation failure: ` (which quotes the task's cpuset),
-/// `COMM invoked oom-killer: ` (a memory cgroup's or the host's OOM
-/// killer, started by the task: any user can make one).
-fn task_led(msg: &str) -> bool {
-    let b = msg.as_bytes();
-    let digits_then = |from: usize, close: u8| {
-        let n = b[from..].iter().take_while(|c| c.is_ascii_digit()).count();
-        n > 0 && b.get(from + n) == Some(&close)
-    };
-    (1..=COMM_REACH.min(b.len().saturating_sub(1))).any(|i| {
-        (b[i] == b'[' && digits_then(i + 1, b']'))
-            || (b[i..].starts_with(b" (") && digits_then(i + 2, b')'))
-            || b[i..].starts_with(b": page allocation failure: ")
-            || b[i..].starts_with(b" invoked oom-killer: ")
-    })
-}
-
-/// An Xid the driver reported: the GPU it names (as the driver writes it,
-/// "PCI:0000:41:00", perhaps with " GPU-I:05" after) and its number. Read
-/// from the head the driver writes before the task's pid and name
-/// (`kernel_rc.c`: "NVRM: Xid (%s): %d, pid=%s, name=%s, %s").
-pub fn xid(msg: &str) -> Option<(&str, u32)> {
-    let rest = msg.strip_prefix("NVRM: Xid (")?;
-    let (attr, rest) = rest.split_once("): ")?;
-    // "PCI:dddd:bb:ss", then only the partition's words (" GPU-I:05").
-    let tail = attr
-        .strip_prefix("PCI:")
-        .filter(|a| pci_slot(a).is_some())?;
-    if !tail[10..]
-        .bytes()
-        .all(|c| c.is_ascii_alphanumeric() || b" :-".contains(&c))
-    {
-        return None;
-    }
-    let (n, _) = rest.split_once(',').unwrap_or((rest.trim_end(), ""));
-    Some((attr, n.parse().ok()?))
-}
-
-/// What nvidia.ko wrote after "NVRM: ", without the GPU `NV_DEV_PRINTF`
-/// names first ("GPU dddd:bb:ss.f: ", older drivers "GPU at PCI:dddd:bb:ss: ").
-fn nvrm_words(msg: &str) -> Option<&str> {
-    let rest = msg.strip_prefix("NVRM: ")?;
-    for p in ["GPU at PCI:", "GPU "] {
-        if let Some(r) = rest.strip_prefix(p)
-            && pci_slot(r).is_some()
-            && let Some((_, words)) = r.split_once(": ")
-        {
-            return Some(words);
-        }
-    }
-    Some(rest)
-}
-
-/// The GPU a driver line is about, as "dddd:bb:ss" (lowercase): an Xid's
-/// `PCI:dddd:bb:ss`, `NV_DEV_PRINTF`'s "NVRM: GPU dddd:bb:ss.f: ", the older
-/// "NVRM: GPU at PCI:dddd:bb:ss: ", and "NVRM: The NVIDIA GPU dddd:bb:ss.f".
-pub fn line_gpu(msg: &str) -> Option<String> {
-    let addr = if let Some((attr, _)) = xid(msg) {
-        attr.strip_prefix("PCI:")?
-    } else {
-        ["NVRM: GPU at PCI:", "NVRM: GPU ", "NVRM: The NVIDIA GPU "]
-            .iter()
-            .find_map(|p| msg.strip_prefix(p))?
-    };
-    pci_slot(addr)
-}
-
-/// "dddd:bb:ss" from the start of a PCI address ("0000:41:00.0: …",
-/// "0000:41:00 GPU-I:05", "0000:41:00").
-pub fn pci_slot(addr: &str) -> Option<String> {
-    let a = addr.get(..10)?;
-    let ok = a.bytes().enumerate().all(|(i, c)| match i {
-        4 | 7 => c == b':',
-        _ => c.is_ascii_hexdigit(),
-    });
-    ok.then(|| a.to_ascii_lowercase())
 }
 
 /// The kernel's own line for a uprobe it could not remove (kernel/events/
@@ -244,44 +138,17 @@ fn read_live() -> Vec<String> {
 /// their start (osinit.c, osapi.c, nv.c); nvidia-uvm's errors from its own
 /// lines, which quote no task name.
 pub fn findings(lines: &[String]) -> Vec<(&'static str, &String)> {
+    use nvprobe_model::kmsg::LogKind;
     lines
         .iter()
         .filter_map(|l| {
-            let msg = message(l);
-            if !driver_line(msg) {
-                return None;
-            }
-            if let Some((_, n)) = xid(msg) {
-                return Some((if n == 79 { "gpu_lost" } else { "xid" }, l));
-            }
-            if msg.starts_with("NVRM: Xid") {
-                // Not the driver's shape: a task's words.
-                return None;
-            }
-            let words = nvrm_words(msg).unwrap_or("");
-            let low = msg.to_ascii_lowercase();
-            let kind = if words.starts_with("GPU has fallen off the bus")
-                || words.starts_with("fallen off the bus")
-                || words.starts_with("The NVIDIA GPU ") && words.contains("fallen off the bus")
-            {
-                "gpu_lost"
-            } else if [
-                "RmInitAdapter failed",
-                "rm_init_adapter failed",
-                "failed to initialize",
-            ]
-            .iter()
-            .any(|w| words.starts_with(w))
-            {
-                "gpu_init_failed"
-            } else if msg.starts_with("nvidia-uvm: ")
-                && (low.contains("hmm") || low.contains("error") || low.contains("fail"))
-            {
-                "uvm_error"
-            } else if words.starts_with("API mismatch") || low.contains("version mismatch") {
-                "version_mismatch"
-            } else {
-                return None;
+            let kind = match nvprobe_model::kmsg::kind_of(message(l))? {
+                LogKind::Xid => "xid",
+                LogKind::GpuLost => "gpu_lost",
+                LogKind::GpuInitFailed => "gpu_init_failed",
+                LogKind::UvmError => "uvm_error",
+                LogKind::VersionMismatch => "version_mismatch",
+                LogKind::GpuIdentity | LogKind::Other => return None,
             };
             Some((kind, l))
         })

@@ -83,6 +83,23 @@ struct KindLabels {
     kind: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct XidLabels {
+    xid: String,
+    /// The GPU's PCI slot.
+    gpu: String,
+    /// The Xid table's action (drain_node, fix_program, …; "unknown").
+    action: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FaultLabels {
+    result: String,
+    class: String,
+    xid: String,
+    drain: String,
+}
+
 fn latency_histogram() -> Histogram {
     // 1 µs … ~4.2 s, ×4 per bucket.
     Histogram::new(exponential_buckets(1e-6, 4.0, 12))
@@ -100,6 +117,8 @@ pub struct Metrics {
     signals: Family<SignalLabels, Counter>,
     stalls: Family<CallName, Counter>,
     lost: Family<KindLabels, Counter>,
+    xids: Family<XidLabels, Counter>,
+    faults: Family<FaultLabels, Counter>,
     quieted: Counter,
     processes: Gauge,
     ringbuf_fill: Gauge<f64, std::sync::atomic::AtomicU64>,
@@ -119,6 +138,8 @@ impl Metrics {
             signals: Family::default(),
             stalls: Family::default(),
             lost: Family::default(),
+            xids: Family::default(),
+            faults: Family::default(),
             quieted: Counter::default(),
             processes: Gauge::default(),
             ringbuf_fill: Gauge::default(),
@@ -172,6 +193,16 @@ impl Metrics {
             m.lost.clone(),
         );
         registry.register(
+            "xids",
+            "Xids the driver logged (kernel log), by number, GPU (PCI slot) and the action NVIDIA's Xid catalogue gives",
+            m.xids.clone(),
+        );
+        registry.register(
+            "faults",
+            "Run-time fault verdicts, by the CUresult of the first failing call (\"none\": no call failed), class, the Xid that explains it (\"none\") and whether the node should be drained",
+            m.faults.clone(),
+        );
+        registry.register(
             "quieted_calls",
             "Successful calls of processes past their verdict that the kernel left out (--events failures|verdicts)",
             m.quieted.clone(),
@@ -213,6 +244,42 @@ impl Metrics {
             Record::Cuinit(v) => self.verdict(v),
             Record::Signal(s) => self.signal(s),
             Record::FirstContext(c) => self.late_context(c),
+            Record::KernelLog(k) => {
+                if let Some(x) = &k.xid {
+                    self.xids
+                        .get_or_create(&XidLabels {
+                            xid: x.number.to_string(),
+                            gpu: x.pci.clone(),
+                            action: k
+                                .meaning
+                                .as_ref()
+                                .map_or("unknown", |m| m.action.as_str())
+                                .into(),
+                        })
+                        .inc();
+                }
+            }
+            Record::Fault(f) => {
+                self.faults
+                    .get_or_create(&FaultLabels {
+                        result: f
+                            .call
+                            .as_ref()
+                            .and_then(|c| {
+                                c.result_name
+                                    .map(str::to_owned)
+                                    .or(c.result.map(|r| r.to_string()))
+                            })
+                            .unwrap_or_else(|| "none".into()),
+                        class: f.class.as_str().into(),
+                        xid: f
+                            .xid
+                            .as_ref()
+                            .map_or_else(|| "none".into(), |x| x.number.to_string()),
+                        drain: f.drain.to_string(),
+                    })
+                    .inc();
+            }
             Record::Stage { .. } | Record::Breakdown(_) => {}
         }
     }

@@ -35,6 +35,35 @@ fn the_registry_encodes_what_was_counted() {
     }
 }
 
+/// The H200's fault recording, replayed: its Xids by number and GPU, its
+/// fault verdicts by result and class.
+#[test]
+fn xids_and_faults_of_the_h200_recording_are_counted() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/fixtures/h200-580.159.04-faults.ndjson"
+    );
+    let text = std::fs::read(path).expect("fixture");
+    let m = Metrics::new(Vec::new(), 1 << 24);
+    nvprobe_model::replay::replay(&text[..], None, |_, item| {
+        if let nvprobe_model::replay::Item::Record(r) = item {
+            m.record(r);
+        }
+    })
+    .expect("replay");
+    let t = m.encode();
+    for want in [
+        r#"nvprobe_xids_total{xid="31",gpu="0000:00:06",action="fix_program"} 2"#,
+        r#"nvprobe_xids_total{xid="13",gpu="0000:00:06",action="fix_program"} 2"#,
+        r#"nvprobe_xids_total{xid="43",gpu="0000:00:06",action="fix_program"} 3"#,
+        r#"nvprobe_faults_total{result="CUDA_ERROR_ILLEGAL_ADDRESS",class="program",xid="31",drain="false"} 2"#,
+        r#"nvprobe_faults_total{result="CUDA_ERROR_MISALIGNED_ADDRESS",class="program",xid="13",drain="false"} 1"#,
+        r#"nvprobe_faults_total{result="none",class="unfinished",xid="none",drain="false"} 1"#,
+    ] {
+        assert!(t.contains(want), "{want} missing from\n{t}");
+    }
+}
+
 /// An upper bound on any one read, so that a broken server fails the test
 /// instead of hanging it; no assertion depends on how long anything took.
 const READ_BOUND: Duration = Duration::from_secs(60);

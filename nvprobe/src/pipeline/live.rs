@@ -51,6 +51,8 @@ pub struct RunOpts {
     pub cmdline: bool,
     /// Programs nvprobe loaded itself (the libcuda layer's): (name, id).
     pub own_programs: Vec<(String, u32)>,
+    /// The kernel log, followed (None where it cannot be read).
+    pub kernel_log: Option<std::sync::Mutex<super::kmsg::KernelLog>>,
 }
 
 /// Each program's runs: the object's, and `own` (name, id): the libcuda
@@ -663,7 +665,9 @@ pub async fn run(
                 reopen_due = reopener.is_some();
             }
             _ = tick.tick() => {
+                let logged = super::kmsg::take(opts.kernel_log.as_ref());
                 left = live.drain(ring.get_mut(), &mut pipe, budget)?;
+                super::kmsg::hand(opts.kernel_log.as_ref(), logged, &mut pipe)?;
                 live.peers_noted(&mut pipe)?;
                 match attacher {
                     Some(a) => live.hook_new_libcuda(a, &mut pipe)?,
@@ -745,7 +749,9 @@ pub async fn run(
     // The losses up to the stop: the ring buffer stays full while the stop
     // reads it, and what the probes drop after the stop is not the run's.
     poll_lost(&mut lost, &mut pipe)?;
+    let logged = super::kmsg::take(opts.kernel_log.as_ref());
     let unread = live.drain_last(ring.get_mut(), &mut pipe, LAST_DRAIN)?;
+    super::kmsg::hand(opts.kernel_log.as_ref(), logged, &mut pipe)?;
     let finished = pipe.finish();
     if let Some(e) = health.error() {
         return Err(e.into());

@@ -7,6 +7,7 @@
 
 #[cfg(test)]
 mod fuzz;
+pub mod kmsg;
 mod lifelines;
 pub mod live;
 mod lost;
@@ -529,6 +530,28 @@ impl Pipeline {
                 life: lifelines::Step::Other,
             }],
             bytes: buf.freeze(),
+            stats: None,
+        };
+        self.hand(item)
+    }
+
+    /// A kernel-log line (read from /dev/kmsg, or a recording's): the
+    /// correlator makes its `kernel_log` record, in order with the
+    /// batches around it.
+    pub fn kernel_log(
+        &mut self,
+        mono_ns: u64,
+        line: nvprobe_model::correlate::faults::LogLine,
+    ) -> anyhow::Result<()> {
+        let item = Rendered {
+            seq: self.seq,
+            steps: vec![Step {
+                end: 0,
+                mono_ns,
+                obs: Some(Obs::kernel_log(line, mono_ns)),
+                life: lifelines::Step::Other,
+            }],
+            bytes: bytes::Bytes::new(),
             stats: None,
         };
         self.hand(item)

@@ -136,6 +136,12 @@ impl Replay<'_> {
                 self.flush()?;
                 self.pipe(None)?.process(mono_ns, *info)?;
             }
+            // A kernel-log line: its record is made again (the Xid table
+            // and the ties of this nvprobe).
+            Line::KernelLog { mono_ns, line } => {
+                self.flush()?;
+                self.pipe(None)?.kernel_log(mono_ns, *line)?;
+            }
             Line::Kernel { mono_ns, bytes } => {
                 if self.batch.is_none() {
                     let b = self.pipe(None)?.batch();

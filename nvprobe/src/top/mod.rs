@@ -109,6 +109,8 @@ impl View {
                 events: st.events,
                 lost: st.lost,
                 stalls: st.stalls,
+                faults: st.faults,
+                xids: st.xids,
                 probes: st.probes.clone(),
                 stall_after_ns: st.stall_after_ns,
                 messages: st.messages.clone(),
@@ -129,6 +131,8 @@ impl View {
             events: st.events,
             lost: st.lost,
             stalls: st.stalls,
+            faults: st.faults,
+            xids: st.xids,
             probes: st.probes.clone(),
             messages: st.messages.iter().cloned().collect(),
         }
@@ -211,6 +215,8 @@ struct Row {
     signal: Option<String>,
     ended_ns: Option<u64>,
     exit: Option<String>,
+    /// The run-time fault verdict's line.
+    fault: Option<String>,
 }
 
 /// The view's state.
@@ -232,6 +238,9 @@ pub struct State {
     events: u64,
     lost: u64,
     stalls: u64,
+    /// Run-time fault verdicts, and Xids the driver logged.
+    faults: u64,
+    xids: u64,
     probes: String,
     stall_after_ns: u64,
     messages: VecDeque<String>,
@@ -438,6 +447,20 @@ impl State {
                     c.context.at_ms,
                 ));
             }
+            Record::Fault(f) => {
+                self.faults = self.faults.saturating_add(1);
+                let r = self.row(f.pid, &f.comm, t);
+                r.fault = Some(format!(
+                    "{}{}",
+                    f.text,
+                    if f.drain { " [drain the node]" } else { "" }
+                ));
+            }
+            Record::KernelLog(k) => {
+                if k.xid.is_some() {
+                    self.xids = self.xids.saturating_add(1);
+                }
+            }
             Record::FirstContext(_) | Record::Breakdown(_) => {}
         }
     }
@@ -559,6 +582,7 @@ impl Row {
         let stalled = flight.is_some() && st.stall_after_ns > 0 && flight_ns >= st.stall_after_ns;
         let rank = match &self.verdict {
             _ if stalled => Rank::Stalled,
+            _ if self.fault.is_some() => Rank::Failed,
             Some((Outcome::Failed | Outcome::Killed, _, _)) => Rank::Failed,
             // A CUDA start-up that the process left before it completed.
             Some((Outcome::Exited, _, _)) if self.class == Some(Class::Cuda) => Rank::Failed,
@@ -584,6 +608,7 @@ impl Row {
                 .map_or_else(String::new, |f| format!("{} {}", secs(flight_ns), f.call)),
             last_failure: self.last_failure.clone().unwrap_or_default(),
             state: match (&self.verdict, self.ended_ns) {
+                _ if self.fault.is_some() => "fault".into(),
                 (Some((res, _, _)), _) => res.as_str().to_owned(),
                 (None, Some(_)) => "ended".into(),
                 (None, None) => "starting".into(),
@@ -597,6 +622,7 @@ impl Row {
                         self.stage.as_deref().unwrap_or("none yet")
                     )
                 }),
+                _ if self.fault.is_some() => self.fault.clone().unwrap_or_default(),
                 (Some((_, text, _)), _) => text.clone(),
                 (None, Some(s)) => format!("signal {s}"),
                 (None, None) => self.exit.clone().unwrap_or_default(),
@@ -627,6 +653,8 @@ pub struct Snapshot {
     pub events: u64,
     pub lost: u64,
     pub stalls: u64,
+    pub faults: u64,
+    pub xids: u64,
     pub probes: String,
     pub messages: Vec<String>,
 }

@@ -45,8 +45,15 @@ pub enum Hooks {
     #[value(
         help = "The calls a program makes while it starts CUDA (58 functions): cheap, none of them on a kernel launch or copy path"
     )]
-    #[default]
     Startup,
+    /// The start-up set, and the calls where a fault at run time surfaces
+    /// ([`FAULTS`]: synchronisations, copies, memsets, frees), whose
+    /// failures alone are sent.
+    #[value(
+        help = "The start-up set, and where run-time faults surface (synchronisations, copies, memsets, frees: 40 functions), whose failures alone are sent: a program that makes none of these calls pays nothing for them, one that does pays about 2 µs per call (docs/BENCHMARKS.md)"
+    )]
+    #[default]
+    Faults,
     /// Every CUDA driver API function the libcuda exports (launches and
     /// copies too): every CUDA call costs a uprobe round trip.
     All,
@@ -56,6 +63,7 @@ impl Hooks {
     pub fn name(self) -> &'static str {
         match self {
             Hooks::Startup => "startup",
+            Hooks::Faults => "faults",
             Hooks::All => "all",
         }
     }
@@ -132,6 +140,58 @@ pub const STARTUP: &[&str] = &[
     "cuStreamCreateWithPriority",
     "cuIpcOpenMemHandle",
     "cuIpcOpenMemHandle_v2",
+];
+
+/// Where a fault at run time surfaces (`--libcuda-hooks faults`, the
+/// default): a sticky error (CUDA_ERROR_ILLEGAL_ADDRESS, LAUNCH_FAILED,
+/// ECC_UNCORRECTABLE, …) is returned by the next synchronisation, copy,
+/// memset or free, and by every later call. Only their failures are sent
+/// (`nvprobe_common::CUDA_FAULT_ONLY`). Left out: launches (a hooked
+/// cuLaunchKernel costs ~2.4 µs on a 5 µs launch; a fault a launch returns
+/// is returned again by the next synchronisation), queries
+/// (cuStreamQuery, cuEventQuery: polled in loops) and what is enqueued per
+/// step (cuEventRecord, cuStreamWaitEvent, cuGraphLaunch).
+pub const FAULTS: &[&str] = &[
+    "cuCtxSynchronize",
+    "cuCtxSynchronize_v2",
+    "cuStreamSynchronize",
+    "cuStreamSynchronize_ptsz",
+    "cuEventSynchronize",
+    "cuMemcpy",
+    "cuMemcpy_ptds",
+    "cuMemcpyAsync",
+    "cuMemcpyAsync_ptsz",
+    "cuMemcpyHtoD_v2",
+    "cuMemcpyHtoD_v2_ptds",
+    "cuMemcpyDtoH_v2",
+    "cuMemcpyDtoH_v2_ptds",
+    "cuMemcpyDtoD_v2",
+    "cuMemcpyDtoD_v2_ptds",
+    "cuMemcpyHtoDAsync_v2",
+    "cuMemcpyHtoDAsync_v2_ptsz",
+    "cuMemcpyDtoHAsync_v2",
+    "cuMemcpyDtoHAsync_v2_ptsz",
+    "cuMemcpyDtoDAsync_v2",
+    "cuMemcpyDtoDAsync_v2_ptsz",
+    "cuMemcpy2D_v2",
+    "cuMemcpy2DAsync_v2",
+    "cuMemcpy3D_v2",
+    "cuMemcpy3DAsync_v2",
+    "cuMemcpyPeer",
+    "cuMemcpyPeerAsync",
+    "cuMemsetD8_v2",
+    "cuMemsetD8_v2_ptds",
+    "cuMemsetD32_v2",
+    "cuMemsetD32_v2_ptds",
+    "cuMemsetD8Async",
+    "cuMemsetD32Async",
+    "cuMemFree_v2",
+    "cuMemFreeHost",
+    "cuMemFreeAsync",
+    "cuModuleUnload",
+    "cuLibraryUnload",
+    "cuStreamDestroy_v2",
+    "cuEventDestroy_v2",
 ];
 
 #[derive(Clone, Debug, Serialize)]
@@ -462,14 +522,17 @@ impl Libcuda {
             let Some(&(_, name)) = nvprobe_common::CUDA_FUNCS.iter().find(|e| e.0 == cookie) else {
                 continue;
             };
-            if self.hooks == Hooks::Startup && !STARTUP.contains(&name) {
-                continue;
-            }
-            let flag = if interposer {
+            let mut flag = if interposer {
                 nvprobe_common::CUDA_INTERPOSER
             } else {
                 0
             };
+            match self.hooks {
+                Hooks::All => {}
+                _ if STARTUP.contains(&name) => {}
+                Hooks::Faults if FAULTS.contains(&name) => flag |= nvprobe_common::CUDA_FAULT_ONLY,
+                _ => continue,
+            }
             points.push((name, *off, u64::from(cookie | flag)));
         }
         unknown.sort();
@@ -632,6 +695,37 @@ impl Libcuda {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_fault_set_is_numbered_apart_from_the_startup_set_and_leaves_launches_out() {
+        let mut seen = std::collections::HashSet::new();
+        for f in FAULTS {
+            assert!(cuda_func_number(f).is_some(), "{f} has no number");
+            assert!(seen.insert(f), "{f} twice");
+            assert!(!STARTUP.contains(f), "{f} is in both sets");
+        }
+        for f in [
+            "cuCtxSynchronize",
+            "cuCtxSynchronize_v2",
+            "cuMemcpyDtoH_v2",
+            "cuMemFree_v2",
+        ] {
+            assert!(FAULTS.contains(&f), "{f}");
+        }
+        for hot in [
+            "cuLaunchKernel",
+            "cuLaunchKernel_ptsz",
+            "cuStreamQuery",
+            "cuEventQuery",
+            "cuEventRecord",
+            "cuCtxGetDevice_v2",
+        ] {
+            assert!(!FAULTS.contains(&hot), "{hot} is on a hot path");
+        }
+        // The count --libcuda-hooks' help gives.
+        let help = format!("{} functions", FAULTS.len());
+        assert_eq!(help, "40 functions");
+    }
 
     #[test]
     fn the_startup_set_is_numbered_and_leaves_the_hot_paths_out() {

@@ -570,6 +570,50 @@ fn cuinit_scenario(dir: &Path, lib: Option<&Path>) -> anyhow::Result<Value> {
     }
 }
 
+/// dlopen a libcuda, say "ready", wait for a line on stdin, start CUDA
+/// (cuInit, a context), then make the calls where a run-time fault
+/// surfaces: cuCtxSynchronize, cuMemcpyDtoH_v2, cuMemFree_v2 (the stand-in
+/// fails them as NVPROBE_STUB_FAULT says). Exits 1 when one failed.
+fn runtime_scenario(dir: &Path, lib: Option<&Path>) -> anyhow::Result<Value> {
+    let (lib, h) = open_lib(dir, lib)?;
+    // SAFETY: dlsym with valid C strings; the symbols have the cuda.h
+    // prototypes.
+    unsafe {
+        let sym = |n: &std::ffi::CStr| {
+            let p = libc::dlsym(h, n.as_ptr());
+            if p.is_null() {
+                bail!("{} lacks {n:?}", lib.display());
+            }
+            Ok(p)
+        };
+        let init: extern "C" fn(u32) -> i32 = std::mem::transmute(sym(c"cuInit")?);
+        let create: extern "C" fn(*mut usize, u32, i32) -> i32 =
+            std::mem::transmute(sym(c"cuCtxCreate_v2")?);
+        let sync: extern "C" fn() -> i32 = std::mem::transmute(sym(c"cuCtxSynchronize")?);
+        let copy: extern "C" fn(*mut u8, u64, usize) -> i32 =
+            std::mem::transmute(sym(c"cuMemcpyDtoH_v2")?);
+        let free: extern "C" fn(u64) -> i32 = std::mem::transmute(sym(c"cuMemFree_v2")?);
+        println!("{}", json!({ "ready": true }));
+        std::io::stdout().flush()?;
+        let mut line = String::new();
+        std::io::stdin().lock().read_line(&mut line)?;
+        let r = init(0);
+        let mut ctx = 0usize;
+        let c = create(&mut ctx, 0, 0);
+        let mut byte = 0u8;
+        let (s1, s2) = (sync(), sync());
+        let (m, f) = (copy(&mut byte, 0x1000, 1), free(0x1000));
+        let v = json!({ "cuInit": r, "cuCtxCreate_v2": c, "cuCtxSynchronize": [s1, s2],
+            "cuMemcpyDtoH_v2": m, "cuMemFree_v2": f });
+        println!("{v}");
+        std::io::stdout().flush()?;
+        if s1 != 0 || s2 != 0 || m != 0 || f != 0 {
+            std::process::exit(1);
+        }
+        Ok(v)
+    }
+}
+
 /// dlopen a libcuda, say "ready", wait for a line on stdin (a test hooks
 /// the library meanwhile), cuInit, fork: the child calls cuLaunchKernel
 /// and then cuMemGetInfo_v2 without a cuInit of its own (CUDA does not
@@ -732,6 +776,7 @@ fn main() -> anyhow::Result<()> {
                 }
                 "cuinit" => cuinit_scenario(&dir, lib.as_deref())?,
                 "forkchild" => forkchild_scenario(&dir, lib.as_deref())?,
+                "runtime" => runtime_scenario(&dir, lib.as_deref())?,
                 "steady" => steady_scenario(&dir, lib.as_deref(), count, false)?,
                 "steady-exec" => steady_scenario(&dir, lib.as_deref(), count, true)?,
                 other => bail!("unknown scenario {other}"),

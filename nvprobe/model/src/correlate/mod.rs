@@ -7,6 +7,7 @@
 //! [`verdict`].
 
 mod breakdown;
+pub mod faults;
 pub mod needs;
 mod obs;
 mod record;
@@ -62,11 +63,14 @@ pub struct Correlator {
     /// The earliest time a start-up's wait for its first context ends
     /// (`u64::MAX`: none waits).
     next_due: u64,
+    /// Run-time faults and the kernel log's lines.
+    faults: faults::Faults,
 }
 
 impl Default for Correlator {
     fn default() -> Self {
         Self {
+            faults: faults::Faults::new(Default::default()),
             procs: HashMap::new(),
             spans: HashMap::new(),
             board: None,
@@ -90,11 +94,13 @@ impl Correlator {
     /// Tie UVM's GPU UUIDs to /dev/nvidiaN minors with the host's list.
     pub fn set_host_gpus(&mut self, gpus: Vec<crate::attribution::HostGpu>) {
         self.host_gpus = std::sync::Arc::new(gpus);
+        self.faults.set_host_gpus(self.host_gpus.clone());
     }
 
     /// The kernel module's version, to compare with the libcuda a process
     /// loads.
     pub fn set_host_driver(&mut self, version: Option<String>) {
+        self.faults.driver = version.clone();
         self.host_driver = version.map(Into::into);
     }
 
@@ -121,6 +127,9 @@ impl Correlator {
         let (pid, start, end) = (o.pid, o.start, o.end);
         if end >= self.next_due {
             self.end_waits(end, out);
+        }
+        if end >= self.faults.next_due() {
+            self.faults.due(end, out);
         }
         let via = match o.kind {
             ObsKind::Proc(p) => return self.on_proc(&p, out),
@@ -167,7 +176,29 @@ impl Correlator {
                 device,
                 value,
                 interposer,
+                unfinished,
             } => {
+                if unfinished {
+                    let comm = o.comm.text();
+                    self.faults
+                        .unfinished(pid, o.tid, &comm, func, (start, end));
+                    return;
+                }
+                if enter {
+                    self.faults.entered(pid, o.tid, func, start);
+                } else if faults::run_time(
+                    func,
+                    self.procs.get(&pid).and_then(|s| s.context.as_ref()),
+                ) {
+                    let gpus: Vec<u32> = self
+                        .procs
+                        .get(&pid)
+                        .map(|s| s.gpus.iter().filter_map(|g| g.minor).collect())
+                        .unwrap_or_default();
+                    let comm = o.comm.text();
+                    self.faults
+                        .returned(pid, o.tid, &comm, func, result, (start, end), &gpus);
+                }
                 let st = self.state(pid);
                 st.begin(start, &o.comm);
                 let ret = (!enter).then_some(tracker::CudaEnd {
@@ -191,6 +222,19 @@ impl Correlator {
                 return;
             }
             ObsKind::Tick => return,
+            ObsKind::KernelLog(line) => {
+                let procs = &self.procs;
+                let comm_of = |p: u32| {
+                    procs
+                        .get(&p)
+                        .map(|s| s.comm.clone())
+                        .filter(|c| !c.is_empty())
+                };
+                if let Some(k) = self.faults.log_line(*line, start, comm_of) {
+                    out.push(Record::KernelLog(Box::new(k)));
+                }
+                return;
+            }
             ObsKind::Ioctl {
                 ok,
                 call,
@@ -413,6 +457,13 @@ impl Correlator {
 
     fn on_exit(&mut self, p: &ProcCall, out: &mut Vec<Record>) {
         let pid = p.target_pid;
+        let code = p.exit_code.unwrap_or(0);
+        let how = if code & 0x7f != 0 {
+            format!("killed by {}", signal_name(code & 0x7f))
+        } else {
+            format!("exited with status {}", (code >> 8) & 0xff)
+        };
+        self.faults.ended(pid, how, p.time_ns);
         // A helper such as nvidia-modprobe: tell its parent how it ended.
         if p.proc.comm == "nvidia-modprobe"
             && let Some((ppid, _)) = self.procs.get(&pid).and_then(|s| s.parent)
@@ -458,6 +509,8 @@ impl Correlator {
 
     fn on_exec(&mut self, p: &ProcCall, out: &mut Vec<Record>) {
         // A new program: a new start-up to follow.
+        self.faults
+            .ended(p.target_pid, "exec'd a new program".into(), p.time_ns);
         let mut parent = None;
         let mut late_info = None;
         if let Some(st) = self.procs.get_mut(&p.target_pid) {
@@ -500,6 +553,7 @@ impl Correlator {
 
     /// Verdicts for processes still alive when tracing stops.
     pub fn finish(&mut self, out: &mut Vec<Record>) {
+        self.faults.finish(out);
         let mut pids: Vec<u32> = self.procs.keys().copied().collect();
         pids.sort_unstable();
         for pid in pids {
@@ -538,6 +592,8 @@ mod tests;
 mod tests_classes;
 #[cfg(test)]
 mod tests_context;
+#[cfg(test)]
+mod tests_faults;
 #[cfg(test)]
 mod tests_hmm;
 #[cfg(test)]

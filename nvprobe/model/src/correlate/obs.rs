@@ -129,7 +129,11 @@ pub(crate) enum ObsKind {
         value: Option<i32>,
         /// Made to a preloaded library that exports the API, not libcuda.
         interposer: bool,
+        /// Still waiting when its thread ended (a fault-only call).
+        unfinished: bool,
     },
+    /// An NVIDIA line of the kernel log.
+    KernelLog(Box<super::faults::LogLine>),
     /// The collector's clock moved on (no event): start-ups waiting for
     /// their first context may have waited long enough.
     Tick,
@@ -242,6 +246,7 @@ impl Obs {
                 device: c.device,
                 value: c.value,
                 interposer: c.interposer,
+                unfinished: c.phase == CudaPhase::Unfinished,
             },
             _ => return None,
         };
@@ -291,6 +296,20 @@ impl Obs {
             end: mono_ns,
             stage: None,
             kind: ObsKind::Identity(Box::new(info)),
+        }
+    }
+
+    /// A kernel-log line read at `mono_ns` (live from /dev/kmsg, or from a
+    /// recording's `kernel_log` record).
+    pub fn kernel_log(line: super::faults::LogLine, mono_ns: u64) -> Obs {
+        Obs {
+            pid: 0,
+            tid: 0,
+            comm: Comm::new(""),
+            start: mono_ns,
+            end: mono_ns,
+            stage: None,
+            kind: ObsKind::KernelLog(Box::new(line)),
         }
     }
 

@@ -19,6 +19,10 @@ pub enum Record {
     Signal(Box<SignalReport>),
     Breakdown(Box<Breakdown>),
     FirstContext(Box<FirstContext>),
+    /// An NVIDIA line of the kernel log.
+    KernelLog(Box<super::faults::KernelLog>),
+    /// A run-time fault's verdict.
+    Fault(Box<super::faults::Fault>),
 }
 
 /// A first context made after the start-up's verdict, which had waited

@@ -104,6 +104,9 @@ named_enum!(
     CudaPhase {
         Enter => "enter",
         Return => "return",
+        /// Still in flight when its thread ended (a fault-only call,
+        /// `--libcuda-hooks faults`): `duration_ns` is how long it had run.
+        Unfinished => "unfinished",
     }
 );
 
@@ -466,7 +469,7 @@ impl Event {
             Event::Close(e) | Event::Dup(e) => e.ok,
             Event::Mmap(e) => e.ok,
             Event::Proc(p) => p.op != ProcKind::CallFailed,
-            Event::Cuda(e) => e.result.is_none_or(|r| r == 0),
+            Event::Cuda(e) => e.phase != CudaPhase::Unfinished && e.result.is_none_or(|r| r == 0),
             Event::Driver(e) => e.ok,
         }
     }

@@ -4,19 +4,22 @@ use super::*;
 
 pub(super) fn decode_cuda(ev: &CudaEvent, raw: Option<String>) -> Event {
     let interposer = ev.func & nvprobe_common::CUDA_INTERPOSER != 0;
-    let number = ev.func & !nvprobe_common::CUDA_INTERPOSER;
+    let number = ev.func & !(nvprobe_common::CUDA_INTERPOSER | nvprobe_common::CUDA_FAULT_ONLY);
     let func = nvprobe_common::cuda_func_name(number).unwrap_or("unknown");
     let ret = ev.phase == CUDA_RETURN;
+    let unfinished = ev.phase == nvprobe_common::CUDA_UNFINISHED;
     Event::Cuda(CudaCall {
         proc: proc_of(&ev.hdr),
         func,
         phase: if ret {
             CudaPhase::Return
+        } else if unfinished {
+            CudaPhase::Unfinished
         } else {
             CudaPhase::Enter
         },
         start_ns: ev.start_ns,
-        duration_ns: ret.then_some(ev.duration_ns),
+        duration_ns: (ret || unfinished).then_some(ev.duration_ns),
         result: ret.then_some(ev.ret),
         result_name: if ret { curesult::name(ev.ret) } else { None },
         flags: (!ret && number == nvprobe_common::CUDA_CUINIT).then_some(ev.args[0]),

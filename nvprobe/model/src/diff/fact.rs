@@ -51,6 +51,11 @@ pub struct CallFact {
 impl Fact {
     /// A recorded line's fields: (pid, comm, what it is).
     pub fn of_recorded(v: &Value) -> Option<(u32, String, Fact)> {
+        if str_of(v, "type") == Some("kernel_log") {
+            // A kernel-log line names a process only when the driver did.
+            let pid = v.get("pid").and_then(Value::as_u64).unwrap_or(0) as u32;
+            return Some((pid, str_of(v, "comm").unwrap_or("").to_owned(), Fact::Seen));
+        }
         let pid = v.get("pid").and_then(Value::as_u64).map(|p| p as u32)?;
         let comm = str_of(v, "comm").unwrap_or("?").to_owned();
         let t = str_of(v, "type").unwrap_or("");
@@ -151,6 +156,12 @@ impl Fact {
                 Record::Signal(s) => (s.pid, s.comm.clone(), Fact::Seen),
                 Record::Breakdown(b) => (b.pid, b.comm.clone(), Fact::Seen),
                 Record::FirstContext(c) => (c.pid, c.comm.clone(), Fact::Seen),
+                Record::KernelLog(k) => (
+                    k.pid.unwrap_or(0),
+                    k.comm.clone().unwrap_or_default(),
+                    Fact::Seen,
+                ),
+                Record::Fault(f) => (f.pid, f.comm.clone(), Fact::Seen),
             },
             Item::Process(p) => (
                 p.pid,

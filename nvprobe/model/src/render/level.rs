@@ -69,6 +69,8 @@ impl Level {
             // A signal between calls explains nothing about the driver.
             (Level::Verdicts, Record::Signal(s)) => s.outcome != "in_user_space",
             (Level::Verdicts, Record::Stage { .. } | Record::Breakdown(_)) => false,
+            // The driver's own lines are few, and what a node agent is for.
+            (Level::Verdicts, Record::KernelLog(_) | Record::Fault(_)) => true,
         }
     }
 
@@ -146,6 +148,8 @@ impl Severity {
             Record::Signal(_) => Severity::Warn,
             Record::FirstContext(c) if c.ok => Severity::Info,
             Record::FirstContext(_) => Severity::Error,
+            Record::KernelLog(k) => crate::correlate::faults::log_severity(k),
+            Record::Fault(_) => Severity::Error,
             Record::Cuinit(v) => match v.result {
                 Outcome::Ok if v.diagnoses.is_empty() => Severity::Info,
                 Outcome::Ok => Severity::Warn,

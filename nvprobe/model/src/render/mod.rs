@@ -172,11 +172,13 @@ impl Renderer {
             Format::Json => self.json_line(buf, mono_ns, Severity::of_record(rec), rec),
             Format::OtlpJson => {
                 let (pid, comm, process) = match rec {
-                    Record::Stage { pid, comm, .. } => (*pid, comm, None),
-                    Record::Cuinit(v) => (v.pid, &v.comm, v.process.as_ref()),
-                    Record::Signal(s) => (s.pid, &s.comm, None),
-                    Record::Breakdown(b) => (b.pid, &b.comm, None),
-                    Record::FirstContext(c) => (c.pid, &c.comm, None),
+                    Record::Stage { pid, comm, .. } => (Some(*pid), Some(comm.as_str()), None),
+                    Record::Cuinit(v) => (Some(v.pid), Some(v.comm.as_str()), v.process.as_ref()),
+                    Record::Signal(s) => (Some(s.pid), Some(s.comm.as_str()), None),
+                    Record::Breakdown(b) => (Some(b.pid), Some(b.comm.as_str()), None),
+                    Record::FirstContext(c) => (Some(c.pid), Some(c.comm.as_str()), None),
+                    Record::KernelLog(k) => (k.pid, k.comm.as_deref(), None),
+                    Record::Fault(f) => (Some(f.pid), Some(f.comm.as_str()), None),
                 };
                 self.otlp_line(
                     buf,
@@ -184,7 +186,7 @@ impl Renderer {
                     Severity::of_record(rec),
                     rec,
                     text::record_text(rec),
-                    (Some(pid), Some(comm), process),
+                    (pid, comm, process),
                 )
             }
             Format::Text => {

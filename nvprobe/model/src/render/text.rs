@@ -181,6 +181,13 @@ fn cuda_text(s: &mut String, c: &CudaCall) {
             c.value.map_or(String::new(), |v| format!(" [value {v}]")),
             dur(c.duration_ns.unwrap_or(0))
         ),
+        CudaPhase::Unfinished => write!(
+            s,
+            "{}{}() unfinished: its thread ended while it waited <{}>",
+            if c.interposer { "[interposer] " } else { "" },
+            c.func,
+            dur(c.duration_ns.unwrap_or(0))
+        ),
     };
 }
 
@@ -372,6 +379,36 @@ pub fn record_text(rec: &crate::correlate::Record) -> String {
             safe(&hit.via)
         ),
         Record::Signal(r) => format!("== {}[{}] signal {}\n", safe(&r.comm), r.pid, safe(&r.text)),
+        Record::KernelLog(k) => {
+            let who = match (&k.comm, k.pid) {
+                (Some(c), Some(p)) => format!(" ({}[{p}])", safe(c)),
+                (None, Some(p)) => format!(" (pid {p})"),
+                _ => String::new(),
+            };
+            let mut s = format!("== kernel log{who}: {}", safe(&k.line.message));
+            if let Some(m) = &k.meaning {
+                s.push_str(&format!(" [Xid: {}]", m.meaning));
+            }
+            if let Some(c) = &k.call {
+                s.push_str(&format!(
+                    " [{} {}{}]",
+                    c.state.replace('_', " "),
+                    safe(&c.func),
+                    c.result_name.map_or(String::new(), |r| format!(" = {r}"))
+                ));
+            }
+            s.push('\n');
+            s
+        }
+        Record::Fault(f) => format!(
+            "== {}[{}] fault: {}\n   {}: {}{}\n",
+            safe(&f.comm),
+            f.pid,
+            safe(&f.text),
+            f.class.as_str(),
+            safe(&f.hint),
+            if f.drain { " [drain the node]" } else { "" }
+        ),
         Record::Breakdown(b) => format!(
             "== {}[{}/{}] in the driver: {}\n",
             safe(&b.comm),

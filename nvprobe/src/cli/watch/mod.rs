@@ -40,11 +40,13 @@ pub struct WatchArgs {
     pub layers: Vec<String>,
     /// Which libcuda functions the cuda layer hooks: startup (cuInit, version
     /// and device queries, contexts, first allocations and module loads: 58
-    /// functions, none on a launch or copy path) or all (every CUDA driver
-    /// API function the libcuda exports, ~700: launches and copies too,
-    /// each CUDA call then costs a uprobe round trip; see
-    /// docs/BENCHMARKS.md; best with --pid or --events failures).
-    #[arg(long, value_name = "SET", value_enum, default_value_t = Hooks::Startup)]
+    /// functions, none on a launch or copy path), faults (the default: the
+    /// start-up set, and the synchronisations, copies, memsets and frees
+    /// where a fault at run time surfaces, whose failures alone are sent)
+    /// or all (every CUDA driver API function the libcuda exports, ~700:
+    /// launches and copies too, each CUDA call then costs a uprobe round
+    /// trip; see docs/BENCHMARKS.md; best with --pid or --events failures).
+    #[arg(long, value_name = "SET", value_enum, default_value_t = Hooks::Faults)]
     pub libcuda_hooks: Hooks,
     /// Only this process (thread-group id, as the host's /proc shows it);
     /// repeatable. Filtered in the kernel. The process must be running when
@@ -247,7 +249,7 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
         (&tracefs.at, tracefs.mounted),
     );
     start.probe_removal = held.removal.clone();
-    let warnings = warnings(&a, &h, &loaded)?;
+    let mut warnings = warnings(&a, &h, &loaded)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -299,6 +301,18 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
     // CAP_SYS_ADMIN only while something needs it: /proc/PID/stack in
     // stall reports, or libcuda uprobes made as perf events (uprobe_multi
     // refused, or not known yet because no copy was hooked at start).
+    // The kernel log is opened now, while CAP_SYSLOG is held (the check is
+    // at open where kernel.dmesg_restrict is 1).
+    let kernel_log = match nvprobe::pipeline::kmsg::KernelLog::open() {
+        Ok(k) => Some(std::sync::Mutex::new(k)),
+        Err(e) => {
+            warnings.push((
+                "kernel_log_unavailable",
+                format!("the kernel log cannot be followed ({e}): no kernel_log records, and fault verdicts name no Xid"),
+            ));
+            None
+        }
+    };
     let sys_admin =
         a.stall_after > 0.0 || (a.layer("cuda") && start.libcuda_attach != "uprobe_multi");
     start.capabilities_kept = match attach::caps::drop_unneeded(sys_admin) {
@@ -337,6 +351,7 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
     // Stats are collected while this fd is open.
     let stats_fd = a.bpf_stats.then(enable_bpf_stats).flatten();
     let mut opts = run_opts(&a, stats_fd.is_some(), metrics);
+    opts.kernel_log = kernel_log;
     if let Some(t) = &trace {
         opts.pipe.observers.push(Arc::new(t.timeline()));
     }
@@ -448,6 +463,7 @@ fn run_opts(
         cmdline: !a.no_cmdline,
         stall_every: Duration::from_millis(500),
         own_programs: Vec::new(),
+        kernel_log: None,
     }
 }
 

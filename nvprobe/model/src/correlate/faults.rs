@@ -1,0 +1,859 @@
+//! Run-time faults: the kernel log's NVIDIA lines (`kernel_log` records,
+//! each tied to its GPU, its process and that process's call), and, for a
+//! process whose CUDA call returned a sticky or fatal error, or that the
+//! driver named in an Xid, or that was killed while it waited for the GPU,
+//! one `fault` verdict: the call and its CUresult, the Xid that explains
+//! it, how the process ended, and what to do.
+//!
+//! Timing, measured on the H200 (580.159.04, tests/scripts/gpufault.py):
+//! an MMU fault's Xid 31 and an exception's Xid 13 are logged while the
+//! synchronisation that returns the error still waits (20–150 ms before
+//! it returns); the channel reset's Xid 43 that follows comes 3 ms after
+//! the call returned. So a verdict waits [`GRACE_NS`] after the process
+//! ends for the lines that follow it. An Xid without a pid goes with the
+//! line with a pid that follows it on its GPU within [`BURST_NS`], else
+//! with a failing call on its GPU that was running when it was logged (or
+//! returned at most [`AFTER_NS`] before, or began at most [`WINDOW_NS`]
+//! after).
+
+use std::collections::{HashMap, VecDeque};
+
+use serde::Serialize;
+
+use crate::{
+    decode::curesult,
+    kmsg::{self, LogKind, XidLine, xid::XidAction},
+};
+
+/// How long a fault verdict waits after its process ended for the driver's
+/// lines that follow (Xid 43 came 3 ms after the call on the H200).
+pub const GRACE_NS: u64 = 500_000_000;
+/// A process still running this long after its first fault (or the Xid
+/// that named it) gets its verdict then.
+pub const WAIT_NS: u64 = 10_000_000_000;
+/// An Xid without a pid explains a failing call on its GPU that was
+/// running when it was logged, or that began at most this long after.
+pub const WINDOW_NS: u64 = 2_000_000_000;
+/// An Xid without a pid logged this long before one with a pid on the
+/// same GPU is of that process (on the H200 a misaligned access logged two
+/// Xid 13 lines without a pid, then Xid 43 with it, 3.5 ms later).
+pub const BURST_NS: u64 = 100_000_000;
+/// An Xid without a pid is tied to a failing call on its GPU only while
+/// the call ran or this soon after it returned: the lines without a pid
+/// (31's and 13's details) are logged while the synchronisation waits; a
+/// line 0.4 s after one process's failure was the next process's fault
+/// on the H200.
+pub const AFTER_NS: u64 = 20_000_000;
+/// Xids kept per process, and without a process.
+const XIDS_KEPT: usize = 8;
+const RECENT_KEPT: usize = 64;
+const PROCS_KEPT: usize = 4096;
+
+/// A kernel-log record as read (live from /dev/kmsg, or again from a
+/// recording).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct LogLine {
+    /// The kernel's sequence number.
+    pub seq: u64,
+    /// The kernel's own time stamp: µs since boot of its local clock.
+    pub kernel_ts_us: u64,
+    /// The syslog level (0 emergency … 7 debug).
+    pub level: u8,
+    /// The message as the kernel keeps it (its first line).
+    pub message: String,
+}
+
+/// A GPU a line or a fault is about.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct FaultGpu {
+    /// PCI slot, "dddd:bb:ss".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pci: Option<String>,
+    /// /dev/nvidiaN.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub minor: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
+}
+
+/// The call a kernel-log line's process had in flight or had last failed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct LogCall {
+    pub func: String,
+    /// "in_flight" or "last_failed".
+    pub state: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result_name: Option<&'static str>,
+}
+
+/// What the Xid table says of an Xid's number.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct XidMeaning {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<&'static str>,
+    pub meaning: &'static str,
+    pub action: XidAction,
+    pub what_to_do: &'static str,
+}
+
+/// One NVIDIA line of the kernel log (`kernel_log`).
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct KernelLog {
+    #[serde(flatten)]
+    pub line: LogLine,
+    pub kind: LogKind,
+    /// An Xid's parts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub xid: Option<XidLine>,
+    /// What NVIDIA's Xid catalogue says of its number.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub meaning: Option<XidMeaning>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<FaultGpu>,
+    /// The process the line names, as nvprobe knows it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub comm: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call: Option<LogCall>,
+    /// The RM control a GSP RPC timeout names (Xid 119/120: "Expected
+    /// function 76 (GSP_RM_CONTROL) (0x20800a4c 0x4)").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rm_control: Option<RmControlRef>,
+}
+
+/// An RM control by number, with its name from the tables.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct RmControlRef {
+    pub control: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub control_name: Option<&'static str>,
+}
+
+/// The control a GSP RPC timeout line names, after "(GSP_RM_CONTROL) (".
+fn rm_control_of(detail: &str, driver: Option<&str>) -> Option<RmControlRef> {
+    let r = detail.split_once("(GSP_RM_CONTROL) (0x")?.1;
+    let hex: String = r.chars().take_while(char::is_ascii_hexdigit).collect();
+    let control = u32::from_str_radix(&hex, 16).ok()?;
+    let v = crate::decode::version::VersionCtx::from_version(driver.and_then(|d| d.parse().ok()));
+    Some(RmControlRef {
+        control,
+        control_name: crate::decode::control::name(control, &v),
+    })
+}
+
+/// A failing (or unfinished) CUDA call in a fault verdict.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct FaultCall {
+    pub func: &'static str,
+    pub tid: u32,
+    /// The CUresult (absent for a call still waiting when its thread ended).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result_name: Option<&'static str>,
+    pub start_ns: u64,
+    pub duration_ns: u64,
+}
+
+/// An Xid tied to a fault.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct FaultXid {
+    pub number: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub meaning: Option<XidMeaning>,
+    pub pci: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mmu_fault: Option<kmsg::MmuFault>,
+    /// The driver's details after the number (and pid and name).
+    pub detail: String,
+    /// How it was tied: "pid" (the driver named the process),
+    /// "same_burst" (logged without a pid on its GPU at most 100 ms before
+    /// a line that named it) or "gpu_time" (no pid: same GPU, while the
+    /// failing call ran, or at most 2 s before it began).
+    pub tied_by: &'static str,
+    /// When it was logged, on nvprobe's clock.
+    pub mono_ns: u64,
+    /// The kernel's line.
+    pub message: String,
+}
+
+/// What a fault comes to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultClass {
+    /// The program's own GPU code: the node is fine.
+    Program,
+    /// The GPU's hardware (memory, NVLink, the bus): drain the node.
+    Hardware,
+    /// The driver or its firmware (GSP).
+    Driver,
+    /// Killed while it waited for the GPU, which never answered: a kernel
+    /// that does not end (or one slower than the process's patience).
+    Unfinished,
+    /// Nothing tells which.
+    Unknown,
+}
+
+impl FaultClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FaultClass::Program => "program",
+            FaultClass::Hardware => "hardware",
+            FaultClass::Driver => "driver",
+            FaultClass::Unfinished => "unfinished",
+            FaultClass::Unknown => "unknown",
+        }
+    }
+}
+
+/// A process's run-time fault (`fault`).
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct Fault {
+    pub pid: u32,
+    pub comm: String,
+    /// The first call that returned a sticky or fatal error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call: Option<FaultCall>,
+    /// Hooked calls that failed after it (a sticky error fails them all;
+    /// the kernel sends the first 8 per process).
+    pub later_failures: u32,
+    /// A hooked call still waiting when its thread ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unfinished: Option<FaultCall>,
+    /// The Xid that explains it best.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub xid: Option<FaultXid>,
+    /// Every Xid tied to it, in time order.
+    pub xids: Vec<FaultXid>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<FaultGpu>,
+    /// How the process ended ("killed by SIGKILL", "exited with status 1",
+    /// "still running").
+    pub ended: String,
+    pub class: FaultClass,
+    /// Whether the node should be drained.
+    pub drain: bool,
+    pub hint: String,
+    /// One line: what happened.
+    pub text: String,
+}
+
+/// Whether a call's failure is a run-time fault's: any call once the
+/// process made its first context, and before that (or when nvprobe did
+/// not see its start) every call but the start-up's own (cuInit, the
+/// version, device and context calls, whose failures the `cuinit` verdict
+/// judges).
+pub fn run_time(func: &str, context: Option<&super::ContextStep>) -> bool {
+    if context.is_some_and(|c| c.code == 0) {
+        return true;
+    }
+    !["cuInit", "cuDriver", "cuDevice", "cuGet", "cuCtxCreate"]
+        .iter()
+        .any(|p| func.starts_with(p))
+}
+
+/// What the Xid table says of `n`.
+pub fn meaning(n: u32) -> Option<XidMeaning> {
+    kmsg::xid::info(n).map(|i| XidMeaning {
+        name: i.name,
+        meaning: i.meaning,
+        action: i.action,
+        what_to_do: i.what_to_do,
+    })
+}
+
+#[derive(Debug)]
+struct Seen {
+    at: u64,
+    line: XidLine,
+    message: String,
+    /// Tied to a process already.
+    claimed: bool,
+}
+
+#[derive(Debug, Default)]
+struct Pending {
+    comm: String,
+    first: Option<FaultCall>,
+    later: u32,
+    unfinished: Option<FaultCall>,
+    xids: Vec<FaultXid>,
+    gpus: Vec<u32>,
+    ended: Option<String>,
+    due: u64,
+    /// The last failed call (any CUresult), for a kernel-log line.
+    last_failed: Option<LogCall>,
+}
+
+/// The correlator's run-time part.
+#[derive(Debug, Default)]
+pub struct Faults {
+    procs: HashMap<u32, Pending>,
+    /// Xids without a pid, newest last.
+    recent: VecDeque<Seen>,
+    /// Calls entered and not returned (start-up set and `all`): tid ->
+    /// (pid, function, start).
+    inflight: HashMap<u32, (u32, &'static str, u64)>,
+    /// PCI slot -> UUID, from the driver's lines.
+    uuids: HashMap<String, String>,
+    host_gpus: std::sync::Arc<Vec<crate::attribution::HostGpu>>,
+    /// The kernel module's version, for RM control names.
+    pub(crate) driver: Option<String>,
+    next_due: u64,
+}
+
+impl Faults {
+    pub fn new(host_gpus: std::sync::Arc<Vec<crate::attribution::HostGpu>>) -> Self {
+        Self {
+            host_gpus,
+            next_due: u64::MAX,
+            ..Self::default()
+        }
+    }
+
+    pub fn set_host_gpus(&mut self, g: std::sync::Arc<Vec<crate::attribution::HostGpu>>) {
+        self.host_gpus = g;
+    }
+
+    /// The earliest time a verdict is due (u64::MAX: none).
+    pub fn next_due(&self) -> u64 {
+        self.next_due
+    }
+
+    fn pending(&mut self, pid: u32, at: u64) -> Option<&mut Pending> {
+        if !self.procs.contains_key(&pid) && self.procs.len() >= PROCS_KEPT {
+            return None;
+        }
+        let p = self.procs.entry(pid).or_insert_with(|| Pending {
+            due: at.saturating_add(WAIT_NS),
+            ..Pending::default()
+        });
+        self.next_due = self.next_due.min(p.due);
+        Some(p)
+    }
+
+    /// A libcuda call's entry (start-up set, or `all`).
+    pub fn entered(&mut self, pid: u32, tid: u32, func: &'static str, start: u64) {
+        if self.inflight.len() < 16384 || self.inflight.contains_key(&tid) {
+            self.inflight.insert(tid, (pid, func, start));
+        }
+    }
+
+    /// A libcuda call's return. `gpus`: the process's GPU minors.
+    #[allow(clippy::too_many_arguments)]
+    pub fn returned(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        comm: &str,
+        func: &'static str,
+        result: Option<i64>,
+        span: (u64, u64),
+        gpus: &[u32],
+    ) {
+        self.inflight.remove(&tid);
+        let Some(r) = result.filter(|&r| r != 0) else {
+            return;
+        };
+        let result_name = curesult::name(r);
+        if !curesult::fatal(r) {
+            if let Some(p) = self.procs.get_mut(&pid) {
+                p.last_failed = Some(LogCall {
+                    func: func.to_owned(),
+                    state: "last_failed",
+                    result: Some(r),
+                    result_name,
+                });
+            }
+            return;
+        }
+        let first = self.procs.get(&pid).is_none_or(|p| p.first.is_none());
+        let host = self.host_gpus.clone();
+        let recent: Vec<FaultXid> = self
+            .recent
+            .iter_mut()
+            .filter(|_| first)
+            .filter(|s| !s.claimed)
+            .filter(|s| {
+                s.at.saturating_add(WINDOW_NS) >= span.0 && s.at <= span.1.saturating_add(AFTER_NS)
+            })
+            .filter(|s| gpu_fits(&host, &s.line.pci, gpus))
+            .map(|s| {
+                s.claimed = true;
+                tie(s, "gpu_time")
+            })
+            .collect();
+        let Some(p) = self.pending(pid, span.1) else {
+            return;
+        };
+        p.comm = comm.to_owned();
+        p.last_failed = Some(LogCall {
+            func: func.to_owned(),
+            state: "last_failed",
+            result: Some(r),
+            result_name,
+        });
+        if p.gpus.is_empty() {
+            p.gpus = gpus.to_vec();
+        }
+        if p.first.is_some() {
+            p.later = p.later.saturating_add(1);
+            return;
+        }
+        p.first = Some(FaultCall {
+            func,
+            tid,
+            result: Some(r),
+            result_name,
+            start_ns: span.0,
+            duration_ns: span.1.saturating_sub(span.0),
+        });
+        for x in recent {
+            push_xid(&mut p.xids, x);
+        }
+        p.due = p.due.min(span.1.saturating_add(WAIT_NS));
+        let due = p.due;
+        self.next_due = self.next_due.min(due);
+    }
+
+    /// A hooked call still waiting when its thread ended.
+    pub fn unfinished(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        comm: &str,
+        func: &'static str,
+        span: (u64, u64),
+    ) {
+        let Some(p) = self.pending(pid, span.1) else {
+            return;
+        };
+        p.comm = comm.to_owned();
+        p.unfinished.get_or_insert(FaultCall {
+            func,
+            tid,
+            result: None,
+            result_name: None,
+            start_ns: span.0,
+            duration_ns: span.1.saturating_sub(span.0),
+        });
+    }
+
+    /// A kernel-log line at `at` (nvprobe's clock); `comm_of` names a pid
+    /// nvprobe follows.
+    pub fn log_line(
+        &mut self,
+        line: LogLine,
+        at: u64,
+        comm_of: impl Fn(u32) -> Option<String>,
+    ) -> Option<KernelLog> {
+        let kind = kmsg::kind_of(&line.message)?;
+        if let Some((slot, uuid)) = kmsg::gpu_identity(&line.message)
+            && (self.uuids.len() < 64 || self.uuids.contains_key(&slot))
+        {
+            self.uuids.insert(slot, uuid);
+        }
+        let xid = kmsg::parse_xid(&line.message);
+        let pci = xid
+            .as_ref()
+            .map(|x| x.pci.clone())
+            .or_else(|| kmsg::line_gpu(&line.message));
+        let gpu = pci.as_deref().map(|s| self.gpu_of(s));
+        let pid = xid.as_ref().and_then(|x| x.pid);
+        let mut call = None;
+        if let Some(x) = &xid {
+            let mut seen = Seen {
+                at,
+                line: x.clone(),
+                message: line.message.clone(),
+                claimed: false,
+            };
+            match x.pid {
+                Some(pid) => {
+                    let inflight = self
+                        .inflight
+                        .values()
+                        .filter(|(p, _, _)| *p == pid)
+                        .max_by_key(|(_, _, s)| *s)
+                        .map(|(_, f, _)| LogCall {
+                            func: (*f).to_owned(),
+                            state: "in_flight",
+                            result: None,
+                            result_name: None,
+                        });
+                    // The lines without a pid just before it on its GPU
+                    // are the same event's.
+                    let burst: Vec<FaultXid> = self
+                        .recent
+                        .iter_mut()
+                        .filter(|s| !s.claimed && s.line.pci == x.pci)
+                        .filter(|s| s.at <= at && at - s.at <= BURST_NS)
+                        .map(|s| {
+                            s.claimed = true;
+                            tie(s, "same_burst")
+                        })
+                        .collect();
+                    if let Some(p) = self.pending(pid, at) {
+                        if p.comm.is_empty() {
+                            p.comm = comm_of(pid).or_else(|| x.name.clone()).unwrap_or_default();
+                        }
+                        call = inflight.or_else(|| p.last_failed.clone());
+                        for b in burst {
+                            push_xid(&mut p.xids, b);
+                        }
+                        push_xid(&mut p.xids, tie(&seen, "pid"));
+                    }
+                }
+                None => {
+                    // A failing call already seen on this GPU, running
+                    // then or just ended.
+                    let host = self.host_gpus.clone();
+                    // (The one whose call was running then, else the one
+                    // that began soonest after.)
+                    let mut best: Option<(u64, &mut Pending)> = None;
+                    for p in self.procs.values_mut() {
+                        if let Some(f) = &p.first
+                            && f.start_ns <= at.saturating_add(WINDOW_NS)
+                            && at <= f.start_ns + f.duration_ns + AFTER_NS
+                            && gpu_fits(&host, &x.pci, &p.gpus)
+                        {
+                            let gap = f.start_ns.saturating_sub(at);
+                            if best.as_ref().is_none_or(|(g, _)| gap < *g) {
+                                best = Some((gap, p));
+                            }
+                        }
+                    }
+                    if let Some((_, p)) = best {
+                        push_xid(&mut p.xids, tie(&seen, "gpu_time"));
+                        seen.claimed = true;
+                    }
+                    if self.recent.len() >= RECENT_KEPT {
+                        self.recent.pop_front();
+                    }
+                    self.recent.push_back(seen);
+                }
+            }
+        }
+        let meaning = xid.as_ref().and_then(|x| meaning(x.number));
+        let rm_control = xid
+            .as_ref()
+            .filter(|x| matches!(x.number, 119 | 120))
+            .and_then(|x| rm_control_of(&x.detail, self.driver.as_deref()));
+        Some(KernelLog {
+            rm_control,
+            comm: pid
+                .and_then(&comm_of)
+                .or_else(|| xid.as_ref().and_then(|x| x.name.clone())),
+            line,
+            kind,
+            xid,
+            meaning,
+            gpu,
+            pid,
+            call,
+        })
+    }
+
+    fn gpu_of(&self, slot: &str) -> FaultGpu {
+        let host = self
+            .host_gpus
+            .iter()
+            .find(|g| g.pci.as_deref().and_then(kmsg::pci_slot).as_deref() == Some(slot));
+        FaultGpu {
+            pci: Some(slot.to_owned()),
+            minor: host.map(|g| g.minor),
+            uuid: host
+                .and_then(|g| g.uuid.clone())
+                .or_else(|| self.uuids.get(slot).cloned()),
+        }
+    }
+
+    /// The process ended (exit, or exec of a new program).
+    pub fn ended(&mut self, pid: u32, how: String, at: u64) {
+        if let Some(p) = self.procs.get_mut(&pid) {
+            p.ended = Some(how);
+            p.due = p.due.min(at.saturating_add(GRACE_NS));
+            self.next_due = self.next_due.min(p.due);
+        }
+        self.inflight.retain(|_, (p, _, _)| *p != pid);
+    }
+
+    /// The verdicts due at `now`.
+    pub fn due(&mut self, now: u64, out: &mut Vec<super::Record>) {
+        if now < self.next_due {
+            return;
+        }
+        let mut pids: Vec<u32> = self
+            .procs
+            .iter()
+            .filter(|(_, p)| p.due <= now)
+            .map(|(&pid, _)| pid)
+            .collect();
+        pids.sort_unstable();
+        for pid in pids {
+            if let Some(p) = self.procs.remove(&pid) {
+                self.emit(pid, p, out);
+            }
+        }
+        self.next_due = self.procs.values().map(|p| p.due).min().unwrap_or(u64::MAX);
+    }
+
+    /// Every verdict still waiting (the stop).
+    pub fn finish(&mut self, out: &mut Vec<super::Record>) {
+        let mut pids: Vec<u32> = self.procs.keys().copied().collect();
+        pids.sort_unstable();
+        for pid in pids {
+            if let Some(p) = self.procs.remove(&pid) {
+                self.emit(pid, p, out);
+            }
+        }
+        self.next_due = u64::MAX;
+    }
+
+    fn emit(&self, pid: u32, p: Pending, out: &mut Vec<super::Record>) {
+        if p.first.is_none() && p.unfinished.is_none() && p.xids.is_empty() {
+            return;
+        }
+        let xid = best(&p.xids).cloned();
+        let gpu = xid.as_ref().map(|x| self.gpu_of(&x.pci)).or_else(|| {
+            let m = *p.gpus.first()?;
+            let h = self.host_gpus.iter().find(|g| g.minor == m);
+            Some(FaultGpu {
+                pci: h.and_then(|g| g.pci.as_deref()).and_then(kmsg::pci_slot),
+                minor: Some(m),
+                uuid: h.and_then(|g| g.uuid.clone()),
+            })
+        });
+        let ended = p.ended.clone().unwrap_or_else(|| "still running".into());
+        let (class, drain, hint) = judge(p.first.as_ref(), p.unfinished.as_ref(), &p.xids, &ended);
+        let text = text_of(&p, xid.as_ref(), &ended);
+        out.push(super::Record::Fault(Box::new(Fault {
+            pid,
+            comm: p.comm,
+            call: p.first,
+            later_failures: p.later,
+            unfinished: p.unfinished,
+            xid,
+            xids: p.xids,
+            gpu,
+            ended,
+            class,
+            drain,
+            hint,
+            text,
+        })));
+    }
+}
+
+fn tie(s: &Seen, how: &'static str) -> FaultXid {
+    FaultXid {
+        number: s.line.number,
+        meaning: meaning(s.line.number),
+        pci: s.line.pci.clone(),
+        mmu_fault: s.line.mmu_fault.clone(),
+        detail: s.line.detail.clone(),
+        tied_by: how,
+        mono_ns: s.at,
+        message: s.message.clone(),
+    }
+}
+
+fn push_xid(v: &mut Vec<FaultXid>, x: FaultXid) {
+    if v.len() < XIDS_KEPT
+        && !v
+            .iter()
+            .any(|o| o.message == x.message && o.mono_ns == x.mono_ns)
+    {
+        v.push(x);
+        v.sort_by_key(|x| x.mono_ns);
+    }
+}
+
+/// Whether an Xid on `slot` can be about a process on GPUs `minors` (none
+/// known: any of the host's). A slot the host's GPU list lacks is no
+/// process's here; without a list (a recording without one), any.
+fn gpu_fits(host: &[crate::attribution::HostGpu], slot: &str, minors: &[u32]) -> bool {
+    let Some(m) = host
+        .iter()
+        .find(|g| g.pci.as_deref().and_then(kmsg::pci_slot).as_deref() == Some(slot))
+        .map(|g| g.minor)
+    else {
+        return host.is_empty();
+    };
+    minors.is_empty() || minors.contains(&m)
+}
+
+/// The Xid that explains most: what needs the node drained, then the
+/// driver's faults, then the specific ones (an MMU fault, an exception)
+/// over a channel's reset (43, which follows them).
+fn best(xids: &[FaultXid]) -> Option<&FaultXid> {
+    let rank = |x: &FaultXid| {
+        let action = x.meaning.as_ref().map(|m| m.action);
+        let a = match action {
+            Some(XidAction::DrainNode) => 6,
+            Some(XidAction::ResetGpu) => 5,
+            Some(XidAction::DriverFault) => 4,
+            Some(XidAction::FixProgram) => 3,
+            Some(XidAction::RestartApp) => 2,
+            Some(XidAction::Informational) => 1,
+            None => 0,
+        };
+        (a, x.mmu_fault.is_some(), x.number != 43)
+    };
+    // The first of the best rank.
+    xids.iter().rev().max_by_key(|x| rank(x))
+}
+
+/// The class, whether to drain, and the hint, from what was seen.
+fn judge(
+    first: Option<&FaultCall>,
+    unfinished: Option<&FaultCall>,
+    xids: &[FaultXid],
+    ended: &str,
+) -> (FaultClass, bool, String) {
+    let x = best(xids);
+    let action = x.and_then(|x| x.meaning.as_ref().map(|m| m.action));
+    let todo = x.and_then(|x| x.meaning.as_ref().map(|m| m.what_to_do));
+    let result = first.and_then(|f| f.result);
+    if action == Some(XidAction::DrainNode) || result.is_some_and(curesult::hardware) {
+        let why = todo.unwrap_or(
+            "the GPU reported an uncorrectable hardware error: drain the node, then have the GPU checked (nvidia-smi -q -d ECC,ROW_REMAPPER) before it takes work again",
+        );
+        return (FaultClass::Hardware, true, why.to_owned());
+    }
+    if matches!(action, Some(XidAction::DriverFault | XidAction::ResetGpu)) {
+        let why = todo.unwrap_or(
+            "a driver or firmware fault: collect nvidia-bug-report.sh, then reset the GPU",
+        );
+        return (FaultClass::Driver, false, why.to_owned());
+    }
+    if let Some(r) = result
+        && curesult::program_fault(r)
+    {
+        let what = match (r, x.and_then(|x| x.mmu_fault.as_ref())) {
+            (_, Some(f)) => format!(
+                "the program's GPU code {} address {:#x}, which is not mapped ({}): an out-of-bounds index, a null or freed pointer, or a host pointer passed to a kernel",
+                if f.access_type.as_deref().is_some_and(|a| a.contains("WRITE")) {
+                    "wrote to"
+                } else if f.access_type.as_deref().is_some_and(|a| a.contains("READ")) {
+                    "read from"
+                } else {
+                    "accessed"
+                },
+                f.address,
+                f.fault_type
+            ),
+            (716, _) => "the program's GPU code made a misaligned memory access".to_owned(),
+            (715, _) => "the program's GPU code ran an illegal instruction".to_owned(),
+            (710, _) => "a device-side assertion in the program's GPU code failed".to_owned(),
+            (714, _) => "the program's GPU code overflowed its call stack".to_owned(),
+            (719, _) => "the program's kernel failed while it ran (a trap, an assertion, or an exception the driver does not name)".to_owned(),
+            _ => format!(
+                "the program's GPU code faulted ({})",
+                curesult::name(r).unwrap_or("a launch failure")
+            ),
+        };
+        return (
+            FaultClass::Program,
+            false,
+            format!(
+                "{what}; the GPU recovered and the node is fine: fix the kernel (run it under compute-sanitizer, or with CUDA_LAUNCH_BLOCKING=1 to find the launch), then restart the program"
+            ),
+        );
+    }
+    if let Some(u) = unfinished
+        && result.is_none()
+    {
+        return (
+            FaultClass::Unfinished,
+            false,
+            format!(
+                "{} had waited {:.1} s for the GPU when the process was {ended}, and the driver reported no error: the GPU was still running its work (a kernel that never ends, such as a spin on memory nothing writes, or one slower than the process's timeout); the node is fine",
+                u.func,
+                u.duration_ns as f64 / 1e9
+            ),
+        );
+    }
+    if let Some(t) = todo {
+        let class = match action {
+            Some(XidAction::FixProgram) => FaultClass::Program,
+            _ => FaultClass::Unknown,
+        };
+        return (class, false, t.to_owned());
+    }
+    (
+        FaultClass::Unknown,
+        false,
+        "the error names no cause and the driver logged no Xid: see the program's own error output; run it again under compute-sanitizer".to_owned(),
+    )
+}
+
+fn text_of(p: &Pending, xid: Option<&FaultXid>, ended: &str) -> String {
+    let mut t = match (&p.first, &p.unfinished) {
+        (Some(f), _) => format!(
+            "{} returned {} {}",
+            f.func,
+            f.result.unwrap_or(0),
+            f.result_name.unwrap_or("")
+        )
+        .trim_end()
+        .to_owned(),
+        (None, Some(u)) => format!(
+            "{} still waiting after {:.1} s",
+            u.func,
+            u.duration_ns as f64 / 1e9
+        ),
+        (None, None) => "no failing CUDA call was seen (the call that failed is not hooked, or the process did not check)".to_owned(),
+    };
+    if p.later > 0 {
+        t.push_str(&format!(
+            " (and {} later call{})",
+            p.later,
+            if p.later == 1 { "" } else { "s" }
+        ));
+    }
+    match xid {
+        Some(x) => {
+            t.push_str(&format!("; Xid {}", x.number));
+            if let Some(m) = &x.meaning {
+                t.push_str(&format!(" ({})", m.meaning));
+            }
+            if let Some(f) = &x.mmu_fault {
+                t.push_str(&format!(
+                    " at {:#x}, {}{}",
+                    f.address,
+                    f.fault_type,
+                    f.access_type
+                        .as_deref()
+                        .map_or(String::new(), |a| format!(" {a}"))
+                ));
+            } else if x.number != 43 && !x.detail.is_empty() {
+                let d: String = x.detail.chars().take(120).collect();
+                t.push_str(&format!(": \"{d}\""));
+            }
+            t.push_str(&format!(" on {}", x.pci));
+        }
+        None => t.push_str("; the driver logged no Xid"),
+    }
+    t.push_str(&format!("; {ended}"));
+    t
+}
+
+/// The kernel-log line's severity: the Xid table's, else the kernel's level.
+pub fn log_severity(k: &KernelLog) -> crate::render::Severity {
+    use crate::render::Severity;
+    match k.meaning.as_ref().map(|m| m.action) {
+        Some(XidAction::DrainNode | XidAction::ResetGpu | XidAction::DriverFault) => {
+            Severity::Error
+        }
+        Some(XidAction::FixProgram | XidAction::RestartApp) => Severity::Warn,
+        Some(XidAction::Informational) => Severity::Info,
+        None if k.kind == LogKind::GpuLost || k.line.level <= 3 => Severity::Error,
+        None if k.line.level == 4 || k.kind != LogKind::Other => Severity::Warn,
+        None => Severity::Info,
+    }
+}
