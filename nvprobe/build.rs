@@ -47,7 +47,7 @@ fn check_nightly() -> anyhow::Result<()> {
 /// tarball) and the build date (UTC; SOURCE_DATE_EPOCH when set, for
 /// reproducible builds). The build script runs again when the commit
 /// changes.
-fn version_line() -> String {
+fn version_line(date: &str) -> String {
     let repo = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
     let git = |args: &[&str]| {
         Command::new("git")
@@ -80,6 +80,15 @@ fn version_line() -> String {
             );
         }
     }
+    format!(
+        "{} (commit {commit}, built {date})",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+/// The build date, YYYY-MM-DD (UTC): SOURCE_DATE_EPOCH's when set, else
+/// today's. `--version` says it, and the manual pages are dated by it.
+fn build_date() -> String {
     println!("cargo:rerun-if-env-changed=SOURCE_DATE_EPOCH");
     let secs = env::var("SOURCE_DATE_EPOCH")
         .ok()
@@ -90,10 +99,7 @@ fn version_line() -> String {
                 .map_or(0, |d| d.as_secs() as i64)
         });
     let (y, m, d) = civil_date(secs.div_euclid(86_400));
-    format!(
-        "{} (commit {commit}, built {y:04}-{m:02}-{d:02})",
-        env!("CARGO_PKG_VERSION")
-    )
+    format!("{y:04}-{m:02}-{d:02}")
 }
 
 /// The proleptic Gregorian date of a day count since 1970-01-01 (Howard
@@ -112,7 +118,12 @@ fn civil_date(days: i64) -> (i64, u32, u32) {
 }
 
 fn main() -> anyhow::Result<()> {
-    println!("cargo:rustc-env=NVPROBE_VERSION_LINE={}", version_line());
+    let date = build_date();
+    println!(
+        "cargo:rustc-env=NVPROBE_VERSION_LINE={}",
+        version_line(&date)
+    );
+    println!("cargo:rustc-env=NVPROBE_BUILD_DATE={date}");
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../nvprobe-ebpf");
     println!("cargo:rerun-if-env-changed=AYA_BUILD_SKIP");
     println!("cargo:rerun-if-changed={root}");

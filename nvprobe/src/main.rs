@@ -65,6 +65,14 @@ enum Cmd {
     /// against the one nvprobe assumes.
     #[command(after_help = cli::exit_help(Some("hooks")))]
     Hooks(cli::hooks::HooksArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish or
+    /// powershell; the package installs bash's, zsh's and fish's).
+    #[command(after_help = cli::exit_help(Some("completions")))]
+    Completions(cli::generate::CompletionsArgs),
+    /// Print the manual page (roff) of nvprobe or of one subcommand
+    /// (`nvprobe manpage watch | man -l -`; the package installs them all).
+    #[command(after_help = cli::exit_help(Some("manpage")))]
+    Manpage(cli::generate::ManpageArgs),
 }
 
 /// Set once a write to standard output or error panicked because its
@@ -139,6 +147,8 @@ fn run(cmd: Cmd) -> Result<(), Fail> {
         Cmd::Export(a) => cli::export::run(a),
         Cmd::Doctor(a) => cli::doctor::run(a),
         Cmd::Hooks(a) => cli::hooks::run(a),
+        Cmd::Completions(a) => cli::generate::completions(a),
+        Cmd::Manpage(a) => cli::generate::manpage(a),
         Cmd::Schema => {
             let s = serde_json::to_string_pretty(&nvprobe_model::render::schema::schema())
                 .unwrap_or_default();

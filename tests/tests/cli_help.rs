@@ -9,8 +9,17 @@ use std::{collections::BTreeMap, process::Command};
 
 use nvprobe_tests::harness::bin;
 
-const SUBCOMMANDS: [&str; 8] = [
-    "watch", "top", "decode", "diff", "export", "schema", "doctor", "hooks",
+const SUBCOMMANDS: [&str; 10] = [
+    "watch",
+    "top",
+    "decode",
+    "diff",
+    "export",
+    "schema",
+    "doctor",
+    "hooks",
+    "completions",
+    "manpage",
 ];
 
 fn help(args: &[&str]) -> String {

@@ -3,9 +3,11 @@
 //!
 //!   cargo xtask setup            install nightly + rust-src + bpf-linker 0.10.3
 //!   cargo xtask run -- ARGS      setup, build nvprobe alone (release), run it with ARGS as root
+//!   cargo xtask dist [--out DIR] the .deb and the tarball (docs/TESTING.md: the package tier)
 //!   cargo xtask test             setup, fmt, clippy, build every binary, all tests, vm-test (root),
-//!                                then one summary (docs/TESTING.md)
+//!                                the package tier (root), then one summary (docs/TESTING.md)
 //!   cargo xtask vm-test          the kernel tier under qemu (root)
+//!   cargo xtask package-test     the package tier alone (root)
 //!   cargo xtask bench [--gpu]    interleaved benchmarks (see docs/BENCHMARKS.md)
 //!   cargo xtask gen-tables --src TAG=DIR...   RM control/class tables from NVIDIA's headers
 //!   cargo xtask rm-coverage FILES...          RM controls in recordings vs those tables
@@ -13,7 +15,9 @@
 mod apt;
 mod bench;
 mod cudaapi;
+mod dist;
 mod gentables;
+mod pkgtest;
 mod summary;
 mod testrun;
 mod vm;
@@ -50,6 +54,20 @@ enum Cmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Build the Debian package and a tarball of the same files (release
+    /// build of nvprobe alone, stripped; the unit, logrotate, manual pages,
+    /// completions, docs).
+    Dist {
+        /// Where to write them (default: target/dist under the target
+        /// folder); created when missing.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// The package's Maintainer, "Name <email>" (default: DEBFULLNAME
+        /// and DEBEMAIL, else git's user.name and user.email, else the
+        /// commit's author).
+        #[arg(long, value_name = "NAME <EMAIL>")]
+        maintainer: Option<String>,
+    },
     /// Run every test tier this machine can run.
     Test {
         /// Skip cargo fmt/clippy (they run by default).
@@ -58,7 +76,14 @@ enum Cmd {
         /// Skip the kernel tier (vm-test), which runs by default as root.
         #[arg(long)]
         no_vm: bool,
+        /// Skip the package tier (dist, lintian, the install into a clean
+        /// root), which runs by default as root.
+        #[arg(long)]
+        no_package: bool,
     },
+    /// The package tier alone (root): dist, lintian, the install into a
+    /// clean Debian root and the checks there (docs/TESTING.md).
+    PackageTest,
     /// The kernel tier: Debian kernels with kprobes under qemu, the
     /// stand-in modules of tests/kmod, the real NVIDIA open module (also
     /// on a kernel built here with HMM), nvvmtest inside (root).
@@ -264,22 +289,29 @@ fn build_release() -> anyhow::Result<PathBuf> {
     Ok(target_dir().join("release"))
 }
 
-/// The release build of nvprobe alone (what `run` runs; the test tiers and
-/// the benches build the test binaries with it, `build_release`).
-fn build_nvprobe() -> anyhow::Result<PathBuf> {
+/// The release build of nvprobe alone (what `run` runs and `dist`
+/// packages; the test tiers and the benches build the test binaries with
+/// it, `build_release`). `dist` gives SOURCE_DATE_EPOCH, which dates
+/// `--version` and the manual pages.
+fn build_nvprobe(source_date_epoch: Option<i64>) -> anyhow::Result<PathBuf> {
     let dir = target_dir().join("release");
     if !dir.join("nvprobe").exists() {
         eprintln!(
-            "xtask: building nvprobe (release, its eBPF programs included): the first build takes about 9 minutes on 2 idle cores (about 17 minutes of CPU time), later ones only what changed"
+            "xtask: building nvprobe (release, its eBPF programs included): the first build takes 10 to 11 minutes on 2 idle cores (18 to 21 minutes of CPU time, measured), later ones only what changed"
         );
     }
-    sh(cargo().args(["build", "--release", "-p", "nvprobe", "--bin", "nvprobe"]))?;
+    let mut c = cargo();
+    c.args(["build", "--release", "-p", "nvprobe", "--bin", "nvprobe"]);
+    if let Some(t) = source_date_epoch {
+        c.env("SOURCE_DATE_EPOCH", t.to_string());
+    }
+    sh(&mut c)?;
     Ok(dir)
 }
 
 fn run(args: Vec<String>) -> anyhow::Result<()> {
     setup(false)?;
-    let dir = build_nvprobe()?;
+    let dir = build_nvprobe(None)?;
     let bin = dir.join("nvprobe");
     let mut cmd = if is_root() {
         Command::new(&bin)
@@ -402,8 +434,14 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().cmd {
         Cmd::Setup { bench } => setup(bench),
         Cmd::Run { args } => run(args),
-        Cmd::Test { no_lint, no_vm } => testrun::test(no_lint, no_vm),
+        Cmd::Dist { out, maintainer } => dist::run(out, maintainer).map(|_| ()),
+        Cmd::Test {
+            no_lint,
+            no_vm,
+            no_package,
+        } => testrun::test(no_lint, no_vm, no_package),
         Cmd::VmTest { only, bench } => vm::vm_test(only, bench),
+        Cmd::PackageTest => pkgtest::alone(),
         Cmd::Bench {
             gpu,
             rounds,

@@ -29,7 +29,7 @@ const SKIPS_ENV: &str = "NVPROBE_TEST_SKIPS";
 /// running may hold the output pipe open; its words after that are lost.
 const DRAIN_AFTER_EXIT: Duration = Duration::from_secs(5);
 
-pub fn test(no_lint: bool, no_vm: bool) -> anyhow::Result<()> {
+pub fn test(no_lint: bool, no_vm: bool, no_package: bool) -> anyhow::Result<()> {
     let t0 = Instant::now();
     let mut s = Summary::default();
     s.push(timed("setup", || crate::setup(false), ""));
@@ -113,6 +113,13 @@ pub fn test(no_lint: bool, no_vm: bool) -> anyhow::Result<()> {
                 format!("could not start: {e:#}"),
             )),
         }
+    }
+    // The package tier: the .deb built, judged by lintian and installed
+    // into a clean root (needs root and apt; pkgtest.rs).
+    if no_package {
+        s.push(Row::skipped("package", "--no-package"));
+    } else {
+        s.tiers.push(crate::pkgtest::tier());
     }
     let text = s.render("cargo xtask test", t0.elapsed());
     let _ = std::io::stdout().flush();

@@ -8,6 +8,7 @@ pub mod decode;
 pub mod diff;
 pub mod doctor;
 pub mod export;
+pub mod generate;
 pub mod hooks;
 pub mod top;
 pub mod watch;
