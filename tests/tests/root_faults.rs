@@ -18,6 +18,16 @@ use serde_json::Value;
 /// nvfixture's `runtime` scenario under the stand-in with `fault` as
 /// NVPROBE_STUB_FAULT; it waits for a line on stdin.
 fn spawn(drv: &FakeDrv, lib: &std::path::Path, fault: &str) -> (Child, BufReader<ChildStdout>) {
+    spawn_more(drv, lib, fault, 0)
+}
+
+/// [`spawn`], with `more` synchronisations after the scenario's own.
+fn spawn_more(
+    drv: &FakeDrv,
+    lib: &std::path::Path,
+    fault: &str,
+    more: u32,
+) -> (Child, BufReader<ChildStdout>) {
     let mut c = Command::new(bin("nvfixture"))
         .args(["run", "runtime", "--dir"])
         .arg(&drv.dir)
@@ -25,6 +35,7 @@ fn spawn(drv: &FakeDrv, lib: &std::path::Path, fault: &str) -> (Child, BufReader
         .arg(lib)
         .env("NVPROBE_STUB_MODE", "ok")
         .env("NVPROBE_STUB_FAULT", fault)
+        .env("NVFIXTURE_MORE_SYNCS", more.to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -61,7 +72,9 @@ fn a_sticky_error_at_run_time_ends_in_a_fault_verdict() {
     // The stand-in is in no standard folder: it is hooked once the
     // process maps it, before `go`.
     let (mut ok, _o1) = spawn(&drv, &lib, "");
-    let (mut bad, mut out) = spawn(&drv, &lib, "700");
+    // Ten more synchronisations after the four calls: 14 failures, of
+    // which the kernel sends 8 and counts 6.
+    let (mut bad, mut out) = spawn_more(&drv, &lib, "700", 10);
     let (ok_pid, bad_pid) = (ok.id(), bad.id());
     // (Both map the one file: the note names whichever was read first.)
     t.wait_for("the stand-in hooked", |r| {
@@ -72,6 +85,7 @@ fn a_sticky_error_at_run_time_ends_in_a_fault_verdict() {
     let mut line = String::new();
     out.read_line(&mut line).expect("result");
     assert!(line.contains(r#""cuCtxSynchronize":[700,700]"#), "{line}");
+    assert!(line.contains(r#""more_failed":10"#), "{line}");
     assert!(ok.wait().expect("wait").success());
     assert_eq!(bad.wait().expect("wait").code(), Some(1));
     let f = t.stop();
@@ -103,16 +117,30 @@ fn a_sticky_error_at_run_time_ends_in_a_fault_verdict() {
         "a program whose calls succeed sends none of them"
     );
     let got = cuda(bad_pid);
-    assert_eq!(
-        got,
-        [
-            ("cuCtxSynchronize", 700),
-            ("cuCtxSynchronize", 700),
-            ("cuMemcpyDtoH_v2", 700),
-            ("cuMemFree_v2", 700),
-        ]
-        .map(|(f, r)| (f.to_owned(), "return".to_owned(), r)),
-    );
+    let mut want: Vec<(String, String, i64)> = [
+        ("cuCtxSynchronize", 700),
+        ("cuCtxSynchronize", 700),
+        ("cuMemcpyDtoH_v2", 700),
+        ("cuMemFree_v2", 700),
+    ]
+    .map(|(f, r)| (f.to_owned(), "return".to_owned(), r))
+    .into();
+    want.extend((0..4).map(|_| ("cuCtxSynchronize".to_owned(), "return".to_owned(), 700)));
+    assert_eq!(got, want, "the first 8 failures are sent");
+    // The 6 past the cap are counted in the summary.
+    let summary = f.of_type("summary").next().expect("summary");
+    let row = summary
+        .as_object()
+        .into_iter()
+        .flat_map(|o| o.values())
+        .filter_map(|v| v.as_array())
+        .flatten()
+        .find(|r| {
+            r.to_string()
+                .contains("libcuda failures past 8 per process")
+        })
+        .unwrap_or_else(|| panic!("no capped row in {summary}"));
+    assert_eq!(row["unsent"], 6, "{row}");
     assert!(faults_of(&f, ok_pid).is_empty());
     let v = faults_of(&f, bad_pid);
     assert_eq!(v.len(), 1, "{v:?}");
@@ -122,13 +150,13 @@ fn a_sticky_error_at_run_time_ends_in_a_fault_verdict() {
         v["call"]["result_name"], "CUDA_ERROR_ILLEGAL_ADDRESS",
         "{v}"
     );
-    assert_eq!(v["later_failures"], 3, "{v}");
+    assert_eq!(v["later_failures"], 7, "the later ones sent: {v}");
     assert_eq!(v["class"], "program", "{v}");
     assert_eq!(v["drain"], false, "{v}");
     assert_eq!(v["ended"], "exited with status 1", "{v}");
     let text = v["text"].as_str().unwrap_or("");
     assert!(
-        text.starts_with("cuCtxSynchronize returned 700 CUDA_ERROR_ILLEGAL_ADDRESS (and 3 later calls); the driver logged no Xid; exited with status 1"),
+        text.starts_with("cuCtxSynchronize returned 700 CUDA_ERROR_ILLEGAL_ADDRESS (and 7 later calls); the driver logged no Xid; exited with status 1"),
         "{text}"
     );
     assert!(

@@ -196,9 +196,10 @@ fn a_forked_child_is_judged_from_its_first_failing_call() {
         nvprobe_tests::harness::skip("no C compiler to build the stand-in libcuda");
         return;
     };
-    // Default: the start-up set; cuLaunchKernel is not hooked, so the first
-    // failing call seen is cuMemGetInfo_v2.
-    assert_eq!(start["libcuda_hooks"], "startup");
+    // Default: the start-up set and the fault-only calls (the stand-in's
+    // cuCtxSynchronize, cuMemFree_v2, cuMemcpyDtoH_v2); cuLaunchKernel is
+    // not hooked, so the first failing call seen is cuMemGetInfo_v2.
+    assert_eq!(start["libcuda_hooks"], "faults");
     assert_eq!(
         hooked(&start, "stublib/libcuda.so.1")["functions"],
         serde_json::json!([
@@ -207,7 +208,10 @@ fn a_forked_child_is_judged_from_its_first_failing_call() {
             "cuDeviceGetCount",
             "cuDeviceGet",
             "cuCtxCreate_v2",
-            "cuMemGetInfo_v2"
+            "cuCtxSynchronize",
+            "cuMemFree_v2",
+            "cuMemGetInfo_v2",
+            "cuMemcpyDtoH_v2"
         ])
     );
     assert_eq!(

@@ -52,9 +52,13 @@ fn libcuda_uprobes_give_the_curesult_verdict() {
             "cuDeviceGetCount",
             "cuDeviceGet",
             "cuCtxCreate_v2",
+            // Fault-only (the default `--libcuda-hooks faults`).
+            "cuCtxSynchronize",
+            "cuMemFree_v2",
             // In the start-up set; cuLaunchKernel, the stand-in's other
             // export, is not (`--libcuda-hooks all` only).
-            "cuMemGetInfo_v2"
+            "cuMemGetInfo_v2",
+            "cuMemcpyDtoH_v2"
         ])
     );
 

@@ -49,10 +49,13 @@ pub struct KernelLog {
     said_lost: u64,
 }
 
+/// /dev/kmsg opened at its end, not yet followed.
+pub struct Opened(std::fs::File);
+
 impl KernelLog {
-    /// Open /dev/kmsg at its end (what is logged from now on). Err says
-    /// why it cannot be followed.
-    pub fn open() -> Result<KernelLog, String> {
+    /// Open /dev/kmsg at its end (what is logged from now on), while the
+    /// capabilities are still held. Err says why it cannot be followed.
+    pub fn open() -> Result<Opened, String> {
         let f = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
@@ -61,6 +64,16 @@ impl KernelLog {
         // SEEK_END on /dev/kmsg: the next read is the next record logged.
         nix::unistd::lseek(f.as_fd(), 0, nix::unistd::Whence::SeekEnd)
             .map_err(|e| format!("/dev/kmsg: seek: {e}"))?;
+        Ok(Opened(f))
+    }
+}
+
+impl Opened {
+    /// Follow it on a thread of its own. Started after nvprobe dropped the
+    /// capabilities it no longer needs: a thread keeps the sets it was
+    /// made with.
+    pub fn follow(self) -> Result<KernelLog, String> {
+        let f = self.0;
         let (tx, rx) = sync_channel(QUEUE);
         let stop = Arc::new(AtomicBool::new(false));
         let lost = Arc::new(AtomicU64::new(0));
@@ -79,7 +92,9 @@ impl KernelLog {
             said_lost: 0,
         })
     }
+}
 
+impl KernelLog {
     /// The lines read so far.
     pub fn take(&mut self) -> Vec<(u64, LogLine)> {
         self.rx.try_iter().collect()
@@ -186,8 +201,11 @@ fn follow(
     }
 }
 
+/// The follower as the collector holds it.
+pub type Followed = std::sync::Mutex<KernelLog>;
+
 /// [`KernelLog::take`] of the follower, when there is one.
-pub fn take(k: Option<&std::sync::Mutex<KernelLog>>) -> Vec<(u64, LogLine)> {
+pub fn take(k: Option<&Followed>) -> Vec<(u64, LogLine)> {
     match k.map(std::sync::Mutex::lock) {
         Some(Ok(mut k)) => k.take(),
         _ => Vec::new(),
@@ -196,7 +214,7 @@ pub fn take(k: Option<&std::sync::Mutex<KernelLog>>) -> Vec<(u64, LogLine)> {
 
 /// [`KernelLog::hand`] of the follower, when there is one.
 pub fn hand(
-    k: Option<&std::sync::Mutex<KernelLog>>,
+    k: Option<&Followed>,
     lines: Vec<(u64, LogLine)>,
     pipe: &mut Pipeline,
 ) -> anyhow::Result<()> {

@@ -52,7 +52,7 @@ pub struct RunOpts {
     /// Programs nvprobe loaded itself (the libcuda layer's): (name, id).
     pub own_programs: Vec<(String, u32)>,
     /// The kernel log, followed (None where it cannot be read).
-    pub kernel_log: Option<std::sync::Mutex<super::kmsg::KernelLog>>,
+    pub kernel_log: Option<super::kmsg::Followed>,
 }
 
 /// Each program's runs: the object's, and `own` (name, id): the libcuda

@@ -3,7 +3,9 @@
 //! from its maps when tracing stops, for the summary: per call (the
 //! per-CPU `UNSENT_CALLS`), and per process still running (`UNSENT_PROCS`,
 //! and what each thread's `FDCACHE` slot holds not yet added there). An
-//! ended process's count came in its exit record.
+//! ended process's count came in its exit record. Also the failed returns
+//! of fault-only libcuda calls the kernel counted past its cap
+//! (`RT_CAPPED`).
 
 use aya::{
     Ebpf,
@@ -30,6 +32,17 @@ pub fn fold(ebpf: &Ebpf, stats: &mut Stats, version: &VersionCtx, now_ns: u64) {
                 let name = ShipTables::slot_name(slot, version).unwrap_or("unknown call");
                 stats.add_unsent_calls(name, n);
             }
+        }
+    }
+    // Failed returns of fault-only libcuda calls past the eight sent per
+    // process (a sticky error fails every later call).
+    if let Some(m) = ebpf.map(maps::RT_CAPPED)
+        && let Ok(a) = PerCpuArray::<_, u64>::try_from(m)
+        && let Ok(per_cpu) = a.get(&0, 0)
+    {
+        let n: u64 = per_cpu.iter().sum();
+        if n > 0 {
+            stats.add_unsent_calls("libcuda failures past 8 per process", n);
         }
     }
     let mut per_proc: std::collections::BTreeMap<u32, u64> = Default::default();

@@ -603,8 +603,15 @@ fn runtime_scenario(dir: &Path, lib: Option<&Path>) -> anyhow::Result<Value> {
         let mut byte = 0u8;
         let (s1, s2) = (sync(), sync());
         let (m, f) = (copy(&mut byte, 0x1000, 1), free(0x1000));
+        // More synchronisations after those (NVFIXTURE_MORE_SYNCS): a
+        // sticky error fails each.
+        let more: u32 = std::env::var("NVFIXTURE_MORE_SYNCS")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        let more_failed = (0..more).filter(|_| sync() != 0).count();
         let v = json!({ "cuInit": r, "cuCtxCreate_v2": c, "cuCtxSynchronize": [s1, s2],
-            "cuMemcpyDtoH_v2": m, "cuMemFree_v2": f });
+            "cuMemcpyDtoH_v2": m, "cuMemFree_v2": f, "more_failed": more_failed });
         println!("{v}");
         std::io::stdout().flush()?;
         if s1 != 0 || s2 != 0 || m != 0 || f != 0 {

@@ -396,3 +396,31 @@ fn what_is_not_a_fault_makes_no_verdict_and_memory_stays_bounded() {
     assert!(faults(&out).is_empty());
     assert_eq!(logs(&out).len(), 10_000);
 }
+
+#[test]
+fn a_wait_left_by_a_process_that_exits_on_its_own_is_no_fault() {
+    let unfinished = |pid: u32| {
+        let Event::Cuda(mut c) = failed_call(10, 4000, "cuStreamSynchronize", (0, "")) else {
+            unreachable!()
+        };
+        c.phase = crate::decode::CudaPhase::Unfinished;
+        c.result = None;
+        c.result_name = None;
+        c.proc.pid = pid;
+        c.proc.tid = pid + 1;
+        Event::Cuda(c)
+    };
+    let mut c = corr();
+    let mut out = Vec::new();
+    c.observe(&unfinished(7), &mut out);
+    c.observe(&exit_of(4001, 7, 0), &mut out);
+    c.observe(&unfinished(9), &mut out);
+    c.observe(&exit_of(4002, 9, 9), &mut out);
+    c.finish(&mut out);
+    let f = faults(&out);
+    assert_eq!(
+        f.iter().map(|f| (f.pid, f.class)).collect::<Vec<_>>(),
+        [(9, FaultClass::Unfinished)]
+    );
+    assert_eq!(f[0].ended, "killed by SIGKILL");
+}

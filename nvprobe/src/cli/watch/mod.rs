@@ -249,7 +249,7 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
         (&tracefs.at, tracefs.mounted),
     );
     start.probe_removal = held.removal.clone();
-    let mut warnings = warnings(&a, &h, &loaded)?;
+    let warnings = warnings(&a, &h, &loaded)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -303,16 +303,7 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
     // refused, or not known yet because no copy was hooked at start).
     // The kernel log is opened now, while CAP_SYSLOG is held (the check is
     // at open where kernel.dmesg_restrict is 1).
-    let kernel_log = match nvprobe::pipeline::kmsg::KernelLog::open() {
-        Ok(k) => Some(std::sync::Mutex::new(k)),
-        Err(e) => {
-            warnings.push((
-                "kernel_log_unavailable",
-                format!("the kernel log cannot be followed ({e}): no kernel_log records, and fault verdicts name no Xid"),
-            ));
-            None
-        }
-    };
+    let kmsg = nvprobe::pipeline::kmsg::KernelLog::open();
     let sys_admin =
         a.stall_after > 0.0 || (a.layer("cuda") && start.libcuda_attach != "uprobe_multi");
     start.capabilities_kept = match attach::caps::drop_unneeded(sys_admin) {
@@ -351,7 +342,26 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
     // Stats are collected while this fd is open.
     let stats_fd = a.bpf_stats.then(enable_bpf_stats).flatten();
     let mut opts = run_opts(&a, stats_fd.is_some(), metrics);
-    opts.kernel_log = kernel_log;
+    // Followed from a thread made after the capabilities were dropped.
+    match kmsg.and_then(nvprobe::pipeline::kmsg::Opened::follow) {
+        Ok(k) => opts.kernel_log = Some(std::sync::Mutex::new(k)),
+        Err(e) => {
+            let msg = format!(
+                "the kernel log cannot be followed ({e}): no kernel_log records, and fault verdicts name no Xid"
+            );
+            eprintln!("nvprobe: warning: {msg}");
+            if format.structured() || a.out.output.is_some() {
+                out.note(
+                    Clock::mono_now(),
+                    &Note::Warning {
+                        id: "kernel_log_unavailable",
+                        message: &msg,
+                    },
+                )
+                .map_err(write_fail)?;
+            }
+        }
+    }
     if let Some(t) = &trace {
         opts.pipe.observers.push(Arc::new(t.timeline()));
     }

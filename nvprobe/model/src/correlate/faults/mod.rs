@@ -20,6 +20,11 @@ use std::collections::{HashMap, VecDeque};
 
 use serde::Serialize;
 
+mod judge;
+
+pub use judge::log_severity;
+use judge::{best, judge, text_of};
+
 use crate::{
     decode::curesult,
     kmsg::{self, LogKind, XidLine, xid::XidAction},
@@ -618,6 +623,12 @@ impl Faults {
         if p.first.is_none() && p.unfinished.is_none() && p.xids.is_empty() {
             return;
         }
+        let ended = p.ended.clone().unwrap_or_else(|| "still running".into());
+        if p.first.is_none() && p.xids.is_empty() && !ended.starts_with("killed by") {
+            // A thread still waiting when its process exited on its own (or
+            // exec'd) is not a fault: nothing failed and nothing was killed.
+            return;
+        }
         let xid = best(&p.xids).cloned();
         let gpu = xid.as_ref().map(|x| self.gpu_of(&x.pci)).or_else(|| {
             let m = *p.gpus.first()?;
@@ -628,7 +639,6 @@ impl Faults {
                 uuid: h.and_then(|g| g.uuid.clone()),
             })
         });
-        let ended = p.ended.clone().unwrap_or_else(|| "still running".into());
         let (class, drain, hint) = judge(p.first.as_ref(), p.unfinished.as_ref(), &p.xids, &ended);
         let text = text_of(&p, xid.as_ref(), &ended);
         out.push(super::Record::Fault(Box::new(Fault {
@@ -685,175 +695,4 @@ fn gpu_fits(host: &[crate::attribution::HostGpu], slot: &str, minors: &[u32]) ->
         return host.is_empty();
     };
     minors.is_empty() || minors.contains(&m)
-}
-
-/// The Xid that explains most: what needs the node drained, then the
-/// driver's faults, then the specific ones (an MMU fault, an exception)
-/// over a channel's reset (43, which follows them).
-fn best(xids: &[FaultXid]) -> Option<&FaultXid> {
-    let rank = |x: &FaultXid| {
-        let action = x.meaning.as_ref().map(|m| m.action);
-        let a = match action {
-            Some(XidAction::DrainNode) => 6,
-            Some(XidAction::ResetGpu) => 5,
-            Some(XidAction::DriverFault) => 4,
-            Some(XidAction::FixProgram) => 3,
-            Some(XidAction::RestartApp) => 2,
-            Some(XidAction::Informational) => 1,
-            None => 0,
-        };
-        (a, x.mmu_fault.is_some(), x.number != 43)
-    };
-    // The first of the best rank.
-    xids.iter().rev().max_by_key(|x| rank(x))
-}
-
-/// The class, whether to drain, and the hint, from what was seen.
-fn judge(
-    first: Option<&FaultCall>,
-    unfinished: Option<&FaultCall>,
-    xids: &[FaultXid],
-    ended: &str,
-) -> (FaultClass, bool, String) {
-    let x = best(xids);
-    let action = x.and_then(|x| x.meaning.as_ref().map(|m| m.action));
-    let todo = x.and_then(|x| x.meaning.as_ref().map(|m| m.what_to_do));
-    let result = first.and_then(|f| f.result);
-    if action == Some(XidAction::DrainNode) || result.is_some_and(curesult::hardware) {
-        let why = todo.unwrap_or(
-            "the GPU reported an uncorrectable hardware error: drain the node, then have the GPU checked (nvidia-smi -q -d ECC,ROW_REMAPPER) before it takes work again",
-        );
-        return (FaultClass::Hardware, true, why.to_owned());
-    }
-    if matches!(action, Some(XidAction::DriverFault | XidAction::ResetGpu)) {
-        let why = todo.unwrap_or(
-            "a driver or firmware fault: collect nvidia-bug-report.sh, then reset the GPU",
-        );
-        return (FaultClass::Driver, false, why.to_owned());
-    }
-    if let Some(r) = result
-        && curesult::program_fault(r)
-    {
-        let what = match (r, x.and_then(|x| x.mmu_fault.as_ref())) {
-            (_, Some(f)) => format!(
-                "the program's GPU code {} address {:#x}, which is not mapped ({}): an out-of-bounds index, a null or freed pointer, or a host pointer passed to a kernel",
-                if f.access_type.as_deref().is_some_and(|a| a.contains("WRITE")) {
-                    "wrote to"
-                } else if f.access_type.as_deref().is_some_and(|a| a.contains("READ")) {
-                    "read from"
-                } else {
-                    "accessed"
-                },
-                f.address,
-                f.fault_type
-            ),
-            (716, _) => "the program's GPU code made a misaligned memory access".to_owned(),
-            (715, _) => "the program's GPU code ran an illegal instruction".to_owned(),
-            (710, _) => "a device-side assertion in the program's GPU code failed".to_owned(),
-            (714, _) => "the program's GPU code overflowed its call stack".to_owned(),
-            (719, _) => "the program's kernel failed while it ran (a trap, an assertion, or an exception the driver does not name)".to_owned(),
-            _ => format!(
-                "the program's GPU code faulted ({})",
-                curesult::name(r).unwrap_or("a launch failure")
-            ),
-        };
-        return (
-            FaultClass::Program,
-            false,
-            format!(
-                "{what}; the GPU recovered and the node is fine: fix the kernel (run it under compute-sanitizer, or with CUDA_LAUNCH_BLOCKING=1 to find the launch), then restart the program"
-            ),
-        );
-    }
-    if let Some(u) = unfinished
-        && result.is_none()
-    {
-        return (
-            FaultClass::Unfinished,
-            false,
-            format!(
-                "{} had waited {:.1} s for the GPU when the process was {ended}, and the driver reported no error: the GPU was still running its work (a kernel that never ends, such as a spin on memory nothing writes, or one slower than the process's timeout); the node is fine",
-                u.func,
-                u.duration_ns as f64 / 1e9
-            ),
-        );
-    }
-    if let Some(t) = todo {
-        let class = match action {
-            Some(XidAction::FixProgram) => FaultClass::Program,
-            _ => FaultClass::Unknown,
-        };
-        return (class, false, t.to_owned());
-    }
-    (
-        FaultClass::Unknown,
-        false,
-        "the error names no cause and the driver logged no Xid: see the program's own error output; run it again under compute-sanitizer".to_owned(),
-    )
-}
-
-fn text_of(p: &Pending, xid: Option<&FaultXid>, ended: &str) -> String {
-    let mut t = match (&p.first, &p.unfinished) {
-        (Some(f), _) => format!(
-            "{} returned {} {}",
-            f.func,
-            f.result.unwrap_or(0),
-            f.result_name.unwrap_or("")
-        )
-        .trim_end()
-        .to_owned(),
-        (None, Some(u)) => format!(
-            "{} still waiting after {:.1} s",
-            u.func,
-            u.duration_ns as f64 / 1e9
-        ),
-        (None, None) => "no failing CUDA call was seen (the call that failed is not hooked, or the process did not check)".to_owned(),
-    };
-    if p.later > 0 {
-        t.push_str(&format!(
-            " (and {} later call{})",
-            p.later,
-            if p.later == 1 { "" } else { "s" }
-        ));
-    }
-    match xid {
-        Some(x) => {
-            t.push_str(&format!("; Xid {}", x.number));
-            if let Some(m) = &x.meaning {
-                t.push_str(&format!(" ({})", m.meaning));
-            }
-            if let Some(f) = &x.mmu_fault {
-                t.push_str(&format!(
-                    " at {:#x}, {}{}",
-                    f.address,
-                    f.fault_type,
-                    f.access_type
-                        .as_deref()
-                        .map_or(String::new(), |a| format!(" {a}"))
-                ));
-            } else if x.number != 43 && !x.detail.is_empty() {
-                let d: String = x.detail.chars().take(120).collect();
-                t.push_str(&format!(": \"{d}\""));
-            }
-            t.push_str(&format!(" on {}", x.pci));
-        }
-        None => t.push_str("; the driver logged no Xid"),
-    }
-    t.push_str(&format!("; {ended}"));
-    t
-}
-
-/// The kernel-log line's severity: the Xid table's, else the kernel's level.
-pub fn log_severity(k: &KernelLog) -> crate::render::Severity {
-    use crate::render::Severity;
-    match k.meaning.as_ref().map(|m| m.action) {
-        Some(XidAction::DrainNode | XidAction::ResetGpu | XidAction::DriverFault) => {
-            Severity::Error
-        }
-        Some(XidAction::FixProgram | XidAction::RestartApp) => Severity::Warn,
-        Some(XidAction::Informational) => Severity::Info,
-        None if k.kind == LogKind::GpuLost || k.line.level <= 3 => Severity::Error,
-        None if k.line.level == 4 || k.kind != LogKind::Other => Severity::Warn,
-        None => Severity::Info,
-    }
 }
