@@ -146,6 +146,30 @@ fn each_fault_the_h200_made_gets_its_verdict() {
     assert_eq!(f.len(), 6, "{f:?}");
 }
 
+/// A call a `kernel_log` record says was in flight had not returned when
+/// the line was logged (the live run's text of this recording still said
+/// cuCtxCreate_v2, whose return that build did not count for start-up
+/// calls).
+#[test]
+fn a_call_in_flight_had_not_returned() {
+    use nvprobe_model::decode::{CudaPhase, Event};
+    let r = common::replay(FIXTURE, None);
+    for k in logs(&r) {
+        let Some(c) = k.call.as_ref().filter(|c| c.state == "in_flight") else {
+            continue;
+        };
+        let at = k.line.kernel_ts_us * 1000;
+        let returned_before = r.events.iter().any(|e| {
+            matches!(e, Event::Cuda(cu)
+                if Some(cu.proc.pid) == k.pid
+                    && cu.func == c.func
+                    && cu.phase == CudaPhase::Return
+                    && cu.start_ns + cu.duration_ns.unwrap_or(0) + 5_000_000 < at)
+        });
+        assert!(!returned_before, "{k:?}");
+    }
+}
+
 #[test]
 fn every_nvidia_line_of_the_kernel_log_is_a_kernel_log_record() {
     let r = common::replay(FIXTURE, None);

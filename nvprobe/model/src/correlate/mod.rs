@@ -186,18 +186,26 @@ impl Correlator {
                 }
                 if enter {
                     self.faults.entered(pid, o.tid, func, start);
-                } else if faults::run_time(
-                    func,
-                    self.procs.get(&pid).and_then(|s| s.context.as_ref()),
-                ) {
+                } else {
+                    // Every return ends its call in flight; only a run-time
+                    // call's failure can be a fault.
+                    let context = self.procs.get(&pid).and_then(|s| s.context.as_ref());
+                    let fault_result = result.filter(|_| faults::run_time(func, context));
                     let gpus: Vec<u32> = self
                         .procs
                         .get(&pid)
                         .map(|s| s.gpus.iter().filter_map(|g| g.minor).collect())
                         .unwrap_or_default();
                     let comm = o.comm.text();
-                    self.faults
-                        .returned(pid, o.tid, &comm, func, result, (start, end), &gpus);
+                    self.faults.returned(
+                        pid,
+                        o.tid,
+                        &comm,
+                        func,
+                        fault_result,
+                        (start, end),
+                        &gpus,
+                    );
                 }
                 let st = self.state(pid);
                 st.begin(start, &o.comm);
