@@ -196,8 +196,21 @@ pub fn spawn_limited(
     mode: &str,
     address_space: Option<u64>,
 ) -> (std::process::Child, BufReader<std::process::ChildStdout>) {
+    spawn_env(drv, lib, scenario, mode, address_space, &[])
+}
+
+/// [`spawn_limited`] with more variables in the scenario's environment.
+pub fn spawn_env(
+    drv: &FakeDrv,
+    lib: &Path,
+    scenario: &str,
+    mode: &str,
+    address_space: Option<u64>,
+    env: &[(&str, String)],
+) -> (std::process::Child, BufReader<std::process::ChildStdout>) {
     use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(bin("nvfixture"));
+    cmd.envs(env.iter().map(|(k, v)| (k, v)));
     if let Some(bytes) = address_space {
         // SAFETY: setrlimit is async-signal-safe; nothing else runs here.
         unsafe {

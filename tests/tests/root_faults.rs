@@ -6,10 +6,9 @@
 //! /dev/kmsg from user space is never taken for the driver's.
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdout};
 
 use nvprobe_tests::{
-    harness::bin,
     need_root,
     scenario::{FakeDrv, check_schema, lock, stub_libcuda, tmpdir, watch},
 };
@@ -28,23 +27,11 @@ fn spawn_more(
     fault: &str,
     more: u32,
 ) -> (Child, BufReader<ChildStdout>) {
-    let mut c = Command::new(bin("nvfixture"))
-        .args(["run", "runtime", "--dir"])
-        .arg(&drv.dir)
-        .arg("--lib")
-        .arg(lib)
-        .env("NVPROBE_STUB_MODE", "ok")
-        .env("NVPROBE_STUB_FAULT", fault)
-        .env("NVFIXTURE_MORE_SYNCS", more.to_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn nvfixture");
-    let mut out = BufReader::new(c.stdout.take().expect("stdout"));
-    let mut line = String::new();
-    out.read_line(&mut line).expect("ready");
-    assert!(line.contains("ready"), "{line}");
-    (c, out)
+    let env = [
+        ("NVPROBE_STUB_FAULT", fault.to_owned()),
+        ("NVFIXTURE_MORE_SYNCS", more.to_string()),
+    ];
+    nvprobe_tests::scenario::spawn_env(drv, lib, "runtime", "ok", None, &env)
 }
 
 fn go(c: &mut Child) {
