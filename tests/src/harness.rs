@@ -57,6 +57,27 @@ pub fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
 
+/// Whether `cmd` runs here (`cmd ARG`). A test that needs it and finds
+/// it missing fails as root, saying what to install (`cargo xtask test`
+/// installs it: a missing tool there is a broken set-up, not a reason to
+/// pass), and is skipped otherwise.
+pub fn require_tool(cmd: &str, arg: &str, install: &str) -> bool {
+    let found = std::process::Command::new(cmd)
+        .arg(arg)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok();
+    if !found {
+        assert!(
+            !is_root(),
+            "this test needs {cmd}, which is not installed: {install}"
+        );
+        skip(format_args!("{cmd} is not installed ({install})"));
+    }
+    found
+}
+
 /// The variable `cargo xtask test` sets to a file where each skipped test
 /// leaves a line, so that its summary counts skips and gives their reasons.
 pub const SKIPS_ENV: &str = "NVPROBE_TEST_SKIPS";

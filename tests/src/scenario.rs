@@ -25,13 +25,17 @@ use crate::harness::{Finished, TestDir, Trace, bin};
 /// the binaries one after another.
 static SERIAL: Mutex<()> = Mutex::new(());
 
+/// The first line of a root test, which is also `#[ignore = "needs
+/// root"]`: a plain `cargo test` lists it as ignored, `cargo xtask test`
+/// as root runs it (`--include-ignored`), and one asked for without root
+/// fails saying so, never passes without running.
 #[macro_export]
 macro_rules! need_root {
     () => {
-        if !$crate::harness::is_root() {
-            $crate::harness::skip("loading BPF programs needs root");
-            return;
-        }
+        assert!(
+            $crate::harness::is_root(),
+            "this test loads BPF programs: run it as root (`cargo xtask test`, or `sudo -E cargo test -- --include-ignored`)"
+        );
     };
 }
 

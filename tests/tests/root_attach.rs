@@ -26,6 +26,7 @@ use serde_json::Value;
 /// BPF program this nvprobe process held is unloaded, whatever other
 /// programs (another nvprobe's) are loaded on the host.
 #[test]
+#[ignore = "needs root"]
 fn tracefs_is_mounted_when_missing_and_sigterm_detaches() {
     need_root!();
     let _g = lock();
@@ -82,6 +83,7 @@ fn tracefs_is_mounted_when_missing_and_sigterm_detaches() {
 /// NDJSON (a warning and the start record), and the syscall layer still
 /// decodes the scenario's calls.
 #[test]
+#[ignore = "needs root"]
 fn driver_layer_unavailable_is_said_once_and_tracing_goes_on() {
     need_root!();
     if std::path::Path::new("/sys/bus/event_source/devices/kprobe/type").exists() {

@@ -27,6 +27,7 @@ use serde_json::Value;
 /// close, close_range) must make it look again. Each call is named after
 /// the file the number referred to then, and no call on /dev/null is kept.
 #[test]
+#[ignore = "needs root"]
 fn an_fd_number_reused_for_another_file_is_named_after_the_new_one() {
     need_root!();
     let _g = lock();
@@ -56,6 +57,7 @@ fn an_fd_number_reused_for_another_file_is_named_after_the_new_one() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn fds_are_attributed_however_they_arrived_and_never_after_close() {
     need_root!();
     let _g = lock();
@@ -157,6 +159,7 @@ fn fds_are_attributed_however_they_arrived_and_never_after_close() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn an_fd_opened_before_nvprobe_started_is_traced() {
     need_root!();
     let _g = lock();
@@ -197,11 +200,11 @@ fn an_fd_opened_before_nvprobe_started_is_traced() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn calls_from_a_pid_namespace_carry_both_pids() {
     need_root!();
     let _g = lock();
-    if Command::new("unshare").arg("--version").output().is_err() {
-        nvprobe_tests::harness::skip("unshare(1) is not installed");
+    if !nvprobe_tests::harness::require_tool("unshare", "--version", "apt-get install util-linux") {
         return;
     }
     let tmp = tmpdir("pidns");
@@ -236,6 +239,7 @@ fn calls_from_a_pid_namespace_carry_both_pids() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn fifty_processes_with_helper_threads_keep_their_own_state() {
     need_root!();
     let _g = lock();

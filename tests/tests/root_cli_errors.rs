@@ -18,6 +18,7 @@ use nvprobe_tests::{
 };
 
 #[test]
+#[ignore = "needs root"]
 fn user_errors_give_clear_messages_and_exit_codes() {
     need_root!();
     let _g = lock();
@@ -82,11 +83,11 @@ fn user_errors_give_clear_messages_and_exit_codes() {
 /// which --pid is filtered. Refused (exit 2) with what to do; without
 /// --pid it still starts.
 #[test]
+#[ignore = "needs root"]
 fn pids_from_another_pid_namespace_are_refused() {
     need_root!();
     let _g = lock();
-    if Command::new("unshare").arg("--version").output().is_err() {
-        nvprobe_tests::harness::skip("unshare(1) is not installed");
+    if !nvprobe_tests::harness::require_tool("unshare", "--version", "apt-get install util-linux") {
         return;
     }
     let o = Command::new("unshare")

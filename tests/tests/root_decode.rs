@@ -23,6 +23,7 @@ use nvprobe_tests::{
 use serde_json::Value;
 
 #[test]
+#[ignore = "needs root"]
 fn driver_style_calls_decode_with_status_errno_and_duration() {
     need_root!();
     let _g = lock();
@@ -149,6 +150,7 @@ fn opens_stats_and_summary(f: &Finished, drv: &FakeDrv, pid: u64, fd: i64) {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_dev_nvidia_name_on_the_wrong_device_is_flagged() {
     need_root!();
     let _g = lock();
@@ -196,6 +198,7 @@ fn a_dev_nvidia_name_on_the_wrong_device_is_flagged() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn raw_recordings_decode_again_and_text_mode_reads_well() {
     need_root!();
     let _g = lock();
@@ -267,6 +270,7 @@ fn t_out(f: &Finished, tmp: &Path) -> PathBuf {
 /// than the driver's limit (issue 11: 100,880 bytes of another buffer were
 /// copied into the recording).
 #[test]
+#[ignore = "needs root"]
 fn an_oversized_xfer_wrapper_leaks_nothing_into_raw() {
     need_root!();
     let _g = lock();

@@ -66,6 +66,7 @@ fn check_of<'a>(doc: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
 /// a 6.18 Firecracker guest whose security policy refuses TRACING programs
 /// with EPERM, and which has no kprobes).
 #[test]
+#[ignore = "needs root"]
 fn doctor_asks_the_kernel_and_agrees_with_its_config() {
     need_root!();
     let _g = lock();
@@ -177,6 +178,7 @@ fn doctor_asks_the_kernel_and_agrees_with_its_config() {
 /// `--snapshot` captures what doctor reads; `--root` on the archive (and on
 /// a folder) gives the same file-level verdicts elsewhere.
 #[test]
+#[ignore = "needs root"]
 fn doctor_snapshot_round_trip() {
     need_root!();
     let _g = lock();
@@ -285,6 +287,7 @@ fn doctor_snapshot_round_trip() {
 /// there (the host's tracefs, which another tracer may be using, is not
 /// touched), and that namespace is looked at after doctor exits.
 #[test]
+#[ignore = "needs root"]
 fn doctor_tests_tracepoints_without_mounting_tracefs_on_the_host() {
     need_root!();
     let _g = lock();
@@ -336,6 +339,7 @@ fn doctor_tests_tracepoints_without_mounting_tracefs_on_the_host() {
 /// and why, and finishes the other checks. Here a FUSE file whose read
 /// hangs stands in for the driver's procfs file.
 #[test]
+#[ignore = "needs root"]
 fn doctor_does_not_hang_on_a_stuck_driver_file() {
     need_root!();
     let _g = lock();
@@ -408,6 +412,7 @@ fn snapshot_to(out: &Path) -> std::process::Output {
 /// makes its files 0600 and folders 0700 whatever the umask (the old code
 /// left them to the umask: 0666/0777 here).
 #[test]
+#[ignore = "needs root"]
 fn snapshot_paths_are_new_and_private() {
     need_root!();
     let _g = lock();
@@ -467,6 +472,7 @@ fn snapshot_paths_are_new_and_private() {
 /// the checks were for (here root, who runs the test; this machine has no
 /// NVIDIA nodes), as name:x:uid:gid.
 #[test]
+#[ignore = "needs root"]
 fn a_snapshot_keeps_only_what_the_checks_need() {
     need_root!();
     let _g = lock();
@@ -525,6 +531,7 @@ fn a_snapshot_keeps_only_what_the_checks_need() {
 /// nvidia/version and no /sys/module/nvidia/version: the nvidia module is
 /// not loaded").
 #[test]
+#[ignore = "needs root"]
 fn unreadable_files_are_permission_denied_not_absent() {
     need_root!();
     let t = Tmp::new("eacces");
@@ -589,6 +596,7 @@ fn unreadable_files_are_permission_denied_not_absent() {
 /// memory: no temporary folder at all, and what is at the old name is left
 /// alone.
 #[test]
+#[ignore = "needs root"]
 fn snapshots_use_no_temporary_folder() {
     need_root!();
     let _g = lock();

@@ -49,6 +49,7 @@ fn faults_of(f: &nvprobe_tests::harness::Finished, pid: u32) -> Vec<&Value> {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_sticky_error_at_run_time_ends_in_a_fault_verdict() {
     need_root!();
     let _g = lock();
@@ -153,6 +154,7 @@ fn a_sticky_error_at_run_time_ends_in_a_fault_verdict() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_process_killed_while_it_waits_for_the_gpu_is_told_apart() {
     need_root!();
     let _g = lock();
@@ -197,6 +199,7 @@ fn a_process_killed_while_it_waits_for_the_gpu_is_told_apart() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_line_user_space_writes_to_the_kernel_log_is_not_the_drivers() {
     need_root!();
     let _g = lock();

@@ -62,6 +62,7 @@ fn mode(p: &Path) -> u32 {
 /// truncated when start-up fails; a new file is 0600 whatever the umask
 /// (or --output-mode); a symbolic link is never followed.
 #[test]
+#[ignore = "needs root"]
 fn output_file_is_made_only_after_startup_never_through_a_link() {
     need_root!();
     let _g = lock();
@@ -155,6 +156,7 @@ fn output_file_is_made_only_after_startup_never_through_a_link() {
 /// at once with exit 0 and detaches; `-o /dev/full` stops with the error
 /// and exit 1.
 #[test]
+#[ignore = "needs root"]
 fn write_errors_end_watch() {
     need_root!();
     let _g = lock();
@@ -259,6 +261,7 @@ impl Drop for Flood {
 /// and --duration ends it, both within a generous bound, and `lost`
 /// records come while the flood goes on (every 200 ms), not after it.
 #[test]
+#[ignore = "needs root"]
 fn sigint_duration_and_lost_reports_are_on_time_under_a_flood() {
     need_root!();
     let _g = lock();
@@ -406,6 +409,7 @@ fn find_from(p: &Path, from: &mut u64, needle: &[u8]) -> bool {
 /// a normal run or after a start-up that fails once tracefs is mounted
 /// (exit 3).
 #[test]
+#[ignore = "needs root"]
 fn tracefs_nvprobe_mounted_is_unmounted_at_exit() {
     need_root!();
     let _g = lock();
@@ -450,6 +454,7 @@ fn tracefs_nvprobe_mounted_is_unmounted_at_exit() {
 /// stops, and starts (before, A's MNT_DETACH took the tracefs B had found:
 /// exit 3, "tracepoint … does not exist").
 #[test]
+#[ignore = "needs root"]
 fn one_instances_tracefs_is_not_anothers() {
     need_root!();
     let _g = lock();
@@ -502,6 +507,7 @@ fn one_instances_tracefs_is_not_anothers() {
 /// `--comm` with a name longer than the kernel keeps (15 bytes) matches
 /// the process, and the start-up message says how names are matched.
 #[test]
+#[ignore = "needs root"]
 fn comm_longer_than_the_kernels_15_bytes_matches() {
     need_root!();
     let _g = lock();

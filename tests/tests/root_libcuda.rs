@@ -32,6 +32,7 @@ fn diagnosis<'a>(v: &'a Value, id: &str) -> &'a Value {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_libcuda_loaded_after_start_is_hooked_when_loaded() {
     need_root!();
     let _g = lock();
@@ -85,6 +86,7 @@ fn a_libcuda_loaded_after_start_is_hooked_when_loaded() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_loader_that_finds_no_libcuda_is_told_so() {
     need_root!();
     let _g = lock();
@@ -165,15 +167,15 @@ fn forkchild(tag: &str, extra: &[&str]) -> Option<(Value, Value)> {
     let progs = t.prog_ids();
     let f = t.stop();
     let start = f.of_type("start").next().expect("start").clone();
-    // Every uprobe and program is gone soon after nvprobe has exited, when
-    // the stand-in is all it hooked (a host with a real libcuda has ~120
-    // uprobes per copy, which the kernel takes ~0.1 s each to remove).
-    if start["libcuda"].as_array().is_some_and(|l| l.len() == 1) {
-        let left = still_loaded(&progs, std::time::Duration::from_secs(20));
-        assert!(left.is_empty(), "programs left loaded: {left:?}");
-    } else {
-        eprintln!("not checking the detach: this host has a libcuda of its own");
-    }
+    // Every uprobe and program is gone soon after nvprobe has exited: 20 s
+    // for the stand-in, and more for each copy of a host's own libcuda
+    // (~120 uprobes per copy, which the kernel takes ~0.1 s each to remove).
+    let copies = start["libcuda"].as_array().map_or(1, Vec::len) as u64;
+    let left = still_loaded(
+        &progs,
+        std::time::Duration::from_secs(20 + 15 * copies.saturating_sub(1)),
+    );
+    assert!(left.is_empty(), "programs left loaded: {left:?}");
     check_schema(&f);
     Some((verdict_of(&f, child).clone(), start))
 }
@@ -189,6 +191,7 @@ fn hooked<'a>(start: &'a Value, lib_tail: &str) -> &'a Value {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_forked_child_is_judged_from_its_first_failing_call() {
     need_root!();
     let _g = lock();

@@ -28,6 +28,7 @@ fn text(rec: &std::path::Path, extra: &[&str]) -> String {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_shell_that_only_looked_at_a_path_stays_out_of_the_text() {
     need_root!();
     let _g = lock();

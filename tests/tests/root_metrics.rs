@@ -144,6 +144,7 @@ impl Prometheus {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn prometheus_scrapes_verdicts_calls_and_latency_and_the_alert_fires() {
     need_root!();
     let have = Command::new("prometheus").arg("--version").output();

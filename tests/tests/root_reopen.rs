@@ -34,6 +34,7 @@ fn pids(recs: &[Value]) -> Vec<u64> {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn sighup_reopens_the_output_file_after_it_was_moved_away() {
     need_root!();
     let _g = lock();
@@ -77,6 +78,7 @@ fn sighup_reopens_the_output_file_after_it_was_moved_away() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn sighup_refuses_a_link_planted_at_the_path_and_keeps_writing() {
     need_root!();
     let _g = lock();
@@ -120,6 +122,7 @@ fn sighup_refuses_a_link_planted_at_the_path_and_keeps_writing() {
 /// run after the signal is traced, and SIGINT still ends it with its
 /// summary.
 #[test]
+#[ignore = "needs root"]
 fn sighup_without_o_leaves_watch_running() {
     need_root!();
     let _g = lock();

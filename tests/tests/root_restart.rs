@@ -35,7 +35,8 @@ fn leaked_uprobes() -> Option<usize> {
 fn assert_no_new_leaks(before: Option<usize>) {
     match (before, leaked_uprobes()) {
         (Some(a), Some(b)) => assert_eq!(a, b, "the kernel logged {} leaked uprobes", b - a),
-        _ => eprintln!("note: the kernel log cannot be read here; leaked uprobes not checked"),
+        // Root reads the kernel log: a check that cannot be made fails.
+        _ => panic!("the kernel log cannot be read (dmesg): leaked uprobes cannot be checked"),
     }
 }
 
@@ -100,6 +101,7 @@ fn hooked(start: &Value) -> Vec<(String, String)> {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn ten_runs_back_to_back_leave_nothing_behind() {
     need_root!();
     let _g = lock();
@@ -185,6 +187,7 @@ fn ten_runs_back_to_back_leave_nothing_behind() {
 /// (A removal made by a task with SIGKILL pending fails, and the kernel
 /// then leaves its breakpoint in place for good.)
 #[test]
+#[ignore = "needs root"]
 fn a_sigkilled_nvprobe_leaks_no_uprobe() {
     need_root!();
     let _g = lock();
@@ -218,6 +221,7 @@ fn a_sigkilled_nvprobe_leaks_no_uprobe() {
 /// At the cap of 32 hooked copies, the stop still releases the kernel at
 /// once: another tracer can attach, and every program goes.
 #[test]
+#[ignore = "needs root"]
 fn thirty_two_copies_are_released_at_the_stop() {
     need_root!();
     let _g = lock();

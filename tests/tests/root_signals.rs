@@ -19,6 +19,7 @@ use nvprobe_tests::{
 use serde_json::Value;
 
 #[test]
+#[ignore = "needs root"]
 fn cuinit_verdicts_name_the_killer_and_the_stage() {
     need_root!();
     let _g = lock();
@@ -132,6 +133,7 @@ fn cuinit_verdicts_name_the_killer_and_the_stage() {
 /// A signal caught by an SA_RESTART handler during a blocking call: the
 /// delivery says so, and the signal record names the call and its end.
 #[test]
+#[ignore = "needs root"]
 fn a_handled_signal_names_its_call_and_disposition() {
     need_root!();
     let (run, f) = trace_scenario("handled", &[]);

@@ -101,6 +101,7 @@ fn row(screen: &str, pid: u64) -> Option<&str> {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn top_shows_a_hanging_call_first_and_the_failed_start_up_then_quits_on_q() {
     need_root!();
     if !have_tmux() {
@@ -184,6 +185,7 @@ fn top_shows_a_hanging_call_first_and_the_failed_start_up_then_quits_on_q() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn top_writes_plain_tables_when_stdout_is_not_a_terminal() {
     need_root!();
     let _g = lock();
@@ -257,6 +259,7 @@ fn top_writes_plain_tables_when_stdout_is_not_a_terminal() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn top_stops_when_its_terminal_goes_away() {
     need_root!();
     if !have_tmux() {

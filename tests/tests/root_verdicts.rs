@@ -19,6 +19,7 @@ use nvprobe_tests::{
 use serde_json::Value;
 
 #[test]
+#[ignore = "needs root"]
 fn libcuda_uprobes_give_the_curesult_verdict() {
     need_root!();
     let _g = lock();
@@ -115,6 +116,7 @@ fn libcuda_uprobes_give_the_curesult_verdict() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_child_using_its_parents_nvidia_fds_is_diagnosed() {
     need_root!();
     let (ran, f) = trace_scenario("fork", &[]);
@@ -154,6 +156,7 @@ fn a_child_using_its_parents_nvidia_fds_is_diagnosed() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn an_exec_starts_a_new_state() {
     need_root!();
     let _g = lock();
@@ -190,6 +193,7 @@ fn an_exec_starts_a_new_state() {
 /// runs and fails. The helper's fork, exec and exit status are captured and
 /// explain the parent's verdict.
 #[test]
+#[ignore = "needs root"]
 fn a_failing_nvidia_modprobe_is_named() {
     need_root!();
     let (run, f) = trace_scenario("modprobe", &[]);
@@ -240,6 +244,7 @@ fn a_failing_nvidia_modprobe_is_named() {
 /// stops: the record is read from the output file while nvprobe still runs
 /// (issue 10: "verdicts held until Ctrl-C").
 #[test]
+#[ignore = "needs root"]
 fn a_verdict_is_written_when_its_process_ends() {
     need_root!();
     let _g = lock();
@@ -284,6 +289,7 @@ fn a_verdict_is_written_when_its_process_ends() {
 /// the failed mmap of the process in start-up, and the verdict names it
 /// and the limit.
 #[test]
+#[ignore = "needs root"]
 fn a_reservation_refused_by_the_address_space_limit_is_the_verdict() {
     need_root!();
     let _g = lock();
