@@ -162,7 +162,7 @@ pub fn nvprobe_cuda_return(ctx: RetProbeContext) -> u32 {
         // NVIDIA calls stay in the kernel from here on.
         use nvprobe_common::nv_procs::{FOLLOWED, QUIET, STARTED};
         let tgid = (pid_tgid >> 32) as u32;
-        let quiet = if crate::fdres::quiet_levels() {
+        let quiet = if crate::config::quiet_levels() {
             QUIET
         } else {
             0

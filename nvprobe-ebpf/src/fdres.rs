@@ -15,58 +15,11 @@ use aya_ebpf::helpers::{
     bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_current_uid_gid, bpf_probe_read_kernel,
     generated,
 };
-use nvprobe_common::{Config, DevKind, EventKind, ExtraKey, FileId, Header, classify_rdev};
+use nvprobe_common::{DevKind, EventKind, ExtraKey, FileId, Header, classify_rdev};
 
 use nvprobe_common::fastpath::{FDCACHE_FDS, FDCACHE_SLOTS, FdCache};
 
 use crate::maps::{EXTRA_FILES, FDCACHE, PID_FILTER, fd_gen};
-
-/// Overridden by user space at load time (`EbpfLoader::override_global`).
-#[unsafe(no_mangle)]
-static CONFIG: Config = Config {
-    task_files: 0,
-    task_thread_pid: 0,
-    task_group_leader: 0,
-    files_fdt: 0,
-    fdt_max_fds: 0,
-    fdt_fd: 0,
-    file_inode: 0,
-    inode_mode: 0,
-    inode_rdev: 0,
-    inode_ino: 0,
-    inode_sb: 0,
-    sb_dev: 0,
-    pid_level: 0,
-    pid_numbers: 0,
-    upid_size: 0,
-    upid_nr: 0,
-    uvm_major: 0,
-    caps_major: 0,
-    pid_filter: 0,
-    extra_files: 0,
-    self_tgid: 0,
-    wakeup_bytes: 0,
-    task_tgid: 0,
-    task_pid: 0,
-    task_exit_code: 0,
-    drv_ioctls: 0,
-    quiet: 0,
-    rm_params: 0,
-    bench_skip: 0,
-};
-
-#[inline(always)]
-fn rd(p: *const u32) -> u32 {
-    // SAFETY: `p` points into the CONFIG global. The read is volatile so the
-    // compiler cannot fold the zero initialiser the loader rewrites.
-    unsafe { core::ptr::read_volatile(p) }
-}
-
-macro_rules! cfg {
-    ($f:ident) => {
-        rd(&raw const CONFIG.$f)
-    };
-}
 
 const S_IFMT: u16 = 0o170000;
 const S_IFCHR: u16 = 0o020000;
@@ -92,27 +45,21 @@ pub fn task_field(task: u64, off: u32) -> Option<u32> {
 }
 
 pub fn off_task_tgid() -> u32 {
-    cfg!(task_tgid)
+    config!(task_tgid)
 }
 pub fn off_task_pid() -> u32 {
-    cfg!(task_pid)
+    config!(task_pid)
 }
 pub fn off_task_exit_code() -> u32 {
-    cfg!(task_exit_code)
+    config!(task_exit_code)
 }
 pub fn current_task_ptr() -> u64 {
     current_task()
 }
 
-/// Benchmarks only: [`nvprobe_common::bench_skip`] bits (0 when tracing).
-#[inline(always)]
-pub fn bench_skip() -> u32 {
-    cfg!(bench_skip)
-}
-
 #[inline(always)]
 pub fn wakeup_bytes() -> u32 {
-    cfg!(wakeup_bytes)
+    config!(wakeup_bytes)
 }
 
 #[inline(always)]
@@ -124,10 +71,10 @@ pub fn pid_allowed() -> bool {
 #[inline(always)]
 pub fn pid_allowed_for(pid_tgid: u64) -> bool {
     let tgid = (pid_tgid >> 32) as u32;
-    if tgid == cfg!(self_tgid) {
+    if tgid == config!(self_tgid) {
         return false;
     }
-    if cfg!(pid_filter) == 0 {
+    if config!(pid_filter) == 0 {
         return true;
     }
     // SAFETY: plain lookup.
@@ -142,8 +89,8 @@ pub fn file_rdev(file: u64) -> Option<u32> {
     }
     // SAFETY: probe reads of kernel memory.
     unsafe {
-        let inode: u64 = kread(file, cfg!(file_inode))?;
-        kread(inode, cfg!(inode_rdev))
+        let inode: u64 = kread(file, config!(file_inode))?;
+        kread(inode, config!(inode_rdev))
     }
 }
 
@@ -159,16 +106,16 @@ pub fn resolve_fd(fd: i32) -> Option<FileId> {
     // SAFETY: every dereference goes through bpf_probe_read_kernel.
     unsafe {
         let task = current_task();
-        let files: u64 = kread(task, cfg!(task_files))?;
+        let files: u64 = kread(task, config!(task_files))?;
         if files == 0 {
             return None;
         }
-        let fdt: u64 = kread(files, cfg!(files_fdt))?;
-        let max_fds: u32 = kread(fdt, cfg!(fdt_max_fds))?;
+        let fdt: u64 = kread(files, config!(files_fdt))?;
+        let max_fds: u32 = kread(fdt, config!(fdt_max_fds))?;
         if fd as u32 >= max_fds {
             return None;
         }
-        let fdarr: u64 = kread(fdt, cfg!(fdt_fd))?;
+        let fdarr: u64 = kread(fdt, config!(fdt_fd))?;
         let file: u64 = kread(fdarr, (fd as u32) * 8)?;
         file_id(file)
     }
@@ -244,19 +191,7 @@ pub fn resolve_fd_cached(fd: i32, pid_tgid: u64) -> Option<FileId> {
 /// Whether the driver layer's ioctl entry points make the ioctl records.
 #[inline(always)]
 pub fn drv_ioctls() -> bool {
-    cfg!(drv_ioctls) != 0
-}
-
-/// `--events failures|verdicts`: successful start-ups make processes quiet.
-#[inline(always)]
-pub fn quiet_levels() -> bool {
-    cfg!(quiet) != 0
-}
-
-/// Whether `RM_PARAMS` lists controls whose parameters are copied.
-#[inline(always)]
-pub fn rm_params_on() -> bool {
-    cfg!(rm_params) != 0
+    config!(drv_ioctls) != 0
 }
 
 /// What a `struct file *` is, as [`resolve_fd`] says it for an fd.
@@ -267,9 +202,9 @@ pub fn file_id(file: u64) -> Option<FileId> {
     }
     // SAFETY: every dereference goes through bpf_probe_read_kernel.
     unsafe {
-        let inode: u64 = kread(file, cfg!(file_inode))?;
-        let mode: u16 = kread(inode, cfg!(inode_mode))?;
-        let rdev: u32 = kread(inode, cfg!(inode_rdev))?;
+        let inode: u64 = kread(file, config!(file_inode))?;
+        let mode: u16 = kread(inode, config!(inode_mode))?;
+        let rdev: u32 = kread(inode, config!(inode_rdev))?;
         let mut id = FileId {
             rdev,
             sdev: 0,
@@ -280,12 +215,12 @@ pub fn file_id(file: u64) -> Option<FileId> {
             _pad: 0,
         };
         if mode & S_IFMT == S_IFCHR {
-            id.kind = classify_rdev(rdev, cfg!(uvm_major), cfg!(caps_major)) as u8;
+            id.kind = classify_rdev(rdev, config!(uvm_major), config!(caps_major)) as u8;
         }
-        if id.kind == DevKind::None as u8 && cfg!(extra_files) != 0 {
-            let sb: u64 = kread(inode, cfg!(inode_sb))?;
-            id.sdev = kread(sb, cfg!(sb_dev))?;
-            id.ino = kread(inode, cfg!(inode_ino))?;
+        if id.kind == DevKind::None as u8 && config!(extra_files) != 0 {
+            let sb: u64 = kread(inode, config!(inode_sb))?;
+            id.sdev = kread(sb, config!(sb_dev))?;
+            id.ino = kread(inode, config!(inode_ino))?;
             let key = ExtraKey {
                 sdev: id.sdev,
                 _pad: 0,
@@ -368,22 +303,22 @@ unsafe fn fill_ids(h: *mut Header, kind: EventKind, pid_tgid: u64) {
         (*h).pidns_level = 0;
 
         let task = current_task();
-        let Some(pid) = kread::<u64>(task, cfg!(task_thread_pid)) else {
+        let Some(pid) = kread::<u64>(task, config!(task_thread_pid)) else {
             return;
         };
-        let Some(level) = kread::<u32>(pid, cfg!(pid_level)) else {
+        let Some(level) = kread::<u32>(pid, config!(pid_level)) else {
             return;
         };
         if level == 0 || level > MAX_PIDNS_LEVEL {
             return;
         }
-        let upid_off = cfg!(pid_numbers) + level * cfg!(upid_size) + cfg!(upid_nr);
+        let upid_off = config!(pid_numbers) + level * config!(upid_size) + config!(upid_nr);
         (*h).pidns_level = level;
         if let Some(nr) = kread::<u32>(pid, upid_off) {
             (*h).ns_tid = nr;
         }
-        if let Some(leader) = kread::<u64>(task, cfg!(task_group_leader))
-            && let Some(lpid) = kread::<u64>(leader, cfg!(task_thread_pid))
+        if let Some(leader) = kread::<u64>(task, config!(task_group_leader))
+            && let Some(lpid) = kread::<u64>(leader, config!(task_thread_pid))
             && let Some(nr) = kread::<u32>(lpid, upid_off)
         {
             (*h).ns_tgid = nr;

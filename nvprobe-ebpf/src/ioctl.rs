@@ -8,6 +8,7 @@ use aya_ebpf::helpers::{bpf_probe_read_user, generated};
 use nvprobe_common::{
     EventKind, HEAD_LEN, Inflight, IoctlEvent, RM_DEREF_LEN, RM_PARAMS_LEN, RmControlEvent,
     TAIL_LEN, bench_skip,
+    fastpath::CALL_SLOTS,
     ioctl::{
         NV_ESC_RM_CONTROL, NVKMS_IOCTL_IOWR, NVKMS_PARAMS_SIZE, NVOS54_SIZE, ioc_nr, ioc_size,
         is_escape, is_xfer,
@@ -16,9 +17,12 @@ use nvprobe_common::{
 };
 
 use crate::{
-    fdres::{fill_header_at, rm_params_on, wakeup_bytes},
-    maps::{self, EVENTS, RM_PARAMS, UVM_SIZES, count_lost, take_slot, wakeup_flags},
-    now, store, zeroed_inflight,
+    config::{now, rm_params_on},
+    fdres::{fill_header_at, wakeup_bytes},
+    maps::{
+        self, EVENTS, RM_PARAMS, SHIP_CALLS, SHIP_CONTROLS, STATUS_AT, STATUS_SLOTS, UVM_SIZES,
+        count_lost, store, take_slot, wakeup_flags, zeroed_inflight,
+    },
 };
 
 /// Keep an NVIDIA ioctl's entry state (the syscall tracepoint, or the
@@ -180,7 +184,7 @@ pub(crate) fn ioctl_finish(ret: i64) -> Result<(), i64> {
     let Some(inf) = take_slot(pid_tgid as u32, Some(EventKind::Ioctl as u32)) else {
         return Ok(());
     };
-    let skip = crate::fdres::bench_skip();
+    let skip = crate::config::bench_skip();
     if skip & bench_skip::EXIT_STATE != 0 {
         return Ok(());
     }
@@ -224,34 +228,32 @@ pub(crate) fn ioctl_finish(ret: i64) -> Result<(), i64> {
     // refuses to read).
     let cache = crate::fdres::cache_slot(pid_tgid, false).unwrap_or(core::ptr::null_mut());
     let (v, first) = procs_value(tgid, cache);
-    if crate::fdres::quiet_levels() && !first {
+    if crate::config::quiet_levels() && !first {
         // --events failures|verdicts: a successful call is counted, not
         // sent, when the process is past its first context (quiet), or when
         // nothing a verdict reads is in it (docs/SCHEMA.md).
         let st = if ret == 0 {
-            maps::status_of(&inf, ptr, size, &head)
+            status_of(&inf, ptr, size, &head)
         } else {
-            maps::Status::Failed
+            Status::Failed
         };
         if v & nv_procs::QUIET != 0 {
-            if st == maps::Status::Ok {
+            if st == Status::Ok {
                 maps::count_unsent(slot_of(&inf), cache, tgid);
                 return Ok(());
             }
         } else {
             match st {
-                maps::Status::Ok
-                    if v & nv_procs::SHIP_NEXT == 0 && !maps::shipped(&inf, size, &head) =>
-                {
+                Status::Ok if v & nv_procs::SHIP_NEXT == 0 && !shipped(&inf, size, &head) => {
                     maps::count_unsent(slot_of(&inf), cache, tgid);
                     return Ok(());
                 }
-                maps::Status::Ok if v & nv_procs::SHIP_NEXT != 0 => {
+                Status::Ok if v & nv_procs::SHIP_NEXT != 0 => {
                     maps::ship_next_done(tgid, v, inf.start_ns)
                 }
-                maps::Status::Ok => {}
-                maps::Status::Failed => maps::ship_next(tgid, v, true),
-                maps::Status::Unknown => {}
+                Status::Ok => {}
+                Status::Failed => maps::ship_next(tgid, v, true),
+                Status::Unknown => {}
             }
         }
     }
@@ -465,4 +467,91 @@ pub(crate) unsafe fn fill_rm_params(ev: *mut RmControlEvent, rm: &RmCopy) {
             (*ev).deref_len = (n - 1) as u32;
         }
     }
+}
+
+/// What a call that returned 0 left as its NV_STATUS.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// NV_OK, or the call has no status field.
+    Ok,
+    /// Another status.
+    Failed,
+    /// Not in STATUS_AT, or unreadable: the call is sent.
+    Unknown,
+}
+
+/// The NV_STATUS of a call that returned 0, by the offset user space put
+/// into STATUS_AT; from the head already read when it lies there.
+#[inline(always)]
+pub fn status_of(inf: &Inflight, ptr: u64, size: u32, head: &Head) -> Status {
+    let key = if inf.flags & nvprobe_common::ioctl_flags::XFER != 0 {
+        if inf.flags & nvprobe_common::ioctl_flags::XFER_FAULT != 0
+            || inf.xfer_size > nvprobe_common::ioctl::NV_MAX_IOCTL_SIZE
+        {
+            return Status::Unknown;
+        }
+        nvprobe_common::status_at::xfer_key(inf.xfer_cmd, inf.xfer_size)
+    } else {
+        inf.cmd
+    };
+    use nvprobe_common::fastpath::{call_slot, status_slot_off};
+    let slot = call_slot(
+        inf.cmd,
+        inf.flags & nvprobe_common::ioctl_flags::XFER != 0,
+        inf.xfer_cmd,
+    );
+    let by_slot = STATUS_SLOTS
+        .get(slot & (CALL_SLOTS - 1))
+        .copied()
+        .and_then(|v| status_slot_off(v, size));
+    let off = match by_slot {
+        Some(o) => o,
+        None => {
+            // SAFETY: plain lookup of a u32.
+            let Some(off) = (unsafe { STATUS_AT.get(&key) }).copied() else {
+                return Status::Unknown;
+            };
+            off
+        }
+    };
+    if off == nvprobe_common::status_at::NO_STATUS {
+        return Status::Ok;
+    }
+    if ptr == 0 || off.saturating_add(4) > size {
+        return Status::Unknown;
+    }
+    let v = if off.saturating_add(4) <= head.len && off % 4 == 0 {
+        head.word(off as usize / 4)
+    } else {
+        // SAFETY: reading user memory through the helper, which handles faults.
+        match unsafe { aya_ebpf::helpers::bpf_probe_read_user((ptr + off as u64) as *const u32) } {
+            Ok(v) => v,
+            Err(_) => return Status::Unknown,
+        }
+    };
+    if v == 0 { Status::Ok } else { Status::Failed }
+}
+
+/// Whether a successful call is one `--events failures|verdicts` sends:
+/// its slot is marked SHIP (or it has none), or it is an RM control whose
+/// bucket is (NVOS54 is the head).
+#[inline(always)]
+pub fn shipped(inf: &Inflight, size: u32, head: &Head) -> bool {
+    use nvprobe_common::fastpath::{NO_SLOT, SHIP, call_slot, control_bucket};
+    let xfer = inf.flags & nvprobe_common::ioctl_flags::XFER != 0;
+    let slot = call_slot(inf.cmd, xfer, inf.xfer_cmd);
+    if slot == NO_SLOT {
+        return true;
+    }
+    if slot == nvprobe_common::ioctl::NV_ESC_RM_CONTROL {
+        if size != nvprobe_common::ioctl::NVOS54_SIZE || head.len < size {
+            return true;
+        }
+        return SHIP_CONTROLS
+            .get(control_bucket(head.word(2)))
+            .is_some_and(|b| b & SHIP != 0);
+    }
+    SHIP_CALLS
+        .get(slot & (CALL_SLOTS - 1))
+        .is_none_or(|b| b & SHIP != 0)
 }

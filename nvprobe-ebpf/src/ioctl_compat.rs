@@ -18,10 +18,10 @@ use nvprobe_common::{
 };
 
 use crate::{
-    fdres::{fill_header, rm_params_on, wakeup_bytes},
+    config::{now, rm_params_on, tid},
+    fdres::{fill_header, wakeup_bytes},
     ioctl::RmCopy,
     maps::{self, EVENTS, RM_PARAMS, STATUS_AT, UVM_SIZES, count_lost, take_slot, wakeup_flags},
-    now, tid,
 };
 
 /// The copy `RM_PARAMS` asks for, when this call is an `NV_ESC_RM_CONTROL`
@@ -74,7 +74,7 @@ pub(crate) fn ioctl_finish_compat(ret: i64) -> Result<(), i64> {
     let Some(inf) = take_slot(tid(), Some(EventKind::Ioctl as u32)) else {
         return Ok(());
     };
-    let skip = crate::fdres::bench_skip();
+    let skip = crate::config::bench_skip();
     if skip & bench_skip::EXIT_STATE != 0 {
         return Ok(());
     }

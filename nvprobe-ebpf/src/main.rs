@@ -17,6 +17,8 @@
 #![feature(core_intrinsics)]
 #![allow(internal_features)]
 
+#[macro_use]
+mod config;
 mod cuda;
 mod driver;
 mod fdres;
@@ -27,7 +29,7 @@ mod paths;
 mod procs;
 
 use aya_ebpf::{
-    helpers::{bpf_ktime_get_ns, bpf_probe_read_user, generated},
+    helpers::{bpf_probe_read_user, generated},
     macros::tracepoint,
     programs::TracePointContext,
 };
@@ -36,9 +38,10 @@ use nvprobe_common::{
 };
 
 use crate::{
+    config::{now, tid},
     fdres::{fill_header, pid_allowed, resolve_fd, wakeup_bytes},
     ioctl::{ioctl_begin, ioctl_finish},
-    maps::{EVENTS, claim_slot, count_lost, take_slot, wakeup_flags},
+    maps::{EVENTS, count_lost, store, take_slot, wakeup_flags, zeroed_inflight},
 };
 
 const ARG0: usize = 16;
@@ -67,37 +70,9 @@ macro_rules! syscall_entry {
 }
 
 #[inline(always)]
-fn now() -> u64 {
-    // SAFETY: helper with no arguments.
-    unsafe { bpf_ktime_get_ns() }
-}
-
-#[inline(always)]
-fn tid() -> u32 {
-    aya_ebpf::helpers::bpf_get_current_pid_tgid() as u32
-}
-
-#[inline(always)]
 fn arg<T>(ctx: &TracePointContext, off: usize) -> Result<T, i64> {
     // SAFETY: offsets are those of the syscall tracepoint format.
     unsafe { ctx.read_at::<T>(off) }.map_err(|e| e as i64)
-}
-
-/// Keep `inf` as the current thread's pending call.
-#[inline(always)]
-fn store(mut inf: Inflight) -> Result<(), i64> {
-    let tid = tid();
-    inf.tid = tid;
-    let p = claim_slot(tid).ok_or(0i64)?;
-    // SAFETY: pointer into the INFLIGHT array value.
-    unsafe { *p = inf };
-    Ok(())
-}
-
-#[inline(always)]
-fn zeroed_inflight() -> Inflight {
-    // SAFETY: Inflight is plain integers; all-zero is a valid value.
-    unsafe { core::mem::zeroed() }
 }
 
 // ---------------------------------------------------------------------------
@@ -119,7 +94,7 @@ fn try_ioctl_enter(ctx: &TracePointContext) -> Result<(), i64> {
     if !fdres::pid_allowed_for(pid_tgid) {
         return Ok(());
     }
-    let skip = fdres::bench_skip();
+    let skip = crate::config::bench_skip();
     if skip & nvprobe_common::bench_skip::ENTRY_FILTER != 0 {
         return Ok(());
     }

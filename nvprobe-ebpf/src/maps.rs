@@ -135,7 +135,7 @@ pub fn count_unsent(slot: u32, c: *mut FdCache, tgid: u32) {
 #[inline(always)]
 pub fn ship_next(tgid: u32, v: u8, on: bool) {
     use nvprobe_common::nv_procs::{QUIET, SHIP_NEXT};
-    if !crate::fdres::quiet_levels() || v & QUIET != 0 || (v & SHIP_NEXT != 0) == on {
+    if !crate::config::quiet_levels() || v & QUIET != 0 || (v & SHIP_NEXT != 0) == on {
         return;
     }
     let Some(p) = NV_PROCS.get_ptr_mut(&tgid) else {
@@ -239,93 +239,6 @@ pub fn count_quieted() {
 /// array, so the common case needs no hash lookup.
 #[map]
 pub static STATUS_SLOTS: Array<u32> = Array::with_max_entries(CALL_SLOTS, 0);
-
-/// What a call that returned 0 left as its NV_STATUS.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Status {
-    /// NV_OK, or the call has no status field.
-    Ok,
-    /// Another status.
-    Failed,
-    /// Not in STATUS_AT, or unreadable: the call is sent.
-    Unknown,
-}
-
-/// The NV_STATUS of a call that returned 0, by the offset user space put
-/// into STATUS_AT; from the head already read when it lies there.
-#[inline(always)]
-pub fn status_of(inf: &Inflight, ptr: u64, size: u32, head: &crate::ioctl::Head) -> Status {
-    let key = if inf.flags & nvprobe_common::ioctl_flags::XFER != 0 {
-        if inf.flags & nvprobe_common::ioctl_flags::XFER_FAULT != 0
-            || inf.xfer_size > nvprobe_common::ioctl::NV_MAX_IOCTL_SIZE
-        {
-            return Status::Unknown;
-        }
-        nvprobe_common::status_at::xfer_key(inf.xfer_cmd, inf.xfer_size)
-    } else {
-        inf.cmd
-    };
-    use nvprobe_common::fastpath::{call_slot, status_slot_off};
-    let slot = call_slot(
-        inf.cmd,
-        inf.flags & nvprobe_common::ioctl_flags::XFER != 0,
-        inf.xfer_cmd,
-    );
-    let by_slot = STATUS_SLOTS
-        .get(slot & (CALL_SLOTS - 1))
-        .copied()
-        .and_then(|v| status_slot_off(v, size));
-    let off = match by_slot {
-        Some(o) => o,
-        None => {
-            // SAFETY: plain lookup of a u32.
-            let Some(off) = (unsafe { STATUS_AT.get(&key) }).copied() else {
-                return Status::Unknown;
-            };
-            off
-        }
-    };
-    if off == nvprobe_common::status_at::NO_STATUS {
-        return Status::Ok;
-    }
-    if ptr == 0 || off.saturating_add(4) > size {
-        return Status::Unknown;
-    }
-    let v = if off.saturating_add(4) <= head.len && off % 4 == 0 {
-        head.word(off as usize / 4)
-    } else {
-        // SAFETY: reading user memory through the helper, which handles faults.
-        match unsafe { aya_ebpf::helpers::bpf_probe_read_user((ptr + off as u64) as *const u32) } {
-            Ok(v) => v,
-            Err(_) => return Status::Unknown,
-        }
-    };
-    if v == 0 { Status::Ok } else { Status::Failed }
-}
-
-/// Whether a successful call is one `--events failures|verdicts` sends:
-/// its slot is marked SHIP (or it has none), or it is an RM control whose
-/// bucket is (NVOS54 is the head).
-#[inline(always)]
-pub fn shipped(inf: &Inflight, size: u32, head: &crate::ioctl::Head) -> bool {
-    use nvprobe_common::fastpath::{NO_SLOT, SHIP, call_slot, control_bucket};
-    let xfer = inf.flags & nvprobe_common::ioctl_flags::XFER != 0;
-    let slot = call_slot(inf.cmd, xfer, inf.xfer_cmd);
-    if slot == NO_SLOT {
-        return true;
-    }
-    if slot == nvprobe_common::ioctl::NV_ESC_RM_CONTROL {
-        if size != nvprobe_common::ioctl::NVOS54_SIZE || head.len < size {
-            return true;
-        }
-        return SHIP_CONTROLS
-            .get(control_bucket(head.word(2)))
-            .is_some_and(|b| b & SHIP != 0);
-    }
-    SHIP_CALLS
-        .get(slot & (CALL_SLOTS - 1))
-        .is_none_or(|b| b & SHIP != 0)
-}
 
 #[inline(always)]
 fn count_slot(slot: u32) {
@@ -435,4 +348,21 @@ pub fn wakeup_flags(threshold: u32, size: usize) -> u64 {
     } else {
         BPF_RB_NO_WAKEUP as u64
     }
+}
+
+/// Keep `inf` as the current thread's pending call.
+#[inline(always)]
+pub fn store(mut inf: Inflight) -> Result<(), i64> {
+    let tid = crate::config::tid();
+    inf.tid = tid;
+    let p = claim_slot(tid).ok_or(0i64)?;
+    // SAFETY: pointer into the INFLIGHT array value.
+    unsafe { *p = inf };
+    Ok(())
+}
+
+#[inline(always)]
+pub fn zeroed_inflight() -> Inflight {
+    // SAFETY: Inflight is plain integers; all-zero is a valid value.
+    unsafe { core::mem::zeroed() }
 }

@@ -180,7 +180,7 @@ pub fn nvprobe_signal_generate(ctx: RawTracePointContext) -> u32 {
     let Some(v) = (unsafe { NV_PROCS.get(&tgid) }).copied() else {
         return 0;
     };
-    if crate::fdres::quiet_levels() && v & nvprobe_common::nv_procs::QUIET == 0 {
+    if crate::config::quiet_levels() && v & nvprobe_common::nv_procs::QUIET == 0 {
         // SAFETY: helper without arguments.
         let now = unsafe { aya_ebpf::helpers::bpf_ktime_get_ns() };
         let _ = crate::maps::SIGNALLED.insert(&tgid, &now, 0);

@@ -8,7 +8,6 @@
 use std::{
     collections::HashMap,
     fs,
-    io::Read as _,
     os::unix::fs::MetadataExt as _,
     path::{Path, PathBuf},
 };
@@ -18,18 +17,14 @@ use nvprobe_model::attribution::{
 };
 use nvprobe_model::decode::escape_bytes;
 
+use crate::kernel_checks::read_capped;
+
 /// Caps on what is read of a process.
 const CMDLINE_CAP: u64 = 16 << 10;
 const ENVIRON_CAP: u64 = 256 << 10;
 const SMALL_CAP: u64 = 64 << 10;
 /// Containers whose Kubernetes names are cached.
 const NAMES_KEPT: usize = 1024;
-
-pub(crate) fn read_capped(p: &Path, cap: u64) -> Option<Vec<u8>> {
-    let mut v = Vec::new();
-    fs::File::open(p).ok()?.take(cap).read_to_end(&mut v).ok()?;
-    Some(v)
-}
 
 /// What a libcuda file is, cached by (device, inode): the version read
 /// can cost a pass over a ~100 MB file, once per distinct file.

@@ -5,14 +5,12 @@
 //! security modules, and the limits (RLIMIT_*, the cgroup's pids and
 //! memory). Every read is bounded; what cannot be read is left out.
 
-use std::{fs, path::Path};
+use std::{fs, io::Read as _, path::Path};
 
 use nvprobe_model::attribution::{Access, CgroupCount, Limits, NodeFact};
 
 const STATUS_CAP: u64 = 16 << 10;
 const SMALL_CAP: u64 = 4 << 10;
-
-use crate::identity::read_capped;
 
 /// The cgroup v2 directory of a cgroup path (as /proc/PID/cgroup writes
 /// it for nvprobe's own cgroup namespace, under `root`); none for a path
@@ -204,6 +202,14 @@ pub fn limits_of(base: &Path, cgroup: Option<&str>) -> Limits {
         l.memory = count("memory.current", "memory.max");
     }
     l
+}
+
+/// A file's first `cap` bytes (a /proc file of a process that may be
+/// hostile: never more).
+pub(crate) fn read_capped(p: &Path, cap: u64) -> Option<Vec<u8>> {
+    let mut v = Vec::new();
+    fs::File::open(p).ok()?.take(cap).read_to_end(&mut v).ok()?;
+    Some(v)
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use aya::Ebpf;
 
-use super::{ProbeState, Refusal, Settings};
+use super::settings::{ProbeState, Refusal, Settings};
 
 /// kprobe/kretprobe pairs on each hook of the table whose symbol this
 /// kernel has; each refusal is reported once and the others go on.

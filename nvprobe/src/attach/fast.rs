@@ -9,7 +9,7 @@ use std::io;
 use aya::Ebpf;
 use nvprobe_common::maps;
 
-use super::ProbeState;
+use super::settings::ProbeState;
 
 /// What the ioctl exit for older kernels does not do, for the warning.
 pub(super) const COUNTING_EXIT: &str = "the ioctl exit program that decides in the kernel which successful calls --events failures|verdicts sends, and that takes the header's ids from each thread's cache, is not used: at those levels every call before a process's first context is sent, and the ones left in the kernel after it are counted in `quieted` alone";

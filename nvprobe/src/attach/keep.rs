@@ -114,35 +114,28 @@ impl Keep {
 pub struct Held {
     pub removal: String,
     pub unpinned: usize,
+    /// The pins the kernel refused, each a refusal of probe "pin".
+    pub refused: Vec<String>,
 }
 
 /// After the attach phase: pin every link `loaded` and aya hold (see
 /// [`Keep::pin_all`]); a refused pin is reported as a refusal. Perf events
 /// that are no BPF link (kernels before 5.15) cannot be pinned: counted
 /// first, before pin_all points the links at /dev/null.
-pub fn hold_all(keep: Result<&Keep, &String>, loaded: &mut super::Loaded) -> Held {
+pub fn hold_all(keep: Result<&Keep, &String>, links: &[OwnedFd]) -> Held {
     use std::os::fd::AsFd as _;
-    let unlinked = loaded
-        .links
-        .iter()
-        .filter(|fd| !is_link(fd.as_fd()))
-        .count();
+    let unlinked = links.iter().filter(|fd| !is_link(fd.as_fd())).count();
     let k = match keep {
         Ok(k) => k,
         Err(e) => {
             return Held {
                 removal: format!("child: {e}; a child closes the probes after nvprobe's exit"),
                 unpinned: unlinked,
+                refused: Vec::new(),
             };
         }
     };
     let (_, refused) = k.pin_all();
-    for r in &refused {
-        loaded.refusals.push(super::Refusal {
-            probe: "pin".into(),
-            reason: format!("{r}: a child removes this probe after nvprobe's exit instead"),
-        });
-    }
     let unpinned = refused.len() + unlinked;
     let removal = if unpinned == 0 {
         format!(
@@ -158,7 +151,15 @@ pub fn hold_all(keep: Result<&Keep, &String>, loaded: &mut super::Loaded) -> Hel
             refused.len(),
         )
     };
-    Held { removal, unpinned }
+    let refused = refused
+        .iter()
+        .map(|r| format!("{r}: a child removes this probe after nvprobe's exit instead"))
+        .collect();
+    Held {
+        removal,
+        unpinned,
+        refused,
+    }
 }
 
 /// Is `fd` a BPF link (its fdinfo names a link id)?

@@ -12,6 +12,7 @@ use fast::{
 mod fast;
 pub mod keep;
 pub mod multi;
+mod settings;
 pub mod sys;
 pub mod table;
 
@@ -24,53 +25,16 @@ use std::{
 use aya::{Ebpf, EbpfLoader, maps::HashMap as BpfHashMap, programs::TracePoint};
 use nvprobe_common::{Config, ExtraKey, maps};
 
+use self::table::EBPF_OBJECT;
 pub use self::{
     checks::{
         StartError, check_bpf, check_root, check_syscall_tracepoints, ensure_tracefs, kernel_config,
     },
     table::{Hook, IOCTL_EXIT_COMPAT, PROBES, PROC_PROBES, Probe, START_CALL_PROGRAM, START_CALLS},
 };
-use crate::{
-    decode::{uvm, version::VersionCtx},
-    host::ExtraDevice,
-};
+use crate::decode::{uvm, version::VersionCtx};
 
-/// The tracer's eBPF object, built by build.rs and embedded.
-pub(crate) static EBPF_OBJECT: &[u8] =
-    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/nvprobe-bpf"));
-
-pub use nvprobe_model::records::ProbeState;
-
-/// A probe the kernel refused; reported once, then tracing goes on.
-#[derive(Clone, Debug)]
-pub struct Refusal {
-    pub probe: String,
-    pub reason: String,
-}
-
-pub struct Settings<'a> {
-    /// Attach the driver layer (kprobes in nvidia/nvidia_uvm) when the
-    /// kernel allows it.
-    pub driver_layer: bool,
-    /// Let the driver layer's ioctl entry points make the ioctl records and
-    /// leave the ioctl syscall tracepoints off when they attach (other
-    /// processes' ioctls then run no BPF program).
-    pub driver_ioctls: bool,
-    /// The syscall tracepoints (ioctl, opens, stats...).
-    pub syscall_layer: bool,
-    /// Exits, execs, signals, forks.
-    pub process_layer: bool,
-    pub driver_version: Option<crate::decode::version::DriverVersion>,
-    pub uvm_major: u32,
-    pub caps_major: u32,
-    pub pids: &'a [u32],
-    pub extra: &'a [(ExtraDevice, (u32, u64))],
-    pub ringbuf_bytes: u32,
-    pub version: VersionCtx,
-    /// `--events failures|verdicts`: the kernel drops the successful calls
-    /// of processes whose cuInit succeeded.
-    pub quiet: bool,
-}
+pub use self::settings::{ProbeState, Refusal, Settings};
 
 pub struct Loaded {
     pub ebpf: Ebpf,

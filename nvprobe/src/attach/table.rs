@@ -6,6 +6,10 @@
 //! [`CUDA_PROGRAMS`] (attached by `crate::uprobes`). A required probe that cannot attach stops
 //! the tool with a reason; an optional one is reported once.
 
+/// The tracer's eBPF object, built by build.rs and embedded.
+pub(crate) static EBPF_OBJECT: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/nvprobe-bpf"));
+
 /// The libcuda programs (entry, return), attached by `crate::uprobes` to
 /// each libcuda copy.
 pub const CUDA_PROGRAMS: [&str; 2] = ["nvprobe_cuda_enter", "nvprobe_cuda_return"];

@@ -13,7 +13,7 @@ use nvprobe::output::{Clock, Output, WriteFailed, file_identity};
 use nvprobe::pipeline::{PipeOpts, replay};
 use nvprobe_model::replay::{Line, MAX_LINE};
 
-use super::{Fail, OutputArgs, exit, output_spec};
+use super::common::{Fail, OutputArgs, exit, output_spec};
 
 const OUTPUT_HELP: &str = "Write to FILE instead of stdout. FILE is created (mode 0600, see --output-mode) once the recording has been opened and its first lines are records (nothing is created for a file that is not a recording); an existing file is refused unless --force is given, a symbolic link and the recording itself always";
 
@@ -147,7 +147,7 @@ pub fn run(a: DecodeArgs) -> Result<(), Fail> {
             r.unknown_types
         );
     }
-    super::undecodable(&[(&name, r.bad_lines)])
+    super::common::undecodable(&[(&name, r.bad_lines)])
 }
 
 /// How much of an input is looked at for a first record: four of

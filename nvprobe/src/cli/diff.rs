@@ -14,7 +14,7 @@ use nvprobe_model::{
     replay::{self, Item, Read, read_line},
 };
 
-use super::Fail;
+use super::common::Fail;
 
 #[derive(Args)]
 pub struct DiffArgs {
@@ -158,7 +158,7 @@ pub fn run(a: DiffArgs) -> Result<(), Fail> {
     }
     // As `decode` and `export`: the comparison of what could be read is
     // written, the lines that could not are an error.
-    super::undecodable(&[
+    super::common::undecodable(&[
         (&a.a.display().to_string(), bad_a),
         (&a.b.display().to_string(), bad_b),
     ])

@@ -6,7 +6,7 @@ use std::{io::Write as _, path::PathBuf};
 use clap::Args;
 use nvprobe::render;
 
-use super::{Fail, exit};
+use super::common::{Fail, exit};
 
 #[derive(Args)]
 pub struct DoctorArgs {
@@ -177,9 +177,9 @@ pub fn run(a: DoctorArgs) -> Result<(), Fail> {
             "result": worst,
             "checks": checks,
         });
-        super::print(&format!("{doc}\n"))?;
+        super::common::print(&format!("{doc}\n"))?;
     } else {
-        super::print(&format!("{}({scope})\n", doctor::text(&checks)))?;
+        super::common::print(&format!("{}({scope})\n", doctor::text(&checks)))?;
     }
     if worst == Verdict::Fail {
         return Err(Fail(

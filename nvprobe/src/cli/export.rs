@@ -9,7 +9,7 @@ use std::{
 use clap::Args;
 use nvprobe::output::{OutputSpec, parse_mode};
 
-use super::{Fail, exit};
+use super::common::{Fail, exit};
 
 #[derive(Args)]
 pub struct ExportArgs {
@@ -89,5 +89,5 @@ pub fn run(a: ExportArgs) -> Result<(), Fail> {
         }
     );
     // As `decode`: what could be read is written, the rest is an error.
-    super::undecodable(&[(&name, bad)])
+    super::common::undecodable(&[(&name, bad)])
 }

@@ -7,7 +7,8 @@
 use clap::{Args, Command, CommandFactory as _};
 use clap_mangen::roff::{Roff, bold, roman};
 
-use super::{self as cli, Fail, exit};
+use super::common as cli;
+use super::common::{Fail, exit};
 
 #[derive(Args)]
 pub struct CompletionsArgs {

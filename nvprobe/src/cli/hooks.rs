@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use nvprobe::render;
 
-use super::{Fail, exit};
+use super::common::{Fail, exit};
 
 /// This host's BTF folder, the default of --btf-dir.
 const HOST_BTF: &str = "/sys/kernel/btf";
@@ -125,7 +125,7 @@ pub fn run(a: HooksArgs) -> Result<(), Fail> {
             "modules": modules,
             "hooks": rows,
         });
-        return super::print(&format!("{doc}\n"));
+        return super::common::print(&format!("{doc}\n"));
     }
-    super::print(&text)
+    super::common::print(&text)
 }

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::{Fail, exit, parse_secs, watch::WatchArgs};
+use super::common::{Fail, exit, parse_secs};
+use super::watch::WatchArgs;
 
 #[derive(Args)]
 pub struct TopArgs {

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::{Check, Verdict, check};
+use super::check::{Check, Verdict, check};
 use crate::{host::Majors, safefs};
 
 fn read_text(root: &Path, rel: &str) -> String {

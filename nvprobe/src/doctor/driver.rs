@@ -4,7 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{Check, Verdict, check, kmsg};
+use super::check::{Check, Verdict, check};
+use super::kmsg;
 use crate::{
     host::{DriverRead, Majors, driver_info, hmm_facts, read_driver_file, read_majors},
     safefs::{self, SafeReadError},

@@ -23,7 +23,7 @@ use nvprobe_common::{
     SELFTEST_FENTRY, SELFTEST_KPROBE, SELFTEST_RAW_TRACEPOINT, SELFTEST_TRACEPOINT, SELFTEST_UPROBE,
 };
 
-use super::{Check, Verdict, check};
+use super::check::{Check, Verdict, check};
 use crate::safefs;
 
 /// What each probe kind came to, for the layer summary.
@@ -523,7 +523,7 @@ fn lockdown(root: &Path, out: &mut Vec<Check>, a: &mut Ability) {
             .split_whitespace()
             .find_map(|w| w.strip_prefix("lockdown="))
             .map(str::to_owned);
-        let cfg = super::kernel_config(root);
+        let cfg = super::driver::kernel_config(root);
         let forced = cfg.as_deref().and_then(|c| {
             [
                 (
@@ -592,7 +592,7 @@ pub fn from_files(root: &Path, out: &mut Vec<Check>) -> Ability {
     let mut a = Ability::default();
     lockdown(root, out, &mut a);
     btf_checks(root, out, &mut a);
-    let cfg = super::kernel_config(root);
+    let cfg = super::driver::kernel_config(root);
     let set = |k: &str| {
         cfg.as_deref()
             .map(|c| c.lines().any(|l| l == format!("{k}=y")))

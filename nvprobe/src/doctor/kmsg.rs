@@ -12,7 +12,7 @@
 
 use std::{fs, io::Read as _, os::unix::fs::OpenOptionsExt as _, path::Path};
 
-use super::{Check, Verdict, check};
+use super::check::{Check, Verdict, check};
 
 pub use nvprobe_model::kmsg::{driver_line, line_gpu, pci_slot, xid};
 

@@ -6,7 +6,7 @@
 
 use std::{collections::BTreeMap, fs, os::fd::AsFd as _, path::Path};
 
-use super::{Check, Verdict, check};
+use super::check::{Check, Verdict, check};
 use crate::{decode::version::DriverVersion, safefs};
 
 /// Where ld.so looks besides ld.so.conf: the multiarch and classic paths,

@@ -36,7 +36,6 @@ use std::path::Path;
 
 use check::check;
 pub use check::{Check, Options, Verdict};
-pub(crate) use driver::kernel_config;
 pub use render::text;
 
 use crate::host::driver_info;

@@ -3,7 +3,8 @@
 
 use std::{collections::BTreeMap, path::Path, time::Duration};
 
-use super::{Check, Options, Verdict, access, check};
+use super::access;
+use super::check::{Check, Options, Verdict, check};
 use crate::{host::Majors, safefs};
 
 /// A device node as the host tree has it.

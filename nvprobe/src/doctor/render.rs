@@ -1,6 +1,6 @@
 //! The text form of a run: one line per check, each followed by its hint.
 
-use super::{Check, Verdict};
+use super::check::{Check, Verdict};
 
 /// One line per check, then the hints. Evidence and hints can hold what a
 /// host tree or a process wrote (file names inside an archive, a

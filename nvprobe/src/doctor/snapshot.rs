@@ -53,7 +53,8 @@ use std::{
 
 use anyhow::Context as _;
 
-use super::{Check, access, kmsg, libs};
+use super::check::Check;
+use super::{access, kmsg, libs};
 use crate::{host::CharNode, safefs};
 
 /// Files copied as they are, when readable.

@@ -4,7 +4,8 @@
 
 use std::path::Path;
 
-use super::{Check, Options, Verdict, check, kernel};
+use super::check::{Check, Options, Verdict, check};
+use super::kernel;
 
 /// The kernel's tracing ability and the layers it allows. `prep` is the
 /// live host's preparation (root only); a tree is judged from its files.

@@ -20,10 +20,13 @@ use tokio::{
     time::Instant,
 };
 
-use super::{
-    Metrics,
-    slots::{Limits, Pool, Slots},
-};
+use super::slots::{Limits, Pool, Slots};
+
+/// What the server exposes: the registry's text exposition, made anew for
+/// each scrape.
+pub trait Exposition: Send + Sync + 'static {
+    fn encode(&self) -> String;
+}
 
 /// How long a connection has to send its whole request head (a scraper
 /// sends it at once, in one segment); then it is closed. Well below any
@@ -36,12 +39,12 @@ const MAX_REQUEST: usize = 8 << 10;
 
 /// Serve /metrics and /healthz until the runtime stops, with the
 /// [`Limits::DEFAULT`] bounds.
-pub async fn serve(listener: TcpListener, m: Arc<Metrics>) {
+pub async fn serve<M: Exposition>(listener: TcpListener, m: Arc<M>) {
     serve_with(listener, m, Limits::DEFAULT).await;
 }
 
 /// [`serve`] with other bounds.
-pub async fn serve_with(listener: TcpListener, m: Arc<Metrics>, limits: Limits) {
+pub async fn serve_with<M: Exposition>(listener: TcpListener, m: Arc<M>, limits: Limits) {
     let slots = Arc::new(Mutex::new(Slots::new(limits)));
     loop {
         let (sock, peer) = match listener.accept().await {
@@ -99,7 +102,7 @@ impl Drop for Held {
 
 async fn exchange(
     mut sock: TcpStream,
-    m: Arc<Metrics>,
+    m: Arc<impl Exposition>,
     slots: Arc<Mutex<Slots>>,
     id: u64,
     pool: Pool,
@@ -116,7 +119,7 @@ async fn exchange(
     lock(&slots).head_read(id);
     let _ = tokio::time::timeout_at(
         start + EXCHANGE_TIMEOUT,
-        answer(&mut sock, head.as_deref(), &m, pool),
+        answer(&mut sock, head.as_deref(), &*m, pool),
     )
     .await;
 }
@@ -143,7 +146,7 @@ async fn read_head(sock: &mut TcpStream) -> std::io::Result<Option<Vec<u8>>> {
 async fn answer(
     sock: &mut TcpStream,
     head: Option<&[u8]>,
-    m: &Metrics,
+    m: &impl Exposition,
     pool: Pool,
 ) -> std::io::Result<()> {
     let Some(head) = head else {

@@ -34,7 +34,7 @@ mod slots;
 #[cfg(test)]
 mod tests;
 
-pub use http::{serve, serve_with};
+pub use http::{Exposition, serve, serve_with};
 pub use slots::Limits;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -420,6 +420,12 @@ fn status_label(e: &Ioctl) -> String {
 /// One decode thread's handles on the per-call metrics.
 /// `--metrics` sees the stream as one of the pipeline's observers: calls
 /// through a per-thread [`CallCache`], records and notes directly.
+impl Exposition for Metrics {
+    fn encode(&self) -> String {
+        Metrics::encode(self)
+    }
+}
+
 impl Observer for Arc<Metrics> {
     fn event_sink(&self) -> Option<Box<dyn EventSink>> {
         Some(Box::new(CallCache::new(self.clone())))

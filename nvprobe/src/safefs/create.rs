@@ -2,7 +2,18 @@
 //! (O_EXCL, O_NOFOLLOW), 0700/0600 whatever the umask, inside a private
 //! folder, never through a link.
 
-use super::*;
+use std::{
+    ffi::{CString, OsStr, OsString},
+    fs::File,
+    io,
+    os::{
+        fd::{AsFd, AsRawFd as _, BorrowedFd, FromRawFd as _, OwnedFd},
+        unix::ffi::OsStrExt as _,
+    },
+    path::{Component, Path, PathBuf},
+};
+
+use super::sys::{SafeReadError, fd_path, file_kind, fstat, openat_raw};
 
 fn io_last() -> io::Error {
     io::Error::last_os_error()

@@ -284,8 +284,11 @@ impl Libcuda {
     /// Before any map is taken out of `ebpf`: the programs' code,
     /// relocated against its maps. Without it no libcuda can be hooked.
     pub fn new(hooks: Hooks, ebpf: &Ebpf, keep: Option<Arc<Keep>>) -> Result<Libcuda, String> {
-        let code =
-            crate::attach::multi::Code::relocate(ebpf, crate::attach::EBPF_OBJECT, &PROGRAMS)?;
+        let code = crate::attach::multi::Code::relocate(
+            ebpf,
+            crate::attach::table::EBPF_OBJECT,
+            &PROGRAMS,
+        )?;
         let mut l = Libcuda {
             hooks,
             code: Some(code),

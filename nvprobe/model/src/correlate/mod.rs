@@ -7,6 +7,7 @@
 //! [`verdict`].
 
 mod breakdown;
+mod facts;
 pub mod faults;
 pub mod needs;
 mod obs;
@@ -28,9 +29,8 @@ use std::collections::HashMap;
 pub use self::{
     breakdown::{Breakdown, Span},
     obs::Obs,
-    record::{FirstContext, Record},
+    record::{FirstContext, Record, SignalReport},
     rules::apply_hmm_facts,
-    signals::SignalReport,
     stages::{STAGES, StageHit},
     state::{CONTEXT_WAIT_NS, ContextStep, FailedCall, GpuProgress, SignalInfo},
     table::{DiagId, DiagSeverity, Diagnosis, RULES, Rule},

@@ -3,7 +3,9 @@
 
 use serde::Serialize;
 
-use super::{Breakdown, ContextStep, CuInit, Diagnosis, SignalReport, StageHit};
+use super::{
+    breakdown::Breakdown, stages::StageHit, state::ContextStep, table::Diagnosis, verdict::CuInit,
+};
 
 /// Records the correlator adds to the stream.
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
@@ -20,9 +22,9 @@ pub enum Record {
     Breakdown(Box<Breakdown>),
     FirstContext(Box<FirstContext>),
     /// An NVIDIA line of the kernel log.
-    KernelLog(Box<super::faults::KernelLog>),
+    KernelLog(Box<super::faults::types::KernelLog>),
     /// A run-time fault's verdict.
-    Fault(Box<super::faults::Fault>),
+    Fault(Box<super::faults::types::Fault>),
 }
 
 /// A first context made after the start-up's verdict, which had waited
@@ -44,4 +46,27 @@ pub struct FirstContext {
     /// Why it failed (the diagnoses a failed first context gets in a
     /// verdict); empty when it worked.
     pub diagnoses: Vec<Diagnosis>,
+}
+
+/// A signal that reached a process inside an NVIDIA call or inside cuInit,
+/// with what became of the call.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+pub struct SignalReport {
+    pub pid: u32,
+    pub comm: String,
+    pub sig: i32,
+    pub signal: String,
+    pub sender: String,
+    pub sender_pid: Option<u32>,
+    /// Milliseconds since the process's first NVIDIA call.
+    pub at_ms: f64,
+    /// The milestone reached last when it arrived ("uvm_initialized").
+    pub stage: Option<String>,
+    /// The NVIDIA call running when it arrived, or "cuInit" when only
+    /// cuInit's uprobe says the process was starting up.
+    pub in_flight: String,
+    /// eintr, eintr_retried, restarted, completed, died_in_call,
+    /// interrupted, in_user_space.
+    pub outcome: &'static str,
+    pub text: String,
 }

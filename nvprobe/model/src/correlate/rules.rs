@@ -4,8 +4,8 @@
 //! `doctor` shares them).
 
 use super::{
-    state::{ProcInit, SignalInfo},
-    table::{DiagId, DiagSeverity, Diagnosis, HMM_HINT, diag},
+    state::ProcInit,
+    table::{Check, DiagId, DiagSeverity, Diagnosis, Facts, HMM_HINT, diag, plural},
 };
 use crate::{hmm_issues, hmm_reload, records::HmmFacts};
 
@@ -70,21 +70,6 @@ pub(crate) fn settle_severity(ds: &mut [Diagnosis], st: &ProcInit, succeeded: bo
         );
     }
 }
-
-/// What the checks look at: the process's state and how it ended.
-pub(crate) struct Facts<'a> {
-    pub(crate) st: &'a ProcInit,
-    /// The fatal signal's number (0: none; the process exited or lives).
-    pub(crate) fatal_sig: i32,
-    /// The exit, when the process ended: (text, fatal signal).
-    pub(crate) exited_ok: bool,
-    /// The signal that explains the end, if any.
-    pub(crate) signal: Option<&'a SignalInfo>,
-    /// The process ended (exited, or exec'd another program).
-    pub(crate) exit: Option<&'a str>,
-}
-
-type Check = fn(&Facts<'_>, &mut Vec<Diagnosis>);
 
 /// The checks, in the order their diagnoses are listed.
 const CHECKS: &[Check] = &[
@@ -426,10 +411,6 @@ fn mode_facts(st: &ProcInit, path: &str, id: DiagId) -> String {
         ),
         _ => String::new(),
     }
-}
-
-pub(crate) fn plural(n: u32) -> &'static str {
-    if n == 1 { "" } else { "s" }
 }
 
 /// The module whose absence a missing `path` shows: `/sys/module/M`,

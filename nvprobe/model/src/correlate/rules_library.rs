@@ -2,10 +2,7 @@
 //! not load (its ELF header says why), and a preloaded library that
 //! answers the CUDA driver API in libcuda's place.
 
-use super::{
-    rules::Facts,
-    table::{DiagId, DiagSeverity, Diagnosis, diag},
-};
+use super::table::{DiagId, DiagSeverity, Diagnosis, Facts, diag};
 
 /// Each libcuda file the loader opened that it cannot load. An error
 /// unless another libcuda was then loaded (the loader goes on past a file

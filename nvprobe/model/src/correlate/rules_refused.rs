@@ -4,7 +4,7 @@
 //! allows it), and the limits a process runs out of (rlimits, the
 //! cgroup's pids and memory).
 
-use super::{rules::plural, state::ProcInit};
+use super::{state::ProcInit, table::plural};
 use crate::attribution::{Access, CgroupCount, Limits};
 
 /// Who answered EPERM to a call on `path`: a seccomp filter (any path) or

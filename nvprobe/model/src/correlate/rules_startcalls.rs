@@ -5,9 +5,8 @@
 //! the limit or the filter that refused it.
 
 use super::{
-    rules::plural,
     state::{ProcInit, StartCallFailure},
-    table::{DiagId, Diagnosis, diag},
+    table::{DiagId, Diagnosis, diag, plural},
 };
 use crate::attribution::Limits;
 

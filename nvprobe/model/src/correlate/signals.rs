@@ -2,36 +2,11 @@
 //! in, and what became of that call (EINTR, restarted, completed, the
 //! process died in it).
 
-use serde::Serialize;
-
 use super::{
-    record::Record,
+    record::{Record, SignalReport},
     state::{PendingSig, ProcInit, SignalInfo, ms},
 };
 use crate::decode::{ProcCall, SigAction, signal::name as signal_name};
-
-/// A signal that reached a process inside an NVIDIA call or inside cuInit,
-/// with what became of the call.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
-pub struct SignalReport {
-    pub pid: u32,
-    pub comm: String,
-    pub sig: i32,
-    pub signal: String,
-    pub sender: String,
-    pub sender_pid: Option<u32>,
-    /// Milliseconds since the process's first NVIDIA call.
-    pub at_ms: f64,
-    /// The milestone reached last when it arrived ("uvm_initialized").
-    pub stage: Option<String>,
-    /// The NVIDIA call running when it arrived, or "cuInit" when only
-    /// cuInit's uprobe says the process was starting up.
-    pub in_flight: String,
-    /// eintr, eintr_retried, restarted, completed, died_in_call,
-    /// interrupted, in_user_space.
-    pub outcome: &'static str,
-    pub text: String,
-}
 
 pub(crate) const INTERRUPTED: [&str; 5] = [
     "EINTR",

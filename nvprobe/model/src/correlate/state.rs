@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::{StageHit, obs::CallRef};
+use super::{facts::CallRef, stages::StageHit};
 use crate::decode::SigAction;
 
 #[derive(Default)]

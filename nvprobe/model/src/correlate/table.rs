@@ -5,6 +5,7 @@
 
 use serde::Serialize;
 
+use super::state::{ProcInit, SignalInfo};
 use crate::{hmm_issues, hmm_reload};
 
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
@@ -247,6 +248,25 @@ pub(crate) fn diag(id: DiagId, evidence: String) -> Diagnosis {
         hint: id.rule().hint,
         severity: DiagSeverity::Error,
     }
+}
+
+/// What the checks look at: the process's state and how it ended.
+pub(crate) struct Facts<'a> {
+    pub(crate) st: &'a ProcInit,
+    /// The fatal signal's number (0: none; the process exited or lives).
+    pub(crate) fatal_sig: i32,
+    /// The exit, when the process ended: (text, fatal signal).
+    pub(crate) exited_ok: bool,
+    /// The signal that explains the end, if any.
+    pub(crate) signal: Option<&'a SignalInfo>,
+    /// The process ended (exited, or exec'd another program).
+    pub(crate) exit: Option<&'a str>,
+}
+
+pub(crate) type Check = fn(&Facts<'_>, &mut Vec<Diagnosis>);
+
+pub(crate) fn plural(n: u32) -> &'static str {
+    if n == 1 { "" } else { "s" }
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 use super::{
     breakdown::{BREAKDOWN_SLOW_NS, Breakdown, Span},
-    obs::{CallRef, Comm},
+    facts::{CallRef, Comm},
     record::Record,
     stages::{STAGES, StageHit},
     state::{CONTEXT_WAIT_NS, ContextStep, FailedCall, GpuKey, ProcInit, ms},
@@ -69,7 +69,7 @@ pub(crate) struct IoctlObs {
     pub(crate) fd: i32,
     pub(crate) failure: Option<String>,
     pub(crate) stage: bool,
-    pub(crate) gpu: Option<super::obs::GpuRef>,
+    pub(crate) gpu: Option<super::facts::GpuRef>,
     pub(crate) uvm: bool,
     pub(crate) pageable: Option<bool>,
 }
@@ -243,14 +243,16 @@ impl ProcInit {
             Some(d) => format!("{head}: {}", d.evidence),
             None => head,
         };
-        out.push(Record::FirstContext(Box::new(super::FirstContext {
-            pid,
-            comm: self.comm.clone(),
-            context: step,
-            ok: code == 0,
-            text,
-            diagnoses,
-        })));
+        out.push(Record::FirstContext(Box::new(
+            super::record::FirstContext {
+                pid,
+                comm: self.comm.clone(),
+                context: step,
+                ok: code == 0,
+                text,
+                diagnoses,
+            },
+        )));
     }
 
     /// The start-up's verdict, now (once).
@@ -331,7 +333,7 @@ impl ProcInit {
 
     /// A call that names a GPU: UVM registration's result and time.
     fn note_gpu(&mut self, o: &IoctlObs) {
-        let Some(super::obs::GpuRef::Uuid(u)) = &o.gpu else {
+        let Some(super::facts::GpuRef::Uuid(u)) = &o.gpu else {
             return;
         };
         let at = ms(o.span.1, self.first_ns);

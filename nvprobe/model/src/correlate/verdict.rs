@@ -100,7 +100,7 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<(String, i32)>) -> C
     if class != Class::Cuda {
         return other_class(pid, st, class, exit, signal);
     }
-    let mut diagnoses = rules::diagnose(&rules::Facts {
+    let mut diagnoses = rules::diagnose(&super::table::Facts {
         st,
         fatal_sig,
         exited_ok: exit.as_ref().is_some_and(|e| e.1 == 0),
@@ -396,7 +396,7 @@ fn other_class(
             )
         }
         Class::Nvml => {
-            let mut d = rules::diagnose(&rules::Facts {
+            let mut d = rules::diagnose(&super::table::Facts {
                 st,
                 fatal_sig: exit.as_ref().map_or(0, |e| e.1),
                 exited_ok: exit.as_ref().is_some_and(|e| e.1 == 0),

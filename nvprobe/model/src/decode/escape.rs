@@ -8,8 +8,9 @@
 //! §1.2, §2.1, §2.2, §2.4.
 
 use super::{
-    Bytes, StatusLoc,
     args::Args,
+    bytes::Bytes,
+    context::StatusLoc,
     escape_args,
     version::{DriverVersion, VersionCtx},
 };

@@ -3,8 +3,8 @@
 //! the captured head of the parameter struct (nv-ioctl.h, nvos.h).
 
 use super::{
-    Bytes,
     args::{Arg, Args},
+    bytes::Bytes,
     class, control,
     version::VersionCtx,
 };

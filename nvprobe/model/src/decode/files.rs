@@ -2,7 +2,9 @@
 //! (with a check that the file is the device its name says), closes, dups
 //! and mappings of NVIDIA files.
 
-use super::*;
+use nvprobe_common::{DevKind, FdEvent, FdOp, MmapEvent, PathEvent, PathOp};
+
+use super::{bytes::*, context::*, event::*};
 
 const O_FLAGS: &[(u32, &str)] = &[
     (0o100, "O_CREAT"),

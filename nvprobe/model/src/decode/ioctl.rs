@@ -1,7 +1,17 @@
 //! ioctl records: escape, UVM and nvkms commands by name, XFER unwrapping,
 //! arguments, and the NV_STATUS read where the driver's layout puts it.
 
-use super::*;
+use nvprobe_common::{DevKind, IoctlEvent, ioctl_flags};
+
+use super::{
+    args::{Arg, Args},
+    bytes::*,
+    context::*,
+    escape,
+    event::*,
+    rmparams, status, uvm,
+    version::VersionCtx,
+};
 use nvprobe_common::ioctl as ioc;
 
 /// The name of a call from its command word and device kind, as the

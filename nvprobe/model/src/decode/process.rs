@@ -1,6 +1,10 @@
 //! Process, libcuda (uprobe) and driver-layer (kprobe) records.
 
-use super::*;
+use nvprobe_common::{
+    CUDA_RETURN, CudaEvent, DevKind, DriverEvent, ProcEvent, ProcOp, kdev_major, kdev_minor,
+};
+
+use super::{bytes::*, context::*, curesult, escape, event::*, ioctl, signal, status};
 
 pub(super) fn decode_cuda(ev: &CudaEvent, raw: Option<String>) -> Event {
     let interposer = ev.func & nvprobe_common::CUDA_INTERPOSER != 0;
@@ -79,12 +83,12 @@ pub(super) fn decode_driver(ev: &DriverEvent, ctx: &Context, raw: Option<String>
     match ev.hook {
         nvprobe_common::HOOK_NV_IOCTL | nvprobe_common::HOOK_NV_FRONTEND_IOCTL => {
             let cmd = ev.args[0] as u32;
-            call = Some(raw_call_name(DevKind::Ctl, cmd, None, v));
+            call = Some(ioctl::raw_call_name(DevKind::Ctl, cmd, None, v));
             device = Some(dev_text(ev.args[2] as u32));
         }
         nvprobe_common::HOOK_UVM_IOCTL => {
             let cmd = ev.args[0] as u32;
-            call = Some(raw_call_name(DevKind::Uvm, cmd, None, v));
+            call = Some(ioctl::raw_call_name(DevKind::Uvm, cmd, None, v));
             device = Some(dev_text(ev.args[2] as u32));
         }
         nvprobe_common::HOOK_RM_IOCTL => {

@@ -13,9 +13,8 @@
 //! gives the control in every release.
 
 use super::{
-    Bytes,
     args::{Arg, Args},
-    escape_bytes,
+    bytes::{Bytes, escape_bytes},
     uvm::uuid,
     version::VersionCtx,
 };

@@ -1,7 +1,10 @@
 //! Decoder tests on constructed raw records, including malformed ones.
 
 use super::*;
-use crate::decode::version::DriverVersion;
+use crate::decode::version::{DriverVersion, LayoutBasis, VersionCtx};
+use nvprobe_common::{
+    DevKind, EventKind, FileId, Header, IoctlEvent, PathEvent, PathOp, ProcEvent, RmControlEvent,
+};
 use nvprobe_common::{ioctl_flags, kdev_make};
 use proptest::prelude::*;
 

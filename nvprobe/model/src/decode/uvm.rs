@@ -7,8 +7,9 @@
 //! uvm_tools.c (515.43.04 … 595.45.04); docs/NVIDIA-ABI.md §5.3–§5.5.
 
 use super::{
-    Bytes, StatusLoc,
     args::{Arg, Args},
+    bytes::Bytes,
+    context::StatusLoc,
     version::{DriverVersion, LayoutBasis, VersionCtx},
 };
 

@@ -12,10 +12,11 @@ use std::str::FromStr;
 
 use serde::Serialize;
 
-use super::Note;
+use super::note::Note;
 use crate::{
-    correlate::{Class, DiagSeverity, Outcome, Record},
+    correlate::{Class, DiagSeverity, Outcome, Record, faults::KernelLog},
     decode::Event,
+    kmsg::{LogKind, xid::XidAction},
 };
 
 /// What `--events` ships.
@@ -148,7 +149,7 @@ impl Severity {
             Record::Signal(_) => Severity::Warn,
             Record::FirstContext(c) if c.ok => Severity::Info,
             Record::FirstContext(_) => Severity::Error,
-            Record::KernelLog(k) => crate::correlate::faults::log_severity(k),
+            Record::KernelLog(k) => log_severity(k),
             Record::Fault(_) => Severity::Error,
             Record::Cuinit(v) => match v.result {
                 Outcome::Ok if v.diagnoses.is_empty() => Severity::Info,
@@ -173,6 +174,20 @@ impl Severity {
             Note::Start(_) | Note::Summary(_) | Note::Process(_) => Severity::Info,
             Note::Stall(_) | Note::Warning { .. } | Note::Lost { .. } => Severity::Warn,
         }
+    }
+}
+
+/// The kernel-log line's severity: the Xid table's, else the kernel's level.
+fn log_severity(k: &KernelLog) -> Severity {
+    match k.meaning.as_ref().map(|m| m.action) {
+        Some(XidAction::DrainNode | XidAction::ResetGpu | XidAction::DriverFault) => {
+            Severity::Error
+        }
+        Some(XidAction::FixProgram | XidAction::RestartApp) => Severity::Warn,
+        Some(XidAction::Informational) => Severity::Info,
+        None if k.kind == LogKind::GpuLost || k.line.level <= 3 => Severity::Error,
+        None if k.line.level == 4 || k.kind != LogKind::Other => Severity::Warn,
+        None => Severity::Info,
     }
 }
 

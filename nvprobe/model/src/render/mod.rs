@@ -2,27 +2,26 @@
 //! in the versioned schema. Output never touches BPF maps; it gets decoded
 //! events and plain records from the collector.
 
+mod clock;
 pub mod level;
+mod note;
 pub mod otlp;
 pub mod schema;
 #[cfg(test)]
 mod tests_safe;
 pub mod text;
 
-use std::{
-    io,
-    time::{Duration, SystemTime, UNIX_EPOCH},
-};
+use std::{io, time::UNIX_EPOCH};
 
 use bytes::{BufMut, BytesMut};
 use serde::Serialize;
 
-pub use self::level::{Level, Severity};
-use crate::{correlate::Record, decode::Event, records::StallReport, summary::Summary};
-
-/// Version of the NDJSON schema. Bump on any incompatible change; adding
-/// optional fields is compatible.
-pub const SCHEMA_VERSION: u32 = 1;
+pub use self::{
+    clock::Clock,
+    level::{Level, Severity},
+    note::{Note, SCHEMA_VERSION},
+};
+use crate::{correlate::Record, decode::Event};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
@@ -54,79 +53,6 @@ impl std::str::FromStr for Format {
             )),
         }
     }
-}
-
-/// CLOCK_MONOTONIC (bpf_ktime_get_ns) to wall clock.
-#[derive(Clone, Debug)]
-pub struct Clock {
-    /// realtime - monotonic, in ns, measured once at start.
-    offset_ns: i128,
-    /// "YYYY-MM-DDTHH:MM:SS" of the last second formatted (per-event
-    /// formatting only appends the microseconds).
-    cache: std::cell::RefCell<(u64, String)>,
-}
-
-impl Clock {
-    pub fn now() -> Self {
-        let mono = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
-            .map(|t| t.tv_sec() as i128 * 1_000_000_000 + t.tv_nsec() as i128)
-            .unwrap_or(0);
-        let real = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos() as i128)
-            .unwrap_or(0);
-        Self::fixed(real - mono)
-    }
-    /// A fixed clock, for replays and tests.
-    pub fn fixed(offset_ns: i128) -> Self {
-        Self {
-            offset_ns,
-            cache: std::cell::RefCell::new((u64::MAX, String::new())),
-        }
-    }
-    pub fn mono_now() -> u64 {
-        nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
-            .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
-            .unwrap_or(0)
-    }
-    pub fn wall(&self, mono_ns: u64) -> SystemTime {
-        let ns = (mono_ns as i128 + self.offset_ns).max(0) as u128;
-        UNIX_EPOCH + Duration::new((ns / 1_000_000_000) as u64, (ns % 1_000_000_000) as u32)
-    }
-    /// RFC 3339, UTC, microseconds: 2026-11-30T03:31:13.123456Z.
-    pub fn rfc3339(&self, mono_ns: u64) -> String {
-        let wall = self.wall(mono_ns);
-        let d = wall.duration_since(UNIX_EPOCH).unwrap_or_default();
-        let secs = d.as_secs();
-        let mut cache = self.cache.borrow_mut();
-        if cache.0 != secs {
-            let full = humantime::format_rfc3339_seconds(wall).to_string();
-            cache.1 = full.trim_end_matches('Z').to_owned();
-            cache.0 = secs;
-        }
-        format!("{}.{:06}Z", cache.1, d.subsec_micros())
-    }
-}
-
-/// One record that is not a kernel event.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum Note<'a> {
-    Start(&'a crate::records::StartRecord),
-    Stall(&'a StallReport),
-    Warning {
-        id: &'a str,
-        message: &'a str,
-    },
-    Lost {
-        cpu: u32,
-        kind: &'a str,
-        count: u64,
-        total: u64,
-    },
-    Summary(&'a Summary),
-    /// Who a followed process is (read from /proc when it is first seen).
-    Process(&'a crate::attribution::ProcessInfo),
 }
 
 /// Renders records into bytes. Cheap to clone: each pipeline worker has

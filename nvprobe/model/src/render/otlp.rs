@@ -27,7 +27,7 @@ use std::{
 
 use serde_json::{Map, Value, json};
 
-use super::Severity;
+use super::level::Severity;
 use crate::attribution::ProcessInfo;
 
 /// Processes whose identity is kept for their resource at most (the
@@ -258,7 +258,7 @@ pub fn logs_data(res: &Resources, r: LogRecord<'_>) -> Value {
         kv("event.name", str_value(&format!("nvprobe.{ty}"))),
         kv(
             "nvprobe.schema_version",
-            int_value(u64::from(super::SCHEMA_VERSION)),
+            int_value(u64::from(super::note::SCHEMA_VERSION)),
         ),
         kv("nvprobe.mono_ns", int_value(r.mono_ns)),
     ];

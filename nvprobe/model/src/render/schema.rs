@@ -9,7 +9,7 @@ use std::{collections::HashSet, sync::OnceLock};
 use schemars::{JsonSchema, generate::SchemaSettings};
 use serde_json::{Map, Value, json};
 
-use super::{Note, SCHEMA_VERSION};
+use super::note::{Note, SCHEMA_VERSION};
 use crate::{correlate::Record, decode::Event};
 
 /// The envelope every line carries before its type's fields.

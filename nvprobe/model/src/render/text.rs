@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use super::{Clock, Note};
+use super::{clock::Clock, note::Note};
 use crate::correlate::{Class, DiagSeverity};
 use crate::decode::{
     CudaCall, CudaPhase, Device, DriverCall, Event, FdCall, Ioctl, MmapCall, PathCall, Proc,

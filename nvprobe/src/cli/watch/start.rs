@@ -1,7 +1,19 @@
 //! What `watch` says at start: the start record, the warnings, the banner
 //! and `top`'s probes line.
 
-use super::*;
+use std::path::Path;
+
+use nvprobe::{
+    attach::Loaded,
+    decode::{self, Context, version::version_warning},
+    pipeline::Filters,
+    records::{ExtraDevice as ExtraDeviceRec, StartFilters, StartRecord},
+    uprobes::Libcuda,
+};
+
+use crate::cli::common::Fail;
+
+use super::args::{Host, WatchArgs};
 
 pub(super) fn start_record(
     a: &WatchArgs,

@@ -8,7 +8,7 @@ use std::{io::Write, path::PathBuf};
 
 use nvprobe::{output::OutputSpec, perfetto::Timeline};
 
-use super::Fail;
+use crate::cli::common::Fail;
 
 /// FILE, checked: a path -o would refuse is a usage error before anything
 /// attaches.

@@ -1,11 +1,8 @@
 //! What a fault comes to: the Xid that explains most, the class, whether
 //! to drain, the hint, and the verdict's line.
 
-use super::{FaultCall, FaultClass, FaultXid, KernelLog, Pending};
-use crate::{
-    decode::curesult,
-    kmsg::{LogKind, xid::XidAction},
-};
+use super::types::{FaultCall, FaultClass, FaultXid, Pending};
+use crate::{decode::curesult, kmsg::xid::XidAction};
 
 /// The Xid that explains most: what needs the node drained, then the
 /// driver's faults, then the specific ones (an MMU fault, an exception)
@@ -161,19 +158,4 @@ pub(super) fn text_of(p: &Pending, xid: Option<&FaultXid>, ended: &str) -> Strin
     }
     t.push_str(&format!("; {ended}"));
     t
-}
-
-/// The kernel-log line's severity: the Xid table's, else the kernel's level.
-pub fn log_severity(k: &KernelLog) -> crate::render::Severity {
-    use crate::render::Severity;
-    match k.meaning.as_ref().map(|m| m.action) {
-        Some(XidAction::DrainNode | XidAction::ResetGpu | XidAction::DriverFault) => {
-            Severity::Error
-        }
-        Some(XidAction::FixProgram | XidAction::RestartApp) => Severity::Warn,
-        Some(XidAction::Informational) => Severity::Info,
-        None if k.kind == LogKind::GpuLost || k.line.level <= 3 => Severity::Error,
-        None if k.line.level == 4 || k.kind != LogKind::Other => Severity::Warn,
-        None => Severity::Info,
-    }
 }

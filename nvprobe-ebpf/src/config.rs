@@ -1,0 +1,84 @@
+//! The load-time settings user space writes into the programs
+//! (`EbpfLoader::override_global`: BTF offsets, majors, filters, levels)
+//! and the clock: below every other module, which all read them.
+
+use aya_ebpf::helpers::bpf_ktime_get_ns;
+use nvprobe_common::Config;
+
+/// Overridden by user space at load time (`EbpfLoader::override_global`).
+#[unsafe(no_mangle)]
+pub static CONFIG: Config = Config {
+    task_files: 0,
+    task_thread_pid: 0,
+    task_group_leader: 0,
+    files_fdt: 0,
+    fdt_max_fds: 0,
+    fdt_fd: 0,
+    file_inode: 0,
+    inode_mode: 0,
+    inode_rdev: 0,
+    inode_ino: 0,
+    inode_sb: 0,
+    sb_dev: 0,
+    pid_level: 0,
+    pid_numbers: 0,
+    upid_size: 0,
+    upid_nr: 0,
+    uvm_major: 0,
+    caps_major: 0,
+    pid_filter: 0,
+    extra_files: 0,
+    self_tgid: 0,
+    wakeup_bytes: 0,
+    task_tgid: 0,
+    task_pid: 0,
+    task_exit_code: 0,
+    drv_ioctls: 0,
+    quiet: 0,
+    rm_params: 0,
+    bench_skip: 0,
+};
+
+#[inline(always)]
+pub fn rd(p: *const u32) -> u32 {
+    // SAFETY: `p` points into the CONFIG global. The read is volatile so the
+    // compiler cannot fold the zero initialiser the loader rewrites.
+    unsafe { core::ptr::read_volatile(p) }
+}
+
+macro_rules! config {
+    ($f:ident) => {
+        $crate::config::rd(&raw const $crate::config::CONFIG.$f)
+    };
+}
+
+/// `--events failures|verdicts`: successful start-ups make processes quiet.
+#[inline(always)]
+pub fn quiet_levels() -> bool {
+    config!(quiet) != 0
+}
+
+/// Whether `RM_PARAMS` lists controls whose parameters are copied.
+#[inline(always)]
+pub fn rm_params_on() -> bool {
+    config!(rm_params) != 0
+}
+
+/// Benchmarks only: [`nvprobe_common::bench_skip`] bits (0 when tracing).
+#[inline(always)]
+pub fn bench_skip() -> u32 {
+    config!(bench_skip)
+}
+
+/// CLOCK_MONOTONIC, as every record's times.
+#[inline(always)]
+pub fn now() -> u64 {
+    // SAFETY: helper with no arguments.
+    unsafe { bpf_ktime_get_ns() }
+}
+
+/// The current thread's id.
+#[inline(always)]
+pub fn tid() -> u32 {
+    aya_ebpf::helpers::bpf_get_current_pid_tgid() as u32
+}
