@@ -37,12 +37,13 @@ pub use self::{
     verdict::{Class, CuInit, Outcome},
 };
 use self::{
+    facts::Exit,
     obs::ObsKind,
     state::ProcInit,
     tracker::{IoctlObs, PathObs},
     verdict::verdict,
 };
-use crate::decode::{Event, ProcCall, ProcKind, signal::name as signal_name};
+use crate::decode::{Event, ProcCall, ProcKind};
 
 /// The last stage each process reached, shared with the stall detector.
 pub type StageBoard = std::sync::Arc<std::sync::Mutex<HashMap<u32, String>>>;
@@ -170,6 +171,7 @@ impl Correlator {
             }
             ObsKind::Cuda {
                 func,
+                name,
                 enter,
                 result,
                 result_name,
@@ -181,11 +183,11 @@ impl Correlator {
                 if unfinished {
                     let comm = o.comm.text();
                     self.faults
-                        .unfinished(pid, o.tid, &comm, func, (start, end));
+                        .unfinished(pid, o.tid, &comm, name, (start, end));
                     return;
                 }
                 if enter {
-                    self.faults.entered(pid, o.tid, func, start);
+                    self.faults.entered(pid, o.tid, name, start);
                 } else {
                     // Every return ends its call in flight; only a run-time
                     // call's failure can be a fault.
@@ -201,7 +203,7 @@ impl Correlator {
                         pid,
                         o.tid,
                         &comm,
-                        func,
+                        name,
                         fault_result,
                         (start, end),
                         &gpus,
@@ -360,7 +362,7 @@ impl Correlator {
                 matches!(
                     d.id,
                     DiagId::ContextOutOfMemory | DiagId::DevicesUnavailable
-                ) && d.evidence.contains("held open by pid")
+                ) && d.about.holders
             }) {
                 d.evidence.push_str(&format!("; {}", seen.join(", ")));
             }
@@ -465,21 +467,19 @@ impl Correlator {
 
     fn on_exit(&mut self, p: &ProcCall, out: &mut Vec<Record>) {
         let pid = p.target_pid;
-        let code = p.exit_code.unwrap_or(0);
-        let how = if code & 0x7f != 0 {
-            format!("killed by {}", signal_name(code & 0x7f))
-        } else {
-            format!("exited with status {}", (code >> 8) & 0xff)
-        };
-        self.faults.ended(pid, how, p.time_ns);
+        let exit = Exit::of_code(p.exit_code.unwrap_or(0));
+        self.faults.ended(pid, exit, p.time_ns);
         // A helper such as nvidia-modprobe: tell its parent how it ended.
         if p.proc.comm == "nvidia-modprobe"
             && let Some((ppid, _)) = self.procs.get(&pid).and_then(|s| s.parent)
             && let Some(parent) = self.procs.get_mut(&ppid)
         {
-            parent.modprobe.push(format!(
-                "nvidia-modprobe (pid {pid}) {}",
-                p.exit.as_deref().unwrap_or("exited")
+            parent.modprobe.push((
+                format!(
+                    "nvidia-modprobe (pid {pid}) {}",
+                    p.exit.as_deref().unwrap_or("exited")
+                ),
+                p.exit_code == Some(0),
             ));
         }
         if let Some(st) = self.procs.get_mut(&pid) {
@@ -492,16 +492,10 @@ impl Correlator {
             // Forked children that never touched NVIDIA get no verdict.
             && st.has_activity()
         {
-            let code = p.exit_code.unwrap_or(0);
-            st.exit_sig = code & 0x7f;
-            let exit = if code & 0x7f != 0 {
-                format!("killed by {}", signal_name(code & 0x7f))
-            } else {
-                format!("exited with status {}", (code >> 8) & 0xff)
-            };
+            st.exit_sig = exit.signal();
             st.last_ns = st.last_ns.max(p.time_ns);
             st.settle_context();
-            let v = verdict(pid, st, Some((exit, code & 0x7f)));
+            let v = verdict(pid, st, Some(exit));
             st.done = true;
             out.push(Record::Cuinit(Box::new(v)));
         }
@@ -517,8 +511,7 @@ impl Correlator {
 
     fn on_exec(&mut self, p: &ProcCall, out: &mut Vec<Record>) {
         // A new program: a new start-up to follow.
-        self.faults
-            .ended(p.target_pid, "exec'd a new program".into(), p.time_ns);
+        self.faults.ended(p.target_pid, Exit::Exec, p.time_ns);
         let mut parent = None;
         let mut late_info = None;
         if let Some(st) = self.procs.get_mut(&p.target_pid) {
@@ -539,7 +532,7 @@ impl Correlator {
             out.push(Record::Cuinit(Box::new(verdict(
                 p.target_pid,
                 st,
-                Some(("exec'd a new program".into(), 0)),
+                Some(Exit::Exec),
             ))));
         }
         self.procs.remove(&p.target_pid);

@@ -1,10 +1,12 @@
 //! What the correlator keeps of each event: a small, owned summary made
 //! on the decode threads, so the full event never crosses threads.
 
-use crate::decode::{Call, CudaPhase, DeviceKind, Event, Ioctl, ProcCall, Status, uvm};
+use crate::decode::{
+    Call, CudaPhase, DeviceKind, Event, Ioctl, ProcCall, Status, class, escape, uvm,
+};
 
 use super::{
-    facts::{CallRef, Comm, GpuRef},
+    facts::{CallRef, CallResult, Comm, DevNo, GpuRef, PathWhy, errno_of},
     stages::stage_of,
 };
 
@@ -26,8 +28,8 @@ pub(crate) enum ObsKind {
         ok: bool,
         call: CallRef,
         fd: i32,
-        /// The errno or status name, for failed calls only.
-        failure: Option<String>,
+        /// What the call returned, for failed calls only.
+        failure: Option<CallResult>,
         /// The GPU the call names: its node's minor (calls on /dev/nvidiaN)
         /// or the UUID UVM_REGISTER_GPU carries.
         gpu: Option<GpuRef>,
@@ -47,7 +49,7 @@ pub(crate) enum ObsKind {
     Path {
         opened_device: bool,
         /// (path, why) of a failed or mismatched NVIDIA path.
-        problem: Option<(String, String)>,
+        problem: Option<(String, PathWhy)>,
         /// For the stage text of a ctl open.
         open_path: Option<String>,
         /// The path, and whether the call succeeded (for a problem that
@@ -57,19 +59,21 @@ pub(crate) enum ObsKind {
         /// open (not stat/access), and of which GPU minor.
         open: bool,
         gpu_minor: Option<u32>,
-        /// A mknod: the node it creates ("195:0").
-        mknod: Option<String>,
+        /// A mknod: the node it creates (when the record says).
+        mknod: Option<Option<DevNo>>,
     },
     /// The dynamic loader opened (or failed to open) a libcuda.
     LibLoad {
         path: String,
-        /// The errno when the open failed.
-        failure: Option<String>,
+        /// Why the open failed.
+        failure: Option<CallResult>,
     },
     Identity(Box<crate::attribution::ProcessInfo>),
     Proc(Box<ProcCall>),
     Cuda {
-        func: &'static str,
+        /// The function's number, and its name (for display).
+        func: u32,
+        name: &'static str,
         enter: bool,
         result: Option<i64>,
         result_name: Option<&'static str>,
@@ -112,12 +116,7 @@ impl Obs {
                 ok: i.ok,
                 call: CallRef::of(i),
                 fd: i.fd,
-                failure: (!i.ok).then(|| {
-                    i.errno
-                        .clone()
-                        .or_else(|| i.status.as_ref().map(Status::text))
-                        .unwrap_or_default()
-                }),
+                failure: (!i.ok).then(|| CallResult::of(i.ret, i.status.as_ref())),
                 gpu: gpu_of(i),
                 uvm: matches!(i.device.kind, DeviceKind::Uvm),
                 pageable: i
@@ -127,54 +126,43 @@ impl Obs {
                     .filter(|_| i.ok && i.call == Call::Uvm(uvm::UVM_PAGEABLE_MEM_ACCESS)),
                 told_version: i.args.known().driver_version.clone().filter(|_| i.ok),
                 mem_alloc: i.ok
-                    && matches!(i.name, Some("NV_ESC_RM_ALLOC" | "NV_ESC_RM_ALLOC_MEMORY"))
-                    && i.args
-                        .known()
-                        .class
-                        .and_then(|c| c.name)
-                        .is_some_and(|n| n.contains("MEMORY")),
+                    && matches!(
+                        i.call,
+                        Call::Escape(escape::NV_ESC_RM_ALLOC | escape::NV_ESC_RM_ALLOC_MEMORY)
+                    )
+                    && i.args.known().class.is_some_and(class::is_memory),
             },
             Event::Open(p) if p.device.is_none() && is_libcuda_path(&p.path) => ObsKind::LibLoad {
                 path: p.path.clone(),
-                failure: (!p.ok).then(|| p.errno.clone().unwrap_or_default()),
+                failure: (!p.ok).then(|| CallResult::Errno(errno_of(p.ret))),
             },
             Event::Open(p) | Event::Stat(p) | Event::Access(p) | Event::Mknod(p) => ObsKind::Path {
                 path: p.path.clone(),
                 ok: p.ok,
                 // An open that creates the file (a shell's `: >/dev/nvidia-uvm`)
                 // makes a file, as mknod does; libcuda never opens a node so.
-                open: matches!(ev, Event::Open(_)) && !p.flags.contains("O_CREAT"),
+                open: matches!(ev, Event::Open(_)) && !p.creates,
                 gpu_minor: p
                     .device
                     .as_ref()
                     .filter(|d| d.kind == DeviceKind::Gpu && matches!(ev, Event::Open(_)))
                     .map(|d| d.minor),
-                mknod: matches!(ev, Event::Mknod(_)).then(|| {
-                    p.device
-                        .as_ref()
-                        .map_or_else(String::new, |d| format!("{}:{}", d.major, d.minor))
-                }),
+                mknod: matches!(ev, Event::Mknod(_))
+                    .then(|| p.device.as_ref().map(|d| DevNo(d.major, d.minor))),
                 opened_device: matches!(ev, Event::Open(_))
                     && p.ok
                     && p.device.is_some()
-                    && !p.flags.contains("O_CREAT"),
+                    && !p.creates,
                 // /dev/char/195:N links are refreshed opportunistically by
                 // libcuda, and numa_status is probed; their absence is normal.
                 problem: (!p.ok
                     && !p.path.starts_with("/dev/char/")
                     && !p.path.starts_with("/proc/driver/nvidia/gpus/"))
                 .then(|| {
-                    let why = p
-                        .mismatch
-                        .clone()
-                        .or_else(|| p.errno.clone())
-                        .unwrap_or_default();
-                    let why = match (&p.device, matches!(ev, Event::Mknod(_))) {
-                        (Some(d), true) => format!("mknod {}:{} failed: {why}", d.major, d.minor),
-                        (None, true) => format!("mknod failed: {why}"),
-                        _ => why,
-                    };
-                    (p.path.clone(), why)
+                    (
+                        p.path.clone(),
+                        PathWhy::of(p, matches!(ev, Event::Mknod(_))),
+                    )
                 }),
                 open_path: stage.map(|_| p.path.clone()),
             },
@@ -189,7 +177,8 @@ impl Obs {
                     .map_or_else(|| d.result.clone(), Status::text),
             },
             Event::Cuda(c) => ObsKind::Cuda {
-                func: c.func,
+                func: c.func_id,
+                name: c.func,
                 enter: c.phase == CudaPhase::Enter,
                 result: c.result,
                 result_name: c.result_name,

@@ -3,9 +3,17 @@
 //! hints are written once, in the table (and in `crate::hints` where
 //! `doctor` shares them).
 
+use super::facts::{CallResult, PathWhy};
 use super::{
     state::ProcInit,
-    table::{Check, DiagId, DiagSeverity, Diagnosis, Facts, HMM_HINT, diag, plural},
+    table::{
+        Check, DiagId, DiagSeverity, Diagnosis, Facts, HMM_HINT, diag, diag_after, diag_at, plural,
+    },
+};
+use crate::decode::{
+    Call, DeviceKind, node_kind,
+    status::NV_ERR_BUSY_RETRY,
+    uvm::{UVM_INITIALIZE, UVM_REGISTER_GPU, UVM_REGISTER_GPU_VASPACE},
 };
 use crate::{hmm_issues, hmm_reload, records::HmmFacts};
 
@@ -21,7 +29,7 @@ pub(crate) fn is_recovered(d: &Diagnosis, st: &ProcInit) -> bool {
         || st
             .fixed_paths
             .iter()
-            .any(|p| d.evidence.starts_with(&format!("{p}: ")))
+            .any(|p| d.about.path.as_ref() == Some(p))
 }
 
 /// The truthfulness pass: no diagnosis contradicts the outcome. On a
@@ -42,17 +50,19 @@ pub(crate) fn settle_severity(ds: &mut [Diagnosis], st: &ProcInit, succeeded: bo
         let fixed = st
             .fixed_paths
             .iter()
-            .find(|p| d.evidence.starts_with(&format!("{p}: ")));
+            .find(|p| d.about.path.as_ref() == Some(*p));
         if !(succeeded || fixed.is_some()) {
             continue;
         }
         d.severity = DiagSeverity::Recovered;
-        let path = d.evidence.split(": ").next().unwrap_or_default().to_owned();
         let made = st
             .mknods
             .iter()
-            .find(|(p, _, err)| *p == path && err.is_none())
-            .map(|(_, dev, _)| format!("; libcuda created it (mknod {dev})"));
+            .find(|(p, _, err)| d.about.path.as_ref() == Some(p) && err.is_none())
+            .map(|(_, dev, _)| {
+                let dev = dev.map_or_else(String::new, |d| d.to_string());
+                format!("; libcuda created it (mknod {dev})")
+            });
         d.evidence = format!(
             "{}{}{}",
             d.evidence,
@@ -135,7 +145,7 @@ fn libcuda_not_found(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
         .lib_opens
         .iter()
         .take(4)
-        .map(|(p, e)| format!("{p} ({})", e.as_deref().unwrap_or("?")))
+        .map(|(p, e)| format!("{p} ({})", e.map_or_else(|| "?".to_owned(), |e| e.text())))
         .collect();
     let count = st.lib_open_count.max(st.lib_opens.len() as u32);
     let more = count as usize - tried.len().min(count as usize);
@@ -170,16 +180,19 @@ fn stub_library(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
         return;
     }
     let what = match (returned, stub) {
-        (true, Some(l)) => format!(
-            "cuInit returned CUDA_ERROR_STUB_LIBRARY (34): the process loaded {l}, the CUDA toolkit's stub"
-        ),
-        (true, None) => {
-            "cuInit returned CUDA_ERROR_STUB_LIBRARY (34): a stub libcuda was loaded".to_owned()
+        (true, Some(l)) => format!(": the process loaded {l}, the CUDA toolkit's stub"),
+        (true, None) => ": a stub libcuda was loaded".to_owned(),
+        (false, Some(l)) => {
+            let what = format!("the process loaded {l}, the CUDA toolkit's stub libcuda");
+            return out.push(diag(DiagId::StubLibrary, what));
         }
-        (false, Some(l)) => format!("the process loaded {l}, the CUDA toolkit's stub libcuda"),
         (false, None) => return,
     };
-    out.push(diag(DiagId::StubLibrary, what));
+    out.push(diag_after(
+        DiagId::StubLibrary,
+        "cuInit returned CUDA_ERROR_STUB_LIBRARY (34)",
+        &what,
+    ));
 }
 
 /// cuInit failed and no call on an NVIDIA file did: a call of the
@@ -210,9 +223,10 @@ fn os_call_failed(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     if !matches!(code, 304 | 2) {
         return;
     }
-    let mut evidence = format!(
-        "cuInit returned {} ({code}) and no call on an NVIDIA file failed",
-        name.unwrap_or("CUresult")
+    let mut d = diag_after(
+        DiagId::OsCallFailed,
+        &outcome,
+        " and no call on an NVIDIA file failed",
     );
     if let Some(i) = st.info.as_ref()
         && let Some(l) = i.limits.as_ref()
@@ -230,14 +244,14 @@ fn os_call_failed(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
         }
         facts.extend(super::rules_refused::limit_facts(l));
         if !facts.is_empty() {
-            evidence.push_str(&format!(
+            d.evidence.push_str(&format!(
                 "; when nvprobe read the process ({}): {}",
                 i.read_when(),
                 facts.join(", ")
             ));
         }
     }
-    out.push(diag(DiagId::OsCallFailed, evidence));
+    out.push(d);
 }
 
 /// cuInit results whose cause is outside the driver calls.
@@ -251,19 +265,20 @@ fn known_curesults(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
         46 => DiagId::DevicesUnavailable,
         _ => return,
     };
-    let mut evidence = format!("cuInit returned {} ({code})", name.unwrap_or("CUresult"));
+    let outcome = format!("cuInit returned {} ({code})", name.unwrap_or("CUresult"));
+    let mut rest = String::new();
     if code == 803
         && let Some(l) = f.st.info.as_ref().and_then(|i| i.libcuda.first())
     {
-        evidence.push_str(&format!(
+        rest = format!(
             "; libcuda in use: {}{}",
             l.path,
             l.version
                 .as_ref()
                 .map_or(String::new(), |v| format!(" ({v})"))
-        ));
+        );
     }
-    out.push(diag(id, evidence));
+    out.push(diag_after(id, &outcome, &rest));
 }
 
 fn node_problems(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
@@ -280,33 +295,40 @@ fn node_problems(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
             };
             !used
         });
-        let id = if why.starts_with("mknod") {
+        let errno = match why {
+            PathWhy::Errno(e) => Some(*e),
+            _ => None,
+        };
+        let id = if matches!(why, PathWhy::Mknod(..)) {
             DiagId::NodeCreateFailed
-        } else if why == "ENOENT" && module_entry {
+        } else if errno == Some(libc::ENOENT) && module_entry {
             // Seen on the real module (535, nvprobe's kernel tier): without
             // nvidia_uvm, libcuda reads /sys/module/nvidia_uvm/initstate,
             // gets ENOENT and returns 999, running nothing to load it.
             DiagId::ModuleNotLoaded
-        } else if why == "EMFILE" || why == "ENFILE" {
+        } else if matches!(errno, Some(libc::EMFILE | libc::ENFILE)) {
             // A limit, whichever path hit it: the node is not at fault.
             DiagId::FileLimit
-        } else if why == "EACCES" {
+        } else if errno == Some(libc::EACCES) {
             eacces_id(f.st, path)
-        } else if why == "EPERM" {
+        } else if errno == Some(libc::EPERM) {
             // The kernel's order of checks on an open: the mode and the
             // capabilities answer EACCES (generic_permission), the device
             // cgroup EPERM (devcgroup_inode_permission), a seccomp filter
             // whatever its profile says.
             DiagId::NotPermitted
-        } else if matches!(why.as_str(), "ENXIO" | "ENODEV") && path.starts_with("/dev/") {
+        } else if matches!(errno, Some(libc::ENXIO | libc::ENODEV)) && path.starts_with("/dev/") {
             // chrdev_open finds no driver at this device number (ENXIO), or
             // the driver has no device at this minor (ENODEV).
             DiagId::NodeStale
-        } else if path.contains("nvidia-uvm") {
+        } else if matches!(
+            node_kind(path),
+            Some(DeviceKind::Uvm | DeviceKind::UvmTools)
+        ) {
             DiagId::UvmUnusable
-        } else if why.contains("not the NVIDIA") {
+        } else if matches!(why, PathWhy::Mismatch(_)) {
             DiagId::NodeWrongDevice
-        } else if why == "ENOENT" {
+        } else if errno == Some(libc::ENOENT) {
             DiagId::NodeMissing
         } else {
             DiagId::NodeError
@@ -330,7 +352,7 @@ fn node_problems(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
                 "{path}: {why}: not the file's mode (that refuses with EACCES): {}",
                 super::rules_refused::eperm_cause(f.st, path)
             ),
-            DiagId::FileLimit if why == "EMFILE" => format!(
+            DiagId::FileLimit if errno == Some(libc::EMFILE) => format!(
                 "{path}: {why}: the process's open-file limit (RLIMIT_NOFILE) was reached{}",
                 match limits.and_then(|l| l.nofile.map(|n| (n, l.fds))) {
                     Some(((Some(soft), hard), fds)) => format!(
@@ -348,7 +370,7 @@ fn node_problems(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
             }
             DiagId::NodeStale => format!(
                 "{path}: {why}: no {} at this node's device number",
-                if why == "ENXIO" {
+                if errno == Some(libc::ENXIO) {
                     "driver answers"
                 } else {
                     "device of the driver"
@@ -357,7 +379,7 @@ fn node_problems(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
             _ => format!("{path}: {why}"),
         };
         if !out.iter().any(|d| d.evidence == evidence) {
-            out.push(diag(id, evidence));
+            out.push(diag_at(id, path, evidence));
         }
     }
 }
@@ -496,8 +518,8 @@ fn version_mismatch(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
 }
 
 fn modprobe_failed(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
-    for m in &f.st.modprobe {
-        if !m.ends_with("exited with status 0") {
+    for (m, ok) in &f.st.modprobe {
+        if !ok {
             out.push(diag(DiagId::NvidiaModprobeFailed, m.clone()));
         }
     }
@@ -509,8 +531,11 @@ fn fork_after_init(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     if let Some((ppid, true)) = st.parent
         && (st.inherited.is_some() || not_initialized || st.not_initialized.is_some())
     {
-        let refused = st.not_initialized.as_ref().map_or(String::new(), |f| {
-            format!("; its {f} returned CUDA_ERROR_NOT_INITIALIZED (3)")
+        let refused = st.not_initialized.map_or(String::new(), |f| {
+            format!(
+                "; its {} returned CUDA_ERROR_NOT_INITIALIZED (3)",
+                crate::decode::cudafn::name(f)
+            )
         });
         out.push(diag(
             DiagId::ForkAfterInit,
@@ -521,10 +546,10 @@ fn fork_after_init(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
         // cuInit, libcuda answers NOT_INITIALIZED without one driver call.
         out.push(Diagnosis {
             hint: HINT_FORK_NO_CALLS,
-            ..diag(
+            ..diag_after(
                 DiagId::ForkAfterInit,
-                "cuInit returned CUDA_ERROR_NOT_INITIALIZED (3) without a single driver call"
-                    .to_owned(),
+                "cuInit returned CUDA_ERROR_NOT_INITIALIZED (3)",
+                " without a single driver call",
             )
         });
     }
@@ -552,7 +577,7 @@ fn no_visible_devices(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
                 | DiagId::SecurityModuleDenied
                 | DiagId::NodeMissing
                 | DiagId::NodeCreateFailed
-        ) && d.evidence.starts_with("/dev/nvidia")
+        ) && d.about.path.as_deref().and_then(node_kind).is_some()
     });
     if no_device && refused_node {
         return;
@@ -561,25 +586,30 @@ fn no_visible_devices(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
         return;
     }
     if no_device {
-        let mut evidence = if st.curesult.is_some() {
-            "cuInit returned CUDA_ERROR_NO_DEVICE (100)".to_owned()
-        } else {
-            "UVM was initialised but no GPU was attached or opened before the process ended"
-                .to_owned()
-        };
-        if let Some(v) = st
+        let visible = st
             .info
             .as_ref()
             .and_then(|i| i.env.get("CUDA_VISIBLE_DEVICES"))
-        {
-            evidence.push_str(
-                &match crate::attribution::resolve_visible(v, &st.host_gpus) {
+            .map_or_else(String::new, |v| {
+                match crate::attribution::resolve_visible(v, &st.host_gpus) {
                     Err(why) => format!("; {why}"),
                     Ok(m) => format!("; CUDA_VISIBLE_DEVICES={v} selects /dev/nvidia{m:?}"),
-                },
-            );
-        }
-        out.push(diag(DiagId::NoVisibleDevices, evidence));
+                }
+            });
+        out.push(if st.curesult.is_some() {
+            diag_after(
+                DiagId::NoVisibleDevices,
+                "cuInit returned CUDA_ERROR_NO_DEVICE (100)",
+                &visible,
+            )
+        } else {
+            diag(
+                DiagId::NoVisibleDevices,
+                format!(
+                    "UVM was initialised but no GPU was attached or opened before the process ended{visible}"
+                ),
+            )
+        });
     }
 }
 
@@ -606,8 +636,9 @@ fn ioctls_unseen(st: &ProcInit) -> Option<Diagnosis> {
         .and_then(|i| i.limits.as_ref())
         .and_then(|l| l.seccomp_filters);
     let when = st.info.as_ref().map_or("", |i| i.read_when());
-    Some(diag(
+    Some(diag_at(
         DiagId::CallsBlocked,
+        "/dev/nvidiactl",
         format!(
             "/dev/nvidiactl: opened {} time{} and no ioctl of it reached the kernel's syscall tracing: \
 a seccomp filter refuses a call before the kernel traces it{}",
@@ -671,16 +702,18 @@ fn signal_or_uvm_step(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
         return;
     }
     let Some(fc) = &f.st.last_failure else { return };
-    let uvm_step = fc.call.starts_with("UVM_INITIALIZE") || fc.call.starts_with("UVM_REGISTER_GPU");
+    let uvm_step = [UVM_INITIALIZE, UVM_REGISTER_GPU, UVM_REGISTER_GPU_VASPACE]
+        .iter()
+        .any(|&c| fc.call.is(Call::Uvm(c)));
     match (f.signal, uvm_step) {
-        (Some(sig), _) if sig.during.as_deref() == Some(fc.call.as_str()) => out.push(diag(
+        (Some(sig), _) if sig.during_call.is_some_and(|c| c.same(&fc.call)) => out.push(diag(
             DiagId::InterruptedBySignal,
             format!(
                 "{} returned {} while {} from {} arrived",
                 fc.call, fc.result, sig.name, sig.sender
             ),
         )),
-        (_, true) if fc.result == "NV_ERR_BUSY_RETRY" => out.push(diag(
+        (_, true) if fc.result == CallResult::Status(NV_ERR_BUSY_RETRY) => out.push(diag(
             DiagId::UvmBusyRetry,
             format!("{} returned {}", fc.call, fc.result),
         )),
@@ -705,6 +738,7 @@ fn signal_or_uvm_step(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
                 Some(false) => d.evidence.push_str(PAGEABLE_OFF),
                 None => {}
             }
+            d.about.pageable = f.st.pageable_at_failure;
             out.push(d);
         }
         _ => {}
@@ -736,7 +770,7 @@ pub fn apply_hmm_facts(diagnoses: &mut [Diagnosis], f: &HmmFacts) {
         // What the host says decides: a true answer from UVM on a host
         // whose HMM is off or compiled out was ATS. Without host facts, a
         // true answer keeps its hint.
-        let said_on = d.evidence.contains(PAGEABLE_ON);
+        let said_on = d.about.pageable == Some(true);
         d.evidence = format!("{}; host: {}", d.evidence, f.describe());
         if d.id != DiagId::UvmStepFailed {
             continue;

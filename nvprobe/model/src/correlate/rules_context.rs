@@ -44,11 +44,14 @@ pub(crate) fn diagnose(st: &ProcInit) -> Vec<Diagnosis> {
             if alone {
                 d.hint = HINT_OOM_ALONE;
             }
+            d.about.holders = !alone && !held.is_empty();
             d
         }
         DEVICES_UNAVAILABLE => {
-            let (held, _) = holders_text(st);
-            diag(DiagId::DevicesUnavailable, format!("{step}{refused}{held}"))
+            let (held, alone) = holders_text(st);
+            let mut d = diag(DiagId::DevicesUnavailable, format!("{step}{refused}{held}"));
+            d.about.holders = !alone && !held.is_empty();
+            d
         }
         _ => diag(DiagId::ContextFailed, format!("{step}{refused}")),
     };

@@ -2,7 +2,10 @@
 //! not load (its ELF header says why), and a preloaded library that
 //! answers the CUDA driver API in libcuda's place.
 
-use super::table::{DiagId, DiagSeverity, Diagnosis, Facts, diag};
+use super::{
+    facts::Exit,
+    table::{DiagId, DiagSeverity, Diagnosis, Facts, diag},
+};
 
 /// Each libcuda file the loader opened that it cannot load. An error
 /// unless another libcuda was then loaded (the loader goes on past a file
@@ -136,7 +139,7 @@ pub(crate) fn cuda_interposer(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
                 format!(
                     "{libs}, which the process preloads, exports cuInit, so the program's calls reach it before \
 libcuda: libcuda's own cuInit was not seen, nor any driver call, and the process {}",
-                    f.exit.unwrap_or("ended")
+                    f.exit.map_or_else(|| "ended".to_owned(), Exit::text)
                 ),
             );
             if f.exited_ok {

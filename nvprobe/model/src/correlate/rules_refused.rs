@@ -4,7 +4,7 @@
 //! allows it), and the limits a process runs out of (rlimits, the
 //! cgroup's pids and memory).
 
-use super::{state::ProcInit, table::plural};
+use super::{facts::PathWhy, state::ProcInit, table::plural};
 use crate::attribution::{Access, CgroupCount, Limits};
 
 /// Who answered EPERM to a call on `path`: a seccomp filter (any path) or
@@ -114,12 +114,12 @@ fn join(a: &str, b: &str) -> String {
 /// Why a mknod was refused, from what the process ran under: a
 /// read-only /dev (EROFS), a user namespace (EPERM whatever its
 /// capabilities there), no CAP_MKNOD.
-pub(crate) fn mknod_facts(st: &ProcInit, why: &str) -> String {
+pub(crate) fn mknod_facts(st: &ProcInit, why: &PathWhy) -> String {
     let Some(a) = st.info.as_ref().and_then(|i| i.access.as_ref()) else {
         return String::new();
     };
     let mut v = Vec::new();
-    if why.contains("EROFS") || a.dev_readonly == Some(true) {
+    if why.errno() == Some(libc::EROFS) || a.dev_readonly == Some(true) {
         v.push("the /dev it is in is mounted read-only".to_owned());
     }
     if let Some(m) = &a.userns {
@@ -127,7 +127,7 @@ pub(crate) fn mknod_facts(st: &ProcInit, why: &str) -> String {
             "the process runs in a user namespace (uid_map {m}), where creating a device node is refused \
 whatever its capabilities there"
         ));
-    } else if why.contains("EPERM")
+    } else if why.errno() == Some(libc::EPERM)
         && let Some(c) = a
             .cap_eff
             .as_deref()

@@ -6,7 +6,7 @@
 
 use super::{
     state::{ProcInit, StartCallFailure},
-    table::{DiagId, Diagnosis, diag, plural},
+    table::{DiagId, Diagnosis, diag_after, plural},
 };
 use crate::attribution::Limits;
 
@@ -39,7 +39,7 @@ pub(crate) fn diagnose(st: &ProcInit, after_init: bool, outcome: &str) -> Option
         (n, true) => format!(", {n} times or more"),
     };
     let head = format!(
-        "{outcome} and no call on an NVIDIA file failed: {}() failed with {}{times}{}{}",
+        " and no call on an NVIDIA file failed: {}() failed with {}{times}{}{}",
         f.call,
         f.errno,
         if what.is_empty() { "" } else { " (" },
@@ -89,7 +89,7 @@ execmem, execheap){}",
             ),
         ),
     };
-    Some(diag(id, format!("{head}: {cause}")))
+    Some(diag_after(id, outcome, &format!("{head}: {cause}")))
 }
 
 /// What a start-up makes with the call.

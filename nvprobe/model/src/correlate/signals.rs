@@ -3,18 +3,11 @@
 //! process died in it).
 
 use super::{
+    facts::{CallRef, CallResult, ERESTARTNOINTR, ERESTARTSYS},
     record::{Record, SignalReport},
     state::{PendingSig, ProcInit, SignalInfo, ms},
 };
 use crate::decode::{ProcCall, SigAction, signal::name as signal_name};
-
-pub(crate) const INTERRUPTED: [&str; 5] = [
-    "EINTR",
-    "ERESTARTSYS",
-    "ERESTARTNOINTR",
-    "ERESTARTNOHAND",
-    "ERESTART_RESTARTBLOCK",
-];
 
 impl ProcInit {
     /// A call from `tid` spanning `start..=end` returned `result` (None:
@@ -24,8 +17,8 @@ impl ProcInit {
         pid: u32,
         tid: u32,
         span: (u64, u64),
-        call: &str,
-        result: Option<&str>,
+        call: CallRef,
+        result: Option<CallResult>,
         out: &mut Vec<Record>,
     ) {
         let (start, end) = span;
@@ -35,28 +28,25 @@ impl ProcInit {
                 // The first call after the interrupted one: the same call
                 // again is a restart (by the kernel for ERESTART*, by the
                 // caller's retry loop for EINTR).
-                let same = icall == call;
-                let outcome = match (ires.as_str(), same) {
-                    ("EINTR", true) => "eintr_retried",
-                    ("EINTR", false) => "eintr",
+                let same = icall.same(&call);
+                let outcome = match (ires.errno() == Some(libc::EINTR), same) {
+                    (true, true) => "eintr_retried",
                     (_, true) => "restarted",
                     (_, false) => "eintr",
                 };
-                let what = (icall.clone(), ires.clone());
+                let what = (*icall, Some(*ires));
                 out.push(self.report(pid, p, Some(what), outcome));
                 continue;
             }
             if start <= p.info.at_ns && p.info.at_ns <= end {
-                p.info.during = Some(call.to_owned());
+                p.info.during = Some(call.text());
+                p.info.during_call = Some(call);
                 match result {
-                    Some(r) if INTERRUPTED.contains(&r) => {
-                        p.interrupted = Some((call.to_owned(), r.to_owned()));
+                    Some(r) if r.interrupted() => {
+                        p.interrupted = Some((call, r));
                         keep.push(p);
                     }
-                    r => {
-                        let what = (call.to_owned(), r.unwrap_or("success").to_owned());
-                        out.push(self.report(pid, p, Some(what), "completed"));
-                    }
+                    r => out.push(self.report(pid, p, Some((call, r)), "completed")),
                 }
             } else if start > p.info.at_ns && (tid == p.tid || p.tid == 0) {
                 // The thread it was sent to started a new call: it was not
@@ -76,40 +66,44 @@ impl ProcInit {
     /// stopped before the next call).
     pub(crate) fn settle_all(&mut self, pid: u32, end: &'static str, out: &mut Vec<Record>) {
         for p in std::mem::take(&mut self.pending) {
-            match p.interrupted.clone() {
-                Some(what) => out.push(self.report(pid, p, Some(what), end)),
+            match p.interrupted {
+                Some((call, r)) => out.push(self.report(pid, p, Some((call, Some(r))), end)),
                 None if p.cuinit => out.push(self.report(pid, p, None, "in_user_space")),
                 None => {}
             }
         }
     }
 
+    /// The report of `p`: `call` is the call it landed in and what that
+    /// returned (None: it succeeded), when it landed in one.
     fn report(
         &self,
         pid: u32,
         p: PendingSig,
-        call: Option<(String, String)>,
+        call: Option<(CallRef, Option<CallResult>)>,
         outcome: &'static str,
     ) -> Record {
         let i = &p.info;
-        let in_flight = call
-            .as_ref()
-            .map_or_else(|| "cuInit".to_owned(), |c| c.0.clone());
-        let what = match (outcome, &call) {
-            ("completed", Some((_, r))) if r == "success" => {
-                "the call completed successfully".to_owned()
-            }
-            ("completed", Some((_, r))) => format!("the call returned {r}, not EINTR"),
-            ("eintr_retried", _) => {
+        let in_flight = call.map_or_else(|| "cuInit".to_owned(), |c| c.0.text());
+        let result = call.and_then(|c| c.1);
+        let r = result.map(CallResult::text).unwrap_or_default();
+        let what = match (outcome, call.is_some(), result) {
+            ("completed", true, None) => "the call completed successfully".to_owned(),
+            ("completed", true, Some(_)) => format!("the call returned {r}, not EINTR"),
+            ("eintr_retried", _, _) => {
                 "the call returned EINTR and the caller made it again".to_owned()
             }
-            ("eintr", Some((_, r))) if r == "EINTR" => {
+            ("eintr", true, Some(CallResult::Errno(libc::EINTR))) => {
                 "the call returned EINTR to the caller".to_owned()
             }
-            ("eintr", Some((_, r))) => match p.handler {
-                Some((SigAction::Handler, false)) if r == "ERESTARTSYS" => format!(
-                    "the call was interrupted ({r}) and, the handler lacking SA_RESTART, returned EINTR to the caller"
-                ),
+            ("eintr", true, _) => match p.handler {
+                Some((SigAction::Handler, false))
+                    if result == Some(CallResult::Errno(ERESTARTSYS)) =>
+                {
+                    format!(
+                        "the call was interrupted ({r}) and, the handler lacking SA_RESTART, returned EINTR to the caller"
+                    )
+                }
                 Some((SigAction::Handler, _)) => {
                     format!(
                         "the call was interrupted ({r}) and returned EINTR to the caller after the handler ran"
@@ -119,7 +113,7 @@ impl ProcInit {
                     "the call was interrupted ({r}) and not made again: the caller saw EINTR"
                 ),
             },
-            ("restarted", Some((_, r))) => match p.handler {
+            ("restarted", true, _) => match p.handler {
                 Some((SigAction::Handler, true)) => {
                     format!(
                         "the kernel restarted the call ({r}) after the handler ran (SA_RESTART)"
@@ -130,8 +124,8 @@ impl ProcInit {
                 }
                 _ => format!("the kernel restarted the call ({r})"),
             },
-            ("died_in_call", Some((_, r))) => format!("the process died in the call ({r})"),
-            ("interrupted", Some((_, r))) => {
+            ("died_in_call", true, _) => format!("the process died in the call ({r})"),
+            ("interrupted", true, _) => {
                 format!("the call was interrupted ({r}); tracing stopped before the next call")
             }
             _ => "it arrived in user space, between driver calls".to_owned(),
@@ -171,7 +165,7 @@ impl ProcInit {
             .last_call
             .as_ref()
             .filter(|(s, e, _)| *s <= at && at <= *e + 1_000_000)
-            .map(|(_, _, c)| c.text());
+            .map(|(_, _, c)| *c);
         let code = p.code.unwrap_or(0);
         let sig = p.sig.unwrap_or(0);
         // SIGCONT to a process that was not stopped changes nothing
@@ -213,7 +207,8 @@ impl ProcInit {
             sender,
             sender_pid,
             at_ms: ms(at, self.first_ns),
-            during,
+            during: during.map(|c| c.text()),
+            during_call: during,
         };
         // Its call, if any, has not returned yet (the call's record
         // comes at its end): settle it when it does.
@@ -261,15 +256,15 @@ impl ProcInit {
         // SA_RESTART, ERESTARTNOINTR always, the others never.
         if action == SigAction::Handler
             && let Some((_, res)) = &self.pending[i].interrupted
-            && res != "EINTR"
+            && res.errno() != Some(libc::EINTR)
         {
-            let restarted = match res.as_str() {
-                "ERESTARTSYS" => restart,
-                "ERESTARTNOINTR" => true,
+            let restarted = match res.errno() {
+                Some(ERESTARTSYS) => restart,
+                Some(ERESTARTNOINTR) => true,
                 _ => false,
             };
             let q = self.pending.remove(i);
-            let what = q.interrupted.clone();
+            let what = q.interrupted.map(|(c, r)| (c, Some(r)));
             out.push(self.report(pid, q, what, if restarted { "restarted" } else { "eintr" }));
         }
     }

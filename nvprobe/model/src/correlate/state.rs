@@ -4,7 +4,10 @@
 
 use serde::Serialize;
 
-use super::{facts::CallRef, stages::StageHit};
+use super::{
+    facts::{CallRef, CallResult, DevNo, PathWhy},
+    stages::StageHit,
+};
 use crate::decode::SigAction;
 
 #[derive(Default)]
@@ -15,26 +18,27 @@ pub(crate) struct ProcInit {
     pub(crate) reached: [bool; 9],
     pub(crate) stages: Vec<StageHit>,
     pub(crate) calls: u64,
-    pub(crate) last_failure: Option<FailedCall>,
+    pub(crate) last_failure: Option<Failure>,
     /// (start_ns, end_ns, name) of recent calls, for "during which call".
     pub(crate) last_call: Option<(u64, u64, CallRef)>,
     /// Signals generated for the process (the last 16).
     pub(crate) signals: Vec<SignalInfo>,
-    pub(crate) path_problems: Vec<(String, String)>,
+    pub(crate) path_problems: Vec<(String, PathWhy)>,
     /// The first NVIDIA call was an ioctl on an fd this process was never
     /// seen opening: (call, fd).
-    pub(crate) inherited: Option<(String, i32)>,
+    pub(crate) inherited: Option<(CallRef, i32)>,
     pub(crate) opened_any: bool,
     /// A failed version check: (call, result).
-    pub(crate) version_check: Option<(String, String)>,
+    pub(crate) version_check: Option<(CallRef, CallResult)>,
     /// The build version the driver told the process
     /// (NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION).
     pub(crate) told_version: Option<String>,
     /// (parent pid, whether the parent had finished cuInit) for a process
     /// seen forking.
     pub(crate) parent: Option<(u32, bool)>,
-    /// "nvidia-modprobe (pid N) exited with status S" for helpers it ran.
-    pub(crate) modprobe: Vec<String>,
+    /// The helpers it ran: ("nvidia-modprobe (pid N) exited with status
+    /// S", whether it exited with status 0).
+    pub(crate) modprobe: Vec<(String, bool)>,
     /// cuInit's uprobe: entry seen, and its CUresult.
     pub(crate) cuinit_entered: bool,
     pub(crate) curesult: Option<(i64, Option<&'static str>)>,
@@ -61,8 +65,8 @@ pub(crate) struct ProcInit {
     pub(crate) gpus: Vec<GpuProgress>,
     /// Paths that failed and later succeeded (start-up got past them).
     pub(crate) fixed_paths: Vec<String>,
-    /// mknods of NVIDIA nodes: (path, device, errno if it failed).
-    pub(crate) mknods: Vec<(String, String, Option<String>)>,
+    /// mknods of NVIDIA nodes: (path, device, why if it failed).
+    pub(crate) mknods: Vec<(String, Option<DevNo>, Option<PathWhy>)>,
     /// NVIDIA path lookups and opens, successful device opens.
     pub(crate) lookups: u64,
     /// Successful opens of /dev/nvidiactl.
@@ -71,14 +75,14 @@ pub(crate) struct ProcInit {
     pub(crate) uvm_touched: bool,
     /// libcuda calls seen by the uprobes (any function).
     pub(crate) cuda_calls: u64,
-    /// The dynamic loader's opens of a libcuda: (path, errno if it failed);
+    /// The dynamic loader's opens of a libcuda: (path, why if it failed);
     /// the successful ones all, failures up to a bound.
-    pub(crate) lib_opens: Vec<(String, Option<String>)>,
+    pub(crate) lib_opens: Vec<(String, Option<CallResult>)>,
     /// How many opens the loader made in all.
     pub(crate) lib_open_count: u32,
     /// The first libcuda call other than cuInit that returned
     /// CUDA_ERROR_NOT_INITIALIZED (3).
-    pub(crate) not_initialized: Option<String>,
+    pub(crate) not_initialized: Option<u32>,
     /// The host's GPUs (minor, UUID), shared by every process.
     pub(crate) host_gpus: std::sync::Arc<Vec<crate::attribution::HostGpu>>,
     /// The kernel module's version, when the host said.
@@ -93,7 +97,7 @@ pub(crate) struct ProcInit {
     pub(crate) context: Option<ContextStep>,
     /// The first driver call that failed after cuInit returned
     /// CUDA_SUCCESS (what the driver refused the first context).
-    pub(crate) after_init_failure: Option<FailedCall>,
+    pub(crate) after_init_failure: Option<Failure>,
     /// Successful RM allocations of memory classes.
     pub(crate) mem_allocs: u32,
     /// The last stage reached when cuInit returned.
@@ -306,6 +310,29 @@ pub struct ContextStep {
     pub at_ms: f64,
 }
 
+/// A driver call that failed, as the model keeps it; the verdict shows
+/// it as a [`FailedCall`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Failure {
+    pub(crate) call: CallRef,
+    pub(crate) result: CallResult,
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+}
+
+impl Failure {
+    /// The call as a verdict shows it (`first_ns`: the process's first
+    /// NVIDIA call).
+    pub(crate) fn shown(&self, first_ns: u64) -> FailedCall {
+        FailedCall {
+            call: self.call.text(),
+            result: self.result.text(),
+            at_ms: ms(self.start, first_ns),
+            duration_ms: self.end.saturating_sub(self.start) as f64 / 1e6,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct FailedCall {
     pub call: String,
@@ -327,6 +354,9 @@ pub struct SignalInfo {
     pub at_ms: f64,
     /// The NVIDIA call that was running when the signal came, if any.
     pub during: Option<String>,
+    /// That call, as numbers (`during` is its text).
+    #[serde(skip)]
+    pub(crate) during_call: Option<CallRef>,
 }
 
 /// A signal waiting for the end of the call it landed in.
@@ -338,7 +368,7 @@ pub(crate) struct PendingSig {
     pub(crate) cuinit: bool,
     /// (call, result) of the call it landed in, once that call returned
     /// with EINTR or a restart code: the next call tells what followed.
-    pub(crate) interrupted: Option<(String, String)>,
+    pub(crate) interrupted: Option<(CallRef, CallResult)>,
     /// The receiver's disposition when it was delivered: (action,
     /// SA_RESTART).
     pub(crate) handler: Option<(SigAction, bool)>,

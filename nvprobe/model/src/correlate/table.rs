@@ -5,7 +5,10 @@
 
 use serde::Serialize;
 
-use super::state::{ProcInit, SignalInfo};
+use super::{
+    facts::Exit,
+    state::{ProcInit, SignalInfo},
+};
 use crate::{hmm_issues, hmm_reload};
 
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
@@ -17,6 +20,26 @@ pub struct Diagnosis {
     /// start-up got past: it never explains a failure) or info.
     #[serde(default)]
     pub severity: DiagSeverity,
+    /// What the rule found it about, for the passes after the rules (the
+    /// evidence says it to people; nothing reads the evidence back).
+    #[serde(skip)]
+    pub(crate) about: About,
+}
+
+/// The facts a diagnosis rests on that later passes need.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct About {
+    /// The NVIDIA path it is about (a node problem): one the start-up later
+    /// opened makes it a problem got past.
+    pub(crate) path: Option<String>,
+    /// What UVM_PAGEABLE_MEM_ACCESS had answered the failed call's
+    /// va_space.
+    pub(crate) pageable: Option<bool>,
+    /// It names the processes that held the GPU.
+    pub(crate) holders: bool,
+    /// Where the evidence goes on after the outcome it begins with
+    /// ("cuInit returned …"): the verdict's line says the outcome once.
+    pub(crate) detail_at: Option<usize>,
 }
 
 /// One row of the rule table.
@@ -247,7 +270,28 @@ pub(crate) fn diag(id: DiagId, evidence: String) -> Diagnosis {
         evidence,
         hint: id.rule().hint,
         severity: DiagSeverity::Error,
+        about: About::default(),
     }
+}
+
+/// A diagnosis whose evidence begins with the outcome it explains
+/// (`outcome`, "cuInit returned …") and goes on with `rest` (" and …",
+/// "; …", ": …").
+pub(crate) fn diag_after(id: DiagId, outcome: &str, rest: &str) -> Diagnosis {
+    let sep = [" and ", "; ", ": "]
+        .iter()
+        .find(|s| rest.starts_with(**s))
+        .map_or(0, |s| s.len());
+    let mut d = diag(id, format!("{outcome}{rest}"));
+    d.about.detail_at = Some(outcome.len() + sep);
+    d
+}
+
+/// A diagnosis about the NVIDIA path `path`: its evidence begins with it.
+pub(crate) fn diag_at(id: DiagId, path: &str, evidence: String) -> Diagnosis {
+    let mut d = diag(id, evidence);
+    d.about.path = Some(path.to_owned());
+    d
 }
 
 /// What the checks look at: the process's state and how it ended.
@@ -260,7 +304,7 @@ pub(crate) struct Facts<'a> {
     /// The signal that explains the end, if any.
     pub(crate) signal: Option<&'a SignalInfo>,
     /// The process ended (exited, or exec'd another program).
-    pub(crate) exit: Option<&'a str>,
+    pub(crate) exit: Option<Exit>,
 }
 
 pub(crate) type Check = fn(&Facts<'_>, &mut Vec<Diagnosis>);

@@ -122,6 +122,7 @@ pub(super) fn io(
 
 pub(super) fn open(t: u64, path: &str, kind: &'static str) -> Event {
     Event::Open(PathCall {
+        creates: false,
         proc: proc_(),
         syscall: "openat",
         path: path.into(),
@@ -271,6 +272,7 @@ fn a_version_mismatch_is_named() {
         i.ok = false;
         i.ret = -22;
         i.errno = Some("EINVAL".into());
+        i.ret = super::tests_classes::errno_ret("EINVAL");
     }
     let (_, v) = stages(&[open(1, "/dev/nvidiactl", "ctl"), bad]);
     assert_eq!(v.result, Outcome::Failed);
@@ -380,6 +382,7 @@ pub(super) fn failed(mut e: Event, errno: &str) -> Event {
         i.ok = false;
         i.ret = -1;
         i.errno = Some(errno.into());
+        i.ret = super::tests_classes::errno_ret(errno);
     }
     e
 }

@@ -21,7 +21,7 @@ fn lookup(t: u64, path: &str, errno: Option<&str>) -> Event {
     p.fd = None;
     if let Some(e) = errno {
         p.errno = Some(e.into());
-        p.ret = -2;
+        p.ret = errno_ret(e);
         p.ok = false;
     } else {
         p.ret = 0;
@@ -46,6 +46,7 @@ pub(super) fn cuda(t: u64, func: &'static str, ret: Option<(i64, &'static str)>)
     Event::Cuda(crate::decode::CudaCall {
         proc: proc_(),
         func,
+        func_id: nvprobe_common::cuda_func_number(func).expect("a libcuda function"),
         phase: if ret.is_some() {
             CudaPhase::Return
         } else {
@@ -133,6 +134,7 @@ fn processes_that_never_start_cuda_are_not_failed_cuda_start_ups() {
         unreachable!()
     };
     mk.flags = "O_WRONLY|O_CREAT|O_TRUNC".into();
+    mk.creates = true;
     mk.mismatch =
         Some("/dev/nvidia-uvm is not a character device: this is not the NVIDIA uvm node".into());
     let sh = verdicts_of(vec![], vec![], &[Event::Open(mk), exit_of(2, 7, 0)]);
@@ -230,6 +232,7 @@ fn a_refused_mknod_is_named() {
     };
     p.ret = -1;
     p.errno = Some("EPERM".into());
+    p.ret = errno_ret("EPERM");
     p.ok = false;
     let v = verdicts_of(
         vec![],
@@ -380,7 +383,7 @@ pub(super) fn lib_open(t: u64, path: &str, errno: Option<&str>) -> Event {
     p.flags = "O_RDONLY|O_CLOEXEC".into();
     if let Some(e) = errno {
         p.errno = Some(e.into());
-        p.ret = -2;
+        p.ret = errno_ret(e);
         p.ok = false;
         p.fd = None;
     }
@@ -429,4 +432,25 @@ fn a_libcuda_read_but_never_mapped_is_no_cuda_start_up() {
     assert!(v[0].diagnoses[0].evidence.starts_with(
         "the dynamic loader looked for libcuda.so.1 2 times and found none: /opt/a/libcuda.so.1 (ENOENT), /usr/lib/libcuda.so.1 (ENOENT)"
     ));
+}
+
+/// The return value of a system call that failed with `name` (the
+/// decoder reads the errno from it).
+pub(super) fn errno_ret(name: &str) -> i64 {
+    let e = match name {
+        "EPERM" => libc::EPERM,
+        "ENOENT" => libc::ENOENT,
+        "EINTR" => libc::EINTR,
+        "ENXIO" => libc::ENXIO,
+        "EAGAIN" => libc::EAGAIN,
+        "ENOMEM" => libc::ENOMEM,
+        "EACCES" => libc::EACCES,
+        "EINVAL" => libc::EINVAL,
+        "EMFILE" => libc::EMFILE,
+        "EROFS" => libc::EROFS,
+        "ENOSYS" => libc::ENOSYS,
+        "ERESTARTSYS" => 512,
+        other => panic!("errno_ret: add {other}"),
+    };
+    -i64::from(e)
 }

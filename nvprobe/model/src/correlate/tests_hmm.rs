@@ -129,6 +129,7 @@ access is on (UVM_PAGEABLE_MEM_ACCESS: true)"
             i.ok = false;
             i.fd = if reinit { 3 } else { 4 };
             i.errno = Some("EINVAL".into());
+            i.ret = super::tests_classes::errno_ret("EINVAL");
         }
         let mut ev = vec![open(1, "/dev/nvidiactl", "ctl"), pm];
         if reinit {
@@ -186,6 +187,7 @@ access is on (UVM_PAGEABLE_MEM_ACCESS: true)"
     if let Event::Ioctl(i) = &mut bad {
         i.ok = false;
         i.errno = Some("EINVAL".into());
+        i.ret = super::tests_classes::errno_ret("EINVAL");
     }
     let v = stages(&[open(1, "/dev/nvidiactl", "ctl"), bad, pm]).1;
     assert!(

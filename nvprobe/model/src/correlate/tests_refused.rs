@@ -19,6 +19,7 @@ pub(super) fn refused(t: u64, path: &str, errno: &str) -> Event {
     };
     p.ret = -1;
     p.errno = Some(errno.into());
+    p.ret = super::tests_classes::errno_ret(errno);
     p.fd = None;
     p.device = None;
     p.ok = false;
@@ -392,6 +393,7 @@ fn a_user_namespace_and_the_security_modules_are_named() {
         p.syscall = "mknodat";
         p.ret = -1;
         p.errno = Some("EPERM".into());
+        p.ret = super::tests_classes::errno_ret("EPERM");
         p.ok = false;
     }
     let Event::Open(p) = mknod else {
@@ -429,6 +431,7 @@ fn a_refused_mknod_names_the_read_only_mount_or_the_missing_capability() {
         p.syscall = "mknodat";
         p.ret = -1;
         p.errno = Some(errno.into());
+        p.ret = super::tests_classes::errno_ret(errno);
         p.ok = false;
         Event::Mknod(p)
     };

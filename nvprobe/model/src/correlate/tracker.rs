@@ -4,35 +4,18 @@
 
 use super::{
     breakdown::{BREAKDOWN_SLOW_NS, Breakdown, Span},
-    facts::{CallRef, Comm},
+    facts::{
+        CallRef, CallResult, Comm, DevNo, ERESTARTNOHAND, ERESTARTNOINTR, ERESTARTSYS, PathWhy,
+    },
     record::Record,
-    stages::{STAGES, StageHit},
-    state::{CONTEXT_WAIT_NS, ContextStep, FailedCall, GpuKey, ProcInit, ms},
+    stages::{NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION, STAGES, StageHit},
+    state::{CONTEXT_WAIT_NS, ContextStep, Failure, GpuKey, ProcInit, ms},
 };
-
-/// libcuda calls that start nothing: nvidia-smi asks for export tables
-/// without a cuInit, and a version query or a symbol lookup is no CUDA
-/// start-up either.
-const NOT_STARTING: &[&str] = &[
-    "cuGetExportTable",
-    "cuDriverGetVersion",
-    "cuGetProcAddress",
-    "cuGetProcAddress_v2",
-    "cuGetErrorString",
-    "cuGetErrorName",
-];
-
-/// Whether `func` makes a first context (the kernel side quiets a
-/// process after the first that succeeds): its return ends the start-up.
-fn makes_context(func: &str) -> bool {
-    nvprobe_common::CUDA_CONTEXT_FUNCS
-        .iter()
-        .any(|&f| nvprobe_common::cuda_func_name(f) == Some(func))
-}
-
-/// Device lookups before the first context: one that fails ends the
-/// start-up (a program has no device to make a context on).
-const DEVICE_LOOKUPS: &[&str] = &["cuDeviceGet", "cuDeviceGetCount", "cuDeviceGetByPCIBusId"];
+use crate::decode::{
+    Call, DeviceKind,
+    cudafn::{self, CU_DEVICE_GET_COUNT, CU_INIT, DEVICE_LOOKUPS, NOT_STARTING, makes_context},
+    escape, node_kind, status, uvm,
+};
 
 /// A libcuda call's return, as the tracker needs it.
 pub(crate) struct CudaEnd {
@@ -48,13 +31,13 @@ pub(crate) struct CudaEnd {
 /// A path event as the tracker needs it.
 pub(crate) struct PathObs {
     pub(crate) opened_device: bool,
-    pub(crate) problem: Option<(String, String)>,
+    pub(crate) problem: Option<(String, PathWhy)>,
     pub(crate) open_path: Option<String>,
     pub(crate) path: String,
     pub(crate) ok: bool,
     pub(crate) open: bool,
     pub(crate) gpu_minor: Option<u32>,
-    pub(crate) mknod: Option<String>,
+    pub(crate) mknod: Option<Option<DevNo>>,
     pub(crate) mknod_ok: bool,
 }
 
@@ -67,7 +50,7 @@ pub(crate) struct IoctlObs {
     pub(crate) ok: bool,
     pub(crate) call: CallRef,
     pub(crate) fd: i32,
-    pub(crate) failure: Option<String>,
+    pub(crate) failure: Option<CallResult>,
     pub(crate) stage: bool,
     pub(crate) gpu: Option<super::facts::GpuRef>,
     pub(crate) uvm: bool,
@@ -90,7 +73,7 @@ impl ProcInit {
     pub(crate) fn on_cuda(
         &mut self,
         pid: u32,
-        func: &str,
+        func: u32,
         end: Option<CudaEnd>,
         out: &mut Vec<Record>,
     ) {
@@ -98,7 +81,7 @@ impl ProcInit {
             self.cuda_calls += 1;
         }
         let Some(r) = end else {
-            if func == "cuInit" {
+            if func == CU_INIT {
                 self.cuinit_entered = true;
                 if let Some(during) = self.interposer_in.as_mut() {
                     *during = true;
@@ -113,7 +96,7 @@ impl ProcInit {
         };
         let code = r.result.unwrap_or(0);
         if r.interposer {
-            if func != "cuInit" {
+            if func != CU_INIT {
                 return;
             }
             // Its cuInit returned: did it call libcuda's?
@@ -135,7 +118,7 @@ impl ProcInit {
             // It answered in libcuda's place: its answer is what the
             // program got from cuInit.
         }
-        if func == "cuInit" {
+        if func == CU_INIT {
             self.last_ns = self.last_ns.max(r.end);
             self.curesult = Some((code, r.result_name));
             self.cuinit_stage = self.last_stage();
@@ -149,9 +132,9 @@ impl ProcInit {
             return self.give_verdict(pid, out);
         }
         if code == 3 {
-            self.not_initialized.get_or_insert_with(|| func.to_owned());
+            self.not_initialized.get_or_insert(func);
         }
-        if func == "cuDeviceGetCount" && code == 0 && r.value.is_some() {
+        if func == CU_DEVICE_GET_COUNT && code == 0 && r.value.is_some() {
             self.visible = r.value;
         }
         if makes_context(func) && self.late_context_awaited() {
@@ -161,7 +144,7 @@ impl ProcInit {
             return;
         }
         let step = || ContextStep {
-            call: func.to_owned(),
+            call: cudafn::name(func).to_owned(),
             device: r.device,
             result: format!("{} ({code})", r.result_name.unwrap_or("CUresult")),
             code,
@@ -186,11 +169,11 @@ impl ProcInit {
 
     /// A preloaded library's function entered (its cuInit is followed, to
     /// learn whether it calls libcuda's).
-    pub(crate) fn on_interposer_entry(&mut self, func: &str) {
+    pub(crate) fn on_interposer_entry(&mut self, func: u32) {
         if !NOT_STARTING.contains(&func) {
             self.cuda_calls += 1;
         }
-        if func == "cuInit" {
+        if func == CU_INIT {
             self.interposer_in = Some(false);
         }
     }
@@ -213,12 +196,12 @@ impl ProcInit {
 
     /// The first context, after the verdict: a `first_context` record,
     /// with the diagnoses of a failed one.
-    fn late_context(&mut self, pid: u32, func: &str, r: &CudaEnd, out: &mut Vec<Record>) {
+    fn late_context(&mut self, pid: u32, func: u32, r: &CudaEnd, out: &mut Vec<Record>) {
         let code = r.result.unwrap_or(0);
         self.ctx_in_flight = false;
         self.last_ns = self.last_ns.max(r.end);
         let step = ContextStep {
-            call: func.to_owned(),
+            call: cudafn::name(func).to_owned(),
             device: r.device,
             result: format!("{} ({code})", r.result_name.unwrap_or("CUresult")),
             code,
@@ -282,15 +265,16 @@ impl ProcInit {
             self.breakdown(&o, v, out);
         }
         if self.calls == 0 && !self.opened_any {
-            self.inherited = Some((o.call.text(), o.fd));
+            self.inherited = Some((o.call, o.fd));
         }
         if o.uvm {
             self.uvm_touched = true;
         }
-        if o.uvm && o.fd < 0 && o.call.name == Some("UVM_INITIALIZE") {
+        let uvm_init = o.call.is(Call::Uvm(uvm::UVM_INITIALIZE));
+        if o.uvm && o.fd < 0 && uvm_init {
             self.fdless_va_spaces = self.fdless_va_spaces.saturating_add(1);
         }
-        if o.uvm && (o.pageable.is_some() || o.call.name == Some("UVM_INITIALIZE")) {
+        if o.uvm && (o.pageable.is_some() || uvm_init) {
             self.pageable.retain(|(fd, _)| *fd != o.fd);
             if let Some(p) = o.pageable
                 && self.pageable.len() < 16
@@ -300,14 +284,14 @@ impl ProcInit {
         }
         self.note_gpu(&o);
         self.calls += 1;
-        // A call that failed with EINTR (or a restart code) and was then
-        // made again successfully is not what explains the end.
+        // A call that failed with EINTR (or a restart code, or EAGAIN) and
+        // was then made again successfully is not what explains the end.
         if o.ok
             && let Some(f) = &self.last_failure
-            && f.call == o.call.text()
+            && f.call.same(&o.call)
             && matches!(
-                f.result.as_str(),
-                "EINTR" | "ERESTARTSYS" | "ERESTARTNOINTR" | "ERESTARTNOHAND" | "EAGAIN"
+                f.result.errno(),
+                Some(libc::EINTR | ERESTARTSYS | ERESTARTNOINTR | ERESTARTNOHAND | libc::EAGAIN)
             )
         {
             self.last_failure = None;
@@ -320,12 +304,12 @@ impl ProcInit {
         for sig in self.signals.iter_mut().rev().take(4) {
             if sig.during.is_none() && start <= sig.at_ns && sig.at_ns <= end {
                 sig.during = Some(o.call.text());
+                sig.during_call = Some(o.call);
             }
         }
         if !self.pending.is_empty() {
-            let name = o.call.text();
-            let result = if o.ok { None } else { o.failure.as_deref() };
-            self.settle(o.pid, o.tid, (start, end), &name, result, out);
+            let result = if o.ok { None } else { o.failure };
+            self.settle(o.pid, o.tid, (start, end), o.call, result, out);
         }
         self.last_call = Some((start, end, o.call));
         o.stage.then(|| o.call.text())
@@ -337,10 +321,9 @@ impl ProcInit {
             return;
         };
         let at = ms(o.span.1, self.first_ns);
-        let result = if o.ok {
-            "NV_OK".to_owned()
-        } else {
-            o.failure.clone().unwrap_or_default()
+        let result = match o.failure {
+            Some(f) if !o.ok => f.text(),
+            _ => "NV_OK".to_owned(),
         };
         let key = match self.host_minor(u) {
             Some(m) => GpuKey::Both(m, u.clone()),
@@ -361,22 +344,22 @@ impl ProcInit {
             .map(|(_, p)| *p)
             .filter(|_| o.fd >= 0 || self.fdless_va_spaces <= 1);
         let (start, end) = o.span;
-        if let Some(f) = &o.failure
-            && (f == "NV_ERR_LIB_RM_VERSION_MISMATCH"
-                || o.call.name == Some("NV_ESC_CHECK_VERSION_STR")
-                || o.call.control == Some("NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION"))
+        let Some(result) = o.failure else { return };
+        if result == CallResult::Status(status::NV_ERR_LIB_RM_VERSION_MISMATCH)
+            || o.call.is(Call::Escape(escape::NV_ESC_CHECK_VERSION_STR))
+            || o.call.control == Some(NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION)
         {
-            self.version_check = Some((o.call.text(), f.clone()));
+            self.version_check = Some((o.call, result));
         }
-        let failed = FailedCall {
-            call: o.call.text(),
-            result: o.failure.clone().unwrap_or_default(),
-            at_ms: ms(start, self.first_ns),
-            duration_ms: end.saturating_sub(start) as f64 / 1e6,
+        let failed = Failure {
+            call: o.call,
+            result,
+            start,
+            end,
         };
         // What refused the first context: the first failure inside its call.
         if self.ctx_in_flight && self.after_init_failure.is_none() {
-            self.after_init_failure = Some(failed.clone());
+            self.after_init_failure = Some(failed);
         }
         self.last_failure = Some(failed);
     }
@@ -414,11 +397,15 @@ impl ProcInit {
         self.lookups += 1;
         if p.opened_device {
             self.opened_any = true;
-            if p.path == "/dev/nvidiactl" {
+            if node_kind(&p.path) == Some(DeviceKind::Ctl) {
                 self.ctl_opens = self.ctl_opens.saturating_add(1);
             }
         }
-        if p.path.contains("nvidia-uvm") && p.open {
+        if matches!(
+            node_kind(&p.path),
+            Some(DeviceKind::Uvm | DeviceKind::UvmTools)
+        ) && p.open
+        {
             self.uvm_touched = true;
         }
         if let Some(m) = p.gpu_minor {

@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 use super::{
+    facts::Exit,
     rules,
     stages::StageHit,
     state::{CONTEXT_WAIT_NS, FailedCall, ProcInit, SignalInfo, ms},
@@ -84,9 +85,9 @@ pub struct CuInit {
     pub gpus: Vec<super::state::GpuProgress>,
 }
 
-pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<(String, i32)>) -> CuInit {
+pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<Exit>) -> CuInit {
     let last_stage = st.last_stage();
-    let fatal_sig = exit.as_ref().map_or(0, |e| e.1);
+    let fatal_sig = exit.map_or(0, Exit::signal);
     // The signal that explains the end: the last one of the fatal number,
     // else the last one that landed during a call.
     let signal = st
@@ -103,20 +104,14 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<(String, i32)>) -> C
     let mut diagnoses = rules::diagnose(&super::table::Facts {
         st,
         fatal_sig,
-        exited_ok: exit.as_ref().is_some_and(|e| e.1 == 0),
+        exited_ok: exit.is_some_and(|e| e.signal() == 0),
         signal: signal.as_ref(),
-        exit: exit.as_ref().map(|e| e.0.as_str()),
+        exit,
     });
     let (result, text, source, curesult) = if let Some((code, name)) = st.curesult {
         let r = format!("{} ({code})", name.unwrap_or("CUresult"));
         let (result, text) = if code == 0 {
-            after_cuinit(
-                st,
-                &r,
-                last_stage.as_deref(),
-                exit.as_ref(),
-                signal.as_ref(),
-            )
+            after_cuinit(st, &r, last_stage.as_deref(), exit, signal.as_ref())
         } else {
             (
                 Outcome::Failed,
@@ -136,15 +131,7 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<(String, i32)>) -> C
                             .map_or(String::new(), |d| {
                                 // Said once: the evidence that begins with
                                 // this very outcome goes on after it.
-                                let prefix = format!("cuInit returned {r}");
-                                let ev = d.evidence.strip_prefix(prefix.as_str()).map_or(
-                                    d.evidence.as_str(),
-                                    |rest| {
-                                        rest.trim_start_matches(" and ")
-                                            .trim_start_matches("; ")
-                                            .trim_start_matches(": ")
-                                    },
-                                );
+                                let ev = &d.evidence[d.about.detail_at.unwrap_or(0)..];
                                 format!(": {ev}")
                             })
                     ),
@@ -158,13 +145,8 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<(String, i32)>) -> C
             Some(r),
         )
     } else {
-        let (result, text) = driver_only(
-            st,
-            exit.as_ref(),
-            signal.as_ref(),
-            last_stage.as_deref(),
-            &diagnoses,
-        );
+        let (result, text) =
+            driver_only(st, exit, signal.as_ref(), last_stage.as_deref(), &diagnoses);
         let source = if st.cuinit_entered {
             "libcuda uprobe (cuInit entered and never returned) and driver calls"
         } else if st.cuda_calls > 0 {
@@ -203,12 +185,13 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<(String, i32)>) -> C
         stages: st.stages.clone(),
         calls: st.calls,
         failed_call: if context_failed {
-            st.after_init_failure.clone()
+            st.after_init_failure
         } else {
-            st.last_failure.clone()
-        },
+            st.last_failure
+        }
+        .map(|f| f.shown(st.first_ns)),
         signal,
-        exit: exit.map(|e| e.0),
+        exit: exit.map(Exit::text),
         curesult,
         context: st.context.clone(),
         diagnoses,
@@ -225,7 +208,7 @@ fn after_cuinit(
     st: &ProcInit,
     r: &str,
     last_stage: Option<&str>,
-    exit: Option<&(String, i32)>,
+    exit: Option<Exit>,
     signal: Option<&SignalInfo>,
 ) -> (Outcome, String) {
     // The stage cuInit had reached when it returned (the first context's
@@ -238,9 +221,10 @@ fn after_cuinit(
             .unwrap_or("no driver call")
     );
     if st.context.is_none()
-        && let Some((how, sig)) = exit
-        && *sig != 0
+        && let Some(e) = exit
+        && e.signal() != 0
     {
+        let how = e.text();
         // Killed before its first context: the start-up did not end.
         return (
             Outcome::Killed,
@@ -371,18 +355,18 @@ fn other_class(
     pid: u32,
     st: &ProcInit,
     class: Class,
-    exit: Option<(String, i32)>,
+    exit: Option<Exit>,
     signal: Option<SignalInfo>,
 ) -> CuInit {
-    let fatal = exit.as_ref().is_some_and(|e| e.1 != 0);
-    let ended = exit.as_ref().map_or_else(
+    let fatal = exit.is_some_and(|e| e.signal() != 0);
+    let ended = exit.map_or_else(
         || "still running when tracing stopped".to_owned(),
-        |e| e.0.clone(),
+        Exit::text,
     );
     let (result, text, diagnoses) = match class {
         Class::Helper => {
             let parent = st.parent.map_or(0, |p| p.0);
-            let ok = exit.as_ref().is_some_and(|e| e.0.ends_with("status 0"));
+            let ok = exit == Some(Exit::Status(0));
             (
                 if ok {
                     Outcome::Ok
@@ -398,10 +382,10 @@ fn other_class(
         Class::Nvml => {
             let mut d = rules::diagnose(&super::table::Facts {
                 st,
-                fatal_sig: exit.as_ref().map_or(0, |e| e.1),
-                exited_ok: exit.as_ref().is_some_and(|e| e.1 == 0),
+                fatal_sig: exit.map_or(0, Exit::signal),
+                exited_ok: exit.is_some_and(|e| e.signal() == 0),
                 signal: signal.as_ref(),
-                exit: exit.as_ref().map(|e| e.0.as_str()),
+                exit,
             });
             d.retain(|x| {
                 matches!(
@@ -429,7 +413,7 @@ fn other_class(
             let text = if fatal {
                 // Who killed it, where: as for a CUDA start-up.
                 let last = st.last_stage();
-                let (_, t) = driver_only(st, exit.as_ref(), signal.as_ref(), last.as_deref(), &d);
+                let (_, t) = driver_only(st, exit, signal.as_ref(), last.as_deref(), &d);
                 format!("{t} (a driver client: no CUDA call)")
             } else {
                 format!(
@@ -472,9 +456,9 @@ fn other_class(
         total_ms: ms(st.last_ns, st.first_ns),
         stages: st.stages.clone(),
         calls: st.calls,
-        failed_call: st.last_failure.clone(),
+        failed_call: st.last_failure.map(|f| f.shown(st.first_ns)),
         signal,
-        exit: exit.map(|e| e.0),
+        exit: exit.map(Exit::text),
         curesult: None,
         context: None,
         diagnoses,
@@ -526,7 +510,7 @@ fn with_gpu(text: String, st: &ProcInit) -> String {
 /// end, when cuInit's own return was not seen.
 fn driver_only(
     st: &ProcInit,
-    exit: Option<&(String, i32)>,
+    exit: Option<Exit>,
     signal: Option<&SignalInfo>,
     last_stage: Option<&str>,
     diagnoses: &[Diagnosis],
@@ -537,7 +521,7 @@ fn driver_only(
             Outcome::Ok,
             "reached UVM GPU registration (S7): the driver side of cuInit completed".to_owned(),
         ),
-        (Some((e, sig)), false) if *sig != 0 => (
+        (Some(e), false) if e.signal() != 0 => (
             Outcome::Killed,
             match signal {
                 Some(s) => format!(
@@ -550,7 +534,7 @@ fn driver_only(
                         None => format!(", at {}", last_stage.unwrap_or("no stage yet")),
                     }
                 ),
-                None => format!("{e} at {}", last_stage.unwrap_or("no stage yet")),
+                None => format!("{} at {}", e.text(), last_stage.unwrap_or("no stage yet")),
             },
         ),
         _ if st.last_failure.is_some() || !diagnoses.is_empty() => (
@@ -568,14 +552,14 @@ fn driver_only(
                 },
             },
         ),
-        (Some((e, _)), false) if st.calls == 0 && st.cuda_calls == 0 && !st.cuinit_entered => (
+        (Some(e), false) if st.calls == 0 && st.cuda_calls == 0 && !st.cuinit_entered => (
             Outcome::Exited,
             match st.lib_loaded() {
                 Some(p) => format!("loaded {p} and {e} without a CUDA call or a driver call"),
                 None => format!("{e} without a CUDA call or a driver call"),
             },
         ),
-        (Some((e, _)), false) if !st.reached[4] && !st.cuinit_entered => (
+        (Some(e), false) if !st.reached[4] && !st.cuinit_entered => (
             Outcome::Exited,
             match st.lib_loaded() {
                 // Its libcuda was loaded: the start-up's calls were not
@@ -591,7 +575,7 @@ hooked after its start-up)",
                 ),
             },
         ),
-        (Some((e, _)), false) => (
+        (Some(e), false) => (
             Outcome::Exited,
             format!(
                 "{e} after {}, before any GPU was registered with UVM",

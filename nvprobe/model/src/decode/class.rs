@@ -27,6 +27,13 @@ pub fn name(class: u32, v: &VersionCtx) -> Option<&'static str> {
     TABLE.lookup(class, release).map(|h| h.row.name)
 }
 
+/// A memory class (device or system memory a process holds: the
+/// NV01_MEMORY_* and *_MEMORY_* classes of cl003e.h, cl0040.h, cl0070.h,
+/// cl00c2.h …), by the name the table gives it.
+pub fn is_memory(class: crate::decode::args::Named) -> bool {
+    class.name.is_some_and(|n| n.contains("MEMORY"))
+}
+
 /// Root-client classes: the kernel rewrites 0 and 1 to NV01_ROOT_CLIENT.
 pub fn is_root_client(class: u32) -> bool {
     matches!(class, 0x0 | 0x1 | 0x41)

@@ -18,6 +18,7 @@ use super::{
 /// The numbers the kernel side needs too are the contract's.
 pub use nvprobe_common::ioctl::{NV_ESC_IOCTL_XFER_CMD, NV_ESC_RM_CONTROL, NV_IOCTL_MAGIC};
 pub const NV_ESC_RM_ALLOC: u32 = 0x2B;
+pub const NV_ESC_RM_ALLOC_MEMORY: u32 = 0x27;
 pub const NV_ESC_RM_FREE: u32 = 0x29;
 pub const NV_ESC_REGISTER_FD: u32 = 0xC9;
 pub const NV_ESC_CHECK_VERSION_STR: u32 = 0xD2;

@@ -246,6 +246,10 @@ pub struct PathCall {
     pub path_truncated: bool,
     /// open flags (O_*), AT_* flags, or the access mode, as named bits.
     pub flags: String,
+    /// An open with O_CREAT: it makes the file, as mknod does (not in the
+    /// JSON: `flags` says it there).
+    #[serde(skip)]
+    pub creates: bool,
     pub start_ns: u64,
     pub duration_ns: u64,
     pub ret: i64,
@@ -358,6 +362,9 @@ pub struct CudaCall {
     #[serde(flatten)]
     pub proc: Proc,
     pub func: &'static str,
+    /// The function's number (`nvprobe_common::CUDA_API`; `func` names it).
+    #[serde(skip)]
+    pub func_id: u32,
     pub phase: CudaPhase,
     pub start_ns: u64,
     #[serde(skip_serializing_if = "Option::is_none")]

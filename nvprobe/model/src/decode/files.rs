@@ -6,6 +6,9 @@ use nvprobe_common::{DevKind, FdEvent, FdOp, MmapEvent, PathEvent, PathOp};
 
 use super::{bytes::*, context::*, event::*};
 
+/// open(2)'s O_CREAT (include/uapi/asm-generic/fcntl.h).
+const O_CREAT: u32 = 0o100;
+
 const O_FLAGS: &[(u32, &str)] = &[
     (0o100, "O_CREAT"),
     (0o200, "O_EXCL"),
@@ -79,6 +82,12 @@ fn at_flags(f: u32) -> String {
     } else {
         parts.join("|")
     }
+}
+
+/// The kind of NVIDIA node a path names (`/dev/nvidia-uvm`: uvm), if it
+/// names one.
+pub fn node_kind(path: &str) -> Option<DeviceKind> {
+    expected_for_path(path).map(|(k, _)| k.into())
 }
 
 /// What device a `/dev/nvidia*` name promises: (kind, expected minor).
@@ -210,6 +219,7 @@ pub(super) fn decode_path(ev: &PathEvent, ctx: &Context, raw: Option<String>) ->
         path,
         path_truncated: truncated,
         flags,
+        creates: op.is_some_and(PathOp::is_open) && ev.flags & O_CREAT != 0,
         start_ns: ev.start_ns,
         duration_ns: ev.duration_ns,
         ret: ev.ret,

@@ -10,6 +10,7 @@ mod bytes;
 pub mod class;
 mod context;
 pub mod control;
+pub mod cudafn;
 pub mod curesult;
 pub mod escape;
 mod escape_args;
@@ -37,6 +38,7 @@ pub use self::{
         record_size,
     },
     event::*,
+    files::node_kind,
     ioctl::raw_call_name,
 };
 

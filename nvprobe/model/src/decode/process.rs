@@ -4,17 +4,18 @@ use nvprobe_common::{
     CUDA_RETURN, CudaEvent, DevKind, DriverEvent, ProcEvent, ProcOp, kdev_major, kdev_minor,
 };
 
-use super::{bytes::*, context::*, curesult, escape, event::*, ioctl, signal, status};
+use super::{bytes::*, context::*, cudafn, curesult, escape, event::*, ioctl, signal, status};
 
 pub(super) fn decode_cuda(ev: &CudaEvent, raw: Option<String>) -> Event {
     let interposer = ev.func & nvprobe_common::CUDA_INTERPOSER != 0;
     let number = ev.func & !(nvprobe_common::CUDA_INTERPOSER | nvprobe_common::CUDA_FAULT_ONLY);
-    let func = nvprobe_common::cuda_func_name(number).unwrap_or("unknown");
+    let func = cudafn::name(number);
     let ret = ev.phase == CUDA_RETURN;
     let unfinished = ev.phase == nvprobe_common::CUDA_UNFINISHED;
     Event::Cuda(CudaCall {
         proc: proc_of(&ev.hdr),
         func,
+        func_id: number,
         phase: if ret {
             CudaPhase::Return
         } else if unfinished {
@@ -30,7 +31,7 @@ pub(super) fn decode_cuda(ev: &CudaEvent, raw: Option<String>) -> Event {
         interposer,
         value: (ret && ev.out_valid != 0).then_some(ev.out_val),
         device: if ret {
-            device_arg(func, &ev.args)
+            device_arg(number, &ev.args)
         } else {
             None
         },
@@ -42,10 +43,11 @@ pub(super) fn decode_cuda(ev: &CudaEvent, raw: Option<String>) -> Event {
 /// the first three (cuda.h): cuDeviceGet(CUdevice *, int ordinal),
 /// cuDevicePrimaryCtxRetain(CUcontext *, CUdevice), cuCtxCreate(_v2)
 /// (CUcontext *, unsigned int flags, CUdevice).
-fn device_arg(func: &str, args: &[u64; 3]) -> Option<i32> {
+fn device_arg(func: u32, args: &[u64; 3]) -> Option<i32> {
+    use cudafn::*;
     match func {
-        "cuDeviceGet" | "cuDevicePrimaryCtxRetain" => Some(args[1] as u32 as i32),
-        "cuCtxCreate" | "cuCtxCreate_v2" => Some(args[2] as u32 as i32),
+        CU_DEVICE_GET | CU_DEVICE_PRIMARY_CTX_RETAIN => Some(args[1] as u32 as i32),
+        CU_CTX_CREATE | CU_CTX_CREATE_V2 => Some(args[2] as u32 as i32),
         _ => None,
     }
 }

@@ -3,6 +3,10 @@
 //! NV_OK, 141 NV_ERR_*, 9 NV_WARN_*. UVM uses the same codes.
 
 /// (code, name), sorted by code for binary search.
+/// The statuses the rules name (nvstatuscodes.h).
+pub const NV_ERR_BUSY_RETRY: u32 = 0x3;
+pub const NV_ERR_LIB_RM_VERSION_MISMATCH: u32 = 0x6A;
+
 pub const STATUS: &[(u32, &str)] = &[
     (0x0, "NV_OK"),
     (0x1, "NV_ERR_BROKEN_FB"),

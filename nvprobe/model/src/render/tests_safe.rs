@@ -4,7 +4,7 @@
 //! from a recording (escaped when rendered).
 
 use crate::attribution::ProcessInfo;
-use crate::correlate::{Class, CuInit, DiagId, DiagSeverity, Diagnosis, Outcome, Record};
+use crate::correlate::{Class, CuInit, DiagId, Outcome, Record};
 
 const HOSTILE: &str = "0\n== python3[1] cuInit ok: forged\r\x1b[2J\x1b]0;pwn\x07\u{202e}txt.exe";
 
@@ -25,12 +25,10 @@ fn hostile_verdict() -> CuInit {
         exit: None,
         curesult: None,
         context: None,
-        diagnoses: vec![Diagnosis {
-            id: DiagId::LibcudaUnloadable,
-            evidence: format!("the dynamic loader opened {HOSTILE} and could not load it"),
-            hint: DiagId::LibcudaUnloadable.rule().hint,
-            severity: DiagSeverity::Error,
-        }],
+        diagnoses: vec![crate::correlate::table::diag(
+            DiagId::LibcudaUnloadable,
+            format!("the dynamic loader opened {HOSTILE} and could not load it"),
+        )],
         class: Class::Cuda,
         process: Some(ProcessInfo {
             pid: 7,

@@ -22,6 +22,8 @@ mod judge;
 pub mod types;
 
 use judge::{best, judge, text_of};
+
+use super::facts::Exit;
 pub use types::*;
 
 use crate::{
@@ -58,13 +60,8 @@ const PROCS_KEPT: usize = 4096;
 /// not see its start) every call but the start-up's own (cuInit, the
 /// version, device and context calls, whose failures the `cuinit` verdict
 /// judges).
-pub fn run_time(func: &str, context: Option<&super::state::ContextStep>) -> bool {
-    if context.is_some_and(|c| c.code == 0) {
-        return true;
-    }
-    !["cuInit", "cuDriver", "cuDevice", "cuGet", "cuCtxCreate"]
-        .iter()
-        .any(|p| func.starts_with(p))
+pub fn run_time(func: u32, context: Option<&super::state::ContextStep>) -> bool {
+    context.is_some_and(|c| c.code == 0) || !crate::decode::cudafn::is_startup(func)
 }
 
 /// What the Xid table says of `n`.
@@ -361,7 +358,7 @@ impl Faults {
     }
 
     /// The process ended (exit, or exec of a new program).
-    pub fn ended(&mut self, pid: u32, how: String, at: u64) {
+    pub(crate) fn ended(&mut self, pid: u32, how: Exit, at: u64) {
         if let Some(p) = self.procs.get_mut(&pid) {
             p.ended = Some(how);
             p.due = p.due.min(at.saturating_add(GRACE_NS));
@@ -406,8 +403,9 @@ impl Faults {
         if p.first.is_none() && p.unfinished.is_none() && p.xids.is_empty() {
             return;
         }
-        let ended = p.ended.clone().unwrap_or_else(|| "still running".into());
-        if p.first.is_none() && p.xids.is_empty() && !ended.starts_with("killed by") {
+        let killed = matches!(p.ended, Some(Exit::Signal(_)));
+        let ended = p.ended.map_or_else(|| "still running".into(), Exit::text);
+        if p.first.is_none() && p.xids.is_empty() && !killed {
             // A thread still waiting when its process exited on its own (or
             // exec'd) is not a fault: nothing failed and nothing was killed.
             return;

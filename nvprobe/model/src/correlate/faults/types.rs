@@ -204,7 +204,7 @@ pub(super) struct Pending {
     pub(super) unfinished: Option<FaultCall>,
     pub(super) xids: Vec<FaultXid>,
     pub(super) gpus: Vec<u32>,
-    pub(super) ended: Option<String>,
+    pub(super) ended: Option<super::super::facts::Exit>,
     pub(super) due: u64,
     /// The last failed call (any CUresult), for a kernel-log line.
     pub(super) last_failed: Option<LogCall>,
