@@ -425,7 +425,7 @@ impl Exporter {
                 a.push(f64_ann("elapsed_s", s.elapsed_s));
                 self.instant(track, &format!("stall: {}", s.call), mono, a);
             }
-            Item::Process(_) => {}
+            Item::Process(_) | Item::Start(..) | Item::Undecodable(..) => {}
         }
     }
 

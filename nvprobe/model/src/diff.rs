@@ -95,8 +95,9 @@ impl Collector {
 
     /// One item of the replay's typed stream.
     pub fn item(&mut self, item: &Item<'_>) {
-        let (pid, comm, fact) = Fact::of_item(item);
-        self.push(pid, &comm, fact);
+        if let Some((pid, comm, fact)) = Fact::of_item(item) {
+            self.push(pid, &comm, fact);
+        }
     }
 
     fn push(&mut self, pid: u32, comm: &str, fact: Fact) {

@@ -272,6 +272,11 @@ pub enum Item<'a> {
     Process(&'a ProcessInfo),
     /// A stall report, as recorded.
     Stall(&'a StallReport),
+    /// The recording's start record (the first, before any other record):
+    /// its wall clock against its monotonic one, when it has a usable time.
+    Start(&'a StartRecord, Option<i128>),
+    /// A kernel record that did not decode (its line, why).
+    Undecodable(u64, &'a decode::DecodeError),
 }
 
 impl Item<'_> {
@@ -284,6 +289,7 @@ impl Item<'_> {
             Item::Record(r) => serde_json::to_value(r),
             Item::Process(p) => serde_json::to_value(Note::Process(p)),
             Item::Stall(s) => serde_json::to_value(Note::Stall(s)),
+            Item::Start(..) | Item::Undecodable(..) => return Value::Null,
         };
         match v {
             Ok(Value::Object(mut m)) => {
@@ -319,6 +325,12 @@ pub struct Replayed {
     /// The line of a start record after the decoding had begun (recordings
     /// joined?): decoding went on with the first one's layouts.
     pub second_start: Option<u64>,
+    /// Kernel records that did not decode (each an [`Item::Undecodable`]).
+    pub undecodable: u64,
+    /// What only the live run knew, from the recording's summary: how long
+    /// it ran, what the ring buffer lost.
+    pub duration_s: Option<f64>,
+    pub lost: Option<LostSummary>,
 }
 
 impl Replayed {
@@ -382,10 +394,24 @@ pub fn replay(
 /// change them): what a recording would have been had the kernel side sent
 /// less (`correlate::needs::KernelLevel`).
 pub fn replay_filtered(
+    r: impl BufRead,
+    force: Option<DriverVersion>,
+    keep: impl FnMut(&mut decode::Event) -> bool,
+    mut on: impl FnMut(u64, Item<'_>),
+) -> std::io::Result<Replayed> {
+    replay_until(r, force, keep, |t, item| {
+        on(t, item);
+        true
+    })
+}
+
+/// [`replay_filtered`], stopped as soon as `on` returns false (its
+/// reader went away): what was read by then is counted.
+pub fn replay_until(
     mut r: impl BufRead,
     force: Option<DriverVersion>,
     mut keep: impl FnMut(&mut decode::Event) -> bool,
-    mut on: impl FnMut(u64, Item<'_>),
+    mut on: impl FnMut(u64, Item<'_>) -> bool,
 ) -> std::io::Result<Replayed> {
     let mut done = Replayed::default();
     let mut m = Model {
@@ -397,7 +423,8 @@ pub fn replay_filtered(
     let mut last_ns = 0u64;
     let mut buf = Vec::new();
     let mut lineno = 0u64;
-    loop {
+    let mut going = true;
+    while going {
         lineno += 1;
         let line = match read_line(&mut r, &mut buf)? {
             Read::End => break,
@@ -414,7 +441,11 @@ pub fn replay_filtered(
             },
         };
         match line {
-            Line::Blank | Line::Made | Line::Summary { .. } => {}
+            Line::Blank | Line::Made => {}
+            Line::Summary { duration_s, lost } => {
+                done.duration_s = duration_s;
+                done.lost = lost;
+            }
             Line::Bad(why) => done.bad(lineno, why),
             Line::Newer => done.newer += 1,
             Line::KernelWithoutRaw => done.without_raw += 1,
@@ -422,10 +453,12 @@ pub fn replay_filtered(
                 done.second_start.get_or_insert(lineno);
             }
             Line::Start { record, clock } => {
-                if let Err(why) = clock {
+                let clock = clock.unwrap_or_else(|why| {
                     done.bad(lineno, why);
-                }
+                    None
+                });
                 m.begin(Some(&record), &mut done);
+                going = on(0, Item::Start(&record, clock));
                 done.start = Some(*record);
             }
             Line::BadStart { why, clock } => {
@@ -437,20 +470,20 @@ pub fn replay_filtered(
             Line::Process { mono_ns, info } => {
                 m.begin(None, &mut done);
                 last_ns = last_ns.max(mono_ns);
-                on(mono_ns, Item::Process(&info));
+                going = on(mono_ns, Item::Process(&info));
                 m.corr.observe_obs(Obs::identity(*info, mono_ns), &mut recs);
-                emit(mono_ns, &mut recs, &mut on);
+                going &= emit(mono_ns, &mut recs, &mut on);
             }
             Line::Stall { mono_ns, report } => {
                 m.begin(None, &mut done);
-                on(mono_ns, Item::Stall(&report));
+                going = on(mono_ns, Item::Stall(&report));
             }
             Line::KernelLog { mono_ns, line } => {
                 m.begin(None, &mut done);
                 last_ns = last_ns.max(mono_ns);
                 m.corr
                     .observe_obs(Obs::kernel_log(*line, mono_ns), &mut recs);
-                emit(mono_ns, &mut recs, &mut on);
+                going &= emit(mono_ns, &mut recs, &mut on);
             }
             Line::Kernel { mono_ns, bytes } => {
                 let c = m.begin(None, &mut done);
@@ -460,26 +493,32 @@ pub fn replay_filtered(
                             continue;
                         }
                         last_ns = last_ns.max(mono_ns);
-                        on(mono_ns, Item::Event(&ev));
+                        going = on(mono_ns, Item::Event(&ev));
                         m.corr.observe(&ev, &mut recs);
-                        emit(mono_ns, &mut recs, &mut on);
+                        going &= emit(mono_ns, &mut recs, &mut on);
                     }
                     Err(e) => {
-                        done.bad(lineno, format!("a kernel record could not be decoded: {e}"))
+                        done.undecodable += 1;
+                        going = on(mono_ns, Item::Undecodable(lineno, &e));
                     }
                 }
             }
         }
     }
-    m.corr.finish(&mut recs);
-    emit(last_ns, &mut recs, &mut on);
+    if going {
+        m.corr.finish(&mut recs);
+        emit(last_ns, &mut recs, &mut on);
+    }
     Ok(done)
 }
 
-fn emit(mono_ns: u64, recs: &mut Vec<Record>, on: &mut impl FnMut(u64, Item<'_>)) {
+/// Hand on the records made, in order; false once `on` said stop.
+fn emit(mono_ns: u64, recs: &mut Vec<Record>, on: &mut impl FnMut(u64, Item<'_>) -> bool) -> bool {
+    let mut going = true;
     for r in recs.drain(..) {
-        on(mono_ns, Item::Record(&r));
+        going = going && on(mono_ns, Item::Record(&r));
     }
+    going
 }
 
 #[cfg(test)]

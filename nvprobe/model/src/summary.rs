@@ -251,7 +251,11 @@ impl Stats {
         ps.events += 1;
         if !ok {
             ps.failed += 1;
-            ps.last_failure = failure_text(ev);
+            // The last failure the column can name (a libcuda call's is not
+            // one), whatever batch it came in.
+            if let Some(t) = failure_text(ev) {
+                ps.last_failure = Some(t);
+            }
         }
         if let Event::Ioctl(e) = ev {
             ps.ioctls += 1;

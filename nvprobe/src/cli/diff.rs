@@ -106,7 +106,7 @@ pub(super) fn decoded<R: Records>(path: &Path) -> Result<(R, u64), Fail> {
             done.bad.len()
         );
     }
-    let bad = done.bad_count;
+    let bad = done.bad_count + done.undecodable;
     if done.without_raw == 0 {
         return Ok((c, bad));
     }

@@ -170,57 +170,16 @@ fn render_batch(
     how: &Rendering,
     sinks: &mut observe::Sinks,
 ) -> Rendered {
-    let Rendering {
-        summary_only,
-        level,
-    } = *how;
     let mut stats = Stats::default();
-    let mut buf = BytesMut::with_capacity(if summary_only { 0 } else { b.count * 480 });
+    let mut buf = BytesMut::with_capacity(if how.summary_only { 0 } else { b.count * 480 });
     let mut steps = Vec::with_capacity(b.count);
     for (t, origin, rec) in b.records() {
         match decode::decode(rec, ctx) {
             Ok(ev) if filters.keep(&ev) => {
-                sinks.event(t, &ev);
-                if matches!(ev, decode::Event::Proc(_)) {
-                    // Not an event of the table; an exit ends a process.
-                    stats.process(&ev, t);
-                } else {
-                    stats.record(&ev, t);
-                }
-                if !summary_only && level.event(&ev) {
-                    // Rendering into memory cannot fail.
-                    let _ = r.event(&mut buf, t, &ev);
-                }
-                steps.push(Step {
-                    end: buf.len(),
-                    mono_ns: t,
-                    obs: Obs::of(&ev),
-                    life: lifelines::Step::of(&ev),
-                });
+                steps.push(render_event(&ev, t, r, how, &mut stats, sinks, &mut buf));
             }
             Ok(_) => {}
-            Err(e) => {
-                stats.decode_error();
-                let at = if origin > 0 {
-                    format!(" (line {origin})")
-                } else {
-                    String::new()
-                };
-                let _ = r.note(
-                    &mut buf,
-                    t,
-                    &Note::Warning {
-                        id: "undecodable_record",
-                        message: &format!("a kernel record could not be decoded{at}: {e}"),
-                    },
-                );
-                steps.push(Step {
-                    end: buf.len(),
-                    mono_ns: t,
-                    obs: None,
-                    life: lifelines::Step::Other,
-                });
-            }
+            Err(e) => steps.push(undecodable(t, origin, &e, r, &mut stats, &mut buf)),
         }
     }
     sinks.batch_done();
@@ -232,11 +191,74 @@ fn render_batch(
     }
 }
 
-/// The writer thread's state: output, counts, the correlator.
+/// One decoded event: counted, shown to the sinks, rendered into `buf`
+/// when `--events` ships it; its step.
+fn render_event(
+    ev: &decode::Event,
+    t: u64,
+    r: &mut Renderer,
+    how: &Rendering,
+    stats: &mut Stats,
+    sinks: &mut observe::Sinks,
+    buf: &mut BytesMut,
+) -> Step {
+    sinks.event(t, ev);
+    if matches!(ev, decode::Event::Proc(_)) {
+        // Not an event of the table; an exit ends a process.
+        stats.process(ev, t);
+    } else {
+        stats.record(ev, t);
+    }
+    if !how.summary_only && how.level.event(ev) {
+        // Rendering into memory cannot fail.
+        let _ = r.event(buf, t, ev);
+    }
+    Step {
+        end: buf.len(),
+        mono_ns: t,
+        obs: Obs::of(ev),
+        life: lifelines::Step::of(ev),
+    }
+}
+
+/// A kernel record that did not decode (`origin`: its recording's line,
+/// 0 when live): counted, and said in-band.
+fn undecodable(
+    t: u64,
+    origin: u64,
+    e: &decode::DecodeError,
+    r: &mut Renderer,
+    stats: &mut Stats,
+    buf: &mut BytesMut,
+) -> Step {
+    stats.decode_error();
+    let at = if origin > 0 {
+        format!(" (line {origin})")
+    } else {
+        String::new()
+    };
+    let _ = r.note(
+        buf,
+        t,
+        &Note::Warning {
+            id: "undecodable_record",
+            message: &format!("a kernel record could not be decoded{at}: {e}"),
+        },
+    );
+    Step {
+        end: buf.len(),
+        mono_ns: t,
+        obs: None,
+        life: lifelines::Step::Other,
+    }
+}
+
+/// The writer thread's state: output, counts, the correlator (none when
+/// the records come made, from the model's replay).
 struct Writer {
     out: Output,
     stats: Stats,
-    corr: Correlator,
+    corr: Option<Correlator>,
     summary_only: bool,
     level: Level,
     observers: Observers,
@@ -252,6 +274,29 @@ struct Writer {
 type Finished = (Output, Stats, io::Result<()>);
 
 impl Writer {
+    fn new(out: Output, corr: Option<Correlator>, opts: &PipeOpts) -> Self {
+        // Text leaves out the lifecycle lines of processes that made no
+        // NVIDIA call ([`lifelines`]).
+        let lines = (out.format() == nvprobe_model::render::Format::Text
+            && !opts.summary_only
+            && !opts.all_processes)
+            .then(lifelines::LifeLines::default);
+        Writer {
+            out,
+            stats: Stats::default(),
+            corr,
+            summary_only: opts.summary_only,
+            level: opts.level,
+            observers: opts.observers.clone(),
+            host_facts: opts.host_facts,
+            hmm: None,
+            recs: Vec::new(),
+            last_ns: 0,
+            res: Ok(()),
+            lines,
+        }
+    }
+
     fn emit(&mut self, mono_ns: u64) {
         for mut r in std::mem::take(&mut self.recs) {
             if self.host_facts {
@@ -281,7 +326,9 @@ impl Writer {
             self.last_ns = self.last_ns.max(step.mono_ns);
             if let Some(o) = step.obs {
                 let exited = o.exited();
-                self.corr.observe_obs(o, &mut self.recs);
+                if let Some(c) = self.corr.as_mut() {
+                    c.observe_obs(o, &mut self.recs);
+                }
                 self.emit(step.mono_ns);
                 if let Some(pid) = exited {
                     self.out.forget_process(pid, step.mono_ns);
@@ -324,7 +371,9 @@ impl Writer {
 
     /// Verdicts for the processes still running, then hand everything back.
     fn finish(mut self) -> Finished {
-        self.corr.finish(&mut self.recs);
+        if let Some(c) = self.corr.as_mut() {
+            c.finish(&mut self.recs);
+        }
         self.emit(self.last_ns);
         if let Some(f) = self.lines.as_mut() {
             f.finish();
@@ -390,31 +439,10 @@ impl Pipeline {
         let work_rx = Arc::new(Mutex::new(work_rx));
         let (done_tx, done_rx) = sync_channel::<Rendered>(32);
         let board = StageBoard::default();
-        let mut w = Writer {
-            out,
-            stats: Stats::default(),
-            corr: {
-                let mut c = Correlator::with_board(board.clone());
-                c.set_host_gpus(ctx.host_gpus.clone());
-                c.set_host_driver(ctx.host_driver.clone());
-                c
-            },
-            summary_only: opts.summary_only,
-            level: opts.level,
-            observers: opts.observers.clone(),
-            host_facts: opts.host_facts,
-            hmm: None,
-            recs: Vec::new(),
-            last_ns: 0,
-            res: Ok(()),
-            lines: None,
-        };
-        if w.out.format() == nvprobe_model::render::Format::Text
-            && !opts.summary_only
-            && !opts.all_processes
-        {
-            w.lines = Some(lifelines::LifeLines::default());
-        }
+        let mut corr = Correlator::with_board(board.clone());
+        corr.set_host_gpus(ctx.host_gpus.clone());
+        corr.set_host_driver(ctx.host_driver.clone());
+        let w = Writer::new(out, Some(corr), opts);
         let writer = std::thread::Builder::new()
             .name("nvprobe-output".into())
             .spawn(move || order_and_write(done_rx, w))
@@ -511,11 +539,9 @@ impl Pipeline {
         mono_ns: u64,
         info: nvprobe_model::attribution::ProcessInfo,
     ) -> anyhow::Result<()> {
-        // OTLP resources carry the identity whether or not the level
-        // writes the record itself.
-        if self.notes.format() == crate::output::Format::OtlpJson {
-            self.notes.resources().learn(&info, mono_ns);
-        }
+        // A format that keeps identities (OTLP's resources) learns it
+        // whether or not the level writes the record itself.
+        self.notes.resources().learn(&info, mono_ns);
         let mut buf = BytesMut::new();
         let note = Note::Process(&info);
         if self.level.note(&note) {

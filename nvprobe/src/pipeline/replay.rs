@@ -1,21 +1,21 @@
-//! The replay source: a `watch --json --raw` recording read line by line
-//! into the same pipeline as a live run. Kernel records are decoded again
-//! from their `raw` hex; stall reports, the recorded duration and losses
-//! (what only the live run could know) are carried over; the correlator's
-//! records are made again. Malformed lines are counted and reported, and
-//! the rest of the recording is still decoded.
+//! `decode`'s replay: the model's one reader of recordings
+//! ([`nvprobe_model::replay`]: which lines are records, bad lines and
+//! their bounds, the start record's layouts and clock, each kernel record
+//! decoded again and the correlator's records made again) written through
+//! the same writer as a live run's: levels, lifecycle lines, observers,
+//! counts, the summary last.
 
-use std::{io::BufRead, sync::Arc};
+use std::io::BufRead;
 
+use bytes::BytesMut;
 use nvprobe_model::{
-    decode::{self, Context, version::DriverVersion},
-    records::StartRecord,
-    render::{Clock, Note},
-    replay::{Line, Read, read_line},
-    summary::{LostSummary, Summary},
+    decode::version::DriverVersion,
+    render::{Clock, Note, Renderer},
+    replay::{self, BAD_KEPT, Item},
+    summary::Summary,
 };
 
-use super::{BATCH_RECORDS, Batch, Filters, PipeOpts, Pipeline};
+use super::{PipeOpts, Rendered, Rendering, Writer, observe, render_event, undecodable};
 use crate::output::Output;
 
 /// How a replay went.
@@ -32,236 +32,147 @@ pub struct Replayed {
     pub unknown_types: u64,
 }
 
-/// The replay's state between lines.
-struct Replay<'a> {
-    name: &'a str,
-    opts: &'a PipeOpts,
-    version: Option<DriverVersion>,
-    out: Option<Output>,
-    pipe: Option<Pipeline>,
-    batch: Option<Batch>,
-    recorded_duration: Option<f64>,
-    recorded_lost: Option<LostSummary>,
-    /// The recording's wall clock, from its start record.
-    clock: Option<Clock>,
-    bad: u64,
-    without_raw: u64,
-    unknown_types: u64,
-}
-
-impl Replay<'_> {
-    /// One bad line: counted, and said (the first [`BAD_LINES_SAID`]).
-    fn complain(&mut self, lineno: u64, what: &str) {
-        self.bad += 1;
-        if self.bad <= BAD_LINES_SAID {
-            eprintln!("nvprobe: {}:{lineno}: {what}", self.name);
-        } else if self.bad == BAD_LINES_SAID + 1 {
-            eprintln!(
-                "nvprobe: {}: more than {BAD_LINES_SAID} bad lines: the rest are counted, not shown",
-                self.name
-            );
-        }
-    }
-
-    /// The pipeline, started with the context of the recording's start
-    /// record (or, lacking one, default layouts).
-    fn pipe(&mut self, start: Option<&StartRecord>) -> anyhow::Result<&mut Pipeline> {
-        if self.pipe.is_none() {
-            let mut out = self
-                .out
-                .take()
-                .ok_or_else(|| anyhow::anyhow!("no output"))?;
-            if let Some(c) = self.clock.take() {
-                out.set_clock(c);
-            }
-            let ctx = match start {
-                Some(s) => s.context(self.version),
-                None => {
-                    eprintln!(
-                        "nvprobe: {}: no start record before the first event; decoding with default layouts",
-                        self.name
-                    );
-                    let mut c =
-                        Context::new(decode::version::VersionCtx::from_version(self.version));
-                    c.keep_raw = true;
-                    c
-                }
-            };
-            self.pipe = Some(Pipeline::start(
-                out,
-                Arc::new(ctx),
-                Arc::new(Filters::default()),
-                self.opts,
-            )?);
-        }
-        self.pipe
-            .as_mut()
-            .ok_or_else(|| anyhow::anyhow!("pipeline closed"))
-    }
-
-    fn flush(&mut self) -> anyhow::Result<()> {
-        if let Some(b) = self.batch.take() {
-            self.pipe(None)?.send(b)?;
-        }
-        Ok(())
-    }
-
-    fn line(&mut self, lineno: u64, line: &str) -> anyhow::Result<()> {
-        match Line::parse(line) {
-            Line::Blank | Line::Made => {}
-            Line::Bad(why) => self.complain(lineno, &why),
-            Line::Newer => self.unknown_types += 1,
-            Line::KernelWithoutRaw => self.without_raw += 1,
-            Line::Start { record, clock } => {
-                self.clock_of(lineno, clock);
-                self.start(lineno, Ok(&record))?;
-            }
-            Line::BadStart { why, clock } => {
-                self.clock_of(lineno, clock);
-                self.start(lineno, Err(why))?;
-            }
-            // What only the live run could know: how long it ran, what the
-            // ring buffer lost.
-            Line::Summary { duration_s, lost } => {
-                self.recorded_duration = duration_s;
-                self.recorded_lost = lost;
-            }
-            Line::Stall { mono_ns, report } => {
-                self.flush()?;
-                self.pipe(None)?.note(mono_ns, &Note::Stall(&report))?;
-            }
-            // A process's identity, recorded when it was first seen: to the
-            // correlator (verdicts name it) and to the output.
-            Line::Process { mono_ns, info } => {
-                self.flush()?;
-                self.pipe(None)?.process(mono_ns, *info)?;
-            }
-            // A kernel-log line: its record is made again (the Xid table
-            // and the ties of this nvprobe).
-            Line::KernelLog { mono_ns, line } => {
-                self.flush()?;
-                self.pipe(None)?.kernel_log(mono_ns, *line)?;
-            }
-            Line::Kernel { mono_ns, bytes } => {
-                if self.batch.is_none() {
-                    let b = self.pipe(None)?.batch();
-                    self.batch = Some(b);
-                }
-                if let Some(b) = self.batch.as_mut() {
-                    b.push(&bytes, mono_ns, lineno);
-                    if b.len() >= BATCH_RECORDS {
-                        self.flush()?;
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Show the recording's wall clock, not this machine's (only the first
-    /// start record's).
-    fn clock_of(&mut self, lineno: u64, clock: Result<Option<i128>, String>) {
-        if self.pipe.is_some() {
-            return;
-        }
-        match clock {
-            Ok(Some(offset)) => self.clock = Some(Clock::fixed(offset)),
-            Ok(None) => {}
-            Err(why) => self.complain(lineno, &why),
-        }
-    }
-
-    fn start(&mut self, lineno: u64, s: Result<&StartRecord, String>) -> anyhow::Result<()> {
-        if self.pipe.is_some() {
-            eprintln!(
-                "nvprobe: {}:{lineno}: a second start record (recordings joined?): decoding goes on with the first one's layouts",
-                self.name
-            );
-            return Ok(());
-        }
-        match s {
-            Ok(s) => {
-                self.pipe(Some(s))?;
-            }
-            Err(why) => self.complain(lineno, &why),
-        }
-        Ok(())
-    }
-}
-
 /// Bad lines said one by one on stderr; the rest are counted.
-const BAD_LINES_SAID: u64 = 10;
+const BAD_LINES_SAID: usize = 10;
 
-/// Decode a recording through the pipeline; the summary is written last.
+/// The writer and what feeds it, between items.
+struct Feed {
+    w: Writer,
+    /// Made once the clock is known (the start record's, when it comes
+    /// first).
+    r: Option<Renderer>,
+    how: Rendering,
+    sinks: observe::Sinks,
+    /// A process that exited: its OTLP identity goes after its verdict.
+    forget: Option<(u32, u64)>,
+}
+
+impl Feed {
+    fn renderer(&mut self) -> &mut Renderer {
+        let out = &self.w.out;
+        self.r.get_or_insert_with(|| out.renderer())
+    }
+
+    /// Rendered bytes and what the writer does with them, in order.
+    fn hand(
+        &mut self,
+        bytes: BytesMut,
+        steps: Vec<super::Step>,
+        stats: Option<nvprobe_model::summary::Stats>,
+    ) {
+        self.w.write(Rendered {
+            seq: 0,
+            bytes: bytes.freeze(),
+            stats,
+            steps,
+        });
+    }
+
+    fn note(&mut self, t: u64, note: &Note<'_>) {
+        for o in &self.w.observers {
+            o.note(t, note);
+        }
+        let mut buf = BytesMut::new();
+        if self.how.level.note(note) {
+            let _ = self.renderer().note(&mut buf, t, note);
+        }
+        self.hand(buf, Vec::new(), None);
+    }
+
+    /// One item of the model's replay; false once the output failed.
+    fn item(&mut self, t: u64, item: Item<'_>) -> bool {
+        if let Some((pid, at)) = self.forget.take()
+            && !matches!(item, Item::Record(_))
+        {
+            self.w.out.forget_process(pid, at);
+        }
+        match item {
+            Item::Start(_, clock) => {
+                if let Some(offset) = clock
+                    && self.r.is_none()
+                {
+                    self.w.out.set_clock(Clock::fixed(offset));
+                }
+            }
+            Item::Event(ev) => {
+                let mut buf = BytesMut::new();
+                let mut stats = nvprobe_model::summary::Stats::default();
+                let how = self.how;
+                let r = self.r.get_or_insert_with(|| self.w.out.renderer());
+                let mut step = render_event(ev, t, r, &how, &mut stats, &mut self.sinks, &mut buf);
+                self.sinks.batch_done();
+                // The model made its records already.
+                self.forget = step.obs.take().and_then(|o| o.exited()).map(|p| (p, t));
+                self.hand(buf, vec![step], Some(stats));
+            }
+            Item::Record(rec) => {
+                self.w.recs.push(rec.clone());
+                self.w.emit(t);
+            }
+            Item::Process(p) => {
+                // A format that keeps identities (OTLP's resources) learns
+                // it whether or not the level writes the record; no
+                // observer wants it.
+                self.renderer().resources().learn(p, t);
+                let mut buf = BytesMut::new();
+                let note = Note::Process(p);
+                if self.how.level.note(&note) {
+                    let _ = self.renderer().note(&mut buf, t, &note);
+                }
+                self.hand(buf, Vec::new(), None);
+            }
+            Item::Stall(s) => self.note(t, &Note::Stall(s)),
+            Item::Undecodable(line, e) => {
+                let mut buf = BytesMut::new();
+                let mut stats = nvprobe_model::summary::Stats::default();
+                let r = self.r.get_or_insert_with(|| self.w.out.renderer());
+                let step = undecodable(t, line, e, r, &mut stats, &mut buf);
+                self.hand(buf, vec![step], Some(stats));
+            }
+        }
+        self.w.res.is_ok() && self.w.out.health().error().is_none()
+    }
+}
+
+/// Decode a recording through the writer; the summary is written last.
 /// A write error stops it at once ([`crate::output::WriteFailed`]).
 pub fn run(
-    mut reader: impl BufRead,
+    reader: impl BufRead,
     name: &str,
     out: Output,
     version: Option<DriverVersion>,
     opts: &PipeOpts,
 ) -> anyhow::Result<Replayed> {
     let health = out.health();
-    let mut r = Replay {
-        name,
-        opts,
-        version,
-        out: Some(out),
-        pipe: None,
-        batch: None,
-        recorded_duration: None,
-        recorded_lost: None,
-        clock: None,
-        bad: 0,
-        without_raw: 0,
-        unknown_types: 0,
+    let mut feed = Feed {
+        w: Writer::new(out, None, opts),
+        r: None,
+        how: Rendering {
+            summary_only: opts.summary_only,
+            level: opts.level,
+        },
+        sinks: observe::Sinks::of(&opts.observers),
+        forget: None,
     };
-    let mut lineno = 0u64;
-    let mut line = Vec::new();
-    loop {
-        let got = read_line(&mut reader, &mut line)
-            .map_err(|e| anyhow::anyhow!("reading {name} at line {}: {e}", lineno + 1))?;
-        lineno += 1;
-        match got {
-            Read::End => break,
-            Read::TooLong(n) => r.complain(
-                lineno,
-                &format!(
-                    "a line of {n} bytes, longer than {}: skipped",
-                    nvprobe_model::replay::MAX_LINE
-                ),
-            ),
-            Read::Text => match std::str::from_utf8(&line) {
-                Ok(l) => r.line(lineno, l)?,
-                Err(_) => r.complain(lineno, "not UTF-8 text"),
-            },
-        }
-        if lineno.is_multiple_of(1024)
-            && let Some(e) = health.error()
-        {
-            return Err(e.into());
-        }
+    let done = replay::replay_until(reader, version, |_| true, |t, item| feed.item(t, item))
+        .map_err(|e| anyhow::anyhow!("reading {name}: {e}"))?;
+    if let Some((pid, at)) = feed.forget.take() {
+        feed.w.out.forget_process(pid, at);
     }
-    r.flush()?;
-    let finished = match r.pipe.take() {
-        Some(p) => p.finish(),
-        None => Ok((
-            r.out.take().ok_or_else(|| anyhow::anyhow!("no output"))?,
-            Default::default(),
-        )),
-    };
     if let Some(e) = health.error() {
         return Err(e.into());
     }
-    let (mut out, stats) = finished?;
+    say_bad_lines(name, &done);
+    let (mut out, stats, res) = feed.w.finish();
+    res?;
     let mut summary = stats.finish(
-        r.recorded_duration.unwrap_or(0.0),
-        r.recorded_lost.take().unwrap_or_default(),
+        done.duration_s.unwrap_or(0.0),
+        done.lost.clone().unwrap_or_default(),
     );
-    // What could not be decoded: the kernel records (counted by the
-    // pipeline) and the lines that were no record at all (named on
+    // What could not be decoded: the kernel records (counted as they were
+    // written) and the lines that were no record at all (named on
     // stderr), the count `decode` ends with.
-    summary.decode_errors += r.bad;
+    summary.decode_errors += done.bad_count;
     out.note(0, &Note::Summary(&summary))?;
     if let Err(e) = out.finish() {
         return Err(match health.error() {
@@ -272,9 +183,33 @@ pub fn run(
     Ok(Replayed {
         bad_lines: summary.decode_errors,
         summary,
-        without_raw: r.without_raw,
-        unknown_types: r.unknown_types,
+        without_raw: done.without_raw,
+        unknown_types: done.newer,
     })
+}
+
+/// What of the recording could not be read, on stderr: the first bad
+/// lines by number, the layouts assumed, a second start record.
+fn say_bad_lines(name: &str, done: &replay::Replayed) {
+    if done.default_layouts {
+        eprintln!(
+            "nvprobe: {name}: no start record before the first event; decoding with default layouts"
+        );
+    }
+    if let Some(line) = done.second_start {
+        eprintln!(
+            "nvprobe: {name}:{line}: a second start record (recordings joined?): decoding goes on with the first one's layouts"
+        );
+    }
+    for (line, why) in done.bad.iter().take(BAD_LINES_SAID) {
+        eprintln!("nvprobe: {name}:{line}: {why}");
+    }
+    if done.bad_count > BAD_LINES_SAID as u64 {
+        eprintln!(
+            "nvprobe: {name}: more than {BAD_LINES_SAID} bad lines: the rest are counted, not shown"
+        );
+    }
+    const { assert!(BAD_LINES_SAID <= BAD_KEPT) };
 }
 
 #[cfg(test)]
@@ -284,7 +219,7 @@ mod tests {
         sync::{Arc, Mutex},
     };
 
-    use nvprobe_model::{render::Level, replay::Item};
+    use nvprobe_model::render::Level;
     use serde_json::Value;
 
     use super::*;
@@ -301,20 +236,6 @@ mod tests {
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
-    }
-
-    /// The records the model makes (stages, verdicts, signals, breakdowns),
-    /// without the envelope.
-    fn made(v: &Value) -> Option<Value> {
-        let t = v["type"].as_str()?;
-        if !matches!(t, "stage" | "cuinit" | "signal" | "breakdown") {
-            return None;
-        }
-        let mut m = v.as_object()?.clone();
-        for k in ["v", "time", "mono_ns", "severity", "severity_number"] {
-            m.remove(k);
-        }
-        Some(Value::Object(m))
     }
 
     /// Issue 23, item 8: the summary said `decode_errors: 0` after stderr
@@ -344,48 +265,5 @@ mod tests {
             .find(|v| v["type"] == "summary")
             .expect("a summary");
         assert_eq!(summary["decode_errors"], 2, "{summary}");
-    }
-
-    /// `decode`'s threaded replay and the model's sequential one (what
-    /// `diff`, `export` and the fixture tests use) make the same records,
-    /// in the same order, from every fixture.
-    #[test]
-    fn the_pipeline_and_the_model_replay_make_the_same_records() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures");
-        let mut compared = 0;
-        for e in std::fs::read_dir(&dir).expect("fixtures") {
-            let path = e.expect("entry").path();
-            if path.extension().is_none_or(|x| x != "ndjson") {
-                continue;
-            }
-            let text = std::fs::read(&path).expect("read");
-            let buf = Buf::default();
-            let out = Output::new(Box::new(buf.clone()), Format::Json, Clock::fixed(0));
-            let opts = PipeOpts {
-                workers: 3,
-                summary_only: false,
-                level: Level::All,
-                observers: Vec::new(),
-                host_facts: false,
-                all_processes: false,
-            };
-            run(&text[..], "fixture", out, None, &opts).expect("replay");
-            let written = buf.0.lock().expect("lock").clone();
-            let piped: Vec<Value> = written
-                .split(|&b| b == b'\n')
-                .filter_map(|l| serde_json::from_slice::<Value>(l).ok())
-                .filter_map(|v| made(&v))
-                .collect();
-            let mut model = Vec::new();
-            nvprobe_model::replay::replay(&text[..], None, |t, item| {
-                if let Item::Record(_) = item {
-                    model.extend(made(&item.recorded(t)));
-                }
-            })
-            .expect("read");
-            assert_eq!(piped, model, "{}", path.display());
-            compared += piped.len();
-        }
-        assert!(compared > 100, "{compared} records compared");
     }
 }

@@ -68,6 +68,24 @@ pub struct Correlator {
     faults: faults::Faults,
 }
 
+/// Who made an event and when.
+struct At {
+    pid: u32,
+    tid: u32,
+    comm: facts::Comm,
+    start: u64,
+    end: u64,
+}
+
+/// A libcuda call as its handler needs it.
+struct CudaObs {
+    func: u32,
+    name: &'static str,
+    enter: bool,
+    unfinished: bool,
+    end: tracker::CudaEnd,
+}
+
 impl Default for Correlator {
     fn default() -> Self {
         Self {
@@ -132,43 +150,21 @@ impl Correlator {
         if end >= self.faults.next_due() {
             self.faults.due(end, out);
         }
+        let at = At {
+            pid,
+            tid: o.tid,
+            comm: o.comm,
+            start,
+            end,
+        };
         let via = match o.kind {
             ObsKind::Proc(p) => return self.on_proc(&p, out),
             ObsKind::Driver {
                 function,
                 ok,
                 result,
-            } => {
-                let (_, v) = self.spans.entry(o.tid).or_insert_with(|| (pid, Vec::new()));
-                if v.len() == 32 {
-                    v.remove(0);
-                }
-                v.push(Span {
-                    function,
-                    duration_ns: end.saturating_sub(start),
-                    result,
-                    ok,
-                    start,
-                    end,
-                });
-                return;
-            }
-            ObsKind::Identity(info) => {
-                // A later read that found the process gone does not replace
-                // what an earlier one learned; the libcuda files the loader
-                // opened add up over the reads.
-                let st = self.state(pid);
-                let opened = info.libcuda_opened.clone();
-                if info.exe.is_some() || st.info.as_ref().is_none_or(|i| i.exe.is_none()) {
-                    // Only a read that is adopted dates the identity.
-                    st.info_ns = st.info_ns.max(start);
-                    let before = st.info.take().map(|i| i.libcuda_opened).unwrap_or_default();
-                    st.info = Some(*info);
-                    merge_opened(st.info.as_mut(), before);
-                }
-                merge_opened(st.info.as_mut(), opened);
-                return;
-            }
+            } => return self.on_driver(&at, function, ok, result),
+            ObsKind::Identity(info) => return self.on_identity(pid, start, *info),
             ObsKind::Cuda {
                 func,
                 name,
@@ -180,71 +176,24 @@ impl Correlator {
                 interposer,
                 unfinished,
             } => {
-                if unfinished {
-                    let comm = o.comm.text();
-                    self.faults
-                        .unfinished(pid, o.tid, &comm, name, (start, end));
-                    return;
-                }
-                if enter {
-                    self.faults.entered(pid, o.tid, name, start);
-                } else {
-                    // Every return ends its call in flight; only a run-time
-                    // call's failure can be a fault.
-                    let context = self.procs.get(&pid).and_then(|s| s.context.as_ref());
-                    let fault_result = result.filter(|_| faults::run_time(func, context));
-                    let gpus: Vec<u32> = self
-                        .procs
-                        .get(&pid)
-                        .map(|s| s.gpus.iter().filter_map(|g| g.minor).collect())
-                        .unwrap_or_default();
-                    let comm = o.comm.text();
-                    self.faults.returned(
-                        pid,
-                        o.tid,
-                        &comm,
-                        name,
-                        fault_result,
-                        (start, end),
-                        &gpus,
-                    );
-                }
-                let st = self.state(pid);
-                st.begin(start, &o.comm);
-                let ret = (!enter).then_some(tracker::CudaEnd {
-                    interposer,
-                    end,
-                    result,
-                    result_name,
-                    device,
-                    value,
-                });
-                let before = out.len();
-                if enter && interposer {
-                    st.on_interposer_entry(func);
-                } else {
-                    st.on_cuda(pid, func, ret, out);
-                }
-                if let Some(due) = self.procs.get(&pid).and_then(|s| s.context_due) {
-                    self.next_due = self.next_due.min(due);
-                }
-                self.what_holders_did(&mut out[before..]);
-                return;
+                let c = CudaObs {
+                    func,
+                    name,
+                    enter,
+                    unfinished,
+                    end: tracker::CudaEnd {
+                        interposer,
+                        end,
+                        result,
+                        result_name,
+                        device,
+                        value,
+                    },
+                };
+                return self.on_cuda(&at, c, out);
             }
             ObsKind::Tick => return,
-            ObsKind::KernelLog(line) => {
-                let procs = &self.procs;
-                let comm_of = |p: u32| {
-                    procs
-                        .get(&p)
-                        .map(|s| s.comm.clone())
-                        .filter(|c| !c.is_empty())
-                };
-                if let Some(k) = self.faults.log_line(*line, start, comm_of) {
-                    out.push(Record::KernelLog(Box::new(k)));
-                }
-                return;
-            }
+            ObsKind::KernelLog(line) => return self.on_kernel_log(*line, start, out),
             ObsKind::Ioctl {
                 ok,
                 call,
@@ -256,15 +205,7 @@ impl Correlator {
                 told_version,
                 mem_alloc,
             } => {
-                let spans = self.spans.get_mut(&o.tid).map(|(_, v)| v);
-                let (gpus, drv) = (&self.host_gpus, &self.host_driver);
-                let st = self.procs.entry(pid).or_insert_with(|| ProcInit {
-                    host_gpus: gpus.clone(),
-                    host_driver: drv.clone(),
-                    ..ProcInit::default()
-                });
-                st.begin(start, &o.comm);
-                st.last_ns = st.last_ns.max(end);
+                let st = self.state(pid);
                 if told_version.is_some() {
                     st.told_version = told_version;
                 }
@@ -273,8 +214,8 @@ impl Correlator {
                 }
                 let io = IoctlObs {
                     pid,
-                    tid: o.tid,
-                    comm: o.comm,
+                    tid: at.tid,
+                    comm: at.comm,
                     span: (start, end),
                     ok,
                     call,
@@ -285,19 +226,10 @@ impl Correlator {
                     uvm,
                     pageable,
                 };
-                st.on_ioctl(io, spans, out)
+                self.on_ioctl(&at, io, out)
             }
             ObsKind::LibLoad { path, failure } => {
-                let st = self.state(pid);
-                st.begin(start, &o.comm);
-                st.last_ns = st.last_ns.max(end);
-                // A loader's search is a few dozen opens at most (every
-                // hwcaps folder of every search path); a successful open is
-                // always kept.
-                st.lib_open_count = st.lib_open_count.saturating_add(1);
-                if failure.is_none() || st.lib_opens.len() < 64 {
-                    st.lib_opens.push((path, failure));
-                }
+                self.on_lib_load(&at, path, failure);
                 None
             }
             ObsKind::Path {
@@ -311,7 +243,7 @@ impl Correlator {
                 mknod,
             } => {
                 let st = self.state(pid);
-                st.begin(start, &o.comm);
+                st.begin(start, &at.comm);
                 st.last_ns = st.last_ns.max(end);
                 let p = PathObs {
                     opened_device,
@@ -329,6 +261,130 @@ impl Correlator {
         };
         if let Some(s) = o.stage {
             self.stage(pid, s, end, via, out);
+        }
+    }
+
+    /// A driver-layer span: kept until the syscall it belongs to returns.
+    fn on_driver(&mut self, at: &At, function: &'static str, ok: bool, result: String) {
+        let (_, v) = self
+            .spans
+            .entry(at.tid)
+            .or_insert_with(|| (at.pid, Vec::new()));
+        if v.len() == 32 {
+            v.remove(0);
+        }
+        v.push(Span {
+            function,
+            duration_ns: at.end.saturating_sub(at.start),
+            result,
+            ok,
+            start: at.start,
+            end: at.end,
+        });
+    }
+
+    /// Who the process is. A later read that found the process gone does
+    /// not replace what an earlier one learned; the libcuda files the
+    /// loader opened add up over the reads.
+    fn on_identity(&mut self, pid: u32, at: u64, info: crate::attribution::ProcessInfo) {
+        let st = self.state(pid);
+        let opened = info.libcuda_opened.clone();
+        if info.exe.is_some() || st.info.as_ref().is_none_or(|i| i.exe.is_none()) {
+            // Only a read that is adopted dates the identity.
+            st.info_ns = st.info_ns.max(at);
+            let before = st.info.take().map(|i| i.libcuda_opened).unwrap_or_default();
+            st.info = Some(info);
+            merge_opened(st.info.as_mut(), before);
+        }
+        merge_opened(st.info.as_mut(), opened);
+    }
+
+    /// A libcuda call's entry or return: a run-time fault's, and the
+    /// start-up's.
+    fn on_cuda(&mut self, at: &At, c: CudaObs, out: &mut Vec<Record>) {
+        let (pid, start, end) = (at.pid, at.start, at.end);
+        if c.unfinished {
+            let comm = at.comm.text();
+            self.faults
+                .unfinished(pid, at.tid, &comm, c.name, (start, end));
+            return;
+        }
+        if c.enter {
+            self.faults.entered(pid, at.tid, c.name, start);
+        } else {
+            // Every return ends its call in flight; only a run-time call's
+            // failure can be a fault.
+            let context = self.procs.get(&pid).and_then(|s| s.context.as_ref());
+            let fault_result = c.end.result.filter(|_| faults::run_time(c.func, context));
+            let gpus: Vec<u32> = self
+                .procs
+                .get(&pid)
+                .map(|s| s.gpus.iter().filter_map(|g| g.minor).collect())
+                .unwrap_or_default();
+            let comm = at.comm.text();
+            self.faults.returned(
+                pid,
+                at.tid,
+                &comm,
+                c.name,
+                fault_result,
+                (start, end),
+                &gpus,
+            );
+        }
+        let st = self.state(pid);
+        st.begin(start, &at.comm);
+        let before = out.len();
+        if c.enter && c.end.interposer {
+            st.on_interposer_entry(c.func);
+        } else {
+            st.on_cuda(pid, c.func, (!c.enter).then_some(c.end), out);
+        }
+        if let Some(due) = self.procs.get(&pid).and_then(|s| s.context_due) {
+            self.next_due = self.next_due.min(due);
+        }
+        self.what_holders_did(&mut out[before..]);
+    }
+
+    /// An NVIDIA line of the kernel log: its record.
+    fn on_kernel_log(&mut self, line: faults::LogLine, at: u64, out: &mut Vec<Record>) {
+        let procs = &self.procs;
+        let comm_of = |p: u32| {
+            procs
+                .get(&p)
+                .map(|s| s.comm.clone())
+                .filter(|c| !c.is_empty())
+        };
+        if let Some(k) = self.faults.log_line(line, at, comm_of) {
+            out.push(Record::KernelLog(Box::new(k)));
+        }
+    }
+
+    /// An ioctl returned: the process's state, with the driver spans its
+    /// thread ran meanwhile. Returns the stage's "via" text.
+    fn on_ioctl(&mut self, at: &At, io: IoctlObs, out: &mut Vec<Record>) -> Option<String> {
+        let spans = self.spans.get_mut(&at.tid).map(|(_, v)| v);
+        let (gpus, drv) = (&self.host_gpus, &self.host_driver);
+        let st = self.procs.entry(at.pid).or_insert_with(|| ProcInit {
+            host_gpus: gpus.clone(),
+            host_driver: drv.clone(),
+            ..ProcInit::default()
+        });
+        st.begin(at.start, &at.comm);
+        st.last_ns = st.last_ns.max(at.end);
+        st.on_ioctl(io, spans, out)
+    }
+
+    /// The dynamic loader opened (or failed to open) a libcuda. A loader's
+    /// search is a few dozen opens at most (every hwcaps folder of every
+    /// search path); a successful open is always kept.
+    fn on_lib_load(&mut self, at: &At, path: String, failure: Option<facts::CallResult>) {
+        let st = self.state(at.pid);
+        st.begin(at.start, &at.comm);
+        st.last_ns = st.last_ns.max(at.end);
+        st.lib_open_count = st.lib_open_count.saturating_add(1);
+        if failure.is_none() || st.lib_opens.len() < 64 {
+            st.lib_opens.push((path, failure));
         }
     }
 

@@ -4,11 +4,12 @@
 //! NVIDIA file did, it explains the failed cuInit or first context, by
 //! the limit or the filter that refused it.
 
+use super::facts::CallResult;
 use super::{
     state::{ProcInit, StartCallFailure},
     table::{DiagId, Diagnosis, diag_after, plural},
 };
-use crate::attribution::Limits;
+use crate::{attribution::Limits, decode::SysKind};
 
 /// The failure that explains the start-up's end: the first of those made
 /// before cuInit returned (`after_init` false) or while the first context
@@ -18,7 +19,7 @@ pub(crate) fn explaining(st: &ProcInit, after_init: bool) -> Option<&StartCallFa
     st.start_calls
         .iter()
         .filter(|f| f.after_init == after_init)
-        .find(|f| !(f.call == "clone3" && f.errno == "ENOSYS"))
+        .find(|f| !(f.kind == SysKind::Clone3 && f.errno == libc::ENOSYS))
 }
 
 /// The diagnosis for `outcome` ("cuInit returned …", "cuCtxCreate_v2
@@ -28,7 +29,7 @@ pub(crate) fn diagnose(st: &ProcInit, after_init: bool, outcome: &str) -> Option
     let info = st.info.as_ref();
     let limits = info.and_then(|i| i.limits.as_ref());
     let when = info.map_or("", |i| i.read_when());
-    let what = purpose(&f.call);
+    let what = purpose(f.kind);
     // The kernel side sends at most nvprobe_common::nv_procs::FAILS_SENT
     // of these per program: at that bound, the count is a floor.
     let sent: u32 = st.start_calls.iter().map(|f| f.count).sum();
@@ -41,7 +42,7 @@ pub(crate) fn diagnose(st: &ProcInit, after_init: bool, outcome: &str) -> Option
     let head = format!(
         " and no call on an NVIDIA file failed: {}() failed with {}{times}{}{}",
         f.call,
-        f.errno,
+        CallResult::Errno(f.errno),
         if what.is_empty() { "" } else { " (" },
         if what.is_empty() {
             String::new()
@@ -49,21 +50,21 @@ pub(crate) fn diagnose(st: &ProcInit, after_init: bool, outcome: &str) -> Option
             format!("{what})")
         },
     );
-    let thread = matches!(f.call.as_str(), "clone" | "clone3" | "fork" | "vfork");
-    let memory = matches!(f.call.as_str(), "mmap" | "mremap" | "mprotect");
-    let (id, cause) = match f.errno.as_str() {
-        "EAGAIN" if thread => (DiagId::ThreadLimit, thread_cause(limits, when)),
-        "ENOMEM" if memory => (DiagId::AddressSpaceLimit, memory_cause(limits, when)),
-        "EMFILE" => (DiagId::FileLimit, nofile_cause(limits, when)),
-        "ENFILE" => (
+    let thread = matches!(f.kind, SysKind::Thread | SysKind::Clone3);
+    let memory = matches!(f.kind, SysKind::Map | SysKind::Protect);
+    let (id, cause) = match f.errno {
+        libc::EAGAIN if thread => (DiagId::ThreadLimit, thread_cause(limits, when)),
+        libc::ENOMEM if memory => (DiagId::AddressSpaceLimit, memory_cause(limits, when)),
+        libc::EMFILE => (DiagId::FileLimit, nofile_cause(limits, when)),
+        libc::ENFILE => (
             DiagId::FileLimit,
             "the system's file table is full (fs.file-max)".to_owned(),
         ),
-        "EPERM" => (
+        libc::EPERM => (
             DiagId::NotPermitted,
             super::rules_refused::eperm_cause(st, &f.call),
         ),
-        "ENOSYS" => (
+        libc::ENOSYS => (
             DiagId::StartCallRefused,
             format!(
                 "the kernel does not have {}() or, far more often, a seccomp profile that does not know it answers \
@@ -72,7 +73,7 @@ ENOSYS{}",
                 seccomp_text(limits, when)
             ),
         ),
-        "EACCES" if memory => (
+        libc::EACCES if memory => (
             DiagId::StartCallRefused,
             format!(
                 "the mode of the mapping was refused, as a security module does for executable memory (SELinux \
@@ -93,16 +94,16 @@ execmem, execheap){}",
 }
 
 /// What a start-up makes with the call.
-fn purpose(call: &str) -> &'static str {
-    match call {
-        "clone" | "clone3" | "fork" | "vfork" => "a new thread or process",
-        "mmap" | "mremap" => "mapping memory",
-        "mprotect" => "changing a mapping's protection",
-        "memfd_create" => "a memory file",
-        "eventfd2" => "an event descriptor",
-        "pipe2" => "a pipe",
-        "open" | "openat" | "openat2" => "opening a file",
-        _ => "",
+fn purpose(kind: SysKind) -> &'static str {
+    match kind {
+        SysKind::Thread | SysKind::Clone3 => "a new thread or process",
+        SysKind::Map => "mapping memory",
+        SysKind::Protect => "changing a mapping's protection",
+        SysKind::MemFile => "a memory file",
+        SysKind::EventFd => "an event descriptor",
+        SysKind::Pipe => "a pipe",
+        SysKind::Open => "opening a file",
+        SysKind::Other => "",
     }
 }
 

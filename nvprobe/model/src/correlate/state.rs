@@ -129,8 +129,10 @@ pub(crate) struct ProcInit {
 /// descriptor), counted by (call, errno).
 #[derive(Clone, Debug)]
 pub(crate) struct StartCallFailure {
+    /// The call's name (for display; `kind` says what it is).
     pub(crate) call: String,
-    pub(crate) errno: String,
+    pub(crate) kind: crate::decode::SysKind,
+    pub(crate) errno: i32,
     pub(crate) count: u32,
     /// It failed after cuInit had returned CUDA_SUCCESS (while the first
     /// context was made).
@@ -148,8 +150,10 @@ impl ProcInit {
 
     /// A `call_failed` record: counted by (call, errno), 8 kinds at most.
     pub(crate) fn on_call_failed(&mut self, p: &crate::decode::ProcCall) {
+        let Some((kind, errno)) = p.failed else {
+            return;
+        };
         let call = p.call.clone().unwrap_or_else(|| "?".to_owned());
-        let errno = p.errno.clone().unwrap_or_else(|| "?".to_owned());
         let after_init = matches!(self.curesult, Some((0, _)));
         if let Some(f) = self
             .start_calls
@@ -160,6 +164,7 @@ impl ProcInit {
         } else if self.start_calls.len() < 8 {
             self.start_calls.push(StartCallFailure {
                 call,
+                kind,
                 errno,
                 count: 1,
                 after_init,

@@ -315,6 +315,7 @@ pub(super) fn proc_call(
         sa_restart: None,
         call: None,
         errno: None,
+        failed: None,
         time_ns,
         raw: None,
     }

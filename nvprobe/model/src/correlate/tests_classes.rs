@@ -449,6 +449,8 @@ pub(super) fn errno_ret(name: &str) -> i64 {
         "EMFILE" => libc::EMFILE,
         "EROFS" => libc::EROFS,
         "ENOSYS" => libc::ENOSYS,
+        "ENFILE" => libc::ENFILE,
+        "ENOSPC" => libc::ENOSPC,
         "ERESTARTSYS" => 512,
         other => panic!("errno_ret: add {other}"),
     };

@@ -19,6 +19,10 @@ fn failed_call(t: u64, call: &str, errno: &str) -> Event {
     Event::Proc(crate::decode::ProcCall {
         call: Some(call.into()),
         errno: Some(errno.into()),
+        failed: Some((
+            crate::decode::SysKind::of(call),
+            -super::tests_classes::errno_ret(errno) as i32,
+        )),
         ..proc_call(ProcKind::CallFailed, 7, "app", 7, t * 1_000_000)
     })
 }

@@ -351,6 +351,10 @@ pub struct ProcCall {
     /// Its errno (call_failed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub errno: Option<String>,
+    /// The failed call's kind and errno, as numbers (call_failed; `call`
+    /// and `errno` name them).
+    #[serde(skip)]
+    pub failed: Option<(super::process::SysKind, i32)>,
     pub time_ns: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub raw: Option<String>,

@@ -186,12 +186,51 @@ pub(super) fn decode_proc(ev: &ProcEvent, raw: Option<String>) -> Event {
         // SA_RESTART (uapi asm-generic/signal-defs.h).
         sa_restart: (op == Some(ProcOp::SignalDeliver)).then_some(ev.sa_flags & 0x1000_0000 != 0),
         call: (op == Some(ProcOp::CallFailed)).then(|| syscall_name(ev.code)),
+        failed: (op == Some(ProcOp::CallFailed))
+            .then(|| (SysKind::of(&syscall_name(ev.code)), ev.errno)),
         errno: (op == Some(ProcOp::CallFailed))
             .then(|| errno_name(-i64::from(ev.errno)))
             .flatten(),
         time_ns: ev.hdr.ktime_ns,
         raw,
     })
+}
+
+/// What a start-up makes with a system call whose failure the kernel side
+/// reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SysKind {
+    /// clone, fork, vfork: a thread or a process.
+    Thread,
+    /// clone3, which glibc falls back from to clone on ENOSYS.
+    Clone3,
+    /// mmap, mremap: mapping memory.
+    Map,
+    /// mprotect.
+    Protect,
+    MemFile,
+    EventFd,
+    Pipe,
+    /// open, openat, openat2.
+    Open,
+    Other,
+}
+
+impl SysKind {
+    /// The kind of the call [`syscall_name`] names.
+    pub fn of(name: &str) -> Self {
+        match name {
+            "clone" | "fork" | "vfork" => Self::Thread,
+            "clone3" => Self::Clone3,
+            "mmap" | "mremap" => Self::Map,
+            "mprotect" => Self::Protect,
+            "memfd_create" => Self::MemFile,
+            "eventfd2" => Self::EventFd,
+            "pipe2" => Self::Pipe,
+            "open" | "openat" | "openat2" => Self::Open,
+            _ => Self::Other,
+        }
+    }
 }
 
 /// The name of the system calls the kernel side reports failures of, by

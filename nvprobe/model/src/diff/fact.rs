@@ -105,8 +105,8 @@ impl Fact {
     }
 
     /// An item of the replay: (pid, comm, what it is).
-    pub fn of_item(item: &Item<'_>) -> (u32, String, Fact) {
-        match item {
+    pub fn of_item(item: &Item<'_>) -> Option<(u32, String, Fact)> {
+        Some(match item {
             Item::Event(ev) => {
                 let p = ev.proc();
                 let fact = match typed::call_name(ev) {
@@ -169,6 +169,7 @@ impl Fact {
                 Fact::Seen,
             ),
             Item::Stall(s) => (s.pid, s.comm.clone(), Fact::Seen),
-        }
+            Item::Start(..) | Item::Undecodable(..) => return None,
+        })
     }
 }

@@ -43,7 +43,8 @@ pub fn replay(name: &str, force: Option<DriverVersion>) -> Replay {
     let done = nvprobe_model::replay::replay(text.as_bytes(), force, |_, item| match item {
         Item::Event(e) => events.push(e.clone()),
         Item::Record(r) => made.push(r.clone()),
-        Item::Process(_) | Item::Stall(_) => {}
+        Item::Process(_) | Item::Stall(_) | Item::Start(..) => {}
+        Item::Undecodable(line, e) => panic!("{name}:{line}: {e}"),
     })
     .expect("reading from memory");
     assert!(done.start.is_some(), "{name}: start record");
