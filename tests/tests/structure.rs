@@ -1,6 +1,7 @@
 //! The code's structure, checked: no file-level import cycle in the
 //! crates' sources (issue 41: a circle of 16 files had grown in
-//! `correlate/`).
+//! `correlate/`), and no function longer than 100 lines where the model,
+//! the pipeline and the CLI live.
 //!
 //! A file imports another when its code names a path into it: a `use`
 //! tree or a path in the code (`crate::a::b`, `super::x`, `self::y`),
@@ -18,6 +19,14 @@ use std::{
 
 /// The crate roots whose module trees are checked (issue 41: nvprobe/src,
 /// nvprobe/model/src, nvprobe-ebpf/src).
+/// Where no function may pass [`MAX_FN_LINES`].
+const SHORT_FNS: &[&str] = &[
+    "nvprobe/model/src",
+    "nvprobe/src/pipeline",
+    "nvprobe/src/cli",
+];
+const MAX_FN_LINES: usize = 100;
+
 const ROOTS: &[&str] = &[
     "nvprobe/src/lib.rs",
     "nvprobe/src/main.rs",
@@ -579,5 +588,69 @@ fn the_cycle_check_sees_a_circle() {
             vec!["crate".to_owned(), "z".into()],
             vec!["crate".into(), "z".into()]
         ]
+    );
+}
+
+/// The functions (and methods) of a file longer than `max` lines: (name,
+/// first line, lines).
+fn long_fns(code: &str, max: usize) -> Vec<(String, usize, usize)> {
+    let b = code.as_bytes();
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(at) = find(b, from, b"fn ") {
+        from = at + 3;
+        if ident_byte(prev(b, at)) {
+            continue;
+        }
+        let name: String = code[at + 3..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        if name.is_empty() {
+            continue;
+        }
+        let end = block_end(b, at);
+        let first = code[..at].matches('\n').count() + 1;
+        let lines = code[at..end].matches('\n').count() + 1;
+        if lines > max && code[at..end].contains('{') {
+            out.push((name, first, lines));
+        }
+    }
+    out
+}
+
+#[test]
+fn no_function_is_longer_than_a_screenful_or_two() {
+    let repo = repo();
+    let mut long = Vec::new();
+    for dir in SHORT_FNS {
+        let mut todo = vec![repo.join(dir)];
+        while let Some(d) = todo.pop() {
+            for e in fs::read_dir(&d).expect("dir") {
+                let p = e.expect("entry").path();
+                if p.is_dir() {
+                    todo.push(p);
+                } else if p.extension().is_some_and(|x| x == "rs") {
+                    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                    if name.starts_with("tests") || name.ends_with("_tests.rs") || name == "fuzz.rs"
+                    {
+                        continue;
+                    }
+                    let src = fs::read_to_string(&p).expect("read");
+                    for (f, line, n) in long_fns(&without_tests(&code_of(&src)), MAX_FN_LINES) {
+                        long.push(format!(
+                            "  {}:{line} {f}: {n} lines",
+                            p.strip_prefix(&repo).unwrap_or(&p).display()
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    long.sort();
+    assert!(
+        long.is_empty(),
+        "functions over {MAX_FN_LINES} lines:\n{}",
+        long.join("\n")
     );
 }

@@ -505,29 +505,7 @@ impl Diff {
         use std::fmt::Write as _;
         let (a, b) = (&self.a.label, &self.b.label);
         let mut s = String::new();
-        for x in [&self.a, &self.b] {
-            let _ = writeln!(
-                s,
-                "{}: {}[{}], {} calls{}{}",
-                safe(&x.label),
-                safe(&x.comm),
-                x.pid,
-                x.steps,
-                if x.cut > 0 {
-                    format!(" (+{} not compared)", x.cut)
-                } else {
-                    String::new()
-                },
-                if x.other_cuda_processes.is_empty() {
-                    String::new()
-                } else {
-                    format!(
-                        "; {} other CUDA start-up(s) in the recording (--pid to choose)",
-                        x.other_cuda_processes.len()
-                    )
-                }
-            );
-        }
+        self.sides_text(&mut s);
         match &self.first_divergence {
             None => {
                 let _ = writeln!(
@@ -614,6 +592,36 @@ impl Diff {
             }
         }
         s
+    }
+
+    /// Each side's header: the recording, its process, its cut and the
+    /// other CUDA processes it holds.
+    fn sides_text(&self, s: &mut String) {
+        use crate::decode::terminal_safe as safe;
+        use std::fmt::Write as _;
+        for x in [&self.a, &self.b] {
+            let _ = writeln!(
+                s,
+                "{}: {}[{}], {} calls{}{}",
+                safe(&x.label),
+                safe(&x.comm),
+                x.pid,
+                x.steps,
+                if x.cut > 0 {
+                    format!(" (+{} not compared)", x.cut)
+                } else {
+                    String::new()
+                },
+                if x.other_cuda_processes.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; {} other CUDA start-up(s) in the recording (--pid to choose)",
+                        x.other_cuda_processes.len()
+                    )
+                }
+            );
+        }
     }
 }
 

@@ -373,6 +373,37 @@ impl Model {
         self.ctx
             .get_or_insert_with(|| Context::new(decode::version::VersionCtx::from_version(force)))
     }
+
+    /// A kernel record: decoded again, kept or left out by `keep`, handed
+    /// on with the records it makes; false once `on` said stop.
+    fn kernel(
+        &mut self,
+        (mono_ns, lineno): (u64, u64),
+        bytes: &[u8],
+        done: &mut Replayed,
+        keep: &mut impl FnMut(&mut decode::Event) -> bool,
+        on: &mut impl FnMut(u64, Item<'_>) -> bool,
+        last_ns: &mut u64,
+    ) -> bool {
+        let c = self.begin(None, done);
+        match decode::decode(bytes, c) {
+            Ok(mut ev) => {
+                if !keep(&mut ev) {
+                    return true;
+                }
+                *last_ns = (*last_ns).max(mono_ns);
+                let mut going = on(mono_ns, Item::Event(&ev));
+                let mut recs = Vec::new();
+                self.corr.observe(&ev, &mut recs);
+                going &= emit(mono_ns, &mut recs, on);
+                going
+            }
+            Err(e) => {
+                done.undecodable += 1;
+                on(mono_ns, Item::Undecodable(lineno, &e))
+            }
+        }
+    }
 }
 
 /// Run the model over a recording in stream order, as the pipeline's
@@ -486,22 +517,14 @@ pub fn replay_until(
                 going &= emit(mono_ns, &mut recs, &mut on);
             }
             Line::Kernel { mono_ns, bytes } => {
-                let c = m.begin(None, &mut done);
-                match decode::decode(&bytes, c) {
-                    Ok(mut ev) => {
-                        if !keep(&mut ev) {
-                            continue;
-                        }
-                        last_ns = last_ns.max(mono_ns);
-                        going = on(mono_ns, Item::Event(&ev));
-                        m.corr.observe(&ev, &mut recs);
-                        going &= emit(mono_ns, &mut recs, &mut on);
-                    }
-                    Err(e) => {
-                        done.undecodable += 1;
-                        going = on(mono_ns, Item::Undecodable(lineno, &e));
-                    }
-                }
+                going = m.kernel(
+                    (mono_ns, lineno),
+                    &bytes,
+                    &mut done,
+                    &mut keep,
+                    &mut on,
+                    &mut last_ns,
+                );
             }
         }
     }

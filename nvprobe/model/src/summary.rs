@@ -537,32 +537,7 @@ impl Summary {
                 self.lifecycle_lines_left_out, self.lifecycle_processes_left_out
             );
         }
-        if !self.processes.is_empty() {
-            let _ = writeln!(
-                s,
-                "{:>8}  {:<16} {:>8} {:>8} {:>7}  last failure",
-                "pid", "comm", "events", "ioctls", "failed"
-            );
-            for p in &self.processes {
-                let _ = writeln!(
-                    s,
-                    "{:>8}  {:<16} {:>8} {:>8} {:>7}  {}",
-                    p.pid,
-                    p.comm,
-                    p.events,
-                    p.ioctls,
-                    p.failed,
-                    p.last_failure.as_deref().unwrap_or("-")
-                );
-            }
-            if self.processes_omitted > 0 {
-                let _ = writeln!(
-                    s,
-                    "{:>8}  and {} more processes ({} events), not listed",
-                    "…", self.processes_omitted, self.processes_omitted_events
-                );
-            }
-        }
+        self.processes_table(&mut s);
         if !self.calls.is_empty() {
             let _ = writeln!(
                 s,
@@ -607,6 +582,36 @@ impl Summary {
             }
         }
         s
+    }
+
+    /// The table of processes: their events, ioctls and failures.
+    fn processes_table(&self, s: &mut String) {
+        if !self.processes.is_empty() {
+            let _ = writeln!(
+                s,
+                "{:>8}  {:<16} {:>8} {:>8} {:>7}  last failure",
+                "pid", "comm", "events", "ioctls", "failed"
+            );
+            for p in &self.processes {
+                let _ = writeln!(
+                    s,
+                    "{:>8}  {:<16} {:>8} {:>8} {:>7}  {}",
+                    p.pid,
+                    p.comm,
+                    p.events,
+                    p.ioctls,
+                    p.failed,
+                    p.last_failure.as_deref().unwrap_or("-")
+                );
+            }
+            if self.processes_omitted > 0 {
+                let _ = writeln!(
+                    s,
+                    "{:>8}  and {} more processes ({} events), not listed",
+                    "…", self.processes_omitted, self.processes_omitted_events
+                );
+            }
+        }
     }
 }
 

@@ -28,7 +28,8 @@ use nvprobe_common::{Config, ExtraKey, maps};
 use self::table::EBPF_OBJECT;
 pub use self::{
     checks::{
-        StartError, check_bpf, check_root, check_syscall_tracepoints, ensure_tracefs, kernel_config,
+        StartError, Tracefs, check_bpf, check_root, check_syscall_tracepoints, ensure_tracefs,
+        kernel_config,
     },
     table::{Hook, IOCTL_EXIT_COMPAT, PROBES, PROC_PROBES, Probe, START_CALL_PROGRAM, START_CALLS},
 };

@@ -79,7 +79,7 @@ fn root_kind(p: &std::path::Path) -> Result<RootKind, Fail> {
 }
 
 pub fn run(a: DoctorArgs) -> Result<(), Fail> {
-    use nvprobe::doctor::{self, Verdict};
+    use nvprobe::doctor;
     let given = a.root.clone();
     if a.snapshot.is_some() && given.is_some() {
         return Err(Fail(
@@ -150,6 +150,17 @@ pub fn run(a: DoctorArgs) -> Result<(), Fail> {
             out.display()
         );
     }
+    report(&checks, live, given.as_deref().unwrap_or(&root), a.json)
+}
+
+/// The checks, as text or one JSON document; a FAIL is exit 1.
+fn report(
+    checks: &[nvprobe::doctor::Check],
+    live: bool,
+    root: &std::path::Path,
+    json: bool,
+) -> Result<(), Fail> {
+    use nvprobe::doctor::{self, Verdict};
     let worst = checks
         .iter()
         .map(|c| c.verdict)
@@ -165,21 +176,21 @@ pub fn run(a: DoctorArgs) -> Result<(), Fail> {
     } else {
         format!(
             "the tree {}: file evidence only (no probes loaded, no opens tried)",
-            given.as_deref().unwrap_or(&root).display()
+            root.display()
         )
     };
-    if a.json {
+    if json {
         let doc = serde_json::json!({
             "v": render::SCHEMA_VERSION,
             "type": "doctor",
-            "root": given.as_deref().unwrap_or(&root).display().to_string(),
+            "root": root.display().to_string(),
             "scope": scope,
             "result": worst,
             "checks": checks,
         });
         super::common::print(&format!("{doc}\n"))?;
     } else {
-        super::common::print(&format!("{}({scope})\n", doctor::text(&checks)))?;
+        super::common::print(&format!("{}({scope})\n", doctor::text(checks)))?;
     }
     if worst == Verdict::Fail {
         return Err(Fail(

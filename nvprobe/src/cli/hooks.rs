@@ -24,6 +24,41 @@ pub struct HooksArgs {
     pub json: bool,
 }
 
+/// One hook of the table, as `--json` says it.
+#[derive(serde::Serialize)]
+struct HookRow<'a> {
+    name: &'static str,
+    module: &'static str,
+    required: bool,
+    kallsyms: Option<bool>,
+    assumed: &'static str,
+    btf: &'a Option<String>,
+    prototype_check: &'static str,
+    /// "older": an earlier driver's prototype of the function.
+    form: Option<&'static str>,
+}
+
+/// One module, as `--json` says it.
+#[derive(serde::Serialize)]
+struct ModuleRow<'a> {
+    name: &'static str,
+    loaded: Option<bool>,
+    evidence: &'a str,
+    btf: bool,
+    hooks: usize,
+    note: &'a str,
+}
+
+#[derive(serde::Serialize)]
+struct HooksDoc<'a> {
+    v: u32,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    btf_dir: String,
+    modules: Vec<ModuleRow<'a>>,
+    hooks: Vec<HookRow<'a>>,
+}
+
 pub fn run(a: HooksArgs) -> Result<(), Fail> {
     use nvprobe::hooks;
     // Bad input: a missing, unreadable or refused file (hooks::btf_prototypes
@@ -49,83 +84,87 @@ pub fn run(a: HooksArgs) -> Result<(), Fail> {
         .map(|m| hooks::module_note(m, &a.btf_dir, this_host))
         .collect();
     let syms = hooks::kallsyms(root);
+    let rows: Vec<HookRow<'_>> = protos
+        .iter()
+        .map(|(h, btf)| {
+            let form = btf.as_deref().and_then(|b| hooks::known_form(h, b));
+            // "not in BTF": the BTF was read and has no such function
+            // (inlined, or the RM core, which has none); "no module BTF":
+            // there was no BTF of its module to read.
+            let module_btf = modules
+                .iter()
+                .find(|m| m.name == h.target.module())
+                .is_none_or(|m| m.btf);
+            HookRow {
+                name: h.name,
+                module: h.target.module(),
+                required: h.required,
+                kallsyms: syms
+                    .as_ref()
+                    .map(|s| s.contains(&(h.name.to_owned(), h.target.module().to_owned()))),
+                assumed: h.prototype,
+                btf,
+                prototype_check: match (btf, form) {
+                    (None, _) if !module_btf => "no module BTF",
+                    (None, _) => "not in BTF",
+                    (Some(_), Some(_)) => "matches",
+                    (Some(_), None) => "differs",
+                },
+                form,
+            }
+        })
+        .collect();
+    if a.json {
+        let doc = HooksDoc {
+            v: render::SCHEMA_VERSION,
+            kind: "hooks",
+            btf_dir: a.btf_dir.display().to_string(),
+            modules: modules
+                .iter()
+                .zip(&notes)
+                .map(|(m, note)| ModuleRow {
+                    name: m.name,
+                    loaded: m.loaded,
+                    evidence: &m.evidence,
+                    btf: m.btf,
+                    hooks: m.hooks,
+                    note,
+                })
+                .collect(),
+            hooks: rows,
+        };
+        let text = serde_json::to_string(&doc).map_err(|e| Fail(exit::RUNTIME, e.into()))?;
+        return super::common::print(&format!("{text}\n"));
+    }
+    super::common::print(&hooks_text(&notes, &rows))
+}
+
+/// The table as text: the modules' notes, then a line per hook.
+fn hooks_text(notes: &[String], rows: &[HookRow<'_>]) -> String {
     let mut text = String::new();
-    for n in &notes {
+    for n in notes {
         text.push_str(n);
         text.push('\n');
     }
-    let mut rows = Vec::new();
-    for (h, btf) in &protos {
-        let in_kallsyms = syms
-            .as_ref()
-            .map(|s| s.contains(&(h.name.to_owned(), h.target.module().to_owned())));
-        let form = btf.as_deref().and_then(|b| hooks::known_form(h, b));
-        // "not in BTF": the BTF was read and has no such function (inlined,
-        // or the RM core, which has none); "no module BTF": there was no
-        // BTF of its module to read.
-        let module_btf = modules
-            .iter()
-            .find(|m| m.name == h.target.module())
-            .is_none_or(|m| m.btf);
-        let check = match (btf, form) {
-            (None, _) if !module_btf => "no module BTF",
-            (None, _) => "not in BTF",
-            (Some(_), Some(_)) => "matches",
-            (Some(_), None) => "differs",
-        };
-        rows.push(serde_json::json!({
-            "name": h.name,
-            "module": h.target.module(),
-            "required": h.required,
-            "kallsyms": in_kallsyms,
-            "assumed": h.prototype,
-            "btf": btf,
-            "prototype_check": check,
-            // "older": an earlier driver's prototype of the function.
-            "form": form,
-        }));
+    for r in rows {
         text.push_str(&format!(
             "{:<32} {:<10} kallsyms:{:<4} btf:{}{}\n",
-            h.name,
-            h.target.module(),
-            in_kallsyms.map_or("?", |b| if b { "yes" } else { "no" }),
-            check,
-            if form == Some("older") {
+            r.name,
+            r.module,
+            r.kallsyms.map_or("?", |b| if b { "yes" } else { "no" }),
+            r.prototype_check,
+            if r.form == Some("older") {
                 " (an earlier driver's prototype)"
             } else {
                 ""
             }
         ));
-        if let Some(b) = btf {
+        if let Some(b) = r.btf {
             text.push_str(&format!("    {b}\n"));
         }
-        if check == "differs" {
-            text.push_str(&format!("    assumed: {}\n", h.prototype));
+        if r.prototype_check == "differs" {
+            text.push_str(&format!("    assumed: {}\n", r.assumed));
         }
     }
-    if a.json {
-        let modules: Vec<serde_json::Value> = modules
-            .iter()
-            .zip(&notes)
-            .map(|(m, note)| {
-                serde_json::json!({
-                    "name": m.name,
-                    "loaded": m.loaded,
-                    "evidence": m.evidence,
-                    "btf": m.btf,
-                    "hooks": m.hooks,
-                    "note": note,
-                })
-            })
-            .collect();
-        let doc = serde_json::json!({
-            "v": render::SCHEMA_VERSION,
-            "type": "hooks",
-            "btf_dir": a.btf_dir.display().to_string(),
-            "modules": modules,
-            "hooks": rows,
-        });
-        return super::common::print(&format!("{doc}\n"));
-    }
-    super::common::print(&text)
+    text
 }

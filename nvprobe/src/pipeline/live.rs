@@ -9,7 +9,7 @@ use anyhow::Context as _;
 use aya::maps::{MapData, PerCpuArray, RingBuf};
 use nvprobe_common::{EventKind, Header, maps};
 use nvprobe_model::{
-    decode::{self, Context},
+    decode::{self, Context, version::VersionCtx},
     render::{Clock, Note},
     summary::{ProgStats, Summary},
 };
@@ -587,16 +587,7 @@ pub async fn run(
     opts: &RunOpts,
     stop: StopSignals,
 ) -> anyhow::Result<Summary> {
-    let ring =
-        RingBuf::try_from(take_map(ebpf, maps::EVENTS)?).context("opening the ring buffer")?;
-    let mut lost = LostCounter::new(
-        PerCpuArray::try_from(take_map(ebpf, maps::LOST)?).context("opening the LOST counters")?,
-    );
-    // SAFETY: the ring buffer owns its map fd, which stays open and
-    // unchanged for as long as the AsyncFd holds the RingBuf.
-    let mut ring = unsafe { AsyncFd::register_with_interest(ring, tokio::io::Interest::READABLE) }
-        .map_err(io::Error::from)
-        .context("polling the ring buffer")?;
+    let (mut ring, mut lost) = open_ring(ebpf)?;
     let StopSignals {
         int: mut sigint,
         term: mut sigterm,
@@ -613,34 +604,7 @@ pub async fn run(
         view: started,
         deadline: opts.duration.map(|d| started + d),
     };
-    let mut live = Live {
-        seen: Seen::default(),
-        until_ns: None,
-        past_stop: false,
-        nv_procs: ebpf
-            .take_map(maps::NV_PROCS)
-            .and_then(|m| aya::maps::HashMap::try_from(m).ok()),
-        quieted: ebpf
-            .take_map(maps::QUIETED)
-            .and_then(|m| PerCpuArray::try_from(m).ok()),
-        rb_fill: ebpf
-            .take_map(maps::RB_FILL)
-            .and_then(|m| aya::maps::Array::try_from(m).ok()),
-        polls: 0,
-        inflight: ebpf
-            .take_map(maps::INFLIGHT)
-            .and_then(|m| aya::maps::Array::try_from(m).ok()),
-        stalls: crate::stall::Detector::default(),
-        held: None,
-        idents: Vec::new(),
-        libs: crate::identity::LibCache::new(ctx.host_driver.clone()),
-        cmdline: opts.cmdline,
-        filters: filters.clone(),
-        peers: super::peers::Peers::new(
-            ebpf.take_map(maps::PEERS)
-                .and_then(|m| aya::maps::HashMap::try_from(m).ok()),
-        ),
-    };
+    let mut live = Live::new(ebpf, &ctx, &filters, opts);
     live.peers.scan(live.nv_procs.as_mut());
     let version = ctx.version;
     let health = out.health();
@@ -665,18 +629,7 @@ pub async fn run(
                 reopen_due = reopener.is_some();
             }
             _ = tick.tick() => {
-                let logged = super::kmsg::take(opts.kernel_log.as_ref());
-                left = live.drain(ring.get_mut(), &mut pipe, budget)?;
-                super::kmsg::hand(opts.kernel_log.as_ref(), logged, &mut pipe)?;
-                live.peers_noted(&mut pipe)?;
-                match attacher {
-                    Some(a) => live.hook_new_libcuda(a, &mut pipe)?,
-                    None => {
-                        live.seen.new_tgids.clear();
-                        live.seen.lib_loads.clear();
-                        live.libs.preload_files.clear();
-                    }
-                }
+                left = live.on_tick(ring.get_mut(), &mut pipe, (opts, budget), attacher)?;
             }
             // More is waiting: go on after a yield to the runtime (signals,
             // timers), or after a millisecond when the decode threads are
@@ -699,44 +652,7 @@ pub async fn run(
             return Err(e.into());
         }
         let now = Instant::now();
-        if now >= due.lost {
-            poll_lost(&mut lost, &mut pipe)?;
-            // Start-ups waiting for a first context wait on this clock too,
-            // once everything made before now has been handed on (a tick
-            // ahead of held records would end a wait they would end).
-            if left == Drained::All && live.held.is_none() {
-                pipe.tick(Clock::mono_now())?;
-            }
-            due.lost = now + opts.lost_every;
-            if let Some(m) = &opts.metrics {
-                live.update_metrics(m);
-            }
-        }
-        if now >= due.stall {
-            if let Some(after) = opts.stall_after
-                && !live.seen.known.is_empty()
-            {
-                live.check_stalls(after, &version, &mut pipe)?;
-            }
-            due.stall = now + opts.stall_every;
-        }
-        if let Some(v) = &opts.view
-            && now >= due.view
-        {
-            let calls = live.in_flight(&version);
-            v.flights(
-                calls
-                    .into_iter()
-                    .map(|(pid, c)| crate::top::Flight {
-                        tid: c.tid,
-                        pid,
-                        start_ns: c.start_ns,
-                        call: c.call,
-                    })
-                    .collect(),
-            );
-            due.view = now + VIEW_EVERY;
-        }
+        live.on_schedule(now, &mut due, (opts, &version, left), &mut lost, &mut pipe)?;
         if due.deadline.is_some_and(|d| now >= d) {
             break;
         }
@@ -752,19 +668,124 @@ pub async fn run(
     let logged = super::kmsg::take(opts.kernel_log.as_ref());
     let unread = live.drain_last(ring.get_mut(), &mut pipe, LAST_DRAIN)?;
     super::kmsg::hand(opts.kernel_log.as_ref(), logged, &mut pipe)?;
+    end_of_run(
+        ebpf,
+        pipe,
+        (&health, opts, &version),
+        lost,
+        (unread, started, live.quieted_total()),
+    )
+}
+
+impl Live {
+    /// The collector's state, with the maps it reads taken from the object.
+    fn new(ebpf: &mut aya::Ebpf, ctx: &Context, filters: &Arc<Filters>, opts: &RunOpts) -> Self {
+        Live {
+            seen: Seen::default(),
+            until_ns: None,
+            past_stop: false,
+            nv_procs: ebpf
+                .take_map(maps::NV_PROCS)
+                .and_then(|m| aya::maps::HashMap::try_from(m).ok()),
+            quieted: ebpf
+                .take_map(maps::QUIETED)
+                .and_then(|m| PerCpuArray::try_from(m).ok()),
+            rb_fill: ebpf
+                .take_map(maps::RB_FILL)
+                .and_then(|m| aya::maps::Array::try_from(m).ok()),
+            polls: 0,
+            inflight: ebpf
+                .take_map(maps::INFLIGHT)
+                .and_then(|m| aya::maps::Array::try_from(m).ok()),
+            stalls: crate::stall::Detector::default(),
+            held: None,
+            idents: Vec::new(),
+            libs: crate::identity::LibCache::new(ctx.host_driver.clone()),
+            cmdline: opts.cmdline,
+            filters: filters.clone(),
+            peers: super::peers::Peers::new(
+                ebpf.take_map(maps::PEERS)
+                    .and_then(|m| aya::maps::HashMap::try_from(m).ok()),
+            ),
+        }
+    }
+}
+
+impl Live {
+    /// What the collector does on its clock: losses, the first-context
+    /// clock, metrics, stall checks, `top`'s calls in flight.
+    fn on_schedule(
+        &mut self,
+        now: Instant,
+        due: &mut Schedule,
+        (opts, version, left): (&RunOpts, &VersionCtx, Drained),
+        lost: &mut LostCounter,
+        pipe: &mut Pipeline,
+    ) -> anyhow::Result<()> {
+        if now >= due.lost {
+            poll_lost(lost, pipe)?;
+            // Start-ups waiting for a first context wait on this clock too,
+            // once everything made before now has been handed on (a tick
+            // ahead of held records would end a wait they would end).
+            if left == Drained::All && self.held.is_none() {
+                pipe.tick(Clock::mono_now())?;
+            }
+            due.lost = now + opts.lost_every;
+            if let Some(m) = &opts.metrics {
+                self.update_metrics(m);
+            }
+        }
+        if now >= due.stall {
+            if let Some(after) = opts.stall_after
+                && !self.seen.known.is_empty()
+            {
+                self.check_stalls(after, version, pipe)?;
+            }
+            due.stall = now + opts.stall_every;
+        }
+        if let Some(v) = &opts.view
+            && now >= due.view
+        {
+            let calls = self.in_flight(version);
+            v.flights(
+                calls
+                    .into_iter()
+                    .map(|(pid, c)| crate::top::Flight {
+                        tid: c.tid,
+                        pid,
+                        start_ns: c.start_ns,
+                        call: c.call,
+                    })
+                    .collect(),
+            );
+            due.view = now + VIEW_EVERY;
+        }
+        Ok(())
+    }
+}
+
+/// The end of a run: the pipeline's last records, the losses (with what
+/// the stop left unread), the summary last.
+fn end_of_run(
+    ebpf: &mut aya::Ebpf,
+    pipe: Pipeline,
+    (health, opts, version): (&crate::output::Health, &RunOpts, &VersionCtx),
+    lost: LostCounter,
+    (unread, started, quieted): (u64, Instant, u64),
+) -> anyhow::Result<Summary> {
     let finished = pipe.finish();
     if let Some(e) = health.error() {
         return Err(e.into());
     }
     let (mut out, mut stats) = finished?;
-    super::unsent::fold(ebpf, &mut stats, &version, Clock::mono_now());
+    super::unsent::fold(ebpf, &mut stats, version, Clock::mono_now());
     let mut lost = lost.summary();
     if unread > 0 {
         lost.total += unread;
         *lost.per_kind.entry(UNREAD_AT_STOP.to_owned()).or_insert(0) += unread;
     }
     let mut summary = stats.finish(started.elapsed().as_secs_f64(), lost);
-    summary.quieted = live.quieted_total();
+    summary.quieted = quieted;
     if opts.bpf_stats {
         summary.bpf = prog_stats(ebpf, &opts.own_programs);
     }
@@ -776,6 +797,49 @@ pub async fn run(
         });
     }
     Ok(summary)
+}
+
+impl Live {
+    /// The collector's tick: the ring buffer drained, the kernel log's
+    /// lines after it, peers noted, new libcuda copies handed to the
+    /// hooking thread.
+    fn on_tick(
+        &mut self,
+        ring: &mut RingBuf<MapData>,
+        pipe: &mut Pipeline,
+        (opts, budget): (&RunOpts, Duration),
+        attacher: Option<&crate::uprobes::attacher::Attacher>,
+    ) -> anyhow::Result<Drained> {
+        let logged = super::kmsg::take(opts.kernel_log.as_ref());
+        let left = self.drain(ring, pipe, budget)?;
+        super::kmsg::hand(opts.kernel_log.as_ref(), logged, pipe)?;
+        self.peers_noted(pipe)?;
+        match attacher {
+            Some(a) => self.hook_new_libcuda(a, pipe)?,
+            None => {
+                self.seen.new_tgids.clear();
+                self.seen.lib_loads.clear();
+                self.libs.preload_files.clear();
+            }
+        }
+        Ok(left)
+    }
+}
+
+/// The ring buffer, polled by the runtime, and the counters of what did
+/// not fit in it.
+fn open_ring(ebpf: &mut aya::Ebpf) -> anyhow::Result<(AsyncFd<RingBuf<MapData>>, LostCounter)> {
+    let ring =
+        RingBuf::try_from(take_map(ebpf, maps::EVENTS)?).context("opening the ring buffer")?;
+    let lost = LostCounter::new(
+        PerCpuArray::try_from(take_map(ebpf, maps::LOST)?).context("opening the LOST counters")?,
+    );
+    // SAFETY: the ring buffer owns its map fd, which stays open and
+    // unchanged for as long as the AsyncFd holds the RingBuf.
+    let ring = unsafe { AsyncFd::register_with_interest(ring, tokio::io::Interest::READABLE) }
+        .map_err(io::Error::from)
+        .context("polling the ring buffer")?;
+    Ok((ring, lost))
 }
 
 /// How often `nvprobe top` learns the calls in flight.

@@ -108,44 +108,48 @@ impl Seen {
                     self.lib_loads.push((h.tgid, p));
                 }
             }
-            Some(EventKind::Proc) => {
-                let Some(p) = nvprobe_common::read::<ProcEvent>(rec) else {
-                    return;
-                };
-                let target = p.target_tgid;
-                if p.op == ProcOp::Exit as u32 {
-                    self.cuinit.retain(|_, (g, _)| *g != target);
-                    self.stoppers.remove(&target);
-                    self.same_view.remove(&target);
-                    self.reread.retain(|(p, _)| *p != target);
-                    // The kernel forgot it too (NV_PROCS): a process that
-                    // reuses the pid is followed again when first seen.
-                    self.known.remove(&target);
-                } else if p.op == ProcOp::Exec as u32 {
-                    // A new program in the same pid: its next record reads
-                    // who it is (its executable, command line, limits), as
-                    // for a process first seen; the old program's read
-                    // stays with the old program's verdict.
-                    self.known.remove(&target);
-                    self.same_view.remove(&target);
-                    self.reread.retain(|(p, _)| *p != target);
-                } else if p.op == ProcOp::SignalGenerate as u32
-                    // SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU
-                    && (19..=22).contains(&p.sig)
-                {
-                    let end = h.comm.iter().position(|&b| b == 0).unwrap_or(h.comm.len());
-                    self.stoppers.insert(
-                        target,
-                        format!(
-                            "{} from {}[{}]",
-                            nvprobe_model::decode::signal::name(p.sig),
-                            decode::escape_bytes(&h.comm[..end]),
-                            h.tgid
-                        ),
-                    );
-                }
-            }
+            Some(EventKind::Proc) => self.proc_record(&h, rec),
             _ => {}
+        }
+    }
+
+    /// An exit, exec or stop signal: what is forgotten or said of the
+    /// process.
+    fn proc_record(&mut self, h: &Header, rec: &[u8]) {
+        let Some(p) = nvprobe_common::read::<ProcEvent>(rec) else {
+            return;
+        };
+        let target = p.target_tgid;
+        if p.op == ProcOp::Exit as u32 {
+            self.cuinit.retain(|_, (g, _)| *g != target);
+            self.stoppers.remove(&target);
+            self.same_view.remove(&target);
+            self.reread.retain(|(p, _)| *p != target);
+            // The kernel forgot it too (NV_PROCS): a process that
+            // reuses the pid is followed again when first seen.
+            self.known.remove(&target);
+        } else if p.op == ProcOp::Exec as u32 {
+            // A new program in the same pid: its next record reads
+            // who it is (its executable, command line, limits), as
+            // for a process first seen; the old program's read
+            // stays with the old program's verdict.
+            self.known.remove(&target);
+            self.same_view.remove(&target);
+            self.reread.retain(|(p, _)| *p != target);
+        } else if p.op == ProcOp::SignalGenerate as u32
+            // SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU
+            && (19..=22).contains(&p.sig)
+        {
+            let end = h.comm.iter().position(|&b| b == 0).unwrap_or(h.comm.len());
+            self.stoppers.insert(
+                target,
+                format!(
+                    "{} from {}[{}]",
+                    nvprobe_model::decode::signal::name(p.sig),
+                    decode::escape_bytes(&h.comm[..end]),
+                    h.tgid
+                ),
+            );
         }
     }
 }

@@ -194,6 +194,24 @@ impl Correlator {
             }
             ObsKind::Tick => return,
             ObsKind::KernelLog(line) => return self.on_kernel_log(*line, start, out),
+            kind => self.on_call(&at, o.stage.is_some(), kind, out),
+        };
+        if let Some(s) = o.stage {
+            self.stage(pid, s, end, via, out);
+        }
+    }
+
+    /// An ioctl or a path call: the process's state; the stage's "via"
+    /// text when the call completes one (`stage`).
+    fn on_call(
+        &mut self,
+        at: &At,
+        stage: bool,
+        kind: ObsKind,
+        out: &mut Vec<Record>,
+    ) -> Option<String> {
+        let (pid, start, end) = (at.pid, at.start, at.end);
+        match kind {
             ObsKind::Ioctl {
                 ok,
                 call,
@@ -221,15 +239,15 @@ impl Correlator {
                     call,
                     fd,
                     failure,
-                    stage: o.stage.is_some(),
+                    stage,
                     gpu,
                     uvm,
                     pageable,
                 };
-                self.on_ioctl(&at, io, out)
+                self.on_ioctl(at, io, out)
             }
             ObsKind::LibLoad { path, failure } => {
-                self.on_lib_load(&at, path, failure);
+                self.on_lib_load(at, path, failure);
                 None
             }
             ObsKind::Path {
@@ -258,9 +276,7 @@ impl Correlator {
                 };
                 st.on_path(p, end)
             }
-        };
-        if let Some(s) = o.stage {
-            self.stage(pid, s, end, via, out);
+            _ => None,
         }
     }
 

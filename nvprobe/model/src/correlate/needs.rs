@@ -182,66 +182,10 @@ impl KernelLevel {
         let pid = ev.proc().pid;
         let seen = self.procs.contains_key(&pid);
         match ev {
-            Event::Ioctl(i) => {
-                let st = self.procs.entry(pid).or_default();
-                if !seen {
-                    return true; // first sight: sent
-                }
-                let xfer = i.xfer.is_some();
-                let key = match &i.xfer {
-                    Some(x) => nvprobe_common::status_at::xfer_key(x.cmd, x.size),
-                    None => i.request,
-                };
-                // What the kernel reads: ret 0 and NV_OK (or no status
-                // field); a status it has no place for is "unknown".
-                let status = if i.ret != 0 {
-                    Some(false)
-                } else if !self.status_at.contains(&key) {
-                    None
-                } else {
-                    Some(i.status.as_ref().is_none_or(|s| s.code == 0))
-                };
-                let control = i.args.known().control.map(|c| c.code);
-                match status {
-                    Some(true) if st.quiet => {
-                        st.unsent += 1;
-                        return false;
-                    }
-                    Some(true)
-                        if !st.ship_next
-                            && !self.tables.sent(
-                                i.request,
-                                xfer,
-                                i.xfer.as_ref().map_or(0, |x| x.cmd),
-                                control,
-                            ) =>
-                    {
-                        st.unsent += 1;
-                        return false;
-                    }
-                    Some(true) if !st.quiet && st.ship_next => {
-                        // The call after a failure, or one in flight when a
-                        // signal came (kept while calls may still be).
-                        match st.signal_ns {
-                            Some(at) if i.start_ns <= at.saturating_add(SIGNAL_WINDOW_NS) => {}
-                            _ => {
-                                st.signal_ns = None;
-                                st.ship_next = false;
-                            }
-                        }
-                    }
-                    Some(false) if !st.quiet => st.ship_next = true,
-                    _ => {}
-                }
-                true
-            }
+            Event::Ioctl(i) => self.keep_ioctl(pid, seen, i),
             Event::Cuda(c) => {
                 let st = self.procs.entry(pid).or_default();
-                let context = nvprobe_common::CUDA_CONTEXT_FUNCS.iter().any(|&f| {
-                    nvprobe_common::CUDA_FUNCS
-                        .iter()
-                        .any(|(n, name)| *n == f && *name == c.func)
-                });
+                let context = crate::decode::cudafn::makes_context(c.func_id);
                 let ok = c.result == Some(0);
                 if st.quiet && (c.phase == CudaPhase::Enter || ok) {
                     return false;
@@ -284,6 +228,61 @@ impl KernelLevel {
                 true
             }
         }
+    }
+
+    /// An ioctl: sent, or counted as the kernel side would have.
+    fn keep_ioctl(&mut self, pid: u32, seen: bool, i: &crate::decode::Ioctl) -> bool {
+        let st = self.procs.entry(pid).or_default();
+        if !seen {
+            return true; // first sight: sent
+        }
+        let xfer = i.xfer.is_some();
+        let key = match &i.xfer {
+            Some(x) => nvprobe_common::status_at::xfer_key(x.cmd, x.size),
+            None => i.request,
+        };
+        // What the kernel reads: ret 0 and NV_OK (or no status
+        // field); a status it has no place for is "unknown".
+        let status = if i.ret != 0 {
+            Some(false)
+        } else if !self.status_at.contains(&key) {
+            None
+        } else {
+            Some(i.status.as_ref().is_none_or(|s| s.code == 0))
+        };
+        let control = i.args.known().control.map(|c| c.code);
+        match status {
+            Some(true) if st.quiet => {
+                st.unsent += 1;
+                return false;
+            }
+            Some(true)
+                if !st.ship_next
+                    && !self.tables.sent(
+                        i.request,
+                        xfer,
+                        i.xfer.as_ref().map_or(0, |x| x.cmd),
+                        control,
+                    ) =>
+            {
+                st.unsent += 1;
+                return false;
+            }
+            Some(true) if !st.quiet && st.ship_next => {
+                // The call after a failure, or one in flight when a
+                // signal came (kept while calls may still be).
+                match st.signal_ns {
+                    Some(at) if i.start_ns <= at.saturating_add(SIGNAL_WINDOW_NS) => {}
+                    _ => {
+                        st.signal_ns = None;
+                        st.ship_next = false;
+                    }
+                }
+            }
+            Some(false) if !st.quiet => st.ship_next = true,
+            _ => {}
+        }
+        true
     }
 }
 

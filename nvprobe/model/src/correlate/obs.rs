@@ -2,7 +2,7 @@
 //! on the decode threads, so the full event never crosses threads.
 
 use crate::decode::{
-    Call, CudaPhase, DeviceKind, Event, Ioctl, ProcCall, Status, class, escape, uvm,
+    Call, CudaPhase, DeviceKind, Event, Ioctl, PathCall, ProcCall, Status, class, escape, uvm,
 };
 
 use super::{
@@ -136,36 +136,9 @@ impl Obs {
                 path: p.path.clone(),
                 failure: (!p.ok).then(|| CallResult::Errno(errno_of(p.ret))),
             },
-            Event::Open(p) | Event::Stat(p) | Event::Access(p) | Event::Mknod(p) => ObsKind::Path {
-                path: p.path.clone(),
-                ok: p.ok,
-                // An open that creates the file (a shell's `: >/dev/nvidia-uvm`)
-                // makes a file, as mknod does; libcuda never opens a node so.
-                open: matches!(ev, Event::Open(_)) && !p.creates,
-                gpu_minor: p
-                    .device
-                    .as_ref()
-                    .filter(|d| d.kind == DeviceKind::Gpu && matches!(ev, Event::Open(_)))
-                    .map(|d| d.minor),
-                mknod: matches!(ev, Event::Mknod(_))
-                    .then(|| p.device.as_ref().map(|d| DevNo(d.major, d.minor))),
-                opened_device: matches!(ev, Event::Open(_))
-                    && p.ok
-                    && p.device.is_some()
-                    && !p.creates,
-                // /dev/char/195:N links are refreshed opportunistically by
-                // libcuda, and numa_status is probed; their absence is normal.
-                problem: (!p.ok
-                    && !p.path.starts_with("/dev/char/")
-                    && !p.path.starts_with("/proc/driver/nvidia/gpus/"))
-                .then(|| {
-                    (
-                        p.path.clone(),
-                        PathWhy::of(p, matches!(ev, Event::Mknod(_))),
-                    )
-                }),
-                open_path: stage.map(|_| p.path.clone()),
-            },
+            Event::Open(p) | Event::Stat(p) | Event::Access(p) | Event::Mknod(p) => {
+                path_kind(ev, p, stage)
+            }
             Event::Proc(p) => ObsKind::Proc(Box::new(p.clone())),
             Event::Driver(d) => ObsKind::Driver {
                 function: d.function,
@@ -198,6 +171,38 @@ impl Obs {
             stage,
             kind,
         })
+    }
+}
+
+/// What is kept of an open, stat, access or mknod of an NVIDIA path
+/// (`stage`: the milestone it completes).
+fn path_kind(ev: &Event, p: &PathCall, stage: Option<usize>) -> ObsKind {
+    ObsKind::Path {
+        path: p.path.clone(),
+        ok: p.ok,
+        // An open that creates the file (a shell's `: >/dev/nvidia-uvm`)
+        // makes a file, as mknod does; libcuda never opens a node so.
+        open: matches!(ev, Event::Open(_)) && !p.creates,
+        gpu_minor: p
+            .device
+            .as_ref()
+            .filter(|d| d.kind == DeviceKind::Gpu && matches!(ev, Event::Open(_)))
+            .map(|d| d.minor),
+        mknod: matches!(ev, Event::Mknod(_))
+            .then(|| p.device.as_ref().map(|d| DevNo(d.major, d.minor))),
+        opened_device: matches!(ev, Event::Open(_)) && p.ok && p.device.is_some() && !p.creates,
+        // /dev/char/195:N links are refreshed opportunistically by
+        // libcuda, and numa_status is probed; their absence is normal.
+        problem: (!p.ok
+            && !p.path.starts_with("/dev/char/")
+            && !p.path.starts_with("/proc/driver/nvidia/gpus/"))
+        .then(|| {
+            (
+                p.path.clone(),
+                PathWhy::of(p, matches!(ev, Event::Mknod(_))),
+            )
+        }),
+        open_path: stage.map(|_| p.path.clone()),
     }
 }
 

@@ -283,56 +283,8 @@ fn known_curesults(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
 
 fn node_problems(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     for (path, why) in &f.st.path_problems {
-        // The cause decides the id (and so the hint); a missing or unusable
-        // uvm node has its own, since CUDA needs it and NVML does not.
-        let module_entry = module_of_entry(path).is_some_and(|m| {
-            // Not when the module's own node was used (its entry was then
-            // missing for another reason: a mask, a container's /sys).
-            let used = match m {
-                "nvidia_uvm" => f.st.uvm_touched,
-                "nvidia" => f.st.calls > 0,
-                _ => false,
-            };
-            !used
-        });
-        let errno = match why {
-            PathWhy::Errno(e) => Some(*e),
-            _ => None,
-        };
-        let id = if matches!(why, PathWhy::Mknod(..)) {
-            DiagId::NodeCreateFailed
-        } else if errno == Some(libc::ENOENT) && module_entry {
-            // Seen on the real module (535, nvprobe's kernel tier): without
-            // nvidia_uvm, libcuda reads /sys/module/nvidia_uvm/initstate,
-            // gets ENOENT and returns 999, running nothing to load it.
-            DiagId::ModuleNotLoaded
-        } else if matches!(errno, Some(libc::EMFILE | libc::ENFILE)) {
-            // A limit, whichever path hit it: the node is not at fault.
-            DiagId::FileLimit
-        } else if errno == Some(libc::EACCES) {
-            eacces_id(f.st, path)
-        } else if errno == Some(libc::EPERM) {
-            // The kernel's order of checks on an open: the mode and the
-            // capabilities answer EACCES (generic_permission), the device
-            // cgroup EPERM (devcgroup_inode_permission), a seccomp filter
-            // whatever its profile says.
-            DiagId::NotPermitted
-        } else if matches!(errno, Some(libc::ENXIO | libc::ENODEV)) && path.starts_with("/dev/") {
-            // chrdev_open finds no driver at this device number (ENXIO), or
-            // the driver has no device at this minor (ENODEV).
-            DiagId::NodeStale
-        } else if matches!(
-            node_kind(path),
-            Some(DeviceKind::Uvm | DeviceKind::UvmTools)
-        ) {
-            DiagId::UvmUnusable
-        } else if matches!(why, PathWhy::Mismatch(_)) {
-            DiagId::NodeWrongDevice
-        } else if errno == Some(libc::ENOENT) {
-            DiagId::NodeMissing
-        } else {
-            DiagId::NodeError
-        };
+        let errno = why.errno().filter(|_| matches!(why, PathWhy::Errno(_)));
+        let id = node_problem_id(f, path, why, errno);
         let limits = f.st.info.as_ref().and_then(|i| i.limits.as_ref());
         let evidence = match id {
             DiagId::NodeCreateFailed => {
@@ -381,6 +333,57 @@ fn node_problems(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
         if !out.iter().any(|d| d.evidence == evidence) {
             out.push(diag_at(id, path, evidence));
         }
+    }
+}
+
+/// Which rule a failed NVIDIA path call is, in the kernel's order of
+/// checks (`errno`: the call's own, not a mknod's).
+fn node_problem_id(f: &Facts<'_>, path: &str, why: &PathWhy, errno: Option<i32>) -> DiagId {
+    // The cause decides the id (and so the hint); a missing or unusable
+    // uvm node has its own, since CUDA needs it and NVML does not.
+    let module_entry = module_of_entry(path).is_some_and(|m| {
+        // Not when the module's own node was used (its entry was then
+        // missing for another reason: a mask, a container's /sys).
+        let used = match m {
+            "nvidia_uvm" => f.st.uvm_touched,
+            "nvidia" => f.st.calls > 0,
+            _ => false,
+        };
+        !used
+    });
+    if matches!(why, PathWhy::Mknod(..)) {
+        DiagId::NodeCreateFailed
+    } else if errno == Some(libc::ENOENT) && module_entry {
+        // Seen on the real module (535, nvprobe's kernel tier): without
+        // nvidia_uvm, libcuda reads /sys/module/nvidia_uvm/initstate,
+        // gets ENOENT and returns 999, running nothing to load it.
+        DiagId::ModuleNotLoaded
+    } else if matches!(errno, Some(libc::EMFILE | libc::ENFILE)) {
+        // A limit, whichever path hit it: the node is not at fault.
+        DiagId::FileLimit
+    } else if errno == Some(libc::EACCES) {
+        eacces_id(f.st, path)
+    } else if errno == Some(libc::EPERM) {
+        // The kernel's order of checks on an open: the mode and the
+        // capabilities answer EACCES (generic_permission), the device
+        // cgroup EPERM (devcgroup_inode_permission), a seccomp filter
+        // whatever its profile says.
+        DiagId::NotPermitted
+    } else if matches!(errno, Some(libc::ENXIO | libc::ENODEV)) && path.starts_with("/dev/") {
+        // chrdev_open finds no driver at this device number (ENXIO), or
+        // the driver has no device at this minor (ENODEV).
+        DiagId::NodeStale
+    } else if matches!(
+        node_kind(path),
+        Some(DeviceKind::Uvm | DeviceKind::UvmTools)
+    ) {
+        DiagId::UvmUnusable
+    } else if matches!(why, PathWhy::Mismatch(_)) {
+        DiagId::NodeWrongDevice
+    } else if errno == Some(libc::ENOENT) {
+        DiagId::NodeMissing
+    } else {
+        DiagId::NodeError
     }
 }
 

@@ -115,27 +115,7 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<Exit>) -> CuInit {
         } else {
             (
                 Outcome::Failed,
-                match &st.last_failure {
-                    Some(f) => format!(
-                        "cuInit returned {r}; the driver call that explains it: {} returned {} (after {})",
-                        f.call,
-                        f.result,
-                        last_stage.as_deref().unwrap_or("no stage")
-                    ),
-                    None => format!(
-                        "cuInit returned {r} after {}{}",
-                        last_stage.as_deref().unwrap_or("no driver call"),
-                        diagnoses
-                            .iter()
-                            .find(|d| !rules::is_recovered(d, st))
-                            .map_or(String::new(), |d| {
-                                // Said once: the evidence that begins with
-                                // this very outcome goes on after it.
-                                let ev = &d.evidence[d.about.detail_at.unwrap_or(0)..];
-                                format!(": {ev}")
-                            })
-                    ),
-                },
+                cuinit_failed(st, &r, last_stage.as_deref(), &diagnoses),
             )
         };
         (
@@ -147,25 +127,7 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<Exit>) -> CuInit {
     } else {
         let (result, text) =
             driver_only(st, exit, signal.as_ref(), last_stage.as_deref(), &diagnoses);
-        let source = if st.cuinit_entered {
-            "libcuda uprobe (cuInit entered and never returned) and driver calls"
-        } else if st.cuda_calls > 0 {
-            "libcuda uprobes (CUDA calls other than cuInit) and driver calls"
-        } else {
-            "driver calls alone (no libcuda uprobe)"
-        };
-        (result, text, source, None)
-    };
-    let text = match st.interposed {
-        Some((_, _, false)) if st.curesult.is_some() => text.replacen(
-            "cuInit returned",
-            &format!(
-                "cuInit, answered by {} in libcuda's place, returned",
-                super::rules_library::interposer_name(st)
-            ),
-            1,
-        ),
-        _ => text,
+        (result, text, driver_source(st), None)
     };
     let context_failed = st.context.as_ref().is_some_and(|c| c.code != 0);
     // Whatever cuInit got past, it succeeded: a first context that failed
@@ -174,7 +136,7 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<Exit>) -> CuInit {
     if context_failed {
         diagnoses.extend(super::rules_context::diagnose(st));
     }
-    let text = with_gpu(text, st);
+    let text = with_gpu(answered_by(text, st), st);
     CuInit {
         pid,
         comm: st.comm.clone(),
@@ -198,6 +160,63 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<Exit>) -> CuInit {
         class,
         process: st.info.clone(),
         gpus: st.gpus.clone(),
+    }
+}
+
+/// The text of a failed cuInit: the driver call that explains it, else
+/// the first diagnosis not got past.
+fn cuinit_failed(
+    st: &ProcInit,
+    r: &str,
+    last_stage: Option<&str>,
+    diagnoses: &[Diagnosis],
+) -> String {
+    match &st.last_failure {
+        Some(f) => format!(
+            "cuInit returned {r}; the driver call that explains it: {} returned {} (after {})",
+            f.call,
+            f.result,
+            last_stage.unwrap_or("no stage")
+        ),
+        None => format!(
+            "cuInit returned {r} after {}{}",
+            last_stage.unwrap_or("no driver call"),
+            diagnoses
+                .iter()
+                .find(|d| !rules::is_recovered(d, st))
+                .map_or(String::new(), |d| {
+                    // Said once: the evidence that begins with
+                    // this very outcome goes on after it.
+                    let ev = &d.evidence[d.about.detail_at.unwrap_or(0)..];
+                    format!(": {ev}")
+                })
+        ),
+    }
+}
+
+/// How the verdict was reached when cuInit's return was not seen.
+fn driver_source(st: &ProcInit) -> &'static str {
+    if st.cuinit_entered {
+        "libcuda uprobe (cuInit entered and never returned) and driver calls"
+    } else if st.cuda_calls > 0 {
+        "libcuda uprobes (CUDA calls other than cuInit) and driver calls"
+    } else {
+        "driver calls alone (no libcuda uprobe)"
+    }
+}
+
+/// A cuInit a preloaded library answered in libcuda's place says so.
+fn answered_by(text: String, st: &ProcInit) -> String {
+    match st.interposed {
+        Some((_, _, false)) if st.curesult.is_some() => text.replacen(
+            "cuInit returned",
+            &format!(
+                "cuInit, answered by {} in libcuda's place, returned",
+                super::rules_library::interposer_name(st)
+            ),
+            1,
+        ),
+        _ => text,
     }
 }
 
@@ -348,6 +367,63 @@ pub(crate) fn class_of(st: &ProcInit) -> Class {
     }
 }
 
+/// The verdict of a driver client (NVML, nvidia-smi): only the node and
+/// version problems and how it ended weigh.
+fn driver_client(
+    st: &ProcInit,
+    exit: Option<Exit>,
+    signal: Option<&SignalInfo>,
+    ended: &str,
+) -> (Outcome, String, Vec<Diagnosis>) {
+    let fatal = exit.is_some_and(|e| e.signal() != 0);
+    let mut d = rules::diagnose(&super::table::Facts {
+        st,
+        fatal_sig: exit.map_or(0, Exit::signal),
+        exited_ok: exit.is_some_and(|e| e.signal() == 0),
+        signal,
+        exit,
+    });
+    d.retain(|x| {
+        matches!(
+            x.id,
+            DiagId::NodeWrongDevice
+                | DiagId::NodePermission
+                | DiagId::NodeMissing
+                | DiagId::NodeCreateFailed
+                | DiagId::NodeError
+                | DiagId::VersionMismatch
+                | DiagId::KilledBySignal
+                | DiagId::InheritedNvidiaFds
+                | DiagId::NvidiaModprobeFailed
+        )
+    });
+    let failed = st.last_failure.as_ref();
+    let result = if fatal {
+        Outcome::Killed
+    } else if failed.is_some() && !d.is_empty() {
+        Outcome::Failed
+    } else {
+        Outcome::Ok
+    };
+    rules::settle_severity(&mut d, st, result == Outcome::Ok);
+    let text = if fatal {
+        // Who killed it, where: as for a CUDA start-up.
+        let last = st.last_stage();
+        let (_, t) = driver_only(st, exit, signal, last.as_deref(), &d);
+        format!("{t} (a driver client: no CUDA call)")
+    } else {
+        format!(
+            "a driver client (NVML or similar; no CUDA call): {} driver calls{}; {ended}",
+            st.calls,
+            failed.map_or(String::new(), |f| format!(
+                ", last failed: {} returned {}",
+                f.call, f.result
+            ))
+        )
+    };
+    (result, text, d)
+}
+
 /// The verdict of a process that never started CUDA: a driver client, a
 /// process that only looked at paths, or a helper. Never a failed CUDA
 /// start-up.
@@ -379,54 +455,7 @@ fn other_class(
                 Vec::new(),
             )
         }
-        Class::Nvml => {
-            let mut d = rules::diagnose(&super::table::Facts {
-                st,
-                fatal_sig: exit.map_or(0, Exit::signal),
-                exited_ok: exit.is_some_and(|e| e.signal() == 0),
-                signal: signal.as_ref(),
-                exit,
-            });
-            d.retain(|x| {
-                matches!(
-                    x.id,
-                    DiagId::NodeWrongDevice
-                        | DiagId::NodePermission
-                        | DiagId::NodeMissing
-                        | DiagId::NodeCreateFailed
-                        | DiagId::NodeError
-                        | DiagId::VersionMismatch
-                        | DiagId::KilledBySignal
-                        | DiagId::InheritedNvidiaFds
-                        | DiagId::NvidiaModprobeFailed
-                )
-            });
-            let failed = st.last_failure.as_ref();
-            let result = if fatal {
-                Outcome::Killed
-            } else if failed.is_some() && !d.is_empty() {
-                Outcome::Failed
-            } else {
-                Outcome::Ok
-            };
-            rules::settle_severity(&mut d, st, result == Outcome::Ok);
-            let text = if fatal {
-                // Who killed it, where: as for a CUDA start-up.
-                let last = st.last_stage();
-                let (_, t) = driver_only(st, exit, signal.as_ref(), last.as_deref(), &d);
-                format!("{t} (a driver client: no CUDA call)")
-            } else {
-                format!(
-                    "a driver client (NVML or similar; no CUDA call): {} driver calls{}; {ended}",
-                    st.calls,
-                    failed.map_or(String::new(), |f| format!(
-                        ", last failed: {} returned {}",
-                        f.call, f.result
-                    ))
-                )
-            };
-            (result, text, d)
-        }
+        Class::Nvml => driver_client(st, exit, signal.as_ref(), &ended),
         _ if st.lookups == 0 && st.lib_loaded().is_some() => (
             Outcome::Ok,
             format!(

@@ -354,7 +354,7 @@ pub struct ProcCall {
     /// The failed call's kind and errno, as numbers (call_failed; `call`
     /// and `errno` name them).
     #[serde(skip)]
-    pub failed: Option<(super::process::SysKind, i32)>,
+    pub failed: Option<(SysKind, i32)>,
     pub time_ns: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub raw: Option<String>,
@@ -497,6 +497,43 @@ impl Event {
             Event::Proc(_) => "proc",
             Event::Cuda(_) => "cuda",
             Event::Driver(_) => "driver",
+        }
+    }
+}
+
+/// What a start-up makes with a system call whose failure the kernel side
+/// reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SysKind {
+    /// clone, fork, vfork: a thread or a process.
+    Thread,
+    /// clone3, which glibc falls back from to clone on ENOSYS.
+    Clone3,
+    /// mmap, mremap: mapping memory.
+    Map,
+    /// mprotect.
+    Protect,
+    MemFile,
+    EventFd,
+    Pipe,
+    /// open, openat, openat2.
+    Open,
+    Other,
+}
+
+impl SysKind {
+    /// The kind of the call `syscall_name` names.
+    pub fn of(name: &str) -> Self {
+        match name {
+            "clone" | "fork" | "vfork" => Self::Thread,
+            "clone3" => Self::Clone3,
+            "mmap" | "mremap" => Self::Map,
+            "mprotect" => Self::Protect,
+            "memfd_create" => Self::MemFile,
+            "eventfd2" => Self::EventFd,
+            "pipe2" => Self::Pipe,
+            "open" | "openat" | "openat2" => Self::Open,
+            _ => Self::Other,
         }
     }
 }

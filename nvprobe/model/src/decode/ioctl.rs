@@ -122,39 +122,11 @@ pub(super) fn decode_ioctl(ev: &IoctlEvent, ctx: &Context, raw: Option<String>) 
     }
 
     let errno = errno_name(ev.ret);
-    let mut status = None;
-    let mut status_note = None;
-    if ev.ret == 0 {
-        match loc {
-            Ok(l) => {
-                let code = read_status(&head, &tail, ev.tail_off, l.offset);
-                match code {
-                    Some(code) => {
-                        status = Some(Status {
-                            code,
-                            name: status::name(code),
-                            offset: l.offset,
-                            layout: l.basis,
-                        })
-                    }
-                    None => {
-                        status_note = Some(
-                            if ev.flags & (ioctl_flags::HEAD_FAULT | ioctl_flags::TAIL_FAULT) != 0 {
-                                "parameter memory was not readable at exit".to_owned()
-                            } else if ev.flags & ioctl_flags::SIZE_UNKNOWN != 0 {
-                                "the kernel side knew no parameter size for this command \
-                                 (not in UVM_SIZES for this driver version): nothing was copied"
-                                    .to_owned()
-                            } else {
-                                format!("status at offset {} was not captured", l.offset)
-                            },
-                        )
-                    }
-                }
-            }
-            Err(why) => status_note = Some(why),
-        }
-    }
+    let (status, status_note) = if ev.ret == 0 {
+        status_of(ev, loc, &head, &tail)
+    } else {
+        (None, None)
+    };
     let status_ok = status.as_ref().is_none_or(|s| status::is_benign(s.code));
     Event::Ioctl(Ioctl {
         proc: proc_of(&ev.hdr),
@@ -177,6 +149,48 @@ pub(super) fn decode_ioctl(ev: &IoctlEvent, ctx: &Context, raw: Option<String>) 
         via: (ev.flags & ioctl_flags::FROM_DRIVER != 0).then_some("driver"),
         raw,
     })
+}
+
+/// The NV_STATUS a call that returned 0 carried, where its layout puts
+/// it; else why none is shown.
+fn status_of(
+    ev: &IoctlEvent,
+    loc: Result<StatusLoc, String>,
+    head: &Bytes,
+    tail: &Bytes,
+) -> (Option<Status>, Option<String>) {
+    let mut status = None;
+    let mut status_note = None;
+    match loc {
+        Ok(l) => {
+            let code = read_status(head, tail, ev.tail_off, l.offset);
+            match code {
+                Some(code) => {
+                    status = Some(Status {
+                        code,
+                        name: status::name(code),
+                        offset: l.offset,
+                        layout: l.basis,
+                    })
+                }
+                None => {
+                    status_note = Some(
+                        if ev.flags & (ioctl_flags::HEAD_FAULT | ioctl_flags::TAIL_FAULT) != 0 {
+                            "parameter memory was not readable at exit".to_owned()
+                        } else if ev.flags & ioctl_flags::SIZE_UNKNOWN != 0 {
+                            "the kernel side knew no parameter size for this command \
+                             (not in UVM_SIZES for this driver version): nothing was copied"
+                                .to_owned()
+                        } else {
+                            format!("status at offset {} was not captured", l.offset)
+                        },
+                    )
+                }
+            }
+        }
+        Err(why) => status_note = Some(why),
+    }
+    (status, status_note)
 }
 
 pub(super) fn read_status(head: &Bytes, tail: &Bytes, tail_off: u32, off: u32) -> Option<u32> {

@@ -40,7 +40,6 @@ pub use self::{
     event::*,
     files::node_kind,
     ioctl::raw_call_name,
-    process::SysKind,
 };
 
 /// Decode one raw ring-buffer record.

@@ -196,43 +196,6 @@ pub(super) fn decode_proc(ev: &ProcEvent, raw: Option<String>) -> Event {
     })
 }
 
-/// What a start-up makes with a system call whose failure the kernel side
-/// reports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SysKind {
-    /// clone, fork, vfork: a thread or a process.
-    Thread,
-    /// clone3, which glibc falls back from to clone on ENOSYS.
-    Clone3,
-    /// mmap, mremap: mapping memory.
-    Map,
-    /// mprotect.
-    Protect,
-    MemFile,
-    EventFd,
-    Pipe,
-    /// open, openat, openat2.
-    Open,
-    Other,
-}
-
-impl SysKind {
-    /// The kind of the call [`syscall_name`] names.
-    pub fn of(name: &str) -> Self {
-        match name {
-            "clone" | "fork" | "vfork" => Self::Thread,
-            "clone3" => Self::Clone3,
-            "mmap" | "mremap" => Self::Map,
-            "mprotect" => Self::Protect,
-            "memfd_create" => Self::MemFile,
-            "eventfd2" => Self::EventFd,
-            "pipe2" => Self::Pipe,
-            "open" | "openat" | "openat2" => Self::Open,
-            _ => Self::Other,
-        }
-    }
-}
-
 /// The name of the system calls the kernel side reports failures of, by
 /// the tracing machine's numbers (arch/x86/entry/syscalls/syscall_64.tbl,
 /// include/uapi/asm-generic/unistd.h); "syscall N" for any other.

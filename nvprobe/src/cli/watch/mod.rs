@@ -42,83 +42,16 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
         .clone()
         .map(|p| trace::TraceSpec::check(p, a.out.force, a.out.output_mode))
         .transpose()?;
-    let mut extra = Vec::new();
-    for d in &a.device {
-        // parse_device found the file: this fails only if it went since.
-        let id = host::file_identity(&d.path).map_err(|e| {
-            Fail(
-                2,
-                anyhow::anyhow!(
-                    "--device {}: {} (it was there when the arguments were read): it must stay while nvprobe runs",
-                    d.path.display(),
-                    e.root_cause()
-                ),
-            )
-        })?;
-        extra.push((d.clone(), id));
-    }
-    attach::check_root().map_err(start_fail)?;
-    let h = Host::read(&a, extra);
-    attach::check_bpf().map_err(start_fail)?;
-    // Declared before the probes: a tracefs nvprobe mounts is unmounted
-    // after they are detached, on every way out.
-    let tracefs = attach::ensure_tracefs().map_err(start_fail)?;
-    attach::check_syscall_tracepoints(&tracefs).map_err(start_fail)?;
-    if let Err(why) = &tracefs.own_namespace {
-        eprintln!(
-            "nvprobe: note: running in the mount namespace it was started in ({why}); what it mounts would be seen there"
-        );
-    }
-    let cfg = attach::kernel_config().map_err(start_fail)?;
+    let extra = extra_devices(&a)?;
+    let (h, tracefs, cfg) = preflight(&a, extra)?;
     let format = a.out.format();
-    let settings = Settings {
-        driver_layer: a.layer("driver"),
-        // By default the driver layer takes the NVIDIA ioctls over where it
-        // can; naming syscall in --layers keeps them at the syscalls.
-        driver_ioctls: a.layer("driver") && (a.layers.is_empty() || !a.layer("syscall")),
-        syscall_layer: a.layer("syscall"),
-        process_layer: a.layer("process"),
-        driver_version: h.driver.as_ref().map(|d| d.version),
-        uvm_major: h.majors.uvm.unwrap_or(0),
-        caps_major: h.majors.caps.unwrap_or(0),
-        pids: &a.pid,
-        extra: &h.extra,
-        ringbuf_bytes: a.ringbuf_size,
-        version: h.vctx,
-        quiet: a.out.events.quiet(),
-    };
+    let settings = settings_of(&a, &h);
     let mut loaded = attach::patience("attaching the probes", || {
         attach::load_and_attach(cfg, &settings, tracefs.path.clone())
     })
     .map_err(start_fail)?;
     let ctx = decode_context(&a, &h, &settings);
-    // Every link is pinned here, so that the kernel removes the probes
-    // after nvprobe has gone, however it ends (see attach/keep.rs).
-    let keep = attach::keep::Keep::new().map(Arc::new);
-    let mut libcuda = if a.layer("cuda") {
-        match Libcuda::new(a.libcuda_hooks, &loaded.ebpf, keep.as_ref().ok().cloned()) {
-            Ok(l) => l,
-            Err(e) => {
-                loaded.refusals.push(attach::Refusal {
-                    probe: "libcuda uprobes".into(),
-                    reason: format!("{e}; without them verdicts rest on driver calls alone"),
-                });
-                Libcuda::off(a.libcuda_hooks)
-            }
-        }
-    } else {
-        Libcuda::off(a.libcuda_hooks)
-    };
-    attach::patience("hooking libcuda", || {
-        hook_libcuda(&a, &mut loaded, &mut libcuda)
-    });
-    let held = attach::keep::hold_all(keep.as_ref().map(|k| k.as_ref()), &loaded.links);
-    loaded
-        .refusals
-        .extend(held.refused.iter().map(|reason| attach::Refusal {
-            probe: "pin".into(),
-            reason: reason.clone(),
-        }));
+    let (keep, libcuda, held) = hook_and_hold(&a, &mut loaded);
     let mut start = start_record(
         &a,
         &h,
@@ -129,41 +62,10 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
     );
     start.probe_removal = held.removal.clone();
     let warnings = warnings(&a, &h, &loaded)?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    let metrics = listener.map(|l| {
-        let m = Arc::new(nvprobe::metrics::Metrics::new(
-            vec![
-                ("version".into(), env!("CARGO_PKG_VERSION").into()),
-                ("kernel".into(), start.kernel.clone()),
-                (
-                    "driver".into(),
-                    h.driver
-                        .as_ref()
-                        .map_or_else(|| "none".into(), |d| d.version.to_string()),
-                ),
-            ],
-            a.ringbuf_size,
-        ));
-        (l, m)
-    });
-    let stop = {
-        let _in_rt = rt.enter();
-        StopSignals::install()?
-    };
-    let metrics = match metrics {
-        Some((l, m)) => {
-            let _in_rt = rt.enter();
-            let l = tokio::net::TcpListener::from_std(l)
-                .context("serving --metrics")
-                .map_err(|e| Fail(1, e))?;
-            rt.spawn(nvprobe::metrics::serve(l, m.clone()));
-            Some(m)
-        }
-        None => None,
-    };
+    let (rt, stop) = runtime()?;
+    let metrics = listener
+        .map(|l| serve_metrics(&rt, l, &a, &h, &start))
+        .transpose()?;
     // Start-up succeeded: only now are the output file and the trace file
     // created (the trace is written into this descriptor at the stop).
     let opened = if view.is_some() && a.out.output.is_none() {
@@ -183,45 +85,157 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
     // The kernel log is opened now, while CAP_SYSLOG is held (the check is
     // at open where kernel.dmesg_restrict is 1).
     let kmsg = nvprobe::pipeline::kmsg::KernelLog::open();
-    let sys_admin =
-        a.stall_after > 0.0 || (a.layer("cuda") && start.libcuda_attach != "uprobe_multi");
-    start.capabilities_kept = match attach::caps::drop_unneeded(sys_admin) {
-        Ok(k) => Some(k),
-        Err(e) => {
-            eprintln!(
-                "nvprobe: warning: could not drop unneeded capabilities ({e}); going on with those it has"
-            );
-            None
-        }
-    };
+    start.capabilities_kept = keep_capabilities(&a, &start);
     let mut out = Output::opened(opened, format, Clock::now());
-    let now = Clock::mono_now();
-    out.note(now, &Note::Start(&start)).map_err(write_fail)?;
-    for (id, msg) in &warnings {
-        eprintln!("nvprobe: warning: {msg}");
-        if format.structured() || a.out.output.is_some() {
-            out.note(now, &Note::Warning { id, message: msg })
-                .map_err(write_fail)?;
-        }
-    }
-    eprintln!("{}", banner(&a, &h, &loaded, tracefs.mounted));
-    // Said once: how the libcuda hooks are attached, and who removes the
-    // probes (both are in the start record too).
-    if a.layer("cuda") && !start.libcuda_attach.is_empty() {
-        eprintln!(
-            "nvprobe: libcuda hooks: {} ({} copies)",
-            start.libcuda_attach,
-            start.libcuda.len()
-        );
-    }
-    if !start.probe_removal.starts_with("kernel:") {
-        eprintln!("nvprobe: probe removal: {}", start.probe_removal);
-    }
-    out.flush().map_err(write_fail)?;
+    announce(
+        &a,
+        (&h, &loaded, tracefs.mounted),
+        &start,
+        &warnings,
+        &mut out,
+    )?;
     // Stats are collected while this fd is open.
     let stats_fd = a.bpf_stats.then(enable_bpf_stats).flatten();
     let mut opts = run_opts(&a, stats_fd.is_some(), metrics);
     // Followed from a thread made after the capabilities were dropped.
+    follow_kernel_log(kmsg, &mut opts, &mut out, &a)?;
+    if let Some(t) = &trace {
+        opts.pipe.observers.push(Arc::new(t.timeline()));
+    }
+    let drawer = start_view(view, &a, probes_line(&loaded, &libcuda), &mut opts)?;
+    let filters = Filters::by_comm(&a.comm);
+    opts.own_programs = libcuda.programs();
+    let attacher = a
+        .layer("cuda")
+        .then(|| nvprobe::uprobes::attacher::Attacher::spawn(libcuda))
+        .transpose()
+        .context("starting the hooking thread")?;
+    let res = rt.block_on(live::run(
+        &mut loaded.ebpf,
+        attacher.as_ref(),
+        Arc::new(ctx),
+        Arc::new(filters),
+        out,
+        &opts,
+        stop,
+    ));
+    // The terminal back first.
+    if let Some(d) = drawer {
+        d.finish();
+    }
+    let libcuda = attacher.and_then(|t| t.finish());
+    leave_probes(libcuda, held.unpinned, keep.is_err(), &mut loaded);
+    // Otherwise nvprobe holds no probe: dropping the object costs nothing,
+    // and the kernel removes them once the private bpffs goes with this
+    // process.
+    drop(loaded);
+    ended(res, trace, &a)
+}
+
+/// A `--device` file and its identity (device, inode).
+type ExtraFile = (host::ExtraDevice, (u32, u64));
+
+/// The `--device` files, with their identities now.
+fn extra_devices(a: &WatchArgs) -> Result<Vec<ExtraFile>, Fail> {
+    let mut extra = Vec::new();
+    for d in &a.device {
+        // parse_device found the file: this fails only if it went since.
+        let id = host::file_identity(&d.path).map_err(|e| {
+            Fail(
+                2,
+                anyhow::anyhow!(
+                    "--device {}: {} (it was there when the arguments were read): it must stay while nvprobe runs",
+                    d.path.display(),
+                    e.root_cause()
+                ),
+            )
+        })?;
+        extra.push((d.clone(), id));
+    }
+    Ok(extra)
+}
+
+/// What the attach phases are given.
+fn settings_of<'a>(a: &'a WatchArgs, h: &'a Host) -> Settings<'a> {
+    Settings {
+        driver_layer: a.layer("driver"),
+        // By default the driver layer takes the NVIDIA ioctls over where it
+        // can; naming syscall in --layers keeps them at the syscalls.
+        driver_ioctls: a.layer("driver") && (a.layers.is_empty() || !a.layer("syscall")),
+        syscall_layer: a.layer("syscall"),
+        process_layer: a.layer("process"),
+        driver_version: h.driver.as_ref().map(|d| d.version),
+        uvm_major: h.majors.uvm.unwrap_or(0),
+        caps_major: h.majors.caps.unwrap_or(0),
+        pids: &a.pid,
+        extra: &h.extra,
+        ringbuf_bytes: a.ringbuf_size,
+        version: h.vctx,
+        quiet: a.out.events.quiet(),
+    }
+}
+
+/// The libcuda hooks, or none (the cuda layer off, or its programs
+/// refused: said once as a refusal).
+fn libcuda_layer(
+    a: &WatchArgs,
+    loaded: &mut Loaded,
+    keep: Option<Arc<attach::keep::Keep>>,
+) -> Libcuda {
+    if a.layer("cuda") {
+        match Libcuda::new(a.libcuda_hooks, &loaded.ebpf, keep) {
+            Ok(l) => l,
+            Err(e) => {
+                loaded.refusals.push(attach::Refusal {
+                    probe: "libcuda uprobes".into(),
+                    reason: format!("{e}; without them verdicts rest on driver calls alone"),
+                });
+                Libcuda::off(a.libcuda_hooks)
+            }
+        }
+    } else {
+        Libcuda::off(a.libcuda_hooks)
+    }
+}
+
+/// The `--metrics` registry, served on the runtime from now on.
+fn serve_metrics(
+    rt: &tokio::runtime::Runtime,
+    l: std::net::TcpListener,
+    a: &WatchArgs,
+    h: &Host,
+    start: &nvprobe::records::StartRecord,
+) -> Result<Arc<nvprobe::metrics::Metrics>, Fail> {
+    let m = Arc::new(nvprobe::metrics::Metrics::new(
+        vec![
+            ("version".into(), env!("CARGO_PKG_VERSION").into()),
+            ("kernel".into(), start.kernel.clone()),
+            (
+                "driver".into(),
+                h.driver
+                    .as_ref()
+                    .map_or_else(|| "none".into(), |d| d.version.to_string()),
+            ),
+        ],
+        a.ringbuf_size,
+    ));
+    let _in_rt = rt.enter();
+    let l = tokio::net::TcpListener::from_std(l)
+        .context("serving --metrics")
+        .map_err(|e| Fail(1, e))?;
+    rt.spawn(nvprobe::metrics::serve(l, m.clone()));
+    Ok(m)
+}
+
+/// The kernel log, followed from a thread made after the capabilities
+/// were dropped; when it cannot be, said once.
+fn follow_kernel_log(
+    kmsg: Result<nvprobe::pipeline::kmsg::Opened, String>,
+    opts: &mut RunOpts,
+    out: &mut Output,
+    a: &WatchArgs,
+) -> Result<(), Fail> {
+    let format = a.out.format();
     match kmsg.and_then(nvprobe::pipeline::kmsg::Opened::follow) {
         Ok(k) => opts.kernel_log = Some(std::sync::Mutex::new(k)),
         Err(e) => {
@@ -241,55 +255,23 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
             }
         }
     }
-    if let Some(t) = &trace {
-        opts.pipe.observers.push(Arc::new(t.timeline()));
-    }
-    let drawer = match view {
-        Some(o) => {
-            let v = nvprobe::top::View::new(
-                probes_line(&loaded, &libcuda),
-                (a.stall_after * 1e9) as u64,
-                true,
-            );
-            opts.pipe.observers.push(Arc::new(v.clone()));
-            opts.view = Some(v.clone());
-            Some(nvprobe::top::draw::Drawer::start(v, o).map_err(|e| Fail(1, e))?)
-        }
-        None => None,
-    };
-    let filters = Filters::by_comm(&a.comm);
-    opts.own_programs = libcuda.programs();
-    let cuda_layer = a.layer("cuda");
-    let attacher = if cuda_layer {
-        Some(
-            nvprobe::uprobes::attacher::Attacher::spawn(libcuda)
-                .context("starting the hooking thread")?,
-        )
-    } else {
-        None
-    };
-    let res = rt.block_on(live::run(
-        &mut loaded.ebpf,
-        attacher.as_ref(),
-        Arc::new(ctx),
-        Arc::new(filters),
-        out,
-        &opts,
-        stop,
-    ));
-    // The terminal back first.
-    if let Some(d) = drawer {
-        d.finish();
-    }
-    let libcuda = attacher.and_then(|t| t.finish());
-    // What was not left to the kernel (no private bpffs, a pin refused, an
-    // event that is no link on a kernel before 5.15): a child that outlives
-    // nvprobe holds every descriptor and closes them once nvprobe has
-    // exited (removals are slow, and a removal by a task with SIGKILL
-    // pending leaks its uprobe). nvprobe's own copies then cost nothing.
+    Ok(())
+}
+
+/// What was not left to the kernel (no private bpffs, a pin refused, an
+/// event that is no link on a kernel before 5.15): a child that outlives
+/// nvprobe holds every descriptor and closes them once nvprobe has
+/// exited (removals are slow, and a removal by a task with SIGKILL
+/// pending leaks its uprobe). nvprobe's own copies then cost nothing.
+fn leave_probes(
+    libcuda: Option<Libcuda>,
+    unpinned_before: usize,
+    no_keep: bool,
+    loaded: &mut Loaded,
+) {
     let mut left = libcuda.map(|mut l| l.take_links()).unwrap_or_default();
-    let unpinned = left.len() + held.unpinned;
-    if keep.is_err() || unpinned > 0 {
+    let unpinned = left.len() + unpinned_before;
+    if no_keep || unpinned > 0 {
         left.extend(std::mem::take(&mut loaded.links));
         if let Some((pid, n)) = nvprobe::uprobes::remove_in_background(left) {
             eprintln!(
@@ -298,10 +280,126 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
         }
         loaded.detach_all();
     }
-    // Otherwise nvprobe holds no probe: dropping the object costs nothing,
-    // and the kernel removes them once the private bpffs goes with this
-    // process.
-    drop(loaded);
+}
+
+/// The checks before anything attaches, in the order whose failures say
+/// most: root, the host's facts (doctor's, before a probe can trace their
+/// reads), bpf(2), tracefs and the syscall tracepoints, the kernel's
+/// offsets. The tracefs guard unmounts what nvprobe mounted when it goes,
+/// after the probes.
+fn preflight(
+    a: &WatchArgs,
+    extra: Vec<ExtraFile>,
+) -> Result<(Host, attach::Tracefs, nvprobe_common::Config), Fail> {
+    attach::check_root().map_err(start_fail)?;
+    let h = Host::read(a, extra);
+    attach::check_bpf().map_err(start_fail)?;
+    // Declared before the probes: a tracefs nvprobe mounts is unmounted
+    // after they are detached, on every way out.
+    let tracefs = attach::ensure_tracefs().map_err(start_fail)?;
+    attach::check_syscall_tracepoints(&tracefs).map_err(start_fail)?;
+    if let Err(why) = &tracefs.own_namespace {
+        eprintln!(
+            "nvprobe: note: running in the mount namespace it was started in ({why}); what it mounts would be seen there"
+        );
+    }
+    let cfg = attach::kernel_config().map_err(start_fail)?;
+    Ok((h, tracefs, cfg))
+}
+
+/// The runtime the pipeline runs on, with the stop signals installed.
+fn runtime() -> Result<(tokio::runtime::Runtime, StopSignals), Fail> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let stop = {
+        let _in_rt = rt.enter();
+        StopSignals::install()?
+    };
+    Ok((rt, stop))
+}
+
+/// Keep only the capabilities still used, before any thread is made (they
+/// inherit the sets): CAP_SYS_ADMIN only while something needs it
+/// (/proc/PID/stack in stall reports, or libcuda uprobes made as perf
+/// events: uprobe_multi refused, or not known yet because no copy was
+/// hooked at start). Those kept, for the start record.
+fn keep_capabilities(a: &WatchArgs, start: &nvprobe::records::StartRecord) -> Option<Vec<String>> {
+    let sys_admin =
+        a.stall_after > 0.0 || (a.layer("cuda") && start.libcuda_attach != "uprobe_multi");
+    match attach::caps::drop_unneeded(sys_admin) {
+        Ok(k) => Some(k),
+        Err(e) => {
+            eprintln!(
+                "nvprobe: warning: could not drop unneeded capabilities ({e}); going on with those it has"
+            );
+            None
+        }
+    }
+}
+
+/// The start record and the warnings, first in the output; the banner and
+/// how the probes are held, on stderr.
+fn announce(
+    a: &WatchArgs,
+    (h, loaded, mounted): (&Host, &Loaded, bool),
+    start: &nvprobe::records::StartRecord,
+    warnings: &[(&'static str, String)],
+    out: &mut Output,
+) -> Result<(), Fail> {
+    let format = a.out.format();
+    let now = Clock::mono_now();
+    out.note(now, &Note::Start(start)).map_err(write_fail)?;
+    for (id, msg) in warnings {
+        eprintln!("nvprobe: warning: {msg}");
+        if format.structured() || a.out.output.is_some() {
+            out.note(now, &Note::Warning { id, message: msg })
+                .map_err(write_fail)?;
+        }
+    }
+    eprintln!("{}", banner(a, h, loaded, mounted));
+    // Said once: how the libcuda hooks are attached, and who removes the
+    // probes (both are in the start record too).
+    if a.layer("cuda") && !start.libcuda_attach.is_empty() {
+        eprintln!(
+            "nvprobe: libcuda hooks: {} ({} copies)",
+            start.libcuda_attach,
+            start.libcuda.len()
+        );
+    }
+    if !start.probe_removal.starts_with("kernel:") {
+        eprintln!("nvprobe: probe removal: {}", start.probe_removal);
+    }
+    out.flush().map_err(write_fail)?;
+    Ok(())
+}
+
+/// `top`'s view: an observer of the run, drawn on a thread of its own.
+fn start_view(
+    view: Option<nvprobe::top::draw::Opts>,
+    a: &WatchArgs,
+    probes: String,
+    opts: &mut RunOpts,
+) -> Result<Option<nvprobe::top::draw::Drawer>, Fail> {
+    Ok(match view {
+        Some(o) => {
+            let v = nvprobe::top::View::new(probes, (a.stall_after * 1e9) as u64, true);
+            opts.pipe.observers.push(Arc::new(v.clone()));
+            opts.view = Some(v.clone());
+            Some(nvprobe::top::draw::Drawer::start(v, o).map_err(|e| Fail(1, e))?)
+        }
+        None => None,
+    })
+}
+
+/// How the run ended: its summary said, the Perfetto file written
+/// however it ended (not left empty); a closed pipe is a normal end.
+fn ended(
+    res: anyhow::Result<nvprobe::summary::Summary>,
+    trace: Option<trace::TraceFile>,
+    a: &WatchArgs,
+) -> Result<(), Fail> {
     // The file opened at start gets the timeline of what was seen, however
     // the run ended (not left empty).
     let write_trace = || trace.map_or(Ok(()), trace::TraceFile::write);
@@ -316,8 +414,34 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
             return Err(Fail(1, e));
         }
     };
-    report_end(&a, format, &summary);
+    report_end(a, a.out.format(), &summary);
     write_trace()
+}
+
+/// libcuda hooked, and every link pinned (so that the kernel removes the
+/// probes after nvprobe has gone, however it ends: attach/keep.rs); a pin
+/// refused is a refusal.
+fn hook_and_hold(
+    a: &WatchArgs,
+    loaded: &mut Loaded,
+) -> (
+    Result<Arc<attach::keep::Keep>, String>,
+    Libcuda,
+    attach::keep::Held,
+) {
+    // Every link is pinned here, so that the kernel removes the probes
+    // after nvprobe has gone, however it ends (see attach/keep.rs).
+    let keep = attach::keep::Keep::new().map(Arc::new);
+    let mut libcuda = libcuda_layer(a, loaded, keep.as_ref().ok().cloned());
+    attach::patience("hooking libcuda", || hook_libcuda(a, loaded, &mut libcuda));
+    let held = attach::keep::hold_all(keep.as_ref().map(|k| k.as_ref()), &loaded.links);
+    loaded
+        .refusals
+        .extend(held.refused.iter().map(|reason| attach::Refusal {
+            probe: "pin".into(),
+            reason: reason.clone(),
+        }));
+    (keep, libcuda, held)
 }
 
 /// How the live pipeline runs.

@@ -251,7 +251,7 @@ impl Faults {
         let pid = xid.as_ref().and_then(|x| x.pid);
         let mut call = None;
         if let Some(x) = &xid {
-            let mut seen = Seen {
+            let seen = Seen {
                 at,
                 line: x.clone(),
                 message: line.message.clone(),
@@ -293,34 +293,7 @@ impl Faults {
                         push_xid(&mut p.xids, tie(&seen, "pid"));
                     }
                 }
-                None => {
-                    // A failing call already seen on this GPU, running
-                    // then or just ended.
-                    let host = self.host_gpus.clone();
-                    // (The one whose call was running then, else the one
-                    // that began soonest after.)
-                    let mut best: Option<(u64, &mut Pending)> = None;
-                    for p in self.procs.values_mut() {
-                        if let Some(f) = &p.first
-                            && f.start_ns <= at.saturating_add(WINDOW_NS)
-                            && at <= f.start_ns + f.duration_ns + AFTER_NS
-                            && gpu_fits(&host, &x.pci, &p.gpus)
-                        {
-                            let gap = f.start_ns.saturating_sub(at);
-                            if best.as_ref().is_none_or(|(g, _)| gap < *g) {
-                                best = Some((gap, p));
-                            }
-                        }
-                    }
-                    if let Some((_, p)) = best {
-                        push_xid(&mut p.xids, tie(&seen, "gpu_time"));
-                        seen.claimed = true;
-                    }
-                    if self.recent.len() >= RECENT_KEPT {
-                        self.recent.pop_front();
-                    }
-                    self.recent.push_back(seen);
-                }
+                None => self.tie_by_gpu(seen, at),
             }
         }
         let meaning = xid.as_ref().and_then(|x| meaning(x.number));
@@ -365,6 +338,39 @@ impl Faults {
             self.next_due = self.next_due.min(p.due);
         }
         self.inflight.retain(|_, (p, _, _)| *p != pid);
+    }
+
+    /// An Xid line without a pid: to the failing call already seen on its
+    /// GPU, running then or just ended; kept a while for a line with a
+    /// pid that follows it (the same burst).
+    fn tie_by_gpu(&mut self, mut seen: Seen, at: u64) {
+        let x = &seen.line;
+        // A failing call already seen on this GPU, running
+        // then or just ended.
+        let host = self.host_gpus.clone();
+        // (The one whose call was running then, else the one
+        // that began soonest after.)
+        let mut best: Option<(u64, &mut Pending)> = None;
+        for p in self.procs.values_mut() {
+            if let Some(f) = &p.first
+                && f.start_ns <= at.saturating_add(WINDOW_NS)
+                && at <= f.start_ns + f.duration_ns + AFTER_NS
+                && gpu_fits(&host, &x.pci, &p.gpus)
+            {
+                let gap = f.start_ns.saturating_sub(at);
+                if best.as_ref().is_none_or(|(g, _)| gap < *g) {
+                    best = Some((gap, p));
+                }
+            }
+        }
+        if let Some((_, p)) = best {
+            push_xid(&mut p.xids, tie(&seen, "gpu_time"));
+            seen.claimed = true;
+        }
+        if self.recent.len() >= RECENT_KEPT {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(seen);
     }
 
     /// The verdicts due at `now`.
