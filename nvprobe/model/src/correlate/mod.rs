@@ -119,7 +119,7 @@ impl Correlator {
     /// The kernel module's version, to compare with the libcuda a process
     /// loads.
     pub fn set_host_driver(&mut self, version: Option<String>) {
-        self.faults.driver = version.clone();
+        self.faults.driver = version.as_deref().and_then(|d| d.parse().ok());
         self.host_driver = version.map(Into::into);
     }
 

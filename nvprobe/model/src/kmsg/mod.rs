@@ -257,6 +257,18 @@ pub struct MmuFault {
     /// ACCESS_TYPE_VIRT_READ, ACCESS_TYPE_VIRT_WRITE, …
     #[serde(skip_serializing_if = "Option::is_none")]
     pub access_type: Option<String>,
+    /// What the access did, read off `access_type` when the line is parsed.
+    #[serde(skip)]
+    pub access: Access,
+}
+
+/// The kind of access an MMU fault names.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+    #[default]
+    Other,
 }
 
 /// What an Xid line says.
@@ -359,11 +371,17 @@ fn mmu_fault(detail: &str) -> Option<MmuFault> {
         .next()
         .filter(|w| w.starts_with("ACCESS_TYPE_"))
         .map(str::to_owned);
+    let access = match access_type.as_deref() {
+        Some(a) if a.contains("WRITE") => Access::Write,
+        Some(a) if a.contains("READ") => Access::Read,
+        _ => Access::Other,
+    };
     Some(MmuFault {
         engine: engine.to_owned(),
         address,
         fault_type,
         access_type,
+        access,
     })
 }
 

@@ -2,7 +2,10 @@
 //! to drain, the hint, and the verdict's line.
 
 use super::types::{FaultCall, FaultClass, FaultXid, Pending};
-use crate::{decode::curesult, kmsg::xid::XidAction};
+use crate::{
+    decode::curesult,
+    kmsg::{self, xid::XidAction},
+};
 
 /// The Xid that explains most: what needs the node drained, then the
 /// driver's faults, then the specific ones (an MMU fault, an exception)
@@ -54,12 +57,10 @@ pub(super) fn judge(
         let what = match (r, x.and_then(|x| x.mmu_fault.as_ref())) {
             (_, Some(f)) => format!(
                 "the program's GPU code {} address {:#x}, which is not mapped ({}): an out-of-bounds index, a null or freed pointer, or a host pointer passed to a kernel",
-                if f.access_type.as_deref().is_some_and(|a| a.contains("WRITE")) {
-                    "wrote to"
-                } else if f.access_type.as_deref().is_some_and(|a| a.contains("READ")) {
-                    "read from"
-                } else {
-                    "accessed"
+                match f.access {
+                    kmsg::Access::Write => "wrote to",
+                    kmsg::Access::Read => "read from",
+                    kmsg::Access::Other => "accessed",
                 },
                 f.address,
                 f.fault_type

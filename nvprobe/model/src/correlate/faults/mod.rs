@@ -86,8 +86,8 @@ pub struct Faults {
     /// PCI slot -> UUID, from the driver's lines.
     uuids: HashMap<String, String>,
     host_gpus: std::sync::Arc<Vec<crate::attribution::HostGpu>>,
-    /// The kernel module's version, for RM control names.
-    pub(crate) driver: Option<String>,
+    /// The kernel module's version (parsed once), for RM control names.
+    pub(crate) driver: Option<crate::decode::version::DriverVersion>,
     next_due: u64,
 }
 
@@ -300,7 +300,7 @@ impl Faults {
         let rm_control = xid
             .as_ref()
             .filter(|x| matches!(x.number, 119 | 120))
-            .and_then(|x| rm_control_of(&x.detail, self.driver.as_deref()));
+            .and_then(|x| rm_control_of(&x.detail, self.driver));
         Some(KernelLog {
             rm_control,
             comm: pid
@@ -485,11 +485,14 @@ fn gpu_fits(host: &[crate::attribution::HostGpu], slot: &str, minors: &[u32]) ->
 }
 
 /// The control a GSP RPC timeout line names, after "(GSP_RM_CONTROL) (".
-fn rm_control_of(detail: &str, driver: Option<&str>) -> Option<RmControlRef> {
+fn rm_control_of(
+    detail: &str,
+    driver: Option<crate::decode::version::DriverVersion>,
+) -> Option<RmControlRef> {
     let r = detail.split_once("(GSP_RM_CONTROL) (0x")?.1;
     let hex: String = r.chars().take_while(char::is_ascii_hexdigit).collect();
     let control = u32::from_str_radix(&hex, 16).ok()?;
-    let v = crate::decode::version::VersionCtx::from_version(driver.and_then(|d| d.parse().ok()));
+    let v = crate::decode::version::VersionCtx::from_version(driver);
     Some(RmControlRef {
         control,
         control_name: crate::decode::control::name(control, &v),
