@@ -87,25 +87,7 @@ pub(super) fn decoded<R: Records>(path: &Path) -> Result<(R, u64), Fail> {
     let mut c = R::default();
     let done = replay::replay(open(path)?, None, |t, item| c.item(t, &item))
         .map_err(|e| Fail(1, anyhow::anyhow!("reading {name}: {e}")))?;
-    if done.default_layouts {
-        eprintln!(
-            "nvprobe: {name}: no start record before the first event; decoding with default layouts"
-        );
-    }
-    if let Some(line) = done.second_start {
-        eprintln!(
-            "nvprobe: {name}:{line}: a second start record (recordings joined?): decoding goes on with the first one's layouts"
-        );
-    }
-    for (line, why) in &done.bad {
-        eprintln!("nvprobe: {name}:{line}: {why}");
-    }
-    if done.bad_count > done.bad.len() as u64 {
-        eprintln!(
-            "nvprobe: {name}: more than {} bad lines: the rest are counted, not shown",
-            done.bad.len()
-        );
-    }
+    nvprobe::pipeline::replay::say_bad_lines(&name, &done, done.bad.len());
     let bad = done.bad_count + done.undecodable;
     if done.without_raw == 0 {
         return Ok((c, bad));

@@ -11,7 +11,7 @@ use bytes::BytesMut;
 use nvprobe_model::{
     decode::version::DriverVersion,
     render::{Clock, Note, Renderer},
-    replay::{self, BAD_KEPT, Item},
+    replay::{self, Item},
     summary::Summary,
 };
 
@@ -162,7 +162,7 @@ pub fn run(
     if let Some(e) = health.error() {
         return Err(e.into());
     }
-    say_bad_lines(name, &done);
+    say_bad_lines(name, &done, BAD_LINES_SAID);
     let (mut out, stats, res) = feed.w.finish();
     res?;
     let mut summary = stats.finish(
@@ -188,9 +188,10 @@ pub fn run(
     })
 }
 
-/// What of the recording could not be read, on stderr: the first bad
-/// lines by number, the layouts assumed, a second start record.
-fn say_bad_lines(name: &str, done: &replay::Replayed) {
+/// What of the recording could not be read, on stderr: the first `said`
+/// bad lines by number (at most the replay's kept ones), the layouts
+/// assumed, a second start record.
+pub fn say_bad_lines(name: &str, done: &replay::Replayed, said: usize) {
     if done.default_layouts {
         eprintln!(
             "nvprobe: {name}: no start record before the first event; decoding with default layouts"
@@ -201,15 +202,13 @@ fn say_bad_lines(name: &str, done: &replay::Replayed) {
             "nvprobe: {name}:{line}: a second start record (recordings joined?): decoding goes on with the first one's layouts"
         );
     }
-    for (line, why) in done.bad.iter().take(BAD_LINES_SAID) {
+    let said = said.min(done.bad.len());
+    for (line, why) in done.bad.iter().take(said) {
         eprintln!("nvprobe: {name}:{line}: {why}");
     }
-    if done.bad_count > BAD_LINES_SAID as u64 {
-        eprintln!(
-            "nvprobe: {name}: more than {BAD_LINES_SAID} bad lines: the rest are counted, not shown"
-        );
+    if done.bad_count > said as u64 {
+        eprintln!("nvprobe: {name}: more than {said} bad lines: the rest are counted, not shown");
     }
-    const { assert!(BAD_LINES_SAID <= BAD_KEPT) };
 }
 
 #[cfg(test)]
