@@ -280,6 +280,12 @@ impl Output {
     }
 
     /// A renderer like this output's, for another thread.
+    /// Whether its format shows lifecycle lines only for NVIDIA processes
+    /// (text: `pipeline/lifelines.rs`).
+    pub fn selective(&self) -> bool {
+        self.r.selective()
+    }
+
     pub fn renderer(&self) -> Renderer {
         self.r.clone()
     }

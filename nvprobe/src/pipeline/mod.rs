@@ -277,9 +277,7 @@ impl Writer {
     fn new(out: Output, corr: Option<Correlator>, opts: &PipeOpts) -> Self {
         // Text leaves out the lifecycle lines of processes that made no
         // NVIDIA call ([`lifelines`]).
-        let lines = (out.format() == nvprobe_model::render::Format::Text
-            && !opts.summary_only
-            && !opts.all_processes)
+        let lines = (out.selective() && !opts.summary_only && !opts.all_processes)
             .then(lifelines::LifeLines::default);
         Writer {
             out,

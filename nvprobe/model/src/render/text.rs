@@ -433,3 +433,56 @@ pub fn record_text(rec: &crate::correlate::Record) -> String {
         Record::Cuinit(v) => verdict_text(v),
     }
 }
+
+/// Text, for people: strace-like lines, the records' own lines.
+#[derive(Debug)]
+pub struct Text;
+
+impl super::Encoder for Text {
+    fn event(
+        &self,
+        p: &mut super::Parts,
+        buf: &mut bytes::BytesMut,
+        mono_ns: u64,
+        ev: &Event,
+    ) -> std::io::Result<()> {
+        use bytes::BufMut as _;
+        buf.put_slice(event_line(&p.clock, mono_ns, ev).as_bytes());
+        buf.put_u8(b'\n');
+        Ok(())
+    }
+
+    fn record(
+        &self,
+        _: &mut super::Parts,
+        buf: &mut bytes::BytesMut,
+        _: u64,
+        rec: &crate::correlate::Record,
+    ) -> std::io::Result<()> {
+        use bytes::BufMut as _;
+        buf.put_slice(record_text(rec).as_bytes());
+        Ok(())
+    }
+
+    fn note(
+        &self,
+        p: &mut super::Parts,
+        buf: &mut bytes::BytesMut,
+        mono_ns: u64,
+        note: &Note<'_>,
+    ) -> std::io::Result<()> {
+        use bytes::BufMut as _;
+        let s = note_text(&p.clock, mono_ns, note);
+        if !s.is_empty() {
+            buf.put_slice(s.as_bytes());
+            if !s.ends_with('\n') {
+                buf.put_u8(b'\n');
+            }
+        }
+        Ok(())
+    }
+
+    fn selective(&self) -> bool {
+        true
+    }
+}
