@@ -440,6 +440,13 @@ impl Observer for Arc<Metrics> {
             _ => {}
         }
     }
+    fn counts(&self, c: &crate::pipeline::LiveCounts) {
+        self.processes(c.processes);
+        self.quieted_total(c.quieted);
+        if let Some(high) = c.ringbuf_high_water {
+            self.ringbuf_high_water(high);
+        }
+    }
 }
 
 impl EventSink for CallCache {

@@ -34,12 +34,9 @@ pub struct RunOpts {
     /// How often the lost counters are read (whatever the ring buffer does).
     pub lost_every: Duration,
     pub pipe: PipeOpts,
-    /// `--metrics`: the live collector's own gauges (ring-buffer fill,
-    /// lost polls); the stream reaches them through `pipe.observers`.
-    pub metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
-    /// `nvprobe top`: the calls in flight, on each tick (the stream reaches
-    /// it through `pipe.observers`).
-    pub view: Option<crate::top::View>,
+    /// A hangup without -o ends the run (`top` drawing on a terminal that
+    /// went away: nobody sees it).
+    pub hangup_stops: bool,
     /// Report calls running longer than this (None: off).
     pub stall_after: Option<Duration>,
     /// How often in-flight calls are checked.
@@ -133,17 +130,22 @@ enum Drained {
 impl Live {
     /// The gauges and totals read from the kernel side; the ring buffer's
     /// high-water mark over about a second (five polls).
-    fn update_metrics(&mut self, m: &crate::metrics::Metrics) {
-        m.processes(self.seen.known.len());
-        m.quieted_total(self.quieted_total());
+    /// What the observers learn of the collector on its clock; the ring
+    /// buffer's high-water mark is read (and reset) every fifth time.
+    fn counts(&mut self) -> super::LiveCounts {
         self.polls += 1;
+        let mut high = None;
         if self.polls >= 5 {
             self.polls = 0;
             if let Some(a) = self.rb_fill.as_mut() {
-                let high = a.get(&0, 0).unwrap_or(0);
+                high = Some(a.get(&0, 0).unwrap_or(0));
                 let _ = a.set(0, 0, 0);
-                m.ringbuf_high_water(high);
             }
+        }
+        super::LiveCounts {
+            processes: self.seen.known.len(),
+            quieted: self.quieted_total(),
+            ringbuf_high_water: high,
         }
     }
 
@@ -623,7 +625,7 @@ pub async fn run(
             // service logging to stdout must not stop it.
             _ = sighup.recv() => {
                 // `top` without -o: the terminal hung up, nobody sees it.
-                if reopener.is_none() && opts.view.is_some() {
+                if reopener.is_none() && opts.hangup_stops {
                     break;
                 }
                 reopen_due = reopener.is_some();
@@ -731,8 +733,9 @@ impl Live {
                 pipe.tick(Clock::mono_now())?;
             }
             due.lost = now + opts.lost_every;
-            if let Some(m) = &opts.metrics {
-                self.update_metrics(m);
+            let counts = self.counts();
+            for o in &opts.pipe.observers {
+                o.counts(&counts);
             }
         }
         if now >= due.stall {
@@ -743,21 +746,20 @@ impl Live {
             }
             due.stall = now + opts.stall_every;
         }
-        if let Some(v) = &opts.view
-            && now >= due.view
-        {
-            let calls = self.in_flight(version);
-            v.flights(
-                calls
-                    .into_iter()
-                    .map(|(pid, c)| crate::top::Flight {
-                        tid: c.tid,
-                        pid,
-                        start_ns: c.start_ns,
-                        call: c.call,
-                    })
-                    .collect(),
-            );
+        if now >= due.view && opts.pipe.observers.iter().any(|o| o.wants_flights()) {
+            let calls: Vec<super::Flight> = self
+                .in_flight(version)
+                .into_iter()
+                .map(|(pid, c)| super::Flight {
+                    tid: c.tid,
+                    pid,
+                    start_ns: c.start_ns,
+                    call: c.call,
+                })
+                .collect();
+            for o in opts.pipe.observers.iter().filter(|o| o.wants_flights()) {
+                o.flights(calls.clone());
+            }
             due.view = now + VIEW_EVERY;
         }
         Ok(())

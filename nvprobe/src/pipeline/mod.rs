@@ -35,7 +35,7 @@ use nvprobe_model::{
     summary::Stats,
 };
 
-pub use self::observe::{EventSink, Observer, Observers};
+pub use self::observe::{EventSink, Flight, LiveCounts, Observer, Observers};
 use crate::output::Output;
 
 /// Records per batch handed to a worker.

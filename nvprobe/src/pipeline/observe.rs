@@ -28,6 +28,38 @@ pub trait Observer: Send + Sync {
     /// A record the collector made (stall, lost count, …), on the
     /// collector's thread.
     fn note(&self, _mono_ns: u64, _n: &Note<'_>) {}
+    /// What only the live collector knows, on its clock (about once a
+    /// second): the processes it follows, the ring buffer's fill.
+    fn counts(&self, _c: &LiveCounts) {}
+    /// Whether it wants the calls in flight ([`Observer::flights`]), which
+    /// cost a read of the kernel's in-flight table.
+    fn wants_flights(&self) -> bool {
+        false
+    }
+    /// The NVIDIA calls in flight now (a few times a second).
+    fn flights(&self, _calls: Vec<Flight>) {}
+}
+
+/// What only the live collector knows, for [`Observer::counts`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LiveCounts {
+    /// Processes followed now.
+    pub processes: usize,
+    /// Successful calls the kernel left out (`--events`), since the start.
+    pub quieted: u64,
+    /// The ring buffer's highest fill since the last report, when read
+    /// (every fifth report: reading resets it).
+    pub ringbuf_high_water: Option<u64>,
+}
+
+/// An NVIDIA call in flight.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Flight {
+    pub tid: u32,
+    /// The process, when the collector knows it (cuInit); else looked up.
+    pub pid: Option<u32>,
+    pub start_ns: u64,
+    pub call: String,
 }
 
 /// One decode thread's view of the events.

@@ -17,6 +17,7 @@ use nvprobe_model::{
     render::Note,
 };
 
+pub use crate::pipeline::Flight;
 use crate::pipeline::{EventSink, Observer};
 
 /// The most processes kept (the oldest ended ones go first).
@@ -48,6 +49,12 @@ impl Observer for View {
             Note::Lost { count, .. } => self.lock().lost(*count),
             _ => {}
         }
+    }
+    fn wants_flights(&self) -> bool {
+        true
+    }
+    fn flights(&self, calls: Vec<Flight>) {
+        View::flights(self, calls);
     }
 }
 
@@ -177,15 +184,6 @@ impl View {
         }
         st.messages.push_back(line);
     }
-}
-
-/// A call in flight, as the collector's tick saw it.
-pub struct Flight {
-    pub tid: u32,
-    /// The process, when the collector knows it (cuInit); else looked up.
-    pub pid: Option<u32>,
-    pub start_ns: u64,
-    pub call: String,
 }
 
 /// A call in flight, its process known.

@@ -386,7 +386,7 @@ fn start_view(
         Some(o) => {
             let v = nvprobe::top::View::new(probes, (a.stall_after * 1e9) as u64, true);
             opts.pipe.observers.push(Arc::new(v.clone()));
-            opts.view = Some(v.clone());
+            opts.hangup_stops = true;
             Some(nvprobe::top::draw::Drawer::start(v, o).map_err(|e| Fail(1, e))?)
         }
         None => None,
@@ -463,14 +463,13 @@ fn run_opts(
             summary_only: a.summary_only,
             level: a.out.events,
             observers: metrics
-                .iter()
-                .map(|m| Arc::new(m.clone()) as Arc<dyn nvprobe::pipeline::Observer>)
+                .into_iter()
+                .map(|m| Arc::new(m) as Arc<dyn nvprobe::pipeline::Observer>)
                 .collect(),
             host_facts: true,
             all_processes: a.out.all_processes,
         },
-        metrics,
-        view: None,
+        hangup_stops: false,
         bpf_stats,
         stall_after: (a.stall_after > 0.0).then(|| Duration::from_secs_f64(a.stall_after)),
         cmdline: !a.no_cmdline,
