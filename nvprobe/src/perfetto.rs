@@ -536,7 +536,7 @@ impl Exporter {
                 let mut a = vec![
                     str_ann("text", &s.text),
                     str_ann("in_flight", &s.in_flight),
-                    str_ann("outcome", s.outcome),
+                    str_ann("outcome", s.outcome.as_str()),
                 ];
                 a.extend(s.stage.as_deref().map(|x| str_ann("stage", x)));
                 self.instant(track, &format!("{} from {}", s.signal, s.sender), mono, a);

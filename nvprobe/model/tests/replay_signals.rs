@@ -39,7 +39,7 @@ fn real_signals_name_the_call_they_landed_in() {
     assert_eq!(t.sender_pid, Some(439));
     assert_eq!(t.in_flight, "UVM_REGISTER_GPU");
     assert_eq!(t.stage.as_deref(), Some("device_objects"));
-    assert_eq!(t.outcome, "completed");
+    assert_eq!(t.outcome.as_str(), "completed");
     assert_eq!(
         t.text,
         "SIGTERM from timeout[439] at 69.7 ms in UVM_REGISTER_GPU (after device_objects): the call returned NV_ERR_BUSY_RETRY, not EINTR"
@@ -82,15 +82,15 @@ fn real_handled_signals_leave_the_driver_calls_alone() {
     let usr1: Vec<_> = sigs.iter().filter(|s| s.signal == "SIGUSR1").collect();
     assert!(usr1.len() >= 10, "{usr1:#?}");
     assert!(
-        usr1.iter().any(|s| s.outcome == "completed")
+        usr1.iter().any(|s| s.outcome.as_str() == "completed")
             && usr1
                 .iter()
-                .all(|s| s.outcome == "completed" || s.outcome == "in_user_space"),
+                .all(|s| s.outcome.as_str() == "completed" || s.outcome.as_str() == "in_user_space"),
         "{usr1:#?}"
     );
     let landed = usr1
         .iter()
-        .find(|s| s.outcome == "completed")
+        .find(|s| s.outcome.as_str() == "completed")
         .expect("one in a call");
     assert!(
         landed.text.starts_with("SIGUSR1 from python3[")

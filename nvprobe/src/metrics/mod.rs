@@ -329,7 +329,7 @@ impl Metrics {
         self.signals
             .get_or_create(&SignalLabels {
                 signal: s.signal.clone(),
-                outcome: s.outcome.into(),
+                outcome: s.outcome.as_str().into(),
             })
             .inc();
     }

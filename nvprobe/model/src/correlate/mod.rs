@@ -29,7 +29,7 @@ use std::collections::HashMap;
 pub use self::{
     breakdown::{Breakdown, Span},
     obs::Obs,
-    record::{FirstContext, Record, SignalReport},
+    record::{FirstContext, Record, SigOutcome, SignalReport},
     rules::apply_hmm_facts,
     stages::{STAGES, StageHit},
     state::{CONTEXT_WAIT_NS, ContextStep, FailedCall, GpuProgress, SignalInfo},
@@ -557,7 +557,7 @@ impl Correlator {
         if let Some(st) = self.procs.get_mut(&pid) {
             // The calls the kernel counted instead of sending are calls it made.
             st.calls = st.calls.saturating_add(p.unsent.unwrap_or(0));
-            st.settle_all(pid, "died_in_call", out);
+            st.settle_all(pid, SigOutcome::DiedInCall, out);
         }
         if let Some(st) = self.procs.get_mut(&pid)
             && !st.done
@@ -587,7 +587,7 @@ impl Correlator {
         let mut parent = None;
         let mut late_info = None;
         if let Some(st) = self.procs.get_mut(&p.target_pid) {
-            st.settle_all(p.target_pid, "eintr", out);
+            st.settle_all(p.target_pid, SigOutcome::Eintr, out);
             parent = st.parent;
             // An identity read after the exec (the collector reads it when
             // the new program's first record is drained, and sends it
@@ -631,7 +631,7 @@ impl Correlator {
         pids.sort_unstable();
         for pid in pids {
             if let Some(st) = self.procs.get_mut(&pid) {
-                st.settle_all(pid, "interrupted", out);
+                st.settle_all(pid, SigOutcome::Interrupted, out);
             }
             if let Some(st) = self.procs.get_mut(&pid)
                 && !st.done

@@ -27,6 +27,26 @@ pub enum Record {
     Fault(Box<super::faults::types::Fault>),
 }
 
+crate::decode::named_enum!(
+    /// What became of the call a signal landed in.
+    SigOutcome {
+        /// The call returned EINTR to the caller.
+        Eintr => "eintr",
+        /// It returned EINTR and the caller made it again.
+        EintrRetried => "eintr_retried",
+        /// The kernel restarted it.
+        Restarted => "restarted",
+        /// It completed (successfully or with another result).
+        Completed => "completed",
+        /// The process died in it.
+        DiedInCall => "died_in_call",
+        /// Tracing stopped before the next call.
+        Interrupted => "interrupted",
+        /// It landed between driver calls.
+        InUserSpace => "in_user_space",
+    }
+);
+
 /// A first context made after the start-up's verdict, which had waited
 /// for one in vain ("no context made" within `CONTEXT_WAIT_NS`): what
 /// the start-up came to after all. A program that asks whether CUDA is
@@ -67,6 +87,6 @@ pub struct SignalReport {
     pub in_flight: String,
     /// eintr, eintr_retried, restarted, completed, died_in_call,
     /// interrupted, in_user_space.
-    pub outcome: &'static str,
+    pub outcome: SigOutcome,
     pub text: String,
 }

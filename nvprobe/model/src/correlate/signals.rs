@@ -4,7 +4,7 @@
 
 use super::{
     facts::{CallRef, CallResult, ERESTARTNOINTR, ERESTARTSYS},
-    record::{Record, SignalReport},
+    record::{Record, SigOutcome, SignalReport},
     state::{PendingSig, ProcInit, SignalInfo, ms},
 };
 use crate::decode::{ProcCall, SigAction, signal::name as signal_name};
@@ -30,9 +30,9 @@ impl ProcInit {
                 // caller's retry loop for EINTR).
                 let same = icall.same(&call);
                 let outcome = match (ires.errno() == Some(libc::EINTR), same) {
-                    (true, true) => "eintr_retried",
-                    (_, true) => "restarted",
-                    (_, false) => "eintr",
+                    (true, true) => SigOutcome::EintrRetried,
+                    (_, true) => SigOutcome::Restarted,
+                    (_, false) => SigOutcome::Eintr,
                 };
                 let what = (*icall, Some(*ires));
                 out.push(self.report(pid, p, Some(what), outcome));
@@ -46,13 +46,13 @@ impl ProcInit {
                         p.interrupted = Some((call, r));
                         keep.push(p);
                     }
-                    r => out.push(self.report(pid, p, Some((call, r)), "completed")),
+                    r => out.push(self.report(pid, p, Some((call, r)), SigOutcome::Completed)),
                 }
             } else if start > p.info.at_ns && (tid == p.tid || p.tid == 0) {
                 // The thread it was sent to started a new call: it was not
                 // in one when the signal came.
                 if p.cuinit {
-                    out.push(self.report(pid, p, None, "in_user_space"));
+                    out.push(self.report(pid, p, None, SigOutcome::InUserSpace));
                 }
             } else {
                 keep.push(p);
@@ -64,11 +64,11 @@ impl ProcInit {
     /// The process is gone (or tracing stopped): settle what is left.
     /// `end`: died_in_call (exit), eintr (exec), interrupted (tracing
     /// stopped before the next call).
-    pub(crate) fn settle_all(&mut self, pid: u32, end: &'static str, out: &mut Vec<Record>) {
+    pub(crate) fn settle_all(&mut self, pid: u32, end: SigOutcome, out: &mut Vec<Record>) {
         for p in std::mem::take(&mut self.pending) {
             match p.interrupted {
                 Some((call, r)) => out.push(self.report(pid, p, Some((call, Some(r))), end)),
-                None if p.cuinit => out.push(self.report(pid, p, None, "in_user_space")),
+                None if p.cuinit => out.push(self.report(pid, p, None, SigOutcome::InUserSpace)),
                 None => {}
             }
         }
@@ -81,22 +81,22 @@ impl ProcInit {
         pid: u32,
         p: PendingSig,
         call: Option<(CallRef, Option<CallResult>)>,
-        outcome: &'static str,
+        outcome: SigOutcome,
     ) -> Record {
         let i = &p.info;
         let in_flight = call.map_or_else(|| "cuInit".to_owned(), |c| c.0.text());
         let result = call.and_then(|c| c.1);
         let r = result.map(CallResult::text).unwrap_or_default();
         let what = match (outcome, call.is_some(), result) {
-            ("completed", true, None) => "the call completed successfully".to_owned(),
-            ("completed", true, Some(_)) => format!("the call returned {r}, not EINTR"),
-            ("eintr_retried", _, _) => {
+            (SigOutcome::Completed, true, None) => "the call completed successfully".to_owned(),
+            (SigOutcome::Completed, true, Some(_)) => format!("the call returned {r}, not EINTR"),
+            (SigOutcome::EintrRetried, _, _) => {
                 "the call returned EINTR and the caller made it again".to_owned()
             }
-            ("eintr", true, Some(CallResult::Errno(libc::EINTR))) => {
+            (SigOutcome::Eintr, true, Some(CallResult::Errno(libc::EINTR))) => {
                 "the call returned EINTR to the caller".to_owned()
             }
-            ("eintr", true, _) => match p.handler {
+            (SigOutcome::Eintr, true, _) => match p.handler {
                 Some((SigAction::Handler, false))
                     if result == Some(CallResult::Errno(ERESTARTSYS)) =>
                 {
@@ -113,7 +113,7 @@ impl ProcInit {
                     "the call was interrupted ({r}) and not made again: the caller saw EINTR"
                 ),
             },
-            ("restarted", true, _) => match p.handler {
+            (SigOutcome::Restarted, true, _) => match p.handler {
                 Some((SigAction::Handler, true)) => {
                     format!(
                         "the kernel restarted the call ({r}) after the handler ran (SA_RESTART)"
@@ -124,8 +124,8 @@ impl ProcInit {
                 }
                 _ => format!("the kernel restarted the call ({r})"),
             },
-            ("died_in_call", true, _) => format!("the process died in the call ({r})"),
-            ("interrupted", true, _) => {
+            (SigOutcome::DiedInCall, true, _) => format!("the process died in the call ({r})"),
+            (SigOutcome::Interrupted, true, _) => {
                 format!("the call was interrupted ({r}); tracing stopped before the next call")
             }
             _ => "it arrived in user space, between driver calls".to_owned(),
@@ -265,7 +265,16 @@ impl ProcInit {
             };
             let q = self.pending.remove(i);
             let what = q.interrupted.map(|(c, r)| (c, Some(r)));
-            out.push(self.report(pid, q, what, if restarted { "restarted" } else { "eintr" }));
+            out.push(self.report(
+                pid,
+                q,
+                what,
+                if restarted {
+                    SigOutcome::Restarted
+                } else {
+                    SigOutcome::Eintr
+                },
+            ));
         }
     }
 }

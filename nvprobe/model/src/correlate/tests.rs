@@ -417,7 +417,7 @@ fn a_signal_says_what_became_of_its_call() {
     // (a call's record is written when it returns).
     let r = signal_reports(&[ctl(), signal_to(2, 14), failed(call(2), "EINTR"), call(3)]);
     assert_eq!(r.len(), 1, "{r:#?}");
-    assert_eq!(r[0].outcome, "eintr_retried");
+    assert_eq!(r[0].outcome.as_str(), "eintr_retried");
     assert_eq!(
         r[0].in_flight,
         "NV_ESC_RM_CONTROL NV2080_CTRL_CMD_GPU_GET_NAME_STRING"
@@ -435,7 +435,7 @@ fn a_signal_says_what_became_of_its_call() {
         failed(call(2), "EINTR"),
         io(3, "NV_ESC_RM_FREE", None, "ctl"),
     ]);
-    assert_eq!(r[0].outcome, "eintr");
+    assert_eq!(r[0].outcome.as_str(), "eintr");
     assert!(
         r[0].text.ends_with("the call returned EINTR to the caller"),
         "{}",
@@ -448,7 +448,7 @@ fn a_signal_says_what_became_of_its_call() {
         failed(call(2), "ERESTARTSYS"),
         call(3),
     ]);
-    assert_eq!(r[0].outcome, "restarted");
+    assert_eq!(r[0].outcome.as_str(), "restarted");
     assert!(
         r[0].text
             .ends_with("the kernel restarted the call (ERESTARTSYS)"),
@@ -462,12 +462,12 @@ fn a_signal_says_what_became_of_its_call() {
         failed(call(2), "ERESTARTSYS"),
         exit_of(4, 7, 15),
     ]);
-    assert_eq!(r[0].outcome, "died_in_call");
+    assert_eq!(r[0].outcome.as_str(), "died_in_call");
     assert_eq!(r[0].signal, "SIGTERM");
     assert_eq!(r[0].sender_pid, Some(99));
 
     let r = signal_reports(&[ctl(), signal_to(2, 10), call(2)]);
-    assert_eq!(r[0].outcome, "completed");
+    assert_eq!(r[0].outcome.as_str(), "completed");
     assert!(
         r[0].text.ends_with("the call completed successfully"),
         "{}",
@@ -493,7 +493,7 @@ fn a_signal_says_what_became_of_its_call() {
         delivered(3, true),
     ]);
     assert_eq!(r.len(), 1, "{r:#?}");
-    assert_eq!(r[0].outcome, "restarted");
+    assert_eq!(r[0].outcome.as_str(), "restarted");
     assert!(
         r[0].text.ends_with(
             "the kernel restarted the call (ERESTARTSYS) after the handler ran (SA_RESTART)"
@@ -509,7 +509,7 @@ fn a_signal_says_what_became_of_its_call() {
         call(4),
     ]);
     assert_eq!(r.len(), 1, "{r:#?}");
-    assert_eq!(r[0].outcome, "eintr");
+    assert_eq!(r[0].outcome.as_str(), "eintr");
     assert!(
         r[0].text
             .ends_with("the handler lacking SA_RESTART, returned EINTR to the caller"),

@@ -68,7 +68,9 @@ impl Level {
             (Level::All | Level::Failures, _) => true,
             (Level::Verdicts, Record::Cuinit(_) | Record::FirstContext(_)) => true,
             // A signal between calls explains nothing about the driver.
-            (Level::Verdicts, Record::Signal(s)) => s.outcome != "in_user_space",
+            (Level::Verdicts, Record::Signal(s)) => {
+                s.outcome != crate::correlate::SigOutcome::InUserSpace
+            }
             (Level::Verdicts, Record::Stage { .. } | Record::Breakdown(_)) => false,
             // The driver's own lines are few, and what a node agent is for.
             (Level::Verdicts, Record::KernelLog(_) | Record::Fault(_)) => true,
