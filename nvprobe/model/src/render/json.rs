@@ -6,7 +6,11 @@ use std::io;
 use bytes::{BufMut, BytesMut};
 use serde::Serialize;
 
-use super::{Encoder, Parts, Severity, note::Note, note::SCHEMA_VERSION};
+use super::{
+    encode::{Encoder, Parts},
+    level::Severity,
+    note::{Note, SCHEMA_VERSION},
+};
 use crate::{correlate::Record, decode::Event};
 
 #[derive(Debug)]

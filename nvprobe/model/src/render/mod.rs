@@ -3,10 +3,12 @@
 //! events and plain records from the collector.
 
 mod clock;
+mod encode;
 mod json;
 pub mod level;
 mod note;
 pub mod otlp;
+mod otlp_json;
 pub mod schema;
 #[cfg(test)]
 mod tests_safe;
@@ -18,6 +20,7 @@ use bytes::BytesMut;
 
 pub use self::{
     clock::Clock,
+    encode::{Encoder, Parts},
     level::{Level, Severity},
     note::{Note, SCHEMA_VERSION},
 };
@@ -55,45 +58,6 @@ impl std::str::FromStr for Format {
     }
 }
 
-/// What a format writes of each record: one implementation per format,
-/// in its own file (`text.rs`, `json.rs`, `otlp.rs`), chosen once by
-/// [`Renderer::new`]. A new format is one more.
-pub trait Encoder: Send + Sync + std::fmt::Debug {
-    fn event(&self, p: &mut Parts, buf: &mut BytesMut, mono_ns: u64, ev: &Event) -> io::Result<()>;
-    /// A record of the per-process correlator, at the time of the event
-    /// that produced it.
-    fn record(
-        &self,
-        p: &mut Parts,
-        buf: &mut BytesMut,
-        mono_ns: u64,
-        rec: &Record,
-    ) -> io::Result<()>;
-    fn note(
-        &self,
-        p: &mut Parts,
-        buf: &mut BytesMut,
-        mono_ns: u64,
-        note: &Note<'_>,
-    ) -> io::Result<()>;
-    /// It shows the lifecycle lines (fork, exec, exit, signal) only of
-    /// processes that made an NVIDIA call (text, for people); structured
-    /// formats hold every record.
-    fn selective(&self) -> bool {
-        false
-    }
-}
-
-/// What an encoder writes with: the wall clock, a scratch buffer, and the
-/// identities behind OTLP's resources (shared by the clones of one
-/// output's renderer).
-#[derive(Clone, Debug)]
-pub struct Parts {
-    pub clock: Clock,
-    pub(crate) scratch: Vec<u8>,
-    pub(crate) resources: std::sync::Arc<otlp::Resources>,
-}
-
 /// Renders records into bytes. Cheap to clone: each pipeline worker has
 /// its own.
 #[derive(Clone, Debug)]
@@ -108,7 +72,7 @@ impl Renderer {
         let enc: &'static dyn Encoder = match format {
             Format::Text => &text::Text,
             Format::Json => &json::Json,
-            Format::OtlpJson => &otlp::Otlp,
+            Format::OtlpJson => &otlp_json::Otlp,
         };
         Self {
             format,

@@ -438,10 +438,10 @@ pub fn record_text(rec: &crate::correlate::Record) -> String {
 #[derive(Debug)]
 pub struct Text;
 
-impl super::Encoder for Text {
+impl super::encode::Encoder for Text {
     fn event(
         &self,
-        p: &mut super::Parts,
+        p: &mut super::encode::Parts,
         buf: &mut bytes::BytesMut,
         mono_ns: u64,
         ev: &Event,
@@ -454,7 +454,7 @@ impl super::Encoder for Text {
 
     fn record(
         &self,
-        _: &mut super::Parts,
+        _: &mut super::encode::Parts,
         buf: &mut bytes::BytesMut,
         _: u64,
         rec: &crate::correlate::Record,
@@ -466,7 +466,7 @@ impl super::Encoder for Text {
 
     fn note(
         &self,
-        p: &mut super::Parts,
+        p: &mut super::encode::Parts,
         buf: &mut bytes::BytesMut,
         mono_ns: u64,
         note: &Note<'_>,

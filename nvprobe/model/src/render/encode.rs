@@ -1,0 +1,48 @@
+//! The interface every output format implements ([`Encoder`]) and what
+//! encoders write with ([`Parts`]): below the formats and the renderer.
+
+use std::io;
+
+use bytes::BytesMut;
+
+use super::{clock::Clock, note::Note, otlp};
+use crate::{correlate::Record, decode::Event};
+
+/// What a format writes of each record: one implementation per format,
+/// in its own file (`text.rs`, `json.rs`, `otlp.rs`), chosen once by
+/// [`Renderer::new`]. A new format is one more.
+pub trait Encoder: Send + Sync + std::fmt::Debug {
+    fn event(&self, p: &mut Parts, buf: &mut BytesMut, mono_ns: u64, ev: &Event) -> io::Result<()>;
+    /// A record of the per-process correlator, at the time of the event
+    /// that produced it.
+    fn record(
+        &self,
+        p: &mut Parts,
+        buf: &mut BytesMut,
+        mono_ns: u64,
+        rec: &Record,
+    ) -> io::Result<()>;
+    fn note(
+        &self,
+        p: &mut Parts,
+        buf: &mut BytesMut,
+        mono_ns: u64,
+        note: &Note<'_>,
+    ) -> io::Result<()>;
+    /// It shows the lifecycle lines (fork, exec, exit, signal) only of
+    /// processes that made an NVIDIA call (text, for people); structured
+    /// formats hold every record.
+    fn selective(&self) -> bool {
+        false
+    }
+}
+
+/// What an encoder writes with: the wall clock, a scratch buffer, and the
+/// identities behind OTLP's resources (shared by the clones of one
+/// output's renderer).
+#[derive(Clone, Debug)]
+pub struct Parts {
+    pub clock: Clock,
+    pub(crate) scratch: Vec<u8>,
+    pub(crate) resources: std::sync::Arc<otlp::Resources>,
+}
