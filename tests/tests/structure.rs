@@ -250,23 +250,39 @@ fn crate_files(root: &Path) -> Vec<File> {
     out
 }
 
+/// Where keyword `kw` (`b"mod "`, `b"fn "`) stands in `code`, and the
+/// name after it.
+fn keyword_items<'a>(
+    code: &'a str,
+    kw: &'static [u8],
+) -> impl Iterator<Item = (usize, String)> + 'a {
+    let b = code.as_bytes();
+    let mut from = 0;
+    std::iter::from_fn(move || {
+        while let Some(at) = find(b, from, kw) {
+            from = at + kw.len();
+            if ident_byte(prev(b, at)) {
+                continue;
+            }
+            let name: String = code[at + kw.len()..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() {
+                return Some((at, name));
+            }
+        }
+        None
+    })
+}
+
 /// The `mod NAME;` declarations of a file (with a `#[path]`, its value
 /// read from the source, where literals are kept).
 fn mod_decls(code: &str, src: &str) -> Vec<(Option<String>, String)> {
     let mut v = Vec::new();
-    let b = code.as_bytes();
-    let mut from = 0;
-    while let Some(at) = find(b, from, b"mod ") {
-        from = at + 4;
-        if ident_byte(prev(b, at)) {
-            continue;
-        }
-        let name: String = code[at + 4..]
-            .chars()
-            .take_while(|c| c.is_alphanumeric() || *c == '_')
-            .collect();
+    for (at, name) in keyword_items(code, b"mod ") {
         let rest = code[at + 4 + name.len()..].trim_start();
-        if name.is_empty() || !rest.starts_with(';') {
+        if !rest.starts_with(';') {
             continue;
         }
         // A #[path = "…"] on the line before.
@@ -596,19 +612,7 @@ fn the_cycle_check_sees_a_circle() {
 fn long_fns(code: &str, max: usize) -> Vec<(String, usize, usize)> {
     let b = code.as_bytes();
     let mut out = Vec::new();
-    let mut from = 0;
-    while let Some(at) = find(b, from, b"fn ") {
-        from = at + 3;
-        if ident_byte(prev(b, at)) {
-            continue;
-        }
-        let name: String = code[at + 3..]
-            .chars()
-            .take_while(|c| c.is_alphanumeric() || *c == '_')
-            .collect();
-        if name.is_empty() {
-            continue;
-        }
+    for (at, name) in keyword_items(code, b"fn ") {
         let end = block_end(b, at);
         let first = code[..at].matches('\n').count() + 1;
         let lines = code[at..end].matches('\n').count() + 1;

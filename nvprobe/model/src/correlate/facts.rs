@@ -223,26 +223,15 @@ pub(crate) enum GpuRef {
     Uuid(String),
 }
 
-impl std::fmt::Display for CallRef {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.text())
-    }
+/// Each fact displays as the text it is shown with (`text()`: made once,
+/// where a record or a verdict says it).
+macro_rules! display_as_text {
+    ($($t:ty),+) => {$(
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(&self.text())
+            }
+        }
+    )+};
 }
-
-impl std::fmt::Display for CallResult {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.text())
-    }
-}
-
-impl std::fmt::Display for PathWhy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.text())
-    }
-}
-
-impl std::fmt::Display for Exit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.text())
-    }
-}
+display_as_text!(CallRef, CallResult, PathWhy, Exit);
