@@ -502,6 +502,65 @@ fn own_mount_namespace(cmd: &mut Command, unmount: &'static [&'static str], trac
     }
 }
 
+/// Run the command chrooted into `root`, a plain directory (not a mount
+/// point, as a `chroot` into an unpacked root usually is), in a mount
+/// namespace of its own without tracefs: each of the host's top-level
+/// directories is bound at its own name under `root` (symbolic links are
+/// copied as links), so the same paths work inside. Needs root.
+pub fn chroot_not_a_mount_point(cmd: &mut Command, root: &Path) {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt as _;
+
+    use nix::mount::{MntFlags, MsFlags, mount, umount2};
+    let mut binds = Vec::new();
+    for e in fs::read_dir("/").expect("read /").map_while(Result::ok) {
+        let (from, to) = (e.path(), root.join(e.file_name()));
+        let meta = fs::symlink_metadata(&from).expect("stat a top-level entry");
+        if meta.file_type().is_symlink() {
+            let target = fs::read_link(&from).expect("readlink");
+            std::os::unix::fs::symlink(target, &to).expect("copy a top-level link");
+        } else if meta.is_dir() {
+            fs::create_dir_all(&to).expect("mkdir under the chroot");
+            let c = |p: &Path| CString::new(p.as_os_str().as_bytes()).expect("a path without NUL");
+            binds.push((c(&from), c(&to)));
+        }
+    }
+    let root = CString::new(root.as_os_str().as_bytes()).expect("a path without NUL");
+    // SAFETY: runs in the forked child before exec: only system calls on
+    // strings made before the fork, no allocation, no locks.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)?;
+            mount(
+                None::<&str>,
+                "/",
+                None::<&str>,
+                MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+                None::<&str>,
+            )?;
+            for _ in 0..8 {
+                match umount2("/sys/kernel/tracing", MntFlags::MNT_DETACH) {
+                    Ok(()) => {}
+                    Err(nix::errno::Errno::EINVAL | nix::errno::Errno::ENOENT) => break,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            for (from, to) in &binds {
+                mount(
+                    Some(from.as_c_str()),
+                    to.as_c_str(),
+                    None::<&str>,
+                    MsFlags::MS_BIND | MsFlags::MS_REC,
+                    None::<&str>,
+                )?;
+            }
+            nix::unistd::chroot(root.as_c_str())?;
+            nix::unistd::chdir("/")?;
+            Ok(())
+        });
+    }
+}
+
 /// The mount namespace a process is in (the /proc/PID/ns/mnt link).
 pub fn mount_namespace(pid: u32) -> String {
     fs::read_link(format!("/proc/{pid}/ns/mnt"))

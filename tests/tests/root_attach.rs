@@ -14,7 +14,9 @@
 use std::{path::Path, time::Duration};
 
 use nvprobe_tests::{
-    harness::{Trace, mount_namespace, private_mount_namespace, still_loaded},
+    harness::{
+        Trace, chroot_not_a_mount_point, mount_namespace, private_mount_namespace, still_loaded,
+    },
     need_root,
     scenario::{check_schema, ioctls_of, lock, tmpdir, trace_scenario},
 };
@@ -75,6 +77,36 @@ fn tracefs_is_mounted_when_missing_and_sigterm_detaches() {
     assert!(
         left.is_empty(),
         "programs of this nvprobe still loaded after exit: {left:?} (of {progs:?})"
+    );
+}
+
+/// Under a chroot whose root is not a mount point (an unpacked root, as
+/// in the package tier), `/` cannot be made a slave (EINVAL): nvprobe makes
+/// each mount it sees one instead and mounts tracefs in its own namespace
+/// (it used to stop, saying it could not make the namespace).
+#[test]
+#[ignore = "needs root"]
+fn tracefs_is_mounted_under_a_chroot_whose_root_is_not_a_mount_point() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("chroot");
+    let root = tmp.join("root");
+    std::fs::create_dir(&root).expect("mkdir root");
+    let t = Trace::start_with(&tmp, &["--driver-version", "580.159.04"], |c| {
+        chroot_not_a_mount_point(c, &root);
+    });
+    let f = t.stop();
+    check_schema(&f);
+    let start = f.of_type("start").next().expect("start");
+    assert_eq!(start["tracefs"], "/sys/kernel/tracing");
+    if !Path::new("/sys/kernel/debug/tracing/events").exists() {
+        assert_eq!(start["tracefs_mounted_by_nvprobe"], true, "{}", f.stderr);
+        assert!(f.stderr.contains("mounted tracefs"), "{}", f.stderr);
+    }
+    assert!(
+        !f.stderr.contains("mount namespace it was started in"),
+        "{}",
+        f.stderr
     );
 }
 

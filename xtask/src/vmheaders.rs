@@ -32,6 +32,7 @@ pub struct Headers {
 pub fn prepare(rel: &str) -> anyhow::Result<Headers> {
     let root = Path::new(apt::CACHE).join("headers").join(rel);
     if let Some(h) = complete(rel, &root) {
+        build_tools(&h)?;
         return Ok(h);
     }
     let pkg = format!("linux-headers-{rel}");
@@ -98,7 +99,27 @@ pub fn prepare(rel: &str) -> anyhow::Result<Headers> {
     fs::rename(&tree, &root)
         .with_context(|| format!("moving the headers to {}", root.display()))?;
     let _ = fs::remove_dir_all(&partial);
-    complete(rel, &root).with_context(|| format!("{}: incomplete after unpacking", root.display()))
+    let h = complete(rel, &root)
+        .with_context(|| format!("{}: incomplete after unpacking", root.display()))?;
+    build_tools(&h)?;
+    Ok(h)
+}
+
+/// What kbuild runs beyond the compiler, installed on the machine when
+/// missing, whether the headers were cached or just unpacked: pahole, to
+/// make each module's BTF when the kernel was configured with
+/// CONFIG_DEBUG_INFO_BTF_MODULES (Debian's 6.12 is; without it the
+/// modules' final link fails with "pahole: not found").
+fn build_tools(h: &Headers) -> anyhow::Result<()> {
+    let config = fs::read_to_string(h.build.join(".config")).unwrap_or_default();
+    let btf = config
+        .lines()
+        .any(|l| l.trim() == "CONFIG_DEBUG_INFO_BTF_MODULES=y");
+    if btf && output(std::process::Command::new("pahole").arg("--version")).is_none() {
+        apt::host_install(&["dwarves"])
+            .context("installing dwarves (pahole makes the modules' BTF)")?;
+    }
+    Ok(())
 }
 
 /// The packages (`name=version`) a cached tree was unpacked from, written

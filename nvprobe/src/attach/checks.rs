@@ -161,19 +161,87 @@ pub fn ensure_tracefs() -> Result<Tracefs, StartError> {
 }
 
 /// A mount namespace of nvprobe's own, a slave of the one it started in
-/// (mounts made there still reach nvprobe's view).
+/// (mounts made there still reach nvprobe's view, and its own reach no
+/// one). Under a chroot whose root is not a mount point, `/` cannot be
+/// made a slave (EINVAL): then each mount nvprobe can see is made one.
 fn own_namespace() -> Result<(), (&'static str, nix::Error)> {
-    use nix::mount::{MsFlags, mount};
     nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)
         .map_err(|e| ("unshare(CLONE_NEWNS)", e))?;
+    match make_slave("/", true) {
+        Err(nix::Error::EINVAL) => {
+            let points = visible_mounts().map_err(|e| ("reading /proc/self/mountinfo", e))?;
+            for p in &points {
+                make_slave(p, false)
+                    .map_err(|e| ("making each of its mounts a slave of the host's", e))?;
+            }
+            // A tracefs mounted where no visible mount holds the point
+            // would land in the chroot's hidden, possibly shared, mount.
+            let holds = |p: &String| {
+                p == "/" || TRACEFS_PATHS[0].starts_with(&format!("{}/", p.trim_end_matches('/')))
+            };
+            if !points.iter().any(holds) {
+                return Err((
+                    "its root is not a mount point and no mount it sees holds /sys/kernel/tracing",
+                    nix::Error::EINVAL,
+                ));
+            }
+            Ok(())
+        }
+        r => r.map_err(|e| ("making its mounts slaves of the host's", e)),
+    }
+}
+
+fn make_slave(point: &str, recursive: bool) -> nix::Result<()> {
+    use nix::mount::{MsFlags, mount};
+    let rec = if recursive {
+        MsFlags::MS_REC
+    } else {
+        MsFlags::empty()
+    };
     mount(
         None::<&str>,
-        "/",
+        point,
         None::<&str>,
-        MsFlags::MS_REC | MsFlags::MS_SLAVE,
+        rec | MsFlags::MS_SLAVE,
         None::<&str>,
     )
-    .map_err(|e| ("making its mounts slaves of the host's", e))
+}
+
+/// The mount points of /proc/self/mountinfo (at most 1 MiB of it), with
+/// its octal escapes (`\040` for a space) undone.
+fn visible_mounts() -> nix::Result<Vec<String>> {
+    use std::io::Read as _;
+    let mut text = String::new();
+    std::fs::File::open("/proc/self/mountinfo")
+        .and_then(|f| f.take(1 << 20).read_to_string(&mut text))
+        .map_err(|e| nix::Error::from_raw(e.raw_os_error().unwrap_or(nix::libc::EIO)))?;
+    Ok(text
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(unescape_mount_point)
+        .collect())
+}
+
+fn unescape_mount_point(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let oct = b
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match (b[i], oct) {
+            (b'\\', Some(d)) => {
+                out.push(d.iter().fold(0u8, |a, c| a.wrapping_mul(8) + (c - b'0')));
+                i += 4;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn mount_tracefs(target: &Path) -> nix::Result<()> {
@@ -207,4 +275,18 @@ pub fn kernel_config() -> Result<Config, StartError> {
         path: path.display().to_string(),
         err: e.to_string(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unescape_mount_point;
+
+    #[test]
+    fn mount_points_are_unescaped() {
+        assert_eq!(unescape_mount_point("/sys"), "/sys");
+        assert_eq!(unescape_mount_point(r"/mnt/a\040b"), "/mnt/a b");
+        assert_eq!(unescape_mount_point(r"/x\011y\134z"), "/x\ty\\z");
+        // Not an escape: left as it is.
+        assert_eq!(unescape_mount_point(r"/a\9b\04"), r"/a\9b\04");
+    }
 }
