@@ -334,6 +334,38 @@ fn doctor_tests_tracepoints_without_mounting_tracefs_on_the_host() {
     );
 }
 
+/// Under a chroot whose root is not a mount point (the package tier's
+/// unpacked root), doctor tests tracefs in a private namespace all the
+/// same, and probes its own libc at the path the chroot sees (after the
+/// unshare the kernel named it by the host's path, and the uprobe check
+/// failed: "error resolving symbol").
+#[test]
+#[ignore = "needs root"]
+fn doctor_under_a_chroot_whose_root_is_not_a_mount_point() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("doctor-chroot");
+    let root = tmp.join("root");
+    std::fs::create_dir(&root).expect("mkdir root");
+    let mut c = Command::new(bin("nvprobe"));
+    c.args(["doctor", "--json"]);
+    nvprobe_tests::harness::chroot_not_a_mount_point(&mut c, &root);
+    let o = c.output().expect("run nvprobe doctor");
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stdout)));
+    if !Path::new("/sys/kernel/debug/tracing/events").exists() {
+        let t = check_of(&doc, "tracefs");
+        assert_eq!(t["verdict"], "ok", "{t}");
+    }
+    let up = check_of(&doc, "uprobe");
+    let e = up["evidence"].as_str().expect("evidence");
+    assert!(!e.contains("error resolving symbol"), "{up}");
+    assert!(!e.contains(&*root.to_string_lossy()), "{up}");
+    if kernel_config().is_some_and(|c| c.lines().any(|l| l == "CONFIG_UPROBE_EVENTS=y")) {
+        assert_eq!(up["verdict"], "ok", "{up}");
+    }
+}
+
 /// A read of /proc/driver/nvidia that never comes back (a stuck driver):
 /// doctor reads it in a child, gives up after its timeout, says which file
 /// and why, and finishes the other checks. Here a FUSE file whose read

@@ -162,17 +162,28 @@ pub fn ensure_tracefs() -> Result<Tracefs, StartError> {
 
 /// A mount namespace of nvprobe's own, a slave of the one it started in
 /// (mounts made there still reach nvprobe's view, and its own reach no
-/// one). Under a chroot whose root is not a mount point, `/` cannot be
-/// made a slave (EINVAL): then each mount nvprobe can see is made one.
+/// one).
 fn own_namespace() -> Result<(), (&'static str, nix::Error)> {
+    own_mount_namespace(nix::mount::MsFlags::MS_SLAVE)
+}
+
+/// unshare(CLONE_NEWNS), then every mount made `propagation` (MS_SLAVE:
+/// the host's mounts still reach this process; MS_PRIVATE: nothing
+/// does), so that what this process mounts reaches no one. Under a chroot
+/// whose root is not a mount point, `/` cannot be changed (EINVAL): then
+/// each mount the process sees is, and tracefs's place must be in one of
+/// them. Needs a single-threaded process.
+pub fn own_mount_namespace(
+    propagation: nix::mount::MsFlags,
+) -> Result<(), (&'static str, nix::Error)> {
     nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)
         .map_err(|e| ("unshare(CLONE_NEWNS)", e))?;
-    match make_slave("/", true) {
+    match set_propagation("/", propagation, true) {
         Err(nix::Error::EINVAL) => {
             let points = visible_mounts().map_err(|e| ("reading /proc/self/mountinfo", e))?;
             for p in &points {
-                make_slave(p, false)
-                    .map_err(|e| ("making each of its mounts a slave of the host's", e))?;
+                set_propagation(p, propagation, false)
+                    .map_err(|e| ("changing each of its mounts' propagation", e))?;
             }
             // A tracefs mounted where no visible mount holds the point
             // would land in the chroot's hidden, possibly shared, mount.
@@ -187,24 +198,18 @@ fn own_namespace() -> Result<(), (&'static str, nix::Error)> {
             }
             Ok(())
         }
-        r => r.map_err(|e| ("making its mounts slaves of the host's", e)),
+        r => r.map_err(|e| ("changing its mounts' propagation", e)),
     }
 }
 
-fn make_slave(point: &str, recursive: bool) -> nix::Result<()> {
+fn set_propagation(point: &str, how: nix::mount::MsFlags, recursive: bool) -> nix::Result<()> {
     use nix::mount::{MsFlags, mount};
     let rec = if recursive {
         MsFlags::MS_REC
     } else {
         MsFlags::empty()
     };
-    mount(
-        None::<&str>,
-        point,
-        None::<&str>,
-        rec | MsFlags::MS_SLAVE,
-        None::<&str>,
-    )
+    mount(None::<&str>, point, None::<&str>, rec | how, None::<&str>)
 }
 
 /// The mount points of /proc/self/mountinfo (at most 1 MiB of it), with

@@ -29,7 +29,7 @@ use self::table::EBPF_OBJECT;
 pub use self::{
     checks::{
         StartError, Tracefs, check_bpf, check_root, check_syscall_tracepoints, ensure_tracefs,
-        kernel_config,
+        kernel_config, own_mount_namespace,
     },
     table::{Hook, IOCTL_EXIT_COMPAT, PROBES, PROC_PROBES, Probe, START_CALL_PROGRAM, START_CALLS},
 };

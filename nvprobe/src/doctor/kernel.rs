@@ -111,6 +111,10 @@ pub const PROGRAMS: [&str; 5] = [
 /// needs a single-threaded process).
 pub struct Prepared {
     tracefs: (Option<&'static Path>, bool),
+    /// This process's libc, found before the unshare: after it, the
+    /// kernel names the files mapped before it from the namespace they
+    /// were mapped in (under a chroot: the host's path, not the root's).
+    libc: Option<PathBuf>,
 }
 
 pub fn prepare() -> Prepared {
@@ -121,9 +125,11 @@ pub fn prepare() -> Prepared {
     // Not mounted (a fresh VM or container): mount it in a private mount
     // namespace of this process only, to test tracepoints without changing
     // the host (watch mounts it for real when it starts).
+    let libc = own_libc();
     let private = found.is_none() && private_tracefs().is_ok();
     Prepared {
         tracefs: (found, private),
+        libc,
     }
 }
 
@@ -150,7 +156,11 @@ pub fn live(prep: &Prepared, out: &mut Vec<Check>) -> Ability {
     let aya_btf: Result<Btf, String> = aya_btf
         .join()
         .unwrap_or_else(|_| Err("vmlinux BTF: the parser thread failed".into()));
-    let tried = try_probes(&mut ebpf, tracefs.is_some(), &aya_btf);
+    let tried = try_probes(
+        &mut ebpf,
+        (tracefs.is_some(), prep.libc.as_deref()),
+        &aya_btf,
+    );
     report_probes(tried, out, &mut a);
     // The uprobe (on libc, mapped by every process) is removed here, on this
     // thread: a removal still running when the process exits runs with
@@ -283,7 +293,11 @@ fn run_probe(
     Ok(format!("{target}: attached and fired ({n} hits)"))
 }
 
-fn try_probes(ebpf: &mut aya::Ebpf, tracefs: bool, btf: &Result<Btf, String>) -> Tried {
+fn try_probes(
+    ebpf: &mut aya::Ebpf,
+    (tracefs, libc): (bool, Option<&Path>),
+    btf: &Result<Btf, String>,
+) -> Tried {
     let tracepoint = tracefs.then(|| {
         run_probe(ebpf, "tracepoint", SELFTEST_TRACEPOINT, &|e| {
             let p: &mut TracePoint = prog(e, "doctor_tracepoint")?;
@@ -300,7 +314,7 @@ fn try_probes(ebpf: &mut aya::Ebpf, tracefs: bool, btf: &Result<Btf, String>) ->
             .map_err(|e| format!("attach sys_enter: {e}"))?;
         Ok("raw tracepoint sys_enter".into())
     });
-    let uprobe = match own_libc() {
+    let uprobe = match libc {
         None => Err("cannot find this process's libc in /proc/self/maps to probe".into()),
         Some(libc) => run_probe(ebpf, "uprobe", SELFTEST_UPROBE, &|e| {
             let p: &mut UProbe = prog(e, "doctor_uprobe")?;
@@ -309,7 +323,7 @@ fn try_probes(ebpf: &mut aya::Ebpf, tracefs: bool, btf: &Result<Btf, String>) ->
                 location: UProbeAttachLocation::Symbol("getppid"),
                 cookie: None,
             };
-            p.attach(point, &libc, UProbeScope::AllProcesses)
+            p.attach(point, libc, UProbeScope::AllProcesses)
                 .map_err(|e| format!("attach {}:getppid: {e:#}", libc.display()))?;
             Ok(format!("uprobe {}:getppid", libc.display()))
         }),
@@ -403,14 +417,7 @@ fn report_probes(t: Tried, out: &mut Vec<Check>, a: &mut Ability) {
 
 fn private_tracefs() -> nix::Result<()> {
     use nix::mount::{MsFlags, mount};
-    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)?;
-    mount(
-        None::<&str>,
-        "/",
-        None::<&str>,
-        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-        None::<&str>,
-    )?;
+    crate::attach::own_mount_namespace(MsFlags::MS_PRIVATE).map_err(|(_, e)| e)?;
     mount(
         Some("tracefs"),
         "/sys/kernel/tracing",
