@@ -10,12 +10,10 @@
 //! called it (a GPU's calls from several threads overlap; one track per
 //! thread keeps every track's slices nested).
 //!
-//! The input is the model's typed stream (`Exporter::item`: a `--raw`
-//! recording replayed by `nvprobe_model::replay`, as `nvprobe diff` reads
-//! one, or a live run through [`Timeline`]), or, for a recording made
-//! without --raw, its recorded JSON (`Exporter::record`; a test holds the
-//! two to the same trace); packets are sorted by time before they are
-//! written. `tests/scripts/perfetto-validate.py` reads the result
+//! The input is the model's typed stream (`Exporter::item`: a recording
+//! replayed by `nvprobe_model::replay`, as `nvprobe diff` reads one, with
+//! or without --raw, or a live run through [`Timeline`]); packets are
+//! sorted by time before they are written. `tests/scripts/perfetto-validate.py` reads the result
 //! with Perfetto's own protobuf definitions.
 
 use std::{
@@ -44,7 +42,6 @@ use perfetto_protos::{
     track_event::{TrackEvent, track_event::Type},
 };
 use protobuf::{Message, MessageField};
-use serde_json::Value;
 
 use crate::pipeline::{EventSink, Observer};
 
@@ -157,27 +154,6 @@ pub struct Exporter {
     pub stats: Exported,
 }
 
-fn str_of<'a>(v: &'a Value, k: &str) -> Option<&'a str> {
-    v.get(k).and_then(Value::as_str)
-}
-
-fn annotation(name: &str, v: &Value) -> Option<DebugAnnotation> {
-    let mut a = DebugAnnotation::new();
-    a.set_name(name.to_owned());
-    match v {
-        Value::Null => return None,
-        Value::Bool(b) => a.set_bool_value(*b),
-        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
-            (Some(i), _) => a.set_int_value(i),
-            (None, Some(u)) => a.set_uint_value(u),
-            _ => a.set_double_value(n.as_f64().unwrap_or(0.0)),
-        },
-        Value::String(s) => a.set_string_value(s.clone()),
-        other => a.set_string_value(other.to_string()),
-    }
-    Some(a)
-}
-
 fn named(name: &str) -> DebugAnnotation {
     let mut a = DebugAnnotation::new();
     a.set_name(name.to_owned());
@@ -232,24 +208,6 @@ fn arg_anns(args: &Args) -> Vec<DebugAnnotation> {
             }
         })
         .collect()
-}
-
-/// The GPU a call names: its device's minor, or the UUID it registers.
-fn gpu_of(v: &Value) -> Option<String> {
-    if v.pointer("/device/kind").and_then(Value::as_str) == Some("gpu") {
-        return v
-            .pointer("/device/minor")
-            .and_then(Value::as_u64)
-            .map(|m| format!("/dev/nvidia{m}"))
-            .or_else(|| {
-                v.pointer("/device/node")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-            });
-    }
-    v.pointer("/args/gpu_uuid")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
 }
 
 impl Exporter {
@@ -578,187 +536,6 @@ impl Exporter {
         }
     }
 
-    /// One recorded line (a recording made without --raw: its JSON is all
-    /// there is).
-    pub fn record(&mut self, v: &Value) {
-        if self.next_uuid == 0 {
-            // The first uuid is nonzero: 0 means "no track" in Perfetto.
-            self.next_uuid = 1;
-        }
-        let t = str_of(v, "type").unwrap_or("");
-        let Some(pid) = v.get("pid").and_then(Value::as_u64).map(|p| p as u32) else {
-            return;
-        };
-        let comm = str_of(v, "comm").unwrap_or("?").to_owned();
-        let tid = v
-            .get("tid")
-            .and_then(Value::as_u64)
-            .map_or(pid, |t| t as u32);
-        let mono = v.get("mono_ns").and_then(Value::as_u64).unwrap_or(0);
-        let args = |keys: &[&str]| -> Vec<DebugAnnotation> {
-            keys.iter()
-                .filter_map(|k| annotation(k, v.get(*k).unwrap_or(&Value::Null)))
-                .collect()
-        };
-        match t {
-            "cuda" => {
-                // The return carries the call's start and duration.
-                if matches!(str_of(v, "phase"), Some("return" | "unfinished")) {
-                    let track = self.thread(pid, tid, &comm);
-                    let start = v.get("start_ns").and_then(Value::as_u64).unwrap_or(mono);
-                    let dur = v.get("duration_ns").and_then(Value::as_u64).unwrap_or(0);
-                    let name = str_of(v, "func").unwrap_or("cuda").to_owned();
-                    self.slice(
-                        track,
-                        &name,
-                        start,
-                        dur,
-                        args(&["result", "result_name", "value", "device"]),
-                    );
-                }
-            }
-            "stage" => {
-                let track = self.process(pid, &comm);
-                let name = str_of(v, "name").unwrap_or("?").to_owned();
-                self.instant(track, &name, mono, args(&["stage", "via", "at_ms"]));
-            }
-            "cuinit" => {
-                for g in v
-                    .get("gpus")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    let minor = g.get("minor").and_then(Value::as_u64);
-                    self.gpu_pair(minor, str_of(g, "uuid"));
-                }
-                let track = self.process(pid, &comm);
-                let name = format!("cuInit {}", str_of(v, "result").unwrap_or("?"));
-                self.instant(
-                    track,
-                    &name,
-                    mono,
-                    args(&["text", "class", "curesult", "total_ms"]),
-                );
-            }
-            "fault" => {
-                let track = self.process(pid, &comm);
-                let a = vec![
-                    str_ann("text", str_of(v, "text").unwrap_or("")),
-                    str_ann("class", str_of(v, "class").unwrap_or("")),
-                    str_ann("hint", str_of(v, "hint").unwrap_or("")),
-                ];
-                self.instant(track, "fault", mono, a);
-            }
-            "kernel_log" => {
-                if str_of(v, "comm").is_some() {
-                    let track = self.process(pid, &comm);
-                    let a = vec![str_ann("message", str_of(v, "message").unwrap_or(""))];
-                    let name = v
-                        .pointer("/xid/number")
-                        .and_then(Value::as_u64)
-                        .map_or_else(|| "kernel log".to_owned(), |n| format!("Xid {n}"));
-                    self.instant(track, &name, mono, a);
-                }
-            }
-            "first_context" => {
-                let track = self.process(pid, &comm);
-                let a = vec![
-                    str_ann("text", str_of(v, "text").unwrap_or("")),
-                    str_ann(
-                        "result",
-                        v.pointer("/context/result")
-                            .and_then(Value::as_str)
-                            .unwrap_or(""),
-                    ),
-                ];
-                let name = if v["ok"] == true {
-                    "first context made"
-                } else {
-                    "first context failed"
-                };
-                self.instant(track, name, mono, a);
-            }
-            "signal" => {
-                let track = self.process(pid, &comm);
-                let name = format!(
-                    "{} from {}",
-                    str_of(v, "signal").unwrap_or("signal"),
-                    str_of(v, "sender").unwrap_or("?")
-                );
-                self.instant(
-                    track,
-                    &name,
-                    mono,
-                    args(&["text", "in_flight", "outcome", "stage"]),
-                );
-            }
-            "stall" => {
-                // An instant when reported (the call itself is the slice,
-                // written when it returns).
-                let track = self.thread(pid, tid, &comm);
-                let name = format!("stall: {}", str_of(v, "call").unwrap_or("?"));
-                self.instant(
-                    track,
-                    &name,
-                    mono,
-                    args(&["text", "state", "wchan", "elapsed_s"]),
-                );
-            }
-            "proc" => {
-                let op = str_of(v, "op").unwrap_or("");
-                if matches!(op, "signal_delivered" | "exit" | "exec" | "fork") {
-                    let target = v
-                        .get("target_tid")
-                        .and_then(Value::as_u64)
-                        .map_or(tid, |t| t as u32);
-                    let track = if op == "signal_delivered" {
-                        self.thread(pid, target, &comm)
-                    } else {
-                        self.process(pid, &comm)
-                    };
-                    let name = match op {
-                        "signal_delivered" => {
-                            format!("{} delivered", str_of(v, "signal").unwrap_or("signal"))
-                        }
-                        _ => op.to_owned(),
-                    };
-                    self.instant(track, &name, mono, args(&["target_pid", "exit", "action"]));
-                }
-            }
-            _ => {
-                let Some(name) = nvprobe_model::diff::call_label(v) else {
-                    return;
-                };
-                let start = v.get("start_ns").and_then(Value::as_u64).unwrap_or(mono);
-                let dur = v.get("duration_ns").and_then(Value::as_u64).unwrap_or(0);
-                let mut a = Vec::new();
-                let status = v
-                    .pointer("/status/name")
-                    .and_then(Value::as_str)
-                    .or_else(|| str_of(v, "errno"))
-                    .unwrap_or(if v["ok"] == false { "failed" } else { "ok" });
-                a.extend(annotation("result", &Value::from(status)));
-                a.extend(annotation("ok", &v["ok"]));
-                a.extend(annotation(
-                    "device",
-                    v.pointer("/device/node").unwrap_or(&Value::Null),
-                ));
-                a.extend(annotation("fd", v.get("fd").unwrap_or(&Value::Null)));
-                if let Some(obj) = v.get("args").and_then(Value::as_object) {
-                    for (k, x) in obj {
-                        a.extend(annotation(&format!("args.{k}"), x));
-                    }
-                }
-                let track = self.thread(pid, tid, &comm);
-                self.slice(track, &name, start, dur, a.clone());
-                if let Some(gpu) = gpu_of(v) {
-                    self.gpu_slice(gpu, (pid, tid, &comm), (name, start, dur, a));
-                }
-            }
-        }
-    }
-
     /// Write the trace: the track descriptors, then every event in time
     /// order (an END before a BEGIN at the same time, so that back-to-back
     /// calls do not nest).
@@ -795,7 +572,3 @@ impl Exporter {
         Ok(self.stats)
     }
 }
-
-#[cfg(test)]
-#[path = "perfetto_tests.rs"]
-mod tests;

@@ -108,7 +108,7 @@ fn bad_lines_are_counted_and_named_and_the_rest_decoded() {
     bad.extend_from_slice(lines[0]);
     bad.push(b'\n');
     // Line 2 on: the wrong shapes, then the rest of the recording.
-    let shapes: [&[u8]; 9] = [
+    let shapes: [&[u8]; 10] = [
         b"[1,2,3]",
         b"{}",
         b"{\"type\":\"ioctl\",\"raw\":5}",
@@ -118,12 +118,14 @@ fn bad_lines_are_counted_and_named_and_the_rest_decoded() {
         b"\xff\xfe not text",
         b"{\"type\":\"ioctl\"}",
         b"{\"v\":1,\"type\":\"from_a_newer_nvprobe\"}",
+        // An event recorded without --raw: read as recorded.
+        br#"{"type":"open","pid":9,"tid":9,"comm":"a","uid":0,"syscall":"openat","path":"/dev/nvidiactl","flags":"O_RDWR","start_ns":1,"duration_ns":1,"ret":-2,"errno":"ENOENT","ok":false}"#,
     ];
     for s in shapes {
         bad.extend_from_slice(s);
         bad.push(b'\n');
     }
-    // Line 11: 2 MiB without a newline's end in sight, then one.
+    // Line 12: 2 MiB without a newline's end in sight, then one.
     bad.extend(std::iter::repeat_n(b'x', 2 << 20));
     bad.push(b'\n');
     for l in &lines[1..] {
@@ -142,7 +144,8 @@ fn bad_lines_are_counted_and_named_and_the_rest_decoded() {
         (6, "not an nvprobe record: no \"type\""),
         (7, "not UTF-8 text"),
         (8, "not UTF-8 text"),
-        (11, "a line of 2097152 bytes, longer than 1048576: skipped"),
+        (9, "bad recorded event: missing field `fd`"),
+        (12, "a line of 2097152 bytes, longer than 1048576: skipped"),
     ] {
         let line = format!("{}:{n}: {what}", p.display());
         assert!(r.stderr.contains(&line), "no {line:?} in\n{}", r.stderr);
@@ -159,7 +162,8 @@ fn bad_lines_are_counted_and_named_and_the_rest_decoded() {
         r.stderr
     );
     assert!(!r.stderr.contains(":10:"), "{}", r.stderr);
-    assert!(r.stderr.contains("8 line(s) of"), "{}", r.stderr);
+    assert!(!r.stderr.contains(":11:"), "{}", r.stderr);
+    assert!(r.stderr.contains("9 line(s) of"), "{}", r.stderr);
     assert!(
         r.stderr
             .contains("recording written whole by `nvprobe watch --json --raw`"),
@@ -173,11 +177,11 @@ fn bad_lines_are_counted_and_named_and_the_rest_decoded() {
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .find(|v| v["type"] == "summary")
         .expect("a summary");
-    assert_eq!(summary["decode_errors"], 8, "{summary}");
+    assert_eq!(summary["decode_errors"], 9, "{summary}");
     assert_eq!(
         summary_events(&r.stdout),
-        want,
-        "the good lines all decoded"
+        want + 1,
+        "the good lines all decoded, and the recorded open read"
     );
     for l in r.stdout.lines() {
         serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("{e}: {l}"));

@@ -10,16 +10,13 @@
 use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
-use serde_json::Value;
 
 use crate::replay::Item;
 
 mod fact;
-mod recorded;
 pub mod typed;
 
 pub use fact::{CallFact, Fact};
-pub use recorded::call_label;
 
 /// Steps kept per process (a start-up makes a few hundred calls; a long
 /// run is cut, and the diff says so).
@@ -86,13 +83,6 @@ pub struct Collector {
 }
 
 impl Collector {
-    /// One recorded line (a recording made without --raw).
-    pub fn record(&mut self, v: &Value) {
-        if let Some((pid, comm, fact)) = Fact::of_recorded(v) {
-            self.push(pid, &comm, fact);
-        }
-    }
-
     /// One item of the replay's typed stream.
     pub fn item(&mut self, item: &Item<'_>) {
         if let Some((pid, comm, fact)) = Fact::of_item(item) {

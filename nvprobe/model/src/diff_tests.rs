@@ -1,5 +1,4 @@
 //! Tests of the diff (diff.rs): alignment, naming, GPUs.
-use super::recorded::{call_name, result_of};
 use super::*;
 
 fn side(label: &str, calls: &[(&str, &str)]) -> Side {
@@ -131,19 +130,35 @@ fn gpus_align_by_the_order_each_side_used_them() {
 
 #[test]
 fn calls_are_named_without_handles() {
-    let v: Value = serde_json::json!({"type": "ioctl", "pid": 7, "name": "NV_ESC_RM_CONTROL",
+    let ev = |v: serde_json::Value| crate::decode::recorded(v).expect("an event");
+    let p = serde_json::json!({"pid": 7, "tid": 7, "comm": "a", "uid": 0});
+    let mut v = serde_json::json!({"type": "ioctl", "fd": 3, "name": "NV_ESC_RM_CONTROL",
+        "device": {"major": 195, "minor": 255, "kind": "ctl"}, "request": "0xc020462a",
+        "family": "escape", "size": 32, "start_ns": 5, "duration_ns": 1000, "ret": 0,
         "args": {"hClient": "0xc1d0001b", "control": "0x101", "control_name": "NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION"},
-        "status": {"name": "NV_OK"}, "ok": true, "start_ns": 5, "duration_ns": 1000});
+        "status": {"code": "0x0", "name": "NV_OK", "offset": 28, "layout": "stable"}, "ok": true});
+    let mut o = serde_json::json!({"type": "open", "syscall": "openat", "path": "/dev/nvidia-uvm",
+        "flags": "O_RDWR", "start_ns": 5, "duration_ns": 1, "ret": 4, "fd": 4,
+        "device": {"major": 1, "minor": 3, "kind": "none"}, "ok": true});
+    let mut c = serde_json::json!({"type": "close", "syscall": "close", "fd": 4,
+        "device": {"major": 1, "minor": 3, "kind": "none"}, "start_ns": 5, "duration_ns": 1, "ret": 0, "ok": true});
+    for x in [&mut v, &mut o, &mut c] {
+        x.as_object_mut()
+            .expect("object")
+            .extend(p.as_object().expect("object").clone());
+    }
+    let (v, o, c) = (ev(v), ev(o), ev(c));
     assert_eq!(
-        call_name(&v).as_deref(),
+        typed::call_name(&v).as_deref(),
         Some("ioctl NV_ESC_RM_CONTROL NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION")
     );
-    assert_eq!(result_of(&v), "NV_OK");
-    let o: Value = serde_json::json!({"type": "open", "pid": 7, "path": "/dev/nvidia-uvm", "device": {"kind": "none"}, "ok": true});
-    assert_eq!(call_name(&o).as_deref(), Some("open /dev/nvidia-uvm"));
-    assert_eq!(result_of(&o), "ok, device none");
-    let c: Value = serde_json::json!({"type": "close", "pid": 7});
-    assert_eq!(call_name(&c), None);
+    assert_eq!(typed::result(&v), "NV_OK");
+    assert_eq!(
+        typed::call_name(&o).as_deref(),
+        Some("open /dev/nvidia-uvm")
+    );
+    assert_eq!(typed::result(&o), "ok, device none");
+    assert_eq!(typed::call_name(&c), None);
 }
 
 /// Issue 23, item 1: what a recording holds (a process name, a path, a

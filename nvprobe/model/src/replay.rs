@@ -68,8 +68,9 @@ pub enum Line {
     },
     /// A kernel record to decode again.
     Kernel { mono_ns: u64, bytes: Vec<u8> },
-    /// A kernel event recorded without `--raw` (only its decoded fields).
-    KernelWithoutRaw,
+    /// A kernel event recorded without `--raw`: its decoded fields, read
+    /// back into the event decoding made.
+    Recorded { mono_ns: u64, event: Box<Event> },
     /// A record nvprobe makes again (a stage, a verdict, a note).
     Made,
     /// A record of a newer nvprobe (its envelope, a type unknown here).
@@ -152,7 +153,13 @@ impl Line {
                 .as_str()
                 .is_some_and(|t| crate::render::schema::kernel_types().contains(t)) =>
             {
-                return Line::KernelWithoutRaw;
+                return match decode::recorded(v) {
+                    Ok(ev) => Line::Recorded {
+                        mono_ns: mono.unwrap_or_else(|| ev.span().0),
+                        event: Box::new(ev),
+                    },
+                    Err(why) => Line::Bad(why),
+                };
             }
             None => return Line::Made,
         };
@@ -315,7 +322,7 @@ pub struct Replayed {
     pub bad_count: u64,
     /// (line number, why) of the first [`BAD_KEPT`] of them.
     pub bad: Vec<(u64, String)>,
-    /// Kernel events recorded without `--raw`.
+    /// Kernel events recorded without `--raw`, read as recorded.
     pub without_raw: u64,
     /// Records of a newer nvprobe, skipped.
     pub newer: u64,
@@ -374,8 +381,7 @@ impl Model {
             .get_or_insert_with(|| Context::new(decode::version::VersionCtx::from_version(force)))
     }
 
-    /// A kernel record: decoded again, kept or left out by `keep`, handed
-    /// on with the records it makes; false once `on` said stop.
+    /// A kernel record: decoded again, then as [`Model::event`].
     fn kernel(
         &mut self,
         (mono_ns, lineno): (u64, u64),
@@ -387,22 +393,34 @@ impl Model {
     ) -> bool {
         let c = self.begin(None, done);
         match decode::decode(bytes, c) {
-            Ok(mut ev) => {
-                if !keep(&mut ev) {
-                    return true;
-                }
-                *last_ns = (*last_ns).max(mono_ns);
-                let mut going = on(mono_ns, Item::Event(&ev));
-                let mut recs = Vec::new();
-                self.corr.observe(&ev, &mut recs);
-                going &= emit(mono_ns, &mut recs, on);
-                going
-            }
+            Ok(ev) => self.event(mono_ns, ev, keep, on, last_ns),
             Err(e) => {
                 done.undecodable += 1;
                 on(mono_ns, Item::Undecodable(lineno, &e))
             }
         }
+    }
+
+    /// An event (decoded again, or read as recorded): kept or left out by
+    /// `keep`, handed on with the records it makes; false once `on` said
+    /// stop.
+    fn event(
+        &mut self,
+        mono_ns: u64,
+        mut ev: Event,
+        keep: &mut impl FnMut(&mut decode::Event) -> bool,
+        on: &mut impl FnMut(u64, Item<'_>) -> bool,
+        last_ns: &mut u64,
+    ) -> bool {
+        if !keep(&mut ev) {
+            return true;
+        }
+        *last_ns = (*last_ns).max(mono_ns);
+        let mut going = on(mono_ns, Item::Event(&ev));
+        let mut recs = Vec::new();
+        self.corr.observe(&ev, &mut recs);
+        going &= emit(mono_ns, &mut recs, on);
+        going
     }
 }
 
@@ -479,7 +497,11 @@ pub fn replay_until(
             }
             Line::Bad(why) => done.bad(lineno, why),
             Line::Newer => done.newer += 1,
-            Line::KernelWithoutRaw => done.without_raw += 1,
+            Line::Recorded { mono_ns, event } => {
+                done.without_raw += 1;
+                m.begin(None, &mut done);
+                going = m.event(mono_ns, *event, &mut keep, &mut on, &mut last_ns);
+            }
             Line::Start { .. } | Line::BadStart { .. } if m.ctx.is_some() => {
                 done.second_start.get_or_insert(lineno);
             }

@@ -136,7 +136,7 @@ pub fn run(a: DecodeArgs) -> Result<(), Fail> {
     if r.without_raw > 0 {
         let _ = writeln!(
             io::stderr(),
-            "nvprobe: {} event(s) had no raw record and were skipped: record with `watch --json --raw` to decode again",
+            "nvprobe: note: {} event(s) had no raw record and were read as recorded (decoded by the nvprobe that recorded them); record with `watch --json --raw` to have each decoded again by this one",
             r.without_raw
         );
     }

@@ -1,7 +1,7 @@
 //! `nvprobe diff A B`: two start-ups side by side (nvprobe_model::diff).
-//! Each recording is decoded again by the model's replay (so both sides
-//! get this nvprobe's names, stages and verdicts); a recording made
-//! without `--raw` is read as it was written.
+//! Each recording is read by the model's replay (decoded again, or,
+//! recorded without `--raw`, its events as written), so both sides get
+//! this nvprobe's stages and verdicts.
 
 use std::{
     io::{self, BufRead, BufReader, Write},
@@ -11,15 +11,15 @@ use std::{
 use clap::Args;
 use nvprobe_model::{
     diff::{Collector, Side, diff},
-    replay::{self, Item, Read, read_line},
+    replay::{self, Item},
 };
 
 use super::common::Fail;
 
 #[derive(Args)]
 pub struct DiffArgs {
-    /// The recording that works (`nvprobe watch --json --raw`; without
-    /// --raw it is read as recorded).
+    /// The recording that works (`nvprobe watch --json`; with --raw its
+    /// calls are decoded again, without it they are read as recorded).
     pub a: PathBuf,
     /// The recording to compare with it.
     pub b: PathBuf,
@@ -37,28 +37,21 @@ pub struct DiffArgs {
     pub all: bool,
 }
 
-/// What takes a recording one record at a time: the replay's typed
-/// items, or (a recording made without --raw) the recorded JSON.
+/// What takes a recording one item at a time, as the model's replay
+/// hands them on.
 pub(super) trait Records: Default {
     fn item(&mut self, mono_ns: u64, item: &Item<'_>);
-    fn record(&mut self, v: &serde_json::Value);
 }
 
 impl Records for Collector {
     fn item(&mut self, _: u64, item: &Item<'_>) {
         Collector::item(self, item);
     }
-    fn record(&mut self, v: &serde_json::Value) {
-        Collector::record(self, v);
-    }
 }
 
 impl Records for nvprobe::perfetto::Exporter {
     fn item(&mut self, mono_ns: u64, item: &Item<'_>) {
         nvprobe::perfetto::Exporter::item(self, mono_ns, item);
-    }
-    fn record(&mut self, v: &serde_json::Value) {
-        nvprobe::perfetto::Exporter::record(self, v);
     }
 }
 
@@ -78,33 +71,17 @@ fn load(path: &Path, label: &str, pid: Option<u32>) -> Result<(Side, u64), Fail>
     Ok((side, bad))
 }
 
-/// The recording at `path` decoded again by this nvprobe's model (or,
-/// recorded without --raw, its records as written), fed to an `R`; and how
-/// many of its lines were not records (each named on stderr, the first
-/// hundred).
+/// The recording at `path` read by this nvprobe's model (decoded again,
+/// or, recorded without --raw, its events as written), fed to an `R`; and
+/// how many of its lines were not records (each named on stderr, the
+/// first hundred).
 pub(super) fn decoded<R: Records>(path: &Path) -> Result<(R, u64), Fail> {
     let name = path.display().to_string();
     let mut c = R::default();
     let done = replay::replay(open(path)?, None, |t, item| c.item(t, &item))
         .map_err(|e| Fail(1, anyhow::anyhow!("reading {name}: {e}")))?;
     nvprobe::pipeline::replay::say_bad_lines(&name, &done, done.bad.len());
-    let bad = done.bad_count + done.undecodable;
-    if done.without_raw == 0 {
-        return Ok((c, bad));
-    }
-    // Recorded without --raw: the decoded records as they were written.
-    let mut c = R::default();
-    let mut lines = open(path)?;
-    let mut line = Vec::new();
-    while read_line(&mut lines, &mut line)
-        .map_err(|e| Fail(2, anyhow::anyhow!("reading {name}: {e}")))?
-        != Read::End
-    {
-        if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&line) {
-            c.record(&v);
-        }
-    }
-    Ok((c, bad))
+    Ok((c, done.bad_count + done.undecodable))
 }
 
 pub fn run(a: DiffArgs) -> Result<(), Fail> {

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{args::Args, version::LayoutBasis};
 
@@ -29,6 +29,15 @@ macro_rules! named_enum {
         impl std::fmt::Display for $name {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str(self.as_str())
+            }
+        }
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+                match &*s {
+                    $($s => Ok(Self::$v),)+
+                    other => Err(serde::de::Error::unknown_variant(other, &[$($s),+])),
+                }
             }
         }
         impl schemars::JsonSchema for $name {
@@ -132,11 +141,16 @@ pub enum Call {
     Unknown,
 }
 
+/// A name of a decode table's (read back from a recording: interned, see
+/// `intern.rs`). An alias, so that serde's derive does not borrow it from
+/// the input as it does a field written `&'static str`.
+pub type Name = &'static str;
+
 fn hex_u32<S: serde::Serializer>(v: &u32, s: S) -> Result<S::Ok, S::Error> {
     s.collect_str(&format_args!("{v:#x}"))
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema, PartialEq, Eq)]
 pub struct Proc {
     pub pid: u32,
     pub tid: u32,
@@ -149,7 +163,7 @@ pub struct Proc {
     pub uid: u32,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema, PartialEq, Eq)]
 pub struct Device {
     pub major: u32,
     pub minor: u32,
@@ -161,14 +175,21 @@ pub struct Device {
     pub extra: bool,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema, PartialEq, Eq)]
 pub struct Status {
     /// The NV_STATUS value (in JSON: hex, "0x1f").
-    #[serde(serialize_with = "hex_u32")]
+    #[serde(
+        serialize_with = "hex_u32",
+        deserialize_with = "super::intern::hex_u32"
+    )]
     #[schemars(with = "String")]
     pub code: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub name: Option<&'static str>,
+    #[serde(
+        default,
+        deserialize_with = "super::intern::static_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub name: Option<Name>,
     pub offset: u32,
     pub layout: LayoutBasis,
 }
@@ -181,25 +202,35 @@ impl Status {
     }
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema, PartialEq, Eq)]
 pub struct Xfer {
     /// The wrapped command word (in JSON: hex).
-    #[serde(serialize_with = "hex_u32")]
+    #[serde(
+        serialize_with = "hex_u32",
+        deserialize_with = "super::intern::hex_u32"
+    )]
     #[schemars(with = "String")]
     pub cmd: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub name: Option<&'static str>,
+    #[serde(
+        default,
+        deserialize_with = "super::intern::static_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub name: Option<Name>,
     pub size: u32,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 pub struct Ioctl {
     #[serde(flatten)]
     pub proc: Proc,
     pub fd: i32,
     pub device: Device,
     /// The raw command word (in JSON: hex, "0xc0204600").
-    #[serde(serialize_with = "hex_u32")]
+    #[serde(
+        serialize_with = "hex_u32",
+        deserialize_with = "super::intern::hex_u32"
+    )]
     #[schemars(with = "String")]
     pub request: u32,
     pub family: Family,
@@ -207,8 +238,12 @@ pub struct Ioctl {
     /// `name` and `xfer` say it there).
     #[serde(skip)]
     pub call: Call,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub name: Option<&'static str>,
+    #[serde(
+        default,
+        deserialize_with = "super::intern::static_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub name: Option<Name>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub xfer: Option<Xfer>,
     /// Size of the parameter struct.
@@ -230,17 +265,22 @@ pub struct Ioctl {
     pub ok: bool,
     /// "driver" when the driver layer's kprobe on the module's ioctl entry
     /// point made the record (then `fd` is -1: unknown there).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub via: Option<&'static str>,
+    #[serde(
+        default,
+        deserialize_with = "super::intern::static_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub via: Option<Name>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub raw: Option<String>,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 pub struct PathCall {
     #[serde(flatten)]
     pub proc: Proc,
-    pub syscall: &'static str,
+    #[serde(deserialize_with = "super::intern::static_str")]
+    pub syscall: Name,
     pub path: String,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub path_truncated: bool,
@@ -270,11 +310,12 @@ pub struct PathCall {
     pub raw: Option<String>,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 pub struct FdCall {
     #[serde(flatten)]
     pub proc: Proc,
-    pub syscall: &'static str,
+    #[serde(deserialize_with = "super::intern::static_str")]
+    pub syscall: Name,
     pub fd: i32,
     pub device: Device,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -289,7 +330,7 @@ pub struct FdCall {
     pub raw: Option<String>,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 pub struct MmapCall {
     #[serde(flatten)]
     pub proc: Proc,
@@ -311,7 +352,7 @@ pub struct MmapCall {
 }
 
 /// exec, exit or a signal of a process that uses NVIDIA devices.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 pub struct ProcCall {
     /// The current task: the exiting or exec'ing process, the signal's
     /// sender (op "signal") or its receiver (op "signal_delivered").
@@ -361,11 +402,12 @@ pub struct ProcCall {
 }
 
 /// A libcuda call seen by its uprobe.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 pub struct CudaCall {
     #[serde(flatten)]
     pub proc: Proc,
-    pub func: &'static str,
+    #[serde(deserialize_with = "super::intern::static_str")]
+    pub func: Name,
     /// The function's number (`nvprobe_common::CUDA_API`; `func` names it).
     #[serde(skip)]
     pub func_id: u32,
@@ -376,8 +418,12 @@ pub struct CudaCall {
     /// CUresult (return).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub result: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub result_name: Option<&'static str>,
+    #[serde(
+        default,
+        deserialize_with = "super::intern::static_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub result_name: Option<Name>,
     /// cuInit's flags (enter).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub flags: Option<u64>,
@@ -400,13 +446,15 @@ pub struct CudaCall {
 
 /// A function inside the NVIDIA modules or the kernel's HMM code, seen by
 /// the driver layer (kprobe at entry, kretprobe at return).
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 pub struct DriverCall {
     #[serde(flatten)]
     pub proc: Proc,
-    pub function: &'static str,
+    #[serde(deserialize_with = "super::intern::static_str")]
+    pub function: Name,
     /// nvidia, nvidia_uvm or vmlinux.
-    pub module: &'static str,
+    #[serde(deserialize_with = "super::intern::static_str")]
+    pub module: Name,
     pub start_ns: u64,
     pub duration_ns: u64,
     /// The raw return value.
@@ -429,7 +477,7 @@ pub struct DriverCall {
 }
 
 /// A decoded kernel record.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
     Ioctl(Ioctl),
@@ -482,6 +530,18 @@ impl Event {
             Event::Proc(p) => p.op != ProcKind::CallFailed,
             Event::Cuda(e) => e.phase != CudaPhase::Unfinished && e.result.is_none_or(|r| r == 0),
             Event::Driver(e) => e.ok,
+        }
+    }
+    /// The raw record's hex, when it was kept.
+    pub fn raw_mut(&mut self) -> &mut Option<String> {
+        match self {
+            Event::Ioctl(e) => &mut e.raw,
+            Event::Open(e) | Event::Stat(e) | Event::Access(e) | Event::Mknod(e) => &mut e.raw,
+            Event::Close(e) | Event::Dup(e) => &mut e.raw,
+            Event::Mmap(e) => &mut e.raw,
+            Event::Proc(e) => &mut e.raw,
+            Event::Cuda(e) => &mut e.raw,
+            Event::Driver(e) => &mut e.raw,
         }
     }
     pub fn type_name(&self) -> &'static str {

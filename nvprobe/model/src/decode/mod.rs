@@ -16,8 +16,10 @@ pub mod escape;
 mod escape_args;
 mod event;
 mod files;
+mod intern;
 mod ioctl;
 mod process;
+mod read;
 pub mod rmparams;
 pub mod rmtable;
 pub mod signal;
@@ -39,7 +41,9 @@ pub use self::{
     },
     event::*,
     files::node_kind,
+    intern::intern,
     ioctl::raw_call_name,
+    read::recorded,
 };
 
 /// Decode one raw ring-buffer record.

@@ -1,20 +1,14 @@
-//! What the diff keeps of one record, however it was read.
+//! What the diff keeps of one item of the replay.
 
-use serde_json::Value;
-
-use super::{
-    recorded::{call_name, detail_of, gpu_node, result_of, str_of},
-    typed,
-};
+use super::typed;
 use crate::{
     correlate::{Class, Record},
     decode::Event,
     replay::Item,
 };
 
-/// What the collector keeps of one record, however it was read: from the
-/// replay's typed stream ([`Fact::of_item`]) or, for a recording made
-/// without --raw, from the JSON it holds ([`Fact::of_recorded`]).
+/// What the collector keeps of one item of the replay's typed stream
+/// ([`Fact::of_item`]), whether the recording was made with --raw or not.
 #[derive(Debug, PartialEq)]
 pub enum Fact {
     /// A record of the process that is none of the below (its identity, a
@@ -49,61 +43,6 @@ pub struct CallFact {
 }
 
 impl Fact {
-    /// A recorded line's fields: (pid, comm, what it is).
-    pub fn of_recorded(v: &Value) -> Option<(u32, String, Fact)> {
-        if str_of(v, "type") == Some("kernel_log") {
-            // A kernel-log line names a process only when the driver did.
-            let pid = v.get("pid").and_then(Value::as_u64).unwrap_or(0) as u32;
-            return Some((pid, str_of(v, "comm").unwrap_or("").to_owned(), Fact::Seen));
-        }
-        let pid = v.get("pid").and_then(Value::as_u64).map(|p| p as u32)?;
-        let comm = str_of(v, "comm").unwrap_or("?").to_owned();
-        let t = str_of(v, "type").unwrap_or("");
-        let fact = match t {
-            "stage" => match (
-                str_of(v, "stage"),
-                str_of(v, "name"),
-                v.get("at_ms").and_then(Value::as_f64),
-            ) {
-                (Some(s), Some(n), Some(at)) => Fact::Stage {
-                    stage: s.to_owned(),
-                    name: n.to_owned(),
-                    at_ms: at,
-                },
-                _ => Fact::Seen,
-            },
-            "first_context" => Fact::Seen,
-            "cuinit" => Fact::Verdict {
-                result: str_of(v, "result").unwrap_or("?").to_owned(),
-                text: str_of(v, "text").unwrap_or("").to_owned(),
-                cuda: str_of(v, "class") == Some("cuda"),
-            },
-            _ => match call_name(v) {
-                None => Fact::Seen,
-                Some(call) => Fact::Call(CallFact {
-                    call,
-                    result: result_of(v),
-                    ok: v["ok"] != false && v["op"] != "call_failed",
-                    start_ns: v
-                        .get("start_ns")
-                        .or_else(|| v.get("time_ns"))
-                        .and_then(Value::as_u64)
-                        .unwrap_or(0),
-                    duration_ns: v.get("duration_ns").and_then(Value::as_u64).unwrap_or(0),
-                    ioctl: (t == "ioctl").then(|| {
-                        let registered = (v["name"] == "UVM_REGISTER_GPU" && v["ok"] == true)
-                            .then(|| v.pointer("/args/gpu_uuid").and_then(Value::as_str))
-                            .flatten()
-                            .map(str::to_owned);
-                        (gpu_node(v), registered)
-                    }),
-                    detail: detail_of(v),
-                }),
-            },
-        };
-        Some((pid, comm, fact))
-    }
-
     /// An item of the replay: (pid, comm, what it is).
     pub fn of_item(item: &Item<'_>) -> Option<(u32, String, Fact)> {
         Some(match item {

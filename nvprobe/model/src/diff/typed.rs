@@ -1,8 +1,6 @@
 //! What a decoded event is, read from its types: the names a step and a
-//! Perfetto slice carry, its result, its GPU. The JSON readers beside them
-//! (`super::call_label`, …) say the same of a recording made without
-//! --raw, where the recorded JSON is all there is; a test holds the two to
-//! the same answers on every fixture.
+//! Perfetto slice carry, its result, its GPU (a recording made without
+//! --raw is read into the same types: decode/read.rs).
 
 use crate::decode::{Device, DeviceKind, Event, ProcKind};
 
