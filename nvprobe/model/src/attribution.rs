@@ -266,6 +266,65 @@ pub struct Access {
     pub label: Option<String>,
 }
 
+/// One cgroup v1 `devices.list` entry as numbers ("c 195:* rwm": char
+/// devices, major 195, any minor, read, write, mknod).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DevRule {
+    /// `a`: every device.
+    pub all: bool,
+    /// `c`: character devices (else block devices).
+    pub char_dev: bool,
+    /// None: `*`.
+    pub major: Option<u32>,
+    pub minor: Option<u32>,
+    /// It allows reading or writing (`r` or `w`, not only `m`).
+    pub read_or_write: bool,
+}
+
+impl DevRule {
+    /// An entry as the kernel writes it; None when it is not one.
+    pub fn parse(entry: &str) -> Option<Self> {
+        let mut f = entry.split_whitespace();
+        let (kind, dev, perm) = (f.next()?, f.next()?, f.next()?);
+        let num = |x: &str| {
+            if x == "*" {
+                Ok(None)
+            } else {
+                x.parse().map(Some)
+            }
+        };
+        let (maj, min) = dev.split_once(':').unwrap_or((dev, "*"));
+        Some(Self {
+            all: kind == "a",
+            char_dev: kind == "c",
+            major: num(maj).ok()?,
+            minor: num(min).ok()?,
+            read_or_write: perm.contains('r') || perm.contains('w'),
+        })
+    }
+}
+
+impl Access {
+    /// `devices_list`'s entries as numbers (those that parse).
+    pub fn device_rules(&self) -> Vec<DevRule> {
+        self.devices_list
+            .iter()
+            .filter_map(|l| DevRule::parse(l))
+            .collect()
+    }
+    /// The device number of the node at `path`, as the process saw it.
+    pub fn node_devno(&self, path: &str) -> Option<(u32, u32)> {
+        let r = self
+            .nodes
+            .iter()
+            .find(|n| n.path == path)?
+            .rdev
+            .as_deref()?;
+        let (a, b) = r.split_once(':')?;
+        Some((a.parse().ok()?, b.parse().ok()?))
+    }
+}
+
 /// One node as the process sees it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]

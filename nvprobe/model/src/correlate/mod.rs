@@ -542,7 +542,7 @@ impl Correlator {
         let exit = Exit::of_code(p.exit_code.unwrap_or(0));
         self.faults.ended(pid, exit, p.time_ns);
         // A helper such as nvidia-modprobe: tell its parent how it ended.
-        if p.proc.comm == "nvidia-modprobe"
+        if crate::decode::is_nvidia_modprobe(&p.proc.comm)
             && let Some((ppid, _)) = self.procs.get(&pid).and_then(|s| s.parent)
             && let Some(parent) = self.procs.get_mut(&ppid)
         {

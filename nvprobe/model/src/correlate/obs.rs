@@ -132,10 +132,12 @@ impl Obs {
                     )
                     && i.args.known().class.is_some_and(class::is_memory),
             },
-            Event::Open(p) if p.device.is_none() && is_libcuda_path(&p.path) => ObsKind::LibLoad {
-                path: p.path.clone(),
-                failure: (!p.ok).then(|| CallResult::Errno(errno_of(p.ret))),
-            },
+            Event::Open(p) if p.device.is_none() && crate::decode::is_libcuda_path(&p.path) => {
+                ObsKind::LibLoad {
+                    path: p.path.clone(),
+                    failure: (!p.ok).then(|| CallResult::Errno(errno_of(p.ret))),
+                }
+            }
             Event::Open(p) | Event::Stat(p) | Event::Access(p) | Event::Mknod(p) => {
                 path_kind(ev, p, stage)
             }
@@ -193,10 +195,7 @@ fn path_kind(ev: &Event, p: &PathCall, stage: Option<usize>) -> ObsKind {
         opened_device: matches!(ev, Event::Open(_)) && p.ok && p.device.is_some() && !p.creates,
         // /dev/char/195:N links are refreshed opportunistically by
         // libcuda, and numa_status is probed; their absence is normal.
-        problem: (!p.ok
-            && !p.path.starts_with("/dev/char/")
-            && !p.path.starts_with("/proc/driver/nvidia/gpus/"))
-        .then(|| {
+        problem: (!p.ok && !crate::decode::absence_is_normal(&p.path)).then(|| {
             (
                 p.path.clone(),
                 PathWhy::of(p, matches!(ev, Event::Mknod(_))),
@@ -204,14 +203,6 @@ fn path_kind(ev: &Event, p: &PathCall, stage: Option<usize>) -> ObsKind {
         }),
         open_path: stage.map(|_| p.path.clone()),
     }
-}
-
-/// Whether the last component of `path` names a libcuda (`libcuda.so`,
-/// `libcuda.so.1`, `libcuda.so.580.159.04`).
-pub fn is_libcuda_path(path: &str) -> bool {
-    path.rsplit('/')
-        .next()
-        .is_some_and(|b| b.starts_with("libcuda.so"))
 }
 
 /// The GPU a call names: the minor of a /dev/nvidiaN call, or the UUID

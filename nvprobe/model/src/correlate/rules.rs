@@ -174,7 +174,7 @@ fn stub_library(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
             .as_ref()
             .and_then(|i| i.libcuda.iter().find(|l| l.stub))
             .map(|l| l.path.as_str())
-            .or_else(|| f.st.lib_loaded().filter(|p| p.contains("/stubs/")));
+            .or_else(|| f.st.lib_loaded().filter(|p| crate::decode::is_stub_path(p)));
     let returned = matches!(f.st.curesult, Some((34, _)));
     if !returned && stub.is_none() {
         return;
@@ -369,7 +369,9 @@ fn node_problem_id(f: &Facts<'_>, path: &str, why: &PathWhy, errno: Option<i32>)
         // cgroup EPERM (devcgroup_inode_permission), a seccomp filter
         // whatever its profile says.
         DiagId::NotPermitted
-    } else if matches!(errno, Some(libc::ENXIO | libc::ENODEV)) && path.starts_with("/dev/") {
+    } else if matches!(errno, Some(libc::ENXIO | libc::ENODEV))
+        && crate::decode::is_device_path(path)
+    {
         // chrdev_open finds no driver at this device number (ENXIO), or
         // the driver has no device at this minor (ENODEV).
         DiagId::NodeStale

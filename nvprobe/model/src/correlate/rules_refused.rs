@@ -5,7 +5,7 @@
 //! cgroup's pids and memory).
 
 use super::{facts::PathWhy, state::ProcInit, table::plural};
-use crate::attribution::{Access, CgroupCount, Limits};
+use crate::attribution::{Access, CgroupCount, DevRule, Limits};
 
 /// Who answered EPERM to a call on `path`: a seccomp filter (any path) or
 /// the device cgroup (a device node), with the facts that decide between
@@ -27,13 +27,15 @@ pub(crate) fn eperm_cause(st: &ProcInit, path: &str) -> String {
         Some(_) => format!("no seccomp filter was in place when nvprobe read the process ({when})"),
         None => String::new(),
     };
-    if !path.starts_with("/dev/") {
+    if !crate::decode::is_device_path(path) {
         return join(
             "not a device, so not the device cgroup: a seccomp filter or sandbox refused it",
             &seccomp,
         );
     }
-    let v1_refuses = !list.is_empty() && !list.iter().any(|l| v1_allows(l, path, access));
+    let node = access.and_then(|a| a.node_devno(path));
+    let rules = access.map(|a| a.device_rules()).unwrap_or_default();
+    let v1_refuses = !list.is_empty() && !rules.iter().any(|r| v1_allows(r, node));
     let cgroup = match (programs, v1_refuses) {
         (_, true) => format!(
             "the cgroup's devices.list allows no NVIDIA device ({})",
@@ -73,33 +75,24 @@ or another sandbox, refused it"
     }
 }
 
-/// Whether one cgroup v1 `devices.list` entry ("c 195:* rwm", "a *:* rwm")
-/// lets the process read or write the node at `path` (its device number
-/// as the process saw it; any NVIDIA char device when it is unknown).
-fn v1_allows(entry: &str, path: &str, access: Option<&crate::attribution::Access>) -> bool {
-    let mut f = entry.split_whitespace();
-    let (Some(kind), Some(dev), Some(perm)) = (f.next(), f.next(), f.next()) else {
-        return false;
-    };
-    if !(perm.contains('r') || perm.contains('w')) {
+/// Whether one cgroup v1 `devices.list` rule lets the process read or
+/// write the node `node` (its device number as the process saw it; any
+/// NVIDIA char device when it is unknown).
+fn v1_allows(rule: &DevRule, node: Option<(u32, u32)>) -> bool {
+    if !rule.read_or_write {
         return false;
     }
-    if kind == "a" {
+    if rule.all {
         return true;
     }
-    if kind != "c" {
+    if !rule.char_dev {
         return false;
     }
-    let (maj, min) = dev.split_once(':').unwrap_or((dev, "*"));
-    let node = access
-        .and_then(|a| a.nodes.iter().find(|n| n.path == path))
-        .and_then(|n| n.rdev.as_deref())
-        .and_then(|r| r.split_once(':'));
-    let matches = |want: &str, have: Option<&str>| want == "*" || have.is_none_or(|h| h == want);
+    let matches = |want: Option<u32>, have: u32| want.is_none_or(|w| w == have);
     match node {
-        Some((nmaj, nmin)) => matches(maj, Some(nmaj)) && matches(min, Some(nmin)),
-        // Unknown node: any entry for the NVIDIA major (195) or any major.
-        None => maj == "*" || maj == "195",
+        Some((maj, min)) => matches(rule.major, maj) && matches(rule.minor, min),
+        // Unknown node: any entry for the NVIDIA major or any major.
+        None => rule.major.is_none_or(|m| m == nvprobe_common::NVIDIA_MAJOR),
     }
 }
 

@@ -198,16 +198,8 @@ impl ProcInit {
 
     /// An nvprobe process: its task name, and its executable when known.
     pub(crate) fn is_nvprobe(&self) -> bool {
-        self.comm == "nvprobe"
-            && self
-                .info
-                .as_ref()
-                .and_then(|i| i.exe.as_deref())
-                .is_none_or(|e| {
-                    e.rsplit('/')
-                        .next()
-                        .is_some_and(|b| b.starts_with("nvprobe"))
-                })
+        let exe = self.info.as_ref().and_then(|i| i.exe.as_deref());
+        crate::decode::is_nvprobe(&self.comm, exe)
     }
 
     /// Killed by a fault (SIGBUS, SIGSEGV) after the loader opened a
@@ -290,6 +282,9 @@ pub struct GpuProgress {
     pub registered_ms: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub register_result: Option<String>,
+    /// Its UVM_REGISTER_GPU failed (`register_result` names how).
+    #[serde(skip)]
+    pub register_failed: bool,
 }
 
 /// How long a start-up whose cuInit succeeded waits for its first

@@ -334,6 +334,7 @@ impl ProcInit {
             g.registered_ms.get_or_insert(at);
         }
         g.register_result = Some(result);
+        g.register_failed = !o.ok;
     }
 
     fn note_failure(&mut self, o: &IoctlObs) {

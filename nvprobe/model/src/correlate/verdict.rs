@@ -4,12 +4,13 @@
 use serde::Serialize;
 
 use super::{
-    facts::Exit,
+    facts::{CallRef, Exit},
     rules,
     stages::StageHit,
     state::{CONTEXT_WAIT_NS, FailedCall, ProcInit, SignalInfo, ms},
     table::{DiagId, Diagnosis},
 };
+use crate::decode::{Call, uvm};
 
 crate::decode::named_enum!(
     /// How a start-up ended.
@@ -125,8 +126,13 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<Exit>) -> CuInit {
             Some(r),
         )
     } else {
-        let (result, text) =
-            driver_only(st, exit, signal.as_ref(), last_stage.as_deref(), &diagnoses);
+        let named = |c: &CallRef| call_named(c, st);
+        let (result, text) = driver_only(
+            st,
+            (exit, signal.as_ref(), last_stage.as_deref()),
+            &diagnoses,
+            &named,
+        );
         (result, text, driver_source(st), None)
     };
     let context_failed = st.context.as_ref().is_some_and(|c| c.code != 0);
@@ -136,7 +142,6 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<Exit>) -> CuInit {
     if context_failed {
         diagnoses.extend(super::rules_context::diagnose(st));
     }
-    let text = with_gpu(answered_by(text, st), st);
     CuInit {
         pid,
         comm: st.comm.clone(),
@@ -173,13 +178,15 @@ fn cuinit_failed(
 ) -> String {
     match &st.last_failure {
         Some(f) => format!(
-            "cuInit returned {r}; the driver call that explains it: {} returned {} (after {})",
-            f.call,
+            "{} {r}; the driver call that explains it: {} returned {} (after {})",
+            cuinit_returned(st),
+            call_named(&f.call, st),
             f.result,
             last_stage.unwrap_or("no stage")
         ),
         None => format!(
-            "cuInit returned {r} after {}{}",
+            "{} {r} after {}{}",
+            cuinit_returned(st),
             last_stage.unwrap_or("no driver call"),
             diagnoses
                 .iter()
@@ -205,18 +212,15 @@ fn driver_source(st: &ProcInit) -> &'static str {
     }
 }
 
-/// A cuInit a preloaded library answered in libcuda's place says so.
-fn answered_by(text: String, st: &ProcInit) -> String {
+/// "cuInit returned", or, where a preloaded library answered in
+/// libcuda's place, who did.
+fn cuinit_returned(st: &ProcInit) -> String {
     match st.interposed {
-        Some((_, _, false)) if st.curesult.is_some() => text.replacen(
-            "cuInit returned",
-            &format!(
-                "cuInit, answered by {} in libcuda's place, returned",
-                super::rules_library::interposer_name(st)
-            ),
-            1,
+        Some((_, _, false)) => format!(
+            "cuInit, answered by {} in libcuda's place, returned",
+            super::rules_library::interposer_name(st)
         ),
-        _ => text,
+        _ => "cuInit returned".to_owned(),
     }
 }
 
@@ -233,7 +237,8 @@ fn after_cuinit(
     // The stage cuInit had reached when it returned (the first context's
     // calls reach later ones).
     let init = format!(
-        "cuInit returned {r} after {}",
+        "{} {r} after {}",
+        cuinit_returned(st),
         st.cuinit_stage
             .as_deref()
             .or(last_stage)
@@ -252,9 +257,7 @@ fn after_cuinit(
                 signal.map_or(String::new(), |s| format!(
                     " (from {}{})",
                     s.sender,
-                    s.during
-                        .as_ref()
-                        .map_or(String::new(), |c| format!(", during {c}"))
+                    during_named(s, st).map_or(String::new(), |c| format!(", during {c}"))
                 ))
             ),
         );
@@ -292,7 +295,8 @@ fn after_cuinit(
                 .as_ref()
                 .map_or(String::new(), |f| format!(
                     "; the driver call that explains it: {} returned {}",
-                    f.call, f.result
+                    call_named(&f.call, st),
+                    f.result
                 ))
         ),
     )
@@ -409,7 +413,7 @@ fn driver_client(
     let text = if fatal {
         // Who killed it, where: as for a CUDA start-up.
         let last = st.last_stage();
-        let (_, t) = driver_only(st, exit, signal, last.as_deref(), &d);
+        let (_, t) = driver_only(st, (exit, signal, last.as_deref()), &d, &|c| c.text());
         format!("{t} (a driver client: no CUDA call)")
     } else {
         format!(
@@ -497,52 +501,53 @@ fn other_class(
     }
 }
 
-/// "… in UVM_REGISTER_GPU" names the GPU: "(GPU-xxxx, minor 5; GPU 6 of 8
-/// seen)".
-fn with_gpu(text: String, st: &ProcInit) -> String {
-    let Some(g) = st
-        .gpus
-        .iter()
-        .find(|g| g.register_result.as_deref().is_some_and(|r| r != "NV_OK"))
-        .or_else(|| {
-            st.gpus
-                .iter()
-                .find(|g| g.uuid.is_some() && g.registered_ms.is_none())
-        })
-    else {
-        return text;
-    };
-    if !text.contains("UVM_REGISTER_GPU") {
-        return text;
+/// A call as a CUDA start-up's verdict names it: UVM_REGISTER_GPU with
+/// the GPU it was for ("UVM_REGISTER_GPU for GPU 6 of 8 (GPU-…,
+/// /dev/nvidia5)").
+fn call_named(c: &CallRef, st: &ProcInit) -> String {
+    match register_gpu(st) {
+        Some(g) if c.is(Call::Uvm(uvm::UVM_REGISTER_GPU)) => format!("{c} for {g}"),
+        _ => c.text(),
     }
-    // "GPU k of n" only where the host's GPU list ties the UUID to a node
-    // (a recording without that list gives the UUID alone).
+}
+
+/// The call a signal landed in, named as [`call_named`] names it.
+fn during_named(s: &SignalInfo, st: &ProcInit) -> Option<String> {
+    s.during_call
+        .map(|c| call_named(&c, st))
+        .or_else(|| s.during.clone())
+}
+
+/// The GPU a UVM_REGISTER_GPU was for: the one whose registration failed,
+/// else one with a UUID never registered (the call still running); "GPU
+/// k of n" only where the host's GPU list ties the UUID to a node (a
+/// recording without that list gives the UUID alone).
+fn register_gpu(st: &ProcInit) -> Option<String> {
+    let g = st.gpus.iter().find(|g| g.register_failed).or_else(|| {
+        st.gpus
+            .iter()
+            .find(|g| g.uuid.is_some() && g.registered_ms.is_none())
+    })?;
     let mut host: Vec<&crate::attribution::HostGpu> = st.host_gpus.iter().collect();
     host.sort_by(|a, b| a.pci.cmp(&b.pci).then(a.minor.cmp(&b.minor)));
     let pos = g.minor.and_then(|m| host.iter().position(|h| h.minor == m));
-    let what = match (&g.uuid, g.minor, pos) {
+    Some(match (&g.uuid, g.minor, pos) {
         (Some(u), Some(m), Some(i)) => {
             format!("GPU {} of {} ({u}, /dev/nvidia{m})", i + 1, host.len())
         }
         (Some(u), _, _) => u.clone(),
         (None, Some(m), _) => format!("/dev/nvidia{m}"),
-        (None, None, _) => return text,
-    };
-    text.replacen(
-        "UVM_REGISTER_GPU",
-        &format!("UVM_REGISTER_GPU for {what}"),
-        1,
-    )
+        (None, None, _) => return None,
+    })
 }
 
 /// The verdict's result and text from the driver calls and the process's
 /// end, when cuInit's own return was not seen.
 fn driver_only(
     st: &ProcInit,
-    exit: Option<Exit>,
-    signal: Option<&SignalInfo>,
-    last_stage: Option<&str>,
+    (exit, signal, last_stage): (Option<Exit>, Option<&SignalInfo>, Option<&str>),
     diagnoses: &[Diagnosis],
+    named: &dyn Fn(&CallRef) -> String,
 ) -> (Outcome, String) {
     let reached_init = st.reached[7];
     match (exit, reached_init) {
@@ -558,7 +563,11 @@ fn driver_only(
                     s.name,
                     s.sender,
                     s.at_ms,
-                    match &s.during {
+                    match s
+                        .during_call
+                        .map(|c| named(&c))
+                        .or_else(|| s.during.clone())
+                    {
                         Some(c) => format!(" in {c}; the call was still running"),
                         None => format!(", at {}", last_stage.unwrap_or("no stage yet")),
                     }
@@ -571,7 +580,7 @@ fn driver_only(
             match &st.last_failure {
                 Some(f) => format!(
                     "{} returned {} after {}",
-                    f.call,
+                    named(&f.call),
                     f.result,
                     last_stage.unwrap_or("no stage")
                 ),

@@ -86,6 +86,30 @@ fn at_flags(f: u32) -> String {
 
 /// The kind of NVIDIA node a path names (`/dev/nvidia-uvm`: uvm), if it
 /// names one.
+/// A path under /dev.
+pub fn is_device_path(path: &str) -> bool {
+    path.starts_with("/dev/")
+}
+
+/// A file under a `stubs` directory: the CUDA toolkit's stub libraries.
+pub fn is_stub_path(path: &str) -> bool {
+    path.contains("/stubs/")
+}
+
+/// A path libcuda probes without needing it: the /dev/char/195:N links it
+/// refreshes opportunistically, a GPU's numa_status.
+pub fn absence_is_normal(path: &str) -> bool {
+    path.starts_with("/dev/char/") || path.starts_with("/proc/driver/nvidia/gpus/")
+}
+
+/// Whether the last component of `path` names a libcuda (`libcuda.so`,
+/// `libcuda.so.1`, `libcuda.so.580.159.04`).
+pub fn is_libcuda_path(path: &str) -> bool {
+    path.rsplit('/')
+        .next()
+        .is_some_and(|b| b.starts_with("libcuda.so"))
+}
+
 pub fn node_kind(path: &str) -> Option<DeviceKind> {
     expected_for_path(path).map(|(k, _)| k.into())
 }

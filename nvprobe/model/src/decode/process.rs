@@ -6,6 +6,23 @@ use nvprobe_common::{
 
 use super::{bytes::*, context::*, cudafn, curesult, escape, event::*, ioctl, signal, status};
 
+/// The helper libcuda runs (setuid) to load the modules and make the
+/// nodes, by its task name.
+pub fn is_nvidia_modprobe(comm: &str) -> bool {
+    comm == "nvidia-modprobe"
+}
+
+/// An nvprobe process: its task name, and its executable's name when
+/// known.
+pub fn is_nvprobe(comm: &str, exe: Option<&str>) -> bool {
+    comm == "nvprobe"
+        && exe.is_none_or(|e| {
+            e.rsplit('/')
+                .next()
+                .is_some_and(|b| b.starts_with("nvprobe"))
+        })
+}
+
 pub(super) fn decode_cuda(ev: &CudaEvent, raw: Option<String>) -> Event {
     let interposer = ev.func & nvprobe_common::CUDA_INTERPOSER != 0;
     let number = ev.func & !(nvprobe_common::CUDA_INTERPOSER | nvprobe_common::CUDA_FAULT_ONLY);
