@@ -220,6 +220,10 @@ wire_enum! {
         /// start-up, only the errnos of a refusal or a limit, and at most
         /// `nv_procs::FAILS_SENT` per program.
         CallFailed = 6,
+        /// The kernel's OOM killer chose the process (`oom/mark_victim`,
+        /// right after it sent the SIGKILL): `target_*` the victim, the
+        /// header the task whose allocation ran out.
+        OomVictim = 7,
     }
 }
 

@@ -167,6 +167,27 @@ pub fn nvprobe_proc_fork(ctx: RawTracePointContext) -> u32 {
     0
 }
 
+/// oom/mark_victim: `pid` @8 (the victim's task; its tgid when the OOM
+/// killer picked the thread group's leader, as it does unless the leader
+/// has exited). Only for processes nvprobe follows.
+#[tracepoint]
+pub fn nvprobe_oom_victim(ctx: TracePointContext) -> u32 {
+    // SAFETY: offset from the tracepoint format.
+    let pid: i32 = unsafe { ctx.read_at(8) }.unwrap_or(0);
+    let pid = pid as u32;
+    // SAFETY: plain lookup of a u8.
+    if pid == 0 || unsafe { NV_PROCS.get(&pid) }.is_none() {
+        return 0;
+    }
+    emit(|e| {
+        e.op = ProcOp::OomVictim as u32;
+        e.sig = 9;
+        e.target_tgid = pid;
+        e.target_tid = pid;
+    });
+    0
+}
+
 #[raw_tracepoint(tracepoint = "signal_generate")]
 pub fn nvprobe_signal_generate(ctx: RawTracePointContext) -> u32 {
     let sig: u64 = ctx.arg(0);

@@ -93,7 +93,9 @@ fn cuinit_verdicts_name_the_killer_and_the_stage() {
     assert_eq!(alarm_v["result"], "killed");
     let text = alarm_v["text"].as_str().expect("text");
     assert!(
-        text.contains("killed by SIGALRM from the kernel (alarm/itimer"),
+        text.contains(
+            "killed by SIGALRM from the kernel (a timer the process set: alarm, setitimer)"
+        ),
         "{text}"
     );
     assert!(
@@ -114,7 +116,10 @@ fn cuinit_verdicts_name_the_killer_and_the_stage() {
         "NV_ESC_RM_CONTROL NV2080_CTRL_CMD_GPU_GET_NAME_STRING"
     );
     assert_eq!(sig["stage"], "ctl_opened");
-    assert_eq!(sig["sender"], "the kernel (alarm/itimer or a fault)");
+    assert_eq!(
+        sig["sender"],
+        "the kernel (a timer the process set: alarm, setitimer)"
+    );
     assert!(
         matches!(sig["outcome"].as_str(), Some("died_in_call" | "completed")),
         "{sig}"
@@ -151,7 +156,10 @@ fn a_handled_signal_names_its_call_and_disposition() {
         .find(|r| r["pid"] == pid)
         .unwrap_or_else(|| panic!("a signal record: {:#?}", f.records));
     assert_eq!(s["signal"], "SIGALRM");
-    assert_eq!(s["sender"], "the kernel (alarm/itimer or a fault)");
+    assert_eq!(
+        s["sender"],
+        "the kernel (a timer the process set: alarm, setitimer)"
+    );
     assert_eq!(
         s["in_flight"],
         "NV_ESC_RM_CONTROL NV2080_CTRL_CMD_GPU_GET_SHORT_NAME_STRING"
@@ -166,4 +174,90 @@ fn a_handled_signal_names_its_call_and_disposition() {
             .is_some_and(|t| t.ends_with("the call returned NV_ERR_INVALID_COMMAND, not EINTR")),
         "{s}"
     );
+}
+
+/// A memory cgroup with a 64 MiB limit (v2's memory.max, else v1's), for
+/// the life of the value.
+struct MemoryCgroup(std::path::PathBuf);
+
+impl MemoryCgroup {
+    fn new() -> MemoryCgroup {
+        let v2 = std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+        let base = if v2 {
+            "/sys/fs/cgroup"
+        } else {
+            "/sys/fs/cgroup/memory"
+        };
+        let dir = std::path::Path::new(base).join(format!("nvprobe-oom-{}", std::process::id()));
+        std::fs::create_dir(&dir)
+            .expect("make a memory cgroup (cgroup v2 with the memory controller, or v1's memory)");
+        let limit = |f: &str| std::fs::write(dir.join(f), "67108864").is_ok();
+        if v2 {
+            assert!(limit("memory.max"), "memory.max");
+            let _ = std::fs::write(dir.join("memory.swap.max"), "0");
+        } else {
+            assert!(limit("memory.limit_in_bytes"), "memory.limit_in_bytes");
+            let _ = limit("memory.memsw.limit_in_bytes");
+        }
+        MemoryCgroup(dir)
+    }
+}
+
+impl Drop for MemoryCgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// A process the kernel's OOM killer ends (its memory cgroup's limit): its
+/// verdict names the OOM killer (oom/mark_victim after the kernel's
+/// SIGKILL), not a harness timeout, and the proc record says it.
+#[test]
+#[ignore = "needs root"]
+fn the_oom_killer_is_named_as_the_killer() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("oom");
+    let drv = FakeDrv::start(&tmp);
+    let cg = MemoryCgroup::new();
+    let t = watch(&tmp, &drv, &[]);
+    let st = Command::new("sh")
+        .arg("-c")
+        .arg(r#"echo $$ >"$0/cgroup.procs" && exec "$1" run oom --dir "$2""#)
+        .arg(&cg.0)
+        .arg(bin("nvfixture"))
+        .arg(&drv.dir)
+        .stdout(Stdio::null())
+        .status()
+        .expect("run nvfixture in the cgroup");
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&st),
+        Some(9),
+        "{st}"
+    );
+    let f = t.stop();
+    check_schema(&f);
+    let chosen = f
+        .of_type("proc")
+        .find(|r| r["op"] == "oom_victim")
+        .unwrap_or_else(|| panic!("no oom_victim record: {}", f.stderr));
+    let victim = chosen["target_pid"].as_u64().expect("target");
+    let v = f
+        .of_type("cuinit")
+        .find(|v| v["pid"] == victim)
+        .expect("the victim's verdict");
+    assert_eq!(v["result"], "killed");
+    let text = v["text"].as_str().expect("text");
+    assert!(
+        text.starts_with("killed by SIGKILL from the kernel's OOM killer after "),
+        "{text}"
+    );
+    let d = &v["diagnoses"][0];
+    assert_eq!(d["id"], "killed_by_signal", "{v}");
+    let hint = d["hint"].as_str().expect("hint");
+    assert!(
+        hint.starts_with("the kernel's OOM killer ended it"),
+        "{hint}"
+    );
+    assert!(!hint.contains("timeout"), "{hint}");
 }

@@ -135,7 +135,8 @@ fn real_timeouts_and_itimers_are_reported_as_kills_not_hangs() {
         .find(|x| x.signal.as_ref().is_some_and(|s| s.name == "SIGALRM"))
         .expect("SIGALRM");
     assert!(
-        alrm.text.contains("from the kernel (alarm/itimer"),
+        alrm.text
+            .contains("from the kernel (a timer the process set: alarm, setitimer)"),
         "{}",
         alrm.text
     );

@@ -218,6 +218,11 @@ pub const PROC_PROBES: &[(&str, Hook, &str)] = &[
         Hook::RawTracePoint("sched_process_fork"),
         "helpers and workers forked by NVIDIA processes",
     ),
+    (
+        "nvprobe_oom_victim",
+        Hook::TracePoint("oom", "mark_victim"),
+        "which process the OOM killer chose",
+    ),
 ];
 
 /// The program that reports, for processes in start-up only, the failures

@@ -63,6 +63,8 @@ impl Step {
                 }),
                 // A start-up's own failed call: part of its start-up.
                 ProcKind::CallFailed => Step::Call(p.proc.pid),
+                // The OOM killer's choice: as much the victim's as a call.
+                ProcKind::OomVictim => Step::Call(p.target_pid),
                 ProcKind::Unknown => Step::Other,
             },
             Event::Stat(_) | Event::Access(_) => Step::Other,

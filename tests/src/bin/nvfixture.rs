@@ -528,6 +528,20 @@ fn alarm_scenario(dir: &Path) -> anyhow::Result<Value> {
     }
 }
 
+/// A driver call, then memory touched 4 MiB at a time until the memory
+/// cgroup's OOM killer ends the process (run it in one with a limit).
+fn oom_scenario(dir: &Path) -> anyhow::Result<Value> {
+    let fd = open_rw(&ctl(dir), true)?;
+    control(fd.as_raw_fd(), 0xc1d0_0001, 0x2080_0110);
+    let mut held: Vec<Vec<u8>> = Vec::new();
+    loop {
+        held.push(vec![1u8; 4 << 20]);
+        if held.len() > 16 << 10 {
+            bail!("64 GiB touched and no OOM kill: run it in a memory cgroup with a limit");
+        }
+    }
+}
+
 /// Point the stand-in libcuda at the FUSE device folder and dlopen `lib`.
 fn open_lib<'a>(
     dir: &Path,
@@ -774,6 +788,7 @@ fn main() -> anyhow::Result<()> {
                 "preopen" => preopen_scenario(&dir)?,
                 "flood" => flood_scenario(&dir, count, threads)?,
                 "alarm" => alarm_scenario(&dir)?,
+                "oom" => oom_scenario(&dir)?,
                 "modprobe" => modprobe_scenario()?,
                 "handled" => handled_scenario(&dir)?,
                 "hang" => {

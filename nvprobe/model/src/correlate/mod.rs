@@ -14,6 +14,7 @@ mod obs;
 mod record;
 pub mod rules;
 mod rules_context;
+mod rules_kill;
 mod rules_library;
 mod rules_refused;
 mod rules_startcalls;
@@ -519,6 +520,11 @@ impl Correlator {
             }
             ProcKind::Exit => self.on_exit(p, out),
             ProcKind::Exec => self.on_exec(p, out),
+            ProcKind::OomVictim => {
+                if let Some(st) = self.procs.get_mut(&p.target_pid) {
+                    st.on_oom_victim();
+                }
+            }
             ProcKind::Unknown => {}
         }
     }
@@ -669,6 +675,8 @@ mod tests_context;
 mod tests_faults;
 #[cfg(test)]
 mod tests_hmm;
+#[cfg(test)]
+mod tests_kill;
 #[cfg(test)]
 mod tests_library;
 #[cfg(test)]

@@ -661,49 +661,8 @@ one installed later (a sandbox library, the program itself)"
     ))
 }
 
-/// A fault of the process itself, not a kill (SIGILL, SIGBUS, SIGFPE,
-/// SIGSEGV from the kernel).
-const HINT_FAULT: &str = "the process faulted (the kernel sends SIGSEGV, SIGBUS, SIGILL or SIGFPE for the \
-process's own bad access): nothing killed it from outside, and waiting longer will not help: get its core dump or run \
-it under a debugger; during start-up this is a corrupt or mismatched library";
-
 fn signal_or_uvm_step(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
-    if f.fatal_sig != 0 && f.st.fault_at_load().is_some() {
-        // The load itself faulted: libcuda_unloadable says so.
-        return;
-    }
-    if let Some(sig) = f.signal
-        && f.fatal_sig != 0
-        && matches!(f.fatal_sig, 4 | 7 | 8 | 11)
-        && sig.sender_pid.is_none()
-    {
-        out.push(Diagnosis {
-            hint: HINT_FAULT,
-            ..diag(
-                DiagId::KilledBySignal,
-                format!(
-                    "{} from {} at {:.1} ms: a fault, not a kill",
-                    sig.name, sig.sender, sig.at_ms
-                ),
-            )
-        });
-        return;
-    }
-    if let Some(sig) = f.signal
-        && f.fatal_sig != 0
-    {
-        out.push(diag(
-            DiagId::KilledBySignal,
-            format!(
-                "{} from {} at {:.1} ms{}",
-                sig.name,
-                sig.sender,
-                sig.at_ms,
-                sig.during
-                    .as_ref()
-                    .map_or(String::new(), |c| format!(", during {c}"))
-            ),
-        ));
+    if super::rules_kill::killed(f, out) {
         return;
     }
     let Some(fc) = &f.st.last_failure else { return };

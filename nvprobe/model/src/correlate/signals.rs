@@ -5,7 +5,7 @@
 use super::{
     facts::{CallRef, CallResult, ERESTARTNOINTR, ERESTARTSYS},
     record::{Record, SigOutcome, SignalReport},
-    state::{PendingSig, ProcInit, SignalInfo, ms},
+    state::{PendingSig, ProcInit, SigSource, SignalInfo, ms},
 };
 use crate::decode::{ProcCall, SigAction, signal::name as signal_name};
 
@@ -156,7 +156,61 @@ impl ProcInit {
     }
 }
 
+/// Who sent a signal, in words: the task, or the kernel and why. The
+/// kernel's own (SI_KERNEL) by their number: a timer the process set
+/// (kernel/time/itimer.c), a CPU-time limit (posix-cpu-timers.c), its
+/// terminal (drivers/tty), a fault it could not describe, the OOM killer
+/// (mm/oom_kill.c, named once oom/mark_victim said so).
+fn sender_text(source: SigSource, sig: i32, (comm, pid): (&str, u32)) -> String {
+    let kernel = match (source, sig) {
+        (SigSource::Task, _) => return format!("{comm}[{pid}]"),
+        (SigSource::Other(c), _) => return format!("{comm}[{pid}] (si_code {c})"),
+        (SigSource::PosixTimer, _) => "a POSIX timer (timer_create)",
+        (SigSource::OomKiller, _) => "the kernel's OOM killer",
+        (_, libc::SIGALRM) => "the kernel (a timer the process set: alarm, setitimer)",
+        (_, libc::SIGVTALRM | libc::SIGPROF) => "the kernel (a CPU-time timer the process set)",
+        (_, libc::SIGXCPU) => "the kernel (the CPU-time limit, RLIMIT_CPU)",
+        (_, libc::SIGHUP | libc::SIGTTIN | libc::SIGTTOU | libc::SIGTSTP) => {
+            "the kernel (its terminal: a hangup or job control)"
+        }
+        (_, libc::SIGSEGV | libc::SIGBUS | libc::SIGILL | libc::SIGFPE | libc::SIGTRAP) => {
+            "the kernel (a fault)"
+        }
+        (_, libc::SIGKILL) => "the kernel (no process sent it; no OOM kill of it was seen)",
+        _ => "the kernel",
+    };
+    kernel.to_owned()
+}
+
 impl ProcInit {
+    /// The OOM killer chose this process: the kernel's SIGKILL just
+    /// before was its.
+    pub(crate) fn on_oom_victim(&mut self) {
+        self.oom_victim = true;
+        let oom = |i: &mut SignalInfo| {
+            if i.sig == libc::SIGKILL && i.source == SigSource::Kernel {
+                i.source = SigSource::OomKiller;
+                i.sender = sender_text(i.source, i.sig, ("", 0));
+            }
+        };
+        if let Some(i) = self
+            .signals
+            .iter_mut()
+            .rev()
+            .find(|i| i.sig == libc::SIGKILL)
+        {
+            oom(i);
+        }
+        if let Some(p) = self
+            .pending
+            .iter_mut()
+            .rev()
+            .find(|p| p.info.sig == libc::SIGKILL)
+        {
+            oom(&mut p.info);
+        }
+    }
+
     /// A signal generated for this process: who sent it, the call it
     /// landed in (settled when that call returns).
     pub(crate) fn on_signal(&mut self, p: &ProcCall) {
@@ -181,13 +235,14 @@ impl ProcInit {
         {
             return;
         }
-        let sender = match code {
-            0 | -1 | -6 => format!("{}[{}]", p.proc.comm, p.proc.pid),
-            0x80 => "the kernel (alarm/itimer or a fault)".to_owned(),
-            -2 => "a POSIX timer (timer_create)".to_owned(),
-            c => format!("{}[{}] (si_code {c})", p.proc.comm, p.proc.pid),
+        let source = match code {
+            0 | -1 | -6 => SigSource::Task,
+            0x80 => SigSource::Kernel,
+            -2 => SigSource::PosixTimer,
+            c => SigSource::Other(c),
         };
-        let sender_pid = matches!(code, 0 | -1 | -6).then_some(p.proc.pid);
+        let sender = sender_text(source, sig, (&p.proc.comm, p.proc.pid));
+        let sender_pid = (source == SigSource::Task).then_some(p.proc.pid);
         if self.signals.len() == 16 {
             // The oldest that landed in no call goes first: one that did
             // explains a verdict given later (at the first context, or at
@@ -209,6 +264,7 @@ impl ProcInit {
             at_ms: ms(at, self.first_ns),
             during: during.map(|c| c.text()),
             during_call: during,
+            source,
         };
         // Its call, if any, has not returned yet (the call's record
         // comes at its end): settle it when it does.
@@ -216,7 +272,8 @@ impl ProcInit {
         // signal to the process, reported once.
         let again = self.pending.iter().any(|q| {
             q.info.sig == info.sig
-                && q.info.sender == info.sender
+                && q.info.source == info.source
+                && q.info.sender_pid == info.sender_pid
                 && q.interrupted.is_none()
                 && info.at_ns.saturating_sub(q.info.at_ns) < 10_000_000
         });

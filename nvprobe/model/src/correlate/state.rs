@@ -23,6 +23,8 @@ pub(crate) struct ProcInit {
     pub(crate) last_call: Option<(u64, u64, CallRef)>,
     /// Signals generated for the process (the last 16).
     pub(crate) signals: Vec<SignalInfo>,
+    /// The kernel's OOM killer chose it (oom/mark_victim).
+    pub(crate) oom_victim: bool,
     pub(crate) path_problems: Vec<(String, PathWhy)>,
     /// The first NVIDIA call was an ioctl on an fd this process was never
     /// seen opening: (call, fd).
@@ -348,7 +350,8 @@ pub struct SignalInfo {
     pub at_ns: u64,
     pub sig: i32,
     pub name: String,
-    /// Who sent it: a task, or the kind of kernel source (timer).
+    /// Who sent it: a task, or the kernel and why (a timer, a limit, the
+    /// OOM killer).
     pub sender: String,
     pub sender_pid: Option<u32>,
     pub at_ms: f64,
@@ -357,6 +360,27 @@ pub struct SignalInfo {
     /// That call, as numbers (`during` is its text).
     #[serde(skip)]
     pub(crate) during_call: Option<CallRef>,
+    /// Where it came from, as the kernel said it (`sender` in words).
+    #[serde(skip)]
+    pub(crate) source: SigSource,
+}
+
+/// Where a signal came from: siginfo's `si_code` with the signal, and
+/// what the kernel said after it (the OOM killer's choice).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum SigSource {
+    /// A task: kill(2), tgkill, sigqueue (`sender_pid` is it).
+    #[default]
+    Task,
+    /// SI_KERNEL: the kernel itself (a timer, a limit, the terminal, a
+    /// kill it does not name).
+    Kernel,
+    /// SI_KERNEL's SIGKILL, and then oom/mark_victim for this process.
+    OomKiller,
+    /// SI_TIMER: a POSIX timer the process made.
+    PosixTimer,
+    /// Another si_code.
+    Other(i32),
 }
 
 /// A signal waiting for the end of the call it landed in.

@@ -142,6 +142,7 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<Exit>) -> CuInit {
     if context_failed {
         diagnoses.extend(super::rules_context::diagnose(st));
     }
+    let text = text + &stopped(st);
     CuInit {
         pid,
         comm: st.comm.clone(),
@@ -210,6 +211,37 @@ fn driver_source(st: &ProcInit) -> &'static str {
     } else {
         "driver calls alone (no libcuda uprobe)"
     }
+}
+
+/// Time of the start-up that was not the driver's: how long the process
+/// was stopped (SIGSTOP, which no process can catch, until a SIGCONT),
+/// and by whom.
+fn stopped(st: &ProcInit) -> String {
+    let mut total = 0u64;
+    let mut who = Vec::new();
+    let mut stop: Option<&SignalInfo> = None;
+    for s in &st.signals {
+        match (s.sig, stop) {
+            (libc::SIGSTOP, None) => stop = Some(s),
+            (libc::SIGCONT, Some(a)) => {
+                total += s.at_ns.saturating_sub(a.at_ns);
+                let w = format!("SIGSTOP from {}, SIGCONT from {}", a.sender, s.sender);
+                if !who.contains(&w) {
+                    who.push(w);
+                }
+                stop = None;
+            }
+            _ => {}
+        }
+    }
+    if total == 0 {
+        return String::new();
+    }
+    format!(
+        "; stopped for {:.1} s of it ({})",
+        total as f64 / 1e9,
+        who.join("; ")
+    )
 }
 
 /// "cuInit returned", or, where a preloaded library answered in

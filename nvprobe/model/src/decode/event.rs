@@ -104,6 +104,9 @@ named_enum!(
         Fork => "fork",
         /// A call the start-up needs besides the NVIDIA ones failed.
         CallFailed => "call_failed",
+        /// The kernel's OOM killer chose the target (its SIGKILL came
+        /// just before).
+        OomVictim => "oom_victim",
         Unknown => "unknown",
     }
 );

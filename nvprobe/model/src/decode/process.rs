@@ -185,6 +185,7 @@ pub(super) fn decode_proc(ev: &ProcEvent, raw: Option<String>) -> Event {
             Some(ProcOp::SignalDeliver) => ProcKind::SignalDelivered,
             Some(ProcOp::Fork) => ProcKind::Fork,
             Some(ProcOp::CallFailed) => ProcKind::CallFailed,
+            Some(ProcOp::OomVictim) => ProcKind::OomVictim,
             None => ProcKind::Unknown,
         },
         target_pid: ev.target_tgid,

@@ -218,6 +218,11 @@ fn proc_text(s: &mut String, p: &ProcCall) {
         }
         ProcKind::Exit => write!(s, "{}", p.exit.as_deref().unwrap_or("exited")),
         ProcKind::Fork => write!(s, "forks pid {}", p.target_pid),
+        ProcKind::OomVictim => write!(
+            s,
+            "ran out of memory: the OOM killer chose pid {}",
+            p.target_pid
+        ),
         ProcKind::CallFailed => write!(
             s,
             "{}() = -1 {} (a call of its start-up)",

@@ -1,0 +1,138 @@
+//! Who ended a process with a signal, from what the kernel said: a fault
+//! of its own, the OOM killer (oom/mark_victim), a timer it set, a limit,
+//! its terminal, or a task; the hint says what to do about that source,
+//! never guessing one the evidence does not show.
+
+use super::{
+    state::{ProcInit, SigSource},
+    table::{DiagId, Diagnosis, Facts, diag},
+};
+use crate::attribution::CgroupCount;
+
+/// A fault of the process itself, not a kill (SIGILL, SIGBUS, SIGFPE,
+/// SIGSEGV from the kernel).
+const HINT_FAULT: &str = "the process faulted (the kernel sends SIGSEGV, SIGBUS, SIGILL or SIGFPE for the \
+process's own bad access): nothing killed it from outside, and waiting longer will not help: get its core dump or run \
+it under a debugger; during start-up this is a corrupt or mismatched library";
+
+const HINT_OOM: &str = "the kernel's OOM killer ended it: memory ran out (the memory cgroup's limit, a parent \
+cgroup's, or the host's), so the driver did not hang and waiting will not help: give the job more memory (the \
+container's or cgroup's memory limit, memory.max) or make it use less; `dmesg | grep -i 'killed process'` has the \
+kernel's account";
+
+/// The hint of a kill whose source says more than "something killed it":
+/// the kernel's own kills (None: a task sent it, the table's hint says
+/// what to do about a harness or an orchestrator).
+fn kill_hint(source: SigSource, sig: i32) -> Option<&'static str> {
+    Some(match (source, sig) {
+        (SigSource::OomKiller, _) => HINT_OOM,
+        (SigSource::Kernel, libc::SIGALRM | libc::SIGVTALRM | libc::SIGPROF)
+        | (SigSource::PosixTimer, _) => {
+            "a timer the process itself set fired (alarm, setitimer, timer_create: often a harness's in-process \
+timeout, such as Python's signal.alarm or a test framework's): the driver did not hang; give it more time or \
+remove the timer to see the real result"
+        }
+        (SigSource::Kernel, libc::SIGXCPU) => {
+            "the process used up its CPU-time limit (RLIMIT_CPU, `ulimit -t`): raise or remove the limit"
+        }
+        (SigSource::Kernel, libc::SIGHUP | libc::SIGTTIN | libc::SIGTTOU | libc::SIGTSTP) => {
+            "its terminal sent it (a hangup, or job control of a background job): run it detached from the \
+terminal (nohup, setsid, a service) or in the foreground"
+        }
+        (SigSource::Kernel, libc::SIGKILL) => {
+            "the kernel killed it, not another process, and no OOM kill of it was seen: look for the OOM killer \
+in the kernel log (`dmesg | grep -i 'killed process'`; nvprobe sees it only where oom/mark_victim is traced) and for \
+a CPU-time limit (`ulimit -t`, whose hard limit ends a process with SIGKILL)"
+        }
+        _ => return None,
+    })
+}
+
+/// The process's memory cgroup as nvprobe read it, for an OOM kill.
+fn memory_facts(st: &ProcInit) -> String {
+    let mem = st
+        .info
+        .as_ref()
+        .and_then(|i| i.limits.as_ref())
+        .and_then(|l| l.memory.as_ref());
+    match mem {
+        Some(&CgroupCount {
+            current,
+            max: Some(max),
+        }) => format!(
+            "; its memory cgroup held {} of its memory.max {} when nvprobe read it",
+            mib(current),
+            mib(max)
+        ),
+        Some(&CgroupCount { current, max: None }) => format!(
+            "; its memory cgroup (holding {}) sets no memory.max: a parent cgroup's limit or the host's memory ran out",
+            mib(current)
+        ),
+        None => String::new(),
+    }
+}
+
+fn mib(b: u64) -> String {
+    format!("{:.0} MiB", b as f64 / (1u64 << 20) as f64)
+}
+
+/// A diagnosis of how a signal ended the process; true when one was made.
+pub(super) fn killed(f: &Facts<'_>, out: &mut Vec<Diagnosis>) -> bool {
+    if f.fatal_sig != 0 && f.st.fault_at_load().is_some() {
+        // The load itself faulted: libcuda_unloadable says so.
+        return true;
+    }
+    if let Some(sig) = f.signal
+        && f.fatal_sig != 0
+        && matches!(f.fatal_sig, 4 | 7 | 8 | 11)
+        && sig.sender_pid.is_none()
+    {
+        out.push(Diagnosis {
+            hint: HINT_FAULT,
+            ..diag(
+                DiagId::KilledBySignal,
+                format!(
+                    "{} from {} at {:.1} ms: a fault, not a kill",
+                    sig.name, sig.sender, sig.at_ms
+                ),
+            )
+        });
+        return true;
+    }
+    if let Some(sig) = f.signal
+        && f.fatal_sig != 0
+    {
+        let mut d = diag(
+            DiagId::KilledBySignal,
+            format!(
+                "{} from {} at {:.1} ms{}",
+                sig.name,
+                sig.sender,
+                sig.at_ms,
+                sig.during
+                    .as_ref()
+                    .map_or(String::new(), |c| format!(", during {c}"))
+            ),
+        );
+        if let Some(hint) = kill_hint(sig.source, sig.sig) {
+            d.hint = hint;
+        }
+        if sig.source == SigSource::OomKiller {
+            d.evidence.push_str(&memory_facts(f.st));
+        }
+        out.push(d);
+        return true;
+    }
+    if f.st.oom_victim && f.fatal_sig == libc::SIGKILL {
+        // The OOM killer's choice was seen, its signal was not.
+        out.push(Diagnosis {
+            hint: HINT_OOM,
+            ..diag(
+                DiagId::KilledBySignal,
+                format!("SIGKILL from the kernel's OOM killer{}", memory_facts(f.st)),
+            )
+        });
+        return true;
+    }
+    false
+}

@@ -1,0 +1,168 @@
+//! Who ended a process with a signal: the kernel's OOM killer (named by
+//! oom/mark_victim after its SIGKILL), the kernel's other kills, a timer
+//! the process set, a task. The hint follows the source and offers no
+//! remedy the evidence rules out (no harness timeout for an OOM kill).
+//! Constructed streams; the real ones are in nvprobe/model/tests.
+
+use super::{
+    tests::{exit_of, proc_call},
+    tests_classes::{cuda, verdicts_of},
+    *,
+};
+use crate::attribution::{CgroupCount, Limits, ProcessInfo};
+use crate::correlate::{DiagId, Outcome};
+use crate::decode::{Event, ProcKind};
+
+/// `sig` for pid 7 at `t` ms from `from` (pid 5) with si_code `code`.
+fn signal(t: u64, sig: i32, code: i32) -> Event {
+    Event::Proc(crate::decode::ProcCall {
+        target_tid: Some(7),
+        sig: Some(sig),
+        signal: Some(crate::decode::signal::name(sig)),
+        code: Some(code),
+        ..proc_call(ProcKind::Signal, 5, "python3", 7, t * 1_000_000)
+    })
+}
+
+fn oom_victim(t: u64) -> Event {
+    Event::Proc(crate::decode::ProcCall {
+        sig: Some(9),
+        ..proc_call(ProcKind::OomVictim, 5, "python3", 7, t * 1_000_000 + 1)
+    })
+}
+
+fn in_cgroup(max: Option<u64>) -> ProcessInfo {
+    ProcessInfo {
+        pid: 7,
+        exe: Some("/usr/bin/python3".into()),
+        limits: Some(Limits {
+            memory: Some(CgroupCount {
+                current: 250 << 20,
+                max,
+            }),
+            ..Limits::default()
+        }),
+        ..ProcessInfo::default()
+    }
+}
+
+/// cuInit entered, then `tail`: the one verdict and its kill diagnosis.
+fn killed(info: ProcessInfo, tail: &[Event]) -> (CuInit, Diagnosis) {
+    let mut all = vec![cuda(0, "cuInit", None)];
+    all.extend_from_slice(tail);
+    let v = verdicts_of(vec![info], Vec::new(), &all);
+    assert_eq!(v.len(), 1, "{v:#?}");
+    let d = v[0]
+        .diagnoses
+        .iter()
+        .find(|d| d.id == DiagId::KilledBySignal)
+        .unwrap_or_else(|| panic!("no kill diagnosis: {:#?}", v[0]))
+        .clone();
+    (v[0].clone(), d)
+}
+
+#[test]
+fn the_oom_killer_is_named_with_the_cgroup_and_no_timeout_is_suggested() {
+    let (v, d) = killed(
+        in_cgroup(Some(256 << 20)),
+        &[signal(1, 9, 0x80), oom_victim(1), exit_of(2, 7, 9)],
+    );
+    assert_eq!(v.result, Outcome::Killed);
+    assert!(
+        v.text
+            .starts_with("killed by SIGKILL from the kernel's OOM killer after "),
+        "{}",
+        v.text
+    );
+    assert!(
+        d.evidence.ends_with(
+            "; its memory cgroup held 250 MiB of its memory.max 256 MiB when nvprobe read it"
+        ),
+        "{}",
+        d.evidence
+    );
+    assert!(
+        d.hint.starts_with("the kernel's OOM killer ended it"),
+        "{}",
+        d.hint
+    );
+    assert!(!d.hint.contains("timeout"), "{}", d.hint);
+    assert_eq!(
+        v.signal.as_ref().map(|s| s.sender.as_str()),
+        Some("the kernel's OOM killer")
+    );
+}
+
+/// The OOM killer's choice without its signal (no signal probe): still
+/// the OOM killer, and a cgroup without a limit says so.
+#[test]
+fn an_oom_choice_without_its_signal_still_names_the_oom_killer() {
+    let (_, d) = killed(in_cgroup(None), &[oom_victim(1), exit_of(2, 7, 9)]);
+    assert!(
+        d.evidence.starts_with("SIGKILL from the kernel's OOM killer; its memory cgroup (holding 250 MiB) sets no memory.max"),
+        "{}",
+        d.evidence
+    );
+}
+
+/// A SIGKILL of the kernel's with no OOM choice seen: no cause is
+/// guessed, and the hint says where to look.
+#[test]
+fn the_kernels_sigkill_without_an_oom_choice_guesses_no_cause() {
+    let (v, d) = killed(in_cgroup(None), &[signal(1, 9, 0x80), exit_of(2, 7, 9)]);
+    assert!(
+        v.text
+            .contains("SIGKILL from the kernel (no process sent it; no OOM kill of it was seen)"),
+        "{}",
+        v.text
+    );
+    assert!(d.hint.contains("dmesg"), "{}", d.hint);
+    assert!(!d.hint.contains("harness"), "{}", d.hint);
+}
+
+/// A timer the process set (SIGALRM, SI_KERNEL) is its own timeout; a
+/// task's SIGTERM keeps the harness hint.
+#[test]
+fn a_timer_and_a_task_each_get_their_own_hint() {
+    let (v, d) = killed(in_cgroup(None), &[signal(1, 14, 0x80), exit_of(2, 7, 14)]);
+    assert!(
+        v.text
+            .contains("SIGALRM from the kernel (a timer the process set: alarm, setitimer)"),
+        "{}",
+        v.text
+    );
+    assert!(
+        d.hint.starts_with("a timer the process itself set fired"),
+        "{}",
+        d.hint
+    );
+    let (v, d) = killed(in_cgroup(None), &[signal(1, 15, 0), exit_of(2, 7, 15)]);
+    assert!(v.text.contains("SIGTERM from python3[5]"), "{}", v.text);
+    assert!(d.hint.contains("harness"), "{}", d.hint);
+}
+
+/// A start-up that was stopped: its verdict says for how long and by
+/// whom, whatever its result.
+#[test]
+fn time_spent_stopped_is_in_the_verdict() {
+    let v = verdicts_of(
+        vec![in_cgroup(None)],
+        Vec::new(),
+        &[
+            cuda(0, "cuInit", None),
+            signal(1, libc::SIGSTOP, 0),
+            signal(7001, libc::SIGCONT, 0),
+            cuda(7002, "cuInit", Some((0, "CUDA_SUCCESS"))),
+            exit_of(7003, 7, 0),
+        ],
+    );
+    assert_eq!(v.len(), 1, "{v:#?}");
+    assert_eq!(v[0].result, Outcome::Ok);
+    assert!(
+        v[0].text.ends_with(
+            "; stopped for 7.0 s of it (SIGSTOP from python3[5], SIGCONT from python3[5])"
+        ),
+        "{}",
+        v[0].text
+    );
+}
