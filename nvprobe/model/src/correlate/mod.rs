@@ -194,6 +194,14 @@ impl Correlator {
                 return self.on_cuda(&at, c, out);
             }
             ObsKind::Tick => return,
+            ObsKind::CallFailed(call, kind, errno) => {
+                if let Some(st) = self.procs.get_mut(&pid)
+                    && !st.done
+                {
+                    st.on_call_failed(call, (kind, errno));
+                }
+                return;
+            }
             ObsKind::KernelLog(line) => return self.on_kernel_log(*line, start, out),
             kind => self.on_call(&at, o.stage.is_some(), kind, out),
         };
@@ -514,8 +522,9 @@ impl Correlator {
             ProcKind::CallFailed => {
                 if let Some(st) = self.procs.get_mut(&p.proc.pid)
                     && !st.done
+                    && let Some(failed) = p.failed
                 {
-                    st.on_call_failed(p);
+                    st.on_call_failed(p.call.clone().unwrap_or_else(|| "?".to_owned()), failed);
                 }
             }
             ProcKind::Exit => self.on_exit(p, out),

@@ -2,7 +2,8 @@
 //! on the decode threads, so the full event never crosses threads.
 
 use crate::decode::{
-    Call, CudaPhase, DeviceKind, Event, Ioctl, PathCall, ProcCall, Status, class, escape, uvm,
+    Call, CudaPhase, DeviceKind, Event, Ioctl, PathCall, ProcCall, Status, SysKind, class, escape,
+    uvm,
 };
 
 use super::{
@@ -70,6 +71,10 @@ pub(crate) enum ObsKind {
     },
     Identity(Box<crate::attribution::ProcessInfo>),
     Proc(Box<ProcCall>),
+    /// A call of the start-up's own failed (its name, what it makes, its
+    /// errno): a descriptor of an NVIDIA file that could not be duplicated
+    /// (the kernel side's `call_failed` records come as `Proc`).
+    CallFailed(String, SysKind, i32),
     Cuda {
         /// The function's number, and its name (for display).
         func: u32,
@@ -142,6 +147,9 @@ impl Obs {
                 path_kind(ev, p, stage)
             }
             Event::Proc(p) => ObsKind::Proc(Box::new(p.clone())),
+            Event::Dup(f) if !f.ok => {
+                ObsKind::CallFailed(f.syscall.to_owned(), SysKind::Dup, errno_of(f.ret))
+            }
             Event::Driver(d) => ObsKind::Driver {
                 function: d.function,
                 ok: d.ok,

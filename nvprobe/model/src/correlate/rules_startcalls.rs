@@ -39,17 +39,29 @@ pub(crate) fn diagnose(st: &ProcInit, after_init: bool, outcome: &str) -> Option
         (n, false) => format!(", {n} times"),
         (n, true) => format!(", {n} times or more"),
     };
-    let head = format!(
-        " and no call on an NVIDIA file failed: {}() failed with {}{times}{}{}",
-        f.call,
-        CallResult::Errno(f.errno),
-        if what.is_empty() { "" } else { " (" },
-        if what.is_empty() {
-            String::new()
-        } else {
-            format!("{what})")
-        },
-    );
+    let head = match f.kind {
+        SysKind::Dup => format!(
+            ": {}() failed with {}{times} ({what})",
+            f.call,
+            CallResult::Errno(f.errno)
+        ),
+        SysKind::NodeOpen => format!(
+            ": the {} failed with {}{times} ({what})",
+            f.call,
+            CallResult::Errno(f.errno)
+        ),
+        _ => format!(
+            " and no call on an NVIDIA file failed: {}() failed with {}{times}{}{}",
+            f.call,
+            CallResult::Errno(f.errno),
+            if what.is_empty() { "" } else { " (" },
+            if what.is_empty() {
+                String::new()
+            } else {
+                format!("{what})")
+            },
+        ),
+    };
     let thread = matches!(f.kind, SysKind::Thread | SysKind::Clone3);
     let memory = matches!(f.kind, SysKind::Map | SysKind::Protect);
     let (id, cause) = match f.errno {
@@ -102,6 +114,8 @@ fn purpose(kind: SysKind) -> &'static str {
         SysKind::MemFile => "a memory file",
         SysKind::EventFd => "an event descriptor",
         SysKind::Pipe => "a pipe",
+        SysKind::Dup => "duplicating a descriptor of an NVIDIA file",
+        SysKind::NodeOpen => "the first context opening an NVIDIA node",
         SysKind::Open => "opening a file",
         SysKind::Other => "",
     }

@@ -151,11 +151,11 @@ impl ProcInit {
     }
 
     /// A `call_failed` record: counted by (call, errno), 8 kinds at most.
-    pub(crate) fn on_call_failed(&mut self, p: &crate::decode::ProcCall) {
-        let Some((kind, errno)) = p.failed else {
-            return;
-        };
-        let call = p.call.clone().unwrap_or_else(|| "?".to_owned());
+    pub(crate) fn on_call_failed(
+        &mut self,
+        call: String,
+        (kind, errno): (crate::decode::SysKind, i32),
+    ) {
         let after_init = matches!(self.curesult, Some((0, _)));
         if let Some(f) = self
             .start_calls

@@ -12,7 +12,7 @@ use super::{
     state::{CONTEXT_WAIT_NS, ContextStep, Failure, GpuKey, ProcInit, ms},
 };
 use crate::decode::{
-    Call, DeviceKind,
+    Call, DeviceKind, SysKind,
     cudafn::{self, CU_DEVICE_GET_COUNT, CU_INIT, DEVICE_LOOKUPS, NOT_STARTING, makes_context},
     escape, node_kind, status, uvm,
 };
@@ -419,7 +419,17 @@ impl ProcInit {
                 .push((p.path.clone(), dev, p.problem.as_ref().map(|x| x.1.clone())));
         }
         if let Some(pr) = p.problem {
-            self.path_problems.push(pr);
+            // Past cuInit, an open refused by a limit is one of the first
+            // context's own failed calls (cuInit's problems are settled).
+            if let (
+                true,
+                PathWhy::Errno(e @ (libc::EMFILE | libc::ENFILE | libc::ENOMEM | libc::EAGAIN)),
+            ) = (p.open && matches!(self.curesult, Some((0, _))), &pr.1)
+            {
+                self.on_call_failed(format!("open of {}", pr.0), (SysKind::NodeOpen, *e));
+            } else {
+                self.path_problems.push(pr);
+            }
         } else if p.ok
             && (p.open || p.mknod_ok)
             && self.path_problems.iter().any(|(path, _)| *path == p.path)

@@ -579,6 +579,11 @@ pub enum SysKind {
     MemFile,
     EventFd,
     Pipe,
+    /// dup, dup2, dup3, fcntl(F_DUPFD): a descriptor of an NVIDIA file
+    /// duplicated.
+    Dup,
+    /// An open of an NVIDIA node past cuInit (the first context's).
+    NodeOpen,
     /// open, openat, openat2.
     Open,
     Other,
