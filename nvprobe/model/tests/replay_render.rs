@@ -98,3 +98,51 @@ fn text_lines_read_like_strace_with_names() {
         .expect("line");
     assert!(stat.contains("= 0 [ctl 195:255]"), "{stat}");
 }
+
+/// A verdict's text view says its evidence once: the first line is the
+/// headline, and no diagnosis's evidence is repeated on it (a missing
+/// libcuda listed the same paths twice), on every fixture.
+#[test]
+fn a_verdicts_first_line_repeats_no_diagnosis() {
+    let dir = common::fixture("");
+    let mut verdicts = 0;
+    for e in std::fs::read_dir(&dir).expect("fixtures") {
+        let path = e.expect("entry").path();
+        if path.extension().is_none_or(|x| x != "ndjson") {
+            continue;
+        }
+        let text = std::fs::read(&path).expect("read");
+        nvprobe_model::replay::replay(&text[..], None, |_, item| {
+            let nvprobe_model::replay::Item::Record(
+                r @ nvprobe_model::correlate::Record::Cuinit(v),
+            ) = item
+            else {
+                return;
+            };
+            let shown = nvprobe_model::render::text::record_text(r);
+            // Text shows the CUDA start-ups' verdicts only.
+            let Some(first) = shown.lines().next() else {
+                return;
+            };
+            verdicts += 1;
+            for d in &v.diagnoses {
+                let ev = nvprobe_model::decode::terminal_safe(&d.evidence);
+                // Evidence that begins with the outcome ("cuInit returned
+                // … (100)"), which the headline says too: its detail.
+                let ev = match ev.split_once("): ") {
+                    Some((_, detail)) if ev.starts_with("cu") => detail,
+                    _ if ev.starts_with("cu") => continue,
+                    _ => &ev,
+                };
+                assert!(
+                    ev.len() < 12 || !first.contains(ev),
+                    "{}: the first line repeats {}'s evidence:\n{shown}",
+                    path.display(),
+                    d.id
+                );
+            }
+        })
+        .expect("read");
+    }
+    assert!(verdicts > 100, "{verdicts} verdicts");
+}

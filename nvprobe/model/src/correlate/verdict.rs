@@ -54,6 +54,11 @@ pub struct CuInit {
     /// How the verdict was reached.
     pub source: &'static str,
     pub text: String,
+    /// The text without the diagnosis evidence it cites at its end (None:
+    /// it cites none): what the text view's first line says, the
+    /// diagnosis below it saying the evidence once.
+    #[serde(skip)]
+    pub headline: Option<String>,
     pub total_ms: f64,
     pub stages: Vec<StageHit>,
     pub calls: u64,
@@ -109,10 +114,11 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<Exit>) -> CuInit {
         signal: signal.as_ref(),
         exit,
     });
-    let (result, text, source, curesult) = if let Some((code, name)) = st.curesult {
+    let (result, (head, cause), source, curesult) = if let Some((code, name)) = st.curesult {
         let r = format!("{} ({code})", name.unwrap_or("CUresult"));
-        let (result, text) = if code == 0 {
-            after_cuinit(st, &r, last_stage.as_deref(), exit, signal.as_ref())
+        let (result, said) = if code == 0 {
+            let (o, t) = after_cuinit(st, &r, last_stage.as_deref(), exit, signal.as_ref());
+            (o, (t, None))
         } else {
             (
                 Outcome::Failed,
@@ -121,19 +127,19 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<Exit>) -> CuInit {
         };
         (
             result,
-            text,
+            said,
             "libcuda uprobe (cuInit's return) and driver calls",
             Some(r),
         )
     } else {
         let named = |c: &CallRef| call_named(c, st);
-        let (result, text) = driver_only(
+        let (result, text, cause) = driver_only(
             st,
             (exit, signal.as_ref(), last_stage.as_deref()),
             &diagnoses,
             &named,
         );
-        (result, text, driver_source(st), None)
+        (result, (text, cause), driver_source(st), None)
     };
     let context_failed = st.context.as_ref().is_some_and(|c| c.code != 0);
     // Whatever cuInit got past, it succeeded: a first context that failed
@@ -142,13 +148,19 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<Exit>) -> CuInit {
     if context_failed {
         diagnoses.extend(super::rules_context::diagnose(st));
     }
-    let text = text + &stopped(st);
+    let stopped = stopped(st);
+    let text = match &cause {
+        Some(c) => format!("{head}: {c}{stopped}"),
+        None => format!("{head}{stopped}"),
+    };
+    let headline = cause.map(|_| head + &stopped);
     CuInit {
         pid,
         comm: st.comm.clone(),
         result,
         source,
         text,
+        headline,
         total_ms: ms(st.last_ns, st.first_ns),
         stages: st.stages.clone(),
         calls: st.calls,
@@ -176,28 +188,32 @@ fn cuinit_failed(
     r: &str,
     last_stage: Option<&str>,
     diagnoses: &[Diagnosis],
-) -> String {
+) -> (String, Option<String>) {
     match &st.last_failure {
-        Some(f) => format!(
-            "{} {r}; the driver call that explains it: {} returned {} (after {})",
-            cuinit_returned(st),
-            call_named(&f.call, st),
-            f.result,
-            last_stage.unwrap_or("no stage")
+        Some(f) => (
+            format!(
+                "{} {r}; the driver call that explains it: {} returned {} (after {})",
+                cuinit_returned(st),
+                call_named(&f.call, st),
+                f.result,
+                last_stage.unwrap_or("no stage")
+            ),
+            None,
         ),
-        None => format!(
-            "{} {r} after {}{}",
-            cuinit_returned(st),
-            last_stage.unwrap_or("no driver call"),
+        None => (
+            format!(
+                "{} {r} after {}",
+                cuinit_returned(st),
+                last_stage.unwrap_or("no driver call"),
+            ),
             diagnoses
                 .iter()
                 .find(|d| !rules::is_recovered(d, st))
-                .map_or(String::new(), |d| {
+                .map(|d| {
                     // Said once: the evidence that begins with
                     // this very outcome goes on after it.
-                    let ev = &d.evidence[d.about.detail_at.unwrap_or(0)..];
-                    format!(": {ev}")
-                })
+                    d.evidence[d.about.detail_at.unwrap_or(0)..].to_owned()
+                }),
         ),
     }
 }
@@ -445,7 +461,8 @@ fn driver_client(
     let text = if fatal {
         // Who killed it, where: as for a CUDA start-up.
         let last = st.last_stage();
-        let (_, t) = driver_only(st, (exit, signal, last.as_deref()), &d, &|c| c.text());
+        let (_, t, cause) = driver_only(st, (exit, signal, last.as_deref()), &d, &|c| c.text());
+        let t = cause.map_or_else(|| t.clone(), |c| format!("{t}: {c}"));
         format!("{t} (a driver client: no CUDA call)")
     } else {
         format!(
@@ -518,6 +535,7 @@ fn other_class(
         result,
         source: "driver calls and path lookups",
         text,
+        headline: None,
         total_ms: ms(st.last_ns, st.first_ns),
         stages: st.stages.clone(),
         calls: st.calls,
@@ -580,9 +598,15 @@ fn driver_only(
     (exit, signal, last_stage): (Option<Exit>, Option<&SignalInfo>, Option<&str>),
     diagnoses: &[Diagnosis],
     named: &dyn Fn(&CallRef) -> String,
-) -> (Outcome, String) {
+) -> (Outcome, String, Option<String>) {
     let reached_init = st.reached[7];
-    match (exit, reached_init) {
+    // Stopped after a stage with no failed call: the first diagnosis is
+    // the cause, said after the text.
+    let cause =
+        (!reached_init && exit.is_none_or(|e| e.signal() == 0) && st.last_failure.is_none())
+            .then(|| diagnoses.first().map(|d| d.evidence.clone()))
+            .flatten();
+    let (outcome, text) = match (exit, reached_init) {
         (_, true) => (
             Outcome::Ok,
             "reached UVM GPU registration (S7): the driver side of cuInit completed".to_owned(),
@@ -617,8 +641,8 @@ fn driver_only(
                     last_stage.unwrap_or("no stage")
                 ),
                 None => match last_stage {
-                    Some(s) => format!("stopped after {s}: {}", diagnoses[0].evidence),
-                    None => format!("stopped before any driver call: {}", diagnoses[0].evidence),
+                    Some(s) => format!("stopped after {s}"),
+                    None => "stopped before any driver call".to_owned(),
                 },
             },
         ),
@@ -659,5 +683,6 @@ hooked after its start-up)",
                 last_stage.unwrap_or("no stage")
             ),
         ),
-    }
+    };
+    (outcome, text, cause)
 }

@@ -286,12 +286,15 @@ fn verdict_text(v: &crate::correlate::CuInit) -> String {
     // paths, command line, environment), or what a recording says it did:
     // nothing reaches the terminal raw.
     use crate::decode::terminal_safe as safe;
+    // The first line says what happened (the evidence it rests on is in
+    // the diagnoses below, once); the second how long, and how nvprobe
+    // knows.
     let mut s = format!(
-        "== {}[{}] cuInit {}: {} ({:.1} ms, {} driver calls; {})\n",
+        "== {}[{}] cuInit {}: {}\n   took {:.1} ms, {} driver calls; seen by {}\n",
         safe(&v.comm),
         v.pid,
         v.result,
-        safe(&v.text),
+        safe(v.headline.as_deref().unwrap_or(&v.text)),
         v.total_ms,
         v.calls,
         v.source
