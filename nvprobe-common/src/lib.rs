@@ -52,10 +52,6 @@ pub mod nv_procs {
     /// retry tells a recovered failure; or a signal came, and the call it
     /// came during must be seen). Cleared when that call is sent.
     pub const SHIP_NEXT: u8 = 8;
-    /// The high four bits count the [`crate::ProcOp::CallFailed`] records
-    /// sent for the process, up to [`FAILS_SENT`].
-    pub const FAIL_ONE: u8 = 16;
-    pub const FAILS_SENT: u8 = 8;
 }
 
 /// `STATUS_AT`: where a call's NV_STATUS is, so that the kernel can tell a
@@ -214,11 +210,12 @@ wire_enum! {
         SignalDeliver = 4,
         /// The process (header) forked a new process (`target_*`).
         Fork = 5,
-        /// A call that a start-up needs besides the NVIDIA ones failed (a
-        /// thread, a mapping, a descriptor): `code` is the syscall number
-        /// (the traced machine's), `errno` the error. Only for processes in
-        /// start-up, only the errnos of a refusal or a limit, and at most
-        /// `nv_procs::FAILS_SENT` per program.
+        /// A system call of a process in start-up failed, whatever the call
+        /// (raw tracepoint `sys_exit`): `code` is the syscall number (the
+        /// traced machine's), `errno` the error. The record is a
+        /// [`CallFailedEvent`] (its path and first arguments follow). At
+        /// most [`call_failed::SENT_MAX`] per program; futex and the
+        /// EAGAIN of a non-blocking read are never sent.
         CallFailed = 6,
         /// The kernel's OOM killer chose the process (`oom/mark_victim`,
         /// right after it sent the SIGKILL): `target_*` the victim, the
@@ -508,6 +505,32 @@ pub struct ProcEvent {
     pub sa_flags: u64,
 }
 
+/// A failed system call of a process in start-up
+/// ([`ProcOp::CallFailed`]): the process record, the call's first two
+/// arguments as the caller passed them, and the path it named (the
+/// syscall's path argument, or an `AF_UNIX` socket's path for connect).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CallFailedEvent {
+    pub proc: ProcEvent,
+    pub args: [u64; 2],
+    /// Bytes of `path` in use (without the NUL); 0 when the call names
+    /// no path, `PATH_LEN` when it was cut.
+    pub path_len: u32,
+    /// Its number among the failed calls sent for this program's
+    /// start-up, from 1; the one numbered [`call_failed::SENT_MAX`] is the
+    /// last sent (later ones were counted in `FAILS_UNSENT`).
+    pub seq: u32,
+    pub path: [u8; PATH_LEN],
+}
+
+/// [`CallFailedEvent`]'s bound.
+pub mod call_failed {
+    /// Failed calls sent per program (between an exec and the first
+    /// context); the later ones are counted (`FAILS_UNSENT`), not sent.
+    pub const SENT_MAX: u32 = 64;
+}
+
 /// The cookie of cuInit in [`CUDA_FUNCS`].
 pub const CUDA_CUINIT: u32 = 1;
 
@@ -784,6 +807,7 @@ unsafe impl Record for PathEvent {}
 unsafe impl Record for FdEvent {}
 unsafe impl Record for MmapEvent {}
 unsafe impl Record for ProcEvent {}
+unsafe impl Record for CallFailedEvent {}
 unsafe impl Record for CudaEvent {}
 unsafe impl Record for DriverEvent {}
 

@@ -25,3 +25,5 @@ pub const UNSENT_CALLS: &str = "UNSENT_CALLS";
 pub const UNSENT_PROCS: &str = "UNSENT_PROCS";
 pub const RT_INFLIGHT: &str = "RT_INFLIGHT";
 pub const RT_CAPPED: &str = "RT_CAPPED";
+pub const FAILS: &str = "FAILS";
+pub const FAILS_UNSENT: &str = "FAILS_UNSENT";

@@ -483,20 +483,15 @@ pub fn nvprobe_exit(ctx: TracePointContext) -> u32 {
 
 fn try_exit(ctx: &TracePointContext) -> Result<(), i64> {
     let ret = arg::<i64>(ctx, RET)?;
+    // A call on no NVIDIA file (an anonymous mmap, a stat of another
+    // path) that failed in start-up is sent by `procs::nvprobe_failed_exit`.
     let Some(inf) = take_slot(tid(), None) else {
-        // A call on no NVIDIA file (an anonymous mmap, a stat of another
-        // path): only a limit it ran into, in start-up, is kept.
-        if ret < 0 {
-            procs::start_call_failed(ctx, ret, &procs::LIMITS);
-        }
         return Ok(());
     };
     let end = now();
     match EventKind::from_repr(inf.kind) {
         Some(EventKind::Path) => {
-            if !exit_path(&inf, ret, end)? && ret < 0 {
-                procs::start_call_failed(ctx, ret, &procs::LIMITS);
-            }
+            exit_path(&inf, ret, end)?;
             Ok(())
         }
         Some(EventKind::Fd) => exit_fd(&inf, ret, end),

@@ -366,3 +366,22 @@ pub fn zeroed_inflight() -> Inflight {
     // SAFETY: Inflight is plain integers; all-zero is a valid value.
     unsafe { core::mem::zeroed() }
 }
+
+/// Failed calls sent per followed process in start-up (reset by an exec,
+/// removed at its exit): `nvprobe_common::call_failed::SENT_MAX` at most.
+#[map]
+pub static FAILS: aya_ebpf::maps::LruHashMap<u32, u32> =
+    aya_ebpf::maps::LruHashMap::with_max_entries(16384, 0);
+
+/// Failed calls of start-ups past `SENT_MAX` per program, counted instead
+/// of sent (read for the summary).
+#[map]
+pub static FAILS_UNSENT: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+
+#[inline(always)]
+pub fn count_fails_unsent() {
+    if let Some(c) = FAILS_UNSENT.get_ptr_mut(0) {
+        // SAFETY: per-CPU slot of this program's CPU.
+        unsafe { *c += 1 };
+    }
+}

@@ -17,7 +17,7 @@ use aya_ebpf::{
     macros::{raw_tracepoint, tracepoint},
     programs::{RawTracePointContext, TracePointContext},
 };
-use nvprobe_common::{EventKind, ProcEvent, ProcOp};
+use nvprobe_common::{CallFailedEvent, EventKind, ProcEvent, ProcOp};
 
 use crate::{
     fdres::{
@@ -100,6 +100,7 @@ pub fn nvprobe_proc_exit(ctx: TracePointContext) -> u32 {
         };
     });
     let _ = NV_PROCS.remove(&tgid);
+    let _ = crate::maps::FAILS.remove(&tgid);
     0
 }
 
@@ -131,6 +132,7 @@ pub fn nvprobe_proc_exec(_ctx: TracePointContext) -> u32 {
         // A new program starts up again: its calls are shipped until its
         // own verdict, and its failed calls counted afresh.
         let _ = NV_PROCS.insert(&tgid, &nvprobe_common::nv_procs::FOLLOWED, 0);
+        let _ = crate::maps::FAILS.remove(&tgid);
         emit(|e| {
             e.op = ProcOp::Exec as u32;
             e.target_tgid = tgid;
@@ -264,60 +266,178 @@ pub fn nvprobe_signal_deliver(ctx: TracePointContext) -> u32 {
     0
 }
 
-/// The errnos of a refusal or a limit: what a failed start-up can be
-/// explained by (EPERM, EAGAIN, ENOMEM, EACCES, ENFILE, EMFILE, ENOSPC,
-/// ENOSYS). EINVAL, EEXIST and the like are a caller's own business
-/// (libcuda probes fixed addresses with MAP_FIXED_NOREPLACE).
-pub const REFUSALS: [i32; 8] = [1, 11, 12, 13, 23, 24, 28, 38];
-/// What the shared exit program reports for calls it does not otherwise
-/// keep (mmap of anonymous memory, opens of other files): the limits
-/// (EAGAIN, ENOMEM, ENFILE, EMFILE) and EPERM (a filter: a file's mode
-/// answers EACCES), not EACCES or ENOENT, which a search along a library
-/// path meets as a matter of course.
-pub const LIMITS: [i32; 5] = [1, 11, 12, 23, 24];
+/// Where the syscall number and the first two arguments are in the
+/// `struct pt_regs` that raw tracepoint `sys_exit` gets (x86_64:
+/// orig_ax @120, di @112, si @104; arm64: syscallno @280, orig_x0 @272
+/// (x0 holds the return by now), x1 @8).
+#[cfg(bpf_target_arch = "aarch64")]
+mod regs {
+    pub const NR: u64 = 280;
+    pub const NR_IS_I32: bool = true;
+    pub const ARG0: u64 = 272;
+    pub const ARG1: u64 = 8;
+    /// futex; read, readv, recvfrom, recvmsg, accept, accept4;
+    /// connect (asm-generic/unistd.h).
+    pub const FUTEX: i32 = 98;
+    pub const NONBLOCKING_READS: [i32; 6] = [63, 65, 207, 212, 202, 242];
+    pub const CONNECT: i32 = 203;
+    /// Calls whose first argument is a path (none: the generic table has
+    /// only the *at forms).
+    pub const PATH_ARG0: [i32; 1] = [-1];
+    /// Calls whose second argument is a path: faccessat, mknodat, mkdirat,
+    /// unlinkat, symlinkat, linkat, renameat, mount, statfs, truncate,
+    /// chdir, chroot, fchmodat, fchownat, openat, readlinkat, newfstatat,
+    /// execve (first), statx, openat2, faccessat2, execveat, renameat2,
+    /// inotify_add_watch, getxattr and lgetxattr (first).
+    pub const PATH_ARG1: [i32; 19] = [
+        48, 33, 34, 35, 36, 37, 38, 40, 53, 54, 56, 78, 79, 291, 437, 439, 281, 276, 27,
+    ];
+}
+#[cfg(not(bpf_target_arch = "aarch64"))]
+mod regs {
+    pub const NR: u64 = 120;
+    pub const NR_IS_I32: bool = false;
+    pub const ARG0: u64 = 112;
+    pub const ARG1: u64 = 104;
+    /// futex; read, readv, recvfrom, recvmsg, accept, accept4; connect
+    /// (arch/x86/entry/syscalls/syscall_64.tbl).
+    pub const FUTEX: i32 = 202;
+    pub const NONBLOCKING_READS: [i32; 6] = [0, 19, 45, 47, 43, 288];
+    pub const CONNECT: i32 = 42;
+    /// Calls whose first argument is a path: open, stat, lstat, access,
+    /// execve, truncate, chdir, rename, mkdir, rmdir, creat, link, unlink,
+    /// symlink, readlink, chmod, chown, lchown, mknod, statfs, chroot,
+    /// umount2, getxattr, lgetxattr, listxattr.
+    pub const PATH_ARG0: [i32; 25] = [
+        2, 4, 6, 21, 59, 76, 80, 82, 83, 84, 85, 86, 87, 88, 89, 90, 92, 94, 133, 137, 161, 166,
+        191, 192, 194,
+    ];
+    /// Calls whose second argument is a path: mount, inotify_add_watch,
+    /// openat, mkdirat, mknodat, fchownat, newfstatat, unlinkat, renameat,
+    /// linkat, readlinkat, fchmodat, faccessat, utimensat, renameat2,
+    /// execveat, statx, openat2, faccessat2.
+    pub const PATH_ARG1: [i32; 19] = [
+        165, 254, 257, 258, 259, 260, 262, 263, 264, 265, 267, 268, 269, 280, 316, 322, 332, 437,
+        439,
+    ];
+}
 
-/// sys_exit of the calls a start-up needs besides the NVIDIA ones
-/// (clone, clone3, memfd_create, eventfd2, pipe2):
-/// `ret` @16, `__syscall_nr` @8. Every process pays one read and one
-/// compare; only a failure of a process in start-up goes further.
-#[tracepoint]
-pub fn nvprobe_os_exit(ctx: TracePointContext) -> u32 {
-    // SAFETY: offset from the syscall tracepoint format.
-    let ret: i64 = unsafe { ctx.read_at(16) }.unwrap_or(0);
-    if ret < 0 {
-        start_call_failed(&ctx, ret, &REFUSALS);
+/// Raw tracepoint `sys_exit(struct pt_regs *regs, long ret)`: a failed
+/// system call of a process in start-up, whatever the call (the layer
+/// beneath the rules: what strace would show failing, without ptrace).
+/// Every process's call pays one read and one compare; a failure goes on
+/// to one lookup, and only a followed process not past its first context
+/// further. ERESTART* (-512..-516) are the kernel's own (the call is
+/// restarted or fails with EINTR, which is seen then).
+#[raw_tracepoint(tracepoint = "sys_exit")]
+pub fn nvprobe_failed_exit(ctx: RawTracePointContext) -> u32 {
+    let ret: i64 = ctx.arg(1);
+    if ret >= 0 || ret < -4095 || (-516..=-512).contains(&ret) {
+        return 0;
     }
+    start_call_failed(&ctx, ret);
     0
 }
 
-/// A failed call of a process in start-up that no other record reports:
-/// keep it (at most nv_procs::FAILS_SENT per program) when its errno is
-/// in `errnos`.
 #[inline(always)]
-pub fn start_call_failed(ctx: &TracePointContext, ret: i64, errnos: &[i32]) {
-    use nvprobe_common::nv_procs::{FAIL_ONE, FAILS_SENT, STARTED};
-    let errno = ret.wrapping_neg() as i32;
-    if !errnos.contains(&errno) {
-        return;
-    }
+fn read_u64(at: u64) -> u64 {
+    // SAFETY: a read of kernel memory through the helper (the syscall's
+    // saved registers); 0 when it faults.
+    unsafe { bpf_probe_read_kernel(at as *const u64) }.unwrap_or(0)
+}
+
+/// A failed call of a process in start-up: sent, up to
+/// `call_failed::SENT_MAX` per program (then counted in FAILS_UNSENT).
+#[inline(always)]
+fn start_call_failed(ctx: &RawTracePointContext, ret: i64) {
+    use nvprobe_common::{call_failed::SENT_MAX, nv_procs::STARTED};
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
     // SAFETY: plain lookup of a u8.
     let Some(v) = (unsafe { NV_PROCS.get(&tgid) }).copied() else {
         return;
     };
-    if v & STARTED != 0 || v / FAIL_ONE >= FAILS_SENT {
+    if v & STARTED != 0 {
+        return;
+    }
+    let errno = ret.wrapping_neg() as i32;
+    let r: u64 = ctx.arg(0);
+    let raw_nr = read_u64(r + regs::NR);
+    let nr = if regs::NR_IS_I32 {
+        raw_nr as u32 as i32
+    } else {
+        raw_nr as i32
+    };
+    if nr == regs::FUTEX || (errno == 11 && regs::NONBLOCKING_READS.contains(&nr)) {
         return;
     }
     // Racing threads may both pass: the bound is loose by a few records.
-    let _ = NV_PROCS.insert(&tgid, &(v + FAIL_ONE), 0);
-    // SAFETY: offset from the syscall tracepoint format.
-    let nr: i32 = unsafe { ctx.read_at::<i64>(8) }.unwrap_or(-1) as i32;
-    emit(|e| {
-        e.op = ProcOp::CallFailed as u32;
-        e.code = nr;
-        e.errno = errno;
-        e.target_tgid = tgid;
-        e.target_tid = pid_tgid as u32;
-    });
+    let sent = match crate::maps::FAILS.get_ptr_mut(&tgid) {
+        // SAFETY: pointer into the map's value.
+        Some(p) => unsafe {
+            let n = *p;
+            if n >= SENT_MAX {
+                crate::maps::count_fails_unsent();
+                return;
+            }
+            *p = n + 1;
+            n
+        },
+        None => {
+            let _ = crate::maps::FAILS.insert(&tgid, &1, 0);
+            0
+        }
+    };
+    let (a0, a1) = (read_u64(r + regs::ARG0), read_u64(r + regs::ARG1));
+    let path = if regs::PATH_ARG0.contains(&nr) {
+        a0
+    } else if regs::PATH_ARG1.contains(&nr) {
+        a1
+    } else if nr == regs::CONNECT && a1 != 0 {
+        // struct sockaddr_un: sun_family (AF_UNIX 1) @0, sun_path @2.
+        // SAFETY: a user read through the helper.
+        let family: u16 =
+            unsafe { aya_ebpf::helpers::bpf_probe_read_user(a1 as *const u16) }.unwrap_or(0);
+        if family == 1 { a1 + 2 } else { 0 }
+    } else {
+        0
+    };
+    let Some(mut entry) = EVENTS.reserve::<CallFailedEvent>(0) else {
+        count_lost(EventKind::Proc);
+        return;
+    };
+    let ev = entry.as_mut_ptr();
+    // SAFETY: reserved record; every field written before submit.
+    unsafe {
+        fill_header(&raw mut (*ev).proc.hdr, EventKind::Proc);
+        let p = &raw mut (*ev).proc;
+        (*p).op = ProcOp::CallFailed as u32;
+        (*p).sig = 0;
+        (*p).code = nr;
+        (*p).errno = errno;
+        (*p).result = 0;
+        (*p).exit_code = 0;
+        (*p).target_tgid = tgid;
+        (*p).target_tid = pid_tgid as u32;
+        (*p).si_pid = 0;
+        (*p).unsent = 0;
+        (*p).sa_handler = 0;
+        (*p).sa_flags = 0;
+        (*ev).args = [a0, a1];
+        (*ev).seq = sent + 1;
+        (*ev).path_len = 0;
+        (*ev).path[0] = 0;
+        if path != 0 {
+            let n = aya_ebpf::helpers::generated::bpf_probe_read_user_str(
+                (*ev).path.as_mut_ptr().cast(),
+                nvprobe_common::PATH_LEN as u32,
+                path as *const _,
+            );
+            (*ev).path_len = if n > 0 { (n - 1) as u32 } else { 0 };
+        }
+    }
+    entry.submit(wakeup_flags(
+        wakeup_bytes(),
+        core::mem::size_of::<CallFailedEvent>(),
+    ));
 }

@@ -8,7 +8,9 @@
  * 64 GiB of addresses as the real one reserves its virtual address range
  * (CUDA_ERROR_OUT_OF_MEMORY, 2, when the mapping is refused); =thread
  * makes it start a thread (CUDA_ERROR_OPERATING_SYSTEM, 304, when that
- * is refused). Like the real libcuda, the
+ * is refused); =config makes it look for a configuration file and a
+ * daemon's socket that are not there (CUDA_ERROR_UNKNOWN, 999: no call
+ * on an NVIDIA file fails, only those two). Like the real libcuda, the
  * calls after cuInit answer CUDA_ERROR_NOT_INITIALIZED (3) in a process
  * forked after it (cuMemGetInfo_v2, a start-up call, and cuLaunchKernel,
  * one of the calls only --libcuda-hooks all hooks). */
@@ -21,6 +23,8 @@
 #include <pthread.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 typedef int CUresult;
@@ -63,6 +67,21 @@ CUresult cuInit(unsigned int flags) {
         if (va == MAP_FAILED) return 2;
         munmap(va, (size_t)64 << 30);
         return 0;
+    }
+    if (mode && strcmp(mode, "config") == 0) {
+        int fd = open("/nonexistent-nvprobe-stub/gpu.conf", O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            close(fd);
+            return 0;
+        }
+        int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_un a;
+        memset(&a, 0, sizeof a);
+        a.sun_family = AF_UNIX;
+        strcpy(a.sun_path, "/nonexistent-nvprobe-stub/daemon.sock");
+        int r = s >= 0 ? connect(s, (struct sockaddr *)&a, sizeof a) : -1;
+        if (s >= 0) close(s);
+        return r == 0 ? 0 : 999;
     }
     if (mode && strcmp(mode, "thread") == 0) {
         pthread_t t;

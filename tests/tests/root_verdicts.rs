@@ -328,3 +328,84 @@ fn a_reservation_refused_by_the_address_space_limit_is_the_verdict() {
         "{evidence}"
     );
 }
+
+/// A start-up that fails for a reason no rule names: the stand-in looks
+/// for a configuration file and a daemon's socket that are not there and
+/// returns CUDA_ERROR_UNKNOWN. No call on an NVIDIA file fails; the
+/// kernel side's raw sys_exit program sends both failed calls with their
+/// paths, and the verdict shows them, the newest first.
+#[test]
+#[ignore = "needs root"]
+fn a_failure_no_rule_names_shows_the_failed_system_calls_newest_first() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("failedcalls");
+    let lib = stub_libcuda(&tmp);
+    let drv = FakeDrv::start(&tmp);
+    let t = watch(&tmp, &drv, &[]);
+    let (mut c, mut out) = spawn_cuinit(&drv, &lib, "config");
+    let pid = c.id();
+    wait_hooked(&t, pid);
+    go(&mut c, &mut out);
+    let pid = u64::from(pid);
+    let f = t.stop();
+    check_schema(&f);
+    let failed: Vec<(&str, &str, &str)> = f
+        .of_type("proc")
+        .filter(|r| r["pid"] == pid && r["op"] == "call_failed")
+        .map(|r| {
+            (
+                r["call"].as_str().unwrap_or(""),
+                r["errno"].as_str().unwrap_or(""),
+                r["path"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert!(
+        failed.contains(&("openat", "ENOENT", "/nonexistent-nvprobe-stub/gpu.conf"))
+            && failed.contains(&("connect", "ENOENT", "/nonexistent-nvprobe-stub/daemon.sock")),
+        "{failed:?}"
+    );
+    let v = f
+        .of_type("cuinit")
+        .find(|v| v["pid"] == pid)
+        .expect("verdict");
+    assert_eq!(
+        (v["result"].as_str(), v["curesult"].as_str()),
+        (Some("failed"), Some("CUDA_ERROR_UNKNOWN (999)")),
+        "{v}"
+    );
+    let newest: Vec<(&str, &str)> = v["failed_syscalls"]
+        .as_array()
+        .expect("failed_syscalls")
+        .iter()
+        .take(2)
+        .map(|c| {
+            (
+                c["call"].as_str().unwrap_or(""),
+                c["path"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        newest,
+        [
+            ("connect", "/nonexistent-nvprobe-stub/daemon.sock"),
+            ("openat", "/nonexistent-nvprobe-stub/gpu.conf")
+        ],
+        "{v}"
+    );
+    let d = v["diagnoses"]
+        .as_array()
+        .expect("diagnoses")
+        .iter()
+        .find(|d| d["id"] == "failed_syscalls")
+        .unwrap_or_else(|| panic!("no failed_syscalls diagnosis: {v}"));
+    let evidence = d["evidence"].as_str().expect("evidence");
+    assert!(
+        evidence
+            .contains("the newest first: connect /nonexistent-nvprobe-stub/daemon.sock ENOENT at ")
+            && evidence.contains("; openat /nonexistent-nvprobe-stub/gpu.conf ENOENT at "),
+        "{evidence}"
+    );
+}

@@ -31,7 +31,7 @@ pub use self::{
         StartError, Tracefs, check_bpf, check_root, check_syscall_tracepoints, ensure_tracefs,
         kernel_config, own_mount_namespace,
     },
-    table::{Hook, IOCTL_EXIT_COMPAT, PROBES, PROC_PROBES, Probe, START_CALL_PROGRAM, START_CALLS},
+    table::{Hook, IOCTL_EXIT_COMPAT, PROBES, PROC_PROBES, Probe},
 };
 use crate::decode::{uvm, version::VersionCtx};
 
@@ -440,57 +440,6 @@ fn attach_process_layer(ebpf: &mut Ebpf, tracefs: &Path, att: &mut Attached) {
         att.probes.push(ProbeState {
             name: (*prog).into(),
             target,
-            layer: "process".into(),
-            attached: res.is_ok(),
-            error: res.err(),
-        });
-    }
-    attach_start_calls(ebpf, tracefs, att);
-}
-
-/// The failures of the calls a start-up needs besides the NVIDIA ones
-/// (one program, one exit tracepoint per call; all optional).
-fn attach_start_calls(ebpf: &mut Ebpf, tracefs: &Path, att: &mut Attached) {
-    let prog = START_CALL_PROGRAM;
-    let fd = tracepoint(ebpf, prog, &mut att.loaded);
-    let mut chains = Vec::new();
-    let mut results: Vec<Result<(), String>> = Vec::new();
-    for (call, _) in START_CALLS {
-        let tp = format!("sys_exit_{call}");
-        let r = match &fd {
-            Err(e) => Err(e.clone()),
-            Ok(_) if !tracefs.join("events/syscalls").join(&tp).is_dir() => Err(format!(
-                "tracepoint syscalls/{tp} does not exist on this kernel"
-            )),
-            Ok(f) => f.try_clone().map_err(|e| format!("{prog}: {e}")),
-        };
-        match r {
-            Ok(fd) => {
-                chains.push(vec![(fd, "syscalls", tp)]);
-                results.push(Ok(()));
-            }
-            Err(e) => results.push(Err(e)),
-        }
-    }
-    let mut attached = attach_tracepoints(tracefs, chains).into_iter();
-    for ((call, what), res) in START_CALLS.iter().zip(results) {
-        let res = res.and_then(|()| {
-            attached
-                .next()
-                .unwrap_or_else(|| Err("not attached".into()))
-                .map(|links| att.links.extend(links))
-        });
-        if let Err(err) = &res {
-            att.refusals.push(Refusal {
-                probe: format!("{prog}:{call}"),
-                reason: format!(
-                    "{err}; without it a failed start-up's {call} ({what}) is not in its verdict"
-                ),
-            });
-        }
-        att.probes.push(ProbeState {
-            name: format!("start_call_{call}"),
-            target: format!("syscalls/sys_exit_{call}"),
             layer: "process".into(),
             attached: res.is_ok(),
             error: res.err(),

@@ -223,24 +223,14 @@ pub const PROC_PROBES: &[(&str, Hook, &str)] = &[
         Hook::TracePoint("oom", "mark_victim"),
         "which process the OOM killer chose",
     ),
-];
-
-/// The program that reports, for processes in start-up only, the failures
-/// of the calls a start-up needs besides the NVIDIA ones.
-pub const START_CALL_PROGRAM: &str = "nvprobe_os_exit";
-
-/// Where [`START_CALL_PROGRAM`] attaches (`syscalls/sys_exit_*`), with what
-/// each failure means for a start-up. Anonymous mmaps and opens of other
-/// files are reported by the shared exit program (their limits only). All
-/// optional. Each exit here runs a program for every process's call: about
-/// 80 ns each (measured on mprotect, docs/BENCHMARKS.md), which is why
-/// mprotect and mremap, hot in JIT runtimes, are not among them.
-pub const START_CALLS: &[(&str, &str)] = &[
-    ("clone", "a thread or helper process"),
-    ("clone3", "a thread or helper process"),
-    ("memfd_create", "memory files"),
-    ("eventfd2", "event descriptors"),
-    ("pipe2", "pipes"),
+    // One program on every system call's exit (a raw tracepoint: no
+    // record is made for a call that succeeded, about 10 ns a call, see
+    // docs/BENCHMARKS.md); only a failure of a process in start-up is sent.
+    (
+        "nvprobe_failed_exit",
+        Hook::RawTracePoint("sys_exit"),
+        "every failed system call of a start-up",
+    ),
 ];
 
 /// The ioctl exit attached instead of the ioctl pair's own when the
@@ -253,7 +243,7 @@ pub fn all_programs() -> Vec<String> {
         .iter()
         .flat_map(|p| [p.enter, p.exit])
         .chain(PROC_PROBES.iter().map(|(name, _, _)| *name))
-        .chain([START_CALL_PROGRAM, IOCTL_EXIT_COMPAT])
+        .chain([IOCTL_EXIT_COMPAT])
         .chain(CUDA_PROGRAMS.iter().copied())
         .map(str::to_owned)
         .collect();

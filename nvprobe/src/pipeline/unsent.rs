@@ -5,7 +5,8 @@
 //! and what each thread's `FDCACHE` slot holds not yet added there). An
 //! ended process's count came in its exit record. Also the failed returns
 //! of fault-only libcuda calls the kernel counted past its cap
-//! (`RT_CAPPED`).
+//! (`RT_CAPPED`), and the failed system calls of start-ups past the 64
+//! sent per program (`FAILS_UNSENT`).
 
 use aya::{
     Ebpf,
@@ -43,6 +44,16 @@ pub fn fold(ebpf: &Ebpf, stats: &mut Stats, version: &VersionCtx, now_ns: u64) {
         let n: u64 = per_cpu.iter().sum();
         if n > 0 {
             stats.add_unsent_calls("libcuda failures past 8 per process", n);
+        }
+    }
+    // Failed system calls of start-ups past the 64 sent per program.
+    if let Some(m) = ebpf.map(maps::FAILS_UNSENT)
+        && let Ok(a) = PerCpuArray::<_, u64>::try_from(m)
+        && let Ok(per_cpu) = a.get(&0, 0)
+    {
+        let n: u64 = per_cpu.iter().sum();
+        if n > 0 {
+            stats.add_unsent_calls("failed system calls past 64 per start-up", n);
         }
     }
     let mut per_proc: std::collections::BTreeMap<u32, u64> = Default::default();

@@ -33,7 +33,7 @@ pub use self::{
     record::{FirstContext, Record, SigOutcome, SignalReport},
     rules::apply_hmm_facts,
     stages::{STAGES, StageHit},
-    state::{CONTEXT_WAIT_NS, ContextStep, FailedCall, GpuProgress, SignalInfo},
+    state::{CONTEXT_WAIT_NS, ContextStep, FailedCall, FailedSyscall, GpuProgress, SignalInfo},
     table::{DiagId, DiagSeverity, Diagnosis, RULES, Rule},
     verdict::{Class, CuInit, Outcome},
 };
@@ -524,7 +524,11 @@ impl Correlator {
                     && !st.done
                     && let Some(failed) = p.failed
                 {
-                    st.on_call_failed(p.call.clone().unwrap_or_else(|| "?".to_owned()), failed);
+                    st.on_failed_syscall(p);
+                    let call = p.call.as_deref().unwrap_or("?");
+                    if rules_startcalls::may_explain(call, failed) {
+                        st.on_call_failed(call.to_owned(), failed);
+                    }
                 }
             }
             ProcKind::Exit => self.on_exit(p, out),

@@ -251,6 +251,9 @@ fn os_call_failed(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
             ));
         }
     }
+    if let Some(failed) = st.failed_text() {
+        d.evidence.push_str(&format!("; {failed}"));
+    }
     out.push(d);
 }
 

@@ -11,6 +11,51 @@ use super::{
 };
 use crate::{attribution::Limits, decode::SysKind};
 
+/// The errnos of a refusal or a limit: what a failed start-up can be
+/// explained by (EPERM, EAGAIN, ENOMEM, EACCES, ENFILE, EMFILE, ENOSPC,
+/// ENOSYS). EINVAL, EEXIST and the like are a caller's own business
+/// (libcuda probes fixed addresses with MAP_FIXED_NOREPLACE).
+const REFUSALS: [i32; 8] = [1, 11, 12, 13, 23, 24, 28, 38];
+/// For mappings and lookups of other files: the limits (EAGAIN, ENOMEM,
+/// ENFILE, EMFILE) and EPERM (a filter: a file's mode answers EACCES),
+/// not EACCES or ENOENT, which a search along a library path meets as a
+/// matter of course.
+const LIMITS: [i32; 5] = [1, 11, 12, 23, 24];
+
+/// Whether a failed system call of a start-up may explain its end by
+/// itself (a rule here names what refused it): a thread, a memory file,
+/// an event descriptor or a pipe refused; a mapping, a lock of memory, an
+/// open or a lookup stopped by a limit or a filter. The kernel side sends
+/// every failed call; the others are shown as they are, newest first,
+/// when no rule explains the start-up.
+pub(crate) fn may_explain(call: &str, (kind, errno): (SysKind, i32)) -> bool {
+    match kind {
+        SysKind::Thread | SysKind::Clone3 | SysKind::MemFile | SysKind::EventFd | SysKind::Pipe => {
+            REFUSALS.contains(&errno)
+        }
+        SysKind::Map | SysKind::Protect | SysKind::Open => LIMITS.contains(&errno),
+        SysKind::Other => {
+            LIMITS.contains(&errno)
+                && matches!(
+                    call,
+                    "stat"
+                        | "lstat"
+                        | "newfstatat"
+                        | "statx"
+                        | "access"
+                        | "faccessat"
+                        | "faccessat2"
+                        | "mknod"
+                        | "mknodat"
+                        | "mlock"
+                        | "mlock2"
+                        | "mlockall"
+                )
+        }
+        SysKind::Dup | SysKind::NodeOpen => true,
+    }
+}
+
 /// The failure that explains the start-up's end: the first of those made
 /// before cuInit returned (`after_init` false) or while the first context
 /// was made (true). clone3's ENOSYS is never it: glibc falls back to
@@ -30,12 +75,12 @@ pub(crate) fn diagnose(st: &ProcInit, after_init: bool, outcome: &str) -> Option
     let limits = info.and_then(|i| i.limits.as_ref());
     let when = info.map_or("", |i| i.read_when());
     let what = purpose(f.kind);
-    // The kernel side sends at most nvprobe_common::nv_procs::FAILS_SENT
-    // of these per program: at that bound, the count is a floor.
-    let sent: u32 = st.start_calls.iter().map(|f| f.count).sum();
-    let floor = sent >= u32::from(nvprobe_common::nv_procs::FAILS_SENT);
+    // The kernel side sends at most nvprobe_common::call_failed::SENT_MAX
+    // failed calls per program: past that bound, the count is a floor.
+    let floor = st.failed_capped;
     let times = match (f.count, floor) {
         (1, false) => String::new(),
+        (1, true) => ", once or more".to_owned(),
         (n, false) => format!(", {n} times"),
         (n, true) => format!(", {n} times or more"),
     };

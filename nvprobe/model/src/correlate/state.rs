@@ -125,6 +125,44 @@ pub(crate) struct ProcInit {
     /// Calls the start-up needs besides the NVIDIA ones that failed (the
     /// kernel side's `call_failed` records): at most 8 kinds.
     pub(crate) start_calls: Vec<StartCallFailure>,
+    /// Every failed system call of the start-up the kernel side sent, the
+    /// newest last: at most [`FAILED_KEPT`].
+    pub(crate) failed_syscalls: Vec<FailedSyscall>,
+    /// How many were sent in all; whether the kernel side sent its last
+    /// (`nvprobe_common::call_failed::SENT_MAX`) and counted the rest.
+    pub(crate) failed_sent: u32,
+    pub(crate) failed_capped: bool,
+    /// call_failed records without a number ([`crate::decode::ProcCall::seq`]).
+    pub(crate) failed_legacy: u32,
+}
+
+/// The failed system calls a start-up keeps (the newest).
+pub(crate) const FAILED_KEPT: usize = 16;
+
+/// A failed system call of a start-up, as a verdict shows it (what strace
+/// would show failing, without ptrace).
+#[derive(Clone, Debug, serde::Serialize, schemars::JsonSchema, PartialEq)]
+pub struct FailedSyscall {
+    /// The call's name ("syscall N" for a number nvprobe has no name for).
+    pub call: String,
+    /// Its errno's name ("errno N" for an unknown one).
+    pub errno: String,
+    /// The path it named (its path argument; an AF_UNIX socket's for connect).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// When, in ms from the start-up's first call.
+    pub at_ms: f64,
+    #[serde(skip)]
+    pub(crate) at_ns: u64,
+}
+
+impl std::fmt::Display for FailedSyscall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.path {
+            Some(p) => write!(f, "{} {p} {}", self.call, self.errno),
+            None => write!(f, "{} {}", self.call, self.errno),
+        }
+    }
 }
 
 /// A failed call of the start-up's own (a thread, a mapping, a
@@ -148,6 +186,74 @@ impl ProcInit {
 
     pub(crate) fn cuinit_running(&self) -> bool {
         self.cuinit_entered && self.curesult.is_none()
+    }
+
+    /// A `call_failed` record: kept in [`Self::failed_syscalls`] (the
+    /// newest [`FAILED_KEPT`]).
+    pub(crate) fn on_failed_syscall(&mut self, p: &crate::decode::ProcCall) {
+        self.failed_sent = self.failed_sent.saturating_add(1);
+        match p.seq {
+            Some(n) => self.failed_capped |= n >= nvprobe_common::call_failed::SENT_MAX,
+            None => {
+                self.failed_legacy = self.failed_legacy.saturating_add(1);
+                self.failed_capped |= self.failed_legacy >= crate::decode::LEGACY_FAILS_SENT;
+            }
+        }
+        if self.failed_syscalls.len() >= FAILED_KEPT {
+            self.failed_syscalls.remove(0);
+        }
+        let errno = p.failed.map_or(0, |f| f.1);
+        self.failed_syscalls.push(FailedSyscall {
+            call: p.call.clone().unwrap_or_else(|| "?".to_owned()),
+            errno: p.errno.clone().unwrap_or_else(|| format!("errno {errno}")),
+            path: p.path.clone(),
+            at_ms: 0.0,
+            at_ns: p.time_ns,
+        });
+    }
+
+    /// The failed system calls, the newest first, with their times from
+    /// the start-up's first call.
+    pub(crate) fn failed_newest_first(&self) -> Vec<FailedSyscall> {
+        self.failed_syscalls
+            .iter()
+            .rev()
+            .map(|f| FailedSyscall {
+                at_ms: ms(f.at_ns, self.first_ns),
+                ..f.clone()
+            })
+            .collect()
+    }
+
+    /// "N system calls failed in the start-up, the newest first: …" (None:
+    /// none did).
+    pub(crate) fn failed_text(&self) -> Option<String> {
+        /// Failed system calls a verdict's text names (the newest).
+        const SHOWN: usize = 6;
+        if self.failed_syscalls.is_empty() {
+            return None;
+        }
+        let shown: Vec<String> = self
+            .failed_newest_first()
+            .iter()
+            .take(SHOWN)
+            .map(|f| format!("{f} at {:.1} ms", f.at_ms))
+            .collect();
+        let before = (self.failed_sent as usize).saturating_sub(shown.len());
+        let more = match (before, self.failed_capped) {
+            (0, false) => String::new(),
+            (n, false) => format!(" (and {n} before them)"),
+            (n, true) => format!(
+                " (and {n} before them; the kernel side sends {} per start-up and counted the rest)",
+                nvprobe_common::call_failed::SENT_MAX
+            ),
+        };
+        Some(format!(
+            "{} system call{} failed in the start-up, the newest first: {}{more}",
+            self.failed_sent,
+            if self.failed_sent == 1 { "" } else { "s" },
+            shown.join("; ")
+        ))
     }
 
     /// A `call_failed` record: counted by (call, errno), 8 kinds at most.

@@ -110,9 +110,9 @@ LimitNOFILE=, docker --ulimit nofile=N:N) or close the descriptors it leaks; ENF
 --security-opt seccomp=, systemd SystemCallFilter=, a sandbox library or a language runtime's own filter; \
 grep Seccomp /proc/PID/status)";
     OsCallFailed => "os_call_failed", reference: "docs/FAILURE-CATALOGUE.md",
-        hint: "a system call of libcuda's own failed that nvprobe did not see fail (it reports failed threads, mappings \
-and descriptors of a process in start-up, on kernels where those tracepoints attach): find it with \
-strace -f -e trace=%file,%desc,%memory,%process; the common causes are the open-file limit (libcuda opens several \
+        hint: "a system call of libcuda's own failed: where the kernel side saw the start-up's failed system calls \
+(the raw sys_exit tracepoint), the evidence lists them, newest first; where it names none, no system call of the start-up \
+failed as far as nvprobe saw (a kernel without that tracepoint: find it with strace -f); the common causes are the open-file limit (libcuda opens several \
 descriptors at start-up: raise ulimit -n), a seccomp profile that refuses open, mmap or ioctl (a filter the process \
 installed after nvprobe read it is not in the evidence), and memory or thread limits (ulimit -v, the cgroup's pids.max)";
     ThreadLimit => "thread_limit", reference: "docs/FAILURE-CATALOGUE.md",
@@ -124,6 +124,11 @@ process limit (ulimit -u, systemd LimitNPROC=; it counts all of the user's tasks
 uses): lift the address-space limit (ulimit -v unlimited, systemd LimitAS=, a batch scheduler's virtual-memory limit such \
 as h_vmem) rather than raise it a little; under vm.overcommit_memory=2 the commit limit counts such reservations; a \
 process near vm.max_map_count gets ENOMEM too";
+    FailedSyscalls => "failed_syscalls", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "no rule of nvprobe's explains this start-up by itself; the evidence lists the system calls that failed in \
+it (from its first NVIDIA or CUDA call, or its parent's, to its first context, as the kernel saw them, without ptrace), newest first, with the path each named: \
+the newest is most often the cause (a file or socket libcuda needs that is not there, a call a filter, a limit or a \
+security module refused); compare with a start-up that works (nvprobe diff) to tell the ones every start-up meets";
     StartCallRefused => "start_call_refused", reference: "docs/FAILURE-CATALOGUE.md",
         hint: "a call the start-up needs besides the NVIDIA ones was refused; the evidence names it and what answered: \
 ENOSYS is a seccomp profile that does not know the call (update the container runtime's profile) or an old kernel; EACCES a \

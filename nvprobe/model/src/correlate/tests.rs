@@ -315,6 +315,8 @@ pub(super) fn proc_call(
         sa_restart: None,
         call: None,
         errno: None,
+        path: None,
+        seq: Some(1),
         failed: None,
         time_ns,
         raw: None,

@@ -249,3 +249,96 @@ fn failures_a_start_up_got_past_explain_nothing() {
     assert_eq!(v[0].result, Outcome::Ok, "{}", v[0].text);
     assert!(v[0].diagnoses.is_empty(), "{:#?}", v[0].diagnoses);
 }
+
+/// The kernel side's record of a failed `call` naming `path`.
+fn failed_path(t: u64, call: &str, errno: &str, path: &str, seq: u32) -> Event {
+    let Event::Proc(p) = failed_call(t, call, errno) else {
+        unreachable!()
+    };
+    Event::Proc(crate::decode::ProcCall {
+        path: Some(path.into()),
+        seq: Some(seq),
+        ..p
+    })
+}
+
+/// A file and a socket libcuda looks for are not there: no rule names a
+/// missing file (a search meets them as a matter of course), so the
+/// verdict lists the failed calls, the newest first, with their paths.
+#[test]
+fn a_failure_no_rule_explains_lists_the_failed_calls_newest_first() {
+    // Times from 1 ms: a clock at 0 is one not started yet.
+    let v = verdicts_of(
+        vec![with_limits(Limits::default())],
+        Vec::new(),
+        &[
+            cuda(1, "cuInit", None),
+            failed_path(2, "openat", "ENOENT", "/etc/gpu.conf", 1),
+            failed_path(3, "connect", "ENOENT", "/run/gpu.sock", 2),
+            cuda(4, "cuInit", Some((999, "CUDA_ERROR_UNKNOWN"))),
+        ],
+    );
+    let d = only(&v);
+    assert_eq!(d.id, DiagId::FailedSyscalls, "{d:#?}");
+    assert_eq!(
+        d.evidence,
+        "2 system calls failed in the start-up, the newest first: connect /run/gpu.sock ENOENT at 2.0 ms; \
+openat /etc/gpu.conf ENOENT at 1.0 ms"
+    );
+    let calls: Vec<_> = v[0]
+        .failed_syscalls
+        .iter()
+        .map(|f| (f.call.as_str(), f.path.as_deref(), f.errno.as_str()))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            ("connect", Some("/run/gpu.sock"), "ENOENT"),
+            ("openat", Some("/etc/gpu.conf"), "ENOENT")
+        ]
+    );
+}
+
+/// Past the 64th record the kernel side counts instead of sending: the
+/// list says so, and the count of a rule's failure is a floor.
+#[test]
+fn the_last_record_sent_makes_the_counts_floors() {
+    let mut ev: Vec<Event> = (1..=nvprobe_common::call_failed::SENT_MAX)
+        .map(|n| failed_path(1, "openat", "EACCES", "/etc/x", n))
+        .collect();
+    ev.push(failed_path(
+        2,
+        "eventfd2",
+        "EMFILE",
+        "",
+        nvprobe_common::call_failed::SENT_MAX,
+    ));
+    let v = failed_init(with_limits(Limits::default()), &ev, OS);
+    let d = only(&v);
+    assert_eq!(d.id, DiagId::FileLimit, "{d:#?}");
+    assert!(
+        d.evidence
+            .contains("eventfd2() failed with EMFILE, once or more (an event descriptor)"),
+        "{}",
+        d.evidence
+    );
+    assert_eq!(v[0].failed_syscalls.len(), 16, "the newest 16 are kept");
+    assert_eq!(v[0].failed_syscalls[0].call, "eventfd2");
+}
+
+/// A start-up that ends well carries no failed calls, however many it
+/// got past.
+#[test]
+fn a_start_up_that_ends_well_lists_no_failed_calls() {
+    let mut ev = vec![failed_path(0, "openat", "ENOENT", "/etc/gpu.conf", 1)];
+    ev.extend(good_init());
+    let v = verdicts_of(vec![with_limits(Limits::default())], one_gpu(), &ev);
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0].result, Outcome::Ok, "{}", v[0].text);
+    assert!(
+        v[0].failed_syscalls.is_empty(),
+        "{:#?}",
+        v[0].failed_syscalls
+    );
+    assert!(v[0].diagnoses.is_empty(), "{:#?}", v[0].diagnoses);
+}

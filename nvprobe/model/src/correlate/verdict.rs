@@ -89,6 +89,26 @@ pub struct CuInit {
     /// Each GPU's progress: opened, registered with UVM.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpus: Vec<super::state::GpuProgress>,
+    /// A start-up that did not end well: the system calls that failed in
+    /// it (every call, whatever its file; the kernel side's `call_failed`
+    /// records), the newest first, at most 16.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_syscalls: Vec<super::state::FailedSyscall>,
+}
+
+/// When no diagnosis explains a start-up that did not end well: the
+/// failed system calls of its start-up, the newest first (None: it had
+/// none, or a diagnosis explains it).
+fn unexplained(st: &ProcInit, result: Outcome, diagnoses: &[Diagnosis]) -> Option<Diagnosis> {
+    if matches!(result, Outcome::Ok | Outcome::Incomplete)
+        || diagnoses
+            .iter()
+            .any(|d| d.severity == super::table::DiagSeverity::Error && !rules::is_recovered(d, st))
+    {
+        return None;
+    }
+    let text = st.failed_text()?;
+    Some(super::table::diag(DiagId::FailedSyscalls, text))
 }
 
 pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<Exit>) -> CuInit {
@@ -148,6 +168,12 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<Exit>) -> CuInit {
     if context_failed {
         diagnoses.extend(super::rules_context::diagnose(st));
     }
+    diagnoses.extend(unexplained(st, result, &diagnoses));
+    let failed_syscalls = if result == Outcome::Ok {
+        Vec::new()
+    } else {
+        st.failed_newest_first()
+    };
     let stopped = stopped(st);
     let text = match &cause {
         Some(c) => format!("{head}: {c}{stopped}"),
@@ -178,6 +204,7 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<Exit>) -> CuInit {
         class,
         process: st.info.clone(),
         gpus: st.gpus.clone(),
+        failed_syscalls,
     }
 }
 
@@ -548,6 +575,7 @@ fn other_class(
         class,
         process: st.info.clone(),
         gpus: st.gpus.clone(),
+        failed_syscalls: Vec::new(),
     }
 }
 

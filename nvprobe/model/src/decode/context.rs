@@ -82,6 +82,15 @@ pub fn check_shape(bytes: &[u8]) -> Result<EventKind, DecodeError> {
     let h = Header::peek(bytes).ok_or(DecodeError::Short(bytes.len()))?;
     let kind = h.event_kind().ok_or(DecodeError::Kind(h.kind))?;
     let (name, want) = record_size(kind);
+    // A failed system call's record is a ProcEvent with its arguments and
+    // path after it (nvprobe_common::CallFailedEvent).
+    if kind == EventKind::Proc
+        && bytes.len() == size_of::<nvprobe_common::CallFailedEvent>()
+        && nvprobe_common::read::<ProcEvent>(bytes)
+            .is_some_and(|p| p.op == nvprobe_common::ProcOp::CallFailed as u32)
+    {
+        return Ok(kind);
+    }
     if bytes.len() != want {
         return Err(DecodeError::Size {
             kind: name,
@@ -92,7 +101,8 @@ pub fn check_shape(bytes: &[u8]) -> Result<EventKind, DecodeError> {
     Ok(kind)
 }
 
-/// The name and the exact size of a record of `kind`.
+/// The name and the exact size of a record of `kind` (a `proc` record of
+/// a failed system call is a `CallFailedEvent`, longer: [`check_shape`]).
 pub fn record_size(kind: EventKind) -> (&'static str, usize) {
     match kind {
         EventKind::Ioctl => ("ioctl", size_of::<IoctlEvent>()),

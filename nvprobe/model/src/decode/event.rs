@@ -354,6 +354,10 @@ pub struct MmapCall {
     pub raw: Option<String>,
 }
 
+/// How many call_failed records a kernel side before the path was sent
+/// sent per program (its `nv_procs::FAILS_SENT`).
+pub const LEGACY_FAILS_SENT: u32 = 8;
+
 /// exec, exit or a signal of a process that uses NVIDIA devices.
 #[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 pub struct ProcCall {
@@ -395,6 +399,17 @@ pub struct ProcCall {
     /// Its errno (call_failed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub errno: Option<String>,
+    /// The path the failed call named (call_failed; its path argument, or
+    /// an AF_UNIX socket's for connect).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Its number among the failed calls the kernel side sent for this
+    /// program's start-up (call_failed), from 1: the one numbered
+    /// `nvprobe_common::call_failed::SENT_MAX` (64) is the last sent, later
+    /// ones were counted, not sent. Absent in a recording made by an
+    /// nvprobe that sent at most [`LEGACY_FAILS_SENT`] and no number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u32>,
     /// The failed call's kind and errno, as numbers (call_failed; `call`
     /// and `errno` name them).
     #[serde(skip)]

@@ -24,6 +24,7 @@ pub mod rmparams;
 pub mod rmtable;
 pub mod signal;
 pub mod status;
+mod syscalls;
 pub mod uvm;
 pub mod version;
 
@@ -56,7 +57,7 @@ pub fn decode(bytes: &[u8], ctx: &Context) -> Result<Event, DecodeError> {
         EventKind::Path => files::decode_path(&read(bytes)?, ctx, raw),
         EventKind::Fd => files::decode_fd(&read(bytes)?, ctx, raw),
         EventKind::Mmap => files::decode_mmap(&read(bytes)?, ctx, raw),
-        EventKind::Proc => process::decode_proc(&read(bytes)?, raw),
+        EventKind::Proc => process::decode_proc(&read(bytes)?, bytes, raw),
         EventKind::Cuda => process::decode_cuda(&read(bytes)?, raw),
         EventKind::Driver => process::decode_driver(&read(bytes)?, ctx, raw),
         EventKind::RmControl => ioctl::decode_rm_control(&read(bytes)?, ctx, raw),

@@ -158,7 +158,9 @@ fn dev_text(rdev: u32) -> String {
     format!("{}:{}", kdev_major(rdev), kdev_minor(rdev))
 }
 
-pub(super) fn decode_proc(ev: &ProcEvent, raw: Option<String>) -> Event {
+/// A process record; a failed call's record carries its path
+/// ([`nvprobe_common::CallFailedEvent`]; `bytes` is the whole record).
+pub(super) fn decode_proc(ev: &ProcEvent, bytes: &[u8], raw: Option<String>) -> Event {
     let op = ProcOp::from_repr(ev.op);
     let is_sig = matches!(op, Some(ProcOp::SignalGenerate | ProcOp::SignalDeliver));
     let exit = (op == Some(ProcOp::Exit)).then(|| {
@@ -209,69 +211,31 @@ pub(super) fn decode_proc(ev: &ProcEvent, raw: Option<String>) -> Event {
         errno: (op == Some(ProcOp::CallFailed))
             .then(|| errno_name(-i64::from(ev.errno)))
             .flatten(),
+        path: (op == Some(ProcOp::CallFailed))
+            .then(|| nvprobe_common::read::<nvprobe_common::CallFailedEvent>(bytes))
+            .flatten()
+            .filter(|f| f.path_len > 0)
+            .map(|f| {
+                let n = (f.path_len as usize).min(f.path.len());
+                super::bytes::escape_bytes(&f.path[..n])
+            }),
+        seq: (op == Some(ProcOp::CallFailed))
+            .then(|| nvprobe_common::read::<nvprobe_common::CallFailedEvent>(bytes))
+            .flatten()
+            .map(|f| f.seq),
         time_ns: ev.hdr.ktime_ns,
         raw,
     })
 }
 
-/// The name of the system calls the kernel side reports failures of, by
-/// the tracing machine's numbers (arch/x86/entry/syscalls/syscall_64.tbl,
-/// include/uapi/asm-generic/unistd.h); "syscall N" for any other.
+/// The name of system call `nr` by the tracing machine's numbers
+/// (`syscalls.rs`); "syscall N" for a number the table does not have.
 pub fn syscall_name(nr: i32) -> String {
     #[cfg(target_arch = "aarch64")]
-    const TABLE: &[(i32, &str)] = &[
-        (19, "eventfd2"),
-        (23, "dup"),
-        (24, "dup3"),
-        (25, "fcntl"),
-        (33, "mknodat"),
-        (48, "faccessat"),
-        (56, "openat"),
-        (57, "close"),
-        (59, "pipe2"),
-        (79, "newfstatat"),
-        (216, "mremap"),
-        (220, "clone"),
-        (222, "mmap"),
-        (226, "mprotect"),
-        (279, "memfd_create"),
-        (291, "statx"),
-        (435, "clone3"),
-        (437, "openat2"),
-        (439, "faccessat2"),
-    ];
+    let table = super::syscalls::GENERIC;
     #[cfg(not(target_arch = "aarch64"))]
-    const TABLE: &[(i32, &str)] = &[
-        (2, "open"),
-        (3, "close"),
-        (4, "stat"),
-        (6, "lstat"),
-        (9, "mmap"),
-        (10, "mprotect"),
-        (21, "access"),
-        (25, "mremap"),
-        (32, "dup"),
-        (33, "dup2"),
-        (56, "clone"),
-        (57, "fork"),
-        (58, "vfork"),
-        (72, "fcntl"),
-        (133, "mknod"),
-        (257, "openat"),
-        (259, "mknodat"),
-        (262, "newfstatat"),
-        (269, "faccessat"),
-        (290, "eventfd2"),
-        (292, "dup3"),
-        (293, "pipe2"),
-        (319, "memfd_create"),
-        (332, "statx"),
-        (435, "clone3"),
-        (437, "openat2"),
-        (439, "faccessat2"),
-    ];
-    TABLE
-        .iter()
-        .find(|(n, _)| *n == nr)
-        .map_or_else(|| format!("syscall {nr}"), |(_, name)| (*name).to_owned())
+    let table = super::syscalls::X86_64;
+    table
+        .binary_search_by_key(&nr, |(n, _)| *n)
+        .map_or_else(|_| format!("syscall {nr}"), |i| table[i].1.to_owned())
 }

@@ -563,3 +563,70 @@ fn a_failed_start_up_call_is_named() {
         (Some("syscall 99999"), Some("ENOMEM"))
     );
 }
+
+/// A failed call sent with its path (a `CallFailedEvent`): the path is
+/// escaped and bounded, `seq` is its number; a record of that length that
+/// is not a failed call is refused, not read as one.
+#[test]
+fn a_failed_call_with_its_path_decodes_escaped_and_bounded() {
+    let mk = |op: nvprobe_common::ProcOp, path: &[u8], path_len: u32| {
+        let mut ev = nvprobe_common::CallFailedEvent {
+            proc: ProcEvent {
+                hdr: header(EventKind::Proc),
+                op: op as u32,
+                sig: 0,
+                code: 257, // openat (x86_64), newfstatat elsewhere
+                errno: 2,
+                result: 0,
+                exit_code: 0,
+                target_tgid: 7,
+                target_tid: 7,
+                si_pid: 0,
+                unsent: 0,
+                sa_handler: 0,
+                sa_flags: 0,
+            },
+            args: [0, 0],
+            path_len,
+            seq: 3,
+            path: [0; nvprobe_common::PATH_LEN],
+        };
+        ev.path[..path.len()].copy_from_slice(path);
+        bytes_of(&ev)
+    };
+    let ok = mk(
+        nvprobe_common::ProcOp::CallFailed,
+        b"/etc/gpu\x1b[2J.conf",
+        17,
+    );
+    let Ok(Event::Proc(p)) = decode(&ok, &ctx580()) else {
+        panic!("not a proc record")
+    };
+    assert_eq!(p.errno.as_deref(), Some("ENOENT"));
+    assert_eq!(p.seq, Some(3));
+    let path = p.path.expect("a path");
+    assert!(!path.chars().any(char::is_control), "{path}");
+    assert!(
+        path.starts_with("/etc/gpu") && path.ends_with(".conf"),
+        "{path}"
+    );
+    // A length past the buffer is the buffer.
+    let long = [b'a'; nvprobe_common::PATH_LEN];
+    let Ok(Event::Proc(p)) = decode(
+        &mk(nvprobe_common::ProcOp::CallFailed, &long, u32::MAX),
+        &ctx580(),
+    ) else {
+        panic!("not a proc record")
+    };
+    assert_eq!(p.path.map(|s| s.len()), Some(nvprobe_common::PATH_LEN));
+    // No path: none shown.
+    let Ok(Event::Proc(p)) = decode(&mk(nvprobe_common::ProcOp::CallFailed, b"", 0), &ctx580())
+    else {
+        panic!("not a proc record")
+    };
+    assert_eq!(p.path, None);
+    assert!(matches!(
+        decode(&mk(nvprobe_common::ProcOp::Exit, b"", 0), &ctx580()),
+        Err(DecodeError::Size { kind: "proc", .. })
+    ));
+}

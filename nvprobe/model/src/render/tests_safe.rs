@@ -39,6 +39,7 @@ fn hostile_verdict() -> CuInit {
             ..ProcessInfo::default()
         }),
         gpus: Vec::new(),
+        failed_syscalls: Vec::new(),
     }
 }
 

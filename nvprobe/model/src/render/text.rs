@@ -225,8 +225,11 @@ fn proc_text(s: &mut String, p: &ProcCall) {
         ),
         ProcKind::CallFailed => write!(
             s,
-            "{}() = -1 {} (a call of its start-up)",
+            "{}({}) = -1 {} (a call of its start-up)",
             p.call.as_deref().unwrap_or("?"),
+            p.path
+                .as_deref()
+                .map_or(String::new(), |p| format!("\"{p}\"")),
             p.errno.as_deref().unwrap_or("?")
         ),
         other => write!(s, "{other}"),
