@@ -9,9 +9,11 @@ context (a CUDA process past its start-up), a first context made and
 destroyed 20 times, and a python process's cuInit (process wall: a start-up,
 which the new facts do touch). Prints a markdown table of medians and the
 samples. With `--set start-calls`: the calls whose failures the kernel side
-watches in start-ups (threads, mprotect, pipes, anonymous mmaps) made in a
-loop by a process past any start-up (`nvbench start-call`, the median of
-5 batches per run).
+watches in start-ups (threads, mprotect, pipes, anonymous mmaps, a call
+that fails, getppid: since every failed call of a start-up is watched
+through the raw tracepoint sys_exit, every system call of the host runs
+its program) made in a loop by a process past any start-up (`nvbench
+start-call`, the median of 5 batches per run).
 
   bench-startup-facts.py --before OLD/nvprobe --after .dev/bin/nvprobe --nvbench .dev/bin/nvbench --rounds 3
 """
@@ -39,6 +41,9 @@ def workloads(nvbench, which="facts"):
             ("pipe2 + 2 close, 5 x 100,000", "ns/op", nb("pipe2", 100000), "ns_per_op"),
             ("anonymous mmap + munmap (64 KiB), 5 x 100,000", "ns/op", nb("mmap", 100000),
              "ns_per_op"),
+            ("lseek(-1) failing with EBADF, 5 x 400,000", "ns/op", nb("ebadf", 400000), "ns_per_op"),
+            ("getppid(), 5 x 400,000", "ns/op",
+             [nvbench, "--iters", "400000", "--batches", "5", "getppid"], "ns_per_op"),
         ]
     return [
         ("RM_CONTROL (NULL) loop, 100,000 calls", "ns/call",

@@ -4,10 +4,12 @@ loader's own opens are not refused): the filter answers EPERM to
 open/openat (`open`), to ioctls of type 'F', the NVIDIA escapes
 (`escapes`), or to clone and clone3, the threads (`threads`); `clone3`
 answers ENOSYS to clone3 alone, as container profiles older than the call
-do (glibc then uses clone). Prints one JSON line: the CUresult and the
-device count.
+do (glibc then uses clone); `escapes-eacces` answers EACCES to the
+escapes (what a security module's ioctl rule answers); `nr:N:ERRNO`
+answers ERRNO to system call N (x86_64 numbers), whatever it is. Prints
+one JSON line: the CUresult and the device count.
 
-  seccomp-cuinit.py open|escapes|threads|clone3 [--case NAME]"""
+  seccomp-cuinit.py open|escapes|escapes-eacces|threads|clone3|nr:N:ERRNO [--case NAME]"""
 import ctypes
 import json
 import struct
@@ -20,6 +22,7 @@ AUDIT_ARCH_X86_64 = 0xC000003E
 RET_ALLOW = 0x7FFF0000
 RET_EPERM = 0x00050000 | 1
 RET_ENOSYS = 0x00050000 | 38
+RET_EACCES = 0x00050000 | 13
 LD_W_ABS, JEQ_K, RET_K, ALU_AND_K = 0x20, 0x15, 0x06, 0x54
 
 
@@ -39,6 +42,10 @@ def program(which):
         # clone (56) or clone3 (435): EPERM.
         p += [ins(JEQ_K, 2, 0, 56), ins(JEQ_K, 1, 0, 435), ins(RET_K, 0, 0, RET_ALLOW),
               ins(RET_K, 0, 0, RET_EPERM)]
+    elif which.startswith("nr:"):
+        _, nr, errno = which.split(":")
+        p += [ins(JEQ_K, 1, 0, int(nr)), ins(RET_K, 0, 0, RET_ALLOW),
+              ins(RET_K, 0, 0, 0x00050000 | int(errno))]
     elif which == "clone3":
         # clone3 (435): ENOSYS.
         p += [ins(JEQ_K, 1, 0, 435), ins(RET_K, 0, 0, RET_ALLOW), ins(RET_K, 0, 0, RET_ENOSYS)]
@@ -47,7 +54,7 @@ def program(which):
         p += [ins(JEQ_K, 1, 0, 16), ins(RET_K, 0, 0, RET_ALLOW),
               ins(LD_W_ABS, 0, 0, 24), ins(ALU_AND_K, 0, 0, 0xFF00),
               ins(JEQ_K, 1, 0, 0x4600), ins(RET_K, 0, 0, RET_ALLOW),
-              ins(RET_K, 0, 0, RET_EPERM)]
+              ins(RET_K, 0, 0, RET_EACCES if which == "escapes-eacces" else RET_EPERM)]
     return b"".join(p), len(p)
 
 

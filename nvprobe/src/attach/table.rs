@@ -223,9 +223,10 @@ pub const PROC_PROBES: &[(&str, Hook, &str)] = &[
         Hook::TracePoint("oom", "mark_victim"),
         "which process the OOM killer chose",
     ),
-    // One program on every system call's exit (a raw tracepoint: no
-    // record is made for a call that succeeded, about 10 ns a call, see
-    // docs/BENCHMARKS.md); only a failure of a process in start-up is sent.
+    // One program on every system call's exit (a raw tracepoint: a call
+    // that succeeded costs one compare; its cost on the host is not yet
+    // measured on the GPU host: tests/scripts/bench-failed-exit.sh); only a
+    // failure of a process in start-up is sent.
     (
         "nvprobe_failed_exit",
         Hook::RawTracePoint("sys_exit"),

@@ -82,9 +82,11 @@ enum Cmd {
     /// A call whose failures nvprobe watches in start-ups, in a loop, by a
     /// process past any start-up: `mprotect` (one page, toggled), `pipe2`
     /// (and its two closes), `mmap` (64 KiB anonymous, and its munmap),
-    /// `thread` (a thread started and joined: clone3).
+    /// `thread` (a thread started and joined: clone3), `ebadf` (lseek on
+    /// descriptor -1: a call that fails, and that no tracepoint of
+    /// nvprobe's watches, so only the raw sys_exit program sees it).
     StartCall {
-        #[arg(value_parser = ["mprotect", "pipe2", "mmap", "thread"])]
+        #[arg(value_parser = ["mprotect", "pipe2", "mmap", "thread", "ebadf"])]
         call: String,
     },
     /// Another tracer on the host: attach a perf-event uprobe (what perf or
@@ -561,6 +563,11 @@ fn start_calls(call: &str, n: u64) {
                     libc::mprotect(p, 4096, prot);
                 }
                 libc::munmap(p, 4096);
+            }
+            "ebadf" => {
+                for _ in 0..n {
+                    libc::lseek(-1, 0, libc::SEEK_SET);
+                }
             }
             "pipe2" => {
                 let mut fds = [0i32; 2];

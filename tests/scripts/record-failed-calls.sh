@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Records tests/scripts/failed-calls-workload.sh on a GPU host
+# (record-cases.sh): $OUT/failedcalls.ndjson is
+# tests/fixtures/h200-580.159.04-failed-calls.ndjson; then the same
+# workload under strace -f -Z (failed calls only, $OUT/strace/NAME.txt),
+# to compare nvprobe's failed_syscalls with strace's answer.
+set -u
+bash tests/scripts/record-cases.sh tests/scripts/failed-calls-workload.sh failedcalls
+STRACE_OUT=$OUT/strace bash tests/scripts/failed-calls-workload.sh >$OUT/strace.txt 2>&1
+echo "--- under strace"; cut -c1-200 $OUT/strace.txt
+echo "--- call_failed records:"; grep -c '"op":"call_failed"' "$OUT/failedcalls.ndjson"
+echo "--- verdicts with failed_syscalls:"; grep -c '"failed_syscalls"' "$OUT/failedcalls.ndjson"
