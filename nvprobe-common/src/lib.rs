@@ -34,6 +34,8 @@ pub mod hooks;
 mod rm;
 pub use rm::{RM_DEREF_LEN, RM_PARAMS_LEN, RmControlEvent, rm_params};
 
+pub mod call_failed;
+pub use call_failed::CallFailedEvent;
 pub mod maps;
 
 /// `NV_PROCS` values: a followed process, and one whose successful calls
@@ -505,32 +507,6 @@ pub struct ProcEvent {
     pub sa_flags: u64,
 }
 
-/// A failed system call of a process in start-up
-/// ([`ProcOp::CallFailed`]): the process record, the call's first two
-/// arguments as the caller passed them, and the path it named (the
-/// syscall's path argument, or an `AF_UNIX` socket's path for connect).
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct CallFailedEvent {
-    pub proc: ProcEvent,
-    pub args: [u64; 2],
-    /// Bytes of `path` in use (without the NUL); 0 when the call names
-    /// no path, `PATH_LEN` when it was cut.
-    pub path_len: u32,
-    /// Its number among the failed calls sent for this program's
-    /// start-up, from 1; the one numbered [`call_failed::SENT_MAX`] is the
-    /// last sent (later ones were counted in `FAILS_UNSENT`).
-    pub seq: u32,
-    pub path: [u8; PATH_LEN],
-}
-
-/// [`CallFailedEvent`]'s bound.
-pub mod call_failed {
-    /// Failed calls sent per program (between an exec and the first
-    /// context); the later ones are counted (`FAILS_UNSENT`), not sent.
-    pub const SENT_MAX: u32 = 64;
-}
-
 /// The cookie of cuInit in [`CUDA_FUNCS`].
 pub const CUDA_CUINIT: u32 = 1;
 
@@ -807,7 +783,6 @@ unsafe impl Record for PathEvent {}
 unsafe impl Record for FdEvent {}
 unsafe impl Record for MmapEvent {}
 unsafe impl Record for ProcEvent {}
-unsafe impl Record for CallFailedEvent {}
 unsafe impl Record for CudaEvent {}
 unsafe impl Record for DriverEvent {}
 

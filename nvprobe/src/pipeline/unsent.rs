@@ -36,24 +36,23 @@ pub fn fold(ebpf: &Ebpf, stats: &mut Stats, version: &VersionCtx, now_ns: u64) {
         }
     }
     // Failed returns of fault-only libcuda calls past the eight sent per
-    // process (a sticky error fails every later call).
-    if let Some(m) = ebpf.map(maps::RT_CAPPED)
-        && let Ok(a) = PerCpuArray::<_, u64>::try_from(m)
-        && let Ok(per_cpu) = a.get(&0, 0)
-    {
-        let n: u64 = per_cpu.iter().sum();
-        if n > 0 {
-            stats.add_unsent_calls("libcuda failures past 8 per process", n);
-        }
-    }
-    // Failed system calls of start-ups past the 64 sent per program.
-    if let Some(m) = ebpf.map(maps::FAILS_UNSENT)
-        && let Ok(a) = PerCpuArray::<_, u64>::try_from(m)
-        && let Ok(per_cpu) = a.get(&0, 0)
-    {
-        let n: u64 = per_cpu.iter().sum();
-        if n > 0 {
-            stats.add_unsent_calls("failed system calls past 64 per start-up", n);
+    // process (a sticky error fails every later call), and failed system
+    // calls of start-ups past the 64 sent per program.
+    for (map, what) in [
+        (maps::RT_CAPPED, "libcuda failures past 8 per process"),
+        (
+            maps::FAILS_UNSENT,
+            "failed system calls past 64 per start-up",
+        ),
+    ] {
+        if let Some(m) = ebpf.map(map)
+            && let Ok(a) = PerCpuArray::<_, u64>::try_from(m)
+            && let Ok(per_cpu) = a.get(&0, 0)
+        {
+            let n: u64 = per_cpu.iter().sum();
+            if n > 0 {
+                stats.add_unsent_calls(what, n);
+            }
         }
     }
     let mut per_proc: std::collections::BTreeMap<u32, u64> = Default::default();

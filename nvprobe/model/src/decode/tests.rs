@@ -526,13 +526,11 @@ proptest! {
     }
 }
 
-/// The kernel side's record of a failed start-up call decodes to the
-/// call's name and errno; an unknown number stays a number.
-#[test]
-fn a_failed_start_up_call_is_named() {
-    let mk = |nr: i32, errno: i32| ProcEvent {
+/// A proc record of pid 7 with `op`, call number `nr` and `errno`.
+fn failed_proc(op: nvprobe_common::ProcOp, nr: i32, errno: i32) -> ProcEvent {
+    ProcEvent {
         hdr: header(EventKind::Proc),
-        op: nvprobe_common::ProcOp::CallFailed as u32,
+        op: op as u32,
         sig: 0,
         code: nr,
         errno,
@@ -544,7 +542,14 @@ fn a_failed_start_up_call_is_named() {
         unsent: 0,
         sa_handler: 0,
         sa_flags: 0,
-    };
+    }
+}
+
+/// The kernel side's record of a failed start-up call decodes to the
+/// call's name and errno; an unknown number stays a number.
+#[test]
+fn a_failed_start_up_call_is_named() {
+    let mk = |nr: i32, errno: i32| failed_proc(nvprobe_common::ProcOp::CallFailed, nr, errno);
     let clone3 = 435;
     let Ok(Event::Proc(p)) = decode(&bytes_of(&mk(clone3, 11)), &ctx580()) else {
         panic!("not a proc record")
@@ -571,21 +576,8 @@ fn a_failed_start_up_call_is_named() {
 fn a_failed_call_with_its_path_decodes_escaped_and_bounded() {
     let mk = |op: nvprobe_common::ProcOp, path: &[u8], path_len: u32| {
         let mut ev = nvprobe_common::CallFailedEvent {
-            proc: ProcEvent {
-                hdr: header(EventKind::Proc),
-                op: op as u32,
-                sig: 0,
-                code: 257, // openat (x86_64), newfstatat elsewhere
-                errno: 2,
-                result: 0,
-                exit_code: 0,
-                target_tgid: 7,
-                target_tid: 7,
-                si_pid: 0,
-                unsent: 0,
-                sa_handler: 0,
-                sa_flags: 0,
-            },
+            // openat (x86_64), newfstatat elsewhere; ENOENT.
+            proc: failed_proc(op, 257, 2),
             args: [0, 0],
             path_len,
             seq: 3,
