@@ -36,6 +36,8 @@ pub use rm::{RM_DEREF_LEN, RM_PARAMS_LEN, RmControlEvent, rm_params};
 
 pub mod call_failed;
 pub use call_failed::CallFailedEvent;
+mod paths;
+pub use paths::NVIDIA_PATH_PREFIXES;
 pub mod maps;
 
 /// `NV_PROCS` values: a followed process, and one whose successful calls

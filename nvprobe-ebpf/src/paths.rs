@@ -5,15 +5,7 @@ use nvprobe_common::{PathEvent, PathOp};
 
 const PROBE: usize = 24;
 
-/// Path prefixes that make a stat/access/open worth reporting even when it
-/// fails: the device nodes, their /dev/char links, and the driver's /proc
-/// and /sys trees (what libcuda and nvidia-modprobe look at).
-const PREFIXES: [&[u8]; 4] = [
-    b"/dev/nvidia",
-    b"/dev/char/195:",
-    b"/proc/driver/nvidia",
-    b"/sys/module/nvidia",
-];
+use nvprobe_common::NVIDIA_PATH_PREFIXES as PREFIXES;
 
 #[inline(always)]
 fn starts_with(buf: &[u8; PROBE], p: &[u8]) -> bool {

@@ -39,7 +39,7 @@ fn the_busy_shell_is_counted_not_shown() {
     let out = text(&[]);
     assert!(
         out.contains(
-            "\n1006 fork, exec, exit and signal lines of 202 processes that made no NVIDIA call were left out (--all-processes shows them)\n"
+            "\n1006 fork, exec, exit, signal and failed-call lines of 202 processes that made no NVIDIA call were left out (--all-processes shows them)\n"
         ),
         "{out}"
     );

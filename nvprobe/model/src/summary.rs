@@ -85,7 +85,7 @@ pub struct Summary {
     /// kernel left out (`--events failures|verdicts`): not in `events`.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub quieted: u64,
-    /// Text only: fork, exec, exit and signal lines of processes that made
+    /// Text only: fork, exec, exit, signal and failed-call lines of processes that made
     /// no NVIDIA call (`--all-processes` writes them), and how many
     /// processes they were about.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -533,7 +533,7 @@ impl Summary {
         if self.lifecycle_lines_left_out > 0 {
             let _ = writeln!(
                 s,
-                "{} fork, exec, exit and signal lines of {} processes that made no NVIDIA call were left out (--all-processes shows them)",
+                "{} fork, exec, exit, signal and failed-call lines of {} processes that made no NVIDIA call were left out (--all-processes shows them)",
                 self.lifecycle_lines_left_out, self.lifecycle_processes_left_out
             );
         }

@@ -32,8 +32,8 @@ pub struct OutputArgs {
     /// is still counted in the summary.
     #[arg(long, value_name = "LEVEL", default_value = "all", value_parser = parse_level)]
     pub events: Level,
-    /// Text: the fork, exec, exit and signal lines of every process
-    /// followed. By default text shows them for the processes that made an
+    /// Text: the fork, exec, exit, signal and failed-call lines of every
+    /// process followed. By default text shows them for the processes that made an
     /// NVIDIA call, and for their children until they exec; the summary
     /// counts the lines left out. JSON and OTLP always hold every record.
     #[arg(long)]

@@ -1,9 +1,11 @@
-//! Which fork, exec, exit and signal lines the text output shows.
+//! Which fork, exec, exit, signal and failed-call lines the text output
+//! shows.
 //!
 //! The kernel side follows every process that touched an NVIDIA file and
 //! every process forked from one, so a shell that once looked at
 //! /dev/nvidia0 brings in each command it runs, and each of their exits
-//! and SIGCHLDs. Text shows the lifecycle and signal lines of a process
+//! and SIGCHLDs. Text shows the lifecycle, signal and failed-call lines
+//! (call_failed: a failed system call of a start-up) of a process
 //! that made an NVIDIA call (an open, an ioctl, a mapping, a mknod, a
 //! libcuda call; a stat or access of a path does not count), and of the
 //! children such a process forks (nvidia-modprobe's exit status, a worker's
@@ -11,12 +13,21 @@
 //! process: they are written, before its first NVIDIA call's line, if it
 //! makes one, and are left out, and counted, when it ends without one.
 //! JSON and OTLP keep every record (the recording is complete), and
-//! `--all-processes` shows every line in text.
+//! `--all-processes` shows every line in text. A failed call of an
+//! NVIDIA path is not written twice: the path record's line says it.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use bytes::Bytes;
 use nvprobe_model::decode::{Event, ProcKind};
+
+/// A path the kernel side's path tracepoints report themselves
+/// (`nvprobe_common::NVIDIA_PATH_PREFIXES`).
+fn nvidia_path(p: &str) -> bool {
+    nvprobe_common::NVIDIA_PATH_PREFIXES
+        .iter()
+        .any(|pre| p.as_bytes().starts_with(pre))
+}
 
 /// The lines held for one process; older ones are left out.
 pub const HOLD_LINES: usize = 8;
@@ -32,6 +43,9 @@ pub enum Step {
     Life(Life),
     /// Nothing the filter looks at (a stat or access, a decode warning).
     Other,
+    /// A record whose line another record already wrote (a failed call
+    /// of an NVIDIA path, also the path record's line): left out of text.
+    Repeat,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,6 +55,8 @@ pub enum Life {
         child: u32,
     },
     Exec(u32),
+    /// A failed system call of a process in start-up (call_failed).
+    Failed(u32),
     Exit(u32),
     /// A signal generated for, or delivered to, `target`.
     Signal {
@@ -61,8 +77,12 @@ impl Step {
                 ProcKind::Signal | ProcKind::SignalDelivered => Step::Life(Life::Signal {
                     target: p.target_pid,
                 }),
-                // A start-up's own failed call: part of its start-up.
-                ProcKind::CallFailed => Step::Call(p.proc.pid),
+                // A failed call of a followed process is not an NVIDIA
+                // call (a shell that looked at /dev/nvidia0 and the
+                // library searches of its commands); one that repeats an
+                // NVIDIA path's own record is not shown twice.
+                ProcKind::CallFailed if p.path.as_deref().is_some_and(nvidia_path) => Step::Repeat,
+                ProcKind::CallFailed => Step::Life(Life::Failed(p.proc.pid)),
                 // The OOM killer's choice: as much the victim's as a call.
                 ProcKind::OomVictim => Step::Call(p.target_pid),
                 ProcKind::Unknown => Step::Other,
@@ -111,7 +131,7 @@ impl LifeLines {
                 self.hold(child, line);
                 None
             }
-            Life::Exec(pid) => {
+            Life::Exec(pid) | Life::Failed(pid) => {
                 if self.shown(pid) {
                     return Some(line);
                 }
@@ -243,6 +263,47 @@ mod tests {
         assert_eq!(f.life(Life::Exec(20), b("exec")), None);
         f.finish();
         assert_eq!((f.lines, f.processes), (3, 2));
+    }
+
+    #[test]
+    fn failed_calls_of_a_process_that_never_calls_the_driver_are_held() {
+        let mut f = LifeLines::default();
+        // sh[10] stat'ed a path (followed, not a caller): its failed calls
+        // and those of the child it runs are held, then left out.
+        assert_eq!(f.life(Life::Failed(10), b("stat")), None);
+        let fork = Life::Fork {
+            parent: 10,
+            child: 11,
+        };
+        assert_eq!(f.life(fork, b("fork")), None);
+        assert_eq!(f.life(Life::Failed(11), b("openat")), None);
+        assert_eq!(f.life(Life::Exit(11), b("exit")), None);
+        assert_eq!(f.life(Life::Exit(10), b("exit")), None);
+        assert_eq!((f.lines, f.processes), (5, 2));
+        // A caller's failed calls are written, its held ones first.
+        assert_eq!(f.life(Life::Failed(20), b("ld.so")), None);
+        assert_eq!(f.call(20), vec![b("ld.so")]);
+        assert_eq!(f.life(Life::Failed(20), b("mmap")), Some(b("mmap")));
+    }
+
+    #[test]
+    fn a_failed_call_of_an_nvidia_path_is_not_written_twice() {
+        let p = |path: &str| {
+            Event::Proc(
+                serde_json::from_value(serde_json::json!({
+                    "pid": 7, "tid": 7, "comm": "python3", "uid": 0,
+                    "op": "call_failed", "target_pid": 7, "time_ns": 1,
+                    "call": "openat", "errno": "ENOENT", "path": path,
+                }))
+                .expect("a call_failed record"),
+            )
+        };
+        assert_eq!(Step::of(&p("/dev/nvidia-uvm")), Step::Repeat);
+        assert_eq!(Step::of(&p("/proc/driver/nvidia/params")), Step::Repeat);
+        assert_eq!(
+            Step::of(&p("/usr/lib/libcuda.so.1")),
+            Step::Life(Life::Failed(7))
+        );
     }
 
     #[test]

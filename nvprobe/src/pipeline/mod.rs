@@ -363,6 +363,7 @@ impl Writer {
                     write(&mut self.out, &mut self.res, b);
                 }
             }
+            (Some(_), lifelines::Step::Repeat) => {}
             _ => write(&mut self.out, &mut self.res, line),
         }
     }
