@@ -5,7 +5,7 @@ use crate::{PATH_LEN, ProcEvent, Record};
 
 /// Failed calls sent per program (between an exec and the first
 /// context); the later ones are counted (`FAILS_UNSENT`), not sent.
-pub const SENT_MAX: u32 = 64;
+pub const SENT_MAX: u32 = 128;
 
 /// A failed system call of a process in start-up
 /// ([`crate::ProcOp::CallFailed`]): the process record, the call's first two

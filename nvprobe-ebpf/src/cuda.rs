@@ -128,10 +128,15 @@ fn quiet(tgid: u32) -> bool {
     // SAFETY: plain lookup of a u8.
     match unsafe { crate::maps::NV_PROCS.get(&tgid) }.copied() {
         None => {
-            crate::maps::first_sight(tgid);
+            crate::maps::caller(tgid);
             false
         }
-        Some(v) => v & nvprobe_common::nv_procs::QUIET != 0,
+        Some(v) => {
+            if v & nvprobe_common::nv_procs::CALLER == 0 {
+                crate::maps::caller(tgid);
+            }
+            v & nvprobe_common::nv_procs::QUIET != 0
+        }
     }
 }
 

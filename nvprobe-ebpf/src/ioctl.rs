@@ -326,8 +326,13 @@ fn procs_value(tgid: u32, cache: *mut nvprobe_common::fastpath::FdCache) -> (u8,
     }
     // SAFETY: plain lookup of a u8.
     match unsafe { maps::NV_PROCS.get(&tgid) }.copied() {
-        None => (nv_procs::FOLLOWED, maps::first_sight(tgid)),
+        None => (nv_procs::FOLLOWED | nv_procs::CALLER, maps::caller(tgid)),
         Some(v) => {
+            if v & nv_procs::CALLER == 0 {
+                // Followed from its parent, and now an NVIDIA call of its
+                // own (an inherited descriptor).
+                maps::caller(tgid);
+            }
             if !cache.is_null() {
                 // SAFETY: the thread's own cache slot.
                 unsafe {

@@ -117,7 +117,7 @@ pub(crate) fn ioctl_finish_compat(ret: i64) -> Result<(), i64> {
     // SAFETY: plain lookup of a u8.
     match unsafe { maps::NV_PROCS.get(&tgid) }.copied() {
         None => {
-            maps::first_sight(tgid);
+            maps::caller(tgid);
         }
         // A process past its verdict whose call succeeded: nothing of it
         // is shipped (--events failures|verdicts), so nothing is copied.

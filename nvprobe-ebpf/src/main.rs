@@ -535,7 +535,14 @@ fn exit_path(inf: &Inflight, ret: i64, end: u64) -> Result<bool, i64> {
     if unsafe { maps::PEERS.get(&tgid) }.is_some() {
         return Ok(true);
     }
-    maps::first_sight(tgid);
+    // An open (a node, a libcuda loaded) or a mknod is the process's own
+    // NVIDIA call: its start-up's failed calls are sent from now on. A
+    // stat or access is a look only (a shell's `test -e /dev/nvidia0`).
+    if op.is_open() || matches!(op, PathOp::Mknod | PathOp::Mknodat) {
+        maps::caller(tgid);
+    } else {
+        maps::first_sight(tgid);
+    }
     let Some(mut entry) = EVENTS.reserve::<PathEvent>(0) else {
         count_lost(EventKind::Path);
         return Ok(true);

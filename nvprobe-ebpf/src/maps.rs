@@ -305,6 +305,29 @@ pub fn first_sight(tgid: u32) -> bool {
     true
 }
 
+/// `tgid` made an NVIDIA call of its own: followed (and woken for, when
+/// new: true) and marked a caller (`nv_procs::CALLER`), whose start-up's
+/// failed calls are sent from now on.
+#[inline(always)]
+pub fn caller(tgid: u32) -> bool {
+    use nvprobe_common::nv_procs::{CALLER, FOLLOWED};
+    if let Some(p) = NV_PROCS.get_ptr_mut(&tgid) {
+        // SAFETY: pointer into the map's value.
+        unsafe {
+            if *p & CALLER == 0 {
+                *p |= CALLER;
+            }
+        }
+        return false;
+    }
+    let _ = NV_PROCS.insert(&tgid, &(FOLLOWED | CALLER), 0);
+    if let Some(p) = WAKE_NEXT.get_ptr_mut(0) {
+        // SAFETY: per-CPU slot of this program's CPU.
+        unsafe { *p = 1 };
+    }
+    true
+}
+
 /// Have the next record submitted on this CPU wake the collector at once
 /// (a failed start-up: the process is read again while it lives).
 #[inline(always)]

@@ -350,14 +350,18 @@ fn read_u64(at: u64) -> u64 {
 /// `call_failed::SENT_MAX` per program (then counted in FAILS_UNSENT).
 #[inline(always)]
 fn start_call_failed(ctx: &RawTracePointContext, ret: i64) {
-    use nvprobe_common::{call_failed::SENT_MAX, nv_procs::STARTED};
+    use nvprobe_common::{
+        call_failed::SENT_MAX,
+        nv_procs::{CALLER, STARTED},
+    };
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
     // SAFETY: plain lookup of a u8.
     let Some(v) = (unsafe { NV_PROCS.get(&tgid) }).copied() else {
         return;
     };
-    if v & STARTED != 0 {
+    // Not yet in a CUDA start-up (followed from its parent only), or past it.
+    if v & (STARTED | CALLER) != CALLER {
         return;
     }
     let errno = ret.wrapping_neg() as i32;

@@ -10,7 +10,8 @@ destroyed 20 times, and a python process's cuInit (process wall: a start-up,
 which the new facts do touch). Prints a markdown table of medians and the
 samples. With `--set start-calls`: the calls whose failures the kernel side
 watches in start-ups (threads, mprotect, pipes, anonymous mmaps, a call
-that fails, getppid: since every failed call of a start-up is watched
+that fails, getppid, TCGETS on /dev/null and the RM NULL control of
+issue 40's table: since every failed call of a start-up is watched
 through the raw tracepoint sys_exit, every system call of the host runs
 its program) made in a loop by a process past any start-up (`nvbench
 start-call`, the median of 5 batches per run).
@@ -44,6 +45,10 @@ def workloads(nvbench, which="facts"):
             ("lseek(-1) failing with EBADF, 5 x 400,000", "ns/op", nb("ebadf", 400000), "ns_per_op"),
             ("getppid(), 5 x 400,000", "ns/op",
              [nvbench, "--iters", "400000", "--batches", "5", "getppid"], "ns_per_op"),
+            ("TCGETS on /dev/null (ENOTTY), 5 x 400,000", "ns/op",
+             [nvbench, "--iters", "400000", "--batches", "5", "tcgets"], "ns_per_op"),
+            ("RM_CONTROL (NULL) on /dev/nvidiactl, 5 x 100,000", "ns/op",
+             [nvbench, "--iters", "100000", "--batches", "5", "rm-null-control"], "ns_per_op"),
         ]
     return [
         ("RM_CONTROL (NULL) loop, 100,000 calls", "ns/call",

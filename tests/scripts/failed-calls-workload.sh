@@ -11,7 +11,8 @@
 # affinity calls, EACCES to the escapes as a security module's ioctl rule
 # answers). Each case is tagged `--case NAME` and prints "== NAME: {…}".
 # With STRACE_OUT=DIR each case also runs under `strace -f -Z` (failed
-# calls only) into DIR/NAME.txt: what strace says, to compare.
+# calls only) into DIR/NAME.txt: what strace says, to compare ($STRACE:
+# the strace command, `strace` by default).
 set -u
 PY=${PY:-python3}
 D=$(cd "$(dirname "$0")" && pwd)
@@ -20,7 +21,7 @@ run() {
   local n=$1; shift
   if [ -n "${STRACE_OUT:-}" ]; then
     mkdir -p "$STRACE_OUT"
-    echo "== $n: $(strace -f -Z -qq -o "$STRACE_OUT/$n.txt" "$@" 2>&1 | tail -1)"
+    echo "== $n: $(${STRACE:-strace} -f -Z -qq -o "$STRACE_OUT/$n.txt" "$@" 2>&1 | tail -1)"
   else
     echo "== $n: $("$@" 2>&1 | tail -1)"
   fi

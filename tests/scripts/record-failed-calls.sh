@@ -6,7 +6,12 @@
 # to compare nvprobe's failed_syscalls with strace's answer.
 set -u
 bash tests/scripts/record-cases.sh tests/scripts/failed-calls-workload.sh failedcalls
-STRACE_OUT=$OUT/strace bash tests/scripts/failed-calls-workload.sh >$OUT/strace.txt 2>&1
+# The GPU host has no strace: this machine's, with its libraries in
+# .dev/lib, which the traced command does not inherit (-E).
+export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64
+S="env LD_LIBRARY_PATH=$PWD/.dev/lib $PWD/.dev/bin/strace -E LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+[ -x .dev/bin/strace ] || S=strace
+STRACE=$S STRACE_OUT=$OUT/strace bash tests/scripts/failed-calls-workload.sh >$OUT/strace.txt 2>&1
 echo "--- under strace"; cut -c1-200 $OUT/strace.txt
 echo "--- call_failed records:"; grep -c '"op":"call_failed"' "$OUT/failedcalls.ndjson"
 echo "--- verdicts with failed_syscalls:"; grep -c '"failed_syscalls"' "$OUT/failedcalls.ndjson"

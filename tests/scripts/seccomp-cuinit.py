@@ -6,8 +6,9 @@ open/openat (`open`), to ioctls of type 'F', the NVIDIA escapes
 answers ENOSYS to clone3 alone, as container profiles older than the call
 do (glibc then uses clone); `escapes-eacces` answers EACCES to the
 escapes (what a security module's ioctl rule answers); `nr:N:ERRNO`
-answers ERRNO to system call N (x86_64 numbers), whatever it is. Prints
-one JSON line: the CUresult and the device count.
+answers ERRNO to system call N (x86_64 numbers), whatever it is. Then
+the first context (cuCtxCreate_v2 on device 0) when cuInit succeeded.
+Prints one JSON line: the CUresults and the device count.
 
   seccomp-cuinit.py open|escapes|escapes-eacces|threads|clone3|nr:N:ERRNO [--case NAME]"""
 import ctypes
@@ -85,7 +86,16 @@ def main():
     r = cuda.cuInit(0)
     count = ctypes.c_int(-1)
     c = cuda.cuDeviceGetCount(ctypes.byref(count)) if r == 0 else None
-    print(json.dumps({"filter": which, "cuInit": r, "cuDeviceGetCount": c, "count": count.value}))
+    # The first context too: the NUMA and affinity calls are made there.
+    ctx = None
+    if r == 0 and count.value > 0:
+        dev = ctypes.c_int(0)
+        handle = ctypes.c_void_p()
+        ctx = cuda.cuDeviceGet(ctypes.byref(dev), 0)
+        if ctx == 0:
+            ctx = cuda.cuCtxCreate_v2(ctypes.byref(handle), 0, dev)
+    print(json.dumps({"filter": which, "cuInit": r, "cuDeviceGetCount": c, "count": count.value,
+                      "cuCtxCreate": ctx}))
     return 0
 
 

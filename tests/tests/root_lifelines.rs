@@ -39,6 +39,8 @@ fn a_shell_that_only_looked_at_a_path_stays_out_of_the_text() {
     // `test -e` is the shell's own stat of an NVIDIA-looking path (absent):
     // from then on the kernel side follows it and the commands it runs.
     let sh = Command::new("sh")
+        // Each command's loader searches a missing folder first (ENOENT).
+        .env("LD_LIBRARY_PATH", "/nonexistent-nvprobe-test/lib")
         .args([
             "-c",
             "test -e /dev/nvidia-nvprobe-test-absent; for i in 1 2 3 4 5; do /bin/true; done",
@@ -67,6 +69,16 @@ fn a_shell_that_only_looked_at_a_path_stays_out_of_the_text() {
             "exit of {k}"
         );
     }
+    // Followed from the shell, they made no NVIDIA call of their own: not
+    // in a CUDA start-up, so their failed calls (the loader's searches of
+    // a library path that includes missing folders) are not sent; the
+    // shell's own stat of the path is its record, and not a call_failed.
+    let strays: Vec<_> = f
+        .of_type("proc")
+        .filter(|r| r["op"] == "call_failed")
+        .filter(|r| kids.contains(&r["pid"].as_u64().unwrap_or(0)) || r["pid"] == sh_pid)
+        .collect();
+    assert!(strays.is_empty(), "{strays:#?}");
     let out = text(&rec, &[]);
     // The fork, exec, exit and signal lines about a process (its stat of
     // the path is a call's line, shown as every call is).

@@ -42,7 +42,7 @@ pub fn fold(ebpf: &Ebpf, stats: &mut Stats, version: &VersionCtx, now_ns: u64) {
         (maps::RT_CAPPED, "libcuda failures past 8 per process"),
         (
             maps::FAILS_UNSENT,
-            "failed system calls past 64 per start-up",
+            "failed system calls past 128 per start-up",
         ),
     ] {
         if let Some(m) = ebpf.map(map)

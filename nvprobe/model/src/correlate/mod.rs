@@ -520,13 +520,16 @@ impl Correlator {
             }
             ProcKind::Fork => self.on_fork(p),
             ProcKind::CallFailed => {
+                // What a process does once its start-up has failed (a
+                // Python script printing the error) is not its start-up.
                 if let Some(st) = self.procs.get_mut(&p.proc.pid)
                     && !st.done
+                    && !st.startup_failed()
                     && let Some(failed) = p.failed
                 {
                     st.on_failed_syscall(p);
                     let call = p.call.as_deref().unwrap_or("?");
-                    if rules_startcalls::may_explain(call, failed) {
+                    if rules_startcalls::may_explain(failed) {
                         st.on_call_failed(call.to_owned(), failed);
                     }
                 }

@@ -28,31 +28,22 @@ const LIMITS: [i32; 5] = [1, 11, 12, 23, 24];
 /// open or a lookup stopped by a limit or a filter. The kernel side sends
 /// every failed call; the others are shown as they are, newest first,
 /// when no rule explains the start-up.
-pub(crate) fn may_explain(call: &str, (kind, errno): (SysKind, i32)) -> bool {
+pub(crate) fn may_explain((kind, errno): (SysKind, i32)) -> bool {
     match kind {
         SysKind::Thread | SysKind::Clone3 | SysKind::MemFile | SysKind::EventFd | SysKind::Pipe => {
             REFUSALS.contains(&errno)
         }
-        SysKind::Map | SysKind::Protect | SysKind::Open => LIMITS.contains(&errno),
-        SysKind::Other => {
-            LIMITS.contains(&errno)
-                && matches!(
-                    call,
-                    "stat"
-                        | "lstat"
-                        | "newfstatat"
-                        | "statx"
-                        | "access"
-                        | "faccessat"
-                        | "faccessat2"
-                        | "mknod"
-                        | "mknodat"
-                        | "mlock"
-                        | "mlock2"
-                        | "mlockall"
-                )
-        }
+        SysKind::Map
+        | SysKind::Protect
+        | SysKind::Open
+        | SysKind::Lookup
+        | SysKind::Mknod
+        | SysKind::Lock => LIMITS.contains(&errno),
         SysKind::Dup | SysKind::NodeOpen => true,
+        // Any other call refused with EPERM: most calls have no permission
+        // check at all (uname, sysinfo, readlink), so EPERM is a filter's
+        // answer (a seccomp profile's default action).
+        SysKind::Other => errno == libc::EPERM,
     }
 }
 
@@ -162,6 +153,9 @@ fn purpose(kind: SysKind) -> &'static str {
         SysKind::Dup => "duplicating a descriptor of an NVIDIA file",
         SysKind::NodeOpen => "the first context opening an NVIDIA node",
         SysKind::Open => "opening a file",
+        SysKind::Lookup => "looking up a path",
+        SysKind::Mknod => "making a device node",
+        SysKind::Lock => "locking memory",
         SysKind::Other => "",
     }
 }

@@ -145,8 +145,10 @@ pub(crate) const FAILED_KEPT: usize = 16;
 pub struct FailedSyscall {
     /// The call's name ("syscall N" for a number nvprobe has no name for).
     pub call: String,
-    /// Its errno's name ("errno N" for an unknown one).
-    pub errno: String,
+    /// Its errno, written as its name ("EN" for a number without one).
+    #[serde(serialize_with = "errno_name_of")]
+    #[schemars(with = "String")]
+    pub errno: i32,
     /// The path it named (its path argument; an AF_UNIX socket's for connect).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
@@ -156,11 +158,16 @@ pub struct FailedSyscall {
     pub(crate) at_ns: u64,
 }
 
+fn errno_name_of<S: serde::Serializer>(e: &i32, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&super::facts::CallResult::Errno(*e).text())
+}
+
 impl std::fmt::Display for FailedSyscall {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let errno = super::facts::CallResult::Errno(self.errno).text();
         match &self.path {
-            Some(p) => write!(f, "{} {p} {}", self.call, self.errno),
-            None => write!(f, "{} {}", self.call, self.errno),
+            Some(p) => write!(f, "{} {p} {errno}", self.call),
+            None => write!(f, "{} {errno}", self.call),
         }
     }
 }
@@ -184,6 +191,13 @@ impl ProcInit {
         super::stages::latest(&self.stages).map(|s| s.name.to_owned())
     }
 
+    /// cuInit returned an error, or the first context's call did: the
+    /// start-up is over, and what the process does next is not part of it.
+    pub(crate) fn startup_failed(&self) -> bool {
+        self.curesult.is_some_and(|(r, _)| r != 0)
+            || self.context.as_ref().is_some_and(|c| c.code != 0)
+    }
+
     pub(crate) fn cuinit_running(&self) -> bool {
         self.cuinit_entered && self.curesult.is_none()
     }
@@ -202,10 +216,9 @@ impl ProcInit {
         if self.failed_syscalls.len() >= FAILED_KEPT {
             self.failed_syscalls.remove(0);
         }
-        let errno = p.failed.map_or(0, |f| f.1);
         self.failed_syscalls.push(FailedSyscall {
             call: p.call.clone().unwrap_or_else(|| "?".to_owned()),
-            errno: p.errno.clone().unwrap_or_else(|| format!("errno {errno}")),
+            errno: p.failed.map_or(0, |f| f.1),
             path: p.path.clone(),
             at_ms: 0.0,
             at_ns: p.time_ns,

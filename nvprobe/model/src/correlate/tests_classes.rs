@@ -451,6 +451,7 @@ pub(super) fn errno_ret(name: &str) -> i64 {
         "ENOSYS" => libc::ENOSYS,
         "ENFILE" => libc::ENFILE,
         "ENOSPC" => libc::ENOSPC,
+        "ENOTTY" => libc::ENOTTY,
         "ERESTARTSYS" => 512,
         other => panic!("errno_ret: add {other}"),
     };

@@ -288,15 +288,18 @@ openat /etc/gpu.conf ENOENT at 1.0 ms"
     let calls: Vec<_> = v[0]
         .failed_syscalls
         .iter()
-        .map(|f| (f.call.as_str(), f.path.as_deref(), f.errno.as_str()))
+        .map(|f| (f.call.as_str(), f.path.as_deref(), f.errno))
         .collect();
     assert_eq!(
         calls,
         [
-            ("connect", Some("/run/gpu.sock"), "ENOENT"),
-            ("openat", Some("/etc/gpu.conf"), "ENOENT")
+            ("connect", Some("/run/gpu.sock"), libc::ENOENT),
+            ("openat", Some("/etc/gpu.conf"), libc::ENOENT)
         ]
     );
+    // The verdict's JSON names the errno.
+    let json = serde_json::to_value(&v[0].failed_syscalls[0]).expect("json");
+    assert_eq!(json["errno"], "ENOENT");
 }
 
 /// Past the 64th record the kernel side counts instead of sending: the
@@ -341,4 +344,49 @@ fn a_start_up_that_ends_well_lists_no_failed_calls() {
         v[0].failed_syscalls
     );
     assert!(v[0].diagnoses.is_empty(), "{:#?}", v[0].diagnoses);
+}
+
+/// What a process does once cuInit has failed (a Python script importing
+/// what it needs to print the error) is not its start-up: those failed
+/// calls are neither listed nor counted.
+#[test]
+fn failed_calls_after_the_start_up_failed_are_not_its_own() {
+    let v = verdicts_of(
+        vec![with_limits(Limits::default())],
+        Vec::new(),
+        &[
+            cuda(1, "cuInit", None),
+            failed_path(2, "openat", "ENOENT", "/etc/gpu.conf", 1),
+            cuda(3, "cuInit", Some((999, "CUDA_ERROR_UNKNOWN"))),
+            failed_call(4, "ioctl", "ENOTTY"),
+            failed_path(5, "newfstatat", "ENOENT", "/usr/lib/python3/json.so", 3),
+        ],
+    );
+    let d = only(&v);
+    assert_eq!(d.id, DiagId::FailedSyscalls, "{d:#?}");
+    assert_eq!(
+        d.evidence,
+        "1 system call failed in the start-up, the newest first: openat /etc/gpu.conf ENOENT at 1.0 ms"
+    );
+    assert_eq!(v[0].failed_syscalls.len(), 1, "{:#?}", v[0].failed_syscalls);
+}
+
+/// A call with no permission check of its own (uname) refused with EPERM
+/// while cuInit failed with 304: a filter's answer, named as one, with the
+/// process's filters.
+#[test]
+fn eperm_on_a_call_without_a_permission_check_is_a_filter() {
+    let info = with_limits(Limits {
+        seccomp_filters: Some(1),
+        ..Limits::default()
+    });
+    let v = failed_init(info, &[failed_call(1, "uname", "EPERM")], OS);
+    let d = only(&v);
+    assert_eq!(d.id, DiagId::NotPermitted, "{d:#?}");
+    assert!(
+        d.evidence.contains("uname() failed with EPERM"),
+        "{}",
+        d.evidence
+    );
+    assert!(d.evidence.contains("1 seccomp filter"), "{}", d.evidence);
 }

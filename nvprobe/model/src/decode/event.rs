@@ -405,7 +405,7 @@ pub struct ProcCall {
     pub path: Option<String>,
     /// Its number among the failed calls the kernel side sent for this
     /// program's start-up (call_failed), from 1: the one numbered
-    /// `nvprobe_common::call_failed::SENT_MAX` (64) is the last sent, later
+    /// `nvprobe_common::call_failed::SENT_MAX` (128) is the last sent, later
     /// ones were counted, not sent. Absent in a recording made by an
     /// nvprobe that sent at most [`LEGACY_FAILS_SENT`] and no number.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -601,6 +601,13 @@ pub enum SysKind {
     NodeOpen,
     /// open, openat, openat2.
     Open,
+    /// stat, lstat, newfstatat, statx, access, faccessat, faccessat2: a
+    /// lookup of a path.
+    Lookup,
+    /// mknod, mknodat: a device node made (nvidia-modprobe's).
+    Mknod,
+    /// mlock, mlock2, mlockall: memory locked.
+    Lock,
     Other,
 }
 
@@ -616,6 +623,11 @@ impl SysKind {
             "eventfd2" => Self::EventFd,
             "pipe2" => Self::Pipe,
             "open" | "openat" | "openat2" => Self::Open,
+            "stat" | "lstat" | "newfstatat" | "statx" | "access" | "faccessat" | "faccessat2" => {
+                Self::Lookup
+            }
+            "mknod" | "mknodat" => Self::Mknod,
+            "mlock" | "mlock2" | "mlockall" => Self::Lock,
             _ => Self::Other,
         }
     }
