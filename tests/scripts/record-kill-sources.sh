@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Records tests/scripts/kill-sources-workload.sh on a GPU host
 # (record-cases.sh): $OUT/killsources.ndjson is
-# tests/fixtures/h200-580.159.04-kill-sources.ndjson.
+# tests/fixtures/h200-580.159.04-kill-sources.ndjson (gzip -9 -n: .ndjson.gz).
 set -u
 bash tests/scripts/record-cases.sh tests/scripts/kill-sources-workload.sh killsources
 echo "--- oom_victim records:"; grep -c '"op":"oom_victim"' "$OUT/killsources.ndjson"

@@ -14,7 +14,7 @@ use common::case;
 
 use nvprobe_model::correlate::{DiagId, Outcome};
 
-const REC: &str = "h200-580.159.04-kill-sources.ndjson";
+const REC: &str = "h200-580.159.04-kill-sources.ndjson.gz";
 
 #[test]
 fn the_oom_killer_is_named_on_the_real_driver() {

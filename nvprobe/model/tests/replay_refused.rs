@@ -191,19 +191,8 @@ it ran 1 thread"
 /// evidence rules out, on any recording we have.
 #[test]
 fn no_hint_contradicts_its_evidence_on_any_fixture() {
-    let mut fixtures: Vec<_> = std::fs::read_dir(common::fixture(""))
-        .expect("fixtures")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "ndjson"))
-        .collect();
-    fixtures.sort();
     let mut checked = 0;
-    for p in fixtures {
-        let name = p
-            .file_name()
-            .and_then(|n| n.to_str())
-            .expect("name")
-            .to_owned();
+    for name in common::recordings() {
         let (_, v) = common::verdicts(&name);
         for x in &v {
             let refused_gpu = x.diagnoses.iter().any(|d| {

@@ -104,14 +104,9 @@ fn text_lines_read_like_strace_with_names() {
 /// libcuda listed the same paths twice), on every fixture.
 #[test]
 fn a_verdicts_first_line_repeats_no_diagnosis() {
-    let dir = common::fixture("");
     let mut verdicts = 0;
-    for e in std::fs::read_dir(&dir).expect("fixtures") {
-        let path = e.expect("entry").path();
-        if path.extension().is_none_or(|x| x != "ndjson") {
-            continue;
-        }
-        let text = std::fs::read(&path).expect("read");
+    for path in common::recordings() {
+        let text = common::read_fixture_bytes(&path);
         nvprobe_model::replay::replay(&text[..], None, |_, item| {
             let nvprobe_model::replay::Item::Record(
                 r @ nvprobe_model::correlate::Record::Cuinit(v),
@@ -137,7 +132,7 @@ fn a_verdicts_first_line_repeats_no_diagnosis() {
                 assert!(
                     ev.len() < 12 || !first.contains(ev),
                     "{}: the first line repeats {}'s evidence:\n{shown}",
-                    path.display(),
+                    path,
                     d.id
                 );
             }

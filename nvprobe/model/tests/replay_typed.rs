@@ -78,31 +78,25 @@ fn without_raw(text: &[u8]) -> String {
 
 #[test]
 fn a_recording_without_raw_replays_as_the_same_events_and_records() {
-    let dir = common::fixture("");
-    let mut fixtures: Vec<_> = std::fs::read_dir(&dir)
-        .expect("fixtures")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "ndjson"))
-        .collect();
-    fixtures.sort();
+    let fixtures = common::recordings();
     assert!(fixtures.len() >= 20, "{fixtures:?}");
     let (mut events, mut verdicts) = (0u64, 0u64);
     for path in fixtures {
-        let text = std::fs::read(&path).expect("read");
+        let text = common::read_fixture_bytes(&path);
         let (raw, _) = seen(&text);
         let stripped = without_raw(&text);
         let (read, n) = seen(stripped.as_bytes());
         let decoded: Vec<&Seen> = raw.iter().filter(|s| **s != Seen::Undecodable).collect();
         let read: Vec<&Seen> = read.iter().collect();
-        assert_eq!(decoded.len(), read.len(), "{}", path.display());
+        assert_eq!(decoded.len(), read.len(), "{}", path);
         for (a, b) in decoded.iter().zip(&read) {
-            assert_eq!(a, b, "{}", path.display());
+            assert_eq!(a, b, "{}", path);
         }
         let evs = decoded
             .iter()
             .filter(|s| matches!(s, Seen::Event(..)))
             .count() as u64;
-        assert_eq!(n, evs, "{}: every event read as recorded", path.display());
+        assert_eq!(n, evs, "{}: every event read as recorded", path);
         events += evs;
         verdicts += decoded
             .iter()

@@ -20,6 +20,39 @@ pub fn fixture(name: &str) -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures")).join(name)
 }
 
+/// A fixture's bytes; one whose name ends in `.gz` is gzip-compressed
+/// (the larger recordings, so that the tree stays small enough to carry
+/// to the GPU host).
+pub fn read_fixture_bytes(name: &str) -> Vec<u8> {
+    let path = fixture(name);
+    let bytes = std::fs::read(&path).expect("fixture present");
+    if !name.ends_with(".gz") {
+        return bytes;
+    }
+    use std::io::Read as _;
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(&bytes[..])
+        .read_to_end(&mut out)
+        .expect("a gzip-compressed recording");
+    out
+}
+
+/// A fixture's text (see [`read_fixture_bytes`]).
+pub fn read_fixture(name: &str) -> String {
+    String::from_utf8(read_fixture_bytes(name)).expect("a UTF-8 recording")
+}
+
+/// Every recording in tests/fixtures (`.ndjson`, `.ndjson.gz`), sorted.
+pub fn recordings() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(fixture(""))
+        .expect("fixtures")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".ndjson") || n.ends_with(".ndjson.gz"))
+        .collect();
+    names.sort();
+    names
+}
+
 pub struct Replay {
     /// Every recorded line, as JSON (what the live run wrote).
     pub records: Vec<Value>,
@@ -34,7 +67,7 @@ pub struct Replay {
 /// host's GPUs and driver), optionally with a forced driver version.
 /// Every recorded line must be JSON and every kernel record must decode.
 pub fn replay(name: &str, force: Option<DriverVersion>) -> Replay {
-    let text = std::fs::read_to_string(fixture(name)).expect("fixture present");
+    let text = read_fixture(name);
     let records: Vec<Value> = text
         .lines()
         .map(|l| serde_json::from_str(l).expect("every recorded line is JSON"))
