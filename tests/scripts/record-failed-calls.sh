@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Records tests/scripts/failed-calls-workload.sh on a GPU host
-# (record-cases.sh): $OUT/failedcalls.ndjson is
-# tests/fixtures/h200-580.159.04-failed-calls.ndjson; then the same
-# workload under strace -f -Z (failed calls only, $OUT/strace/NAME.txt),
-# to compare nvprobe's failed_syscalls with strace's answer.
+# (record-cases.sh): $OUT/failedcalls.ndjson, gzip -9 -n, is
+# tests/fixtures/h200-580.159.04-failed-calls.ndjson.gz and this script's
+# output tests/fixtures/gpu-host/h200-failed-calls.txt; then the same
+# workload under strace -f -Z (failed calls only, $OUT/strace/NAME.txt,
+# tar them: the device brings back a few files only), to compare
+# nvprobe's failed_syscalls with strace's answer.
 set -u
 bash tests/scripts/record-cases.sh tests/scripts/failed-calls-workload.sh failedcalls
 # The GPU host has no strace: this machine's, with its libraries in

@@ -644,11 +644,24 @@ fn ioctls_unseen(st: &ProcInit) -> Option<Diagnosis> {
         .and_then(|i| i.limits.as_ref())
         .and_then(|l| l.seccomp_filters);
     let when = st.info.as_ref().map_or("", |i| i.read_when());
+    // The raw sys_exit program sees a call a filter answered (its exit
+    // runs, its entry was never traced): the errno the filter gave.
+    let answered = st.escapes_failed.map_or(String::new(), |e| {
+        let nr = ((e.request & 0xff) as u32, crate::decode::escape::lookup((e.request & 0xff) as u32));
+        format!(
+            "; {} escape{} failed with {} at the system call's exit (the first: {}), answered before {} ran",
+            e.count,
+            plural(e.count),
+            CallResult::Errno(e.errno).text(),
+            nr.1.map_or_else(|| format!("escape {:#04x}", nr.0), |x| x.name.to_owned()),
+            if e.count == 1 { "it" } else { "they" },
+        )
+    });
     Some(diag_at(
         DiagId::CallsBlocked,
         "/dev/nvidiactl",
         format!(
-            "/dev/nvidiactl: opened {} time{} and no ioctl of it reached the kernel's syscall tracing: \
+            "/dev/nvidiactl: opened {} time{} and no ioctl of it reached the kernel's syscall tracing{answered}: \
 a seccomp filter refuses a call before the kernel traces it{}",
             st.ctl_opens,
             plural(st.ctl_opens),

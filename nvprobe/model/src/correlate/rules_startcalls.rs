@@ -44,6 +44,10 @@ pub(crate) fn may_explain((kind, errno): (SysKind, i32)) -> bool {
         // check at all (uname, sysinfo, readlink), so EPERM is a filter's
         // answer (a seccomp profile's default action).
         SysKind::Other => errno == libc::EPERM,
+        // An escape refused is the ioctl records' (or, when none reached
+        // the tracing, calls_blocked's); other ioctls fail as a matter of
+        // course (TCGETS on a pipe).
+        SysKind::Ioctl => false,
     }
 }
 
@@ -156,6 +160,7 @@ fn purpose(kind: SysKind) -> &'static str {
         SysKind::Lookup => "looking up a path",
         SysKind::Mknod => "making a device node",
         SysKind::Lock => "locking memory",
+        SysKind::Ioctl => "an ioctl",
         SysKind::Other => "",
     }
 }

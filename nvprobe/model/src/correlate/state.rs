@@ -134,6 +134,18 @@ pub(crate) struct ProcInit {
     pub(crate) failed_capped: bool,
     /// call_failed records without a number ([`crate::decode::ProcCall::seq`]).
     pub(crate) failed_legacy: u32,
+    /// NVIDIA escapes (ioctl type 'F') the kernel side saw fail at the
+    /// system call's exit (call_failed): how many, and the first's errno
+    /// and request. When no ioctl of the process reached the
+    /// tracing, these were answered before they ran (a seccomp filter).
+    pub(crate) escapes_failed: Option<EscapesFailed>,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct EscapesFailed {
+    pub(crate) count: u32,
+    pub(crate) errno: i32,
+    pub(crate) request: u64,
 }
 
 /// The failed system calls a start-up keeps (the newest).
@@ -215,6 +227,17 @@ impl ProcInit {
         }
         if self.failed_syscalls.len() >= FAILED_KEPT {
             self.failed_syscalls.remove(0);
+        }
+        if let (Some((crate::decode::SysKind::Ioctl, errno)), Some([_, request])) =
+            (p.failed, p.args)
+            && (request >> 8) & 0xff == u64::from(b'F')
+        {
+            let e = self.escapes_failed.get_or_insert(EscapesFailed {
+                count: 0,
+                errno,
+                request,
+            });
+            e.count = e.count.saturating_add(1);
         }
         self.failed_syscalls.push(FailedSyscall {
             call: p.call.clone().unwrap_or_else(|| "?".to_owned()),

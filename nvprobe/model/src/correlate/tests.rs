@@ -317,6 +317,7 @@ pub(super) fn proc_call(
         errno: None,
         path: None,
         seq: Some(1),
+        args: None,
         failed: None,
         time_ns,
         raw: None,

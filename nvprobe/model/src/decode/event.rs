@@ -410,6 +410,10 @@ pub struct ProcCall {
     /// nvprobe that sent at most [`LEGACY_FAILS_SENT`] and no number.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seq: Option<u32>,
+    /// Its first two arguments as the caller passed them (call_failed):
+    /// an ioctl's descriptor and request, an mmap's address and length.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<[u64; 2]>,
     /// The failed call's kind and errno, as numbers (call_failed; `call`
     /// and `errno` name them).
     #[serde(skip)]
@@ -608,6 +612,9 @@ pub enum SysKind {
     Mknod,
     /// mlock, mlock2, mlockall: memory locked.
     Lock,
+    /// ioctl: one on an NVIDIA file is its own record too, unless a
+    /// filter answered it before the kernel traced its entry.
+    Ioctl,
     Other,
 }
 
@@ -628,6 +635,7 @@ impl SysKind {
             }
             "mknod" | "mknodat" => Self::Mknod,
             "mlock" | "mlock2" | "mlockall" => Self::Lock,
+            "ioctl" => Self::Ioctl,
             _ => Self::Other,
         }
     }

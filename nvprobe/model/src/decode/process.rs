@@ -223,6 +223,10 @@ pub(super) fn decode_proc(ev: &ProcEvent, bytes: &[u8], raw: Option<String>) -> 
             .then(|| nvprobe_common::read::<nvprobe_common::CallFailedEvent>(bytes))
             .flatten()
             .map(|f| f.seq),
+        args: (op == Some(ProcOp::CallFailed))
+            .then(|| nvprobe_common::read::<nvprobe_common::CallFailedEvent>(bytes))
+            .flatten()
+            .map(|f| f.args),
         time_ns: ev.hdr.ktime_ns,
         raw,
     })

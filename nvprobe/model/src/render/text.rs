@@ -227,9 +227,13 @@ fn proc_text(s: &mut String, p: &ProcCall) {
             s,
             "{}({}) = -1 {} (a call of its start-up)",
             p.call.as_deref().unwrap_or("?"),
-            p.path
-                .as_deref()
-                .map_or(String::new(), |p| format!("\"{p}\"")),
+            match (&p.path, p.args, p.failed) {
+                (Some(path), _, _) => format!("\"{path}\""),
+                // An ioctl's descriptor and request, as strace shows them.
+                (None, Some([fd, req]), Some((crate::decode::SysKind::Ioctl, _))) =>
+                    format!("{fd}, {req:#x}"),
+                _ => String::new(),
+            },
             p.errno.as_deref().unwrap_or("?")
         ),
         other => write!(s, "{other}"),
