@@ -93,6 +93,7 @@ const CHECKS: &[Check] = &[
     modprobe_failed,
     fork_after_init,
     calls_blocked,
+    ioctl_refused,
     no_visible_devices,
     known_curesults,
     os_call_failed,
@@ -626,6 +627,14 @@ fn calls_blocked(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     if matches!(f.st.curesult, Some((code, _)) if code != 0)
         && let Some(d) = ioctls_unseen(f.st)
     {
+        out.push(d);
+    }
+}
+
+/// A failed escape refused by a security module's ioctl rule
+/// ([`super::rules_refused::ioctl_refused`]).
+fn ioctl_refused(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
+    if let Some(d) = super::rules_refused::ioctl_refused(f.st) {
         out.push(d);
     }
 }

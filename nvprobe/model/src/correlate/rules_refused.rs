@@ -4,8 +4,13 @@
 //! allows it), and the limits a process runs out of (rlimits, the
 //! cgroup's pids and memory).
 
-use super::{facts::PathWhy, state::ProcInit, table::plural};
+use super::{
+    facts::{CallResult, PathWhy},
+    state::ProcInit,
+    table::{DiagId, Diagnosis, diag, plural},
+};
 use crate::attribution::{Access, CgroupCount, DevRule, Limits};
+use crate::decode::Call;
 
 /// Who answered EPERM to a call on `path`: a seccomp filter (any path) or
 /// the device cgroup (a device node), with the facts that decide between
@@ -174,4 +179,43 @@ pub(crate) fn limit_facts(l: &Limits) -> Vec<String> {
         v.push(format!("address-space limit (RLIMIT_AS) {soft} bytes"));
     }
     v
+}
+
+/// NV_ESC_SET_NUMA_STATUS: the one escape the driver itself refuses with
+/// EACCES (to a process without root).
+const SET_NUMA_STATUS: u32 = 0xD8;
+
+/// The start-up's failed NVIDIA ioctl was refused with EACCES or EPERM
+/// after its entry was traced (a filter answers before that:
+/// `calls_blocked`). ioctl(2) runs the security modules' `file_ioctl`
+/// hook (security_file_ioctl) before the driver, and the driver answers
+/// EACCES to one escape only (NV_ESC_SET_NUMA_STATUS without root:
+/// kernel-open/nvidia/nv.c, 580 and 595) and EPERM to none; nvidia-uvm
+/// answers neither. So any other is a security module's ioctl rule.
+pub(crate) fn ioctl_refused(st: &ProcInit) -> Option<Diagnosis> {
+    let f = st.last_failure.as_ref()?;
+    let errno = match f.result {
+        CallResult::Errno(e @ (libc::EACCES | libc::EPERM)) => e,
+        _ => return None,
+    };
+    if !matches!(f.call.call, Call::Escape(_) | Call::Uvm(_))
+        || (f.call.call == Call::Escape(SET_NUMA_STATUS) && errno == libc::EACCES)
+    {
+        return None;
+    }
+    let lsm = st
+        .info
+        .as_ref()
+        .and_then(|i| i.access.as_ref())
+        .map_or(String::new(), lsm_text);
+    Some(diag(
+        DiagId::IoctlRefused,
+        format!(
+            "{} failed with {} on a descriptor that had opened: the driver answers no ioctl a start-up makes with \
+EACCES or EPERM, and ioctl(2) asks the security modules (security_file_ioctl) before the driver, so a security \
+module's ioctl rule refused it{lsm}",
+            f.call.text(),
+            f.result.text(),
+        ),
+    ))
 }

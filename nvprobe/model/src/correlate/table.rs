@@ -95,6 +95,10 @@ mount it without nodev (a container's own /dev tmpfs needs dev), or pass the nod
 security module refused it (AppArmor, SELinux, Landlock: /sys/kernel/security/lsm lists those active; or a \
 seccomp profile that returns EACCES): find its denial in dmesg or the audit log (apparmor=\"DENIED\", avc: denied) \
 and allow the NVIDIA nodes in the profile";
+    IoctlRefused => "ioctl_refused", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "a security module refused the NVIDIA ioctl (SELinux's ioctl permissions, Landlock's \
+LANDLOCK_ACCESS_FS_IOCTL_DEV, a BPF LSM program; /sys/kernel/security/lsm lists those active): find its denial in the \
+audit log or dmesg (avc: denied { ioctl }) and allow the NVIDIA devices' ioctls for the process's label or sandbox";
     NotPermitted => "not_permitted", reference: "docs/FAILURE-CATALOGUE.md",
         hint: "EPERM is never the file's mode (that refuses with EACCES): for a device node it is the device cgroup (allow \
 char 195:* and the nvidia-uvm major from /proc/devices, rwm: docker --gpus or --device, the NVIDIA device plugin, \

@@ -496,3 +496,65 @@ fn only_a_modules_own_entries_say_it_is_not_loaded() {
         None
     );
 }
+
+/// An escape refused with EACCES after its entry was traced, on a control
+/// node that opened: the driver answers no start-up escape with EACCES,
+/// and ioctl(2) asks the security modules first, so a module's ioctl rule
+/// refused it; NV_ESC_SET_NUMA_STATUS without root is the driver's own.
+#[test]
+fn an_escape_refused_with_eacces_after_it_was_traced_is_a_security_modules_rule() {
+    use super::tests::{failed, io};
+    let info = ProcessInfo {
+        access: Some(crate::attribution::Access {
+            lsm: Some("lockdown,capability,landlock,selinux".into()),
+            label: Some("system_u:system_r:container_t:s0".into()),
+            ..Default::default()
+        }),
+        ..with_limits(Limits::default())
+    };
+    let v = verdict(
+        Some(info),
+        &[
+            open(1, "/dev/nvidiactl", "ctl"),
+            failed(io(2, "NV_ESC_CARD_INFO", None, "ctl"), "EACCES"),
+        ],
+    );
+    let d = only(&v);
+    assert_eq!(d.id, DiagId::IoctlRefused, "{d:#?}");
+    assert!(
+        d.evidence.starts_with("NV_ESC_CARD_INFO failed with EACCES on a descriptor that had opened")
+            && d.evidence.contains("security_file_ioctl")
+            && d.evidence
+                .ends_with("(active on the host: lockdown,capability,landlock,selinux; the process's label: system_u:system_r:container_t:s0)"),
+        "{}",
+        d.evidence
+    );
+    assert!(d.hint.contains("avc: denied { ioctl }"), "{}", d.hint);
+
+    // The driver's own refusal: no security module is blamed.
+    let v = verdict(
+        Some(with_limits(Limits::default())),
+        &[
+            open(1, "/dev/nvidiactl", "ctl"),
+            failed(io(2, "NV_ESC_SET_NUMA_STATUS", None, "ctl"), "EACCES"),
+        ],
+    );
+    assert!(
+        v[0].diagnoses.iter().all(|d| d.id != DiagId::IoctlRefused),
+        "{:#?}",
+        v[0].diagnoses
+    );
+    // Nor for an errno a security module does not give.
+    let v = verdict(
+        Some(with_limits(Limits::default())),
+        &[
+            open(1, "/dev/nvidiactl", "ctl"),
+            failed(io(2, "NV_ESC_CARD_INFO", None, "ctl"), "EINVAL"),
+        ],
+    );
+    assert!(
+        v[0].diagnoses.iter().all(|d| d.id != DiagId::IoctlRefused),
+        "{:#?}",
+        v[0].diagnoses
+    );
+}
