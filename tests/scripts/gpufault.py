@@ -16,6 +16,9 @@ recording's kernel-log lines can be put next to the calls.
   gpufault.py spin        a kernel that never ends: cuCtxSynchronize waits until
                           the process is killed (run it under `timeout -s KILL`)
   gpufault.py ok          the same calls with a kernel that does nothing wrong
+  gpufault.py bigblock    a launch of 2048 threads per block (over the limit):
+                          refused by cuLaunchKernel itself, nothing runs
+  gpufault.py bigshared   a launch asking 1 GiB of shared memory per block
 
   Loops for the cost of the hooks on the calls where such errors surface
   (seconds per call in "per_call_ns"):
@@ -205,6 +208,15 @@ def main():
         launch(b"nvprobe_spin", buf.value)
     elif mode == "ok":
         launch(b"nvprobe_nop")
+    elif mode == "bigblock":
+        # 2048 threads per block, over the 1024 every GPU allows: the
+        # driver refuses the launch at once (the kernel never runs).
+        c("cuModuleGetFunction", ctypes.byref(fn), mod, b"nvprobe_nop")
+        c("cuLaunchKernel", fn, one, one, one, 2048, one, one, 0, null, null, null)
+    elif mode == "bigshared":
+        # 1 GiB of dynamic shared memory per block: refused at once.
+        c("cuModuleGetFunction", ctypes.byref(fn), mod, b"nvprobe_nop")
+        c("cuLaunchKernel", fn, one, one, one, one, one, one, 1 << 30, null, null, null)
     else:
         raise SystemExit(json.dumps({"error": f"unknown mode {mode}"}))
     c("cuCtxSynchronize")

@@ -54,6 +54,12 @@ pub enum Hooks {
     )]
     #[default]
     Faults,
+    /// The faults set, and the kernel launches ([`LAUNCHES`]), whose
+    /// failures alone are sent: a launch the driver refuses at once.
+    #[value(
+        help = "The faults set, and the kernel launches (9 functions), whose failures alone are sent: a launch the driver refuses at once (its configuration) is named; each launch then pays a uprobe round trip (docs/BENCHMARKS.md)"
+    )]
+    Launches,
     /// Every CUDA driver API function the libcuda exports (launches and
     /// copies too): every CUDA call costs a uprobe round trip.
     All,
@@ -64,6 +70,7 @@ impl Hooks {
         match self {
             Hooks::Startup => "startup",
             Hooks::Faults => "faults",
+            Hooks::Launches => "launches",
             Hooks::All => "all",
         }
     }
@@ -192,6 +199,24 @@ pub const FAULTS: &[&str] = &[
     "cuLibraryUnload",
     "cuStreamDestroy_v2",
     "cuEventDestroy_v2",
+];
+
+/// Kernel launches (`--libcuda-hooks launches`): a launch the driver
+/// refuses at once (too many threads per block, more shared memory than a
+/// multiprocessor has, a cluster or cooperative grid too large) returns
+/// its error from the launch alone, not from the next synchronisation, so
+/// the faults set never sees it. Not in the default set: each launch then
+/// pays a uprobe round trip.
+pub const LAUNCHES: &[&str] = &[
+    "cuLaunchKernel",
+    "cuLaunchKernel_ptsz",
+    "cuLaunchKernelEx",
+    "cuLaunchKernelEx_ptsz",
+    "cuLaunchCooperativeKernel",
+    "cuLaunchCooperativeKernel_ptsz",
+    "cuLaunchCooperativeKernelMultiDevice",
+    "cuGraphLaunch",
+    "cuGraphLaunch_ptsz",
 ];
 
 #[derive(Clone, Debug, Serialize)]
@@ -533,7 +558,12 @@ impl Libcuda {
             match self.hooks {
                 Hooks::All => {}
                 _ if STARTUP.contains(&name) => {}
-                Hooks::Faults if FAULTS.contains(&name) => flag |= nvprobe_common::CUDA_FAULT_ONLY,
+                Hooks::Faults | Hooks::Launches if FAULTS.contains(&name) => {
+                    flag |= nvprobe_common::CUDA_FAULT_ONLY;
+                }
+                Hooks::Launches if LAUNCHES.contains(&name) => {
+                    flag |= nvprobe_common::CUDA_FAULT_ONLY
+                }
                 _ => continue,
             }
             points.push((name, *off, u64::from(cookie | flag)));
@@ -725,9 +755,14 @@ mod tests {
         ] {
             assert!(!FAULTS.contains(&hot), "{hot} is on a hot path");
         }
-        // The count --libcuda-hooks' help gives.
+        // The counts --libcuda-hooks' help gives.
         let help = format!("{} functions", FAULTS.len());
         assert_eq!(help, "40 functions");
+        assert_eq!(format!("{} functions", LAUNCHES.len()), "9 functions");
+        for f in LAUNCHES {
+            assert!(cuda_func_number(f).is_some(), "{f} has no number");
+            assert!(!FAULTS.contains(f) && !STARTUP.contains(f), "{f} twice");
+        }
     }
 
     #[test]

@@ -351,7 +351,7 @@ impl Correlator {
                 pid,
                 at.tid,
                 &comm,
-                c.name,
+                c.func,
                 fault_result,
                 (start, end),
                 &gpus,

@@ -424,3 +424,44 @@ fn a_wait_left_by_a_process_that_exits_on_its_own_is_no_fault() {
     );
     assert_eq!(f[0].ended, "killed by SIGKILL");
 }
+
+/// A launch the driver refuses at once (`--libcuda-hooks launches`): not
+/// sticky, but the program's failure and said by no later call, so it is
+/// a fault of the program's, with what the error means; the same error
+/// from a copy is not.
+#[test]
+fn a_launch_the_driver_refused_is_the_programs_fault() {
+    let mut c = corr();
+    let mut out = Vec::new();
+    c.observe(
+        &failed_call(1, 2, "cuLaunchKernel", (1, "CUDA_ERROR_INVALID_VALUE")),
+        &mut out,
+    );
+    c.observe(
+        &failed_call(3, 4, "cuMemcpyDtoH_v2", (1, "CUDA_ERROR_INVALID_VALUE")),
+        &mut out,
+    );
+    c.finish(&mut out);
+    let f = faults(&out);
+    assert_eq!(f.len(), 1, "{f:#?}");
+    let call = f[0].call.as_ref().expect("the launch");
+    assert_eq!((call.func, call.result), ("cuLaunchKernel", Some(1)));
+    assert_eq!(f[0].class, FaultClass::Program);
+    assert!(!f[0].drain);
+    assert!(
+        f[0].hint.starts_with("the driver refused the launch at once, so the kernel never ran: an argument of the launch is invalid")
+            && f[0].hint.contains("1024 threads per block"),
+        "{}",
+        f[0].hint
+    );
+    // A launch's error that is not a refusal of its own (out of memory)
+    // is left to the calls after it.
+    let mut c = corr();
+    let mut out = Vec::new();
+    c.observe(
+        &failed_call(1, 2, "cuLaunchKernel", (2, "CUDA_ERROR_OUT_OF_MEMORY")),
+        &mut out,
+    );
+    c.finish(&mut out);
+    assert!(faults(&out).is_empty());
+}

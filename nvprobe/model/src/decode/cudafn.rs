@@ -16,6 +16,15 @@ pub const CU_GET_EXPORT_TABLE: u32 = 143;
 pub const CU_GET_PROC_ADDRESS: u32 = 144;
 pub const CU_GET_PROC_ADDRESS_V2: u32 = 145;
 
+/// Kernel launches (`--libcuda-hooks launches`): cuGraphLaunch(_ptsz),
+/// cuLaunchCooperativeKernel(MultiDevice, _ptsz), cuLaunchKernel(Ex,
+/// _ptsz). A launch the driver refuses returns its error here only.
+pub const LAUNCHES: [u32; 9] = [215, 216, 275, 276, 277, 282, 283, 284, 285];
+
+pub fn is_launch(f: u32) -> bool {
+    LAUNCHES.contains(&f)
+}
+
 /// The function's name, as decoded records show it.
 pub fn name(f: u32) -> &'static str {
     nvprobe_common::cuda_func_name(f).unwrap_or("unknown")

@@ -116,6 +116,27 @@ pub fn hardware(code: i64) -> bool {
     matches!(code, 214 | 220)
 }
 
+/// What a launch the driver refused at once means (cuda.h): the kernel did
+/// not run and the context is still usable. None for an error that is not
+/// a launch's own.
+pub fn launch_refusal(code: i64) -> Option<&'static str> {
+    Some(match code {
+        1 => {
+            "an argument of the launch is invalid: a grid or block dimension of 0 or over the device's limits (1024 threads per block), or more dynamic shared memory than the function was allowed (cuFuncSetAttribute)"
+        }
+        400 => {
+            "the function or stream handle is not valid in this context (a module unloaded, another context's handle)"
+        }
+        701 => {
+            "the launch asks for more than a multiprocessor has (registers per thread times threads per block, or shared memory): use smaller blocks or fewer registers (nvcc -Xptxas -v shows them)"
+        }
+        703 => "the launch uses texturing the kernel's target does not support",
+        720 => "a cooperative launch has more blocks than can be resident on the device at once",
+        912 => "the cluster size is not valid for the kernel or the device",
+        _ => return None,
+    })
+}
+
 /// A sticky or fatal error at run time: a program fault, a hardware
 /// error, an error on an external device (911, sticky per cuda.h), or
 /// CUDA_ERROR_UNKNOWN.

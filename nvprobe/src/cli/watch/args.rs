@@ -26,8 +26,10 @@ pub struct WatchArgs {
     /// and device queries, contexts, first allocations and module loads: 58
     /// functions, none on a launch or copy path), faults (the default: the
     /// start-up set, and the synchronisations, copies, memsets and frees
-    /// where a fault at run time surfaces, whose failures alone are sent)
-    /// or all (every CUDA driver API function the libcuda exports, ~700:
+    /// where a fault at run time surfaces, whose failures alone are sent),
+    /// launches (that, and the kernel launches, failures only: a launch the
+    /// driver refuses at once is named; each launch pays a uprobe round
+    /// trip) or all (every CUDA driver API function the libcuda exports, ~700:
     /// launches and copies too, each CUDA call then costs a uprobe round
     /// trip; see docs/BENCHMARKS.md; best with --pid or --events failures).
     #[arg(long, value_name = "SET", value_enum, default_value_t = Hooks::Faults)]

@@ -83,6 +83,20 @@ pub(super) fn judge(
             ),
         );
     }
+    if let Some(r) = result
+        && !curesult::fatal(r)
+        && let Some(why) = curesult::launch_refusal(r)
+    {
+        // Only a refused launch is a fault without being fatal.
+        return (
+            FaultClass::Program,
+            false,
+            format!(
+                "the driver refused the launch at once, so the kernel never ran: {why}; the GPU and the context are \
+fine: fix the launch, then run the program again"
+            ),
+        );
+    }
     if let Some(u) = unfinished
         && result.is_none()
     {

@@ -128,24 +128,31 @@ impl Faults {
         }
     }
 
-    /// A libcuda call's return. `gpus`: the process's GPU minors.
+    /// A libcuda call's return (`func`: its number). `gpus`: the process's
+    /// GPU minors.
     #[allow(clippy::too_many_arguments)]
     pub fn returned(
         &mut self,
         pid: u32,
         tid: u32,
         comm: &str,
-        func: &'static str,
+        number: u32,
         result: Option<i64>,
         span: (u64, u64),
         gpus: &[u32],
     ) {
         self.inflight.remove(&tid);
+        let func = crate::decode::cudafn::name(number);
         let Some(r) = result.filter(|&r| r != 0) else {
             return;
         };
         let result_name = curesult::name(r);
-        if !curesult::fatal(r) {
+        // A launch the driver refused at once is not sticky, but it is the
+        // program's failure and no later call says it (--libcuda-hooks
+        // launches).
+        let refused_launch =
+            crate::decode::cudafn::is_launch(number) && curesult::launch_refusal(r).is_some();
+        if !curesult::fatal(r) && !refused_launch {
             if let Some(p) = self.procs.get_mut(&pid) {
                 p.last_failed = Some(LogCall {
                     func: func.to_owned(),
