@@ -591,7 +591,12 @@ fn no_visible_devices(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     if no_device && refused_node {
         return;
     }
-    if no_device && out.iter().any(|d| d.id == DiagId::CallsBlocked) {
+    // Escapes refused before or by a security module explain it too.
+    if no_device
+        && out
+            .iter()
+            .any(|d| matches!(d.id, DiagId::CallsBlocked | DiagId::IoctlRefused))
+    {
         return;
     }
     if no_device {

@@ -530,6 +530,16 @@ fn an_escape_refused_with_eacces_after_it_was_traced_is_a_security_modules_rule(
         d.evidence
     );
     assert!(d.hint.contains("avc: denied { ioctl }"), "{}", d.hint);
+    // cuInit's 100 after it is not blamed on the visibility list.
+    let mut all = vec![
+        cuda(0, "cuInit", None),
+        open(1, "/dev/nvidiactl", "ctl"),
+        failed(io(2, "NV_ESC_CARD_INFO", None, "ctl"), "EPERM"),
+    ];
+    all.push(cuda(3, "cuInit", Some((100, "CUDA_ERROR_NO_DEVICE"))));
+    let v = verdicts_of(vec![with_limits(Limits::default())], Vec::new(), &all);
+    let ids: Vec<_> = v[0].diagnoses.iter().map(|d| d.id).collect();
+    assert_eq!(ids, [DiagId::IoctlRefused], "{:#?}", v[0].diagnoses);
 
     // The driver's own refusal: no security module is blamed.
     let v = verdict(
