@@ -346,7 +346,7 @@ mod file {
         io::{self, Write},
         os::{
             fd::{AsFd, OwnedFd},
-            unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt},
+            unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt},
         },
         path::{Path, PathBuf},
     };
@@ -358,8 +358,10 @@ mod file {
     /// start-up has succeeded. A file is never reached through a symbolic
     /// link (O_NOFOLLOW), never the input, and an existing regular file is
     /// overwritten only with `force`; a file nvprobe creates or overwrites
-    /// gets `mode` whatever the umask. Devices and FIFOs are written as
-    /// they are (no truncation, no mode change).
+    /// gets `mode` whatever the umask. Character devices and FIFOs are
+    /// written as they are (no truncation, no mode change), opened without
+    /// blocking (a FIFO without a reader is refused); block devices and
+    /// sockets are refused.
     #[derive(Clone, Debug)]
     pub struct OutputSpec {
         pub path: Option<PathBuf>,
@@ -453,6 +455,16 @@ mod file {
             if ft.is_dir() {
                 bail!("cannot create output file {p}: it is a directory");
             }
+            if ft.is_block_device() {
+                bail!(
+                    "refusing to write to {p}: it is a block device (nvprobe writes regular files, FIFOs and character devices such as /dev/null)"
+                );
+            }
+            if ft.is_socket() {
+                bail!(
+                    "cannot write to {p}: it is a socket (nvprobe writes regular files, FIFOs and character devices)"
+                );
+            }
             if ft.is_file() {
                 if !self.force {
                     bail!(
@@ -484,14 +496,16 @@ mod file {
                 self.judge(p, m)?;
             }
             let mut o = fs::OpenOptions::new();
+            // Never blocked in open() (a FIFO nobody reads yet, a device
+            // that waits): a stop must not wait on it. Cleared once open.
             o.write(true)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
                 .mode(self.mode);
             match &existing {
                 // Created here, or refused if it appeared meanwhile.
                 None => o.create_new(true),
                 Some(m) if m.is_file() => o.create(true),
-                // A device or a FIFO: written as it is.
+                // A character device or a FIFO: written as it is.
                 Some(_) => &mut o,
             };
             let f = o.open(p).map_err(|e| match e.raw_os_error() {
@@ -503,8 +517,20 @@ mod file {
                     "refusing to write to {}: it is a symbolic link (nvprobe does not follow links for its output: give the file itself)",
                     p.display()
                 ),
+                // O_NONBLOCK's answer for a FIFO without a reader.
+                Some(libc::ENXIO) if existing.as_ref().is_some_and(|m| m.file_type().is_fifo()) => anyhow::anyhow!(
+                    "cannot write to {}: it is a FIFO and no process has it open for reading (start its reader first)",
+                    p.display()
+                ),
                 _ => anyhow::anyhow!("cannot create output file {}: {e}", p.display()),
             })?;
+            // Writes block as they do on any output (a slow reader holds
+            // the writer back; the summary counts nothing lost).
+            nix::fcntl::fcntl(
+                f.as_fd(),
+                nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::empty()),
+            )
+            .with_context(|| format!("{}: fcntl", p.display()))?;
             let m = f.metadata()?;
             let mut fresh = self.clone();
             // The file opened is judged again: what the path named may have

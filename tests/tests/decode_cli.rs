@@ -94,3 +94,102 @@ fn output_dash_is_stdout() {
         "{out}"
     );
 }
+
+/// `nvprobe decode REC -o PATH`, killed after 20 s: (exit code, stderr,
+/// seconds it took). An open that blocks shows as a kill.
+fn decode_to(path: &std::path::Path, force: bool) -> (Option<i32>, String, f64) {
+    let mut c = Command::new(bin("nvprobe"));
+    c.args(["decode"])
+        .arg(fixture("h200-580.159.04-stall-sigstop.ndjson"))
+        .arg("-o")
+        .arg(path);
+    if force {
+        c.arg("--force");
+    }
+    let t0 = std::time::Instant::now();
+    let mut child = c
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut waited = 0;
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        waited += 1;
+        if waited > 200 {
+            let _ = child.kill();
+            break child.wait().expect("wait");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let mut err = String::new();
+    use std::io::Read as _;
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut err)
+        .expect("read");
+    (status.code(), err, t0.elapsed().as_secs_f64())
+}
+
+/// A FIFO nobody reads is refused at once with what to do (an open of it
+/// used to block past every signal), with --force or not; a block device
+/// is never written, --force or not.
+#[test]
+fn a_fifo_without_a_reader_and_a_block_device_are_refused_not_waited_on() {
+    let d = TestDir::new("outfifo");
+    let fifo = d.join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).expect("mkfifo");
+    for force in [false, true] {
+        let (code, err, secs) = decode_to(&fifo, force);
+        assert_eq!(code, Some(2), "force {force}: {err}");
+        assert!(
+            err.contains(
+                "it is a FIFO and no process has it open for reading (start its reader first)"
+            ),
+            "{err}"
+        );
+        assert!(secs < 15.0, "{secs} s");
+    }
+    // With a reader, the records go through it.
+    let reader = std::thread::spawn({
+        let fifo = fifo.clone();
+        move || std::fs::read_to_string(&fifo).expect("read the fifo")
+    });
+    // The reader opens first (its open waits for a writer): until it has,
+    // the decode is refused as above.
+    let (code, err) = (0..50)
+        .map(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            let (code, err, _) = decode_to(&fifo, false);
+            (code, err)
+        })
+        .find(|(_, err)| !err.contains("no process has it open"))
+        .expect("the reader opened the FIFO");
+    assert_eq!(code, Some(0), "{err}");
+    let got = reader.join().expect("reader");
+    assert!(got.contains("stall"), "{got}");
+
+    // A block device node of the test's own (the loop device's numbers;
+    // root can make one, as CI runs): refused, never opened.
+    let blk = d.join("blk");
+    match nix::sys::stat::mknod(
+        &blk,
+        nix::sys::stat::SFlag::S_IFBLK,
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+        nix::sys::stat::makedev(7, 0),
+    ) {
+        Ok(()) => {
+            for force in [false, true] {
+                let (code, err, _) = decode_to(&blk, force);
+                assert_eq!(code, Some(2), "{err}");
+                assert!(err.contains("it is a block device"), "{err}");
+            }
+        }
+        // Not root: the FIFO half above still ran.
+        Err(e) => assert_eq!(e, nix::errno::Errno::EPERM, "mknod"),
+    }
+}
