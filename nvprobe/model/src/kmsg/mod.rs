@@ -48,7 +48,9 @@ pub fn driver_line(msg: &str) -> bool {
 /// bad signal frame), `COMM (PID)` (a stack-depth or drop_caches note),
 /// `COMM: page allocation failure: ` (which quotes the task's cpuset),
 /// `COMM invoked oom-killer: ` (a memory cgroup's or the host's OOM
-/// killer, started by the task: any user can make one).
+/// killer, started by the task: any user can make one), `COMM uses
+/// obsolete (PF_INET,SOCK_PACKET)` (net/packet, any user with a raw
+/// socket).
 fn task_led(msg: &str) -> bool {
     let b = msg.as_bytes();
     let digits_then = |from: usize, close: u8| {
@@ -60,6 +62,7 @@ fn task_led(msg: &str) -> bool {
             || (b[i..].starts_with(b" (") && digits_then(i + 2, b')'))
             || b[i..].starts_with(b": page allocation failure: ")
             || b[i..].starts_with(b" invoked oom-killer: ")
+            || b[i..].starts_with(b" uses obsolete (")
     })
 }
 

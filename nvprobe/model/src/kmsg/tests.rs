@@ -74,6 +74,16 @@ fn a_name_cannot_write_the_drivers_details() {
     assert!(x.mmu_fault.is_none());
     // A line a task's name starts is not the driver's.
     assert_eq!(kind_of("NVRM: Xid 79[12]: segfault at 0"), None);
+    // A task named "nvidia-uvm: hmm" that opens a SOCK_PACKET socket.
+    assert_eq!(
+        kind_of("nvidia-uvm: hmm uses obsolete (PF_INET,SOCK_PACKET)"),
+        None
+    );
+    // The driver's own UVM line is still its.
+    assert_eq!(
+        kind_of("nvidia-uvm: uvm_hmm: HMM is not supported on this kernel: error"),
+        Some(LogKind::UvmError)
+    );
     assert_eq!(parse_xid("NVRM: Xid (PCI:zz): 31, pid=1"), None);
 }
 
