@@ -33,6 +33,8 @@ pub use removal::remove_in_background;
 
 /// At most this many distinct libcuda files are hooked.
 const MAX_COPIES: usize = 32;
+/// Files remembered as not hookable (not a library, no cuInit).
+const UNHOOKED_KEPT: usize = 4096;
 
 pub use crate::attach::table::CUDA_PROGRAMS as PROGRAMS;
 
@@ -261,11 +263,48 @@ pub struct Libcuda {
     files: HashMap<(u64, u64), Attached>,
 }
 
+/// What the symbol and string tables of a library may hold in all: the
+/// parser reads each whole (libcuda 580's are well under 1 MiB), so a
+/// file whose headers claim more (any user can make one and open it as
+/// `libcuda.so.1`) is refused before it is read.
+const SYMBOL_TABLES_CAP: u64 = 32 << 20;
+
+/// The section headers only (a few KiB): refuses a 64-bit ELF file whose
+/// symbol and string tables claim more than [`SYMBOL_TABLES_CAP`].
+fn symbol_tables_bounded(data: &object::ReadCache<std::fs::File>) -> Result<(), String> {
+    use object::read::elf::{FileHeader as _, SectionHeader as _};
+    let hdr = object::elf::FileHeader64::<object::Endianness>::parse(data)
+        .map_err(|e| format!("not a 64-bit ELF library ({e})"))?;
+    let endian = hdr
+        .endian()
+        .map_err(|e| format!("not an ELF library ({e})"))?;
+    let sections = hdr
+        .section_headers(endian, data)
+        .map_err(|e| format!("not an ELF library ({e})"))?;
+    let claimed: u64 = sections
+        .iter()
+        .filter(|s| {
+            matches!(
+                s.sh_type(endian),
+                object::elf::SHT_SYMTAB | object::elf::SHT_DYNSYM | object::elf::SHT_STRTAB
+            )
+        })
+        .map(|s| s.sh_size(endian))
+        .fold(0u64, u64::saturating_add);
+    if claimed > SYMBOL_TABLES_CAP {
+        return Err(format!(
+            "not a library nvprobe reads: its symbol tables claim {claimed} bytes (at most {SYMBOL_TABLES_CAP})"
+        ));
+    }
+    Ok(())
+}
+
 /// A libcuda's exported `cu*` functions: (name, file offset of the code),
 /// read through the dynamic symbol table only (a 96 MB libcuda is not read
 /// whole). Aliases at one address are kept once (the first name).
 pub fn exports(path: &Path, f: std::fs::File) -> Result<Vec<(String, u64)>, String> {
     let cache = object::ReadCache::new(f);
+    symbol_tables_bounded(&cache).map_err(|e| format!("{}: {e}", path.display()))?;
     let obj = object::File::parse(&cache)
         .map_err(|e| format!("{}: not an ELF library ({e})", path.display()))?;
     let mut out: Vec<(String, u64)> = Vec::new();
@@ -380,8 +419,14 @@ impl Libcuda {
         self.stop.clone()
     }
 
-    /// A file not to try again: hooked with no function.
+    /// A file not to try again: hooked with no function. It takes none of
+    /// the [`MAX_COPIES`] slots (any user can open junk named
+    /// `libcuda.so.1`), and at most [`UNHOOKED_KEPT`] are remembered (past
+    /// that, such a file is looked at again when seen: its headers only).
     fn remember_unhooked(&mut self, id: (u64, u64), path: &Path) {
+        if self.files.len() - self.hooked() >= UNHOOKED_KEPT {
+            return;
+        }
         self.files.insert(
             id,
             Attached {
@@ -396,6 +441,14 @@ impl Libcuda {
 
     pub fn hooks(&self) -> Hooks {
         self.hooks
+    }
+
+    /// Files with functions hooked (the ones that take a slot).
+    fn hooked(&self) -> usize {
+        self.files
+            .values()
+            .filter(|a| !a.functions.is_empty())
+            .count()
     }
 
     /// How the hooks are attached: "uprobe_multi", or "perf_event (why)";
@@ -515,7 +568,7 @@ impl Libcuda {
         if self.files.contains_key(&id) {
             return Ok(None);
         }
-        if self.files.len() >= MAX_COPIES {
+        if self.hooked() >= MAX_COPIES {
             // Said once per file.
             self.remember_unhooked(id, path);
             return Err(format!(
@@ -728,6 +781,43 @@ impl Libcuda {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An ELF file whose headers claim a 900 MiB symbol table (192 bytes on
+    /// disk; any user can name one libcuda.so.1): refused from its headers,
+    /// before the parser reads the table (it grew nvprobe by 267 MB).
+    #[test]
+    fn a_library_claiming_huge_symbol_tables_is_refused_unread() {
+        let mut elf = vec![0u8; 64];
+        elf[..4].copy_from_slice(b"\x7fELF");
+        elf[4] = 2; // 64-bit
+        elf[5] = 1; // little-endian
+        elf[6] = 1;
+        let put = |b: &mut Vec<u8>, at: usize, v: &[u8]| b[at..at + v.len()].copy_from_slice(v);
+        put(&mut elf, 16, &3u16.to_le_bytes()); // ET_DYN
+        put(&mut elf, 18, &62u16.to_le_bytes()); // x86-64
+        put(&mut elf, 20, &1u32.to_le_bytes());
+        put(&mut elf, 40, &64u64.to_le_bytes()); // e_shoff
+        put(&mut elf, 52, &64u16.to_le_bytes()); // e_ehsize
+        put(&mut elf, 54, &56u16.to_le_bytes());
+        put(&mut elf, 58, &64u16.to_le_bytes()); // e_shentsize
+        put(&mut elf, 60, &2u16.to_le_bytes()); // e_shnum
+        elf.extend_from_slice(&[0u8; 64]); // the null section
+        let mut dynsym = vec![0u8; 64];
+        put(&mut dynsym, 4, &object::elf::SHT_DYNSYM.to_le_bytes());
+        put(&mut dynsym, 32, &(900u64 << 20).to_le_bytes()); // sh_size
+        put(&mut dynsym, 56, &24u64.to_le_bytes()); // sh_entsize
+        elf.extend_from_slice(&dynsym);
+        let d = std::env::temp_dir().join("nvprobe-elfcap-XXXXXX");
+        let d = nix::unistd::mkdtemp(&d).expect("mkdtemp");
+        let p = d.join("libcuda.so.1");
+        std::fs::write(&p, &elf).expect("write");
+        let e = exports(&p, std::fs::File::open(&p).expect("open")).expect_err("refused");
+        assert!(e.contains("its symbol tables claim 943718400 bytes"), "{e}");
+        // A real library of this size is read: this test's own binary.
+        let me = std::fs::read_link("/proc/self/exe").expect("exe");
+        assert!(exports(&me, std::fs::File::open(&me).expect("open")).is_ok());
+        let _ = std::fs::remove_dir_all(&d);
+    }
 
     #[test]
     fn the_fault_set_is_numbered_apart_from_the_startup_set_and_leaves_launches_out() {
