@@ -25,7 +25,9 @@ fn diff(b: &str, extra: &[&str]) -> (i32, String, String) {
 #[test]
 fn the_masked_uvm_node_is_the_first_divergence() {
     let (rc, out, err) = diff("h200-580.159.04-uvm-masked.ndjson", &[]);
-    assert_eq!(rc, 0, "{err}");
+    // They differ: 1, as diff(1).
+    assert_eq!(rc, 1, "{err}");
+    assert!(err.contains("the two start-ups differ"), "{err}");
     assert!(
         out.contains(
             "first divergence: stat /dev/nvidia-uvm: A (call #32) got ok, device uvm, B (call #32) got failed, device none"
@@ -60,7 +62,7 @@ fn the_masked_uvm_node_is_the_first_divergence() {
     // The calls only the healthy side made include the GPU's
     // registration: every one of them with --all, the first 30 without.
     let (rc, all, _) = diff("h200-580.159.04-uvm-masked.ndjson", &["--all"]);
-    assert_eq!(rc, 0);
+    assert_eq!(rc, 1);
     assert!(all.contains("  ioctl UVM_REGISTER_GPU: 1 0\n"), "{all}");
     assert!(!all.contains("more (--all lists them)"), "{all}");
     let listed = |t: &str| {
@@ -80,7 +82,7 @@ fn the_masked_uvm_node_is_the_first_divergence() {
     );
 
     let (rc, json, _) = diff("h200-580.159.04-uvm-masked.ndjson", &["--json"]);
-    assert_eq!(rc, 0);
+    assert_eq!(rc, 1);
     let v: Value = serde_json::from_str(&json).expect("one JSON document");
     assert_eq!(v["first_divergence"]["kind"], "result");
     assert_eq!(v["first_divergence"]["call"], "stat /dev/nvidia-uvm");
@@ -103,7 +105,7 @@ fn the_masked_uvm_node_is_the_first_divergence() {
 #[test]
 fn no_visible_devices_and_a_timeout_part_at_uvm_registration() {
     let (rc, out, _) = diff("h200-580.159.04-novisible.ndjson", &[]);
-    assert_eq!(rc, 0);
+    assert_eq!(rc, 1);
     assert!(
         out.contains("2 other CUDA start-up(s) in the recording (--pid to choose)"),
         "{out}"
@@ -115,7 +117,7 @@ fn no_visible_devices_and_a_timeout_part_at_uvm_registration() {
         "{out}"
     );
     let (rc, out, _) = diff("h200-580.159.04-timeout-kill.ndjson", &[]);
-    assert_eq!(rc, 0);
+    assert_eq!(rc, 1);
     assert!(
         out.contains(
             "first divergence: ioctl UVM_REGISTER_GPU: A (call #154) got NV_OK, B (call #154) got NV_ERR_BUSY_RETRY"
@@ -158,9 +160,10 @@ fn one_gpu_against_two_names_the_second_gpu() {
             c.arg("--json");
         }
         let o = c.output().expect("run nvprobe diff");
+        // One GPU against two: they differ.
         assert_eq!(
             o.status.code(),
-            Some(0),
+            Some(1),
             "{}",
             String::from_utf8_lossy(&o.stderr)
         );

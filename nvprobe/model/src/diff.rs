@@ -235,6 +235,13 @@ pub struct SideSummary {
     pub registered_gpus: Vec<String>,
 }
 
+impl Diff {
+    /// Whether the two start-ups part anywhere (diff(1)'s exit 1).
+    pub fn differs(&self) -> bool {
+        self.first_divergence.is_some() || !self.differences.is_empty()
+    }
+}
+
 /// The milestones in the order the runs reached them (the earlier of the
 /// two times), not by id: the real driver reaches S2 before S1.
 fn in_time_order(mut rows: Vec<StageRow>) -> Vec<StageRow> {

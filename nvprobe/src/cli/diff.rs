@@ -120,5 +120,13 @@ pub fn run(a: DiffArgs) -> Result<(), Fail> {
     super::common::undecodable(&[
         (&a.a.display().to_string(), bad_a),
         (&a.b.display().to_string(), bad_b),
-    ])
+    ])?;
+    // As diff(1): 1 when they differ, so a script can test it.
+    if d.differs() {
+        return Err(Fail(
+            super::common::exit::RUNTIME,
+            anyhow::anyhow!("the two start-ups differ (first divergence above)"),
+        ));
+    }
+    Ok(())
 }
