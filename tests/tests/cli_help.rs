@@ -187,3 +187,30 @@ fn version_says_the_commit_and_the_build_date() {
         "{t}"
     );
 }
+
+/// The shell completions offer the values --events and --format take, not
+/// file names.
+#[test]
+fn completions_offer_the_levels_and_formats() {
+    let o = std::process::Command::new(nvprobe_tests::harness::bin("nvprobe"))
+        .args(["completions", "bash"])
+        .output()
+        .expect("run nvprobe completions");
+    assert!(o.status.success());
+    let bash = String::from_utf8_lossy(&o.stdout);
+    let offered = |flag: &str| -> Vec<String> {
+        bash.lines()
+            .skip_while(|l| l.trim() != format!("{flag})"))
+            .nth(1)
+            .and_then(|l| l.split("compgen -W \"").nth(1))
+            .and_then(|l| l.split('"').next())
+            .map(|w| w.split_whitespace().map(str::to_owned).collect())
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        offered("--events"),
+        ["all", "failures", "verdicts"],
+        "{bash}"
+    );
+    assert_eq!(offered("--format"), ["text", "json", "otlp-json"], "{bash}");
+}

@@ -8,7 +8,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use clap::Args;
+use clap::{Args, builder::TypedValueParser as _};
 use nvprobe::{
     attach::StartError,
     decode::version::{DriverInfo, DriverVersion, VersionCtx},
@@ -24,13 +24,13 @@ pub struct OutputArgs {
     /// text (for people), json (NDJSON, schema v1: `nvprobe schema`) or
     /// otlp-json (one OTLP/JSON LogsData per line, for an OpenTelemetry
     /// collector's otlpjsonfile receiver; docs/LOG-PIPELINES.md).
-    #[arg(long, value_name = "FORMAT", value_parser = parse_format)]
+    #[arg(long, value_name = "FORMAT", value_parser = parse_format())]
     pub format: Option<Format>,
     /// What is written: all (every call), failures (all but successful
     /// calls) or verdicts (start-up verdicts, stalls, signals that hit
     /// NVIDIA calls, failed calls, lost counts, the summary). Everything
     /// is still counted in the summary.
-    #[arg(long, value_name = "LEVEL", default_value = "all", value_parser = parse_level)]
+    #[arg(long, value_name = "LEVEL", default_value = "all", value_parser = parse_level())]
     pub events: Level,
     /// Text: the fork, exec, exit, signal and failed-call lines of every
     /// process followed. By default text shows them for the processes that made an
@@ -65,12 +65,17 @@ impl OutputArgs {
     }
 }
 
-fn parse_format(s: &str) -> Result<Format, String> {
-    s.parse()
+/// The names `--format` takes, as clap lists them (in errors, and to the
+/// shell completions, which then offer them rather than file names).
+fn parse_format() -> impl clap::builder::TypedValueParser<Value = Format> {
+    clap::builder::PossibleValuesParser::new(Format::NAMES)
+        .map(|s| s.parse::<Format>().unwrap_or(Format::Text))
 }
 
-fn parse_level(s: &str) -> Result<Level, String> {
-    s.parse()
+/// The names `--events` takes (see [`parse_format`]).
+fn parse_level() -> impl clap::builder::TypedValueParser<Value = Level> {
+    clap::builder::PossibleValuesParser::new(Level::NAMES)
+        .map(|s| s.parse::<Level>().unwrap_or_default())
 }
 
 pub fn parse_ringbuf(s: &str) -> Result<u32, String> {
