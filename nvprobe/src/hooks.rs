@@ -119,12 +119,14 @@ pub fn unavailable_reason(root: &Path) -> Option<String> {
     {
         return None;
     }
-    Some(
-        "this kernel has no kprobes (no /sys/bus/event_source/devices/kprobe: CONFIG_KPROBES is off), \
-         and fentry cannot take module functions with aya 0.14 (no split BTF)"
-            .to_owned(),
-    )
+    Some(NO_KPROBES.to_owned())
 }
+
+/// Why a kernel without kprobes has no driver layer, and what gives one
+/// (`doctor` says the same).
+pub const NO_KPROBES: &str = "this kernel has no kprobes (no /sys/bus/event_source/devices/kprobe: CONFIG_KPROBES is \
+off), and nvprobe reaches functions inside nvidia and nvidia_uvm through kprobes only: a kernel built with \
+CONFIG_KPROBES=y (every major distribution's) gives the driver layer";
 
 /// The start record's account of the driver layer.
 pub fn start_state(

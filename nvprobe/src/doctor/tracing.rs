@@ -88,8 +88,7 @@ fn unavailable_reason(root: &Path) -> Option<String> {
 }
 
 /// What `hooks::unavailable_reason` says of a kernel without kprobes.
-const NO_KPROBES: &str = "this kernel has no kprobes (no /sys/bus/event_source/devices/kprobe: CONFIG_KPROBES is off), \
-     and fentry cannot take module functions with aya 0.14 (no split BTF)";
+use crate::hooks::NO_KPROBES;
 
 #[cfg(test)]
 mod tests {
