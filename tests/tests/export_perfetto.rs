@@ -246,3 +246,30 @@ fn watch_creates_the_trace_file_at_start() {
     );
     assert!(after.len() > 0, "the timeline written");
 }
+
+/// Perfetto is the only format: `--perfetto` may be left out, and the
+/// trace is the same.
+#[test]
+fn the_format_flag_may_be_left_out() {
+    let tmp = tmpdir("perfetto-default");
+    let rec = fixture("h200-580.159.04-uprobes.ndjson");
+    let (with, without) = (tmp.join("with.pftrace"), tmp.join("without.pftrace"));
+    let _ = std::fs::remove_file(&with);
+    let _ = std::fs::remove_file(&without);
+    let (rc, err) = export(&rec, &with);
+    assert_eq!(rc, 0, "{err}");
+    let o = Command::new(bin("nvprobe"))
+        .arg("export")
+        .arg(&rec)
+        .arg("-o")
+        .arg(&without)
+        .output()
+        .expect("export");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (a, b) = (
+        std::fs::read(&with).expect("with"),
+        std::fs::read(&without).expect("without"),
+    );
+    assert!(!a.is_empty());
+    assert_eq!(a, b);
+}

@@ -16,9 +16,9 @@ pub struct ExportArgs {
     /// The recording (`nvprobe watch --json --raw`; without --raw it is
     /// read as recorded).
     pub file: PathBuf,
-    /// Write Perfetto's native protobuf trace format (TrackEvent): the only
-    /// format for now.
-    #[arg(long, required = true)]
+    /// Write Perfetto's native protobuf trace format (TrackEvent): the
+    /// only format, and the default (the flag may be left out).
+    #[arg(long)]
     pub perfetto: bool,
     /// The trace file to create (0600, never through a link; an existing
     /// file only with --force), or - for standard output (a pipe or a
