@@ -12,7 +12,6 @@ use std::{collections::HashMap, path::Path};
 
 use aya::Ebpf;
 use nvprobe_common::cuda_func_number;
-use object::{Object, ObjectSection, ObjectSymbol};
 use serde::Serialize;
 use std::{
     os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd},
@@ -22,11 +21,15 @@ use std::{
 use crate::attach::keep::Keep;
 
 pub mod attacher;
+mod elf;
 mod found;
 mod removal;
+mod sets;
 mod split;
 
+pub use elf::exports;
 pub use found::{mapped_by, mapped_by_all, preloads_of, static_candidates};
+pub use sets::{FAULTS, LAUNCHES, STARTUP};
 use split::{Split, multi_supported};
 
 pub use removal::remove_in_background;
@@ -78,149 +81,6 @@ impl Hooks {
     }
 }
 
-/// The default set: initialisation and version, device enumeration and
-/// queries, contexts, the first allocations and module loads, peer access
-/// (a child forked after its parent's cuInit makes one of these first;
-/// each answers it CUDA_ERROR_NOT_INITIALIZED). Left out: anything a
-/// running program calls per kernel launch, copy or synchronisation
-/// (cuLaunchKernel, cuMemcpy*, cuStreamSynchronize, cuEventRecord,
-/// cuCtxGetDevice and cuDevicePrimaryCtxGetState, which PyTorch calls 6 and
-/// 2 times per small op,
-/// cuCtxSetCurrent, …), which `--libcuda-hooks all` adds.
-pub const STARTUP: &[&str] = &[
-    "cuInit",
-    "cuDriverGetVersion",
-    "cuGetProcAddress",
-    "cuGetProcAddress_v2",
-    "cuGetExportTable",
-    "cuDeviceGetCount",
-    "cuDeviceGet",
-    "cuDeviceGetName",
-    "cuDeviceGetUuid",
-    "cuDeviceGetUuid_v2",
-    "cuDeviceTotalMem",
-    "cuDeviceTotalMem_v2",
-    "cuDeviceGetAttribute",
-    "cuDeviceGetPCIBusId",
-    "cuDeviceGetByPCIBusId",
-    "cuDeviceComputeCapability",
-    "cuDeviceGetProperties",
-    "cuDeviceCanAccessPeer",
-    "cuDeviceGetP2PAttribute",
-    "cuDevicePrimaryCtxRetain",
-    "cuDevicePrimaryCtxRelease",
-    "cuDevicePrimaryCtxRelease_v2",
-    "cuDevicePrimaryCtxSetFlags",
-    "cuDevicePrimaryCtxSetFlags_v2",
-    "cuDevicePrimaryCtxReset",
-    "cuDevicePrimaryCtxReset_v2",
-    "cuCtxCreate",
-    "cuCtxCreate_v2",
-    "cuCtxCreate_v3",
-    "cuCtxCreate_v4",
-    "cuCtxDestroy",
-    "cuCtxDestroy_v2",
-    "cuCtxEnablePeerAccess",
-    // The CUDA runtime's first driver call in a child forked after its
-    // parent's start-up (seen on the H200 with libcudart 13: cudaMalloc in
-    // the child calls cuCtxGetCurrent, gets 3, and calls nothing else).
-    "cuCtxGetCurrent",
-    "cuMemGetInfo",
-    "cuMemGetInfo_v2",
-    "cuMemAlloc",
-    "cuMemAlloc_v2",
-    "cuMemAllocManaged",
-    "cuMemAllocPitch",
-    "cuMemAllocPitch_v2",
-    "cuMemAllocHost",
-    "cuMemAllocHost_v2",
-    "cuMemHostAlloc",
-    "cuMemHostRegister",
-    "cuMemHostRegister_v2",
-    "cuMemCreate",
-    "cuMemAddressReserve",
-    "cuModuleLoad",
-    "cuModuleLoadData",
-    "cuModuleLoadDataEx",
-    "cuModuleLoadFatBinary",
-    "cuLibraryLoadData",
-    "cuLibraryLoadFromFile",
-    "cuStreamCreate",
-    "cuStreamCreateWithPriority",
-    "cuIpcOpenMemHandle",
-    "cuIpcOpenMemHandle_v2",
-];
-
-/// Where a fault at run time surfaces (`--libcuda-hooks faults`, the
-/// default): a sticky error (CUDA_ERROR_ILLEGAL_ADDRESS, LAUNCH_FAILED,
-/// ECC_UNCORRECTABLE, …) is returned by the next synchronisation, copy,
-/// memset or free, and by every later call. Only their failures are sent
-/// (`nvprobe_common::CUDA_FAULT_ONLY`). Left out: launches (a hooked
-/// cuLaunchKernel costs ~2.4 µs on a 5 µs launch; a fault a launch returns
-/// is returned again by the next synchronisation), queries
-/// (cuStreamQuery, cuEventQuery: polled in loops) and what is enqueued per
-/// step (cuEventRecord, cuStreamWaitEvent, cuGraphLaunch).
-pub const FAULTS: &[&str] = &[
-    "cuCtxSynchronize",
-    "cuCtxSynchronize_v2",
-    "cuStreamSynchronize",
-    "cuStreamSynchronize_ptsz",
-    "cuEventSynchronize",
-    "cuMemcpy",
-    "cuMemcpy_ptds",
-    "cuMemcpyAsync",
-    "cuMemcpyAsync_ptsz",
-    "cuMemcpyHtoD_v2",
-    "cuMemcpyHtoD_v2_ptds",
-    "cuMemcpyDtoH_v2",
-    "cuMemcpyDtoH_v2_ptds",
-    "cuMemcpyDtoD_v2",
-    "cuMemcpyDtoD_v2_ptds",
-    "cuMemcpyHtoDAsync_v2",
-    "cuMemcpyHtoDAsync_v2_ptsz",
-    "cuMemcpyDtoHAsync_v2",
-    "cuMemcpyDtoHAsync_v2_ptsz",
-    "cuMemcpyDtoDAsync_v2",
-    "cuMemcpyDtoDAsync_v2_ptsz",
-    "cuMemcpy2D_v2",
-    "cuMemcpy2DAsync_v2",
-    "cuMemcpy3D_v2",
-    "cuMemcpy3DAsync_v2",
-    "cuMemcpyPeer",
-    "cuMemcpyPeerAsync",
-    "cuMemsetD8_v2",
-    "cuMemsetD8_v2_ptds",
-    "cuMemsetD32_v2",
-    "cuMemsetD32_v2_ptds",
-    "cuMemsetD8Async",
-    "cuMemsetD32Async",
-    "cuMemFree_v2",
-    "cuMemFreeHost",
-    "cuMemFreeAsync",
-    "cuModuleUnload",
-    "cuLibraryUnload",
-    "cuStreamDestroy_v2",
-    "cuEventDestroy_v2",
-];
-
-/// Kernel launches (`--libcuda-hooks launches`): a launch the driver
-/// refuses at once (too many threads per block, more shared memory than a
-/// multiprocessor has, a cluster or cooperative grid too large) returns
-/// its error from the launch alone, not from the next synchronisation, so
-/// the faults set never sees it. Not in the default set: each launch then
-/// pays a uprobe round trip.
-pub const LAUNCHES: &[&str] = &[
-    "cuLaunchKernel",
-    "cuLaunchKernel_ptsz",
-    "cuLaunchKernelEx",
-    "cuLaunchKernelEx_ptsz",
-    "cuLaunchCooperativeKernel",
-    "cuLaunchCooperativeKernel_ptsz",
-    "cuLaunchCooperativeKernelMultiDevice",
-    "cuGraphLaunch",
-    "cuGraphLaunch_ptsz",
-];
-
 #[derive(Clone, Debug, Serialize)]
 pub struct Attached {
     pub path: String,
@@ -261,87 +121,6 @@ pub struct Libcuda {
     stop: Arc<std::sync::atomic::AtomicBool>,
     /// (st_dev, st_ino) -> what was attached there.
     files: HashMap<(u64, u64), Attached>,
-}
-
-/// What the symbol and string tables of a library may hold in all: the
-/// parser reads each whole (libcuda 580's are well under 1 MiB), so a
-/// file whose headers claim more (any user can make one and open it as
-/// `libcuda.so.1`) is refused before it is read.
-const SYMBOL_TABLES_CAP: u64 = 32 << 20;
-
-/// The section headers only (a few KiB): refuses a 64-bit ELF file whose
-/// symbol and string tables claim more than [`SYMBOL_TABLES_CAP`].
-fn symbol_tables_bounded(data: &object::ReadCache<std::fs::File>) -> Result<(), String> {
-    use object::read::elf::{FileHeader as _, SectionHeader as _};
-    let hdr = object::elf::FileHeader64::<object::Endianness>::parse(data)
-        .map_err(|e| format!("not a 64-bit ELF library ({e})"))?;
-    let endian = hdr
-        .endian()
-        .map_err(|e| format!("not an ELF library ({e})"))?;
-    let sections = hdr
-        .section_headers(endian, data)
-        .map_err(|e| format!("not an ELF library ({e})"))?;
-    let claimed: u64 = sections
-        .iter()
-        .filter(|s| {
-            matches!(
-                s.sh_type(endian),
-                object::elf::SHT_SYMTAB | object::elf::SHT_DYNSYM | object::elf::SHT_STRTAB
-            )
-        })
-        .map(|s| s.sh_size(endian))
-        .fold(0u64, u64::saturating_add);
-    if claimed > SYMBOL_TABLES_CAP {
-        return Err(format!(
-            "not a library nvprobe reads: its symbol tables claim {claimed} bytes (at most {SYMBOL_TABLES_CAP})"
-        ));
-    }
-    Ok(())
-}
-
-/// A libcuda's exported `cu*` functions: (name, file offset of the code),
-/// read through the dynamic symbol table only (a 96 MB libcuda is not read
-/// whole). Aliases at one address are kept once (the first name).
-pub fn exports(path: &Path, f: std::fs::File) -> Result<Vec<(String, u64)>, String> {
-    let cache = object::ReadCache::new(f);
-    symbol_tables_bounded(&cache).map_err(|e| format!("{}: {e}", path.display()))?;
-    let obj = object::File::parse(&cache)
-        .map_err(|e| format!("{}: not an ELF library ({e})", path.display()))?;
-    let mut out: Vec<(String, u64)> = Vec::new();
-    let mut at: HashMap<u64, usize> = HashMap::new();
-    for s in obj.dynamic_symbols() {
-        if s.kind() != object::SymbolKind::Text || !s.is_definition() || !s.is_global() {
-            continue;
-        }
-        let Ok(name) = s.name() else { continue };
-        if !name.starts_with("cu") {
-            continue;
-        }
-        let Some(off) = s
-            .section_index()
-            .and_then(|i| obj.section_by_index(i).ok())
-            .and_then(|sec| {
-                let (file_off, _) = sec.file_range()?;
-                s.address()
-                    .checked_sub(sec.address())?
-                    .checked_add(file_off)
-            })
-        else {
-            continue;
-        };
-        // Aliases at one address: keep the name nvprobe would hook
-        // (a start-up call first, then any numbered one).
-        let rank = |n: &str| (STARTUP.contains(&n), cuda_func_number(n).is_some());
-        match at.get(&off) {
-            Some(&i) if rank(name) > rank(&out[i].0) => out[i].0 = name.to_owned(),
-            Some(_) => {}
-            None => {
-                at.insert(off, out.len());
-                out.push((name.to_owned(), off));
-            }
-        }
-    }
-    Ok(out)
 }
 
 impl Libcuda {
@@ -781,43 +560,6 @@ impl Libcuda {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// An ELF file whose headers claim a 900 MiB symbol table (192 bytes on
-    /// disk; any user can name one libcuda.so.1): refused from its headers,
-    /// before the parser reads the table (it grew nvprobe by 267 MB).
-    #[test]
-    fn a_library_claiming_huge_symbol_tables_is_refused_unread() {
-        let mut elf = vec![0u8; 64];
-        elf[..4].copy_from_slice(b"\x7fELF");
-        elf[4] = 2; // 64-bit
-        elf[5] = 1; // little-endian
-        elf[6] = 1;
-        let put = |b: &mut Vec<u8>, at: usize, v: &[u8]| b[at..at + v.len()].copy_from_slice(v);
-        put(&mut elf, 16, &3u16.to_le_bytes()); // ET_DYN
-        put(&mut elf, 18, &62u16.to_le_bytes()); // x86-64
-        put(&mut elf, 20, &1u32.to_le_bytes());
-        put(&mut elf, 40, &64u64.to_le_bytes()); // e_shoff
-        put(&mut elf, 52, &64u16.to_le_bytes()); // e_ehsize
-        put(&mut elf, 54, &56u16.to_le_bytes());
-        put(&mut elf, 58, &64u16.to_le_bytes()); // e_shentsize
-        put(&mut elf, 60, &2u16.to_le_bytes()); // e_shnum
-        elf.extend_from_slice(&[0u8; 64]); // the null section
-        let mut dynsym = vec![0u8; 64];
-        put(&mut dynsym, 4, &object::elf::SHT_DYNSYM.to_le_bytes());
-        put(&mut dynsym, 32, &(900u64 << 20).to_le_bytes()); // sh_size
-        put(&mut dynsym, 56, &24u64.to_le_bytes()); // sh_entsize
-        elf.extend_from_slice(&dynsym);
-        let d = std::env::temp_dir().join("nvprobe-elfcap-XXXXXX");
-        let d = nix::unistd::mkdtemp(&d).expect("mkdtemp");
-        let p = d.join("libcuda.so.1");
-        std::fs::write(&p, &elf).expect("write");
-        let e = exports(&p, std::fs::File::open(&p).expect("open")).expect_err("refused");
-        assert!(e.contains("its symbol tables claim 943718400 bytes"), "{e}");
-        // A real library of this size is read: this test's own binary.
-        let me = std::fs::read_link("/proc/self/exe").expect("exe");
-        assert!(exports(&me, std::fs::File::open(&me).expect("open")).is_ok());
-        let _ = std::fs::remove_dir_all(&d);
-    }
 
     #[test]
     fn the_fault_set_is_numbered_apart_from_the_startup_set_and_leaves_launches_out() {
