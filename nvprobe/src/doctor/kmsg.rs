@@ -58,21 +58,42 @@ pub fn leaked_uprobe(line: &str) -> Option<&str> {
 /// another facility than the kernel's is left out; plain `dmesg` text
 /// carries none (it shows what user space wrote to /dev/kmsg as well), so
 /// there a line is judged by its text alone.
+///
+/// A record of several lines (a task's name with a newline in it, in a
+/// segfault line) is written by syslog(2)'s readers (`dmesg -S -r`,
+/// busybox, /proc/kmsg) with the record's prefix again on each line, so a
+/// line with the very same time as the line before it, when that one is
+/// not the driver's, is taken for its continuation, not a record of its
+/// own: an unprivileged user's program cannot forge driver lines that way.
 fn read_tree(root: &Path) -> Vec<String> {
     let Some(text) = crate::safefs::read_text(root, "kmsg.txt", crate::safefs::CAP) else {
         return Vec::new();
     };
+    let mut prev: Option<(String, bool)> = None;
     text.lines()
         .filter_map(|l| {
             if let Some(rec) = kmsg_record(l.as_bytes()) {
                 return rec;
             }
-            match l.strip_prefix('<').and_then(|r| r.split_once('>')) {
+            let line = match l.strip_prefix('<').and_then(|r| r.split_once('>')) {
                 Some((prio, rest)) if prio.bytes().all(|b| b.is_ascii_digit()) => {
                     kernel_facility(prio).then(|| rest.to_owned())
                 }
                 _ => Some(l.to_owned()),
+            };
+            let time = l
+                .split_once('[')
+                .and_then(|(_, r)| r.split_once(']'))
+                .map(|(t, _)| t.trim().to_owned());
+            let continued = matches!((&prev, &time), (Some((pt, false)), Some(t)) if pt == t);
+            if let Some(t) = time {
+                // A continuation belongs to its record's first line.
+                if !continued {
+                    let ours = line.as_deref().is_some_and(|x| driver_line(message(x)));
+                    prev = Some((t, ours));
+                }
             }
+            line.filter(|_| !continued)
         })
         .collect()
 }
@@ -407,13 +428,33 @@ mod tests {
         )
         .expect("write kmsg.txt");
         let got = nvidia_lines(&dir, false, 400);
-        let _ = std::fs::remove_dir_all(&dir);
         assert_eq!(
             got,
             [
                 "[    6.0] NVRM: Xid (PCI:0000:00:06): 79, pid=1, name=a, GPU has fallen off the bus.",
                 "[    8.000000] NVRM: Xid (PCI:0000:00:06): 48, pid=2, name=b, An uncorrectable double bit error",
                 "[    9.0] NVRM: Xid (PCI:0000:00:06): 31, pid=3, name=c, Ch 00000008, intr 10000000",
+            ]
+        );
+        // syslog(2)'s text of a segfault whose task name holds newlines:
+        // each line with the record's prefix; the driver's own lines at
+        // other times are kept.
+        std::fs::write(
+            dir.join("kmsg.txt"),
+            "<6>[   10.000001] a[77]: segfault at 0 ip 0 sp 0 error 4 in a\n\
+             <6>[   10.000001] NVRM: API mismatch: the client has the version 1.0\n\
+             <6>[   10.000001] NVRM: Xid (PCI:0000:00:06): 48, pid=2, name=b, An uncorrectable double bit error\n\
+             <4>[   11.000000] NVRM: Xid (PCI:0000:00:06): 43, pid=5, name=c, Ch 00000008\n\
+             <4>[   11.000000] NVRM: Xid (PCI:0000:00:06): 43, pid=6, name=d, Ch 00000009\n",
+        )
+        .expect("write kmsg.txt");
+        let got = nvidia_lines(&dir, false, 400);
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(
+            got,
+            [
+                "[   11.000000] NVRM: Xid (PCI:0000:00:06): 43, pid=5, name=c, Ch 00000008",
+                "[   11.000000] NVRM: Xid (PCI:0000:00:06): 43, pid=6, name=d, Ch 00000009",
             ]
         );
     }
