@@ -57,8 +57,9 @@ pub mod nv_procs {
     /// came during must be seen). Cleared when that call is sent.
     pub const SHIP_NEXT: u8 = 8;
     /// It made an NVIDIA call of its own (opened an NVIDIA path or made a
-    /// node, loaded a libcuda, made an ioctl on an NVIDIA file, called
-    /// libcuda; a stat or access of a path is a look only): its start-up
+    /// node, had the loader open a libcuda, found or not, made an ioctl on
+    /// an NVIDIA file, called libcuda; a stat or access of a path is a
+    /// look only): its start-up
     /// has begun, and its failed system calls are
     /// sent from now until STARTED. A process followed only because its
     /// parent was (a shell's commands, an interpreter's own start-up) is

@@ -165,14 +165,15 @@ pub fn nvprobe_cuda_return(ctx: RetProbeContext) -> u32 {
         // with this record): its other calls are no longer watched for
         // failures, and with `--events failures|verdicts` its successful
         // NVIDIA calls stay in the kernel from here on.
-        use nvprobe_common::nv_procs::{FOLLOWED, QUIET, STARTED};
+        use nvprobe_common::nv_procs::{CALLER, FOLLOWED, QUIET, STARTED};
         let tgid = (pid_tgid >> 32) as u32;
         let quiet = if crate::config::quiet_levels() {
             QUIET
         } else {
             0
         };
-        let _ = crate::maps::NV_PROCS.insert(&tgid, &(FOLLOWED | STARTED | quiet), 0);
+        // CALLER kept: the next call need not set it again.
+        let _ = crate::maps::NV_PROCS.insert(&tgid, &(FOLLOWED | CALLER | STARTED | quiet), 0);
         // The threads' cached copies of the value go.
         crate::maps::bump_fd_gen();
     }

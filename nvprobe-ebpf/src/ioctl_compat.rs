@@ -125,6 +125,11 @@ pub(crate) fn ioctl_finish_compat(ret: i64) -> Result<(), i64> {
             maps::count_quieted();
             return Ok(());
         }
+        // Followed from its parent, and now an NVIDIA call of its own (an
+        // inherited descriptor): its start-up's failed calls count.
+        Some(v) if v & nv_procs::CALLER == 0 => {
+            maps::caller(tgid);
+        }
         Some(_) => {}
     }
 

@@ -91,7 +91,8 @@ pub struct StartRecord {
     pub tracefs_mounted_by_nvprobe: bool,
     /// The libcuda files hooked at start-up.
     pub libcuda: Vec<LibcudaHooked>,
-    /// Which libcuda functions are hooked: "startup", "faults" or "all"
+    /// Which libcuda functions are hooked: "startup", "faults", "launches"
+    /// or "all"
     /// (`--libcuda-hooks`); absent in recordings before the option.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub libcuda_hooks: String,

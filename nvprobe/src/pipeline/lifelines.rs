@@ -21,12 +21,20 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use bytes::Bytes;
 use nvprobe_model::decode::{Event, ProcKind};
 
-/// A path the kernel side's path tracepoints report themselves
-/// (`nvprobe_common::NVIDIA_PATH_PREFIXES`).
-fn nvidia_path(p: &str) -> bool {
-    nvprobe_common::NVIDIA_PATH_PREFIXES
-        .iter()
-        .any(|pre| p.as_bytes().starts_with(pre))
+/// A failed call the kernel side's path tracepoints report themselves: an
+/// open, a lookup or a mknod of an NVIDIA path
+/// (`nvprobe_common::NVIDIA_PATH_PREFIXES`). A chmod or unlink of one has
+/// no other line.
+fn repeats_a_path_record(p: &nvprobe_model::decode::ProcCall) -> bool {
+    use nvprobe_model::decode::SysKind;
+    matches!(
+        p.failed,
+        Some((SysKind::Open | SysKind::Lookup | SysKind::Mknod, _))
+    ) && p.path.as_deref().is_some_and(|p| {
+        nvprobe_common::NVIDIA_PATH_PREFIXES
+            .iter()
+            .any(|pre| p.as_bytes().starts_with(pre))
+    })
 }
 
 /// The lines held for one process; older ones are left out.
@@ -81,7 +89,7 @@ impl Step {
                 // call (a shell that looked at /dev/nvidia0 and the
                 // library searches of its commands); one that repeats an
                 // NVIDIA path's own record is not shown twice.
-                ProcKind::CallFailed if p.path.as_deref().is_some_and(nvidia_path) => Step::Repeat,
+                ProcKind::CallFailed if repeats_a_path_record(p) => Step::Repeat,
                 ProcKind::CallFailed => Step::Life(Life::Failed(p.proc.pid)),
                 // The OOM killer's choice: as much the victim's as a call.
                 ProcKind::OomVictim => Step::Call(p.target_pid),
@@ -288,20 +296,30 @@ mod tests {
 
     #[test]
     fn a_failed_call_of_an_nvidia_path_is_not_written_twice() {
-        let p = |path: &str| {
-            Event::Proc(
+        let p = |call: &str, path: &str| {
+            let mut c: nvprobe_model::decode::ProcCall =
                 serde_json::from_value(serde_json::json!({
                     "pid": 7, "tid": 7, "comm": "python3", "uid": 0,
                     "op": "call_failed", "target_pid": 7, "time_ns": 1,
-                    "call": "openat", "errno": "ENOENT", "path": path,
+                    "call": call, "errno": "ENOENT", "path": path,
                 }))
-                .expect("a call_failed record"),
-            )
+                .expect("a call_failed record");
+            // As the decoder sets it.
+            c.failed = Some((nvprobe_model::decode::SysKind::of(call), libc::ENOENT));
+            Event::Proc(c)
         };
-        assert_eq!(Step::of(&p("/dev/nvidia-uvm")), Step::Repeat);
-        assert_eq!(Step::of(&p("/proc/driver/nvidia/params")), Step::Repeat);
+        assert_eq!(Step::of(&p("openat", "/dev/nvidia-uvm")), Step::Repeat);
         assert_eq!(
-            Step::of(&p("/usr/lib/libcuda.so.1")),
+            Step::of(&p("newfstatat", "/proc/driver/nvidia/params")),
+            Step::Repeat
+        );
+        // Only the path tracepoints' calls have a line of their own.
+        assert_eq!(
+            Step::of(&p("chmod", "/dev/nvidia0")),
+            Step::Life(Life::Failed(7))
+        );
+        assert_eq!(
+            Step::of(&p("openat", "/usr/lib/libcuda.so.1")),
             Step::Life(Life::Failed(7))
         );
     }

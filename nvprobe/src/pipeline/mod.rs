@@ -269,6 +269,9 @@ struct Writer {
     res: io::Result<()>,
     /// Text's choice of lifecycle lines (None: every line is written).
     lines: Option<lifelines::LifeLines>,
+    /// Text: a line another record already wrote is left out, whatever
+    /// `--all-processes` says (JSON keeps every record).
+    text: bool,
 }
 
 type Finished = (Output, Stats, io::Result<()>);
@@ -277,8 +280,9 @@ impl Writer {
     fn new(out: Output, corr: Option<Correlator>, opts: &PipeOpts) -> Self {
         // Text leaves out the lifecycle lines of processes that made no
         // NVIDIA call ([`lifelines`]).
-        let lines = (out.selective() && !opts.summary_only && !opts.all_processes)
-            .then(lifelines::LifeLines::default);
+        let text = out.selective();
+        let lines =
+            (text && !opts.summary_only && !opts.all_processes).then(lifelines::LifeLines::default);
         Writer {
             out,
             stats: Stats::default(),
@@ -292,6 +296,7 @@ impl Writer {
             last_ns: 0,
             res: Ok(()),
             lines,
+            text,
         }
     }
 
@@ -363,7 +368,7 @@ impl Writer {
                     write(&mut self.out, &mut self.res, b);
                 }
             }
-            (Some(_), lifelines::Step::Repeat) => {}
+            (_, lifelines::Step::Repeat) if self.text => {}
             _ => write(&mut self.out, &mut self.res, line),
         }
     }

@@ -663,8 +663,9 @@ fn ioctls_unseen(st: &ProcInit) -> Option<Diagnosis> {
     let answered = st.escapes_failed.map_or(String::new(), |e| {
         let nr = ((e.request & 0xff) as u32, crate::decode::escape::lookup((e.request & 0xff) as u32));
         format!(
-            "; {} escape{} failed with {} at the system call's exit (the first: {}), answered before {} ran",
+            "; {}{} escape{} failed with {} at the system call's exit (the first: {}), answered before {} ran",
             e.count,
+            if st.failed_capped { " or more" } else { "" },
             plural(e.count),
             CallResult::Errno(e.errno).text(),
             nr.1.map_or_else(|| format!("escape {:#04x}", nr.0), |x| x.name.to_owned()),
@@ -696,6 +697,11 @@ fn signal_or_uvm_step(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
         return;
     }
     let Some(fc) = &f.st.last_failure else { return };
+    // A security module refused the call: UVM never ran it, so what UVM
+    // would have answered (HMM) says nothing.
+    if out.iter().any(|d| d.id == DiagId::IoctlRefused) {
+        return;
+    }
     let uvm_step = [UVM_INITIALIZE, UVM_REGISTER_GPU, UVM_REGISTER_GPU_VASPACE]
         .iter()
         .any(|&c| fc.call.is(Call::Uvm(c)));

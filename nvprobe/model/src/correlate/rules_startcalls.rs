@@ -40,10 +40,11 @@ pub(crate) fn may_explain((kind, errno): (SysKind, i32)) -> bool {
         | SysKind::Mknod
         | SysKind::Lock => LIMITS.contains(&errno),
         SysKind::Dup | SysKind::NodeOpen => true,
-        // Any other call refused with EPERM: most calls have no permission
-        // check at all (uname, sysinfo, readlink), so EPERM is a filter's
-        // answer (a seccomp profile's default action).
-        SysKind::Other => errno == libc::EPERM,
+        // A call with no permission check of its own refused with EPERM: a
+        // filter's answer (a seccomp profile's default action). Calls that
+        // do check (setpriority, mount, ptrace, kill) are left out.
+        SysKind::Unchecked => errno == libc::EPERM,
+        SysKind::Other => false,
         // An escape refused is the ioctl records' (or, when none reached
         // the tracing, calls_blocked's); other ioctls fail as a matter of
         // course (TCGETS on a pipe).
@@ -161,6 +162,7 @@ fn purpose(kind: SysKind) -> &'static str {
         SysKind::Mknod => "making a device node",
         SysKind::Lock => "locking memory",
         SysKind::Ioctl => "an ioctl",
+        SysKind::Unchecked => "",
         SysKind::Other => "",
     }
 }

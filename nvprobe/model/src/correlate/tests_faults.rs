@@ -454,6 +454,69 @@ fn a_launch_the_driver_refused_is_the_programs_fault() {
         "{}",
         f[0].hint
     );
+    // A refused launch that ran nothing claims no Xid of its GPU, and a
+    // sticky fault after it is the verdict (the real story).
+    let mut c = corr();
+    let mut out = Vec::new();
+    log(
+        &mut c,
+        1,
+        "NVRM: Xid (PCI:0000:00:06): 13, Graphics SM Warp Exception on (GPC 0, TPC 1, SM 1): Illegal Instruction Encoding",
+        &mut out,
+    );
+    c.observe(
+        &failed_call(
+            1,
+            2,
+            "cuLaunchKernel",
+            (701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"),
+        ),
+        &mut out,
+    );
+    c.observe(
+        &failed_call(
+            3,
+            9,
+            "cuCtxSynchronize",
+            (715, "CUDA_ERROR_ILLEGAL_INSTRUCTION"),
+        ),
+        &mut out,
+    );
+    c.finish(&mut out);
+    let f = faults(&out);
+    assert_eq!(f.len(), 1, "{f:#?}");
+    let call = f[0].call.as_ref().expect("the sync");
+    assert_eq!((call.func, call.result), ("cuCtxSynchronize", Some(715)));
+    assert!(
+        f[0].hint
+            .starts_with("the program's GPU code ran an illegal instruction"),
+        "{}",
+        f[0].hint
+    );
+    // A refusal alone claims none of the GPU's Xids.
+    let mut c = corr();
+    let mut out = Vec::new();
+    log(
+        &mut c,
+        1,
+        "NVRM: Xid (PCI:0000:00:06): 13, Graphics SM Warp Exception on (GPC 0, TPC 1, SM 1): Illegal Instruction Encoding",
+        &mut out,
+    );
+    c.observe(
+        &failed_call(1, 2, "cuLaunchKernel", (1, "CUDA_ERROR_INVALID_VALUE")),
+        &mut out,
+    );
+    c.finish(&mut out);
+    let f = faults(&out);
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert!(f[0].xids.is_empty(), "{:#?}", f[0].xids);
+    assert!(
+        f[0].hint
+            .contains("a program that checks the error may go on"),
+        "{}",
+        f[0].hint
+    );
+
     // A launch's error that is not a refusal of its own (out of memory)
     // is left to the calls after it.
     let mut c = corr();

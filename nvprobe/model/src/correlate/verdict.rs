@@ -474,6 +474,7 @@ fn driver_client(
                 | DiagId::KilledBySignal
                 | DiagId::InheritedNvidiaFds
                 | DiagId::NvidiaModprobeFailed
+                | DiagId::IoctlRefused
         )
     });
     let failed = st.last_failure.as_ref();

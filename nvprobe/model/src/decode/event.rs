@@ -615,6 +615,10 @@ pub enum SysKind {
     /// ioctl: one on an NVIDIA file is its own record too, unless a
     /// filter answered it before the kernel traced its entry.
     Ioctl,
+    /// A call the kernel checks no permission for (uname, sysinfo,
+    /// readlink, getcwd, the NUMA policy queries, the ids and clocks): its
+    /// EPERM can only be a filter's.
+    Unchecked,
     Other,
 }
 
@@ -636,6 +640,12 @@ impl SysKind {
             "mknod" | "mknodat" => Self::Mknod,
             "mlock" | "mlock2" | "mlockall" => Self::Lock,
             "ioctl" => Self::Ioctl,
+            "uname" | "sysinfo" | "readlink" | "readlinkat" | "getcwd" | "get_mempolicy"
+            | "set_mempolicy" | "sched_getaffinity" | "getcpu" | "getrandom" | "gettid"
+            | "getpid" | "getppid" | "getuid" | "geteuid" | "getgid" | "getegid" | "getresuid"
+            | "getresgid" | "getrlimit" | "clock_gettime" | "clock_getres" | "gettimeofday"
+            | "time" | "sched_yield" | "statfs" | "fstatfs" | "getdents64" | "fstat" | "lseek"
+            | "read" | "pread64" | "close" => Self::Unchecked,
             _ => Self::Other,
         }
     }

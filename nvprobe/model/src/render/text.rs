@@ -231,7 +231,7 @@ fn proc_text(s: &mut String, p: &ProcCall) {
                 (Some(path), _, _) => format!("\"{path}\""),
                 // An ioctl's descriptor and request, as strace shows them.
                 (None, Some([fd, req]), Some((crate::decode::SysKind::Ioctl, _))) =>
-                    format!("{fd}, {req:#x}"),
+                    format!("{}, {req:#x}", fd as i32),
                 _ => String::new(),
             },
             p.errno.as_deref().unwrap_or("?")

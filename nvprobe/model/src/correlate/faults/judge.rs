@@ -85,15 +85,17 @@ pub(super) fn judge(
     }
     if let Some(r) = result
         && !curesult::fatal(r)
+        && x.is_none()
         && let Some(why) = curesult::launch_refusal(r)
     {
-        // Only a refused launch is a fault without being fatal.
+        // Only a refused launch is a fault without being fatal; an Xid the
+        // driver tied to the process is another story (judged below).
         return (
             FaultClass::Program,
             false,
             format!(
                 "the driver refused the launch at once, so the kernel never ran: {why}; the GPU and the context are \
-fine: fix the launch, then run the program again"
+fine, and a program that checks the error may go on (trying another configuration); if it failed, fix the launch"
             ),
         );
     }

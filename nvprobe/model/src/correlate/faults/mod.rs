@@ -64,6 +64,12 @@ pub fn run_time(func: u32, context: Option<&super::state::ContextStep>) -> bool 
     context.is_some_and(|c| c.code == 0) || !crate::decode::cudafn::is_startup(func)
 }
 
+/// A launch the driver refused at once held as a process's first failure
+/// (the one failure kept that is not fatal): it ran nothing on the GPU.
+fn refusal(f: &FaultCall) -> bool {
+    f.result.is_some_and(|r| !curesult::fatal(r))
+}
+
 /// What the Xid table says of `n`.
 pub fn meaning(n: u32) -> Option<XidMeaning> {
     kmsg::xid::info(n).map(|i| XidMeaning {
@@ -163,12 +169,21 @@ impl Faults {
             }
             return;
         }
-        let first = self.procs.get(&pid).is_none_or(|p| p.first.is_none());
+        // A refused launch held as the process's first failure gives way to
+        // a fault that comes after it (a sticky error, the real story).
+        let after_refusal = !refused_launch
+            && self
+                .procs
+                .get(&pid)
+                .and_then(|p| p.first.as_ref())
+                .is_some_and(refusal);
+        let first = self.procs.get(&pid).is_none_or(|p| p.first.is_none()) || after_refusal;
         let host = self.host_gpus.clone();
         let recent: Vec<FaultXid> = self
             .recent
             .iter_mut()
-            .filter(|_| first)
+            // A launch that never ran caused no Xid.
+            .filter(|_| first && !refused_launch)
             .filter(|s| !s.claimed)
             .filter(|s| {
                 s.at.saturating_add(WINDOW_NS) >= span.0 && s.at <= span.1.saturating_add(AFTER_NS)
@@ -192,7 +207,7 @@ impl Faults {
         if p.gpus.is_empty() {
             p.gpus = gpus.to_vec();
         }
-        if p.first.is_some() {
+        if p.first.is_some() && !after_refusal {
             p.later = p.later.saturating_add(1);
             return;
         }
@@ -360,6 +375,7 @@ impl Faults {
         let mut best: Option<(u64, &mut Pending)> = None;
         for p in self.procs.values_mut() {
             if let Some(f) = &p.first
+                && !refusal(f)
                 && f.start_ns <= at.saturating_add(WINDOW_NS)
                 && at <= f.start_ns + f.duration_ns + AFTER_NS
                 && gpu_fits(&host, &x.pci, &p.gpus)
