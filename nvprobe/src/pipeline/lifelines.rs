@@ -54,7 +54,16 @@ pub enum Step {
     /// A record whose line another record already wrote (a failed call
     /// of an NVIDIA path, also the path record's line): left out of text.
     Repeat,
+    /// An NVIDIA ioctl that failed with an errno: a Call, remembered by
+    /// its thread, descriptor and errno ([`Echo`]).
+    FailedIoctl(u32, Echo),
+    /// A failed ioctl's call_failed record: left out of text when it
+    /// repeats its thread's last failed NVIDIA ioctl, else a Failed line.
+    IoctlFailed(u32, Echo),
 }
+
+/// A failed ioctl as both records of it say it: (tid, fd, errno).
+pub type Echo = (u32, i32, i32);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Life {
@@ -90,12 +99,27 @@ impl Step {
                 // library searches of its commands); one that repeats an
                 // NVIDIA path's own record is not shown twice.
                 ProcKind::CallFailed if repeats_a_path_record(p) => Step::Repeat,
+                ProcKind::CallFailed
+                    if matches!(p.failed, Some((nvprobe_model::decode::SysKind::Ioctl, _))) =>
+                {
+                    let fd = p.args.map_or(-1, |a| a[0] as i32);
+                    let errno = p.failed.map_or(0, |f| f.1);
+                    Step::IoctlFailed(p.proc.pid, (p.proc.tid, fd, errno))
+                }
                 ProcKind::CallFailed => Step::Life(Life::Failed(p.proc.pid)),
                 // The OOM killer's choice: as much the victim's as a call.
                 ProcKind::OomVictim => Step::Call(p.target_pid),
                 ProcKind::Unknown => Step::Other,
             },
             Event::Stat(_) | Event::Access(_) => Step::Other,
+            Event::Ioctl(i) if i.ret < 0 => Step::FailedIoctl(
+                i.proc.pid,
+                (
+                    i.proc.tid,
+                    i.fd,
+                    i.ret.saturating_neg().clamp(0, i64::from(i32::MAX)) as i32,
+                ),
+            ),
             _ => Step::Call(ev.proc().pid),
         }
     }
@@ -321,6 +345,23 @@ mod tests {
         assert_eq!(
             Step::of(&p("openat", "/usr/lib/libcuda.so.1")),
             Step::Life(Life::Failed(7))
+        );
+    }
+
+    /// A failed ioctl's call_failed record carries what its ioctl record
+    /// says (thread, descriptor, errno), so text can leave it out.
+    #[test]
+    fn a_failed_ioctls_call_failed_record_names_its_thread_descriptor_and_errno() {
+        let mut c: nvprobe_model::decode::ProcCall = serde_json::from_value(serde_json::json!({
+            "pid": 7, "tid": 9, "comm": "python3", "uid": 0,
+            "op": "call_failed", "target_pid": 7, "time_ns": 1,
+            "call": "ioctl", "errno": "EACCES", "args": [5, 3221768918u64],
+        }))
+        .expect("a call_failed record");
+        c.failed = Some((nvprobe_model::decode::SysKind::Ioctl, libc::EACCES));
+        assert_eq!(
+            Step::of(&Event::Proc(c)),
+            Step::IoctlFailed(7, (9, 5, libc::EACCES))
         );
     }
 

@@ -272,6 +272,9 @@ struct Writer {
     /// Text: a line another record already wrote is left out, whatever
     /// `--all-processes` says (JSON keeps every record).
     text: bool,
+    /// Each thread's last failed NVIDIA ioctl, whose call_failed record
+    /// repeats it (at most 4096 threads).
+    echoes: std::collections::HashMap<u32, lifelines::Echo>,
 }
 
 type Finished = (Output, Stats, io::Result<()>);
@@ -297,6 +300,7 @@ impl Writer {
             res: Ok(()),
             lines,
             text,
+            echoes: std::collections::HashMap::new(),
         }
     }
 
@@ -355,6 +359,25 @@ impl Writer {
             if res.is_ok() && !b.is_empty() {
                 *res = out.rendered(b);
             }
+        };
+        let step = match step {
+            lifelines::Step::FailedIoctl(pid, e) => {
+                if self.echoes.len() >= 4096 {
+                    self.echoes.clear();
+                }
+                self.echoes.insert(e.0, e);
+                lifelines::Step::Call(pid)
+            }
+            // The kernel's exit programs run the ioctl's own first, so its
+            // record comes before the call_failed one.
+            lifelines::Step::IoctlFailed(_, e) if self.echoes.get(&e.0) == Some(&e) => {
+                self.echoes.remove(&e.0);
+                lifelines::Step::Repeat
+            }
+            lifelines::Step::IoctlFailed(pid, _) => {
+                lifelines::Step::Life(lifelines::Life::Failed(pid))
+            }
+            s => s,
         };
         match (self.lines.as_mut(), step) {
             (Some(f), lifelines::Step::Call(pid)) => {
