@@ -193,3 +193,30 @@ fn a_fifo_without_a_reader_and_a_block_device_are_refused_not_waited_on() {
         Err(e) => assert_eq!(e, nix::errno::Errno::EPERM, "mknod"),
     }
 }
+
+/// Text at `--events verdicts`: a start-up's failed calls are its
+/// verdict's evidence, not lines of their own; at `all` they are lines.
+#[test]
+fn verdicts_text_shows_failed_calls_in_the_verdict_only() {
+    let text = |level: &str| {
+        let o = Command::new(bin("nvprobe"))
+            .args(["decode", "--events", level])
+            .arg(fixture("h200-580.159.04-start-calls.ndjson"))
+            .output()
+            .expect("decode");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let all = text("all");
+    assert_eq!(all.matches("(a call of its start-up)").count(), 6, "{all}");
+    let verdicts = text("verdicts");
+    assert_eq!(
+        verdicts.matches("(a call of its start-up)").count(),
+        0,
+        "{verdicts}"
+    );
+    assert!(
+        verdicts.contains("! thread_limit: cuInit returned CUDA_ERROR_OPERATING_SYSTEM (304) and no call on an NVIDIA file failed: clone3() failed with EAGAIN"),
+        "{verdicts}"
+    );
+}

@@ -360,7 +360,17 @@ impl Writer {
                 *res = out.rendered(b);
             }
         };
+        // Text at `--events verdicts`: a start-up's failed calls are its
+        // verdict's evidence (`failed_syscalls`, the rule that names one),
+        // not lines of their own (JSON keeps the records).
+        let evidence_only = self.text && self.level == Level::Verdicts;
         let step = match step {
+            lifelines::Step::IoctlFailed(..)
+            | lifelines::Step::Life(lifelines::Life::Failed(_))
+                if evidence_only =>
+            {
+                return;
+            }
             lifelines::Step::FailedIoctl(pid, e) => {
                 if self.echoes.len() >= 4096 {
                     self.echoes.clear();
