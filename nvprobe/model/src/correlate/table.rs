@@ -348,8 +348,18 @@ mod tests {
         let schema = std::fs::read_to_string(format!("{root}SCHEMA.md")).expect("SCHEMA.md");
         let catalogue =
             std::fs::read_to_string(format!("{root}FAILURE-CATALOGUE.md")).expect("catalogue");
+        // The catalogue's index lists every id.
+        let index = catalogue
+            .split("**By diagnosis id**")
+            .nth(1)
+            .and_then(|r| r.split("\n\n").next())
+            .expect("the catalogue's index by id");
         for id in DiagId::ALL {
             let quoted = format!("`{id}`");
+            assert!(
+                index.contains(&quoted),
+                "{id} is not in the catalogue's index by id"
+            );
             assert!(schema.contains(&quoted), "{id} is not in docs/SCHEMA.md");
             assert!(
                 catalogue.contains(&quoted),
