@@ -220,3 +220,31 @@ fn verdicts_text_shows_failed_calls_in_the_verdict_only() {
         "{verdicts}"
     );
 }
+
+/// Text at `--events verdicts`: the loader's search for a libcuda that is
+/// not there is its verdict's evidence (`libcuda_not_found` lists the
+/// paths), not 60 lines; at `all` each lookup is a line.
+#[test]
+fn verdicts_text_folds_the_loaders_search_into_its_verdict() {
+    let text = |level: &str| {
+        let o = Command::new(bin("nvprobe"))
+            .args(["decode", "--events", level])
+            .arg(fixture("h200-580.159.04-libcuda-follow.ndjson"))
+            .output()
+            .expect("decode");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let lookups = |t: &str| {
+        t.lines()
+            .filter(|l| l.contains("libcuda.so.1\", O_RDONLY|O_CLOEXEC) = -1 ENOENT"))
+            .count()
+    };
+    assert!(lookups(&text("all")) > 40);
+    let v = text("verdicts");
+    assert_eq!(lookups(&v), 0, "{v}");
+    assert!(
+        v.contains("! libcuda_not_found: the dynamic loader looked for libcuda.so.1 41 times and found none"),
+        "{v}"
+    );
+}

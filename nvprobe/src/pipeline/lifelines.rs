@@ -30,11 +30,13 @@ fn repeats_a_path_record(p: &nvprobe_model::decode::ProcCall) -> bool {
     matches!(
         p.failed,
         Some((SysKind::Open | SysKind::Lookup | SysKind::Mknod, _))
-    ) && p.path.as_deref().is_some_and(|p| {
-        nvprobe_common::NVIDIA_PATH_PREFIXES
-            .iter()
-            .any(|pre| p.as_bytes().starts_with(pre))
-    })
+    ) && p.path.as_deref().is_some_and(nvidia_prefixed)
+}
+
+fn nvidia_prefixed(p: &str) -> bool {
+    nvprobe_common::NVIDIA_PATH_PREFIXES
+        .iter()
+        .any(|pre| p.as_bytes().starts_with(pre))
 }
 
 /// The lines held for one process; older ones are left out.
@@ -60,6 +62,10 @@ pub enum Step {
     /// A failed ioctl's call_failed record: left out of text when it
     /// repeats its thread's last failed NVIDIA ioctl, else a Failed line.
     IoctlFailed(u32, Echo),
+    /// The loader's search for a library that is not there (a libcuda
+    /// path, ENOENT): a Call, and at `--events verdicts` the verdict's
+    /// evidence only (`libcuda_not_found` lists the paths).
+    Lookup(u32),
 }
 
 /// A failed ioctl as both records of it say it: (tid, fd, errno).
@@ -112,6 +118,9 @@ impl Step {
                 ProcKind::Unknown => Step::Other,
             },
             Event::Stat(_) | Event::Access(_) => Step::Other,
+            Event::Open(o) if o.ret == -i64::from(libc::ENOENT) && !nvidia_prefixed(&o.path) => {
+                Step::Lookup(o.proc.pid)
+            }
             Event::Ioctl(i) if i.ret < 0 => Step::FailedIoctl(
                 i.proc.pid,
                 (

@@ -367,10 +367,12 @@ impl Writer {
         let step = match step {
             lifelines::Step::IoctlFailed(..)
             | lifelines::Step::Life(lifelines::Life::Failed(_))
+            | lifelines::Step::Lookup(_)
                 if evidence_only =>
             {
                 return;
             }
+            lifelines::Step::Lookup(pid) => lifelines::Step::Call(pid),
             lifelines::Step::FailedIoctl(pid, e) => {
                 if self.echoes.len() >= 4096 {
                     self.echoes.clear();
