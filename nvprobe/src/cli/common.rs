@@ -28,8 +28,9 @@ pub struct OutputArgs {
     pub format: Option<Format>,
     /// What is written: all (every call), failures (all but successful
     /// calls) or verdicts (start-up verdicts, stalls, signals that hit
-    /// NVIDIA calls, failed calls, lost counts, the summary). Everything
-    /// is still counted in the summary.
+    /// NVIDIA calls, failed calls, lost counts, the summary; in text, a
+    /// start-up's failed system calls and the loader's lookups are in its
+    /// verdict only). Everything is still counted in the summary.
     #[arg(long, value_name = "LEVEL", default_value = "all", value_parser = parse_level())]
     pub events: Level,
     /// Text: the fork, exec, exit, signal and failed-call lines of every
