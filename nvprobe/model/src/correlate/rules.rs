@@ -630,7 +630,7 @@ fn no_visible_devices(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
 /// A failed cuInit whose escapes never reached the kernel ([`ioctls_unseen`]).
 fn calls_blocked(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     if matches!(f.st.curesult, Some((code, _)) if code != 0)
-        && let Some(d) = ioctls_unseen(f.st)
+        && let Some(d) = super::rules_refused::ioctls_unseen(f.st)
     {
         out.push(d);
     }
@@ -642,54 +642,6 @@ fn ioctl_refused(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     if let Some(d) = super::rules_refused::ioctl_refused(f.st) {
         out.push(d);
     }
-}
-
-/// The process opened /dev/nvidiactl and not one ioctl of it reached the
-/// kernel's syscall tracepoints: a seccomp filter refuses a system call
-/// before the kernel traces its entry (seccomp runs first), so every
-/// escape libcuda makes after the open was refused there.
-fn ioctls_unseen(st: &ProcInit) -> Option<Diagnosis> {
-    if st.calls > 0 || st.ctl_opens == 0 {
-        return None;
-    }
-    let filters = st
-        .info
-        .as_ref()
-        .and_then(|i| i.limits.as_ref())
-        .and_then(|l| l.seccomp_filters);
-    let when = st.info.as_ref().map_or("", |i| i.read_when());
-    // The raw sys_exit program sees a call a filter answered (its exit
-    // runs, its entry was never traced): the errno the filter gave.
-    let answered = st.escapes_failed.map_or(String::new(), |e| {
-        let nr = ((e.request & 0xff) as u32, crate::decode::escape::lookup((e.request & 0xff) as u32));
-        format!(
-            "; {}{} escape{} failed with {} at the system call's exit (the first: {}), answered before {} ran",
-            e.count,
-            if st.failed_capped { " or more" } else { "" },
-            plural(e.count),
-            CallResult::Errno(e.errno).text(),
-            nr.1.map_or_else(|| format!("escape {:#04x}", nr.0), |x| x.name.to_owned()),
-            if e.count == 1 { "it" } else { "they" },
-        )
-    });
-    Some(diag_at(
-        DiagId::CallsBlocked,
-        "/dev/nvidiactl",
-        format!(
-            "/dev/nvidiactl: opened {} time{} and no ioctl of it reached the kernel's syscall tracing{answered}: \
-a seccomp filter refuses a call before the kernel traces it{}",
-            st.ctl_opens,
-            plural(st.ctl_opens),
-            match filters {
-                Some(0) => format!(
-                    "; none was in place when nvprobe read the process ({when}): \
-one installed later (a sandbox library, the program itself)"
-                ),
-                Some(n) => format!("; the process ran under {n} seccomp filter{}", plural(n)),
-                None => String::new(),
-            }
-        ),
-    ))
 }
 
 fn signal_or_uvm_step(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {

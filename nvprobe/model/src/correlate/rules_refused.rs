@@ -7,7 +7,7 @@
 use super::{
     facts::{CallResult, PathWhy},
     state::ProcInit,
-    table::{DiagId, Diagnosis, diag, plural},
+    table::{DiagId, Diagnosis, diag, diag_at, plural},
 };
 use crate::attribution::{Access, CgroupCount, DevRule, Limits};
 use crate::decode::Call;
@@ -216,6 +216,54 @@ EACCES or EPERM, and ioctl(2) asks the security modules (security_file_ioctl) be
 module's ioctl rule refused it{lsm}",
             f.call.text(),
             f.result.text(),
+        ),
+    ))
+}
+
+/// The process opened /dev/nvidiactl and not one ioctl of it reached the
+/// kernel's syscall tracepoints: a seccomp filter refuses a system call
+/// before the kernel traces its entry (seccomp runs first), so every
+/// escape libcuda makes after the open was refused there.
+pub(crate) fn ioctls_unseen(st: &ProcInit) -> Option<Diagnosis> {
+    if st.calls > 0 || st.ctl_opens == 0 {
+        return None;
+    }
+    let filters = st
+        .info
+        .as_ref()
+        .and_then(|i| i.limits.as_ref())
+        .and_then(|l| l.seccomp_filters);
+    let when = st.info.as_ref().map_or("", |i| i.read_when());
+    // The raw sys_exit program sees a call a filter answered (its exit
+    // runs, its entry was never traced): the errno the filter gave.
+    let answered = st.escapes_failed.map_or(String::new(), |e| {
+        let nr = ((e.request & 0xff) as u32, crate::decode::escape::lookup((e.request & 0xff) as u32));
+        format!(
+            "; {}{} escape{} failed with {} at the system call's exit (the first: {}), answered before {} ran",
+            e.count,
+            if st.failed_capped { " or more" } else { "" },
+            plural(e.count),
+            CallResult::Errno(e.errno).text(),
+            nr.1.map_or_else(|| format!("escape {:#04x}", nr.0), |x| x.name.to_owned()),
+            if e.count == 1 { "it" } else { "they" },
+        )
+    });
+    Some(diag_at(
+        DiagId::CallsBlocked,
+        "/dev/nvidiactl",
+        format!(
+            "/dev/nvidiactl: opened {} time{} and no ioctl of it reached the kernel's syscall tracing{answered}: \
+a seccomp filter refuses a call before the kernel traces it{}",
+            st.ctl_opens,
+            plural(st.ctl_opens),
+            match filters {
+                Some(0) => format!(
+                    "; none was in place when nvprobe read the process ({when}): \
+one installed later (a sandbox library, the program itself)"
+                ),
+                Some(n) => format!("; the process ran under {n} seccomp filter{}", plural(n)),
+                None => String::new(),
+            }
         ),
     ))
 }
