@@ -194,19 +194,22 @@ fn a_fifo_without_a_reader_and_a_block_device_are_refused_not_waited_on() {
     }
 }
 
+/// `nvprobe decode --events LEVEL FIXTURE`'s text (it must succeed).
+fn decode_text(rec: &str, level: &str) -> String {
+    let o = Command::new(bin("nvprobe"))
+        .args(["decode", "--events", level])
+        .arg(fixture(rec))
+        .output()
+        .expect("decode");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
 /// Text at `--events verdicts`: a start-up's failed calls are its
 /// verdict's evidence, not lines of their own; at `all` they are lines.
 #[test]
 fn verdicts_text_shows_failed_calls_in_the_verdict_only() {
-    let text = |level: &str| {
-        let o = Command::new(bin("nvprobe"))
-            .args(["decode", "--events", level])
-            .arg(fixture("h200-580.159.04-start-calls.ndjson"))
-            .output()
-            .expect("decode");
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    };
+    let text = |level: &str| decode_text("h200-580.159.04-start-calls.ndjson", level);
     let all = text("all");
     assert_eq!(all.matches("(a call of its start-up)").count(), 6, "{all}");
     let verdicts = text("verdicts");
@@ -226,15 +229,7 @@ fn verdicts_text_shows_failed_calls_in_the_verdict_only() {
 /// paths), not 60 lines; at `all` each lookup is a line.
 #[test]
 fn verdicts_text_folds_the_loaders_search_into_its_verdict() {
-    let text = |level: &str| {
-        let o = Command::new(bin("nvprobe"))
-            .args(["decode", "--events", level])
-            .arg(fixture("h200-580.159.04-libcuda-follow.ndjson"))
-            .output()
-            .expect("decode");
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    };
+    let text = |level: &str| decode_text("h200-580.159.04-libcuda-follow.ndjson", level);
     let lookups = |t: &str| {
         t.lines()
             .filter(|l| l.contains("libcuda.so.1\", O_RDONLY|O_CLOEXEC) = -1 ENOENT"))

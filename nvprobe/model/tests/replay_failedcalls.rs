@@ -11,17 +11,12 @@
 
 mod common;
 
-use common::case;
+use common::{case, only};
 use serde_json::Value;
 
 use nvprobe_model::correlate::{CuInit, DiagId, Outcome};
 
 const REC: &str = "h200-580.159.04-failed-calls.ndjson.gz";
-
-fn only(v: &CuInit) -> (DiagId, &str) {
-    assert_eq!(v.diagnoses.len(), 1, "{:#?}", v.diagnoses);
-    (v.diagnoses[0].id, v.diagnoses[0].evidence.as_str())
-}
 
 fn failed(v: &CuInit) -> Vec<(&str, Option<&str>, String)> {
     v.failed_syscalls

@@ -10,16 +10,11 @@
 
 mod common;
 
-use common::case;
+use common::{case, only};
 
-use nvprobe_model::correlate::{CuInit, DiagId, Outcome};
+use nvprobe_model::correlate::{DiagId, Outcome};
 
 const REC: &str = "h200-580.159.04-start-calls.ndjson";
-
-fn only(v: &CuInit) -> (DiagId, &str) {
-    assert_eq!(v.diagnoses.len(), 1, "{:#?}", v.diagnoses);
-    (v.diagnoses[0].id, v.diagnoses[0].evidence.as_str())
-}
 
 #[test]
 fn each_refused_start_call_is_named_with_its_limit() {

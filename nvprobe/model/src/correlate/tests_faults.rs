@@ -425,23 +425,40 @@ fn a_wait_left_by_a_process_that_exits_on_its_own_is_no_fault() {
     assert_eq!(f[0].ended, "killed by SIGKILL");
 }
 
+/// The records of `calls` on the H200's GPU, after an Xid 13 without a
+/// pid when `xid13` (a pid-less line that a failing call may claim).
+fn records_of(xid13: bool, calls: &[Event]) -> Vec<Record> {
+    let mut c = corr();
+    let mut out = Vec::new();
+    if xid13 {
+        log(
+            &mut c,
+            1,
+            "NVRM: Xid (PCI:0000:00:06): 13, Graphics SM Warp Exception on (GPC 0, TPC 1, SM 1): Illegal Instruction Encoding",
+            &mut out,
+        );
+    }
+    for e in calls {
+        c.observe(e, &mut out);
+    }
+    c.finish(&mut out);
+    out
+}
+
 /// A launch the driver refuses at once (`--libcuda-hooks launches`): not
 /// sticky, but the program's failure and said by no later call, so it is
 /// a fault of the program's, with what the error means; the same error
 /// from a copy is not.
 #[test]
 fn a_launch_the_driver_refused_is_the_programs_fault() {
-    let mut c = corr();
-    let mut out = Vec::new();
-    c.observe(
-        &failed_call(1, 2, "cuLaunchKernel", (1, "CUDA_ERROR_INVALID_VALUE")),
-        &mut out,
+    let invalid = (1, "CUDA_ERROR_INVALID_VALUE");
+    let out = records_of(
+        false,
+        &[
+            failed_call(1, 2, "cuLaunchKernel", invalid),
+            failed_call(3, 4, "cuMemcpyDtoH_v2", invalid),
+        ],
     );
-    c.observe(
-        &failed_call(3, 4, "cuMemcpyDtoH_v2", (1, "CUDA_ERROR_INVALID_VALUE")),
-        &mut out,
-    );
-    c.finish(&mut out);
     let f = faults(&out);
     assert_eq!(f.len(), 1, "{f:#?}");
     let call = f[0].call.as_ref().expect("the launch");
@@ -456,33 +473,23 @@ fn a_launch_the_driver_refused_is_the_programs_fault() {
     );
     // A refused launch that ran nothing claims no Xid of its GPU, and a
     // sticky fault after it is the verdict (the real story).
-    let mut c = corr();
-    let mut out = Vec::new();
-    log(
-        &mut c,
-        1,
-        "NVRM: Xid (PCI:0000:00:06): 13, Graphics SM Warp Exception on (GPC 0, TPC 1, SM 1): Illegal Instruction Encoding",
-        &mut out,
+    let out = records_of(
+        true,
+        &[
+            failed_call(
+                1,
+                2,
+                "cuLaunchKernel",
+                (701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"),
+            ),
+            failed_call(
+                3,
+                9,
+                "cuCtxSynchronize",
+                (715, "CUDA_ERROR_ILLEGAL_INSTRUCTION"),
+            ),
+        ],
     );
-    c.observe(
-        &failed_call(
-            1,
-            2,
-            "cuLaunchKernel",
-            (701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"),
-        ),
-        &mut out,
-    );
-    c.observe(
-        &failed_call(
-            3,
-            9,
-            "cuCtxSynchronize",
-            (715, "CUDA_ERROR_ILLEGAL_INSTRUCTION"),
-        ),
-        &mut out,
-    );
-    c.finish(&mut out);
     let f = faults(&out);
     assert_eq!(f.len(), 1, "{f:#?}");
     let call = f[0].call.as_ref().expect("the sync");
@@ -494,19 +501,7 @@ fn a_launch_the_driver_refused_is_the_programs_fault() {
         f[0].hint
     );
     // A refusal alone claims none of the GPU's Xids.
-    let mut c = corr();
-    let mut out = Vec::new();
-    log(
-        &mut c,
-        1,
-        "NVRM: Xid (PCI:0000:00:06): 13, Graphics SM Warp Exception on (GPC 0, TPC 1, SM 1): Illegal Instruction Encoding",
-        &mut out,
-    );
-    c.observe(
-        &failed_call(1, 2, "cuLaunchKernel", (1, "CUDA_ERROR_INVALID_VALUE")),
-        &mut out,
-    );
-    c.finish(&mut out);
+    let out = records_of(true, &[failed_call(1, 2, "cuLaunchKernel", invalid)]);
     let f = faults(&out);
     assert_eq!(f.len(), 1, "{f:#?}");
     assert!(f[0].xids.is_empty(), "{:#?}", f[0].xids);
@@ -516,15 +511,16 @@ fn a_launch_the_driver_refused_is_the_programs_fault() {
         "{}",
         f[0].hint
     );
-
     // A launch's error that is not a refusal of its own (out of memory)
     // is left to the calls after it.
-    let mut c = corr();
-    let mut out = Vec::new();
-    c.observe(
-        &failed_call(1, 2, "cuLaunchKernel", (2, "CUDA_ERROR_OUT_OF_MEMORY")),
-        &mut out,
+    let out = records_of(
+        false,
+        &[failed_call(
+            1,
+            2,
+            "cuLaunchKernel",
+            (2, "CUDA_ERROR_OUT_OF_MEMORY"),
+        )],
     );
-    c.finish(&mut out);
     assert!(faults(&out).is_empty());
 }

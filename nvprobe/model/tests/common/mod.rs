@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 
 use nvprobe_model::{
-    correlate::{CuInit, Record, SignalReport},
+    correlate::{CuInit, DiagId, Record, SignalReport},
     decode::{self, Event, version::DriverVersion},
     replay::Item,
 };
@@ -152,4 +152,11 @@ pub fn case<'a>(v: &'a [CuInit], name: &str) -> &'a CuInit {
                 .is_some_and(|c| c.windows(2).any(|w| w[0] == "--case" && w[1] == name))
         })
         .unwrap_or_else(|| panic!("no verdict for case {name}"))
+}
+
+/// A verdict's one diagnosis: its id and evidence (fails when it has not
+/// exactly one).
+pub fn only(v: &CuInit) -> (DiagId, &str) {
+    assert_eq!(v.diagnoses.len(), 1, "{:#?}", v.diagnoses);
+    (v.diagnoses[0].id, v.diagnoses[0].evidence.as_str())
 }
