@@ -23,49 +23,49 @@ use super::stages::{
 use crate::decode::{escape, uvm, version::VersionCtx};
 
 /// Escapes whose successful calls no verdict reads.
-pub const UNSENT_ESCAPES: &[&str] = &[
-    "NV_ESC_RM_FREE",
-    "NV_ESC_RM_DUP_OBJECT",
-    "NV_ESC_RM_SHARE",
-    "NV_ESC_RM_IDLE_CHANNELS",
-    "NV_ESC_RM_VID_HEAP_CONTROL",
-    "NV_ESC_RM_MAP_MEMORY",
-    "NV_ESC_RM_UNMAP_MEMORY",
-    "NV_ESC_RM_GET_EVENT_DATA",
-    "NV_ESC_RM_MAP_MEMORY_DMA",
-    "NV_ESC_RM_UNMAP_MEMORY_DMA",
-    "NV_ESC_RM_BIND_CONTEXT_DMA",
-    "NV_ESC_RM_UPDATE_DEVICE_MAPPING_INFO",
-    "NV_ESC_RM_LOCKLESS_DIAGNOSTIC",
-    "NV_ESC_ALLOC_OS_EVENT",
-    "NV_ESC_FREE_OS_EVENT",
+pub const UNSENT_ESCAPES: &[u32] = &[
+    0x29, // NV_ESC_RM_FREE
+    0x34, // NV_ESC_RM_DUP_OBJECT
+    0x35, // NV_ESC_RM_SHARE
+    0x41, // NV_ESC_RM_IDLE_CHANNELS
+    0x4A, // NV_ESC_RM_VID_HEAP_CONTROL
+    0x4E, // NV_ESC_RM_MAP_MEMORY
+    0x4F, // NV_ESC_RM_UNMAP_MEMORY
+    0x52, // NV_ESC_RM_GET_EVENT_DATA
+    0x57, // NV_ESC_RM_MAP_MEMORY_DMA
+    0x58, // NV_ESC_RM_UNMAP_MEMORY_DMA
+    0x59, // NV_ESC_RM_BIND_CONTEXT_DMA
+    0x5E, // NV_ESC_RM_UPDATE_DEVICE_MAPPING_INFO
+    0x5F, // NV_ESC_RM_LOCKLESS_DIAGNOSTIC
+    0xCE, // NV_ESC_ALLOC_OS_EVENT
+    0xCF, // NV_ESC_FREE_OS_EVENT
 ];
 
 /// UVM commands whose successful calls no verdict reads (a running
 /// program's memory management).
-pub const UNSENT_UVM: &[&str] = &[
-    "UVM_CREATE_RANGE_GROUP",
-    "UVM_DESTROY_RANGE_GROUP",
-    "UVM_SET_RANGE_GROUP",
-    "UVM_MAP_EXTERNAL_ALLOCATION",
-    "UVM_FREE",
-    "UVM_PREVENT_MIGRATION_RANGE_GROUPS",
-    "UVM_ALLOW_MIGRATION_RANGE_GROUPS",
-    "UVM_SET_PREFERRED_LOCATION",
-    "UVM_UNSET_PREFERRED_LOCATION",
-    "UVM_ENABLE_READ_DUPLICATION",
-    "UVM_DISABLE_READ_DUPLICATION",
-    "UVM_SET_ACCESSED_BY",
-    "UVM_UNSET_ACCESSED_BY",
-    "UVM_MIGRATE",
-    "UVM_MIGRATE_RANGE_GROUP",
-    "UVM_UNMAP_EXTERNAL",
-    "UVM_ALLOC_SEMAPHORE_POOL",
-    "UVM_POPULATE_PAGEABLE",
-    "UVM_VALIDATE_VA_RANGE",
-    "UVM_CREATE_EXTERNAL_RANGE",
-    "UVM_MAP_EXTERNAL_SPARSE",
-    "UVM_DISCARD",
+pub const UNSENT_UVM: &[u32] = &[
+    23, // UVM_CREATE_RANGE_GROUP
+    24, // UVM_DESTROY_RANGE_GROUP
+    31, // UVM_SET_RANGE_GROUP
+    33, // UVM_MAP_EXTERNAL_ALLOCATION
+    34, // UVM_FREE
+    40, // UVM_PREVENT_MIGRATION_RANGE_GROUPS
+    41, // UVM_ALLOW_MIGRATION_RANGE_GROUPS
+    42, // UVM_SET_PREFERRED_LOCATION
+    43, // UVM_UNSET_PREFERRED_LOCATION
+    44, // UVM_ENABLE_READ_DUPLICATION
+    45, // UVM_DISABLE_READ_DUPLICATION
+    46, // UVM_SET_ACCESSED_BY
+    47, // UVM_UNSET_ACCESSED_BY
+    51, // UVM_MIGRATE
+    53, // UVM_MIGRATE_RANGE_GROUP
+    66, // UVM_UNMAP_EXTERNAL
+    68, // UVM_ALLOC_SEMAPHORE_POOL
+    71, // UVM_POPULATE_PAGEABLE
+    72, // UVM_VALIDATE_VA_RANGE
+    73, // UVM_CREATE_EXTERNAL_RANGE
+    74, // UVM_MAP_EXTERNAL_SPARSE
+    80, // UVM_DISCARD
 ];
 
 /// RM controls a milestone needs (the rest of NV_ESC_RM_CONTROL is not
@@ -87,12 +87,12 @@ pub struct ShipTables {
 pub fn ship_tables(copied: &[u32]) -> ShipTables {
     let mut calls = vec![SHIP; CALL_SLOTS as usize];
     for e in escape::ESCAPES {
-        if UNSENT_ESCAPES.contains(&e.name) || e.nr == nvprobe_common::ioctl::NV_ESC_RM_CONTROL {
+        if UNSENT_ESCAPES.contains(&e.nr) || e.nr == nvprobe_common::ioctl::NV_ESC_RM_CONTROL {
             calls[e.nr as usize & 0xff] = 0;
         }
     }
     for c in uvm::COMMANDS {
-        if UNSENT_UVM.contains(&c.name) {
+        if UNSENT_UVM.contains(&c.cmd) {
             let slot = call_slot(c.cmd, false, 0);
             if slot != NO_SLOT {
                 calls[slot as usize] = 0;
@@ -291,12 +291,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_listed_name_is_a_call_the_tables_know() {
+    fn every_listed_number_is_a_call_the_tables_know() {
         for n in UNSENT_ESCAPES {
-            assert!(escape::ESCAPES.iter().any(|e| e.name == *n), "{n}");
+            assert!(escape::ESCAPES.iter().any(|e| e.nr == *n), "{n:#x}");
         }
         for n in UNSENT_UVM {
-            assert!(uvm::COMMANDS.iter().any(|c| c.name == *n), "{n}");
+            assert!(uvm::COMMANDS.iter().any(|c| c.cmd == *n), "{n}");
         }
     }
 

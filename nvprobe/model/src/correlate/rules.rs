@@ -181,8 +181,8 @@ fn stub_library(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
         return;
     }
     let what = match (returned, stub) {
-        (true, Some(l)) => format!(": the process loaded {l}, the CUDA toolkit's stub"),
-        (true, None) => ": a stub libcuda was loaded".to_owned(),
+        (true, Some(l)) => format!("the process loaded {l}, the CUDA toolkit's stub"),
+        (true, None) => "a stub libcuda was loaded".to_owned(),
         (false, Some(l)) => {
             let what = format!("the process loaded {l}, the CUDA toolkit's stub libcuda");
             return out.push(diag(DiagId::StubLibrary, what));
@@ -192,6 +192,7 @@ fn stub_library(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     out.push(diag_after(
         DiagId::StubLibrary,
         "cuInit returned CUDA_ERROR_STUB_LIBRARY (34)",
+        ": ",
         &what,
     ));
 }
@@ -227,7 +228,8 @@ fn os_call_failed(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     let mut d = diag_after(
         DiagId::OsCallFailed,
         &outcome,
-        " and no call on an NVIDIA file failed",
+        " and ",
+        "no call on an NVIDIA file failed",
     );
     if let Some(i) = st.info.as_ref()
         && let Some(l) = i.limits.as_ref()
@@ -275,14 +277,15 @@ fn known_curesults(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
         && let Some(l) = f.st.info.as_ref().and_then(|i| i.libcuda.first())
     {
         rest = format!(
-            "; libcuda in use: {}{}",
+            "libcuda in use: {}{}",
             l.path,
             l.version
                 .as_ref()
                 .map_or(String::new(), |v| format!(" ({v})"))
         );
     }
-    out.push(diag_after(id, &outcome, &rest));
+    let sep = if rest.is_empty() { "" } else { "; " };
+    out.push(diag_after(id, &outcome, sep, &rest));
 }
 
 fn node_problems(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
@@ -558,6 +561,7 @@ fn fork_after_init(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
             ..diag_after(
                 DiagId::ForkAfterInit,
                 "cuInit returned CUDA_ERROR_NOT_INITIALIZED (3)",
+                "",
                 " without a single driver call",
             )
         });
@@ -606,21 +610,23 @@ fn no_visible_devices(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
             .and_then(|i| i.env.get("CUDA_VISIBLE_DEVICES"))
             .map_or_else(String::new, |v| {
                 match crate::attribution::resolve_visible(v, &st.host_gpus) {
-                    Err(why) => format!("; {why}"),
-                    Ok(m) => format!("; CUDA_VISIBLE_DEVICES={v} selects /dev/nvidia{m:?}"),
+                    Err(why) => why.to_string(),
+                    Ok(m) => format!("CUDA_VISIBLE_DEVICES={v} selects /dev/nvidia{m:?}"),
                 }
             });
+        let sep = if visible.is_empty() { "" } else { "; " };
         out.push(if st.curesult.is_some() {
             diag_after(
                 DiagId::NoVisibleDevices,
                 "cuInit returned CUDA_ERROR_NO_DEVICE (100)",
+                sep,
                 &visible,
             )
         } else {
             diag(
                 DiagId::NoVisibleDevices,
                 format!(
-                    "UVM was initialised but no GPU was attached or opened before the process ended{visible}"
+                    "UVM was initialised but no GPU was attached or opened before the process ended{sep}{visible}"
                 ),
             )
         });

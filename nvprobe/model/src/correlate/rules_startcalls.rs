@@ -80,27 +80,36 @@ pub(crate) fn diagnose(st: &ProcInit, after_init: bool, outcome: &str) -> Option
         (n, false) => format!(", {n} times"),
         (n, true) => format!(", {n} times or more"),
     };
-    let head = match f.kind {
-        SysKind::Dup => format!(
-            ": {}() failed with {}{times} ({what})",
-            f.call,
-            CallResult::Errno(f.errno)
+    let (sep, head) = match f.kind {
+        SysKind::Dup => (
+            ": ",
+            format!(
+                "{}() failed with {}{times} ({what})",
+                f.call,
+                CallResult::Errno(f.errno)
+            ),
         ),
-        SysKind::NodeOpen => format!(
-            ": the {} failed with {}{times} ({what})",
-            f.call,
-            CallResult::Errno(f.errno)
+        SysKind::NodeOpen => (
+            ": ",
+            format!(
+                "the {} failed with {}{times} ({what})",
+                f.call,
+                CallResult::Errno(f.errno)
+            ),
         ),
-        _ => format!(
-            " and no call on an NVIDIA file failed: {}() failed with {}{times}{}{}",
-            f.call,
-            CallResult::Errno(f.errno),
-            if what.is_empty() { "" } else { " (" },
-            if what.is_empty() {
-                String::new()
-            } else {
-                format!("{what})")
-            },
+        _ => (
+            " and ",
+            format!(
+                "no call on an NVIDIA file failed: {}() failed with {}{times}{}{}",
+                f.call,
+                CallResult::Errno(f.errno),
+                if what.is_empty() { "" } else { " (" },
+                if what.is_empty() {
+                    String::new()
+                } else {
+                    format!("{what})")
+                },
+            ),
         ),
     };
     let thread = matches!(f.kind, SysKind::Thread | SysKind::Clone3);
@@ -143,7 +152,7 @@ execmem, execheap){}",
             ),
         ),
     };
-    Some(diag_after(id, outcome, &format!("{head}: {cause}")))
+    Some(diag_after(id, outcome, sep, &format!("{head}: {cause}")))
 }
 
 /// What a start-up makes with the call.

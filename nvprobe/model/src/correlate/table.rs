@@ -284,15 +284,12 @@ pub(crate) fn diag(id: DiagId, evidence: String) -> Diagnosis {
 }
 
 /// A diagnosis whose evidence begins with the outcome it explains
-/// (`outcome`, "cuInit returned …") and goes on with `rest` (" and …",
-/// "; …", ": …").
-pub(crate) fn diag_after(id: DiagId, outcome: &str, rest: &str) -> Diagnosis {
-    let sep = [" and ", "; ", ": "]
-        .iter()
-        .find(|s| rest.starts_with(**s))
-        .map_or(0, |s| s.len());
-    let mut d = diag(id, format!("{outcome}{rest}"));
-    d.about.detail_at = Some(outcome.len() + sep);
+/// (`outcome`, "cuInit returned …") and goes on with `sep` (" and ",
+/// "; ", ": ", or nothing) and `detail`, where the verdict's text picks
+/// it up.
+pub(crate) fn diag_after(id: DiagId, outcome: &str, sep: &str, detail: &str) -> Diagnosis {
+    let mut d = diag(id, format!("{outcome}{sep}{detail}"));
+    d.about.detail_at = Some(outcome.len() + sep.len());
     d
 }
 

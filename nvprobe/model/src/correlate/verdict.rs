@@ -377,31 +377,13 @@ fn after_cuinit(
     )
 }
 
-/// Programs that use the driver without starting CUDA (NVML clients).
-const DRIVER_CLIENTS: &[&str] = &[
-    "nvidia-smi",
-    "nv-hostengine",
-    "nvidia-persistenced",
-    "nvidia-device-plugin",
-    "dcgmi",
-    "dcgm-exporter",
-    "nvidia-dcgm",
-];
-
 /// The process's class, from what it did (see [`CuInit::class`]).
 pub(crate) fn class_of(st: &ProcInit) -> Class {
-    let exe_is = |name: &str| {
-        st.comm == name
-            || st
-                .info
-                .as_ref()
-                .and_then(|i| i.program())
-                .is_some_and(|e| e == name || e.ends_with(&format!("/{name}")))
-    };
+    let program = crate::decode::Program::of(&st.comm, st.info.as_ref().and_then(|i| i.program()));
     // A libcuda mapped, or a loader's search that found none. A libcuda
     // opened but never seen mapped is no load: any program that reads the
     // file opens it so (ldconfig, `nvprobe doctor`, a backup).
-    let ldconfig = exe_is("ldconfig") || exe_is("ldconfig.real");
+    let ldconfig = program == crate::decode::Program::Ldconfig;
     let libcuda = st.info.as_ref().is_some_and(|i| !i.libcuda.is_empty())
         || (!st.lib_opens.is_empty() && st.lib_loaded().is_none() && !ldconfig);
     // A libcuda loaded: mapped, or opened by the loader and followed by
@@ -418,15 +400,14 @@ pub(crate) fn class_of(st: &ProcInit) -> Class {
         || st.fault_at_load().is_some()
         || (!ldconfig
             && (unloadable || (st.lib_loaded().is_some() && (st.calls > 0 || st.opened_any))));
-    let client = DRIVER_CLIENTS.iter().any(|c| exe_is(c));
-    let nvml = st.info.as_ref().is_some_and(|i| i.libnvml.is_some())
-        || DRIVER_CLIENTS.iter().any(|c| exe_is(c));
+    let client = program == crate::decode::Program::DriverClient;
+    let nvml = st.info.as_ref().is_some_and(|i| i.libnvml.is_some()) || client;
     // UVM registration is the step only CUDA takes (nvidia-smi opens UVM and
     // initialises it too, seen on the H200, but registers no GPU).
     let registered = st.reached[7] || st.gpus.iter().any(|g| g.register_result.is_some());
     // A child of a process whose cuInit completed carries on its CUDA work.
     let cuda_parent = matches!(st.parent, Some((_, true)));
-    if st.parent.is_some() && exe_is("nvidia-modprobe") {
+    if st.parent.is_some() && program == crate::decode::Program::NvidiaModprobe {
         Class::Helper
     } else if st.cuinit_entered || st.curesult.is_some() || st.cuda_calls > 0 || registered {
         Class::Cuda

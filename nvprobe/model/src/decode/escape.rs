@@ -72,225 +72,56 @@ impl Escape {
 use Layout::*;
 
 /// Every escape number, once, sorted by number.
+#[rustfmt::skip]
 pub const ESCAPES: &[Escape] = &[
-    e(
-        0x27,
-        "NV_ESC_RM_ALLOC_MEMORY",
-        Fixed {
-            size: 56,
-            status: 40,
-        },
-    )
-    .with(escape_args::args_alloc_memory),
-    e(
-        0x28,
-        "NV_ESC_RM_ALLOC_OBJECT",
-        Fixed {
-            size: 20,
-            status: 16,
-        },
-    ),
-    e(
-        0x29,
-        "NV_ESC_RM_FREE",
-        Fixed {
-            size: 16,
-            status: 12,
-        },
-    )
-    .with(escape_args::args_rm_free),
-    e(
-        0x2A,
-        "NV_ESC_RM_CONTROL",
-        Fixed {
-            size: 32,
-            status: 28,
-        },
-    )
-    .with(escape_args::args_rm_control),
+    e(0x27, "NV_ESC_RM_ALLOC_MEMORY", Fixed { size: 56, status: 40 }).with(escape_args::args_alloc_memory),
+    e(0x28, "NV_ESC_RM_ALLOC_OBJECT", Fixed { size: 20, status: 16 }),
+    e(0x29, "NV_ESC_RM_FREE", Fixed { size: 16, status: 12 }).with(escape_args::args_rm_free),
+    e(0x2A, "NV_ESC_RM_CONTROL", Fixed { size: 32, status: 28 }).with(escape_args::args_rm_control),
     e(0x2B, "NV_ESC_RM_ALLOC", RmAlloc).with(escape_args::args_rm_alloc),
     // CONFIG_GET/SET(_EX) existed until 590.x (removed in 595.44.02); their
     // structs are not in the tables.
     e(0x32, "NV_ESC_RM_CONFIG_GET", Unknown),
     e(0x33, "NV_ESC_RM_CONFIG_SET", Unknown),
-    e(
-        0x34,
-        "NV_ESC_RM_DUP_OBJECT",
-        Fixed {
-            size: 28,
-            status: 24,
-        },
-    ),
-    e(
-        0x35,
-        "NV_ESC_RM_SHARE",
-        Fixed {
-            size: 24,
-            status: 20,
-        },
-    ),
+    e(0x34, "NV_ESC_RM_DUP_OBJECT", Fixed { size: 28, status: 24 }),
+    e(0x35, "NV_ESC_RM_SHARE", Fixed { size: 24, status: 20 }),
     e(0x37, "NV_ESC_RM_CONFIG_GET_EX", Unknown),
     e(0x38, "NV_ESC_RM_CONFIG_SET_EX", Unknown),
-    e(
-        0x39,
-        "NV_ESC_RM_I2C_ACCESS",
-        Fixed {
-            size: 32,
-            status: 24,
-        },
-    ),
-    e(
-        0x41,
-        "NV_ESC_RM_IDLE_CHANNELS",
-        Fixed {
-            size: 56,
-            status: 48,
-        },
-    ),
-    e(
-        0x4A,
-        "NV_ESC_RM_VID_HEAP_CONTROL",
-        Fixed {
-            size: 184,
-            status: 20,
-        },
-    ),
-    e(
-        0x4D,
-        "NV_ESC_RM_ACCESS_REGISTRY",
-        Fixed {
-            size: 72,
-            status: 64,
-        },
-    ),
-    e(
-        0x4E,
-        "NV_ESC_RM_MAP_MEMORY",
-        Fixed {
-            size: 56,
-            status: 40,
-        },
-    )
-    .with(escape_args::args_map_memory),
-    e(
-        0x4F,
-        "NV_ESC_RM_UNMAP_MEMORY",
-        Fixed {
-            size: 32,
-            status: 24,
-        },
-    ),
-    e(
-        0x52,
-        "NV_ESC_RM_GET_EVENT_DATA",
-        Fixed {
-            size: 16,
-            status: 12,
-        },
-    ),
-    e(
-        0x54,
-        "NV_ESC_RM_ALLOC_CONTEXT_DMA2",
-        Fixed {
-            size: 56,
-            status: 48,
-        },
-    ),
+    e(0x39, "NV_ESC_RM_I2C_ACCESS", Fixed { size: 32, status: 24 }),
+    e(0x41, "NV_ESC_RM_IDLE_CHANNELS", Fixed { size: 56, status: 48 }),
+    e(0x4A, "NV_ESC_RM_VID_HEAP_CONTROL", Fixed { size: 184, status: 20 }),
+    e(0x4D, "NV_ESC_RM_ACCESS_REGISTRY", Fixed { size: 72, status: 64 }),
+    e(0x4E, "NV_ESC_RM_MAP_MEMORY", Fixed { size: 56, status: 40 }).with(escape_args::args_map_memory),
+    e(0x4F, "NV_ESC_RM_UNMAP_MEMORY", Fixed { size: 32, status: 24 }),
+    e(0x52, "NV_ESC_RM_GET_EVENT_DATA", Fixed { size: 16, status: 12 }),
+    e(0x54, "NV_ESC_RM_ALLOC_CONTEXT_DMA2", Fixed { size: 56, status: 48 }),
     e(0x56, "NV_ESC_RM_ADD_VBLANK_CALLBACK", Unhandled),
     // NVOS46 grew in 580 (64 B, status @56); before: 56 B, status @48.
-    e(
-        0x57,
-        "NV_ESC_RM_MAP_MEMORY_DMA",
-        BySize(&[(64, 56), (56, 48)]),
-    ),
+    e(0x57, "NV_ESC_RM_MAP_MEMORY_DMA", BySize(&[(64, 56), (56, 48)])),
     // NVOS47 grew in 550 (48 B, status @40); before: 40 B, status @32.
-    e(
-        0x58,
-        "NV_ESC_RM_UNMAP_MEMORY_DMA",
-        BySize(&[(48, 40), (40, 32)]),
-    ),
-    e(
-        0x59,
-        "NV_ESC_RM_BIND_CONTEXT_DMA",
-        Fixed {
-            size: 16,
-            status: 12,
-        },
-    ),
+    e(0x58, "NV_ESC_RM_UNMAP_MEMORY_DMA", BySize(&[(48, 40), (40, 32)])),
+    e(0x59, "NV_ESC_RM_BIND_CONTEXT_DMA", Fixed { size: 16, status: 12 }),
     e(0x5C, "NV_ESC_RM_EXPORT_OBJECT_TO_FD", Unhandled),
     e(0x5D, "NV_ESC_RM_IMPORT_OBJECT_FROM_FD", Unhandled),
-    e(
-        0x5E,
-        "NV_ESC_RM_UPDATE_DEVICE_MAPPING_INFO",
-        Fixed {
-            size: 40,
-            status: 32,
-        },
-    ),
+    e(0x5E, "NV_ESC_RM_UPDATE_DEVICE_MAPPING_INFO", Fixed { size: 40, status: 32 }),
     // 0x5F is RM_NVLOG_CTRL in 525/535 (see `name_for`).
-    e(
-        0x5F,
-        "NV_ESC_RM_LOCKLESS_DIAGNOSTIC",
-        Fixed {
-            size: 15412,
-            status: 4,
-        },
-    ),
+    e(0x5F, "NV_ESC_RM_LOCKLESS_DIAGNOSTIC", Fixed { size: 15412, status: 4 }),
     e(0xC8, "NV_ESC_CARD_INFO", ErrnoOnly).with(escape_args::args_card_info),
     e(0xC9, "NV_ESC_REGISTER_FD", ErrnoOnly).with(escape_args::args_register_fd),
-    e(
-        0xCE,
-        "NV_ESC_ALLOC_OS_EVENT",
-        Fixed {
-            size: 16,
-            status: 12,
-        },
-    )
-    .with(escape_args::args_os_event),
-    e(
-        0xCF,
-        "NV_ESC_FREE_OS_EVENT",
-        Fixed {
-            size: 16,
-            status: 12,
-        },
-    )
-    .with(escape_args::args_os_event),
-    e(
-        0xD1,
-        "NV_ESC_STATUS_CODE",
-        Fixed {
-            size: 12,
-            status: 8,
-        },
-    ),
+    e(0xCE, "NV_ESC_ALLOC_OS_EVENT", Fixed { size: 16, status: 12 }).with(escape_args::args_os_event),
+    e(0xCF, "NV_ESC_FREE_OS_EVENT", Fixed { size: 16, status: 12 }).with(escape_args::args_os_event),
+    e(0xD1, "NV_ESC_STATUS_CODE", Fixed { size: 12, status: 8 }),
     e(0xD2, "NV_ESC_CHECK_VERSION_STR", ErrnoOnly).with(escape_args::args_check_version_str),
     e(0xD3, "NV_ESC_IOCTL_XFER_CMD", ErrnoOnly),
     e(0xD4, "NV_ESC_ATTACH_GPUS_TO_FD", ErrnoOnly).with(escape_args::args_attach_gpus_to_fd),
-    e(
-        0xD5,
-        "NV_ESC_QUERY_DEVICE_INTR",
-        Fixed { size: 8, status: 4 },
-    ),
+    e(0xD5, "NV_ESC_QUERY_DEVICE_INTR", Fixed { size: 8, status: 4 }),
     e(0xD6, "NV_ESC_SYS_PARAMS", ErrnoOnly).with(escape_args::args_sys_params),
     // nv_ioctl_numa_info_t.status is a NUMA state, not an NV_STATUS.
     e(0xD7, "NV_ESC_NUMA_INFO", ErrnoOnly).with(escape_args::args_numa_info),
     e(0xD8, "NV_ESC_SET_NUMA_STATUS", ErrnoOnly),
-    e(
-        0xD9,
-        "NV_ESC_EXPORT_TO_DMABUF_FD",
-        Fixed {
-            size: 2608,
-            status: 2600,
-        },
-    ),
+    e(0xD9, "NV_ESC_EXPORT_TO_DMABUF_FD", Fixed { size: 2608, status: 2600 }),
     // adapterStatus @4 is an NV_STATUS; rc @0 is an errno-style int.
-    e(
-        0xDA,
-        "NV_ESC_WAIT_OPEN_COMPLETE",
-        Fixed { size: 8, status: 4 },
-    )
-    .with(escape_args::args_wait_open_complete),
+    e(0xDA, "NV_ESC_WAIT_OPEN_COMPLETE", Fixed { size: 8, status: 4 }).with(escape_args::args_wait_open_complete),
 ];
 
 pub fn lookup(nr: u32) -> Option<&'static Escape> {

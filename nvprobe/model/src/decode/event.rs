@@ -20,8 +20,12 @@ macro_rules! named_enum {
             pub const fn as_str(self) -> &'static str {
                 match self { $(Self::$v => $s),+ }
             }
+            /// The value `as_str` names, None for any other text.
+            pub fn from_name(s: &str) -> Option<Self> {
+                match s { $($s => Some(Self::$v),)+ _ => None }
+            }
         }
-        impl Serialize for $name {
+        impl serde::Serialize for $name {
             fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
                 s.serialize_str(self.as_str())
             }
@@ -34,10 +38,8 @@ macro_rules! named_enum {
         impl<'de> serde::Deserialize<'de> for $name {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
                 let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-                match &*s {
-                    $($s => Ok(Self::$v),)+
-                    other => Err(serde::de::Error::unknown_variant(other, &[$($s),+])),
-                }
+                Self::from_name(&s)
+                    .ok_or_else(|| serde::de::Error::unknown_variant(&s, &[$($s),+]))
             }
         }
         impl schemars::JsonSchema for $name {

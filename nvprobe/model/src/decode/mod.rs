@@ -44,7 +44,7 @@ pub use self::{
     files::{absence_is_normal, is_device_path, is_libcuda_path, is_stub_path, node_kind},
     intern::intern,
     ioctl::raw_call_name,
-    process::{is_nvidia_modprobe, is_nvprobe},
+    process::{Program, is_nvidia_modprobe, is_nvprobe},
     read::recorded,
 };
 

@@ -12,6 +12,50 @@ pub fn is_nvidia_modprobe(comm: &str) -> bool {
     comm == "nvidia-modprobe"
 }
 
+super::event::named_enum!(
+    /// What a program is, by its task name or executable, for the
+    /// correlator's class of a process (names end here, at decode).
+    Program {
+        /// The setuid helper libcuda runs to load modules and make nodes.
+        NvidiaModprobe => "nvidia-modprobe",
+        /// The loader's cache builder, which opens every libcuda it finds.
+        Ldconfig => "ldconfig",
+        /// A driver client that never starts CUDA: nvidia-smi, DCGM,
+        /// persistenced, device plugins.
+        DriverClient => "driver-client",
+        Other => "other",
+    }
+);
+
+/// Programs that use the driver without starting CUDA (NVML clients).
+const DRIVER_CLIENTS: &[&str] = &[
+    "nvidia-smi",
+    "nv-hostengine",
+    "nvidia-persistenced",
+    "nvidia-device-plugin",
+    "dcgmi",
+    "dcgm-exporter",
+    "nvidia-dcgm",
+];
+
+impl Program {
+    /// The program whose task name is `comm` or whose executable (a path
+    /// or a name) is `exe`.
+    pub fn of(comm: &str, exe: Option<&str>) -> Self {
+        let base = exe.and_then(|e| e.rsplit('/').next());
+        let is = |name: &str| comm == name || base == Some(name);
+        if is("nvidia-modprobe") {
+            Self::NvidiaModprobe
+        } else if is("ldconfig") || is("ldconfig.real") {
+            Self::Ldconfig
+        } else if DRIVER_CLIENTS.iter().any(|c| is(c)) {
+            Self::DriverClient
+        } else {
+            Self::Other
+        }
+    }
+}
+
 /// An nvprobe process: its task name, and its executable's name when
 /// known.
 pub fn is_nvprobe(comm: &str, exe: Option<&str>) -> bool {
