@@ -116,6 +116,31 @@ pub(crate) fn diagnose(f: &Facts<'_>) -> Vec<Diagnosis> {
     v
 }
 
+/// Where a start-up stopped when cuInit's return was not seen (a libcuda
+/// copy hooked after its start-up, or driver calls alone) and the process
+/// ended on its own before any GPU was registered with UVM: what the
+/// inferred diagnoses say instead of "cuInit returned …". None when
+/// cuInit's return was seen, the start-up got that far, or a signal ended
+/// it (its own rules say who).
+fn unseen_stop(f: &Facts<'_>) -> Option<String> {
+    let st = f.st;
+    if st.curesult.is_some() || st.reached[7] || !f.exited_ok || st.context.is_some() {
+        return None;
+    }
+    Some(match st.last_stage() {
+        Some(s) => {
+            format!("the start-up stopped after {s}, before any GPU was registered with UVM")
+        }
+        None if st.calls > 0 => {
+            "the start-up stopped before any GPU was registered with UVM".to_owned()
+        }
+        None => "the start-up made no driver call".to_owned(),
+    })
+}
+
+/// What an inferred diagnosis ends with.
+pub(crate) const INFERRED: &str = " (inferred: cuInit's return was not seen)";
+
 /// The loader looked for libcuda and found none: no libcuda opened or
 /// mapped, no CUDA call, no driver call.
 fn libcuda_not_found(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
@@ -205,6 +230,17 @@ fn stub_library(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
 fn os_call_failed(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     let st = f.st;
     let Some((code, name)) = st.curesult else {
+        // cuInit's return not seen: the failed call alone, where one
+        // explains the stop by itself.
+        if let Some(stop) = unseen_stop(f)
+            && st.last_failure.is_none()
+            && st.path_problems.is_empty()
+            && out.is_empty()
+            && let Some(mut d) = super::rules_startcalls::diagnose(st, false, &stop)
+        {
+            d.evidence.push_str(INFERRED);
+            out.push(d);
+        }
         return;
     };
     if code == 0
@@ -570,7 +606,18 @@ fn fork_after_init(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
 
 fn no_visible_devices(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     let st = f.st;
+    // What the process's CUDA_VISIBLE_DEVICES selects (None: unset or
+    // unknown; Err: none of this host's GPUs).
+    let selects = st
+        .info
+        .as_ref()
+        .and_then(|i| i.env.get("CUDA_VISIBLE_DEVICES"))
+        .map(|v| (v, crate::attribution::resolve_visible(v, &st.host_gpus)));
+    // cuInit's return not seen: the driver calls stopped before a GPU was
+    // registered, and the variable hides every GPU.
+    let inferred = unseen_stop(f).filter(|_| st.calls > 0 && matches!(selects, Some((_, Err(_)))));
     let no_device = matches!(st.curesult, Some((100, _)))
+        || inferred.is_some()
         || (st.curesult.is_none()
             && st.reached[4]
             && !st.reached[3]
@@ -604,17 +651,19 @@ fn no_visible_devices(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
         return;
     }
     if no_device {
-        let visible = st
-            .info
-            .as_ref()
-            .and_then(|i| i.env.get("CUDA_VISIBLE_DEVICES"))
-            .map_or_else(String::new, |v| {
-                match crate::attribution::resolve_visible(v, &st.host_gpus) {
-                    Err(why) => why.to_string(),
-                    Ok(m) => format!("CUDA_VISIBLE_DEVICES={v} selects /dev/nvidia{m:?}"),
-                }
-            });
+        let visible = selects.map_or_else(String::new, |(v, m)| match m {
+            Err(why) => why,
+            Ok(m) => format!("CUDA_VISIBLE_DEVICES={v} selects /dev/nvidia{m:?}"),
+        });
         let sep = if visible.is_empty() { "" } else { "; " };
+        if let Some(stop) = inferred {
+            return out.push(diag_after(
+                DiagId::NoVisibleDevices,
+                &stop,
+                sep,
+                &format!("{visible}{INFERRED}"),
+            ));
+        }
         out.push(if st.curesult.is_some() {
             diag_after(
                 DiagId::NoVisibleDevices,
@@ -635,9 +684,14 @@ fn no_visible_devices(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
 
 /// A failed cuInit whose escapes never reached the kernel ([`ioctls_unseen`]).
 fn calls_blocked(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
-    if matches!(f.st.curesult, Some((code, _)) if code != 0)
-        && let Some(d) = super::rules_refused::ioctls_unseen(f.st)
+    let failed = matches!(f.st.curesult, Some((code, _)) if code != 0);
+    let unseen = unseen_stop(f).is_some();
+    if (failed || unseen)
+        && let Some(mut d) = super::rules_refused::ioctls_unseen(f.st)
     {
+        if unseen {
+            d.evidence.push_str(INFERRED);
+        }
         out.push(d);
     }
 }

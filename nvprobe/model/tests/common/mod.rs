@@ -67,7 +67,11 @@ pub struct Replay {
 /// host's GPUs and driver), optionally with a forced driver version.
 /// Every recorded line must be JSON and every kernel record must decode.
 pub fn replay(name: &str, force: Option<DriverVersion>) -> Replay {
-    let text = read_fixture(name);
+    replay_text(name, &read_fixture(name), force)
+}
+
+/// [`replay`] of a recording's text (`name` for the messages).
+pub fn replay_text(name: &str, text: &str, force: Option<DriverVersion>) -> Replay {
     let records: Vec<Value> = text
         .lines()
         .map(|l| serde_json::from_str(l).expect("every recorded line is JSON"))
@@ -117,7 +121,22 @@ pub fn status(i: &decode::Ioctl) -> Option<&'static str> {
 
 /// The model's records of a recording, and its verdicts.
 pub fn verdicts(name: &str) -> (Vec<Record>, Vec<CuInit>) {
-    let out = replay(name, None).made;
+    cuinits(replay(name, None).made)
+}
+
+/// The verdicts of a recording as nvprobe makes them when it sees the
+/// driver calls alone: its libcuda records (`cuda`) left out, as when a
+/// libcuda copy was hooked after the process's cuInit.
+pub fn verdicts_without_libcuda(name: &str) -> Vec<CuInit> {
+    let text: String = read_fixture(name)
+        .lines()
+        .filter(|l| !l.contains(r#""type":"cuda""#))
+        .flat_map(|l| [l, "\n"])
+        .collect();
+    cuinits(replay_text(name, &text, None).made).1
+}
+
+fn cuinits(out: Vec<Record>) -> (Vec<Record>, Vec<CuInit>) {
     let v = out
         .iter()
         .filter_map(|rec| match rec {

@@ -1,0 +1,162 @@
+//! A cause when libcuda's return was not seen (issue 37): the real H200
+//! start-ups of the catalogue, start-calls and failed-calls recordings,
+//! replayed with their libcuda records left out, as nvprobe sees a
+//! process whose libcuda copy was hooked after its cuInit (or a host where
+//! no uprobe attaches). The driver calls and the process's facts alone
+//! still name the mechanism, each diagnosis marked as inferred; a start-up
+//! that got through is never judged failed.
+
+mod common;
+
+use common::{case, only, verdicts, verdicts_without_libcuda};
+
+use nvprobe_model::correlate::{DiagId, Outcome};
+
+const INFERRED: &str = " (inferred: cuInit's return was not seen)";
+
+#[test]
+fn visibility_that_hides_every_gpu_is_inferred_from_a_start_up_that_registered_none() {
+    let v = verdicts_without_libcuda("h200-580.159.04-catalogue.ndjson");
+    for (c, value) in [
+        ("visible_none", "CUDA_VISIBLE_DEVICES=-1"),
+        (
+            "visible_uuid",
+            "CUDA_VISIBLE_DEVICES=GPU-00000000-dead-beef-0000-000000000000",
+        ),
+    ] {
+        let x = case(&v, c);
+        assert_eq!(x.curesult, None, "{c}");
+        assert_eq!(x.source, "driver calls alone (no libcuda uprobe)", "{c}");
+        assert_eq!(x.result, Outcome::Failed, "{c}: {}", x.text);
+        let (id, e) = only(x);
+        assert_eq!(id, DiagId::NoVisibleDevices, "{c}");
+        assert_eq!(
+            e,
+            format!(
+                "the start-up stopped after device_objects, before any GPU was registered with UVM; \
+{value} matches none of this host's 1 GPU{INFERRED}"
+            ),
+            "{c}"
+        );
+    }
+    // With cuInit's return seen, the same start-ups say what it returned,
+    // and nothing is inferred.
+    let (_, seen) = verdicts("h200-580.159.04-catalogue.ndjson");
+    let (id, e) = only(case(&seen, "visible_none"));
+    assert_eq!(id, DiagId::NoVisibleDevices);
+    assert!(
+        e.starts_with("cuInit returned CUDA_ERROR_NO_DEVICE (100)"),
+        "{e}"
+    );
+    assert!(!e.contains("inferred"), "{e}");
+}
+
+#[test]
+fn a_refused_start_up_call_is_the_inferred_cause() {
+    let v = verdicts_without_libcuda("h200-580.159.04-start-calls.ndjson");
+    for (c, id, says) in [
+        (
+            "pids_max_1",
+            DiagId::ThreadLimit,
+            "the start-up made no driver call and no call on an NVIDIA file failed: clone3() failed with EAGAIN \
+(a new thread or process): the cgroup's pids.max refused it",
+        ),
+        (
+            "nproc_1",
+            DiagId::ThreadLimit,
+            "clone3() failed with EAGAIN (a new thread or process): the user's process limit (RLIMIT_NPROC) 1",
+        ),
+        (
+            "seccomp_threads",
+            DiagId::NotPermitted,
+            "clone3() failed with EPERM (a new thread or process): not a device, so not the device cgroup: a \
+seccomp filter or sandbox refused it",
+        ),
+        (
+            "as_1g",
+            DiagId::AddressSpaceLimit,
+            "the start-up stopped after device_objects, before any GPU was registered with UVM and no call on \
+an NVIDIA file failed: mmap() failed with ENOMEM (mapping memory): the address-space limit (RLIMIT_AS, \
+ulimit -v) of 1 GiB",
+        ),
+    ] {
+        let x = case(&v, c);
+        assert_eq!(x.result, Outcome::Failed, "{c}: {}", x.text);
+        let (got, e) = only(x);
+        assert_eq!(got, id, "{c}: {e}");
+        assert!(e.contains(says), "{c}: {e}");
+        assert!(e.ends_with(INFERRED), "{c}: {e}");
+    }
+}
+
+#[test]
+fn escapes_a_filter_answered_are_inferred_without_cuinits_return() {
+    let v = verdicts_without_libcuda("h200-580.159.04-failed-calls.ndjson.gz");
+    let x = case(&v, "seccomp_escapes_eacces");
+    assert_eq!(x.result, Outcome::Failed, "{}", x.text);
+    let d = x
+        .diagnoses
+        .iter()
+        .find(|d| d.id == DiagId::CallsBlocked)
+        .unwrap_or_else(|| panic!("{:#?}", x.diagnoses));
+    assert!(
+        d.evidence.starts_with(
+            "/dev/nvidiactl: opened 10 times and no ioctl of it reached the kernel's syscall tracing; 21 escapes \
+failed with EACCES at the system call's exit (the first: NV_ESC_SYS_PARAMS)"
+        ),
+        "{}",
+        d.evidence
+    );
+    assert!(d.evidence.ends_with(INFERRED), "{}", d.evidence);
+    let (id, e) = only(case(&v, "seccomp_uname"));
+    assert_eq!(id, DiagId::NotPermitted);
+    assert!(e.contains("uname() failed with EPERM"), "{e}");
+}
+
+#[test]
+fn a_refused_version_handshake_names_both_versions_without_cuinits_return() {
+    let v = verdicts_without_libcuda("h200-580.159.04-startup.ndjson");
+    // The case late_copy_535 (its process record was read before its exec).
+    let x = v.iter().find(|x| x.pid == 700).expect("pid 700");
+    assert_eq!(x.result, Outcome::Failed, "{}", x.text);
+    let (id, e) = only(x);
+    assert_eq!(id, DiagId::VersionMismatch);
+    assert!(
+        e.starts_with(
+            "libcuda /work/main/.dev/other/libcuda.so.535.261.03 is 535.261.03, the kernel module is 580.159.04; \
+the driver answered its version handshake with build 580.159.04"
+        ),
+        "{e}"
+    );
+}
+
+/// Leaving libcuda's records out never turns a start-up that got through
+/// into a failed one, nor finds a cause where every call succeeded.
+#[test]
+fn without_libcuda_a_start_up_that_got_through_is_never_failed() {
+    for name in common::recordings() {
+        let (_, seen) = verdicts(&name);
+        let unseen = verdicts_without_libcuda(&name);
+        for s in seen
+            .iter()
+            .filter(|s| s.result == Outcome::Ok && s.stages.iter().any(|h| h.stage == "S7"))
+        {
+            let Some(u) = unseen.iter().find(|u| u.pid == s.pid) else {
+                continue;
+            };
+            assert_ne!(
+                u.result,
+                Outcome::Failed,
+                "{name}: pid {}: {}",
+                s.pid,
+                u.text
+            );
+            assert!(
+                u.diagnoses.iter().all(|d| !d.evidence.ends_with(INFERRED)),
+                "{name}: pid {}: {:#?}",
+                s.pid,
+                u.diagnoses
+            );
+        }
+    }
+}
