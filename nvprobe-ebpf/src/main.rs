@@ -516,11 +516,16 @@ fn exit_path(inf: &Inflight, ret: i64, end: u64) -> Result<bool, i64> {
         // and the dynamic loader's opens of a libcuda (found or not: a
         // process that loads one is followed from that moment, and one
         // that finds none is told why CUDA could not start).
-        if file.kind == DevKind::None as u8
-            && !paths::nvidia_path(inf.a0)
-            && !paths::libcuda_open(inf.a0, inf.a1)
-        {
-            return Ok(false);
+        if file.kind == DevKind::None as u8 && !paths::nvidia_path(inf.a0) {
+            if !paths::libcuda_open(inf.a0, inf.a1) {
+                return Ok(false);
+            }
+            // The loader found a libcuda: wake the collector now, so that
+            // it is hooked while the loader maps and relocates it, before
+            // the process's first call where the race allows.
+            if ret >= 0 {
+                maps::wake_now();
+            }
         }
     }
     // From now on this process's exit, signals and forks are reported: it

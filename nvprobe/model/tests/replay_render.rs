@@ -141,3 +141,46 @@ fn a_verdicts_first_line_repeats_no_diagnosis() {
     }
     assert!(verdicts > 100, "{verdicts} verdicts");
 }
+
+/// Readable verdicts (issue 37): in every recording, the first line of
+/// each text verdict, first context and fault stays within
+/// `FIRST_LINE_MAX` characters, and a first context's first line does not
+/// say again what its diagnoses say (a verdict's is checked above).
+#[test]
+fn a_verdicts_first_line_is_short() {
+    use nvprobe_model::correlate::Record;
+    use nvprobe_model::render::text::{FIRST_LINE_MAX, record_text};
+    let mut seen = 0;
+    for name in common::recordings() {
+        for rec in replay(&name, None).made {
+            if !matches!(
+                rec,
+                Record::Cuinit(_) | Record::FirstContext(_) | Record::Fault(_)
+            ) {
+                continue;
+            }
+            let text = record_text(&rec);
+            let Some(first) = text.lines().next() else {
+                continue;
+            };
+            seen += 1;
+            assert!(
+                first.chars().count() <= FIRST_LINE_MAX,
+                "{name}: {} characters: {first}",
+                first.chars().count()
+            );
+            if let Record::FirstContext(c) = &rec {
+                for d in &c.diagnoses {
+                    // The evidence goes on after the outcome it begins with.
+                    let detail = d.evidence.split_once("); ").map_or("", |x| x.1);
+                    assert!(
+                        detail.len() < 12 || !first.contains(detail),
+                        "{name}: the first line repeats {}'s evidence: {first}",
+                        d.id
+                    );
+                }
+            }
+        }
+    }
+    assert!(seen > 150, "{seen} records");
+}

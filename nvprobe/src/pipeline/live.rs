@@ -377,6 +377,33 @@ impl Live {
         Ok(unread)
     }
 
+    /// Libcuda copies the loader just opened go to the hooking thread at
+    /// once, not at the next tick: the process calls cuInit milliseconds
+    /// after its load, and a copy hooked later is not seen starting.
+    fn hand_loads(&mut self, attacher: Option<&crate::uprobes::attacher::Attacher>) {
+        if let Some(a) = attacher
+            && !self.seen.lib_loads.is_empty()
+        {
+            a.send(crate::uprobes::attacher::Job {
+                opened: self.loads_opened(),
+                ..Default::default()
+            });
+        }
+    }
+
+    /// The loaders' opens seen since the last hand-over, as paths through
+    /// each process's root.
+    fn loads_opened(&mut self) -> Vec<(u32, PathBuf, u64)> {
+        std::mem::take(&mut self.seen.lib_loads)
+            .into_iter()
+            .map(|(tgid, p, at)| {
+                let mut full = PathBuf::from(format!("/proc/{tgid}/root"));
+                full.push(p.strip_prefix("/").unwrap_or(&p));
+                (tgid, full, at)
+            })
+            .collect()
+    }
+
     /// A new NVIDIA process may carry its own libcuda: hand what was seen
     /// to the hooking thread, and write what it has hooked since.
     fn hook_new_libcuda(
@@ -384,14 +411,7 @@ impl Live {
         attacher: &crate::uprobes::attacher::Attacher,
         pipe: &mut Pipeline,
     ) -> anyhow::Result<()> {
-        let opened = std::mem::take(&mut self.seen.lib_loads)
-            .into_iter()
-            .map(|(tgid, p)| {
-                let mut full = PathBuf::from(format!("/proc/{tgid}/root"));
-                full.push(p.strip_prefix("/").unwrap_or(&p));
-                (tgid, full)
-            })
-            .collect();
+        let opened = self.loads_opened();
         attacher.send(crate::uprobes::attacher::Job {
             opened,
             new_tgids: std::mem::take(&mut self.seen.new_tgids),
@@ -403,7 +423,12 @@ impl Live {
                 let tgid = h.tgid;
                 match h.result {
                     Ok(a) => {
-                        let when = if h.at_load {
+                        let when = if let Some(at) = h.opened_ns {
+                            format!(
+                                "{:.1} ms after pid {tgid}'s loader opened it: calls it made before then are not seen",
+                                h.hooked_ns.saturating_sub(at) as f64 / 1e6
+                            )
+                        } else if h.at_load {
                             format!(
                                 "when pid {tgid} loaded it: calls made before the hooks were in place (milliseconds after the load) are not seen"
                             )
@@ -645,6 +670,7 @@ pub async fn run(
                 guard.clear_ready();
             }
         }
+        live.hand_loads(attacher);
         if reopen_due && reopener.as_ref().is_none_or(|r| r.request()) {
             reopen_due = false;
         }

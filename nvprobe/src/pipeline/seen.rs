@@ -21,8 +21,8 @@ pub(super) struct Seen {
     /// Tgids seen for the first time since the last look at their maps.
     pub(super) new_tgids: Vec<u32>,
     /// libcuda files the dynamic loader opened since the last look:
-    /// (tgid, path as that process named it).
-    pub(super) lib_loads: Vec<(u32, PathBuf)>,
+    /// (tgid, path as that process named it, when the open returned).
+    pub(super) lib_loads: Vec<(u32, PathBuf, u64)>,
     /// cuInit calls in flight (from the uprobes): tid -> (tgid, start_ns).
     pub(super) cuinit: HashMap<u32, (u32, u64)>,
     /// tgid -> the last stop signal sent to it, with its sender.
@@ -88,6 +88,7 @@ impl Seen {
                 };
                 let len = (p.path_len as usize).min(p.path.len());
                 let path = &p.path[..len];
+                let p_end = p.start_ns.saturating_add(p.duration_ns);
                 // A libcuda the loader found: hook it now (its uprobes
                 // reach the mapping the loader is about to make).
                 if p.ret >= 0
@@ -105,7 +106,7 @@ impl Seen {
                     if self.lib_checks.len() < 64 {
                         self.lib_checks.push((h.tgid, p.clone()));
                     }
-                    self.lib_loads.push((h.tgid, p));
+                    self.lib_loads.push((h.tgid, p, p_end));
                 }
             }
             Some(EventKind::Proc) => self.proc_record(&h, rec),

@@ -21,9 +21,9 @@ use super::{Attached, Libcuda};
 /// What the collector saw since its last tick.
 #[derive(Default)]
 pub struct Job {
-    /// (tgid, path as the process named it, through its root): a loader
-    /// opened a libcuda.
-    pub opened: Vec<(u32, PathBuf)>,
+    /// (tgid, path as the process named it, through its root, when the
+    /// open returned): a loader opened a libcuda.
+    pub opened: Vec<(u32, PathBuf, u64)>,
     /// Processes first seen making NVIDIA calls: their maps may name one.
     pub new_tgids: Vec<u32>,
     /// Preloaded libraries that export cuInit, opened while their process
@@ -42,6 +42,10 @@ pub struct Hooked {
     pub tgid: u32,
     /// Found at the loader's open (else in a new process's maps).
     pub at_load: bool,
+    /// When that open returned (CLOCK_MONOTONIC ns), for a file the loader
+    /// opened; and when its hooks were in place.
+    pub opened_ns: Option<u64>,
+    pub hooked_ns: u64,
     pub result: Result<Attached, String>,
 }
 
@@ -134,15 +138,23 @@ fn run(libcuda: &mut Libcuda, job: Job, stop: &AtomicBool) -> Done {
     let mut loaders: Vec<u32> = job.opened.iter().map(|l| l.0).collect();
     loaders.sort_unstable();
     loaders.dedup();
-    // (tgid, file, found at the loader's open, an interposer).
-    let mut found: Vec<(u32, PathBuf, bool, bool)> = job
-        .opened
-        .into_iter()
-        .map(|(tgid, p)| (tgid, p, true, false))
-        .collect();
-    // A loader's process has its preloads mapped by the time it opens
-    // libcuda: a library among them that exports the driver API is hooked
-    // too, and told apart.
+    let mut hooked = Vec::new();
+    // The libcuda files the loader opened first: their processes are
+    // about to call them.
+    for (tgid, path, at) in job.opened {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        if let Some(mut h) = attach_one(libcuda, tgid, &path, true, false) {
+            h.opened_ns = Some(at);
+            hooked.push(h);
+        }
+    }
+    // (tgid, file, found at the loader's open, an interposer). A loader's
+    // process has its preloads mapped by the time it opens libcuda: a
+    // library among them that exports the driver API is hooked too, and
+    // told apart.
+    let mut found: Vec<(u32, PathBuf, bool, bool)> = Vec::new();
     for &tgid in &loaders {
         found.extend(
             super::preloads_of(tgid)
@@ -167,7 +179,6 @@ fn run(libcuda: &mut Libcuda, job: Job, stop: &AtomicBool) -> Done {
             );
         }
     }
-    let mut hooked = Vec::new();
     for (tgid, shown, file) in job.preloads {
         if stop.load(Ordering::Relaxed) {
             break;
@@ -178,26 +189,52 @@ fn run(libcuda: &mut Libcuda, job: Job, stop: &AtomicBool) -> Done {
             hooked.push(Hooked {
                 tgid,
                 at_load: true,
+                opened_ns: None,
+                hooked_ns: crate::output::Clock::mono_now(),
                 result: Ok(a),
             });
         }
     }
+    attach_found(libcuda, found.into_iter(), stop, &mut hooked);
+    Done { hooked, loaders }
+}
+
+/// Hook each file found (tgid, path, found at the loader's open, an
+/// interposer), saying what became of it.
+fn attach_found(
+    libcuda: &mut Libcuda,
+    found: impl Iterator<Item = (u32, PathBuf, bool, bool)>,
+    stop: &AtomicBool,
+    hooked: &mut Vec<Hooked>,
+) {
     for (tgid, path, at_load, interposer) in found {
         if stop.load(Ordering::Relaxed) {
             break;
         }
-        let result = match libcuda.attach_as(&path, interposer) {
-            Ok(Some(a)) => Ok(a),
-            Ok(None) => continue,
-            // A preload that is not a CUDA library at all: nothing to say.
-            Err(_) if interposer => continue,
-            Err(e) => Err(e),
-        };
-        hooked.push(Hooked {
-            tgid,
-            at_load,
-            result,
-        });
+        hooked.extend(attach_one(libcuda, tgid, &path, at_load, interposer));
     }
-    Done { hooked, loaders }
+}
+
+/// One file's outcome; None when there is nothing to say (hooked already,
+/// or a preload that is not a CUDA library).
+fn attach_one(
+    libcuda: &mut Libcuda,
+    tgid: u32,
+    path: &std::path::Path,
+    at_load: bool,
+    interposer: bool,
+) -> Option<Hooked> {
+    let result = match libcuda.attach_as(path, interposer) {
+        Ok(Some(a)) => Ok(a),
+        Ok(None) => return None,
+        Err(_) if interposer => return None,
+        Err(e) => Err(e),
+    };
+    Some(Hooked {
+        tgid,
+        at_load,
+        opened_ns: None,
+        hooked_ns: crate::output::Clock::mono_now(),
+        result,
+    })
 }

@@ -63,6 +63,10 @@ pub struct FirstContext {
     /// One line: "cuCtxCreate_v2 (device 0) returned … at 15.2 s, after
     /// the verdict", with what explains a failure.
     pub text: String,
+    /// The text view's first line: `text` without what the diagnoses
+    /// below say.
+    #[serde(skip)]
+    pub headline: Option<String>,
     /// Why it failed (the diagnoses a failed first context gets in a
     /// verdict); empty when it worked.
     pub diagnoses: Vec<Diagnosis>,

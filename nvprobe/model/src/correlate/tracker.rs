@@ -222,9 +222,9 @@ impl ProcInit {
             step.at_ms / 1000.0,
             CONTEXT_WAIT_NS / 1_000_000_000
         );
-        let text = match diagnoses.first() {
-            Some(d) => format!("{head}: {}", d.evidence),
-            None => head,
+        let (text, headline) = match diagnoses.first() {
+            Some(d) => (format!("{head}: {}", d.evidence), Some(head)),
+            None => (head, None),
         };
         out.push(Record::FirstContext(Box::new(
             super::record::FirstContext {
@@ -233,6 +233,7 @@ impl ProcInit {
                 context: step,
                 ok: code == 0,
                 text,
+                headline,
                 diagnoses,
             },
         )));

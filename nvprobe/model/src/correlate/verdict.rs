@@ -59,6 +59,11 @@ pub struct CuInit {
     /// diagnosis below it saying the evidence once.
     #[serde(skip)]
     pub headline: Option<String>,
+    /// What the text view says under its first line when no diagnosis
+    /// says it: the driver call that explains the failure, who stopped the
+    /// process.
+    #[serde(skip)]
+    pub detail: Vec<String>,
     pub total_ms: f64,
     pub stages: Vec<StageHit>,
     pub calls: u64,
@@ -134,11 +139,10 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<Exit>) -> CuInit {
         signal: signal.as_ref(),
         exit,
     });
-    let (result, (head, cause), source, curesult) = if let Some((code, name)) = st.curesult {
+    let (result, said, source, curesult) = if let Some((code, name)) = st.curesult {
         let r = format!("{} ({code})", name.unwrap_or("CUresult"));
         let (result, said) = if code == 0 {
-            let (o, t) = after_cuinit(st, &r, last_stage.as_deref(), exit, signal.as_ref());
-            (o, (t, None))
+            after_cuinit(st, &r, last_stage.as_deref(), exit, signal.as_ref())
         } else {
             (
                 Outcome::Failed,
@@ -159,7 +163,7 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<Exit>) -> CuInit {
             &diagnoses,
             &named,
         );
-        (result, (text, cause), driver_source(st), None)
+        (result, Said::caused(text, cause), driver_source(st), None)
     };
     let context_failed = st.context.as_ref().is_some_and(|c| c.code != 0);
     // Whatever cuInit got past, it succeeded: a first context that failed
@@ -174,12 +178,7 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<Exit>) -> CuInit {
     } else {
         st.failed_newest_first()
     };
-    let stopped = stopped(st);
-    let text = match &cause {
-        Some(c) => format!("{head}: {c}{stopped}"),
-        None => format!("{head}{stopped}"),
-    };
-    let headline = cause.map(|_| head + &stopped);
+    let (text, headline, detail) = said.shown(st, &diagnoses);
     CuInit {
         pid,
         comm: st.comm.clone(),
@@ -187,6 +186,7 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<Exit>) -> CuInit {
         source,
         text,
         headline,
+        detail,
         total_ms: ms(st.last_ns, st.first_ns),
         stages: st.stages.clone(),
         calls: st.calls,
@@ -208,6 +208,72 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<Exit>) -> CuInit {
     }
 }
 
+/// A verdict's text (the JSON's `text`), and for the text view a shorter
+/// first line with what explains it on a line of its own (`detail`), or
+/// in a diagnosis below.
+struct Said {
+    text: String,
+    headline: Option<String>,
+    /// The failed driver call that explains it, said under the first
+    /// line when no diagnosis does.
+    failed: Option<String>,
+}
+
+impl Said {
+    fn plain(text: String) -> Self {
+        Said {
+            text,
+            headline: None,
+            failed: None,
+        }
+    }
+
+    /// `head`, and the cause a diagnosis below says (the text view's first
+    /// line stops before it).
+    fn caused(head: String, cause: Option<String>) -> Self {
+        match cause {
+            Some(c) => Said {
+                text: format!("{head}: {c}"),
+                headline: Some(head),
+                failed: None,
+            },
+            None => Self::plain(head),
+        }
+    }
+}
+
+impl Said {
+    /// The verdict's text, the text view's first line and the lines under
+    /// it, with the time the process was stopped.
+    fn shown(
+        self,
+        st: &ProcInit,
+        diagnoses: &[Diagnosis],
+    ) -> (String, Option<String>, Vec<String>) {
+        let stop = stopped(st);
+        let text = match &stop {
+            Some((secs, who)) => format!("{}; stopped for {secs:.1} s of it ({who})", self.text),
+            None => self.text.clone(),
+        };
+        // The text view: the first line short, what explains it below.
+        let headline = match &stop {
+            Some((secs, _)) => Some(format!(
+                "{}; stopped for {secs:.1} s of it",
+                self.headline.as_deref().unwrap_or(&self.text)
+            )),
+            None => self.headline,
+        };
+        let mut detail = Vec::new();
+        if let Some(c) = self.failed
+            && unexplained_below(diagnoses, st)
+        {
+            detail.push(format!("failed call: {c}"));
+        }
+        detail.extend(stop.map(|(_, who)| format!("stopped: {who}")));
+        (text, headline, detail)
+    }
+}
+
 /// The text of a failed cuInit: the driver call that explains it, else
 /// the first diagnosis not got past.
 fn cuinit_failed(
@@ -215,23 +281,24 @@ fn cuinit_failed(
     r: &str,
     last_stage: Option<&str>,
     diagnoses: &[Diagnosis],
-) -> (String, Option<String>) {
+) -> Said {
+    let returned = cuinit_returned(st);
     match &st.last_failure {
-        Some(f) => (
+        Some(f) => {
+            let call = format!("{} returned {}", call_named(&f.call, st), f.result);
+            let stage = last_stage.unwrap_or("no stage");
+            Said {
+                text: format!(
+                    "{returned} {r}; the driver call that explains it: {call} (after {stage})"
+                ),
+                headline: Some(format!("{returned} {r} after {stage}")),
+                failed: Some(call),
+            }
+        }
+        None => Said::caused(
             format!(
-                "{} {r}; the driver call that explains it: {} returned {} (after {})",
-                cuinit_returned(st),
-                call_named(&f.call, st),
-                f.result,
-                last_stage.unwrap_or("no stage")
-            ),
-            None,
-        ),
-        None => (
-            format!(
-                "{} {r} after {}",
-                cuinit_returned(st),
-                last_stage.unwrap_or("no driver call"),
+                "{returned} {r} after {}",
+                last_stage.unwrap_or("no driver call")
             ),
             diagnoses
                 .iter()
@@ -243,6 +310,14 @@ fn cuinit_failed(
                 }),
         ),
     }
+}
+
+/// No diagnosis below the verdict explains it (an error not got past):
+/// the failed call is said on a line of its own.
+fn unexplained_below(diagnoses: &[Diagnosis], st: &ProcInit) -> bool {
+    !diagnoses
+        .iter()
+        .any(|d| d.severity == super::table::DiagSeverity::Error && !rules::is_recovered(d, st))
 }
 
 /// How the verdict was reached when cuInit's return was not seen.
@@ -259,7 +334,7 @@ fn driver_source(st: &ProcInit) -> &'static str {
 /// Time of the start-up that was not the driver's: how long the process
 /// was stopped (SIGSTOP, which no process can catch, until a SIGCONT),
 /// and by whom.
-fn stopped(st: &ProcInit) -> String {
+fn stopped(st: &ProcInit) -> Option<(f64, String)> {
     let mut total = 0u64;
     let mut who = Vec::new();
     let mut stop: Option<&SignalInfo> = None;
@@ -277,14 +352,7 @@ fn stopped(st: &ProcInit) -> String {
             _ => {}
         }
     }
-    if total == 0 {
-        return String::new();
-    }
-    format!(
-        "; stopped for {:.1} s of it ({})",
-        total as f64 / 1e9,
-        who.join("; ")
-    )
+    (total > 0).then(|| (total as f64 / 1e9, who.join("; ")))
 }
 
 /// "cuInit returned", or, where a preloaded library answered in
@@ -308,7 +376,7 @@ fn after_cuinit(
     last_stage: Option<&str>,
     exit: Option<Exit>,
     signal: Option<&SignalInfo>,
-) -> (Outcome, String) {
+) -> (Outcome, Said) {
     // The stage cuInit had reached when it returned (the first context's
     // calls reach later ones).
     let init = format!(
@@ -327,14 +395,14 @@ fn after_cuinit(
         // Killed before its first context: the start-up did not end.
         return (
             Outcome::Killed,
-            format!(
+            Said::plain(format!(
                 "{init}, then {how}{} before a first context was made",
                 signal.map_or(String::new(), |s| format!(
                     " (from {}{})",
                     s.sender,
                     during_named(s, st).map_or(String::new(), |c| format!(", during {c}"))
                 ))
-            ),
+            )),
         );
     }
     let Some(c) = &st.context else {
@@ -348,32 +416,33 @@ fn after_cuinit(
         } else {
             String::new()
         };
-        return (Outcome::Ok, format!("{init}{why}"));
+        return (Outcome::Ok, Said::plain(format!("{init}{why}")));
     };
     let dev = c.device.map_or(String::new(), |d| format!(" (device {d})"));
     if c.code == 0 {
         return (
             Outcome::Ok,
-            format!(
+            Said::plain(format!(
                 "{init}; first context: {}{dev} at {:.1} ms",
                 c.call, c.at_ms
-            ),
+            )),
         );
     }
+    let head = format!("{init}, then {}{dev} returned {}", c.call, c.result);
+    let failed = st
+        .after_init_failure
+        .as_ref()
+        .map(|f| format!("{} returned {}", call_named(&f.call, st), f.result));
     (
         Outcome::Failed,
-        format!(
-            "{init}, then {}{dev} returned {}{}",
-            c.call,
-            c.result,
-            st.after_init_failure
-                .as_ref()
-                .map_or(String::new(), |f| format!(
-                    "; the driver call that explains it: {} returned {}",
-                    call_named(&f.call, st),
-                    f.result
-                ))
-        ),
+        Said {
+            text: failed.as_ref().map_or_else(
+                || head.clone(),
+                |f| format!("{head}; the driver call that explains it: {f}"),
+            ),
+            headline: failed.is_some().then(|| head.clone()),
+            failed,
+        },
     )
 }
 
@@ -545,6 +614,7 @@ fn other_class(
         source: "driver calls and path lookups",
         text,
         headline: None,
+        detail: Vec::new(),
         total_ms: ms(st.last_ns, st.first_ns),
         stages: st.stages.clone(),
         calls: st.calls,

@@ -13,6 +13,7 @@ fn hostile_verdict() -> CuInit {
     env.insert("CUDA_VISIBLE_DEVICES".to_owned(), HOSTILE.to_owned());
     CuInit {
         headline: None,
+        detail: Vec::new(),
         pid: 7,
         comm: HOSTILE.into(),
         result: Outcome::Failed,

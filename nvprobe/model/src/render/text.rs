@@ -296,16 +296,21 @@ fn verdict_text(v: &crate::correlate::CuInit) -> String {
     // The first line says what happened (the evidence it rests on is in
     // the diagnoses below, once); the second how long, and how nvprobe
     // knows.
-    let mut s = format!(
-        "== {}[{}] cuInit {}: {}\n   took {:.1} ms, {} driver calls; seen by {}\n",
+    let mut s = first_line(&format!(
+        "== {}[{}] cuInit {}: {}",
         safe(&v.comm),
         v.pid,
         v.result,
         safe(v.headline.as_deref().unwrap_or(&v.text)),
-        v.total_ms,
-        v.calls,
-        v.source
+    ));
+    let _ = writeln!(
+        s,
+        "   took {:.1} ms, {} driver calls; seen by {}",
+        v.total_ms, v.calls, v.source
     );
+    for d in &v.detail {
+        let _ = writeln!(s, "   {}", safe(d));
+    }
     if let Some(p) = &v.process {
         let mut who = Vec::new();
         if let Some(e) = &p.exe {
@@ -358,6 +363,43 @@ fn verdict_text(v: &crate::correlate::CuInit) -> String {
     }
     diagnosis_lines(&mut s, &v.diagnoses);
     s
+}
+
+/// Longest first line of a verdict or fault in text: what a person reads
+/// first, and what a log viewer shows without wrapping.
+pub const FIRST_LINE_MAX: usize = 200;
+
+/// A verdict's first line and its newline: one longer than
+/// [`FIRST_LINE_MAX`] goes on, from its last "; " or ", " that fits, on
+/// indented lines of its own.
+fn first_line(line: &str) -> String {
+    let mut out = String::new();
+    let mut rest = line;
+    let mut indent = "";
+    while rest.len() + indent.len() > FIRST_LINE_MAX {
+        let room = FIRST_LINE_MAX - indent.len();
+        let mut cut = room;
+        while !rest.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let head = &rest[..cut];
+        let Some(at) = head
+            .rfind("; ")
+            .or_else(|| head.rfind(", "))
+            .filter(|&i| i > room / 3)
+        else {
+            break;
+        };
+        out.push_str(indent);
+        out.push_str(&rest[..=at]);
+        out.push('\n');
+        rest = &rest[at + 2..];
+        indent = "     ";
+    }
+    out.push_str(indent);
+    out.push_str(rest);
+    out.push('\n');
+    out
 }
 
 /// "   ! id: evidence" and its hint, for each diagnosis.
@@ -415,15 +457,27 @@ pub fn record_text(rec: &crate::correlate::Record) -> String {
             s.push('\n');
             s
         }
-        Record::Fault(f) => format!(
-            "== {}[{}] fault: {}\n   {}: {}{}\n",
-            safe(&f.comm),
-            f.pid,
-            safe(&f.text),
-            f.class.as_str(),
-            safe(&f.hint),
-            if f.drain { " [drain the node]" } else { "" }
-        ),
+        Record::Fault(f) => {
+            let mut s = first_line(&format!(
+                "== {}[{}] fault: {}",
+                safe(&f.comm),
+                f.pid,
+                safe(f.headline.as_deref().unwrap_or(&f.text))
+            ));
+            if let Some(x) = &f.xid
+                && let Some(m) = &x.meaning
+            {
+                let _ = writeln!(s, "   Xid {}: {}", x.number, m.meaning);
+            }
+            let _ = writeln!(
+                s,
+                "   {}: {}{}",
+                f.class.as_str(),
+                safe(&f.hint),
+                if f.drain { " [drain the node]" } else { "" }
+            );
+            s
+        }
         Record::Breakdown(b) => format!(
             "== {}[{}/{}] in the driver: {}\n",
             safe(&b.comm),
@@ -432,13 +486,13 @@ pub fn record_text(rec: &crate::correlate::Record) -> String {
             safe(&b.text)
         ),
         Record::FirstContext(c) => {
-            let mut s = format!(
-                "== {}[{}] first context {}: {}\n",
+            let mut s = first_line(&format!(
+                "== {}[{}] first context {}: {}",
                 safe(&c.comm),
                 c.pid,
                 if c.ok { "made" } else { "failed" },
-                safe(&c.text)
-            );
+                safe(c.headline.as_deref().unwrap_or(&c.text))
+            ));
             diagnosis_lines(&mut s, &c.diagnoses);
             s
         }

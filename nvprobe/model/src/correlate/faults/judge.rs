@@ -126,7 +126,7 @@ fine, and a program that checks the error may go on (trying another configuratio
     )
 }
 
-pub(super) fn text_of(p: &Pending, xid: Option<&FaultXid>, ended: &str) -> String {
+pub(super) fn text_of(p: &Pending, xid: Option<&FaultXid>, ended: &str, meaning: bool) -> String {
     let mut t = match (&p.first, &p.unfinished) {
         (Some(f), _) => format!(
             "{} returned {} {}",
@@ -153,7 +153,7 @@ pub(super) fn text_of(p: &Pending, xid: Option<&FaultXid>, ended: &str) -> Strin
     match xid {
         Some(x) => {
             t.push_str(&format!("; Xid {}", x.number));
-            if let Some(m) = &x.meaning {
+            if let Some(m) = x.meaning.as_ref().filter(|_| meaning) {
                 t.push_str(&format!(" ({})", m.meaning));
             }
             if let Some(f) = &x.mmu_fault {

@@ -450,7 +450,12 @@ impl Faults {
             })
         });
         let (class, drain, hint) = judge(p.first.as_ref(), p.unfinished.as_ref(), &p.xids, &ended);
-        let text = text_of(&p, xid.as_ref(), &ended);
+        let text = text_of(&p, xid.as_ref(), &ended, true);
+        // The text view names the Xid's meaning on a line of its own.
+        let headline = xid
+            .as_ref()
+            .is_some_and(|x| x.meaning.is_some())
+            .then(|| text_of(&p, xid.as_ref(), &ended, false));
         out.push(super::Record::Fault(Box::new(Fault {
             pid,
             comm: p.comm,
@@ -465,6 +470,7 @@ impl Faults {
             drain,
             hint,
             text,
+            headline,
         })));
     }
 }

@@ -185,6 +185,10 @@ pub struct Fault {
     pub hint: String,
     /// One line: what happened.
     pub text: String,
+    /// The text view's first line: `text` without the Xid's meaning,
+    /// which it says on a line of its own.
+    #[serde(skip)]
+    pub headline: Option<String>,
 }
 
 #[derive(Debug)]
