@@ -135,6 +135,7 @@ pub const fn lost_slot_name(slot: u32) -> &'static str {
         Some(EventKind::Cuda) => "cuda",
         Some(EventKind::Driver) => "driver",
         Some(EventKind::RmControl) => "rm_control",
+        Some(EventKind::Nccl) => "nccl",
         None => "other",
     }
 }
@@ -181,6 +182,9 @@ wire_enum! {
         /// parameters ([`RmControlEvent`]), for the controls user space listed
         /// in `RM_PARAMS`.
         RmControl = 8,
+        /// A libnccl call (uprobe): a communicator made, a collective or
+        /// point-to-point call with its sequence number, a group, an end.
+        Nccl = 9,
     }
 }
 
@@ -502,7 +506,12 @@ pub const CUDA_CUINIT: u32 = 1;
 pub const CUDA_INTERPOSER: u32 = 1 << 31;
 
 mod fault_only;
-pub use fault_only::{CUDA_FAULT_ONLY, RT_FAIL_CAP, RT_SLOTS, RtSlot};
+mod nccl;
+pub use fault_only::{CUDA_FAULT_ONLY, CUDA_LAUNCH, RT_FAIL_CAP, RT_SLOTS, RtSlot};
+pub use nccl::{
+    CUDA_NCCL, NCCL_FUNCS, NCCL_UNIQUE_ID_BYTES, NO_ARG, NcclArg, NcclComm, NcclEvent, NcclFn,
+    NcclInit, NcclKey, NcclKind, nccl_cookie, nccl_cookie_parts, nccl_fn, nccl_fn_named, nccl_hash,
+};
 
 /// The functions that make a first context (numbers of [`CUDA_API`]):
 /// cuDevicePrimaryCtxRetain, cuCtxCreate to cuCtxCreate_v4,
@@ -718,6 +727,9 @@ mod pod {
     unsafe impl aya::Pod for ExtraKey {}
     unsafe impl aya::Pod for Inflight {}
     unsafe impl aya::Pod for FileId {}
+    unsafe impl aya::Pod for RtSlot {}
+    unsafe impl aya::Pod for NcclKey {}
+    unsafe impl aya::Pod for NcclComm {}
 }
 
 pub use hooks::{
@@ -771,6 +783,7 @@ unsafe impl Record for MmapEvent {}
 unsafe impl Record for ProcEvent {}
 unsafe impl Record for CudaEvent {}
 unsafe impl Record for DriverEvent {}
+unsafe impl Record for NcclEvent {}
 
 #[cfg(test)]
 mod tests;

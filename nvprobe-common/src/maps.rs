@@ -27,3 +27,4 @@ pub const RT_INFLIGHT: &str = "RT_INFLIGHT";
 pub const RT_CAPPED: &str = "RT_CAPPED";
 pub const FAILS: &str = "FAILS";
 pub const FAILS_UNSENT: &str = "FAILS_UNSENT";
+pub const NCCL_COMMS: &str = "NCCL_COMMS";

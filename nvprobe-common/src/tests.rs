@@ -30,13 +30,15 @@ fn wire_numbers_round_trip_and_unknown_ones_are_none() {
         assert_eq!(PathOp::from_repr(*op as u32), Some(*op));
     }
     assert_eq!(EventKind::from_repr(0), None);
-    assert_eq!(EventKind::from_repr(9), None);
+    assert_eq!(EventKind::from_repr(9), Some(EventKind::Nccl));
+    assert_eq!(EventKind::from_repr(10), None);
     assert_eq!(ProcOp::from_repr(6), Some(ProcOp::CallFailed));
     assert_eq!(ProcOp::from_repr(7), Some(ProcOp::OomVictim));
     assert_eq!(ProcOp::from_repr(8), None);
     assert_eq!(FdOp::from_repr(7), None);
     assert_eq!(DevKind::from_u8(200), DevKind::None);
     assert_eq!(lost_slot_name(EventKind::RmControl as u32), "rm_control");
+    assert_eq!(lost_slot_name(EventKind::Nccl as u32), "nccl");
     assert_eq!(lost_slot_name(LOST_SLOT_COLLISION), "slot_collision");
     assert_eq!(lost_slot_name(12), "other");
 }

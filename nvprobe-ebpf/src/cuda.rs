@@ -15,8 +15,8 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext},
 };
 use nvprobe_common::{
-    CUDA_ENTER, CUDA_FAULT_ONLY, CUDA_RETURN, CUDA_UNFINISHED, CudaEntry, CudaEvent, EventKind,
-    RT_FAIL_CAP, RT_SLOTS, RtSlot,
+    CUDA_ENTER, CUDA_FAULT_ONLY, CUDA_LAUNCH, CUDA_NCCL, CUDA_RETURN, CUDA_UNFINISHED, CudaEntry,
+    CudaEvent, EventKind, RT_FAIL_CAP, RT_SLOTS, RtSlot,
 };
 
 use crate::{
@@ -70,27 +70,44 @@ fn emit(func: u32, phase: u32, start: u64, end: u64, ret: i64, args: [u64; 3], o
     ));
 }
 
+/// The attach cookie: the function's number and flags in the low 32
+/// bits; for a libnccl function, where its arguments are in the high ones.
 #[inline(always)]
-fn cookie<C: EbpfContext>(ctx: &C) -> u32 {
+fn cookie<C: EbpfContext>(ctx: &C) -> u64 {
     // SAFETY: helper on the program's context.
-    unsafe { generated::bpf_get_attach_cookie(ctx.as_ptr()) as u32 }
+    unsafe { generated::bpf_get_attach_cookie(ctx.as_ptr()) }
 }
 
 #[uprobe]
 pub fn nvprobe_cuda_enter(ctx: ProbeContext) -> u32 {
-    let func = cookie(&ctx);
-    let pid_tgid = bpf_get_current_pid_tgid();
+    let full = cookie(&ctx);
+    let func = full as u32;
     // SAFETY: helper without arguments.
     let now = unsafe { bpf_ktime_get_ns() };
+    if func & CUDA_NCCL != 0 {
+        crate::nccl::enter(&ctx, full, now);
+        return 0;
+    }
+    let pid_tgid = bpf_get_current_pid_tgid();
     if func & CUDA_FAULT_ONLY != 0 {
-        // Only the start, in the thread's slot: an array store.
+        // Only the start, in the thread's slot: array stores.
         let tid = pid_tgid as u32;
+        let f = func & !(CUDA_FAULT_ONLY | CUDA_LAUNCH);
         if let Some(s) = RT_INFLIGHT.get_ptr_mut(tid & (RT_SLOTS - 1)) {
             // SAFETY: pointer into the array map's value.
             unsafe {
-                (*s).tid = tid;
-                (*s).func = func & !CUDA_FAULT_ONLY;
+                if (*s).tid != tid {
+                    // Another thread's slot before: its history goes.
+                    (*s).tid = tid;
+                    (*s).done_func = 0;
+                    (*s).launch_func = 0;
+                }
+                (*s).func = f;
                 (*s).start_ns = now;
+                if func & CUDA_LAUNCH != 0 {
+                    (*s).launch_func = f;
+                    (*s).launch_ns = now;
+                }
             }
         }
         return 0;
@@ -142,12 +159,23 @@ fn quiet(tgid: u32) -> bool {
 
 #[uretprobe]
 pub fn nvprobe_cuda_return(ctx: RetProbeContext) -> u32 {
-    let func = cookie(&ctx);
-    let pid_tgid = bpf_get_current_pid_tgid();
+    let full = cookie(&ctx);
+    let func = full as u32;
     // SAFETY: helper without arguments.
     let now = unsafe { bpf_ktime_get_ns() };
+    if func & CUDA_NCCL != 0 {
+        crate::nccl::init_return(&ctx, full, now);
+        return 0;
+    }
+    let pid_tgid = bpf_get_current_pid_tgid();
     if func & CUDA_FAULT_ONLY != 0 {
-        fault_only_return(&ctx, func & !CUDA_FAULT_ONLY, pid_tgid, now);
+        fault_only_return(
+            &ctx,
+            func & !(CUDA_FAULT_ONLY | CUDA_LAUNCH),
+            func & CUDA_LAUNCH != 0,
+            pid_tgid,
+            now,
+        );
         return 0;
     }
     let key = ((pid_tgid as u32 as u64) << 32) | func as u64;
@@ -200,20 +228,25 @@ pub fn nvprobe_cuda_return(ctx: RetProbeContext) -> u32 {
 const NOT_READY: u32 = 600;
 
 #[inline(always)]
-fn fault_only_return(ctx: &RetProbeContext, func: u32, pid_tgid: u64, now: u64) {
+fn fault_only_return(ctx: &RetProbeContext, func: u32, launch: bool, pid_tgid: u64, now: u64) {
     let tid = pid_tgid as u32;
     let mut start = now;
+    let ret = ctx.ret::<u64>() as u32;
+    let ok = ret == 0 || ret == NOT_READY;
     if let Some(s) = RT_INFLIGHT.get_ptr_mut(tid & (RT_SLOTS - 1)) {
         // SAFETY: pointer into the array map's value.
         unsafe {
             if (*s).tid == tid && (*s).func == func {
                 start = (*s).start_ns;
                 (*s).func = 0;
+                if ok && !launch {
+                    (*s).done_func = func;
+                    (*s).done_ns = now;
+                }
             }
         }
     }
-    let ret = ctx.ret::<u64>() as u32;
-    if ret == 0 || ret == NOT_READY {
+    if ok {
         return;
     }
     let tgid = (pid_tgid >> 32) as u32;

@@ -25,6 +25,7 @@ mod fdres;
 mod ioctl;
 mod ioctl_compat;
 mod maps;
+mod nccl;
 mod paths;
 mod procs;
 

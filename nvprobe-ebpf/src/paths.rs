@@ -72,9 +72,10 @@ pub unsafe fn read_stat(op: PathOp, buf: u64, ev: &mut PathEvent) {
     }
 }
 
-/// Whether an open is the dynamic loader loading a libcuda: the flags
-/// glibc's ld.so and musl use for libraries (O_RDONLY | O_CLOEXEC, nothing
-/// else) and a last path component that starts with `libcuda.so`. Opens
+/// Whether an open is the dynamic loader loading a libcuda or a libnccl:
+/// the flags glibc's ld.so and musl use for libraries (O_RDONLY |
+/// O_CLOEXEC, nothing else) and a last path component that starts with
+/// `libcuda.so` or `libnccl.so`. Opens
 /// with other flags cost one test; the many `O_RDONLY|O_CLOEXEC` opens of
 /// the host (the loader's, Go's, Rust's, Python's) also a read of up to
 /// 128 bytes of their path.
@@ -82,6 +83,7 @@ pub unsafe fn read_stat(op: PathOp, buf: u64, ev: &mut PathEvent) {
 pub fn libcuda_open(ptr: u64, flags: u64) -> bool {
     const O_CLOEXEC: u64 = 0o2_000_000;
     const NAME: &[u8; 10] = b"libcuda.so";
+    const NCCL: &[u8; 10] = b"libnccl.so";
     const LEN: usize = nvprobe_common::PATH_LEN;
     if flags != O_CLOEXEC || ptr == 0 {
         return false;
@@ -119,12 +121,15 @@ pub fn libcuda_open(ptr: u64, flags: u64) -> bool {
     if base + NAME.len() > len {
         return false;
     }
+    // "libcuda.so" or "libnccl.so": the same length, told apart by
+    // bytes 3 to 6.
+    let (mut cuda, mut nccl) = (true, true);
     let mut j = 0usize;
     while j < NAME.len() {
-        if buf[(base + j) & (LEN - 1)] != NAME[j] {
-            return false;
-        }
+        let b = buf[(base + j) & (LEN - 1)];
+        cuda &= b == NAME[j];
+        nccl &= b == NCCL[j];
         j += 1;
     }
-    true
+    cuda || nccl
 }

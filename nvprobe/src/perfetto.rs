@@ -112,8 +112,11 @@ impl Observer for Timeline {
         self.add(mono_ns, &Item::Record(r));
     }
     fn note(&self, mono_ns: u64, n: &Note<'_>) {
-        if let Note::Stall(s) = n {
-            self.add(mono_ns, &Item::Stall(s));
+        match n {
+            Note::Stall(s) => self.add(mono_ns, &Item::Stall(s)),
+            Note::Hang(h) => self.add(mono_ns, &Item::Hang(h)),
+            Note::HangEnd(h) => self.add(mono_ns, &Item::HangEnd(h)),
+            _ => {}
         }
     }
 }
@@ -382,6 +385,18 @@ impl Exporter {
                 a.extend(s.wchan.as_deref().map(|w| str_ann("wchan", w)));
                 a.push(f64_ann("elapsed_s", s.elapsed_s));
                 self.instant(track, &format!("stall: {}", s.call), mono, a);
+            }
+            Item::Hang(h) => {
+                let track = self.thread(h.pid, h.tid, &h.comm);
+                let mut a = vec![str_ann("text", &h.text), str_ann("state", &h.state)];
+                a.extend(h.wchan.as_deref().map(|w| str_ann("wchan", w)));
+                a.push(f64_ann("elapsed_s", h.elapsed_s));
+                self.instant(track, &format!("hang: {}", h.call), mono, a);
+            }
+            Item::HangEnd(h) => {
+                let track = self.thread(h.pid, h.tid, &h.comm);
+                let a = vec![str_ann("text", &h.text), f64_ann("lasted_s", h.lasted_s)];
+                self.instant(track, &format!("hang over: {}", h.call), mono, a);
             }
             Item::Process(_) | Item::Start(..) | Item::Undecodable(..) => {}
         }

@@ -36,15 +36,15 @@ fn read_trim(p: &str) -> Option<String> {
 }
 
 /// What a task is doing, read from /proc.
-struct TaskNow {
-    state: String,
-    tgid: u32,
-    comm: String,
-    wchan: Option<String>,
-    stack: Vec<String>,
+pub(crate) struct TaskNow {
+    pub(crate) state: String,
+    pub(crate) tgid: u32,
+    pub(crate) comm: String,
+    pub(crate) wchan: Option<String>,
+    pub(crate) stack: Vec<String>,
 }
 
-fn task_now(tid: u32) -> Option<TaskNow> {
+pub(crate) fn task_now(tid: u32) -> Option<TaskNow> {
     let stat = std::fs::read_to_string(format!("/proc/{tid}/stat")).ok()?;
     // pid (comm) S ppid … ; comm may contain spaces and parentheses.
     let open = stat.find('(')?;

@@ -145,7 +145,9 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
  * NVPROBE_STUB_FAULT=N set, the first cuCtxSynchronize returns N and so
  * does every later call (a sticky error, as CUDA_ERROR_ILLEGAL_ADDRESS
  * is); NVPROBE_STUB_FAULT=wait makes cuCtxSynchronize wait for ever (a
- * kernel that never ends). Unset: each call succeeds. */
+ * kernel that never ends); =until:PATH makes it wait, asleep, until PATH
+ * exists, and =spin:PATH the same in a busy loop (libcuda's default spin
+ * while a kernel runs), then succeed. Unset: each call succeeds. */
 static int sticky;
 static CUresult runtime_call(int sync) {
     const char *f = getenv("NVPROBE_STUB_FAULT");
@@ -153,6 +155,18 @@ static CUresult runtime_call(int sync) {
     if (sticky) return sticky;
     if (sync && f && strcmp(f, "wait") == 0) {
         for (;;) pause();
+    }
+    if (sync && f && strncmp(f, "until:", 6) == 0) {
+        struct timespec ts = {0, 20000000};
+        while (access(f + 6, F_OK) != 0) nanosleep(&ts, NULL);
+        return 0;
+    }
+    if (sync && f && strncmp(f, "spin:", 5) == 0) {
+        volatile uint64_t n = 0;
+        while (access(f + 5, F_OK) != 0) {
+            for (int i = 0; i < 2000000; i++) n++;
+        }
+        return 0;
     }
     if (sync && f && atoi(f) > 0) sticky = atoi(f);
     return sticky;

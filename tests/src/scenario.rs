@@ -265,15 +265,60 @@ pub fn stub_libcuda(tmp: &Path) -> PathBuf {
     out
 }
 
+/// Build a test fixture from C with cc into `out` (`args` before the
+/// output's name): a missing compiler or a failed build stops the test
+/// with the compiler's words.
+fn build_c(src: &str, out: &Path, args: &[&str], what: &str) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(src);
+    std::fs::create_dir_all(out.parent().expect("dir")).expect("mkdir");
+    let o = Command::new("cc")
+        .args(args)
+        .arg("-o")
+        .arg(out)
+        .arg(&src)
+        .arg("-ldl")
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("running cc to build {what}: {e} (the C compiler Rust links with: Debian's gcc package)")
+        });
+    assert!(
+        o.status.success(),
+        "cc could not build {what} from {}: {}",
+        src.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// The stand-in libnccl (tests/nccl-stub/libnccl.c) and the program that
+/// is one rank of a job through it (tests/nccl-stub/rank.c).
+pub fn stub_nccl(tmp: &Path) -> (PathBuf, PathBuf) {
+    let lib = tmp.join("stubnccl/libnccl.so.2");
+    build_c(
+        "nccl-stub/libnccl.c",
+        &lib,
+        &["-shared", "-fPIC", "-O1"],
+        "the stand-in libnccl",
+    );
+    let rank = tmp.join("stubnccl/rank");
+    build_c(
+        "nccl-stub/rank.c",
+        &rank,
+        &["-O1"],
+        "the stand-in NCCL rank",
+    );
+    (lib, rank)
+}
+
 /// nvprobe's note that it hooked the libcuda copy `pid` loaded after
-/// tracing started (the hooking thread does it once the loader opened it).
+/// tracing started (the hooking thread does it once the loader opened it,
+/// and says how many ms after that open).
 pub fn wait_hooked(t: &Trace, pid: u32) -> Value {
     t.wait_for("the libcuda hooked at load", |r| {
         r["type"] == "warning"
             && r["id"] == "libcuda_late"
             && r["message"]
                 .as_str()
-                .is_some_and(|m| m.contains(&format!("when pid {pid} loaded it")))
+                .is_some_and(|m| m.contains(&format!("after pid {pid}'s loader opened it")))
     })
 }
 

@@ -15,6 +15,7 @@ pub mod attribution;
 pub mod correlate;
 pub mod decode;
 pub mod diff;
+pub mod hang;
 pub mod hints;
 pub mod kmsg;
 pub mod records;

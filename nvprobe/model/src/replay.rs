@@ -50,11 +50,9 @@ pub enum Line {
         duration_s: Option<f64>,
         lost: Option<LostSummary>,
     },
-    /// A stall report (read from /proc while the call ran).
-    Stall {
-        mono_ns: u64,
-        report: Box<StallReport>,
-    },
+    /// A stall report or a hang's record or end (read from /proc and the
+    /// kernel's per-thread slots while the call was in flight).
+    Report { mono_ns: u64, report: Report },
     /// A process's identity, read while it lived.
     Process {
         mono_ns: u64,
@@ -75,6 +73,37 @@ pub enum Line {
     Made,
     /// A record of a newer nvprobe (its envelope, a type unknown here).
     Newer,
+}
+
+/// What only the live run could read while a call was in flight.
+#[derive(Debug)]
+pub enum Report {
+    Stall(Box<StallReport>),
+    Hang(Box<crate::hang::HangReport>),
+    HangEnd(Box<crate::hang::HangEnd>),
+}
+
+impl Report {
+    fn item(&self) -> Item<'_> {
+        match self {
+            Report::Stall(r) => Item::Stall(r),
+            Report::Hang(r) => Item::Hang(r),
+            Report::HangEnd(r) => Item::HangEnd(r),
+        }
+    }
+}
+
+/// `v` as a `T`, made into a line by `make`; a record that does not
+/// read as one is a bad line that says which record it was.
+fn typed<T: serde::de::DeserializeOwned>(
+    v: Value,
+    what: &str,
+    make: impl FnOnce(T) -> Line,
+) -> Line {
+    match serde_json::from_value::<T>(v) {
+        Ok(r) => make(r),
+        Err(e) => Line::Bad(format!("bad {what} record: {e}")),
+    }
 }
 
 impl Line {
@@ -110,31 +139,34 @@ impl Line {
                 };
             }
             Some("stall") => {
-                return match serde_json::from_value::<StallReport>(v) {
-                    Ok(r) => Line::Stall {
-                        mono_ns: mono.unwrap_or(0),
-                        report: Box::new(r),
-                    },
-                    Err(e) => Line::Bad(format!("bad stall record: {e}")),
-                };
+                return typed(v, "stall", |r| Line::Report {
+                    mono_ns: mono.unwrap_or(0),
+                    report: Report::Stall(Box::new(r)),
+                });
+            }
+            Some("hang") => {
+                return typed(v, "hang", |r| Line::Report {
+                    mono_ns: mono.unwrap_or(0),
+                    report: Report::Hang(Box::new(r)),
+                });
+            }
+            Some("hang_end") => {
+                return typed(v, "hang_end", |r| Line::Report {
+                    mono_ns: mono.unwrap_or(0),
+                    report: Report::HangEnd(Box::new(r)),
+                });
             }
             Some("process") => {
-                return match serde_json::from_value::<ProcessInfo>(v) {
-                    Ok(info) => Line::Process {
-                        mono_ns: mono.unwrap_or(0),
-                        info: Box::new(info),
-                    },
-                    Err(e) => Line::Bad(format!("bad process record: {e}")),
-                };
+                return typed(v, "process", |info| Line::Process {
+                    mono_ns: mono.unwrap_or(0),
+                    info: Box::new(info),
+                });
             }
             Some("kernel_log") => {
-                return match serde_json::from_value::<crate::correlate::faults::LogLine>(v) {
-                    Ok(line) => Line::KernelLog {
-                        mono_ns: mono.unwrap_or(0),
-                        line: Box::new(line),
-                    },
-                    Err(e) => Line::Bad(format!("bad kernel_log record: {e}")),
-                };
+                return typed(v, "kernel_log", |line| Line::KernelLog {
+                    mono_ns: mono.unwrap_or(0),
+                    line: Box::new(line),
+                });
             }
             Some(t) if !crate::render::schema::record_types().contains(t) => {
                 return if v["v"].as_u64().is_some() {
@@ -279,6 +311,9 @@ pub enum Item<'a> {
     Process(&'a ProcessInfo),
     /// A stall report, as recorded.
     Stall(&'a StallReport),
+    /// A hang verdict and its end, as recorded.
+    Hang(&'a crate::hang::HangReport),
+    HangEnd(&'a crate::hang::HangEnd),
     /// The recording's start record (the first, before any other record):
     /// its wall clock against its monotonic one, when it has a usable time.
     Start(&'a StartRecord, Option<i128>),
@@ -296,6 +331,8 @@ impl Item<'_> {
             Item::Record(r) => serde_json::to_value(r),
             Item::Process(p) => serde_json::to_value(Note::Process(p)),
             Item::Stall(s) => serde_json::to_value(Note::Stall(s)),
+            Item::Hang(h) => serde_json::to_value(Note::Hang(h)),
+            Item::HangEnd(h) => serde_json::to_value(Note::HangEnd(h)),
             Item::Start(..) | Item::Undecodable(..) => return Value::Null,
         };
         match v {
@@ -527,9 +564,9 @@ pub fn replay_until(
                 m.corr.observe_obs(Obs::identity(*info, mono_ns), &mut recs);
                 going &= emit(mono_ns, &mut recs, &mut on);
             }
-            Line::Stall { mono_ns, report } => {
+            Line::Report { mono_ns, report } => {
                 m.begin(None, &mut done);
-                going = on(mono_ns, Item::Stall(&report));
+                going = on(mono_ns, report.item());
             }
             Line::KernelLog { mono_ns, line } => {
                 m.begin(None, &mut done);

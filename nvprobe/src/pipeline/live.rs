@@ -41,6 +41,11 @@ pub struct RunOpts {
     pub stall_after: Option<Duration>,
     /// How often in-flight calls are checked.
     pub stall_every: Duration,
+    /// Report a call of a process past its start-up still in flight after
+    /// this long (`--hang-after`; None: off), and whether kernel launches
+    /// are hooked (else a hang cannot name the last one).
+    pub hang_after: Option<Duration>,
+    pub launches_hooked: bool,
     /// Report each BPF program's run count and time (stats must have been
     /// enabled with BPF_ENABLE_STATS before the run).
     pub bpf_stats: bool,
@@ -102,6 +107,8 @@ struct Live {
     polls: u32,
     inflight: Option<aya::maps::Array<MapData, nvprobe_common::Inflight>>,
     stalls: crate::stall::Detector,
+    /// Run-time hangs (`--hang-after`).
+    hangs: Option<super::hangs::Hangs>,
     /// A batch the decode threads had no room for yet (sent first next time).
     held: Option<Batch>,
     /// Processes first seen in the batch being filled (tgid, comm): their
@@ -445,6 +452,8 @@ impl Live {
                                     "hooked {} at {} ({} functions, {}) {when}",
                                     if a.interposer {
                                         "a preloaded library that exports the CUDA driver API"
+                                    } else if a.nccl {
+                                        "libnccl"
                                     } else {
                                         "libcuda"
                                     },
@@ -553,6 +562,75 @@ impl Live {
             pipe.note(now, &Note::Stall(&r))?;
         }
         Ok(())
+    }
+}
+
+impl Live {
+    /// Hang records due now (`--hang-after`): libcuda calls of processes
+    /// past their start-up, and their NVIDIA ioctls.
+    fn check_hangs(
+        &mut self,
+        version: &nvprobe_model::decode::version::VersionCtx,
+        pipe: &mut Pipeline,
+    ) -> anyhow::Result<()> {
+        let Some(h) = self.hangs.as_mut() else {
+            return Ok(());
+        };
+        for (pid, func, ret, at) in std::mem::take(&mut self.seen.cuda_failures) {
+            h.cuda_failed(pid, func, ret, at);
+        }
+        h.ended_in_call(std::mem::take(&mut self.seen.unfinished));
+        let started: Vec<u32> = self.nv_procs.as_ref().map_or_else(Vec::new, |m| {
+            m.iter()
+                .filter_map(Result::ok)
+                .filter(|(_, v)| v & nvprobe_common::nv_procs::STARTED != 0)
+                .map(|(k, _)| k)
+                .collect()
+        });
+        if started.is_empty() && !h.reporting() {
+            return Ok(());
+        }
+        let mut calls = h.libcuda_calls(&started);
+        for (_, c) in self.in_flight(version) {
+            let Some(t) = crate::stall::task_now(c.tid) else {
+                continue;
+            };
+            if started.contains(&t.tgid) {
+                calls.push(super::hangs::InFlight {
+                    pid: t.tgid,
+                    tid: c.tid,
+                    start_ns: c.start_ns,
+                    layer: nvprobe_model::hang::HangLayer::Driver,
+                    call: c.call,
+                    waits_for_gpu: false,
+                    slot: None,
+                });
+            }
+        }
+        let Some(h) = self.hangs.as_mut() else {
+            return Ok(());
+        };
+        let now = Clock::mono_now();
+        for said in h.check(now, &calls, &self.seen.stoppers) {
+            write_hang(pipe, now, said)?;
+        }
+        Ok(())
+    }
+
+    /// At the stop: the hangs still open end with the run.
+    fn end_hangs(&mut self, pipe: &mut Pipeline) -> anyhow::Result<()> {
+        let now = Clock::mono_now();
+        for said in self.hangs.as_mut().map_or_else(Vec::new, |h| h.stop(now)) {
+            write_hang(pipe, now, said)?;
+        }
+        Ok(())
+    }
+}
+
+fn write_hang(pipe: &mut Pipeline, now: u64, said: super::hangs::Said) -> anyhow::Result<()> {
+    match said {
+        super::hangs::Said::Hang(r) => pipe.note(now, &Note::Hang(&r)),
+        super::hangs::Said::End(e) => pipe.note(now, &Note::HangEnd(&e)),
     }
 }
 
@@ -696,6 +774,7 @@ pub async fn run(
     let logged = super::kmsg::take(opts.kernel_log.as_ref());
     let unread = live.drain_last(ring.get_mut(), &mut pipe, LAST_DRAIN)?;
     super::kmsg::hand(opts.kernel_log.as_ref(), logged, &mut pipe)?;
+    live.end_hangs(&mut pipe)?;
     end_of_run(
         ebpf,
         pipe,
@@ -726,6 +805,16 @@ impl Live {
                 .take_map(maps::INFLIGHT)
                 .and_then(|m| aya::maps::Array::try_from(m).ok()),
             stalls: crate::stall::Detector::default(),
+            hangs: opts.hang_after.map(|after| {
+                super::hangs::Hangs::new(
+                    after,
+                    ebpf.take_map(maps::RT_INFLIGHT)
+                        .and_then(|m| aya::maps::Array::try_from(m).ok()),
+                    ebpf.take_map(maps::NCCL_COMMS)
+                        .and_then(|m| aya::maps::HashMap::try_from(m).ok()),
+                    opts.launches_hooked,
+                )
+            }),
             held: None,
             idents: Vec::new(),
             libs: crate::identity::LibCache::new(ctx.host_driver.clone()),
@@ -770,6 +859,7 @@ impl Live {
             {
                 self.check_stalls(after, version, pipe)?;
             }
+            self.check_hangs(version, pipe)?;
             due.stall = now + opts.stall_every;
         }
         if now >= due.view && opts.pipe.observers.iter().any(|o| o.wants_flights()) {
@@ -839,6 +929,11 @@ impl Live {
         attacher: Option<&crate::uprobes::attacher::Attacher>,
     ) -> anyhow::Result<Drained> {
         let logged = super::kmsg::take(opts.kernel_log.as_ref());
+        if let Some(h) = self.hangs.as_mut() {
+            for (at, l) in &logged {
+                h.log_line(*at, &l.message);
+            }
+        }
         let left = self.drain(ring, pipe, budget)?;
         super::kmsg::hand(opts.kernel_log.as_ref(), logged, pipe)?;
         self.peers_noted(pipe)?;

@@ -7,6 +7,7 @@
 
 #[cfg(test)]
 mod fuzz;
+mod hangs;
 pub mod kmsg;
 mod lifelines;
 pub mod live;

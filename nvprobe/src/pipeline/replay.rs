@@ -122,6 +122,8 @@ impl Feed {
                 self.hand(buf, Vec::new(), None);
             }
             Item::Stall(s) => self.note(t, &Note::Stall(s)),
+            Item::Hang(h) => self.note(t, &Note::Hang(h)),
+            Item::HangEnd(h) => self.note(t, &Note::HangEnd(h)),
             Item::Undecodable(line, e) => {
                 let mut buf = BytesMut::new();
                 let mut stats = nvprobe_model::summary::Stats::default();

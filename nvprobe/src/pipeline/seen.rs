@@ -42,6 +42,11 @@ pub(super) struct Seen {
     pub(super) same_view: HashSet<u32>,
     /// (process, reason) already read again at a failure.
     pub(super) reread: HashSet<(u32, &'static str)>,
+    /// libcuda calls that returned an error since the last look (tgid,
+    /// function, CUresult, when), for the hang records' "meanwhile".
+    pub(super) cuda_failures: Vec<(u32, u32, i64, u64)>,
+    /// Threads that ended inside a hooked call since the last look.
+    pub(super) unfinished: Vec<u32>,
 }
 
 impl Seen {
@@ -54,6 +59,20 @@ impl Seen {
                 let Some(c) = nvprobe_common::read::<CudaEvent>(rec) else {
                     return;
                 };
+                if c.phase == nvprobe_common::CUDA_UNFINISHED && self.unfinished.len() < 1024 {
+                    self.unfinished.push(h.tid);
+                }
+                if c.phase == nvprobe_common::CUDA_RETURN
+                    && c.ret != 0
+                    && self.cuda_failures.len() < 64
+                {
+                    let func = c.func
+                        & !(nvprobe_common::CUDA_INTERPOSER
+                            | nvprobe_common::CUDA_FAULT_ONLY
+                            | nvprobe_common::CUDA_LAUNCH);
+                    let end = c.start_ns.saturating_add(c.duration_ns);
+                    self.cuda_failures.push((h.tgid, func, c.ret, end));
+                }
                 if c.phase == nvprobe_common::CUDA_RETURN && c.ret != 0 && self.failed.len() < 64 {
                     let at = if c.func & !nvprobe_common::CUDA_INTERPOSER
                         == nvprobe_common::CUDA_CUINIT
@@ -95,15 +114,15 @@ impl Seen {
                     && path.first() == Some(&b'/')
                     && len < p.path.len() - 1
                     && p.file.kind == DevKind::None as u8
-                    && path
-                        .rsplit(|&b| b == b'/')
-                        .next()
-                        .is_some_and(|b| b.starts_with(b"libcuda.so"))
+                    && let Some(base) = path.rsplit(|&b| b == b'/').next()
+                    && (base.starts_with(b"libcuda.so") || base.starts_with(b"libnccl.so"))
                     && self.lib_loads.len() < 256
                 {
                     use std::os::unix::ffi::OsStrExt;
                     let p = PathBuf::from(std::ffi::OsStr::from_bytes(path));
-                    if self.lib_checks.len() < 64 {
+                    // Whether a libcuda loads is a start-up's question; a
+                    // libnccl is only hooked.
+                    if self.lib_checks.len() < 64 && base.starts_with(b"libcuda.so") {
                         self.lib_checks.push((h.tgid, p.clone()));
                     }
                     self.lib_loads.push((h.tgid, p, p_end));

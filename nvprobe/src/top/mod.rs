@@ -309,6 +309,7 @@ fn failure(ev: &Event) -> Option<String> {
                 .map_or_else(|| format!("{}", c.result.unwrap_or(0)), str::to_owned)
         ),
         Event::Driver(d) => format!("{} failed", d.function),
+        Event::Nccl(n) => format!("{} = {}", n.func, n.result_name.unwrap_or("failed")),
         Event::Close(_) | Event::Dup(_) | Event::Proc(_) => return None,
     })
 }

@@ -45,9 +45,11 @@ fn symbol_tables_bounded(data: &object::ReadCache<std::fs::File>) -> Result<(), 
     Ok(())
 }
 
-/// A libcuda's exported `cu*` functions: (name, file offset of the code),
-/// read through the dynamic symbol table only (a 96 MB libcuda is not read
-/// whole). Aliases at one address are kept once (the first name).
+/// A libcuda's exported `cu*` functions, or a libnccl's `nccl*` ones:
+/// (name, file offset of the code), read through the dynamic symbol table
+/// only (a 96 MB libcuda is not read whole). Aliases at one address are
+/// kept once (the name nvprobe hooks: libnccl's `pnccl*` profiling names
+/// stand at the same addresses).
 pub fn exports(path: &Path, f: std::fs::File) -> Result<Vec<(String, u64)>, String> {
     let cache = object::ReadCache::new(f);
     symbol_tables_bounded(&cache).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -60,7 +62,7 @@ pub fn exports(path: &Path, f: std::fs::File) -> Result<Vec<(String, u64)>, Stri
             continue;
         }
         let Ok(name) = s.name() else { continue };
-        if !name.starts_with("cu") {
+        if !(name.starts_with("cu") || name.starts_with("nccl") || name.starts_with("pnccl")) {
             continue;
         }
         let Some(off) = s
@@ -77,7 +79,12 @@ pub fn exports(path: &Path, f: std::fs::File) -> Result<Vec<(String, u64)>, Stri
         };
         // Aliases at one address: keep the name nvprobe would hook
         // (a start-up call first, then any numbered one).
-        let rank = |n: &str| (STARTUP.contains(&n), cuda_func_number(n).is_some());
+        let rank = |n: &str| {
+            (
+                STARTUP.contains(&n),
+                cuda_func_number(n).is_some() || nvprobe_common::nccl_fn_named(n).is_some(),
+            )
+        };
         match at.get(&off) {
             Some(&i) if rank(name) > rank(&out[i].0) => out[i].0 = name.to_owned(),
             Some(_) => {}

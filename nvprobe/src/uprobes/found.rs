@@ -17,11 +17,13 @@ const STD_DIRS: &[&str] = &[
     "/usr/lib/wsl/lib",
 ];
 
+/// A library nvprobe hooks, by its name: a libcuda, or a libnccl (whose
+/// collectives it numbers).
 pub(super) fn is_libcuda(name: &str) -> bool {
     Path::new(name)
         .file_name()
         .and_then(|n| n.to_str())
-        .is_some_and(|n| n.starts_with("libcuda.so"))
+        .is_some_and(|n| n.starts_with("libcuda.so") || n.starts_with("libnccl.so"))
 }
 
 /// `ldconfig -p` and the standard directories.

@@ -30,7 +30,7 @@ mod split;
 pub use elf::exports;
 pub use found::{mapped_by, mapped_by_all, preloads_of, static_candidates};
 pub use sets::{FAULTS, LAUNCHES, STARTUP};
-use split::{Split, multi_supported};
+use split::{Point, Split, multi_supported};
 
 pub use removal::remove_in_background;
 
@@ -95,6 +95,8 @@ pub struct Attached {
     pub unknown: Vec<String>,
     /// "uprobe_multi", or "perf_event (why not uprobe_multi)".
     pub via: String,
+    /// A libnccl: its communicators' calls are numbered (issue 39).
+    pub nccl: bool,
 }
 
 /// The two programs, loaded for one way of attaching, or why not.
@@ -214,6 +216,7 @@ impl Libcuda {
                 functions: Vec::new(),
                 unknown: Vec::new(),
                 via: String::new(),
+                nccl: false,
             },
         );
     }
@@ -368,10 +371,55 @@ impl Libcuda {
                 return Err(e);
             }
         };
+        let nccl = exported.iter().any(|(n, _)| n == "ncclAllReduce");
+        let (points, unknown) = if nccl {
+            (nccl_points(&exported), Vec::new())
+        } else {
+            self.cuda_points(&exported, interposer)
+        };
+        let (mut functions, via, last_err) = match self.attach_multi(&fd_path, &points) {
+            Ok((f, e)) => (f, "uprobe_multi".to_owned(), e),
+            Err(why) => {
+                let (f, e) = self.attach_perf(&fd_path, &points)?;
+                (f, format!("perf_event ({why})"), e)
+            }
+        };
+        // In the table's order, whatever the library's symbol order.
+        functions.sort_by_key(|f| {
+            cuda_func_number(f).or(nvprobe_common::nccl_fn_named(f).map(|f| f.id))
+        });
+        let key = if nccl { "ncclAllReduce" } else { "cuInit" };
+        if !functions.contains(&key) {
+            // Remember it anyway: no point trying this file again.
+            self.remember_unhooked(id, path);
+            return Err(format!(
+                "{}: {key} could not be hooked ({})",
+                path.display(),
+                last_err.unwrap_or_else(|| "symbol not found".into())
+            ));
+        }
+        let a = Attached {
+            path: path.display().to_string(),
+            interposer,
+            functions,
+            unknown,
+            via,
+            nccl,
+        };
+        self.files.insert(id, a.clone());
+        Ok(Some(a))
+    }
+
+    /// The libcuda functions of `exported` the hook set takes, and the
+    /// exports this build has no number for (`--libcuda-hooks all`).
+    fn cuda_points(
+        &self,
+        exported: &[(String, u64)],
+        interposer: bool,
+    ) -> (Vec<Point>, Vec<String>) {
         let mut unknown = Vec::new();
-        // (name, file offset, cookie) of each function to hook.
-        let mut points: Vec<(&'static str, u64, u64)> = Vec::new();
-        for (name, off) in &exported {
+        let mut points = Vec::new();
+        for (name, off) in exported {
             let Some(cookie) = cuda_func_number(name) else {
                 if self.hooks == Hooks::All {
                     unknown.push(name.clone());
@@ -394,40 +442,14 @@ impl Libcuda {
                     flag |= nvprobe_common::CUDA_FAULT_ONLY;
                 }
                 Hooks::Launches if LAUNCHES.contains(&name) => {
-                    flag |= nvprobe_common::CUDA_FAULT_ONLY
+                    flag |= nvprobe_common::CUDA_FAULT_ONLY | nvprobe_common::CUDA_LAUNCH
                 }
                 _ => continue,
             }
-            points.push((name, *off, u64::from(cookie | flag)));
+            points.push((name, *off, u64::from(cookie | flag), true));
         }
         unknown.sort();
-        let (mut functions, via, last_err) = match self.attach_multi(&fd_path, &points) {
-            Ok((f, e)) => (f, "uprobe_multi".to_owned(), e),
-            Err(why) => {
-                let (f, e) = self.attach_perf(&fd_path, &points)?;
-                (f, format!("perf_event ({why})"), e)
-            }
-        };
-        // In the table's order, whatever the library's symbol order.
-        functions.sort_by_key(|f| cuda_func_number(f));
-        if !functions.contains(&"cuInit") {
-            // Remember it anyway: no point trying this file again.
-            self.remember_unhooked(id, path);
-            return Err(format!(
-                "{}: cuInit could not be hooked ({})",
-                path.display(),
-                last_err.unwrap_or_else(|| "symbol not found".into())
-            ));
-        }
-        let a = Attached {
-            path: path.display().to_string(),
-            interposer,
-            functions,
-            unknown,
-            via,
-        };
-        self.files.insert(id, a.clone());
-        Ok(Some(a))
+        (points, unknown)
     }
 
     /// Every function of one file in one link per program: one system call
@@ -440,7 +462,7 @@ impl Libcuda {
     fn attach_multi(
         &mut self,
         path: &str,
-        points: &[(&'static str, u64, u64)],
+        points: &[Point],
     ) -> Result<(Vec<&'static str>, Option<String>), String> {
         if let Some(why) = &self.multi_refused {
             return Err(why.clone());
@@ -460,7 +482,9 @@ impl Libcuda {
             ret.try_clone_to_owned().map_err(|e| e.to_string())?,
         );
         // The return links first: an entry without its return would fill
-        // CUDA_INFLIGHT.
+        // CUDA_INFLIGHT. Functions hooked at their entry alone (a
+        // libnccl's collectives) go in a split of their own.
+        let (with_ret, entry_only): (Vec<Point>, Vec<Point>) = points.iter().partition(|p| p.3);
         let mut split = Split {
             prog: ret.as_fd(),
             path,
@@ -470,7 +494,7 @@ impl Libcuda {
             taken: Vec::new(),
             last_err: None,
         };
-        split.take(points);
+        split.take(&with_ret);
         if split.links.is_empty()
             && let Some(e) = &split.last_err
             && matches!(
@@ -503,6 +527,23 @@ impl Libcuda {
                 Err(e) => last = Some(format!("uprobe_multi link (entries): {e}")),
             }
         }
+        let mut entries = Split {
+            prog: enter.as_fd(),
+            path,
+            ret: false,
+            tries_left: 64,
+            links: Vec::new(),
+            taken: Vec::new(),
+            last_err: None,
+        };
+        entries.take(&entry_only);
+        if let Some(e) = entries.last_err {
+            last = Some(format!("uprobe_multi link (entries): {e}"));
+        }
+        for l in entries.links {
+            self.hold(l);
+        }
+        functions.extend(entries.taken.iter().flatten().map(|p| p.0));
         Ok((functions, last))
     }
 
@@ -511,7 +552,7 @@ impl Libcuda {
     fn attach_perf(
         &mut self,
         path: &str,
-        points: &[(&'static str, u64, u64)],
+        points: &[Point],
     ) -> Result<(Vec<&'static str>, Option<String>), String> {
         let pmu =
             crate::attach::sys::uprobe_pmu().map_err(|e| format!("the uprobe perf PMU: {e}"))?;
@@ -523,13 +564,18 @@ impl Libcuda {
         );
         let mut functions = Vec::new();
         let mut last_err = None;
-        for &(name, off, cookie) in points {
+        for &(name, off, cookie, with_ret) in points {
             if self.stop.load(std::sync::atomic::Ordering::Relaxed) {
                 last_err = Some("nvprobe was stopping".into());
                 break;
             }
             let mut made = Vec::new();
-            for (prog, is_ret) in [(&ret, true), (&enter, false)] {
+            let progs: &[(&OwnedFd, bool)] = if with_ret {
+                &[(&ret, true), (&enter, false)]
+            } else {
+                &[(&enter, false)]
+            };
+            for &(prog, is_ret) in progs {
                 match crate::attach::sys::perf_uprobe_link(
                     prog.as_fd(),
                     pmu,
@@ -545,7 +591,7 @@ impl Libcuda {
                     }
                 }
             }
-            let ok = made.len() == 2;
+            let ok = made.len() == progs.len();
             for l in made {
                 self.hold(l);
             }
@@ -555,6 +601,23 @@ impl Libcuda {
         }
         Ok((functions, last_err))
     }
+}
+
+/// A libnccl's functions (`nvprobe_common::NCCL_FUNCS`): entries only,
+/// but for the inits, whose return says the communicator made.
+fn nccl_points(exported: &[(String, u64)]) -> Vec<Point> {
+    exported
+        .iter()
+        .filter_map(|(name, off)| {
+            let f = nvprobe_common::nccl_fn_named(name)?;
+            Some((
+                f.name,
+                *off,
+                nvprobe_common::nccl_cookie(f),
+                f.kind == nvprobe_common::NcclKind::Init,
+            ))
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -3,6 +3,10 @@
 
 use std::os::fd::{BorrowedFd, OwnedFd};
 
+/// A function to hook: its name, its file offset, its cookie, and
+/// whether its return is hooked too (a libnccl collective's is not).
+pub(super) type Point = (&'static str, u64, u64, bool);
+
 /// Does this kernel make uprobe_multi links? Older kernels load a program
 /// with that expected attach type all the same (nothing checks it for
 /// kprobe programs) and refuse each link with EINVAL, which a single bad
@@ -27,12 +31,12 @@ pub(super) struct Split<'a> {
     pub(super) tries_left: u32,
     pub(super) links: Vec<OwnedFd>,
     /// The function sets of `links`, in order.
-    pub(super) taken: Vec<Vec<(&'static str, u64, u64)>>,
+    pub(super) taken: Vec<Vec<Point>>,
     pub(super) last_err: Option<std::io::Error>,
 }
 
 impl Split<'_> {
-    pub(super) fn take(&mut self, set: &[(&'static str, u64, u64)]) {
+    pub(super) fn take(&mut self, set: &[Point]) {
         if set.is_empty() || self.tries_left == 0 {
             return;
         }

@@ -143,6 +143,10 @@ impl Obs {
                     failure: (!p.ok).then(|| CallResult::Errno(errno_of(p.ret))),
                 }
             }
+            // The loader's opens of a libnccl are for hooking it alone.
+            Event::Open(p) if p.device.is_none() && crate::decode::is_nccl_path(&p.path) => {
+                return None;
+            }
             Event::Open(p) | Event::Stat(p) | Event::Access(p) | Event::Mknod(p) => {
                 path_kind(ev, p, stage)
             }

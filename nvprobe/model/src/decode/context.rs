@@ -113,6 +113,7 @@ pub fn record_size(kind: EventKind) -> (&'static str, usize) {
         EventKind::Cuda => ("cuda", size_of::<CudaEvent>()),
         EventKind::Driver => ("driver", size_of::<DriverEvent>()),
         EventKind::RmControl => ("rm_control", size_of::<RmControlEvent>()),
+        EventKind::Nccl => ("nccl", size_of::<nvprobe_common::NcclEvent>()),
     }
 }
 

@@ -67,6 +67,17 @@ pub fn is_startup(f: u32) -> bool {
     })
 }
 
+/// A call that waits for work on the GPU to finish before it returns: a
+/// synchronisation (context, stream, event), or a copy or memset that is
+/// not asynchronous. A hang there is the GPU's work not ending; a free,
+/// an unload or a destroy that hangs waits for the driver.
+pub fn waits_for_gpu(f: u32) -> bool {
+    nvprobe_common::cuda_func_name(f).is_some_and(|n| {
+        n.contains("Synchronize")
+            || ((n.starts_with("cuMemcpy") || n.starts_with("cuMemset")) && !n.contains("Async"))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,5 +109,22 @@ mod tests {
                 )
         );
         assert!(makes_context(CU_CTX_CREATE_V2) && !makes_context(CU_INIT));
+    }
+
+    #[test]
+    fn waits_are_synchronisations_and_synchronous_copies() {
+        let n = |name: &str| nvprobe_common::cuda_func_number(name).expect(name);
+        for w in [
+            "cuCtxSynchronize",
+            "cuStreamSynchronize",
+            "cuEventSynchronize",
+            "cuMemcpyDtoH_v2",
+            "cuMemsetD8_v2",
+        ] {
+            assert!(waits_for_gpu(n(w)), "{w}");
+        }
+        for w in ["cuMemcpyAsync", "cuMemFree_v2", "cuLaunchKernel", "cuInit"] {
+            assert!(!waits_for_gpu(n(w)), "{w}");
+        }
     }
 }

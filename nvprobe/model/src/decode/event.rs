@@ -500,6 +500,121 @@ pub struct DriverCall {
     pub raw: Option<String>,
 }
 
+// Issue 39: a libnccl call (`nccl.rs` decodes it).
+named_enum!(
+    /// What a libnccl call is.
+    NcclCallKind {
+        /// A communicator made (its init's return).
+        Init => "init",
+        /// A collective: every rank of the communicator makes it, in the
+        /// same order.
+        Collective => "collective",
+        /// ncclSend or ncclRecv.
+        P2p => "p2p",
+        GroupStart => "group_start",
+        GroupEnd => "group_end",
+        /// ncclCommAbort, ncclCommDestroy, ncclCommFinalize.
+        End => "end",
+    }
+);
+
+pub(super) fn hex_u64<S: serde::Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&format_args!("{v:#x}"))
+}
+
+pub(super) fn hex_opt<S: serde::Serializer>(v: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(v) => s.collect_str(&format_args!("{v:016x}")),
+        None => s.serialize_none(),
+    }
+}
+
+/// A libnccl call seen by its uprobe (an init at its return, the rest at
+/// their entry).
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
+pub struct NcclCall {
+    #[serde(flatten)]
+    pub proc: Proc,
+    #[serde(deserialize_with = "super::intern::static_str")]
+    pub func: Name,
+    pub kind: NcclCallKind,
+    /// The communicator's address in the process (in JSON: hex); 0 for a
+    /// group call and a failed init.
+    #[serde(
+        serialize_with = "hex_u64",
+        deserialize_with = "super::intern::hex_u64"
+    )]
+    #[schemars(with = "String")]
+    pub communicator: u64,
+    /// The communicator's hash, the same on every rank of every node (in
+    /// JSON: 16 hex digits; NCCL 2.26 and later print it as the commId of
+    /// NCCL_DEBUG=INFO's "Init START"); absent when nvprobe did not see
+    /// the communicator made.
+    #[serde(
+        default,
+        serialize_with = "hex_opt",
+        deserialize_with = "super::intern::hex_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<String>")]
+    pub comm_hash: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rank: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nranks: Option<i32>,
+    /// The call's number among its communicator's collective and
+    /// point-to-point calls, from 1 (counted from when nvprobe first saw
+    /// the communicator); for an end, the last one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub count: Option<u64>,
+    /// ncclDataType_t, and its name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub datatype: Option<i32>,
+    #[serde(
+        default,
+        deserialize_with = "super::intern::static_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub datatype_name: Option<Name>,
+    /// ncclRedOp_t, and its name (a custom op has none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub op: Option<i32>,
+    #[serde(
+        default,
+        deserialize_with = "super::intern::static_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub op_name: Option<Name>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub root: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peer: Option<i32>,
+    /// The CUDA stream (in JSON: hex).
+    #[serde(
+        default,
+        serialize_with = "hex_opt",
+        deserialize_with = "super::intern::hex_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<String>")]
+    pub stream: Option<u64>,
+    pub start_ns: u64,
+    /// An init's ncclResult_t, and its name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<i32>,
+    #[serde(
+        default,
+        deserialize_with = "super::intern::static_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub result_name: Option<Name>,
+    pub ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub raw: Option<String>,
+}
+
 /// A decoded kernel record.
 #[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -516,6 +631,8 @@ pub enum Event {
     Proc(ProcCall),
     Cuda(CudaCall),
     Driver(DriverCall),
+    /// A libnccl call (issue 39).
+    Nccl(NcclCall),
 }
 
 impl Event {
@@ -528,6 +645,7 @@ impl Event {
             Event::Proc(e) => &e.proc,
             Event::Cuda(e) => &e.proc,
             Event::Driver(e) => &e.proc,
+            Event::Nccl(e) => &e.proc,
         }
     }
     /// (start, end) in CLOCK_MONOTONIC ns.
@@ -542,6 +660,7 @@ impl Event {
             Event::Proc(e) => (e.time_ns, 0),
             Event::Cuda(e) => (e.start_ns, e.duration_ns.unwrap_or(0)),
             Event::Driver(e) => (e.start_ns, e.duration_ns),
+            Event::Nccl(e) => (e.start_ns, 0),
         };
         (s, s.saturating_add(d))
     }
@@ -554,6 +673,7 @@ impl Event {
             Event::Proc(p) => p.op != ProcKind::CallFailed,
             Event::Cuda(e) => e.phase != CudaPhase::Unfinished && e.result.is_none_or(|r| r == 0),
             Event::Driver(e) => e.ok,
+            Event::Nccl(e) => e.ok,
         }
     }
     /// The raw record's hex, when it was kept.
@@ -566,6 +686,7 @@ impl Event {
             Event::Proc(e) => &mut e.raw,
             Event::Cuda(e) => &mut e.raw,
             Event::Driver(e) => &mut e.raw,
+            Event::Nccl(e) => &mut e.raw,
         }
     }
     pub fn type_name(&self) -> &'static str {
@@ -581,6 +702,7 @@ impl Event {
             Event::Proc(_) => "proc",
             Event::Cuda(_) => "cuda",
             Event::Driver(_) => "driver",
+            Event::Nccl(_) => "nccl",
         }
     }
 }

@@ -110,6 +110,14 @@ pub fn is_libcuda_path(path: &str) -> bool {
         .is_some_and(|b| b.starts_with("libcuda.so"))
 }
 
+/// Whether the last component of `path` names a libnccl: the loader's
+/// opens of one are followed to hook it, and no start-up rule reads them.
+pub fn is_nccl_path(path: &str) -> bool {
+    path.rsplit('/')
+        .next()
+        .is_some_and(|b| b.starts_with("libnccl.so"))
+}
+
 pub fn node_kind(path: &str) -> Option<DeviceKind> {
     expected_for_path(path).map(|(k, _)| k.into())
 }

@@ -55,6 +55,23 @@ pub(super) fn hex_u32<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> 
         .ok_or_else(|| D::Error::custom(format!("{s:?} is not a 32-bit hex number")))
 }
 
+pub(super) fn hex_u64<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let s = String::deserialize(d)?;
+    parse_hex(&s).ok_or_else(|| D::Error::custom(format!("{s:?} is not a hex number")))
+}
+
+/// A hex number written with or without "0x" (a hash's 16 digits), or
+/// null.
+pub(super) fn hex_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    let Some(s) = Option::<String>::deserialize(d)? else {
+        return Ok(None);
+    };
+    let digits = s.strip_prefix("0x").unwrap_or(&s);
+    u64::from_str_radix(digits, 16)
+        .map(Some)
+        .map_err(|_| D::Error::custom(format!("{s:?} is not a hex number")))
+}
+
 pub(super) fn parse_hex(s: &str) -> Option<u64> {
     u64::from_str_radix(s.strip_prefix("0x")?, 16).ok()
 }

@@ -18,6 +18,7 @@ mod event;
 mod files;
 mod intern;
 mod ioctl;
+mod nccl;
 mod process;
 mod read;
 pub mod rmparams;
@@ -41,7 +42,9 @@ pub use self::{
         record_size,
     },
     event::*,
-    files::{absence_is_normal, is_device_path, is_libcuda_path, is_stub_path, node_kind},
+    files::{
+        absence_is_normal, is_device_path, is_libcuda_path, is_nccl_path, is_stub_path, node_kind,
+    },
     intern::intern,
     ioctl::raw_call_name,
     process::{Program, is_nvidia_modprobe, is_nvprobe},
@@ -61,6 +64,7 @@ pub fn decode(bytes: &[u8], ctx: &Context) -> Result<Event, DecodeError> {
         EventKind::Cuda => process::decode_cuda(&read(bytes)?, raw),
         EventKind::Driver => process::decode_driver(&read(bytes)?, ctx, raw),
         EventKind::RmControl => ioctl::decode_rm_control(&read(bytes)?, ctx, raw),
+        EventKind::Nccl => nccl::decode_nccl(&read(bytes)?, raw),
     })
 }
 

@@ -69,7 +69,10 @@ pub fn is_nvprobe(comm: &str, exe: Option<&str>) -> bool {
 
 pub(super) fn decode_cuda(ev: &CudaEvent, raw: Option<String>) -> Event {
     let interposer = ev.func & nvprobe_common::CUDA_INTERPOSER != 0;
-    let number = ev.func & !(nvprobe_common::CUDA_INTERPOSER | nvprobe_common::CUDA_FAULT_ONLY);
+    let number = ev.func
+        & !(nvprobe_common::CUDA_INTERPOSER
+            | nvprobe_common::CUDA_FAULT_ONLY
+            | nvprobe_common::CUDA_LAUNCH);
     let func = cudafn::name(number);
     let ret = ev.phase == CUDA_RETURN;
     let unfinished = ev.phase == nvprobe_common::CUDA_UNFINISHED;

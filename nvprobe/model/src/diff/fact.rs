@@ -108,6 +108,8 @@ impl Fact {
                 Fact::Seen,
             ),
             Item::Stall(s) => (s.pid, s.comm.clone(), Fact::Seen),
+            Item::Hang(h) => (h.pid, h.comm.clone(), Fact::Seen),
+            Item::HangEnd(h) => (h.pid, h.comm.clone(), Fact::Seen),
             Item::Start(..) | Item::Undecodable(..) => return None,
         })
     }

@@ -49,6 +49,7 @@ pub fn call_name(ev: &Event) -> Option<String> {
     Some(match ev {
         Event::Ioctl(_) => format!("ioctl {}", call_label(ev)?),
         Event::Cuda(c) => format!("cuda {} {}", c.func, c.phase),
+        Event::Nccl(n) => format!("nccl {}", n.func),
         Event::Proc(p) => match p.op {
             ProcKind::Signal | ProcKind::SignalDelivered => {
                 format!("{} {}", p.op, p.signal.as_deref().unwrap_or("?"))
@@ -71,7 +72,7 @@ pub fn device(ev: &Event) -> Option<&Device> {
         Event::Open(p) | Event::Stat(p) | Event::Access(p) | Event::Mknod(p) => p.device.as_ref(),
         Event::Close(f) | Event::Dup(f) => Some(&f.device),
         Event::Mmap(m) => Some(&m.device),
-        Event::Proc(_) | Event::Cuda(_) | Event::Driver(_) => None,
+        Event::Proc(_) | Event::Cuda(_) | Event::Driver(_) | Event::Nccl(_) => None,
     }
 }
 
@@ -112,6 +113,7 @@ pub fn ok(ev: &Event) -> bool {
         Event::Driver(d) => d.ok,
         Event::Proc(p) => p.op != ProcKind::CallFailed,
         Event::Cuda(_) => true,
+        Event::Nccl(n) => n.ok,
     }
 }
 
@@ -123,7 +125,7 @@ pub fn errno(ev: &Event) -> Option<&str> {
         Event::Close(f) | Event::Dup(f) => f.errno.as_deref(),
         Event::Mmap(m) => m.errno.as_deref(),
         Event::Proc(p) => p.errno.as_deref(),
-        Event::Cuda(_) | Event::Driver(_) => None,
+        Event::Cuda(_) | Event::Driver(_) | Event::Nccl(_) => None,
     }
 }
 
@@ -146,6 +148,11 @@ pub fn result(ev: &Event) -> String {
     }
     if let Event::Cuda(c) = ev
         && let Some(r) = c.result_name
+    {
+        return r.to_owned();
+    }
+    if let Event::Nccl(n) = ev
+        && let Some(r) = n.result_name
     {
         return r.to_owned();
     }

@@ -173,7 +173,10 @@ impl Severity {
 
     pub fn of_note(n: &Note<'_>) -> Self {
         match n {
-            Note::Start(_) | Note::Summary(_) | Note::Process(_) => Severity::Info,
+            Note::Start(_) | Note::Summary(_) | Note::Process(_) | Note::HangEnd(_) => {
+                Severity::Info
+            }
+            Note::Hang(_) => Severity::Error,
             Note::Stall(_) | Note::Warning { .. } | Note::Lost { .. } => Severity::Warn,
         }
     }

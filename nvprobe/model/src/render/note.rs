@@ -17,6 +17,10 @@ pub const SCHEMA_VERSION: u32 = 1;
 pub enum Note<'a> {
     Start(&'a crate::records::StartRecord),
     Stall(&'a StallReport),
+    /// A call past its start-up still in flight after `--hang-after`.
+    Hang(&'a crate::hang::HangReport),
+    /// A hung call came back (or its thread ended).
+    HangEnd(&'a crate::hang::HangEnd),
     Warning {
         id: &'a str,
         message: &'a str,

@@ -82,6 +82,8 @@ impl Encoder for Otlp {
                 (Some(info.pid), None, Some(*info))
             }
             Note::Stall(r) => (Some(r.pid), Some(r.comm.as_str()), None),
+            Note::Hang(r) => (Some(r.pid), Some(r.comm.as_str()), None),
+            Note::HangEnd(r) => (Some(r.pid), Some(r.comm.as_str()), None),
             _ => (None, None, None),
         };
         let body = text::note_text(&p.clock, mono_ns, note);

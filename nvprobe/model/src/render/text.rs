@@ -88,8 +88,59 @@ pub fn event_line(clock: &Clock, mono_ns: u64, ev: &Event) -> String {
         Event::Driver(d) => driver_text(&mut s, d),
         Event::Proc(p) => proc_text(&mut s, p),
         Event::Mmap(e) => mmap_text(&mut s, e),
+        Event::Nccl(n) => nccl_text(&mut s, n),
     }
     s
+}
+
+/// "ncclAllReduce(count 1048576, float32, sum, stream 0x…) [comm 3f2a…
+/// rank 0 of 2, #12]"; an init with its result; a group call bare.
+fn nccl_text(s: &mut String, n: &crate::decode::NcclCall) {
+    use crate::decode::NcclCallKind as K;
+    let mut args = Vec::new();
+    if let Some(c) = n.count {
+        args.push(format!("count {c}"));
+    }
+    if let Some(d) = n.datatype {
+        args.push(
+            n.datatype_name
+                .map_or_else(|| format!("datatype {d}"), str::to_owned),
+        );
+    }
+    if let Some(o) = n.op {
+        args.push(n.op_name.map_or_else(|| format!("op {o}"), str::to_owned));
+    }
+    if let Some(r) = n.root {
+        args.push(format!("root {r}"));
+    }
+    if let Some(p) = n.peer {
+        args.push(format!("peer {p}"));
+    }
+    if let Some(st) = n.stream {
+        args.push(format!("stream {st:#x}"));
+    }
+    let _ = write!(s, "{}({})", n.func, args.join(", "));
+    if n.kind == K::Init {
+        let _ = write!(
+            s,
+            " = {} {}",
+            n.result.unwrap_or(0),
+            n.result_name.unwrap_or("?")
+        );
+    }
+    if matches!(n.kind, K::GroupStart | K::GroupEnd) {
+        return;
+    }
+    let comm = match n.comm_hash {
+        Some(h) => format!("comm {h:016x}"),
+        None => format!("comm {:#x} (made before nvprobe saw it)", n.communicator),
+    };
+    let rank = match (n.rank, n.nranks) {
+        (Some(r), Some(k)) => format!(" rank {r} of {k}"),
+        _ => String::new(),
+    };
+    let seq = n.seq.map_or(String::new(), |q| format!(", #{q}"));
+    let _ = write!(s, " [{comm}{rank}{seq}]");
 }
 
 fn ioctl_text(s: &mut String, e: &Ioctl) {
@@ -283,6 +334,63 @@ pub fn note_text(clock: &Clock, mono_ns: u64, note: &Note<'_>) -> String {
             r.pid,
             r.tid,
             r.text
+        ),
+        Note::Hang(r) => {
+            let mut s = format!(
+                "{} !! hang: {}[{}/{}] {}\n   hint: {}",
+                time_of(clock, mono_ns),
+                crate::decode::terminal_safe(&r.comm),
+                r.pid,
+                r.tid,
+                crate::decode::terminal_safe(&r.text),
+                r.hint
+            );
+            let mut before = Vec::new();
+            if let Some(l) = &r.last_launch {
+                before.push(format!("last launch {} {:.1} s ago", l.call, l.ago_s));
+            } else if !r.launches_hooked {
+                before.push("launches not hooked (--libcuda-hooks launches)".to_owned());
+            }
+            if let Some(c) = &r.last_completed {
+                before.push(format!("last completed {} {:.1} s ago", c.call, c.ago_s));
+            }
+            if !before.is_empty() {
+                s.push_str(&format!("\n   before it: {}", before.join("; ")));
+            }
+            if !r.stack.is_empty() {
+                s.push_str(&format!("\n   stack: {}", r.stack.join(" < ")));
+            }
+            if let Some(n) = &r.nccl {
+                let ranks: Vec<String> = n
+                    .ranks
+                    .iter()
+                    .map(|k| {
+                        format!(
+                            "rank {} {}[{}] at {} ({:.1} s ago)",
+                            k.rank,
+                            crate::decode::terminal_safe(&k.comm),
+                            k.pid,
+                            k.seq,
+                            k.since_s
+                        )
+                    })
+                    .collect();
+                s.push_str(&format!(
+                    "\n   communicator {} ({} ranks): {}",
+                    n.comm_hash,
+                    n.nranks,
+                    ranks.join(", ")
+                ));
+            }
+            s
+        }
+        Note::HangEnd(e) => format!(
+            "{} .. hang over: {}[{}/{}] {}",
+            time_of(clock, mono_ns),
+            crate::decode::terminal_safe(&e.comm),
+            e.pid,
+            e.tid,
+            e.text
         ),
     }
 }

@@ -80,7 +80,7 @@ pub fn replay_text(name: &str, text: &str, force: Option<DriverVersion>) -> Repl
     let done = nvprobe_model::replay::replay(text.as_bytes(), force, |_, item| match item {
         Item::Event(e) => events.push(e.clone()),
         Item::Record(r) => made.push(r.clone()),
-        Item::Process(_) | Item::Stall(_) | Item::Start(..) => {}
+        Item::Process(_) | Item::Stall(_) | Item::Hang(_) | Item::HangEnd(_) | Item::Start(..) => {}
         Item::Undecodable(line, e) => panic!("{name}:{line}: {e}"),
     })
     .expect("reading from memory");

@@ -69,6 +69,14 @@ pub struct WatchArgs {
     /// turns stall reports off.
     #[arg(long, value_name = "SECS", default_value = "5", value_parser = parse_secs)]
     pub stall_after: f64,
+    /// Report a call of a process past its start-up (a libcuda
+    /// synchronisation, copy, memset or free; an NVIDIA ioctl) still in
+    /// flight after this many seconds, as a `hang` record: what the thread
+    /// is doing, its last launch and completed wait, errors and Xids
+    /// meanwhile, and the NCCL communicator's other ranks on this node;
+    /// `hang_end` when it returns. 0 turns hang records off.
+    #[arg(long, value_name = "SECS", default_value = "60", value_parser = parse_secs)]
+    pub hang_after: f64,
     /// Measure each BPF program's run count and time (BPF_ENABLE_STATS) and
     /// report them in the summary: what nvprobe costs the traced host.
     #[arg(long)]
@@ -123,6 +131,14 @@ impl WatchArgs {
                 2,
                 anyhow::anyhow!(
                     "--stall-after must be a number of seconds (0 turns stall reports off)"
+                ),
+            ));
+        }
+        if !(self.hang_after.is_finite() && self.hang_after >= 0.0) {
+            return Err(Fail(
+                2,
+                anyhow::anyhow!(
+                    "--hang-after must be a number of seconds (0 turns hang records off)"
                 ),
             ));
         }

@@ -474,6 +474,9 @@ fn run_opts(
         stall_after: (a.stall_after > 0.0).then(|| Duration::from_secs_f64(a.stall_after)),
         cmdline: !a.no_cmdline,
         stall_every: Duration::from_millis(500),
+        hang_after: (a.hang_after > 0.0).then(|| Duration::from_secs_f64(a.hang_after)),
+        launches_hooked: a.libcuda_hooks == nvprobe::uprobes::Hooks::Launches
+            || a.libcuda_hooks == nvprobe::uprobes::Hooks::All,
         own_programs: Vec::new(),
         kernel_log: None,
     }
