@@ -92,6 +92,24 @@ struct XidLabels {
     action: String,
 }
 
+/// A call in flight past --hang-after.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HangLabels {
+    /// libcuda or driver.
+    layer: String,
+    call: String,
+}
+
+/// A rank of an NCCL communicator: the same labels on every node, so that
+/// one expression over the fleet finds the rank behind the others.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NcclLabels {
+    /// The communicator's hash (16 hex digits), the same on every rank.
+    comm: String,
+    rank: String,
+    nranks: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct FaultLabels {
     result: String,
@@ -116,6 +134,9 @@ pub struct Metrics {
     events: Family<EventLabels, Counter>,
     signals: Family<SignalLabels, Counter>,
     stalls: Family<CallName, Counter>,
+    hangs: Family<HangLabels, Gauge>,
+    hangs_total: Family<HangLabels, Counter>,
+    nccl_seq: Family<NcclLabels, Gauge>,
     lost: Family<KindLabels, Counter>,
     xids: Family<XidLabels, Counter>,
     faults: Family<FaultLabels, Counter>,
@@ -137,6 +158,9 @@ impl Metrics {
             events: Family::default(),
             signals: Family::default(),
             stalls: Family::default(),
+            hangs: Family::default(),
+            hangs_total: Family::default(),
+            nccl_seq: Family::default(),
             lost: Family::default(),
             xids: Family::default(),
             faults: Family::default(),
@@ -186,6 +210,21 @@ impl Metrics {
             "stalls",
             "Stall reports: an NVIDIA call or cuInit still running past --stall-after, by call",
             m.stalls.clone(),
+        );
+        registry.register(
+            "hangs_open",
+            "Calls of processes past their start-up in flight now for longer than --hang-after (hang records not yet ended), by layer and call",
+            m.hangs.clone(),
+        );
+        registry.register(
+            "hangs",
+            "Hang records (a call past its start-up in flight for longer than --hang-after), by layer and call",
+            m.hangs_total.clone(),
+        );
+        registry.register(
+            "nccl_seq",
+            "The number of the last collective or point-to-point call each NCCL rank on this node entered, by communicator (hash), rank and size: a rank whose number stays behind its communicator's is the one holding it back",
+            m.nccl_seq.clone(),
         );
         registry.register(
             "lost_events",
@@ -334,6 +373,33 @@ impl Metrics {
             .inc();
     }
 
+    /// An NCCL call of a communicator whose hash and rank are known: its
+    /// rank's number goes up (decode threads may hand calls over out of
+    /// order: the highest is kept); an end removes the rank.
+    fn nccl(&self, n: &nvprobe_model::decode::NcclCall) {
+        use nvprobe_model::decode::NcclCallKind as K;
+        let (Some(hash), Some(rank), Some(nranks), Some(seq)) = (n.comm_hash, n.rank, n.nranks, n.seq)
+        else {
+            return;
+        };
+        let l = NcclLabels {
+            comm: format!("{hash:016x}"),
+            rank: rank.to_string(),
+            nranks: nranks.to_string(),
+        };
+        match n.kind {
+            K::End => {
+                self.nccl_seq.remove(&l);
+            }
+            K::Collective | K::P2p => {
+                let g = self.nccl_seq.get_or_create(&l);
+                g.inner()
+                    .fetch_max(i64::try_from(seq).unwrap_or(i64::MAX), std::sync::atomic::Ordering::Relaxed);
+            }
+            _ => {}
+        }
+    }
+
     fn stall(&self, r: &StallReport) {
         self.stalls
             .get_or_create(&CallName {
@@ -417,6 +483,17 @@ fn status_label(e: &Ioctl) -> String {
     if e.ok { "ok" } else { "failed" }.to_owned()
 }
 
+fn hang_labels(layer: nvprobe_model::hang::HangLayer, call: &str) -> HangLabels {
+    HangLabels {
+        layer: match layer {
+            nvprobe_model::hang::HangLayer::Libcuda => "libcuda",
+            nvprobe_model::hang::HangLayer::Driver => "driver",
+        }
+        .into(),
+        call: call.to_owned(),
+    }
+}
+
 /// One decode thread's handles on the per-call metrics.
 /// `--metrics` sees the stream as one of the pipeline's observers: calls
 /// through a per-thread [`CallCache`], records and notes directly.
@@ -436,6 +513,14 @@ impl Observer for Arc<Metrics> {
     fn note(&self, _: u64, n: &Note<'_>) {
         match n {
             Note::Stall(r) => self.stall(r),
+            Note::Hang(r) => {
+                let l = hang_labels(r.layer, &r.call);
+                self.hangs.get_or_create(&l).inc();
+                self.hangs_total.get_or_create(&l).inc();
+            }
+            Note::HangEnd(e) => {
+                self.hangs.get_or_create(&hang_labels(e.layer, &e.call)).dec();
+            }
             Note::Lost { kind, count, .. } => self.lost(kind, *count),
             _ => {}
         }
@@ -489,6 +574,9 @@ impl CallCache {
                 })
             })
             .inc();
+        if let Event::Nccl(n) = ev {
+            return m.nccl(n);
+        }
         let Event::Ioctl(e) = ev else { return };
         if self.counters.len() > CACHE_MAX || self.hists.len() > CACHE_MAX {
             self.counters.clear();

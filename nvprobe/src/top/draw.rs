@@ -348,8 +348,8 @@ fn headline(s: &Snapshot, rate: Option<f64>) -> String {
         h.push_str(&format!(" · {r:.0} events/s"));
     }
     h.push_str(&format!(
-        " · {} events · {} lost · {} stalls · {} faults · {} Xids",
-        s.events, s.lost, s.stalls, s.faults, s.xids
+        " · {} events · {} lost · {} stalls · {} hangs · {} faults · {} Xids",
+        s.events, s.lost, s.stalls, s.hangs, s.faults, s.xids
     ));
     h
 }

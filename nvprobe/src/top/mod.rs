@@ -46,6 +46,12 @@ impl Observer for View {
     fn note(&self, _: u64, n: &Note<'_>) {
         match n {
             Note::Stall(_) => self.lock().stall(),
+            Note::Hang(h) => {
+                self.lock().hangs.insert((h.pid, h.tid), h.text.clone());
+            }
+            Note::HangEnd(e) => {
+                self.lock().hangs.remove(&(e.pid, e.tid));
+            }
             Note::Lost { count, .. } => self.lock().lost(*count),
             _ => {}
         }
@@ -116,6 +122,7 @@ impl View {
                 events: st.events,
                 lost: st.lost,
                 stalls: st.stalls,
+                hangs: st.hangs.clone(),
                 faults: st.faults,
                 xids: st.xids,
                 probes: st.probes.clone(),
@@ -138,6 +145,7 @@ impl View {
             events: st.events,
             lost: st.lost,
             stalls: st.stalls,
+            hangs: st.hangs.len() as u64,
             faults: st.faults,
             xids: st.xids,
             probes: st.probes.clone(),
@@ -236,6 +244,8 @@ pub struct State {
     events: u64,
     lost: u64,
     stalls: u64,
+    /// Hangs not ended: (pid, tid) -> the hang record's text.
+    hangs: HashMap<(u32, u32), String>,
     /// Run-time fault verdicts, and Xids the driver logged.
     faults: u64,
     xids: u64,
@@ -539,7 +549,7 @@ fn tgid_of(tid: u32) -> Option<u32> {
 /// Why a row is where it is: lower is more likely wrong.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Rank {
-    /// A call in flight for longer than --stall-after.
+    /// A call in flight for longer than --stall-after, or a hang.
     Stalled = 0,
     /// Its start-up ended badly (failed, killed, incomplete).
     Failed = 1,
@@ -579,8 +589,14 @@ impl Row {
             .min_by_key(|f| f.start_ns);
         let flight_ns = flight.map_or(0, |f| now_ns.saturating_sub(f.start_ns));
         let stalled = flight.is_some() && st.stall_after_ns > 0 && flight_ns >= st.stall_after_ns;
+        let hang = st
+            .hangs
+            .iter()
+            .filter(|((p, _), _)| *p == self.pid)
+            .min_by_key(|((_, t), _)| *t)
+            .map(|(_, text)| text);
         let rank = match &self.verdict {
-            _ if stalled => Rank::Stalled,
+            _ if stalled || hang.is_some() => Rank::Stalled,
             _ if self.fault.is_some() => Rank::Failed,
             Some((Outcome::Failed | Outcome::Killed, _, _)) => Rank::Failed,
             // A CUDA start-up that the process left before it completed.
@@ -607,12 +623,14 @@ impl Row {
                 .map_or_else(String::new, |f| format!("{} {}", secs(flight_ns), f.call)),
             last_failure: self.last_failure.clone().unwrap_or_default(),
             state: match (&self.verdict, self.ended_ns) {
+                _ if hang.is_some() => "hang".into(),
                 _ if self.fault.is_some() => "fault".into(),
                 (Some((res, _, _)), _) => res.as_str().to_owned(),
                 (None, Some(_)) => "ended".into(),
                 (None, None) => "starting".into(),
             },
             why: match (&self.verdict, &self.signal) {
+                _ if hang.is_some() => hang.cloned().unwrap_or_default(),
                 _ if stalled => flight.map_or_else(String::new, |f| {
                     format!(
                         "{} has been running for {} (stage {})",
@@ -652,6 +670,8 @@ pub struct Snapshot {
     pub events: u64,
     pub lost: u64,
     pub stalls: u64,
+    /// Hang records not ended.
+    pub hangs: u64,
     pub faults: u64,
     pub xids: u64,
     pub probes: String,

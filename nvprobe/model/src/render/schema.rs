@@ -208,11 +208,12 @@ mod tests {
         let all = record_types();
         let kernel = kernel_types();
         assert!(kernel.is_subset(all));
-        for t in ["mknod", "proc", "ioctl", "driver"] {
+        for t in ["mknod", "proc", "ioctl", "driver", "nccl"] {
             assert!(kernel.contains(t), "{t} in {kernel:?}");
         }
         for t in [
-            "process", "cuinit", "stage", "start", "summary", "stall", "warning",
+            "process", "cuinit", "stage", "start", "summary", "stall", "warning", "hang",
+            "hang_end",
         ] {
             assert!(all.contains(t) && !kernel.contains(t), "{t}");
         }
