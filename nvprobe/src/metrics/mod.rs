@@ -378,7 +378,8 @@ impl Metrics {
     /// order: the highest is kept); an end removes the rank.
     fn nccl(&self, n: &nvprobe_model::decode::NcclCall) {
         use nvprobe_model::decode::NcclCallKind as K;
-        let (Some(hash), Some(rank), Some(nranks), Some(seq)) = (n.comm_hash, n.rank, n.nranks, n.seq)
+        let (Some(hash), Some(rank), Some(nranks), Some(seq)) =
+            (n.comm_hash, n.rank, n.nranks, n.seq)
         else {
             return;
         };
@@ -393,8 +394,10 @@ impl Metrics {
             }
             K::Collective | K::P2p => {
                 let g = self.nccl_seq.get_or_create(&l);
-                g.inner()
-                    .fetch_max(i64::try_from(seq).unwrap_or(i64::MAX), std::sync::atomic::Ordering::Relaxed);
+                g.inner().fetch_max(
+                    i64::try_from(seq).unwrap_or(i64::MAX),
+                    std::sync::atomic::Ordering::Relaxed,
+                );
             }
             _ => {}
         }
@@ -519,7 +522,9 @@ impl Observer for Arc<Metrics> {
                 self.hangs_total.get_or_create(&l).inc();
             }
             Note::HangEnd(e) => {
-                self.hangs.get_or_create(&hang_labels(e.layer, &e.call)).dec();
+                self.hangs
+                    .get_or_create(&hang_labels(e.layer, &e.call))
+                    .dec();
             }
             Note::Lost { kind, count, .. } => self.lost(kind, *count),
             _ => {}
