@@ -66,7 +66,13 @@ pub struct ProgStats {
 pub struct Summary {
     pub duration_s: f64,
     pub events: BTreeMap<String, u64>,
+    /// Events that failed, but lookups that found nothing.
     pub failed: u64,
+    /// Lookups that found nothing (`Event::lookup_missed`: a stat, an
+    /// access or the loader's open of a path that does not exist): a
+    /// healthy CUDA start-up makes a few dozen.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub lookups_missed: u64,
     pub lost: LostSummary,
     pub decode_errors: u64,
     /// Per process (pid and start: a reused pid is another row; an exec
@@ -173,6 +179,8 @@ impl Life {
 pub struct Stats {
     events: HashMap<&'static str, u64>,
     failed: u64,
+    /// Lookups that found nothing.
+    missed: u64,
     decode_errors: u64,
     /// Per pid, its lives in order; only the last can still be running.
     procs: HashMap<u32, Vec<Life>>,
@@ -230,10 +238,12 @@ impl Stats {
     /// starts then).
     pub fn record(&mut self, ev: &Event, t: u64) {
         *self.events.entry(ev.type_name()).or_default() += 1;
-        let ok = ev.ok();
+        let missed = crate::decode::lookup_missed(ev);
+        let ok = ev.ok() || missed;
         if !ok {
             self.failed += 1;
         }
+        self.missed += u64::from(missed);
         let p = ev.proc();
         let life = self.life(p.pid, t);
         let i = match life.rows.iter().position(|r| r.comm == p.comm) {
@@ -345,6 +355,7 @@ impl Stats {
             *self.events.entry(k).or_default() += v;
         }
         self.failed += o.failed;
+        self.missed += o.missed;
         self.decode_errors += o.decode_errors;
         self.omitted += o.omitted;
         self.omitted_events += o.omitted_events;
@@ -491,6 +502,7 @@ impl Stats {
                 .map(|(k, v)| ((*k).to_owned(), *v))
                 .collect(),
             failed: self.failed,
+            lookups_missed: self.missed,
             lost,
             decode_errors: self.decode_errors,
             processes: processes.into_iter().map(|(_, r)| r).collect(),
@@ -508,8 +520,12 @@ impl Stats {
 impl Summary {
     pub fn to_text(&self) -> String {
         let total: u64 = self.events.values().sum();
+        let missed = match self.lookups_missed {
+            0 => String::new(),
+            n => format!(" (and {n} lookups of paths that do not exist)"),
+        };
         let mut s = format!(
-            "--- nvprobe summary: {total} events in {:.1} s, {} failed, {} lost, {} undecodable ---\n",
+            "--- nvprobe summary: {total} events in {:.1} s, {} failed{missed}, {} lost, {} undecodable ---\n",
             self.duration_s, self.failed, self.lost.total, self.decode_errors
         );
         if self.lost.total > 0 {

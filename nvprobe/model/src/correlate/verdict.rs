@@ -64,6 +64,10 @@ pub struct CuInit {
     /// process.
     #[serde(skip)]
     pub detail: Vec<String>,
+    /// The process was seen calling cuInit (its entry or its return):
+    /// the text view says "cuInit", else "CUDA start-up".
+    #[serde(skip)]
+    pub cuinit_seen: bool,
     pub total_ms: f64,
     pub stages: Vec<StageHit>,
     pub calls: u64,
@@ -187,6 +191,7 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<Exit>) -> CuInit {
         text,
         headline,
         detail,
+        cuinit_seen: st.cuinit_entered || st.curesult.is_some(),
         total_ms: ms(st.last_ns, st.first_ns),
         stages: st.stages.clone(),
         calls: st.calls,
@@ -615,6 +620,7 @@ fn other_class(
         text,
         headline: None,
         detail: Vec::new(),
+        cuinit_seen: st.cuinit_entered || st.curesult.is_some(),
         total_ms: ms(st.last_ns, st.first_ns),
         stages: st.stages.clone(),
         calls: st.calls,

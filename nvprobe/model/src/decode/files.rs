@@ -110,6 +110,27 @@ pub fn is_libcuda_path(path: &str) -> bool {
         .is_some_and(|b| b.starts_with("libcuda.so"))
 }
 
+/// A lookup that found nothing: a stat or access of a path that does
+/// not exist, the dynamic loader's open of a libcuda or libnccl where
+/// there is none, an open of a path whose absence is normal
+/// (`/dev/char/…`), or such a call among a start-up's failed ones. Not
+/// a failure: the summary counts them apart.
+pub fn lookup_missed(ev: &Event) -> bool {
+    const ENOENT: i64 = -(libc::ENOENT as i64);
+    match ev {
+        Event::Stat(p) | Event::Access(p) => p.ret == ENOENT,
+        Event::Open(p) => {
+            p.ret == ENOENT
+                && (is_libcuda_path(&p.path) || is_nccl_path(&p.path) || absence_is_normal(&p.path))
+        }
+        Event::Proc(p) => matches!(
+            p.failed,
+            Some((SysKind::Lookup | SysKind::Open, libc::ENOENT))
+        ),
+        _ => false,
+    }
+}
+
 /// Whether the last component of `path` names a libnccl: the loader's
 /// opens of one are followed to hook it, and no start-up rule reads them.
 pub fn is_nccl_path(path: &str) -> bool {

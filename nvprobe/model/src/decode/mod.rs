@@ -43,7 +43,8 @@ pub use self::{
     },
     event::*,
     files::{
-        absence_is_normal, is_device_path, is_libcuda_path, is_nccl_path, is_stub_path, node_kind,
+        absence_is_normal, is_device_path, is_libcuda_path, is_nccl_path, is_stub_path,
+        lookup_missed, node_kind,
     },
     intern::intern,
     ioctl::raw_call_name,

@@ -14,6 +14,7 @@ fn hostile_verdict() -> CuInit {
     CuInit {
         headline: None,
         detail: Vec::new(),
+        cuinit_seen: true,
         pid: 7,
         comm: HOSTILE.into(),
         result: Outcome::Failed,

@@ -405,9 +405,14 @@ fn verdict_text(v: &crate::correlate::CuInit) -> String {
     // the diagnoses below, once); the second how long, and how nvprobe
     // knows.
     let mut s = first_line(&format!(
-        "== {}[{}] cuInit {}: {}",
+        "== {}[{}] {} {}: {}",
         safe(&v.comm),
         v.pid,
+        if v.cuinit_seen {
+            "cuInit"
+        } else {
+            "CUDA start-up"
+        },
         v.result,
         safe(v.headline.as_deref().unwrap_or(&v.text)),
     ));
