@@ -30,6 +30,28 @@ use crate::FileId;
 /// are all watched.
 pub const FD_GEN_OFF: u64 = 1 << 63;
 
+/// Other processes' calls at the floor: a close, dup or file mmap of a
+/// process that holds no NVIDIA descriptor stops at the top of its
+/// program. "Holds" is read as "is in `NV_PROCS`" (an open of an NVIDIA
+/// file, an NVIDIA ioctl or libcuda call, a fork of such a process, or
+/// user space's scan of the descriptors of the processes already running
+/// puts it there), and each thread keeps the last "no" in its `CLEAN`
+/// slot as [`clean_key`]: every insert into `NV_PROCS` bumps `FD_GEN`, so
+/// a "no" of an older generation is asked again. A thread's exit (and an
+/// exec's old tid) clears its slot, so a reused tid starts empty.
+///
+/// `FD_GATE[0]` is 0 as loaded (every call is resolved, as before); user
+/// space sets it once the running processes' descriptors were scanned and
+/// fork, exit, exec and the opens are watched (`attach::fast`).
+///
+/// The key of a thread's "no NVIDIA descriptor" answer in `CLEAN`: its tid
+/// and the generation's low 32 bits, in one word (written and read whole,
+/// so two threads sharing a slot never mix their halves).
+#[inline(always)]
+pub const fn clean_key(tid: u32, gen_: u64) -> u64 {
+    ((tid as u64) << 32) | (gen_ & 0xffff_ffff)
+}
+
 /// Slots of `FDCACHE` (a power of two): indexed by tid modulo this; a
 /// slot that belongs to another thread is taken over (a miss, not an error).
 pub const FDCACHE_SLOTS: u32 = 16384;

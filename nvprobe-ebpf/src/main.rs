@@ -30,6 +30,7 @@ mod paths;
 mod procs;
 
 use aya_ebpf::{
+    EbpfContext as _,
     helpers::{bpf_probe_read_user, generated},
     macros::tracepoint,
     programs::TracePointContext,
@@ -70,10 +71,18 @@ macro_rules! syscall_entry {
     };
 }
 
+/// An argument of the syscall tracepoint's record, loaded directly: a
+/// tracepoint program may read its context, and the verifier checks each
+/// load's offset (within the record, past its 8-byte common header,
+/// aligned to its size: every argument is an aligned 8-byte slot). Every
+/// process's traced call reads one or two, so the helper
+/// (`bpf_probe_read_kernel`, a call and a fault-safe copy) is not used.
 #[inline(always)]
-fn arg<T>(ctx: &TracePointContext, off: usize) -> Result<T, i64> {
-    // SAFETY: offsets are those of the syscall tracepoint format.
-    unsafe { ctx.read_at::<T>(off) }.map_err(|e| e as i64)
+fn arg<T: Copy>(ctx: &TracePointContext, off: usize) -> Result<T, i64> {
+    // SAFETY: offsets are those of the syscall tracepoint format, with a
+    // constant offset the load carries itself (the verifier refuses a
+    // moved context pointer).
+    Ok(unsafe { core::ptr::read_volatile(ctx.as_ptr().cast::<u8>().add(off).cast::<T>()) })
 }
 
 // ---------------------------------------------------------------------------
@@ -336,7 +345,12 @@ syscall_entry! {
 
 #[inline(always)]
 fn fd_enter(op: FdOp, fd: i32, extra: u64, kind: EventKind) -> Result<(), i64> {
-    if fd < 0 || !pid_allowed() {
+    if fd < 0 {
+        return Ok(());
+    }
+    // A process with no NVIDIA descriptor stops here (three array reads).
+    let pid_tgid = aya_ebpf::helpers::bpf_get_current_pid_tgid();
+    if !maps::may_hold_nv(pid_tgid) || !fdres::pid_allowed_for(pid_tgid) {
         return Ok(());
     }
     // dup2/dup3 replace `extra` (newfd): when that is an NVIDIA file, the
@@ -381,9 +395,12 @@ syscall_entry! {
 syscall_entry! {
     /// long close_range(unsigned int fd, unsigned int max_fd, unsigned int flags):
     /// any descriptor may go, NVIDIA ones included; no record (close(2)'s
-    /// record is of one NVIDIA fd), only the cache generation moves.
+    /// record is of one NVIDIA fd), only the cache generation moves, for a
+    /// process that may hold one.
     nvprobe_close_range_enter(_ctx) {
-        maps::bump_fd_gen();
+        if maps::may_hold_nv(aya_ebpf::helpers::bpf_get_current_pid_tgid()) {
+            maps::bump_fd_gen();
+        }
         Ok(())
     }
 }
@@ -391,7 +408,9 @@ syscall_entry! {
 syscall_entry! {
     /// The exit of close_range: answers cached while it ran go too.
     nvprobe_close_range_exit(_ctx) {
-        maps::bump_fd_gen();
+        if maps::may_hold_nv(aya_ebpf::helpers::bpf_get_current_pid_tgid()) {
+            maps::bump_fd_gen();
+        }
         Ok(())
     }
 }
@@ -451,7 +470,11 @@ syscall_entry! {
     nvprobe_mmap_enter(ctx) {
         let flags: u64 = arg(&ctx, ARG3)?;
         let fd = arg::<u64>(&ctx, ARG4)? as i32;
-        if flags & MAP_ANONYMOUS != 0 || fd < 0 || !pid_allowed() {
+        if flags & MAP_ANONYMOUS != 0 || fd < 0 {
+            return Ok(());
+        }
+        let pid_tgid = aya_ebpf::helpers::bpf_get_current_pid_tgid();
+        if !maps::may_hold_nv(pid_tgid) || !fdres::pid_allowed_for(pid_tgid) {
             return Ok(());
         }
         let file = resolve_fd(fd).ok_or(0i64)?;

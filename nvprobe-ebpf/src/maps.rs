@@ -63,6 +63,67 @@ pub fn bump_fd_gen() {
     }
 }
 
+/// Non-zero once user space has put the processes already running with
+/// an NVIDIA descriptor into `NV_PROCS` (`nvprobe_common::fastpath`):
+/// from then on a process outside it stops at the top of the descriptor
+/// programs ([`may_hold_nv`]).
+#[map]
+pub static FD_GATE: Array<u32> = Array::with_max_entries(1, 0);
+
+/// Each thread's last "its process is not in `NV_PROCS`", as
+/// `fastpath::clean_key` (0: none), by tid modulo `FDCACHE_SLOTS`.
+#[map]
+pub static CLEAN: Array<u64> = Array::with_max_entries(FDCACHE_SLOTS, 0);
+
+/// Whether the process of `pid_tgid` may hold an NVIDIA descriptor: false
+/// only when the gate is on and the process is not in `NV_PROCS`, said by
+/// the thread's `CLEAN` slot (three array reads) or, when that is of an
+/// older generation, by one lookup whose "no" goes into the slot.
+#[inline(always)]
+pub fn may_hold_nv(pid_tgid: u64) -> bool {
+    use nvprobe_common::fastpath::clean_key;
+    match FD_GATE.get(0) {
+        Some(v) if *v != 0 => {}
+        _ => return true,
+    }
+    let tid = pid_tgid as u32;
+    // Read before the lookup: an insert bumps after it, so a "no" read
+    // across an insert is stored under the generation before the bump.
+    let key = clean_key(tid, fd_gen());
+    let slot = CLEAN.get_ptr_mut(tid & (FDCACHE_SLOTS - 1));
+    if let Some(p) = slot {
+        // SAFETY: pointer into the array map's value, read whole.
+        if unsafe { core::ptr::read_volatile(p) } == key {
+            return false;
+        }
+    }
+    let tgid = (pid_tgid >> 32) as u32;
+    // SAFETY: plain lookup.
+    if unsafe { NV_PROCS.get(&tgid) }.is_some() {
+        return true;
+    }
+    if let Some(p) = slot {
+        // SAFETY: as above, written whole.
+        unsafe { core::ptr::write_volatile(p, key) };
+    }
+    false
+}
+
+/// Forget thread `tid`'s `CLEAN` answer (it ended, or exec gave it
+/// another tid): a thread that reuses the tid starts without one.
+#[inline(always)]
+pub fn clean_forget(tid: u32) {
+    if let Some(p) = CLEAN.get_ptr_mut(tid & (FDCACHE_SLOTS - 1)) {
+        // SAFETY: pointer into the array map's value; only a slot still
+        // holding this tid's answer is cleared.
+        unsafe {
+            if core::ptr::read_volatile(p) >> 32 == tid as u64 {
+                core::ptr::write_volatile(p, 0);
+            }
+        }
+    }
+}
+
 /// `--events failures|verdicts`: which successful calls are sent
 /// (`nvprobe_common::fastpath::call_slot` → SHIP), filled by user space.
 #[map]
@@ -298,6 +359,8 @@ pub fn first_sight(tgid: u32) -> bool {
         return false;
     }
     let _ = NV_PROCS.insert(&tgid, &nvprobe_common::nv_procs::FOLLOWED, 0);
+    // Threads that said "not in NV_PROCS" ask again (`may_hold_nv`).
+    bump_fd_gen();
     if let Some(p) = WAKE_NEXT.get_ptr_mut(0) {
         // SAFETY: per-CPU slot of this program's CPU.
         unsafe { *p = 1 };
@@ -321,6 +384,7 @@ pub fn caller(tgid: u32) -> bool {
         return false;
     }
     let _ = NV_PROCS.insert(&tgid, &(FOLLOWED | CALLER), 0);
+    bump_fd_gen();
     if let Some(p) = WAKE_NEXT.get_ptr_mut(0) {
         // SAFETY: per-CPU slot of this program's CPU.
         unsafe { *p = 1 };

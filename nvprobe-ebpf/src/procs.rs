@@ -69,6 +69,7 @@ pub fn nvprobe_proc_exit(ctx: TracePointContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
     flush_unsent(pid_tgid);
+    crate::maps::clean_forget(pid_tgid as u32);
     crate::cuda::thread_ended(pid_tgid);
     // SAFETY: offset from the tracepoint format.
     let group_dead: u8 = unsafe { ctx.read_at(32) }.unwrap_or(0);
@@ -124,8 +125,15 @@ fn flush_unsent(pid_tgid: u64) {
 }
 
 #[tracepoint]
-pub fn nvprobe_proc_exec(_ctx: TracePointContext) -> u32 {
+pub fn nvprobe_proc_exec(ctx: TracePointContext) -> u32 {
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    // A thread other than the leader that exec'd now has the leader's
+    // tid; its old one's answer goes (old_pid @16).
+    // SAFETY: offset from the tracepoint format.
+    let old: i32 = unsafe { ctx.read_at(16) }.unwrap_or(0);
+    if old as u32 != tgid {
+        crate::maps::clean_forget(old as u32);
+    }
     if is_nv(tgid) {
         // Close-on-exec descriptors are gone: so are the answers cached for them.
         crate::maps::bump_fd_gen();

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The per-call tax of nvprobe's kernel side, and where it goes (issue 28).
 
-Interleaved rounds of: untraced, an empty BPF program on the ioctl
-syscall's entry and exit tracepoints (`nvbench empty-tracepoints`: the
-floor any tracer built on these tracepoints pays), `watch --json` (full)
+Interleaved rounds of: untraced, empty BPF programs where nvprobe's
+syscall-layer programs sit (`nvbench empty-tracepoints --all`: each
+watched call's entry and exit tracepoints and the raw tracepoint sys_exit,
+the floor any tracer built on these tracepoints pays), `watch --json` (full)
 and `watch --json --events verdicts`, syscall and process layers only,
 each round in another order. In each, `nvbench` loops the RM NULL control on /dev/nvidiactl (a
 cheap real RM call) and TCGETS on /dev/null (any other process's ioctl);
@@ -68,11 +69,18 @@ def start_tracer(nvprobe, cpus, out, extra, skip=0, stats=False):
 
 
 def start_empty(nvbench):
-    p = subprocess.Popen([nvbench, "empty-tracepoints"], stdin=subprocess.PIPE,
+    """Empty programs where every one of nvprobe's syscall-layer programs
+    sits (`nvbench empty-tracepoints --all`: each watched call's entry and
+    exit, and the raw tracepoint sys_exit)."""
+    p = subprocess.Popen([nvbench, "empty-tracepoints", "--all"], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, text=True)
     line = p.stdout.readline()
-    if '"attached":2' not in line:
-        sys.exit("nvbench empty-tracepoints did not attach: " + line)
+    try:
+        n = json.loads(line).get("attached", 0)
+    except ValueError:
+        n = 0
+    if n < 3:
+        sys.exit("nvbench empty-tracepoints --all did not attach: " + line)
     return p
 
 
@@ -200,11 +208,22 @@ def main():
     ap.add_argument("--window", type=float, default=1.5,
                     help="--same-loop: seconds each mode runs in each round")
     ap.add_argument("--calls", default="rm_null,tcgets",
-                    help="which loops (rm_null needs a real /dev/nvidiactl)")
+                    help="which loops, of rm_null (needs a real /dev/nvidiactl), tcgets, "
+                         "getppid, pipe2 (and its two closes), mmap (anonymous, 64 KiB, "
+                         "and munmap), dup (of /dev/null, and its close), filemap (64 KiB "
+                         "of a file mapped and unmapped)")
     a = ap.parse_args()
     nvprobe = os.path.join(a.bin, "nvprobe")
     nvbench = os.path.join(a.bin, "nvbench")
-    loops = {"rm_null": ["rm-null-control"], "tcgets": ["tcgets"]}
+    loops = {
+        "rm_null": ["rm-null-control"],
+        "tcgets": ["tcgets"],
+        "getppid": ["getppid"],
+        "pipe2": ["start-call", "pipe2"],
+        "mmap": ["start-call", "mmap"],
+        "dup": ["start-call", "dup"],
+        "filemap": ["start-call", "filemap"],
+    }
     calls = {c: loops[c] for c in a.calls.split(",")}
     modes = {"untraced": None, "empty": None, "full": [], "verdicts": ["--events", "verdicts"]}
     # Where the full mode's cost goes: each variant stops the ioctl

@@ -9,7 +9,7 @@
 #                    single-rank communicator: 20 all-reduces, a grouped
 #                    send/receive, then cuStreamSynchronize held 8 s)
 #   hangs.txt        the same recording decoded as text
-#   nccl-debug.txt   NCCL_DEBUG=INFO of the nccl case (its commId)
+#   nccl-debug.PID.txt  NCCL_DEBUG=INFO of the nccl case (its commId)
 #   workload.log     each case's own JSON
 #   ncclcost.txt     ns per ncclAllReduce of one float, untraced and under
 #                    the default watch, ROUNDS interleaved rounds
@@ -33,14 +33,14 @@ kill -STOP $P
 sleep 5
 kill -CONT $P
 wait $P
-NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT $PY $H nccl 20 8 --case nccl >>$OUT/workload.log 2>$OUT/nccl-debug.txt
+NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT NCCL_DEBUG_FILE=$OUT/nccl-debug.%p.txt $PY $H nccl 20 8 --case nccl >>$OUT/workload.log 2>&1
 sleep 1
 kill -INT $NVP
 wait $NVP
 cat $OUT/watch.stderr
 $BIN/nvprobe decode $REC >$OUT/hangs.txt 2>&1
 grep -E '"type":"(hang|hang_end)"' $REC | cut -c1-400
-grep -h "commId\|Init START\|NCCL version" $OUT/nccl-debug.txt | head -5
+grep -h "commId\|Init START\|NCCL version" $OUT/nccl-debug.*.txt | head -5
 {
   echo "# ns per ncclAllReduce of one float (20000 calls, one stream), $ROUNDS rounds"
   for i in $(seq $ROUNDS); do

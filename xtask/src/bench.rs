@@ -26,9 +26,9 @@ pub enum Mode {
     /// `--events verdicts`: the always-on level.
     NvprobeVerdicts,
     Strace,
-    /// An empty program (return 0) on sys_enter_ioctl and sys_exit_ioctl
-    /// (`nvbench empty-tracepoints`): the floor of any tracer built where
-    /// nvprobe's ioctl programs sit.
+    /// An empty program (return 0) on the entry and exit of every syscall
+    /// nvprobe watches and on raw sys_exit (`nvbench empty-tracepoints
+    /// --all`): the floor of any tracer built where nvprobe's programs sit.
     Empty,
 }
 
@@ -131,6 +131,7 @@ fn start_empty(env: &Env) -> anyhow::Result<Child> {
     use std::io::BufRead as _;
     let mut c = Command::new(&env.nvbench)
         .arg("empty-tracepoints")
+        .arg("--all")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -138,7 +139,12 @@ fn start_empty(env: &Env) -> anyhow::Result<Child> {
         .with_context(|| format!("starting {}", env.nvbench.display()))?;
     let mut line = String::new();
     std::io::BufReader::new(c.stdout.take().context("nvbench stdout")?).read_line(&mut line)?;
-    if !line.contains("\"attached\":2") {
+    let attached = serde_json::from_str::<Value>(&line)
+        .ok()
+        .and_then(|v| v["attached"].as_u64())
+        .unwrap_or(0);
+    // Every syscall nvprobe watches, entry and exit, and raw sys_exit.
+    if attached < 3 {
         let _ = c.kill();
         bail!("nvbench empty-tracepoints did not attach: {line}");
     }

@@ -358,7 +358,20 @@ impl HangFacts {
                 ))
             );
         }
-        if self.nccl.is_some() {
+        let gpu = "The work this call waits for has not finished on the GPU and no error came: a kernel that does not end (a spin on memory that the host or another process must write, a deadlock between streams), or a collective whose peers never arrived. nvidia-smi shows whether the GPU is busy; cuda-gdb can attach to the process to show the kernel running.";
+        if let Some(n) = &self.nccl {
+            let here: std::collections::BTreeSet<i32> = n.ranks.iter().map(|r| r.rank).collect();
+            if n.nranks > 0 && here.len() >= n.nranks as usize {
+                return format!(
+                    "All {} rank(s) of this communicator are on this node and have entered the same call: no rank is behind. {gpu}",
+                    n.nranks
+                );
+            }
+            if n.nranks <= 0 {
+                return format!(
+                    "The ranks of this communicator that this node sees have entered the same call; its size is not known (its ncclCommInitRank was not seen: libnccl was hooked after it began). If it has ranks on other nodes, compare nvprobe_nccl_seq across the fleet (the NcclRankBehind alert rule) to name the one behind; if not, no rank is behind. {gpu}"
+                );
+            }
             return "Every rank of this communicator that this node sees has entered the same call: the rank holding it back is on another node; compare nvprobe_nccl_seq across the fleet (the NcclRankBehind alert rule) to name it.".into();
         }
         match waiting {
@@ -369,7 +382,7 @@ impl HangFacts {
                     .or(self.wchan.as_deref())
                     .unwrap_or("no driver frame in its stack")
             ),
-            _ if self.waits_for_gpu => "The work this call waits for has not finished on the GPU and no error came: a kernel that does not end (a spin on memory that the host or another process must write, a deadlock between streams), or a collective whose peers never arrived. nvidia-smi shows whether the GPU is busy; cuda-gdb can attach to the process to show the kernel running.".into(),
+            _ if self.waits_for_gpu => gpu.into(),
             _ => "The call has not returned and no error came: read the kernel log (dmesg) for an NVIDIA error at that time; the stack above says where the thread waits.".into(),
         }
     }
@@ -520,6 +533,54 @@ mod tests {
         assert!(r.hint.starts_with(
             "The collective waits for rank 1 (python3[20], sleeping in hrtimer_nanosleep)"
         ));
+    }
+
+    /// Ranks that agree: where the one behind may be follows from the
+    /// communicator's size (the real single-rank case of the H100
+    /// recording, its init seen or not).
+    #[test]
+    fn ranks_that_agree_point_off_the_node_only_where_the_size_says_so() {
+        let view = |nranks: i32| CommView {
+            comm_hash: if nranks > 0 {
+                "f1822ad0cb564066"
+            } else {
+                "unknown"
+            }
+            .into(),
+            nranks,
+            rank: if nranks > 0 { 0 } else { -1 },
+            seq: 23,
+            ranks: vec![RankView {
+                pid: 579,
+                comm: "python3".into(),
+                rank: if nranks > 0 { 0 } else { -1 },
+                seq: 23,
+                op: Some("ncclAllReduce".into()),
+                since_s: 3.3,
+                doing: None,
+            }],
+            behind: None,
+        };
+        let hint = |nranks: i32| {
+            let mut f = facts("R", Some((1000, 0, 1000)));
+            f.nccl = Some(view(nranks));
+            f.report(HangLayer::Libcuda).hint
+        };
+        let one = hint(1);
+        assert!(
+            one.starts_with("All 1 rank(s) of this communicator are on this node and have entered the same call: no rank is behind. The work this call waits for has not finished on the GPU"),
+            "{one}"
+        );
+        assert!(!one.contains("another node"), "{one}");
+        let unknown = hint(-1);
+        assert!(
+            unknown.contains("its size is not known (its ncclCommInitRank was not seen")
+                && unknown.contains("if not, no rank is behind"),
+            "{unknown}"
+        );
+        assert!(
+            hint(8).starts_with("Every rank of this communicator that this node sees has entered the same call: the rank holding it back is on another node")
+        );
     }
 
     #[test]

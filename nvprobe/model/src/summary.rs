@@ -98,6 +98,31 @@ pub struct Summary {
     pub lifecycle_lines_left_out: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub lifecycle_processes_left_out: u64,
+    /// Whether the descriptor programs stopped at their top for the
+    /// processes without an NVIDIA descriptor (`nvprobe_common::fastpath`):
+    /// absent when the probes it needs were not all attached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub descriptor_gate: Option<DescriptorGate>,
+}
+
+/// The descriptor programs' gate: opened once a scan of /proc had put the
+/// processes already holding an NVIDIA descriptor into the kernel's table.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct DescriptorGate {
+    pub open: bool,
+    /// Processes the scan looked at, and those holding an NVIDIA
+    /// descriptor (or whose descriptors it could not all read).
+    pub processes: u64,
+    pub holders: u64,
+    /// How long the scan took; until it ended, every call was resolved.
+    pub scan_ms: f64,
+    /// When the gate opened (CLOCK_MONOTONIC ns, as records' `mono_ns`;
+    /// 0: it did not).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub opened_mono_ns: u64,
+    /// Why the gate stayed shut.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shut_because: Option<String>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -513,6 +538,7 @@ impl Stats {
             quieted: 0,
             lifecycle_lines_left_out: self.left_out.0,
             lifecycle_processes_left_out: self.left_out.1,
+            descriptor_gate: None,
         }
     }
 }

@@ -45,34 +45,59 @@ pub(super) fn first_line(e: &str) -> &str {
     }
 }
 
+/// Whether probe `name` of `layer` is attached.
+fn attached(probes: &[ProbeState], layer: &str, name: &str) -> bool {
+    probes
+        .iter()
+        .any(|p| p.layer == layer && p.name == name && p.attached)
+}
+
+/// Whether probe `name` is missing because the kernel has no such call.
+fn absent(probes: &[ProbeState], name: &str) -> bool {
+    probes.iter().any(|p| {
+        p.name == name
+            && !p.attached
+            && p.error
+                .as_deref()
+                .is_some_and(|e| e.contains("does not exist on this kernel"))
+    })
+}
+
 /// Whether every probe that tells the kernel side a descriptor may now
 /// refer to another file is attached (`nvprobe_common::fastpath`): then the
 /// ioctl entry may answer from its cache. dup2 and close_range count as
 /// attached where the kernel has no such call.
 pub(super) fn fd_cache_on(probes: &[ProbeState]) -> bool {
-    let ok = |layer: &str, name: &str| {
-        probes
-            .iter()
-            .any(|p| p.layer == layer && p.name == name && p.attached)
-    };
-    let absent = |name: &str| {
-        probes.iter().any(|p| {
-            p.name == name
-                && !p.attached
-                && p.error
-                    .as_deref()
-                    .is_some_and(|e| e.contains("does not exist on this kernel"))
-        })
-    };
+    let ok = |layer: &str, name: &str| attached(probes, layer, name);
     // dup2 is absent from arm64's syscalls, close_range from kernels
     // before 5.9: a call the kernel does not have changes no descriptor.
     ["close", "dup3"].iter().all(|n| ok("syscall", n))
         && ["dup2", "close_range"]
             .iter()
-            .all(|n| ok("syscall", n) || absent(n))
+            .all(|n| ok("syscall", n) || absent(probes, n))
         && ["nvprobe_proc_exit", "nvprobe_proc_exec"]
             .iter()
             .all(|n| ok("process", n))
+}
+
+/// Whether every way a process gets an NVIDIA descriptor after the start
+/// is watched, so that the descriptor programs may stop at the top for a
+/// process outside `NV_PROCS` (`attach::holders`): the opens (open and
+/// openat2 where the kernel has them) and fork, with exit and exec, which
+/// clear a thread's answer when its tid is given up.
+pub(super) fn fd_gate_on(probes: &[ProbeState]) -> bool {
+    let ok = |layer: &str, name: &str| attached(probes, layer, name);
+    ok("syscall", "openat")
+        && ["open", "openat2"]
+            .iter()
+            .all(|n| ok("syscall", n) || absent(probes, n))
+        && [
+            "nvprobe_proc_fork",
+            "nvprobe_proc_exit",
+            "nvprobe_proc_exec",
+        ]
+        .iter()
+        .all(|n| ok("process", n))
 }
 
 pub(super) fn set_fd_gen(ebpf: &mut Ebpf, v: u64) -> anyhow::Result<()> {
@@ -136,6 +161,52 @@ mod tests {
         );
         assert!(fd_cache_on(&v), "arm64 has no dup2");
         assert!(!fd_cache_on(&all()[1..]), "no close probe at all");
+    }
+
+    /// The gate opens only when every way into `NV_PROCS` after the start
+    /// is watched: the opens (open and openat2 may be absent from the
+    /// kernel, not refused) and fork, exit and exec.
+    #[test]
+    fn the_descriptor_gate_needs_the_opens_and_the_process_layer() {
+        let gate = || -> Vec<ProbeState> {
+            let mut v: Vec<ProbeState> = ["openat", "open", "openat2"]
+                .iter()
+                .map(|n| probe("syscall", n, true, None))
+                .collect();
+            for n in [
+                "nvprobe_proc_fork",
+                "nvprobe_proc_exit",
+                "nvprobe_proc_exec",
+            ] {
+                v.push(probe("process", n, true, None));
+            }
+            v
+        };
+        assert!(fd_gate_on(&gate()));
+        for i in 0..gate().len() {
+            let mut v = gate();
+            v[i].attached = false;
+            v[i].error = Some("refused".into());
+            assert!(!fd_gate_on(&v), "without {}", v[i].name);
+        }
+        let mut v = gate();
+        for i in [1, 2] {
+            let name = v[i].name.clone();
+            v[i] = probe(
+                "syscall",
+                &name,
+                false,
+                Some(&format!(
+                    "tracepoint syscalls/sys_enter_{name} does not exist on this kernel"
+                )),
+            );
+        }
+        assert!(
+            fd_gate_on(&v),
+            "arm64 has no open(2), older kernels no openat2"
+        );
+        v.remove(0);
+        assert!(!fd_gate_on(&v), "openat is every libc's open");
     }
 
     #[test]

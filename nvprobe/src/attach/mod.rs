@@ -10,6 +10,7 @@ use fast::{
     COUNTING_EXIT, COUNTING_EXIT_SINCE, counting_exit_verifies, fd_cache_on, first_line, set_fd_gen,
 };
 mod fast;
+pub mod holders;
 pub mod keep;
 pub mod multi;
 mod settings;
@@ -48,6 +49,10 @@ pub struct Loaded {
     /// The NVIDIA ioctls are traced by the driver layer's kprobes, and the
     /// ioctl syscall tracepoints were left off.
     pub ioctls_in_driver: bool,
+    /// What the descriptor programs' gate needs to open
+    /// ([`holders::open_gate_after_scan`], once the capabilities are
+    /// dropped); None when a probe it needs is missing.
+    pub gate: Option<holders::Devices>,
 }
 
 impl Loaded {
@@ -151,6 +156,11 @@ pub fn load_and_attach(
     if fd_cache_on(&att.probes) {
         set_fd_gen(&mut ebpf, 0).map_err(|e| StartError::Load(format!("{e:#}")))?;
     }
+    let gate = fast::fd_gate_on(&att.probes).then(|| holders::Devices {
+        uvm_major: s.uvm_major,
+        caps_major: s.caps_major,
+        extra: s.extra.iter().map(|(_, id)| *id).collect(),
+    });
     Ok(Loaded {
         ebpf,
         links: att.links,
@@ -158,6 +168,7 @@ pub fn load_and_attach(
         refusals: att.refusals,
         tracefs,
         ioctls_in_driver,
+        gate,
     })
 }
 

@@ -15,7 +15,7 @@ use aya::{Ebpf, maps::Map};
 use aya_obj::generated::bpf_insn;
 
 /// The kernel descriptor of a map aya created, whatever its kind.
-fn map_fd(m: &Map) -> i32 {
+pub(super) fn map_fd(m: &Map) -> i32 {
     let (Map::Array(d)
     | Map::ArrayOfMaps(d)
     | Map::BloomFilter(d)

@@ -129,6 +129,34 @@ pub fn load_tracepoint_program(insns: &[bpf_insn]) -> io::Result<OwnedFd> {
     load_raw(bpf_prog_type::BPF_PROG_TYPE_TRACEPOINT, insns)
 }
 
+/// Load `insns` as a raw tracepoint program (for a benchmark's empty
+/// programs: `nvbench empty-tracepoints --all`).
+pub fn load_raw_tracepoint_program(insns: &[bpf_insn]) -> io::Result<OwnedFd> {
+    load_raw(bpf_prog_type::BPF_PROG_TYPE_RAW_TRACEPOINT, insns)
+}
+
+/// `BPF_RAW_TRACEPOINT_OPEN`.
+#[repr(C)]
+#[derive(Default)]
+struct RawTracepointOpen {
+    name: u64,
+    prog_fd: u32,
+    /// Zero, for the reason in `LinkCreateUprobeMulti`.
+    _pad: u32,
+}
+
+/// Attach a raw tracepoint program to tracepoint `name` (e.g. "sys_exit");
+/// the link holds it while open.
+pub fn raw_tracepoint_open(prog: BorrowedFd<'_>, name: &str) -> io::Result<OwnedFd> {
+    let name = CString::new(name).map_err(io::Error::other)?;
+    let mut attr = RawTracepointOpen {
+        name: name.as_ptr() as u64,
+        prog_fd: prog.as_raw_fd() as u32,
+        _pad: 0,
+    };
+    Ok(owned(bpf(bpf_cmd::BPF_RAW_TRACEPOINT_OPEN, &mut attr)?))
+}
+
 /// A GPL program of `prog_type` made of raw instructions.
 fn load_raw(prog_type: bpf_prog_type, insns: &[bpf_insn]) -> io::Result<OwnedFd> {
     let license = CString::new("GPL").map_err(io::Error::other)?;
@@ -414,7 +442,7 @@ mod tests {
     use aya_obj::generated::{
         bpf_attr__bindgen_ty_4 as Load, bpf_attr__bindgen_ty_5 as Pin,
         bpf_attr__bindgen_ty_6 as Attach, bpf_attr__bindgen_ty_10 as Query,
-        bpf_attr__bindgen_ty_14 as Link,
+        bpf_attr__bindgen_ty_11 as RawTp, bpf_attr__bindgen_ty_14 as Link,
         bpf_attr__bindgen_ty_14__bindgen_ty_3__bindgen_ty_7 as Multi,
     };
 
@@ -433,6 +461,7 @@ mod tests {
         assert_eq!(size_of::<ObjPin>(), 8 + 4 * 4);
         assert_eq!(size_of::<ProgQuery>(), 4 * 4 + 8 + 4 * 2);
         assert_eq!(size_of::<ProgAttach>(), 4 * 6);
+        assert_eq!(size_of::<RawTracepointOpen>(), 8 + 4 * 2);
     }
 
     /// Each field we write sits where the kernel header puts it (aya-obj's
@@ -440,6 +469,11 @@ mod tests {
     /// of `union bpf_attr` starts at 0).
     #[test]
     fn attribute_layouts_are_the_kernels() {
+        assert_eq!(offset_of!(RawTracepointOpen, name), offset_of!(RawTp, name));
+        assert_eq!(
+            offset_of!(RawTracepointOpen, prog_fd),
+            offset_of!(RawTp, prog_fd)
+        );
         assert_eq!(offset_of!(ProgLoad, insn_cnt), offset_of!(Load, insn_cnt));
         assert_eq!(offset_of!(ProgLoad, insns), offset_of!(Load, insns));
         assert_eq!(offset_of!(ProgLoad, license), offset_of!(Load, license));

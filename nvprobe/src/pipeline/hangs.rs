@@ -54,6 +54,11 @@ pub(super) enum Said {
     End(Box<HangEnd>),
 }
 
+/// The shortest window a CPU share is measured over (ticks are 10 ms).
+const MIN_CPU_WINDOW_NS: u64 = 200_000_000;
+/// How long past `--hang-after` a report may wait for that window.
+const MAX_CPU_WAIT_NS: u64 = 3_000_000_000;
+
 pub(super) struct Hangs {
     after_ns: u64,
     rt: Option<Array<MapData, RtSlot>>,
@@ -269,6 +274,17 @@ impl Hangs {
                 self.cpu.insert(key, (u, s, now));
             }
             if elapsed < self.after_ns || self.open.contains_key(&key) {
+                continue;
+            }
+            // The share of a CPU needs a window: a look that came late
+            // (a busy host, a collector starved by the spinning thread
+            // itself) may take the first sample and be due at once. The
+            // report waits for the next look then, a while at most.
+            let window = self
+                .cpu
+                .get(&key)
+                .map_or(0, |&(_, _, at)| now.saturating_sub(at));
+            if window < MIN_CPU_WINDOW_NS && elapsed < self.after_ns + MAX_CPU_WAIT_NS {
                 continue;
             }
             let Some(r) = self.report(now, c, stoppers) else {

@@ -55,6 +55,9 @@ pub struct RunOpts {
     pub own_programs: Vec<(String, u32)>,
     /// The kernel log, followed (None where it cannot be read).
     pub kernel_log: Option<super::kmsg::Followed>,
+    /// The descriptor programs' gate, as its scan reports it (None: not
+    /// tried, a probe it needs is missing).
+    pub gate: Option<crate::attach::holders::Report>,
 }
 
 /// Each program's runs: the object's, and `own` (name, id): the libcuda
@@ -907,6 +910,7 @@ fn end_of_run(
     if opts.bpf_stats {
         summary.bpf = prog_stats(ebpf, &opts.own_programs);
     }
+    summary.descriptor_gate = opts.gate.as_ref().map(crate::attach::holders::summary_of);
     out.note(Clock::mono_now(), &Note::Summary(&summary))?;
     if let Err(e) = out.finish() {
         return Err(match health.error() {

@@ -84,9 +84,11 @@ enum Cmd {
     /// (and its two closes), `mmap` (64 KiB anonymous, and its munmap),
     /// `thread` (a thread started and joined: clone3), `ebadf` (lseek on
     /// descriptor -1: a call that fails, and that no tracepoint of
-    /// nvprobe's watches, so only the raw sys_exit program sees it).
+    /// nvprobe's watches, so only the raw sys_exit program sees it), `dup`
+    /// (a dup of /dev/null and its close), `filemap` (64 KiB of this
+    /// program's file mapped and unmapped: an mmap of a descriptor).
     StartCall {
-        #[arg(value_parser = ["mprotect", "pipe2", "mmap", "thread", "ebadf"])]
+        #[arg(value_parser = ["mprotect", "pipe2", "mmap", "thread", "ebadf", "dup", "filemap"])]
         call: String,
     },
     /// Another tracer on the host: attach a perf-event uprobe (what perf or
@@ -96,8 +98,14 @@ enum Cmd {
     /// The baseline of a tracer's cost: an empty BPF program (return 0) on
     /// syscalls/sys_enter_ioctl and one on sys_exit_ioctl, as nvprobe's
     /// ioctl programs sit, held until stdin closes (prints "attached"
-    /// first).
-    EmptyTracepoints,
+    /// first). With --all, on the entry and exit of every call nvprobe's
+    /// syscall layer watches (attach::table::PROBES, those this kernel
+    /// has) and on the raw tracepoint sys_exit, as nvprobe's programs sit:
+    /// the floor of every row of the benchmarks.
+    EmptyTracepoints {
+        #[arg(long)]
+        all: bool,
+    },
     /// What each operation of a BPF program costs here: a program on
     /// sys_enter_ioctl repeating one operation (a helper, a map lookup, a
     /// ring-buffer record), the TCGETS loop timed under it, against the
@@ -481,17 +489,44 @@ fn main() -> anyhow::Result<()> {
             );
             return Ok(());
         }
-        Cmd::EmptyTracepoints => {
+        Cmd::EmptyTracepoints { all } => {
             // BPF_ALU64|BPF_MOV|BPF_K r0 = 0, BPF_JMP|BPF_EXIT.
             let ret0 = insns(&[(0xb7, 0, 0, 0, 0), (0x95, 0, 0, 0, 0)]);
             let mut links = Vec::new();
-            for tp in ["sys_enter_ioctl", "sys_exit_ioctl"] {
-                links.push(attach_raw(&ret0, tp)?);
+            let calls: Vec<&str> = if all {
+                nvprobe::attach::table::PROBES
+                    .iter()
+                    .map(|p| p.syscall)
+                    .collect()
+            } else {
+                vec!["ioctl"]
+            };
+            for call in calls {
+                for tp in [format!("sys_enter_{call}"), format!("sys_exit_{call}")] {
+                    match attach_raw(&ret0, &tp) {
+                        Ok(l) => links.push(l),
+                        // A call this kernel does not have (open on arm64).
+                        Err(_) if all => {}
+                        Err(e) => return Err(e),
+                    }
+                }
             }
-            println!("{}", json!({ "attached": links.len() }));
+            let mut raw = Vec::new();
+            if all {
+                let prog = nvprobe::attach::sys::load_raw_tracepoint_program(&ret0)
+                    .context("loading a raw tracepoint program")?;
+                let link = nvprobe::attach::sys::raw_tracepoint_open(
+                    std::os::fd::AsFd::as_fd(&prog),
+                    "sys_exit",
+                )
+                .context("attaching to the raw tracepoint sys_exit")?;
+                raw.push((prog, link));
+            }
+            println!("{}", json!({ "attached": links.len() + raw.len() }));
             let mut sink = String::new();
             let _ = std::io::stdin().read_line(&mut sink);
             drop(links);
+            drop(raw);
             return Ok(());
         }
         Cmd::UnitCosts { rounds, cpu } => {
@@ -592,6 +627,39 @@ fn start_calls(call: &str, n: u64) {
                         libc::munmap(p, LEN);
                     }
                 }
+            }
+            "dup" => {
+                let fd = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+                for _ in 0..n {
+                    let d = libc::dup(fd);
+                    if d >= 0 {
+                        libc::close(d);
+                    }
+                }
+                libc::close(fd);
+            }
+            "filemap" => {
+                let exe = std::env::current_exe().ok().and_then(|p| {
+                    std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(p.as_os_str()))
+                        .ok()
+                });
+                let fd = exe.map_or(-1, |p| {
+                    libc::open(p.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC)
+                });
+                for _ in 0..n {
+                    let p = libc::mmap(
+                        std::ptr::null_mut(),
+                        LEN,
+                        libc::PROT_READ,
+                        libc::MAP_PRIVATE,
+                        fd,
+                        0,
+                    );
+                    if p != libc::MAP_FAILED {
+                        libc::munmap(p, LEN);
+                    }
+                }
+                libc::close(fd);
             }
             _ => {
                 for _ in 0..n {

@@ -445,6 +445,37 @@ fn preopen_scenario(dir: &Path) -> anyhow::Result<Value> {
     Ok(json!({ "fd": fd.as_raw_fd(), "ret": r, "status": st }))
 }
 
+/// Open the ctl stand-in, say so, wait for a line on stdin (nvprobe
+/// starts meanwhile), then make no NVIDIA call: dup the descriptor, fork a
+/// child that closes its copies, close both here. Descriptor calls only, of
+/// a process that had its descriptor before nvprobe started (and of its
+/// child): what the descriptor programs' gate must let through.
+fn preclose_scenario(dir: &Path) -> anyhow::Result<Value> {
+    let fd = open_rw(&ctl(dir), true)?;
+    println!("{}", json!({ "ready": true, "fd": fd.as_raw_fd() }));
+    std::io::stdout().flush()?;
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line)?;
+    let copy = nix::unistd::dup(&fd)?;
+    // SAFETY: the child only closes descriptors and exits.
+    let child = match unsafe { nix::unistd::fork() }? {
+        nix::unistd::ForkResult::Child => {
+            // SAFETY: raw descriptors of this process, closed once.
+            unsafe {
+                libc::close(copy.as_raw_fd());
+                libc::close(fd.as_raw_fd());
+                libc::_exit(0);
+            }
+        }
+        nix::unistd::ForkResult::Parent { child } => child,
+    };
+    nix::sys::wait::waitpid(child, None)?;
+    let (fd_n, copy_n) = (fd.as_raw_fd(), copy.as_raw_fd());
+    drop(copy);
+    drop(fd);
+    Ok(json!({ "fd": fd_n, "copy": copy_n, "child": child.as_raw() }))
+}
+
 /// Wait for a line on stdin, then make `count` RM_CONTROL calls per
 /// thread as fast as possible on PATH (for the lost-event accounting
 /// test); `count` 0 floods until the process is killed (for the tests of
@@ -786,6 +817,7 @@ fn main() -> anyhow::Result<()> {
                 "after-exec" => after_exec(&fds),
                 "threads" => threads_scenario(&dir, threads)?,
                 "preopen" => preopen_scenario(&dir)?,
+                "preclose" => preclose_scenario(&dir)?,
                 "flood" => flood_scenario(&dir, count, threads)?,
                 "alarm" => alarm_scenario(&dir)?,
                 "oom" => oom_scenario(&dir)?,

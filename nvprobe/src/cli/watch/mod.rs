@@ -97,6 +97,7 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
     // Stats are collected while this fd is open.
     let stats_fd = a.bpf_stats.then(enable_bpf_stats).flatten();
     let mut opts = run_opts(&a, stats_fd.is_some(), metrics);
+    opts.gate = open_gate(&mut loaded);
     // Followed from a thread made after the capabilities were dropped.
     follow_kernel_log(kmsg, &mut opts, &mut out, &a)?;
     if let Some(t) = &trace {
@@ -125,9 +126,8 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
     }
     let libcuda = attacher.and_then(|t| t.finish());
     leave_probes(libcuda, held.unpinned, keep.is_err(), &mut loaded);
-    // Otherwise nvprobe holds no probe: dropping the object costs nothing,
-    // and the kernel removes them once the private bpffs goes with this
-    // process.
+    // Otherwise nvprobe holds no probe: dropping the object costs nothing;
+    // the kernel removes them once the private bpffs goes with nvprobe.
     drop(loaded);
     ended(res, trace, &a)
 }
@@ -445,6 +445,16 @@ fn hook_and_hold(
 }
 
 /// How the live pipeline runs.
+/// Other processes' descriptor calls at the floor, once the processes
+/// already holding an NVIDIA descriptor are known (a thread made after the
+/// capabilities were dropped).
+fn open_gate(loaded: &mut attach::Loaded) -> Option<attach::holders::Report> {
+    loaded
+        .gate
+        .take()
+        .map(|d| attach::holders::open_gate_after_scan(&loaded.ebpf, d))
+}
+
 fn run_opts(
     a: &WatchArgs,
     bpf_stats: bool,
@@ -479,6 +489,7 @@ fn run_opts(
             || a.libcuda_hooks == nvprobe::uprobes::Hooks::All,
         own_programs: Vec::new(),
         kernel_log: None,
+        gate: None,
     }
 }
 
