@@ -336,12 +336,16 @@ pub struct ModuleState {
     pub btf: bool,
     /// The table's hooks inside the module.
     pub hooks: usize,
+    /// The kernel cannot load modules (a /sys/module without
+    /// /proc/modules): the driver must be built in, not modprobe'd.
+    pub no_modules: bool,
 }
 
 /// NAME's state on the host at ROOT (`/sys/module/NAME`, else
 /// `/proc/modules`) and in the BTF folder DIR.
 pub fn module_state(root: &Path, dir: &Path, name: &'static str) -> ModuleState {
     let sys = root.join("sys/module");
+    let no_modules = sys.is_dir() && !root.join("proc/modules").exists();
     let (loaded, evidence) = if sys.join(name).is_dir() {
         (Some(true), format!("/sys/module/{name} exists"))
     } else {
@@ -373,6 +377,7 @@ pub fn module_state(root: &Path, dir: &Path, name: &'static str) -> ModuleState 
         evidence,
         btf: crate::safefs::open_regular(dir, name).is_ok(),
         hooks: HOOKS.iter().filter(|h| h.target.module() == name).count(),
+        no_modules,
     }
 }
 
@@ -386,8 +391,13 @@ pub fn module_note(m: &ModuleState, dir: &Path, this_host: bool) -> String {
     if this_host {
         return match (m.loaded, m.btf) {
             (Some(false), _) => format!(
-                "module {name}: not loaded on this host ({}): its {n} hooks below have no symbol in kallsyms and no BTF to check. Load the driver (modprobe {name}), or check another host's BTF with --btf-dir DIR (a copy of its /sys/kernel/btf)",
-                m.evidence
+                "module {name}: not loaded on this host ({}): its {n} hooks below have no symbol in kallsyms and no BTF to check. {}, or check another host's BTF with --btf-dir DIR (a copy of its /sys/kernel/btf)",
+                m.evidence,
+                if m.no_modules {
+                    "No modprobe can load it here: use a kernel that loads modules (or has the driver built in)".to_owned()
+                } else {
+                    format!("Load the driver (modprobe {name})")
+                }
             ),
             (_, true) => format!("module {name}: loaded; BTF {}", btf_path.display()),
             (Some(true), false) => format!(
@@ -551,7 +561,7 @@ mod tests {
         assert_eq!((uvm.loaded, uvm.btf), (Some(false), false));
         assert_eq!(
             module_note(&uvm, Path::new("/sys/kernel/btf"), true),
-            "module nvidia_uvm: not loaded on this host (no /sys/module/nvidia_uvm, and this kernel cannot load modules (no /proc/modules)): its 7 hooks below have no symbol in kallsyms and no BTF to check. Load the driver (modprobe nvidia_uvm), or check another host's BTF with --btf-dir DIR (a copy of its /sys/kernel/btf)"
+            "module nvidia_uvm: not loaded on this host (no /sys/module/nvidia_uvm, and this kernel cannot load modules (no /proc/modules)): its 7 hooks below have no symbol in kallsyms and no BTF to check. No modprobe can load it here: use a kernel that loads modules (or has the driver built in), or check another host's BTF with --btf-dir DIR (a copy of its /sys/kernel/btf)"
         );
         std::fs::create_dir_all(root.0.join("proc")).expect("mkdir");
         std::fs::write(root.0.join("proc/modules"), "nvidia_uvm 1 0 - Live 0x0\n").expect("w");
@@ -570,6 +580,13 @@ mod tests {
             ),
             "{}",
             module_note(&uvm, Path::new("/copy"), false)
+        );
+        // A kernel that loads modules: modprobe is the remedy.
+        assert!(
+            module_note(&uvm, Path::new("/sys/kernel/btf"), true)
+                .contains("not in /proc/modules): its 7 hooks below have no symbol in kallsyms and no BTF to check. Load the driver (modprobe nvidia_uvm), or"),
+            "{}",
+            module_note(&uvm, Path::new("/sys/kernel/btf"), true)
         );
     }
 

@@ -162,9 +162,15 @@ fn this_hosts_modules_are_said_loaded_or_not() {
                 )),
                 "{line}"
             );
+            // What to do follows from whether this kernel loads modules.
+            let todo = if Path::new("/proc/modules").exists() {
+                format!("Load the driver (modprobe {m})")
+            } else {
+                "No modprobe can load it here: use a kernel that loads modules (or has the driver built in)".to_owned()
+            };
             assert!(
                 line.contains(&format!(
-                    "its {n} hooks below have no symbol in kallsyms and no BTF to check. Load the driver (modprobe {m}), or check another host's BTF with --btf-dir DIR"
+                    "its {n} hooks below have no symbol in kallsyms and no BTF to check. {todo}, or check another host's BTF with --btf-dir DIR"
                 )),
                 "{line}"
             );

@@ -121,11 +121,11 @@ fn every_catalogue_case_gets_its_verdict_on_the_real_driver() {
     let wrong = case(&v, "uvm_wrong_node");
     assert_eq!(
         (wrong.result.as_str(), ids(wrong)[0]),
-        ("ok", ("uvm_unusable", "recovered"))
+        ("ok", ("node_wrong_device", "recovered"))
     );
     let bind = case(&v, "uvm_bind");
     assert_eq!(bind.result, Outcome::Failed);
-    assert_eq!(ids(bind), [("uvm_unusable", "error")]);
+    assert_eq!(ids(bind), [("node_wrong_device", "error")]);
     assert!(bind.diagnoses[0].evidence.contains("is device 1:3"));
 
     let torch = case(&v, "torch");

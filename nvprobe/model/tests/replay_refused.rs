@@ -157,10 +157,10 @@ it ran 1 thread"
     // uvm node; the shell that created it (`: >/dev/nvidia-uvm`) before it
     // ran python in the same pid is no CUDA start-up.
     let f = case(&v, "file_uvm");
-    assert_eq!(ids(f), [DiagId::UvmUnusable]);
+    assert_eq!(ids(f), [DiagId::NodeWrongDevice]);
     assert_eq!(
         f.diagnoses[0].evidence,
-        "/dev/nvidia-uvm: /dev/nvidia-uvm is not a character device: this is not the NVIDIA uvm node"
+        "/dev/nvidia-uvm is not a character device: this is not the NVIDIA uvm node"
     );
     assert!(
         v.iter()

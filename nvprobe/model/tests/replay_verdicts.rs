@@ -55,14 +55,18 @@ fn real_failures_get_their_verdicts() {
     assert_eq!(v.len(), 1);
     assert_eq!(v[0].result, Outcome::Failed);
     assert_eq!(stage_ids(&v[0]), ["S0", "S2", "S1"]);
+    // /dev/null over the uvm node: another file at the path. Loading the
+    // module or creating the node would not replace it, so neither is
+    // suggested (issue 38: a hint the evidence rules out).
     let d = &v[0].diagnoses[0];
-    assert_eq!(d.id, DiagId::UvmUnusable);
+    assert_eq!(d.id, DiagId::NodeWrongDevice);
     assert!(
         d.evidence.contains("/dev/nvidia-uvm is device 1:3"),
         "{}",
         d.evidence
     );
-    assert!(d.hint.contains("nvidia-modprobe -u"), "{}", d.hint);
+    assert!(d.hint.contains("bind mounts"), "{}", d.hint);
+    assert!(!d.hint.contains("modprobe"), "{}", d.hint);
 
     // Without the process events (this recording predates them) the
     // BUSY_RETRY is ambiguous, and the verdict says so instead of blaming HMM.
@@ -232,7 +236,12 @@ fn real_uprobes_fire_for_ctypes_and_torch_and_name_the_curesult() {
         "one diagnosis, not one per open: {:?}",
         failed[0].diagnoses
     );
-    assert_eq!(failed[0].diagnoses[0].id, DiagId::UvmUnusable);
+    // The uvm node masked with /dev/null (1:3): another file at the path.
+    assert_eq!(failed[0].diagnoses[0].id, DiagId::NodeWrongDevice);
+    assert_eq!(
+        failed[0].diagnoses[0].evidence,
+        "/dev/nvidia-uvm is device 1:3 (none), not the NVIDIA uvm node (minor 0)"
+    );
     // torch's short-lived helper processes (comm ld-linux-x86-64) open the
     // GPU and exit cleanly: not failures.
     for x in v.iter().filter(|x| x.comm != "python3") {

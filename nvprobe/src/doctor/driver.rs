@@ -98,18 +98,48 @@ pub(crate) fn kernel_config(root: &Path) -> Option<String> {
 /// The nvidia and nvidia_uvm modules, and HMM in nvidia_uvm when it is
 /// loaded. Returns the majors /proc/devices gives them.
 pub(super) fn driver_checks(root: &Path, log: &[String], out: &mut Vec<Check>) -> Majors {
-    out.push(driver_loaded(root));
+    // Said first: no driver and no node can help a host without a GPU.
+    let no_gpu = no_nvidia_gpu(root);
+    if let Some(ev) = &no_gpu {
+        out.push(check(
+            "driver",
+            "pci_gpu",
+            Verdict::Fail,
+            ev.clone(),
+            Some("this machine (or VM) has no NVIDIA GPU on its PCI bus, so CUDA cannot start here whatever the driver: run on a GPU host, or pass a GPU through to this VM (its hypervisor's PCI passthrough); a container sees the host's bus, so this is the host's"),
+        ));
+    }
+    out.push(driver_loaded(root, no_gpu.is_some()));
     let read = read_majors(root);
     let m = read.clone().unwrap_or_default();
     let uvm_loaded = safefs::exists(root, "sys/module/nvidia_uvm") || m.uvm.is_some();
-    out.push(uvm_loaded_check(uvm_loaded, &m, read.err()));
+    out.push(uvm_loaded_check(
+        uvm_loaded,
+        &m,
+        read.err(),
+        no_gpu.is_some(),
+    ));
     if uvm_loaded {
         out.push(uvm_hmm(root, log));
     }
     m
 }
 
-fn driver_loaded(root: &Path) -> Check {
+/// The evidence that the PCI bus holds no NVIDIA GPU; None when it holds
+/// one, or when it cannot be told (no readable /sys/bus/pci/devices, or an
+/// empty one: a snapshot or a sandbox that hides the bus).
+fn no_nvidia_gpu(root: &Path) -> Option<String> {
+    let devices = safefs::read_dir_noted(root, "sys/bus/pci/devices")?;
+    if devices.is_empty() || !pci_gpus(root).is_empty() {
+        return None;
+    }
+    Some(format!(
+        "no NVIDIA display or 3D controller (vendor 10de, class 03xx) among the {} devices of /sys/bus/pci/devices",
+        devices.len()
+    ))
+}
+
+fn driver_loaded(root: &Path, no_gpu: bool) -> Check {
     let info = driver_info(root);
     let why = if info.is_none() {
         unreadable_version(root)
@@ -138,9 +168,11 @@ fn driver_loaded(root: &Path) -> Check {
             "driver_loaded",
             Verdict::Fail,
             "no /proc/driver/nvidia/version and no /sys/module/nvidia/version: the nvidia module is not loaded",
-            Some(
-                "load it (modprobe nvidia) and read the kernel log (dmesg | grep -i nvrm) if that fails",
-            ),
+            Some(if no_gpu {
+                "there is no NVIDIA GPU for it to drive (driver/pci_gpu above): loading it would not help"
+            } else {
+                "load it (modprobe nvidia) and read the kernel log (dmesg | grep -i nvrm) if that fails"
+            }),
         ),
     }
 }
@@ -177,8 +209,17 @@ fn unreadable_version(root: &Path) -> Option<String> {
 /// Whether nvidia_uvm is loaded: its /sys/module folder or its
 /// /proc/devices entry says so. DEVICES is why /proc/devices gave no
 /// entries: an unreadable file is no evidence that the entry is absent.
-fn uvm_loaded_check(uvm_loaded: bool, m: &Majors, devices: Option<SafeReadError>) -> Check {
-    const NOT_LOADED_HINT: &str = "cuInit fails with 999 without it: modprobe nvidia-uvm (libcuda runs the setuid nvidia-modprobe for this; in a container the host must load it)";
+fn uvm_loaded_check(
+    uvm_loaded: bool,
+    m: &Majors,
+    devices: Option<SafeReadError>,
+    no_gpu: bool,
+) -> Check {
+    let not_loaded_hint = if no_gpu {
+        "it comes with a GPU to drive, and there is none (driver/pci_gpu above)"
+    } else {
+        "cuInit fails with 999 without it: modprobe nvidia-uvm (libcuda runs the setuid nvidia-modprobe for this; in a container the host must load it)"
+    };
     if uvm_loaded {
         return check(
             "driver",
@@ -197,14 +238,14 @@ fn uvm_loaded_check(uvm_loaded: bool, m: &Majors, devices: Option<SafeReadError>
             "uvm_loaded",
             Verdict::Fail,
             "nvidia_uvm is not loaded (no /sys/module/nvidia_uvm, no nvidia-uvm in /proc/devices)",
-            Some(NOT_LOADED_HINT),
+            Some(not_loaded_hint),
         ),
         Some(SafeReadError::NotFound) => check(
             "driver",
             "uvm_loaded",
             Verdict::Fail,
             "nvidia_uvm is not loaded (no /sys/module/nvidia_uvm, and no /proc/devices to list it)",
-            Some(NOT_LOADED_HINT),
+            Some(not_loaded_hint),
         ),
         Some(e) => check(
             "driver",

@@ -614,3 +614,57 @@ fn snapshots_keep_only_the_parameters_and_accounts_checks_need() {
     assert_eq!(p, "root:x:0:0:::\nann:x:1000:1000:::\n");
     assert_eq!(g, "root:x:0:\nvideo:x:44:ann\nann:x:1000:\n");
 }
+
+/// Issue 38: a host without an NVIDIA GPU says so first, and the missing
+/// module's hint does not send the user to modprobe; with a GPU on the
+/// bus, the hint is modprobe again.
+#[test]
+fn a_host_without_an_nvidia_gpu_says_so_before_any_modprobe() {
+    let h = Hostile::new("no-gpu", "healthy");
+    fs::remove_dir_all(h.root.join("proc/driver/nvidia")).expect("rm");
+    fs::remove_dir_all(h.root.join("sys/module")).expect("rm");
+    let dev = |bus: &str, vendor: &str, class: &str| {
+        let d = h.root.join("sys/bus/pci/devices").join(bus);
+        fs::create_dir_all(&d).expect("mkdir");
+        fs::write(d.join("vendor"), format!("0x{vendor}\n")).expect("w");
+        fs::write(d.join("class"), format!("0x{class}\n")).expect("w");
+        fs::write(d.join("device"), "0x2335\n").expect("w");
+    };
+    dev("0000:00:00.0", "8086", "060000");
+    dev("0000:00:02.0", "1af4", "020000");
+    let c = run(&h.root);
+    let first = c
+        .iter()
+        .find(|c| c.area == "driver")
+        .expect("a driver check");
+    assert_eq!(
+        (first.id, first.verdict),
+        ("pci_gpu", Verdict::Fail),
+        "{}",
+        text(&c)
+    );
+    assert_eq!(
+        first.evidence,
+        "no NVIDIA display or 3D controller (vendor 10de, class 03xx) among the 2 devices of /sys/bus/pci/devices"
+    );
+    let d = by_id(&c, "driver_loaded")[0];
+    assert_eq!(d.verdict, Verdict::Fail);
+    let hint = d.hint.as_deref().unwrap_or("");
+    assert!(!hint.contains("modprobe"), "{hint}");
+    assert!(!text(&c).contains("modprobe nvidia"), "{}", text(&c));
+    // An NVIDIA 3D controller on the bus: the module is the thing to load.
+    dev("0000:01:00.0", "10de", "030200");
+    let c = run(&h.root);
+    assert!(
+        by_id(&c, "pci_gpu")
+            .iter()
+            .all(|p| !p.evidence.starts_with("no NVIDIA")),
+        "{}",
+        text(&c)
+    );
+    let hint = by_id(&c, "driver_loaded")[0]
+        .hint
+        .clone()
+        .unwrap_or_default();
+    assert!(hint.starts_with("load it (modprobe nvidia)"), "{hint}");
+}

@@ -56,8 +56,9 @@ pub(super) enum Said {
 
 /// The shortest window a CPU share is measured over (ticks are 10 ms).
 const MIN_CPU_WINDOW_NS: u64 = 200_000_000;
-/// How long past `--hang-after` a report may wait for that window.
-const MAX_CPU_WAIT_NS: u64 = 3_000_000_000;
+/// How long past `--hang-after` a report may wait for that window: one more
+/// look (they are half a second apart), so a hang is said within a second.
+const MAX_CPU_WAIT_NS: u64 = 500_000_000;
 
 pub(super) struct Hangs {
     after_ns: u64,

@@ -55,7 +55,7 @@ pub enum Hooks {
     /// ([`FAULTS`]: synchronisations, copies, memsets, frees), whose
     /// failures alone are sent.
     #[value(
-        help = "The start-up set, and where run-time faults surface (synchronisations, copies, memsets, frees: 40 functions), whose failures alone are sent: a program that makes none of these calls pays nothing for them, one that does pays about 2 µs per call (docs/BENCHMARKS.md)"
+        help = "The start-up set, and where run-time faults surface (synchronisations, copies, memsets, frees: 40 functions), whose failures alone are sent: a program that makes none of these calls pays nothing for them, one that does pays about 0.9 µs per call (a synchronisation on the H200, docs/BENCHMARKS.md)"
     )]
     #[default]
     Faults,

@@ -371,6 +371,9 @@ fn node_problems(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
                     "device of the driver"
                 }
             ),
+            // The decoder's words name the path already ("/dev/nvidia-uvm
+            // is device 1:3 (none), not the NVIDIA uvm node").
+            _ if matches!(why, PathWhy::Mismatch(m) if m.starts_with(path.as_str())) => why.text(),
             _ => format!("{path}: {why}"),
         };
         if !out.iter().any(|d| d.evidence == evidence) {
@@ -418,13 +421,16 @@ fn node_problem_id(f: &Facts<'_>, path: &str, why: &PathWhy, errno: Option<i32>)
         // chrdev_open finds no driver at this device number (ENXIO), or
         // the driver has no device at this minor (ENODEV).
         DiagId::NodeStale
+    } else if matches!(why, PathWhy::Mismatch(_)) {
+        // Another file at the path (/dev/null bind-mounted over the uvm
+        // node, a regular file): loading the module or creating the node
+        // would not replace it, so this outranks the uvm rule.
+        DiagId::NodeWrongDevice
     } else if matches!(
         node_kind(path),
         Some(DeviceKind::Uvm | DeviceKind::UvmTools)
     ) {
         DiagId::UvmUnusable
-    } else if matches!(why, PathWhy::Mismatch(_)) {
-        DiagId::NodeWrongDevice
     } else if errno == Some(libc::ENOENT) {
         DiagId::NodeMissing
     } else {

@@ -29,7 +29,8 @@ pub struct WatchArgs {
     /// where a fault at run time surfaces, whose failures alone are sent),
     /// launches (that, and the kernel launches, failures only: a launch the
     /// driver refuses at once is named; each launch pays a uprobe round
-    /// trip) or all (every CUDA driver API function the libcuda exports, ~700:
+    /// trip) or all (every CUDA driver API function the libcuda exports, 682 in
+    /// libcuda 580.159.04:
     /// launches and copies too, each CUDA call then costs a uprobe round
     /// trip; see docs/BENCHMARKS.md; best with --pid or --events failures).
     #[arg(long, value_name = "SET", value_enum, default_value_t = Hooks::Faults)]
