@@ -39,6 +39,22 @@ fn read_cache() -> &'static std::sync::Mutex<ReadCache> {
 /// The most of one driver file that is read.
 const READ_MAX: usize = 64 * 1024;
 
+/// The inode number of the kernel's initial pid namespace
+/// (`PROC_PID_INIT_INO`, include/linux/proc_ns.h; fixed since Linux 3.8).
+const INIT_PID_NS_INO: u64 = 0xEFFF_FFFC;
+
+/// Whether the pids under PROC (a procfs) are the host's, the ones the
+/// kernel side keys its maps by: PROC's pid 1 (or, where that is not
+/// readable, nvprobe itself) is in the initial pid namespace. None: it
+/// cannot be told.
+pub fn procfs_is_hosts(proc: &Path) -> Option<bool> {
+    use std::os::unix::fs::MetadataExt as _;
+    ["1/ns/pid", "self/ns/pid"]
+        .iter()
+        .find_map(|p| std::fs::metadata(proc.join(p)).ok())
+        .map(|m| m.ino() == INIT_PID_NS_INO)
+}
+
 /// Read files that call into the NVIDIA driver (ROOT/proc/driver/nvidia/...,
 /// REL each) in a forked child, so that a read stuck in the kernel (a hung
 /// GPU, a held lock) cannot keep nvprobe from exiting: whatever has not

@@ -114,6 +114,10 @@ pub struct DescriptorGate {
     /// descriptor (or whose descriptors it could not all read).
     pub processes: u64,
     pub holders: u64,
+    /// Passes over /proc (a holder forked before its parent went into
+    /// the kernel's table is found by the next one).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub passes: u64,
     /// How long the scan took; until it ended, every call was resolved.
     pub scan_ms: f64,
     /// When the gate opened (CLOCK_MONOTONIC ns, as records' `mono_ns`;

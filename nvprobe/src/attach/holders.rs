@@ -3,10 +3,12 @@
 //! process outside `NV_PROCS` stops at the top of its program. The kernel
 //! puts a process there when it opens an NVIDIA file, calls the driver or
 //! libcuda, or is forked by one; what it cannot see is a process that had
-//! a descriptor before nvprobe started. So before the gate opens, one scan
+//! a descriptor before nvprobe started. So before the gate opens, a scan
 //! of /proc puts every process with an NVIDIA descriptor open into
-//! `NV_PROCS`, on a thread of its own: the start does not wait for it, and
-//! until it ends every call is resolved as before.
+//! `NV_PROCS` as it finds it, on a thread of its own, and reads /proc again
+//! until a pass finds none the kernel did not know (a holder that forked
+//! before it went in): the start does not wait for it, and until it ends
+//! every call is resolved as before.
 //!
 //! The scan follows no link out of /proc: each descriptor's link text is
 //! read first (a socket, pipe or anonymous inode is none of ours), then the
@@ -31,6 +33,14 @@ use nvprobe_model::summary::DescriptorGate;
 const MAX_PROCS: usize = 1 << 16;
 /// Descriptors looked at per process; one with more is counted a holder.
 const MAX_FDS: usize = 1 << 16;
+/// Passes over /proc: each holder goes into `NV_PROCS` as it is found, so
+/// a holder's later forks are followed by the kernel; one forked before
+/// its parent went in is found by the next pass. The gate opens after a
+/// pass that found no holder the kernel did not know; holders still
+/// appearing in the last pass keep it shut.
+const MAX_PASSES: usize = 4;
+/// The whole scan's time; past it the gate stays shut.
+const MAX_SCAN: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// What makes a descriptor an NVIDIA one, as the kernel side decides it
 /// (`file_id`): a character device of the driver's majors, or a file
@@ -60,29 +70,64 @@ impl Devices {
 /// What the scan found.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Found {
-    /// Processes with an NVIDIA descriptor (or one not fully read).
-    pub holders: Vec<u32>,
-    /// Processes looked at.
+    /// Processes with an NVIDIA descriptor (or one not fully read), over
+    /// every pass.
+    pub holders: std::collections::BTreeSet<u32>,
+    /// Processes looked at (the first pass).
     pub procs: usize,
+    /// Passes made.
+    pub passes: usize,
 }
 
-/// The processes under `proc` (a /proc) with an NVIDIA descriptor open;
-/// None when there are more than [`MAX_PROCS`] or `proc` cannot be read.
-pub fn scan(proc: &Path, devs: &Devices) -> Option<Found> {
-    let mut found = Found::default();
-    for e in std::fs::read_dir(proc).ok()?.flatten() {
+/// One pass over `proc` (a /proc): `holder` is told of each process with
+/// an NVIDIA descriptor open as it is found, and answers whether it was
+/// new to the kernel. Returns the processes looked at and how many
+/// holders were new; an error when `proc` cannot be read, holds more than
+/// [`MAX_PROCS`] processes or the pass runs past `deadline`.
+pub fn scan_pass(
+    proc: &Path,
+    devs: &Devices,
+    deadline: std::time::Instant,
+    mut holder: impl FnMut(u32) -> Result<bool, String>,
+) -> Result<(usize, usize), String> {
+    let (mut procs, mut new) = (0, 0);
+    let dir = std::fs::read_dir(proc).map_err(|e| format!("{}: {e}", proc.display()))?;
+    for e in dir.flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
             continue;
         };
-        found.procs += 1;
-        if found.procs > MAX_PROCS {
-            return None;
+        procs += 1;
+        if procs > MAX_PROCS {
+            return Err(format!("more than {MAX_PROCS} processes"));
         }
-        if holds(&e.path().join("fd"), devs) {
-            found.holders.push(pid);
+        if std::time::Instant::now() > deadline {
+            return Err(format!("the scan of /proc took more than {MAX_SCAN:?}"));
+        }
+        if process_holds(&e.path(), devs) && holder(pid)? {
+            new += 1;
         }
     }
-    Some(found)
+    Ok((procs, new))
+}
+
+/// Whether the process at `dir` (/proc/PID) holds one of ours. Its
+/// folder `fd` is the thread-group leader's table; a leader that has
+/// ended (a zombie whose threads live on) shows none, so then each
+/// thread's own table is read.
+fn process_holds(dir: &Path, devs: &Devices) -> bool {
+    let fd = dir.join("fd");
+    if holds(&fd, devs) {
+        return true;
+    }
+    let empty = std::fs::read_dir(&fd).is_ok_and(|mut d| d.next().is_none());
+    if !empty {
+        return false;
+    }
+    let Ok(tasks) = std::fs::read_dir(dir.join("task")) else {
+        return false;
+    };
+    let tasks: Vec<_> = tasks.flatten().take(MAX_FDS).collect();
+    tasks.len() > 1 && tasks.iter().any(|t| holds(&t.path().join("fd"), devs))
 }
 
 /// Whether the descriptor folder `fd_dir` holds one of ours; true when it
@@ -97,17 +142,22 @@ fn holds(fd_dir: &Path, devs: &Devices) -> bool {
             return !matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ESRCH));
         }
     };
-    let Ok(entries) = std::fs::read_dir(fd_dir) else {
-        return false;
+    let gone = |e: &std::io::Error| matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ESRCH));
+    let entries = match std::fs::read_dir(fd_dir) {
+        Ok(d) => d,
+        Err(e) => return !gone(&e),
     };
     for (n, e) in entries.enumerate() {
         if n >= MAX_FDS {
             return true;
         }
         let Ok(e) = e else { return true };
-        let Ok(link) = std::fs::read_link(e.path()) else {
+        let link = match std::fs::read_link(e.path()) {
+            Ok(l) => l,
             // Closed meanwhile.
-            continue;
+            Err(e) if gone(&e) => continue,
+            // Unreadable (a security module): not known to be clean.
+            Err(_) => return true,
         };
         let text = link.as_os_str().as_bytes();
         if !text.starts_with(b"/") {
@@ -129,7 +179,14 @@ fn holds(fd_dir: &Path, devs: &Devices) -> bool {
                 &mut st,
             )
         };
-        if r == 0 && devs.ours(&st) {
+        if r != 0 {
+            let e = std::io::Error::last_os_error();
+            if gone(&e) || e.raw_os_error() == Some(libc::EBADF) {
+                continue;
+            }
+            return true;
+        }
+        if devs.ours(&st) {
             return true;
         }
     }
@@ -187,6 +244,7 @@ pub fn open_gate_after_scan(ebpf: &aya::Ebpf, devs: Devices) -> Report {
                 Ok(found) => DescriptorGate {
                     open: true,
                     processes: found.procs as u64,
+                    passes: found.passes as u64,
                     holders: found.holders.len() as u64,
                     scan_ms: ms,
                     opened_mono_ns: nvprobe_model::render::Clock::mono_now(),
@@ -205,22 +263,117 @@ pub fn open_gate_after_scan(ebpf: &aya::Ebpf, devs: Devices) -> Report {
 }
 
 fn fill_and_open(procs: MapData, gate: MapData, devs: &Devices) -> Result<Found, String> {
-    let found = scan(Path::new("/proc"), devs)
-        .ok_or_else(|| format!("/proc unreadable, or more than {MAX_PROCS} processes"))?;
+    let proc = Path::new("/proc");
+    // NV_PROCS is keyed by the host's pids: a /proc of another pid
+    // namespace (a container without the host's pids) names others.
+    if crate::host::procfs_is_hosts(proc) != Some(true) {
+        return Err(
+            "this /proc is not of the host's pid namespace: its pids are not the kernel's".into(),
+        );
+    }
     let mut procs = BpfHashMap::<_, u32, u8>::try_from(Map::LruHashMap(procs))
         .map_err(|e| format!("NV_PROCS: {e}"))?;
     const BPF_NOEXIST: u64 = 1;
     let me = std::process::id();
-    for pid in found.holders.iter().filter(|p| **p != me) {
-        match procs.insert(pid, nvprobe_common::nv_procs::FOLLOWED, BPF_NOEXIST) {
-            Ok(()) => {}
-            // Already there (the kernel saw it meanwhile).
-            Err(aya::maps::MapError::SyscallError(e))
-                if e.io_error.raw_os_error() == Some(libc::EEXIST) => {}
-            Err(e) => return Err(format!("NV_PROCS: {e}")),
+    let deadline = std::time::Instant::now() + MAX_SCAN;
+    let mut found = Found::default();
+    let mut settled = false;
+    while !settled && found.passes < MAX_PASSES {
+        let (n, new) = scan_pass(proc, devs, deadline, |pid| {
+            found.holders.insert(pid);
+            if pid == me {
+                return Ok(false);
+            }
+            match procs.insert(pid, nvprobe_common::nv_procs::FOLLOWED, BPF_NOEXIST) {
+                Ok(()) => {
+                    // Ended since it was read (its exit has come, or comes
+                    // and removes the entry): no stale entry for its pid.
+                    if !proc.join(pid.to_string()).exists() {
+                        let _ = procs.remove(&pid);
+                    }
+                    Ok(true)
+                }
+                // Already there (the kernel saw it, or an earlier pass).
+                Err(aya::maps::MapError::SyscallError(e))
+                    if e.io_error.raw_os_error() == Some(libc::EEXIST) =>
+                {
+                    Ok(false)
+                }
+                Err(e) => Err(format!("NV_PROCS: {e}")),
+            }
+        })?;
+        if found.passes == 0 {
+            found.procs = n;
         }
+        found.passes += 1;
+        settled = new == 0;
+    }
+    if !settled {
+        return Err(format!(
+            "processes holding an NVIDIA descriptor kept appearing after {MAX_PASSES} passes"
+        ));
     }
     let mut g = Array::<_, u32>::try_from(Map::Array(gate)).map_err(|e| format!("FD_GATE: {e}"))?;
     g.set(0, 1, 0).map_err(|e| format!("FD_GATE: {e}"))?;
     Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::{MetadataExt as _, symlink};
+
+    /// A /proc of links: a holder (a link to the `--device` file), a
+    /// process with other files only, a zombie leader whose second thread
+    /// holds one, and a kernel thread (empty table, one task).
+    #[test]
+    fn a_pass_finds_holders_and_threads_of_a_zombie_leader() {
+        let (base, _) = crate::safefs::private_temp_dir(&std::env::temp_dir(), "nvprobe-holders-")
+            .expect("mkdtemp");
+        let ours = base.join("dev-file");
+        std::fs::write(&ours, b"x").expect("w");
+        let m = std::fs::metadata(&ours).expect("stat");
+        let dev = kdev_make(
+            nix::sys::stat::major(m.dev()) as u32,
+            nix::sys::stat::minor(m.dev()) as u32,
+        );
+        let devs = Devices {
+            extra: vec![(dev, m.ino())],
+            ..Devices::default()
+        };
+        let proc = base.join("proc");
+        let fds = |rel: &str, links: &[&Path]| {
+            let d = proc.join(rel);
+            std::fs::create_dir_all(&d).expect("mkdir");
+            for (i, l) in links.iter().enumerate() {
+                symlink(l, d.join((i + 3).to_string())).expect("link");
+            }
+        };
+        let other = base.join("other");
+        std::fs::write(&other, b"y").expect("w");
+        fds("100/fd", &[&other, &ours]);
+        fds("200/fd", &[&other, Path::new("/dev/null")]);
+        fds("300/fd", &[]);
+        fds("300/task/300/fd", &[]);
+        fds("300/task/301/fd", &[&ours]);
+        fds("2/fd", &[]);
+        fds("2/task/2/fd", &[]);
+        std::fs::create_dir_all(proc.join("self")).expect("mkdir");
+        let deadline = std::time::Instant::now() + MAX_SCAN;
+        let mut seen = Vec::new();
+        let (n, new) = scan_pass(&proc, &devs, deadline, |pid| {
+            seen.push(pid);
+            Ok(pid != 300)
+        })
+        .expect("a pass");
+        seen.sort_unstable();
+        assert_eq!((n, new, seen), (4, 1, vec![100, 300]));
+        // Past its deadline, a pass is an error (the gate stays shut).
+        let past = std::time::Instant::now()
+            .checked_sub(std::time::Duration::from_millis(1))
+            .expect("an instant a millisecond ago");
+        let late = scan_pass(&proc, &devs, past, |_| Ok(true));
+        assert!(late.is_err_and(|e| e.starts_with("the scan of /proc took more than")));
+        let _ = std::fs::remove_dir_all(&base);
+    }
 }

@@ -296,21 +296,7 @@ pub fn parse_pid(s: &str) -> Result<u32, String> {
     Ok(v)
 }
 
-/// The inode number of the kernel's initial pid namespace
-/// (`PROC_PID_INIT_INO`, include/linux/proc_ns.h; fixed since Linux 3.8).
-const INIT_PID_NS_INO: u64 = 0xEFFF_FFFC;
-
-/// Whether the pids under PROC (a procfs) are the host's, the ones the
-/// kernel side filters `--pid` on: PROC's pid 1 (or, where that is not
-/// readable, nvprobe itself) is in the initial pid namespace. None: it
-/// cannot be told.
-fn procfs_is_hosts(proc: &Path) -> Option<bool> {
-    use std::os::unix::fs::MetadataExt as _;
-    ["1/ns/pid", "self/ns/pid"]
-        .iter()
-        .find_map(|p| std::fs::metadata(proc.join(p)).ok())
-        .map(|m| m.ino() == INIT_PID_NS_INO)
-}
+use nvprobe::host::procfs_is_hosts;
 
 /// What PROC says of one `--pid` that nvprobe cannot follow: none running,
 /// a thread's id, an exited process. None: a running process (or nothing
