@@ -34,44 +34,44 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Trace every process's calls to /dev/nvidia* (needs root).
-    #[command(after_help = cli::exit_help(Some("watch")))]
+    #[command(after_help = cli::after_help("watch"))]
     Watch(cli::watch::WatchArgs),
     /// A live view of every process starting CUDA: class, stage, time in
     /// start-up, the call in flight, the last failure; what is most likely
     /// wrong first (needs root; takes watch's options; q quits).
-    #[command(after_help = cli::exit_help(Some("top")))]
+    #[command(after_help = cli::after_help("top"))]
     Top(cli::top::TopArgs),
     /// Decode a recording made with `watch --json --raw` (no root needed).
-    #[command(after_help = cli::exit_help(Some("decode")))]
+    #[command(after_help = cli::after_help("decode"))]
     Decode(cli::decode::DecodeArgs),
     /// Compare two start-ups: where they part, calls only one made, results
     /// that differ, time per stage, verdicts (no root).
-    #[command(after_help = cli::exit_help(Some("diff")))]
+    #[command(after_help = cli::after_help("diff"))]
     Diff(cli::diff::DiffArgs),
     /// Export a recording as a Perfetto trace (--perfetto -o FILE; no root).
-    #[command(after_help = cli::exit_help(Some("export")))]
+    #[command(after_help = cli::after_help("export"))]
     Export(cli::export::ExportArgs),
     /// Print the JSON Schema of the NDJSON output.
-    #[command(after_help = cli::exit_help(Some("schema")))]
+    #[command(after_help = cli::after_help("schema"))]
     Schema,
     /// Check this host (or a host tree) for what breaks CUDA start-up and
     /// tracing: kernel tracing ability (probes loaded), driver, nvidia_uvm
     /// and HMM, GPUs, device nodes and access, libraries, container. Exit 1
     /// when a check fails.
-    #[command(after_help = cli::exit_help(Some("doctor")))]
+    #[command(after_help = cli::after_help("doctor"))]
     Doctor(cli::doctor::DoctorArgs),
     /// The driver layer's hook table: each function, its module, whether
     /// this kernel has it (kallsyms), and the prototype in the module's BTF
     /// against the one nvprobe assumes.
-    #[command(after_help = cli::exit_help(Some("hooks")))]
+    #[command(after_help = cli::after_help("hooks"))]
     Hooks(cli::hooks::HooksArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish or
     /// powershell; the package installs bash's, zsh's and fish's).
-    #[command(after_help = cli::exit_help(Some("completions")))]
+    #[command(after_help = cli::after_help("completions"))]
     Completions(cli::generate::CompletionsArgs),
     /// Print the manual page (roff) of nvprobe or of one subcommand
     /// (`nvprobe manpage watch | man -l -`; the package installs them all).
-    #[command(after_help = cli::exit_help(Some("manpage")))]
+    #[command(after_help = cli::after_help("manpage"))]
     Manpage(cli::generate::ManpageArgs),
 }
 

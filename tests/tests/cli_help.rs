@@ -214,3 +214,51 @@ fn completions_offer_the_levels_and_formats() {
     );
     assert_eq!(offered("--format"), ["text", "json", "otlp-json"], "{bash}");
 }
+
+/// Issue 38: every subcommand's help shows examples, and each example
+/// parses (run with --help in place of its effect; a shell redirection or
+/// pipe after it, and sudo before it, are left out); the manual page has
+/// the same examples.
+#[test]
+fn every_subcommands_examples_parse() {
+    for s in SUBCOMMANDS {
+        let h = help(&[s, "--help"]);
+        let at = h
+            .find("\nExamples:\n")
+            .unwrap_or_else(|| panic!("{s}: no examples\n{h}"));
+        let lines: Vec<&str> = h[at..]
+            .lines()
+            .skip(2)
+            .take_while(|l| l.starts_with("  "))
+            .filter(|l| !l.starts_with("      "))
+            .map(str::trim)
+            .collect();
+        assert!(!lines.is_empty(), "{s}: {h}");
+        for line in lines {
+            let cmd = line.split(['>', '|']).next().unwrap_or("").trim();
+            let words: Vec<&str> = cmd
+                .split_whitespace()
+                .skip_while(|w| *w == "sudo")
+                .collect();
+            assert_eq!(words.first(), Some(&"nvprobe"), "{line}");
+            assert_eq!(words.get(1), Some(&s), "{line}");
+            let o = Command::new(bin("nvprobe"))
+                .args(&words[1..])
+                .arg("--help")
+                .output()
+                .expect("run nvprobe");
+            assert_eq!(
+                o.status.code(),
+                Some(0),
+                "{line}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        let man = Command::new(bin("nvprobe"))
+            .args(["manpage", s])
+            .output()
+            .expect("run nvprobe");
+        let page = String::from_utf8_lossy(&man.stdout);
+        assert!(page.contains(".SH EXAMPLES"), "{s}: {page}");
+    }
+}

@@ -124,6 +124,79 @@ pub const EXIT_CODES: &[ExitRow] = &[
     ExitRow { code: exit::DENIED, commands: &["watch", "top"], meaning: "not permitted (not root, bpf() refused)" },
 ];
 
+/// A subcommand's examples: (command line, what it does). Each parses
+/// (tests/tests/cli_help.rs runs them with --help).
+pub fn examples(command: &str) -> &'static [(&'static str, &'static str)] {
+    match command {
+        "watch" => &[
+            (
+                "sudo nvprobe watch --events verdicts",
+                "one verdict per CUDA start-up on this host, and its cause",
+            ),
+            (
+                "sudo nvprobe watch --json --raw -o run.ndjson",
+                "record everything, to decode, diff or export later",
+            ),
+            (
+                "sudo nvprobe watch --comm python3 --hang-after 120",
+                "python3 only; a call in flight for two minutes is a hang",
+            ),
+        ],
+        "top" => &[("sudo nvprobe top", "the processes starting CUDA, live")],
+        "decode" => &[
+            ("nvprobe decode run.ndjson", "a recording as text"),
+            (
+                "nvprobe decode --events verdicts run.ndjson",
+                "its verdicts only",
+            ),
+        ],
+        "diff" => &[(
+            "nvprobe diff good.ndjson bad.ndjson",
+            "where two start-ups part (exit 1 when they differ)",
+        )],
+        "export" => &[(
+            "nvprobe export run.ndjson -o run.perfetto-trace",
+            "a Perfetto trace (open it at ui.perfetto.dev)",
+        )],
+        "schema" => &[("nvprobe schema > nvprobe.schema.json", "the NDJSON schema")],
+        "doctor" => &[
+            (
+                "sudo nvprobe doctor",
+                "what on this host breaks CUDA or tracing",
+            ),
+            (
+                "sudo nvprobe doctor --snapshot host.tar",
+                "the same facts saved, to check elsewhere with --root",
+            ),
+        ],
+        "hooks" => &[(
+            "nvprobe hooks",
+            "which driver functions this kernel can hook",
+        )],
+        "completions" => &[(
+            "nvprobe completions bash > /etc/bash_completion.d/nvprobe",
+            "bash completion",
+        )],
+        "manpage" => &[("nvprobe manpage watch | man -l -", "this page in man")],
+        _ => &[],
+    }
+}
+
+/// What a subcommand's --help ends with: its examples, then its exit codes.
+pub fn after_help(command: &str) -> String {
+    let ex = examples(command);
+    let mut s = String::new();
+    if !ex.is_empty() {
+        s.push_str("Examples:\n");
+        for (line, what) in ex {
+            s.push_str(&format!("  {line}\n      {what}\n"));
+        }
+        s.push('\n');
+    }
+    s.push_str(&exit_help(Some(command)));
+    s
+}
+
 /// The "Exit codes:" block of `--help`, a line per code: for one
 /// subcommand, what the rows that apply to it say (joined by "; "); for
 /// nvprobe itself (`None`), every row, those of some subcommands led by

@@ -101,6 +101,17 @@ pub fn page(sub: Option<&str>) -> String {
     man.render(&mut out)
         .expect("rendering into memory does not fail");
     let mut r = Roff::new();
+    // The examples `--help` shows, then its exit codes.
+    if let Some(s) = sub
+        && !cli::examples(s).is_empty()
+    {
+        r.control("SH", ["EXAMPLES"]);
+        for (line, what) in cli::examples(s) {
+            r.control("TP", []);
+            r.text([bold(*line)]);
+            r.text([roman(*what)]);
+        }
+    }
     // The lines `--help` ends with, one per code.
     r.control("SH", ["EXIT STATUS"]);
     for line in cli::exit_help(sub).lines().skip(1) {
