@@ -158,6 +158,46 @@ fn fds_are_attributed_however_they_arrived_and_never_after_close() {
     assert_eq!(tids, want);
 }
 
+/// An nvfixture scenario that opens its descriptors, says so on a line,
+/// and waits for "go" on its standard input (made before nvprobe starts).
+struct Held {
+    child: std::process::Child,
+    out: BufReader<std::process::ChildStdout>,
+}
+
+impl Held {
+    fn spawn(drv: &FakeDrv, scenario: &str) -> Self {
+        let mut child = Command::new(bin("nvfixture"))
+            .args(["run", scenario, "--dir"])
+            .arg(&drv.dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let out = BufReader::new(child.stdout.take().expect("stdout"));
+        Held { child, out }
+    }
+    /// Its next line, as JSON.
+    fn read(&mut self) -> Value {
+        let mut line = String::new();
+        self.out.read_line(&mut line).expect("a line");
+        serde_json::from_str(&line).expect("JSON")
+    }
+    fn go(&mut self) {
+        self.child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(b"go\n")
+            .expect("go");
+    }
+    /// Its exit, successful; its pid.
+    fn finish(mut self) -> u32 {
+        assert!(self.child.wait().expect("wait").success());
+        self.child.id()
+    }
+}
+
 #[test]
 #[ignore = "needs root"]
 fn an_fd_opened_before_nvprobe_started_is_traced() {
@@ -165,36 +205,21 @@ fn an_fd_opened_before_nvprobe_started_is_traced() {
     let _g = lock();
     let tmp = tmpdir("pre");
     let drv = FakeDrv::start(&tmp);
-    let mut child = Command::new(bin("nvfixture"))
-        .args(["run", "preopen", "--dir"])
-        .arg(&drv.dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-    let mut line = String::new();
-    out.read_line(&mut line).expect("ready line");
-    let ready: Value = serde_json::from_str(&line).expect("JSON");
+    let mut held = Held::spawn(&drv, "preopen");
+    let ready = held.read();
     // nvprobe starts only now.
     let t = watch(&tmp, &drv, &[]);
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(b"go\n")
-        .expect("go");
-    line.clear();
-    out.read_line(&mut line).expect("result");
-    assert!(child.wait().expect("wait").success());
+    held.go();
+    held.read();
+    let child_pid = held.finish();
     let f = t.stop();
     check_schema(&f);
-    let io = ioctls_of(&f, u64::from(child.id()));
+    let io = ioctls_of(&f, u64::from(child_pid));
     assert_eq!(io.len(), 1);
     assert_eq!(io[0]["fd"], ready["fd"]);
     assert_eq!(io[0]["status"]["name"], "NV_ERR_INVALID_DEVICE");
     assert!(
-        !f.for_pid(child.id()).iter().any(|r| r["type"] == "open"),
+        !f.for_pid(child_pid).iter().any(|r| r["type"] == "open"),
         "the open happened before tracing"
     );
 }
@@ -212,37 +237,22 @@ fn descriptors_held_before_the_start_are_seen_through_the_gate() {
     let _g = lock();
     let tmp = tmpdir("gate");
     let drv = FakeDrv::start(&tmp);
-    let mut child = Command::new(bin("nvfixture"))
-        .args(["run", "preclose", "--dir"])
-        .arg(&drv.dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-    let mut line = String::new();
-    out.read_line(&mut line).expect("ready line");
+    let mut held = Held::spawn(&drv, "preclose");
+    held.read();
     let t = watch(&tmp, &drv, &[]);
     // The scan runs on its own thread; its end is in the summary, which
     // the assertions below compare with the calls' times.
     std::thread::sleep(std::time::Duration::from_millis(1500));
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(b"go\n")
-        .expect("go");
-    line.clear();
-    out.read_line(&mut line).expect("result");
-    let run: Value = serde_json::from_str(&line).expect("JSON");
-    assert!(child.wait().expect("wait").success());
+    held.go();
+    let run = held.read();
+    let child_pid = held.finish();
     let f = t.stop();
     check_schema(&f);
     let gate = &f.summary()["descriptor_gate"];
     assert_eq!(gate["open"], true, "{gate}");
     assert!(gate["holders"].as_u64().expect("holders") >= 1, "{gate}");
     let opened = gate["opened_mono_ns"].as_u64().expect("opened_mono_ns");
-    let pid = child.id();
+    let pid = child_pid;
     let kinds = |p: u32| -> Vec<(String, i64, u64)> {
         f.for_pid(p)
             .into_iter()
