@@ -133,18 +133,23 @@ mod tests {
         v
     }
 
+    /// `on` says yes for `all` and no with any one of them refused.
+    fn on_only_with_each(all: &[ProbeState], on: fn(&[ProbeState]) -> bool) {
+        assert!(on(all));
+        for i in 0..all.len() {
+            let mut v = all.to_vec();
+            v[i].attached = false;
+            v[i].error = Some("refused".into());
+            assert!(!on(&v), "without {}", v[i].name);
+        }
+    }
+
     /// The fd cache is on only when every probe that tells the kernel a
     /// descriptor may mean another file is in; close_range may be absent
     /// from a kernel that has no such call, not refused.
     #[test]
     fn the_fd_cache_needs_every_probe_that_invalidates_it() {
-        assert!(fd_cache_on(&all()));
-        for i in 0..all().len() {
-            let mut v = all();
-            v[i].attached = false;
-            v[i].error = Some("refused".into());
-            assert!(!fd_cache_on(&v), "without {}", v[i].name);
-        }
+        on_only_with_each(&all(), fd_cache_on);
         let mut v = all();
         v[3] = probe(
             "syscall",
@@ -182,13 +187,7 @@ mod tests {
             }
             v
         };
-        assert!(fd_gate_on(&gate()));
-        for i in 0..gate().len() {
-            let mut v = gate();
-            v[i].attached = false;
-            v[i].error = Some("refused".into());
-            assert!(!fd_gate_on(&v), "without {}", v[i].name);
-        }
+        on_only_with_each(&gate(), fd_gate_on);
         let mut v = gate();
         for i in [1, 2] {
             let name = v[i].name.clone();
