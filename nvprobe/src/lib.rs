@@ -20,6 +20,7 @@ pub mod hooks;
 pub mod host;
 pub mod identity;
 pub mod kernel_checks;
+pub mod klog;
 pub mod libcheck;
 pub mod metrics;
 pub mod output;

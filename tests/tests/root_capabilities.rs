@@ -119,11 +119,43 @@ fn unsupported(set: &[String]) -> Option<String> {
 /// keeps CAP_SYS_ADMIN (it mounts its own), mounted by the test before the
 /// capabilities go when it does not.
 fn with_only(cmd: &mut Command, keep: Vec<u32>) {
+    own_namespace(cmd, &keep);
+    cut_to(cmd, keep);
+}
+
+/// The mount namespace of [`with_only`].
+fn own_namespace(cmd: &mut Command, keep: &[u32]) {
     if keep.contains(&cap_number("CAP_SYS_ADMIN")) {
         private_mount_namespace(cmd, &["/sys/kernel/tracing"]);
     } else {
         private_mount_namespace_with_tracefs(cmd);
     }
+}
+
+/// [`with_only`], with `/dev/kmsg` unopenable in the command's mount
+/// namespace, as in a container (whose device cgroup refuses it): a unix
+/// socket is bound over it, and opening a socket fails (ENXIO).
+fn with_only_and_no_kmsg(cmd: &mut Command, keep: Vec<u32>, socket: PathBuf) {
+    own_namespace(cmd, &keep);
+    // SAFETY: runs in the forked child before exec, after the unshare and
+    // before the capabilities go: one mount system call.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::mount::mount(
+                Some(socket.as_path()),
+                "/dev/kmsg",
+                None::<&str>,
+                nix::mount::MsFlags::MS_BIND,
+                None::<&str>,
+            )?;
+            Ok(())
+        });
+    }
+    cut_to(cmd, keep);
+}
+
+/// The capability cut of [`with_only`].
+fn cut_to(cmd: &mut Command, keep: Vec<u32>) {
     let last = cap_last_cap();
     // SAFETY: runs in the forked child before exec: only system calls
     // (prctl, capget, capset) on memory owned by the closure, no
@@ -383,6 +415,85 @@ fn identities_need_cap_sys_ptrace() {
     }
 }
 
+/// Where /dev/kmsg cannot be opened (a container's device cgroup refuses
+/// it whatever the capabilities), the kernel log is followed through
+/// syslog(2): with the set (the DaemonSet's as the unit's), nvprobe says so
+/// once, keeps CAP_SYSLOG (syslog(2) checks it at every read) and reads on
+/// without a failure; without CAP_SYSLOG, where `kernel.dmesg_restrict` is
+/// 1, it says once that the log cannot be followed, naming both refusals.
+#[test]
+#[ignore = "needs root"]
+fn the_kernel_log_is_followed_through_syslog_where_kmsg_cannot_be_opened() {
+    need_root!();
+    let set = documented_set();
+    if let Some(why) = unsupported(&set) {
+        nvprobe_tests::harness::skip(format_args!("{why}"));
+        return;
+    }
+    let _g = lock();
+    let tmp = tmpdir("caps-syslog");
+    let socket = tmp.join("kmsg.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).expect("bind the socket");
+    let traced = |keep: Vec<u32>| {
+        let sock = socket.clone();
+        let t = Trace::start_with(&tmp, &["--driver-version", "580.159.04"], move |c| {
+            with_only_and_no_kmsg(c, keep, sock)
+        });
+        // Four of the follower's reads.
+        std::thread::sleep(Duration::from_millis(1100));
+        let f = t.stop();
+        check_schema(&f);
+        f
+    };
+    let warnings = |f: &Finished, id: &str| -> Vec<String> {
+        f.of_type("warning")
+            .filter(|w| w["id"] == id)
+            .map(|w| w["message"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    let f = traced(set_without(&set, &[]));
+    let via = warnings(&f, "kernel_log_syslog");
+    assert_eq!(via.len(), 1, "{:#?}", f.records);
+    assert!(
+        via[0].contains("/dev/kmsg: No such device or address"),
+        "{}",
+        via[0]
+    );
+    assert!(
+        warnings(&f, "kernel_log_unavailable").is_empty(),
+        "{:#?}",
+        f.records
+    );
+    let start = f.of_type("start").next().expect("a start record");
+    let kept = start["capabilities_kept"].as_array().expect("kept");
+    assert!(kept.iter().any(|c| c == "CAP_SYSLOG"), "{start}");
+
+    let restrict = fs::read_to_string("/proc/sys/kernel/dmesg_restrict").unwrap_or_default();
+    let f = traced(set_without(&set, &["CAP_SYSLOG"]));
+    let start = f.of_type("start").next().expect("a start record");
+    let kept = start["capabilities_kept"].as_array().expect("kept");
+    assert!(!kept.iter().any(|c| c == "CAP_SYSLOG"), "{start}");
+    if restrict.trim() == "1" {
+        let no = warnings(&f, "kernel_log_unavailable");
+        assert_eq!(no.len(), 1, "{:#?}", f.records);
+        assert!(
+            no[0].contains("/dev/kmsg: No such device or address")
+                && no[0].contains("syslog(2): Operation not permitted"),
+            "{}",
+            no[0]
+        );
+        assert!(warnings(&f, "kernel_log_syslog").is_empty());
+    } else {
+        // Anyone may read the log here: followed without the capability.
+        assert_eq!(
+            warnings(&f, "kernel_log_syslog").len(),
+            1,
+            "{:#?}",
+            f.records
+        );
+    }
+}
+
 /// Run `nvprobe watch --duration 1` with exactly `keep`; its exit code and
 /// stderr.
 fn watch_with(keep: Vec<u32>) -> (Option<i32>, String) {
@@ -529,8 +640,11 @@ fn sys_admin_is_dropped_when_nothing_needs_it() {
 fn assert_thread_caps(pid: u32, want: u64) -> usize {
     let mut threads = 0;
     for task in std::fs::read_dir(format!("/proc/{pid}/task")).expect("tasks") {
-        let status =
-            std::fs::read_to_string(task.expect("task").path().join("status")).expect("status");
+        // A thread that ended since the listing (the start's scan of
+        // /proc runs on one of its own) holds nothing any more.
+        let Ok(status) = std::fs::read_to_string(task.expect("task").path().join("status")) else {
+            continue;
+        };
         for key in ["CapEff:", "CapPrm:", "CapBnd:"] {
             let hex = status
                 .lines()

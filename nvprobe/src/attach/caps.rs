@@ -4,7 +4,8 @@
 //! SYS_PTRACE and DAC_READ_SEARCH to read the identity of other users'
 //! processes, and SYS_ADMIN only while something still needs it (kernel
 //! stacks in stall reports, libcuda uprobes made as perf events where
-//! uprobe_multi is refused). Everything else root holds (loading modules,
+//! uprobe_multi is refused), and SYSLOG where the kernel log is read
+//! through syslog(2) (/dev/kmsg refused, as in a container). Everything else root holds (loading modules,
 //! raw I/O, overriding file permissions, changing ids, chroot and so
 //! setns into another mount namespace, …) is dropped from the effective,
 //! permitted, inheritable, ambient and bounding sets, so that a
@@ -21,15 +22,20 @@ pub const KEPT: [Capability; 4] = [
 ];
 
 /// Drop every capability but [`KEPT`] (and CAP_SYS_ADMIN when `sys_admin`:
-/// something the run does still needs it), those this process has, in the
+/// something the run does still needs it; CAP_SYSLOG when `syslog`: the
+/// kernel log is followed through syslog(2), which checks it at every
+/// read), those this process has, in the
 /// calling thread, which must be the only one (capabilities are per
 /// thread; threads made later inherit the reduced sets). Returns the names
 /// kept, or why dropping failed (nvprobe then carries on with what it
 /// had: it is a hardening step, not a requirement).
-pub fn drop_unneeded(sys_admin: bool) -> Result<Vec<String>, String> {
+pub fn drop_unneeded(sys_admin: bool, syslog: bool) -> Result<Vec<String>, String> {
     let mut keep: CapsHashSet = KEPT.into_iter().collect();
     if sys_admin {
         keep.insert(Capability::CAP_SYS_ADMIN);
+    }
+    if syslog {
+        keep.insert(Capability::CAP_SYSLOG);
     }
     let permitted = caps::read(None, CapSet::Permitted).map_err(|e| e.to_string())?;
     let kept: CapsHashSet = permitted.intersection(&keep).copied().collect();

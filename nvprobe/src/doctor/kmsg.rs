@@ -130,14 +130,15 @@ fn kmsg_record(rec: &[u8]) -> Option<Option<String>> {
 }
 
 /// /dev/kmsg gives one record per read; O_NONBLOCK ends with EAGAIN at the
-/// end of the buffer instead of waiting for new records.
+/// end of the buffer instead of waiting for new records. Where it cannot
+/// be opened (a container), syslog(2) gives the same records as text.
 fn read_live() -> Vec<String> {
     let Ok(mut f) = fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
         .open("/dev/kmsg")
     else {
-        return Vec::new();
+        return read_syslog();
     };
     let mut out = Vec::new();
     let mut buf = vec![0u8; 8192];
@@ -151,6 +152,26 @@ fn read_live() -> Vec<String> {
         }
     }
     out
+}
+
+/// The kernel's records through syslog(2) (continuations folded, other
+/// facilities left out), as "[seconds] message"; none when it is refused.
+fn read_syslog() -> Vec<String> {
+    let Ok(text) = crate::klog::text() else {
+        return Vec::new();
+    };
+    nvprobe_model::kmsg::syslog::records(&text)
+        .into_iter()
+        .filter(|r| r.facility == 0)
+        .map(|r| {
+            format!(
+                "[{:>5}.{:06}] {}",
+                r.ts_us / 1_000_000,
+                r.ts_us % 1_000_000,
+                r.msg
+            )
+        })
+        .collect()
 }
 
 /// What the driver's lines say, as findings: (kind, line). Each is read

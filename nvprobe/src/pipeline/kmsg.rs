@@ -14,6 +14,14 @@
 //!
 //! Opened before nvprobe drops its capabilities (reading needs CAP_SYSLOG
 //! where `kernel.dmesg_restrict` is 1, and the check is at open).
+//!
+//! Where /dev/kmsg cannot be opened (a container: its device cgroup
+//! refuses the node whatever the capabilities) but syslog(2) answers, the
+//! same buffer is read through it (`SYSLOG_ACTION_READ_ALL`, the whole
+//! buffer as text, every [`SYSLOG_POLL_MS`]; `nvprobe_model::kmsg::syslog`
+//! finds what is new). syslog(2) checks CAP_SYSLOG at every read, so
+//! nvprobe then keeps it ([`Opened::needs_syslog_cap`]). A line's time is
+//! then known to within one poll, and the text carries no sequence number.
 
 use std::{
     collections::VecDeque,
@@ -37,6 +45,8 @@ const POLL_MS: u16 = 100;
 const OFFSET_SAMPLES: usize = 32;
 /// Lines queued for the collector; more are counted as dropped.
 const QUEUE: usize = 4096;
+/// How often syslog(2)'s buffer is read, where /dev/kmsg cannot be.
+pub const SYSLOG_POLL_MS: u64 = 250;
 
 /// The follower: its thread, and what it sends.
 pub struct KernelLog {
@@ -47,25 +57,60 @@ pub struct KernelLog {
     /// lines the queue had no room for.
     lost: Arc<AtomicU64>,
     said_lost: u64,
+    /// Why the follower stopped, once it did (a read refused).
+    failed: Arc<std::sync::OnceLock<String>>,
+    said_failed: bool,
 }
 
-/// /dev/kmsg opened at its end, not yet followed.
-pub struct Opened(std::fs::File);
+/// The kernel log opened at its end, not yet followed.
+pub enum Opened {
+    /// /dev/kmsg.
+    Dev(std::fs::File),
+    /// syslog(2), because /dev/kmsg could not be opened (`why`).
+    Syslog {
+        cursor: nvprobe_model::kmsg::syslog::Cursor,
+        size: usize,
+        why: String,
+    },
+}
 
 impl KernelLog {
     /// Open /dev/kmsg at its end (what is logged from now on), while the
     /// capabilities are still held. Err says why it cannot be followed.
+    /// Where /dev/kmsg cannot be opened, syslog(2) is asked instead.
     pub fn open() -> Result<Opened, String> {
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
-            .open("/dev/kmsg")
-            .map_err(|e| format!("/dev/kmsg: {e}"))?;
-        // SEEK_END on /dev/kmsg: the next read is the next record logged.
-        nix::unistd::lseek(f.as_fd(), 0, nix::unistd::Whence::SeekEnd)
-            .map_err(|e| format!("/dev/kmsg: seek: {e}"))?;
-        Ok(Opened(f))
+        match open_dev() {
+            Ok(f) => Ok(Opened::Dev(f)),
+            Err(dev) => match open_syslog() {
+                Ok((cursor, size)) => Ok(Opened::Syslog {
+                    cursor,
+                    size,
+                    why: dev,
+                }),
+                Err(sys) => Err(format!("{dev}; syslog(2): {sys}")),
+            },
+        }
     }
+}
+
+fn open_dev() -> Result<std::fs::File, String> {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open("/dev/kmsg")
+        .map_err(|e| format!("/dev/kmsg: {e}"))?;
+    // SEEK_END on /dev/kmsg: the next read is the next record logged.
+    nix::unistd::lseek(f.as_fd(), 0, nix::unistd::Whence::SeekEnd)
+        .map_err(|e| format!("/dev/kmsg: seek: {e}"))?;
+    Ok(f)
+}
+
+/// syslog(2)'s buffer size, and a cursor past what it holds now.
+fn open_syslog() -> Result<(nvprobe_model::kmsg::syslog::Cursor, usize), String> {
+    let size = crate::klog::size()?;
+    let mut buf = vec![0u8; size];
+    let text = crate::klog::read_all(&mut buf)?;
+    Ok((nvprobe_model::kmsg::syslog::Cursor::at_end(&text), size))
 }
 
 impl Opened {
@@ -73,15 +118,22 @@ impl Opened {
     /// capabilities it no longer needs: a thread keeps the sets it was
     /// made with.
     pub fn follow(self) -> Result<KernelLog, String> {
-        let f = self.0;
         let (tx, rx) = sync_channel(QUEUE);
         let stop = Arc::new(AtomicBool::new(false));
         let lost = Arc::new(AtomicU64::new(0));
+        let failed = Arc::new(std::sync::OnceLock::new());
         let thread = {
-            let (stop, lost) = (stop.clone(), lost.clone());
+            let (stop, lost, failed) = (stop.clone(), lost.clone(), failed.clone());
             std::thread::Builder::new()
                 .name("nvprobe-kmsg".into())
-                .spawn(move || follow(f, &tx, &stop, &lost))
+                .spawn(move || match self {
+                    Opened::Dev(f) => follow(f, &tx, &stop, &lost),
+                    Opened::Syslog { cursor, size, .. } => {
+                        if let Err(e) = follow_syslog(cursor, size, &tx, &stop, &lost) {
+                            let _ = failed.set(e);
+                        }
+                    }
+                })
                 .map_err(|e| format!("starting the kernel-log thread: {e}"))?
         };
         Ok(KernelLog {
@@ -90,7 +142,25 @@ impl Opened {
             thread: Some(thread),
             lost,
             said_lost: 0,
+            failed,
+            said_failed: false,
         })
+    }
+
+    /// Whether following needs CAP_SYSLOG after the start (syslog(2)
+    /// checks it at every read where `kernel.dmesg_restrict` is 1).
+    pub fn needs_syslog_cap(&self) -> bool {
+        matches!(self, Opened::Syslog { .. })
+    }
+
+    /// What to say once at the start about how the log is read.
+    pub fn note(&self) -> Option<String> {
+        match self {
+            Opened::Dev(_) => None,
+            Opened::Syslog { why, .. } => Some(format!(
+                "the kernel log is read through syslog(2), every {SYSLOG_POLL_MS} ms ({why}): a kernel_log record's time is known to within that, and its seq is nvprobe's count, not the kernel's"
+            )),
+        }
     }
 }
 
@@ -119,6 +189,19 @@ impl KernelLog {
                 crate::output::Clock::mono_now(),
                 &Note::Warning {
                     id: "kernel_log_lost",
+                    message: &msg,
+                },
+            )?;
+        }
+        if let Some(why) = self.failed.get().filter(|_| !self.said_failed) {
+            self.said_failed = true;
+            let msg = format!(
+                "the kernel log is no longer followed (syslog(2): {why}): no kernel_log records from now on, and fault verdicts name no Xid"
+            );
+            pipe.note(
+                crate::output::Clock::mono_now(),
+                &Note::Warning {
+                    id: "kernel_log_unavailable",
                     message: &msg,
                 },
             )?;
@@ -175,30 +258,79 @@ fn follow(
             let Some(rec) = nvprobe_model::kmsg::parse_record(&buf[..n]) else {
                 continue;
             };
-            let stamp = i128::from(rec.ts_us) * 1000;
-            if offsets.len() == OFFSET_SAMPLES {
-                offsets.pop_front();
-            }
-            offsets.push_back(i128::from(read_at) - stamp);
-            if rec.facility != 0 || nvprobe_model::kmsg::kind_of(&rec.msg).is_none() {
-                continue;
-            }
-            let offset = offsets.iter().copied().min().unwrap_or(0);
-            let at = (stamp + offset).clamp(0, i128::from(read_at)) as u64;
-            let line = LogLine {
-                seq: rec.seq,
-                kernel_ts_us: rec.ts_us,
-                level: rec.level,
-                message: rec.msg.into_owned(),
-            };
-            match tx.try_send((at, line)) {
-                Ok(()) => {}
-                Err(TrySendError::Full(_)) => {
-                    lost.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(TrySendError::Disconnected(_)) => return,
+            if !deliver(rec, read_at, &mut offsets, tx, lost) {
+                return;
             }
         }
+    }
+}
+
+/// Follow syslog(2)'s buffer from `cursor`, reading it whole every
+/// [`SYSLOG_POLL_MS`]; Err when a read is refused.
+fn follow_syslog(
+    mut cursor: nvprobe_model::kmsg::syslog::Cursor,
+    size: usize,
+    tx: &SyncSender<(u64, LogLine)>,
+    stop: &AtomicBool,
+    lost: &AtomicU64,
+) -> Result<(), String> {
+    let mut buf = vec![0u8; size];
+    let mut offsets: VecDeque<i128> = VecDeque::with_capacity(OFFSET_SAMPLES);
+    // The text has no sequence numbers: records are counted from here.
+    let mut seq = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(std::time::Duration::from_millis(SYSLOG_POLL_MS));
+        let text = crate::klog::read_all(&mut buf)?;
+        let read_at = crate::output::Clock::mono_now();
+        let read = cursor.advance(&text);
+        if read.gap {
+            // Records may have been overwritten between the two reads.
+            lost.fetch_add(1, Ordering::Relaxed);
+        }
+        for mut rec in read.new {
+            seq += 1;
+            rec.seq = seq;
+            if !deliver(rec, read_at, &mut offsets, tx, lost) {
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One record read at `read_at`: its clock offset sampled, and sent on
+/// when it is an NVIDIA line the kernel wrote. False when the collector
+/// is gone.
+fn deliver(
+    rec: nvprobe_model::kmsg::KmsgRecord<'_>,
+    read_at: u64,
+    offsets: &mut VecDeque<i128>,
+    tx: &SyncSender<(u64, LogLine)>,
+    lost: &AtomicU64,
+) -> bool {
+    let stamp = i128::from(rec.ts_us) * 1000;
+    if offsets.len() == OFFSET_SAMPLES {
+        offsets.pop_front();
+    }
+    offsets.push_back(i128::from(read_at) - stamp);
+    if rec.facility != 0 || nvprobe_model::kmsg::kind_of(&rec.msg).is_none() {
+        return true;
+    }
+    let offset = offsets.iter().copied().min().unwrap_or(0);
+    let at = (stamp + offset).clamp(0, i128::from(read_at)) as u64;
+    let line = LogLine {
+        seq: rec.seq,
+        kernel_ts_us: rec.ts_us,
+        level: rec.level,
+        message: rec.msg.into_owned(),
+    };
+    match tx.try_send((at, line)) {
+        Ok(()) => true,
+        Err(TrySendError::Full(_)) => {
+            lost.fetch_add(1, Ordering::Relaxed);
+            true
+        }
+        Err(TrySendError::Disconnected(_)) => false,
     }
 }
 

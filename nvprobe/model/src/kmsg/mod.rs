@@ -12,6 +12,7 @@
 //! name (an Xid's `name=`), what follows the name is read only where a
 //! name (15 bytes) cannot have written it.
 
+pub mod syslog;
 pub mod xid;
 
 use std::borrow::Cow;

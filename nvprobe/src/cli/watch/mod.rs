@@ -85,7 +85,8 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
     // The kernel log is opened now, while CAP_SYSLOG is held (the check is
     // at open where kernel.dmesg_restrict is 1).
     let kmsg = nvprobe::pipeline::kmsg::KernelLog::open();
-    start.capabilities_kept = keep_capabilities(&a, &start);
+    let syslog = kmsg.as_ref().is_ok_and(|k| k.needs_syslog_cap());
+    start.capabilities_kept = keep_capabilities(&a, &start, syslog);
     let mut out = Output::opened(opened, format, Clock::now());
     announce(
         &a,
@@ -236,6 +237,23 @@ fn follow_kernel_log(
     a: &WatchArgs,
 ) -> Result<(), Fail> {
     let format = a.out.format();
+    let note = kmsg
+        .as_ref()
+        .ok()
+        .and_then(nvprobe::pipeline::kmsg::Opened::note);
+    if let Some(n) = note {
+        eprintln!("nvprobe: note: {n}");
+        if format.structured() || a.out.output.is_some() {
+            out.note(
+                Clock::mono_now(),
+                &Note::Warning {
+                    id: "kernel_log_syslog",
+                    message: &n,
+                },
+            )
+            .map_err(write_fail)?;
+        }
+    }
     match kmsg.and_then(nvprobe::pipeline::kmsg::Opened::follow) {
         Ok(k) => opts.kernel_log = Some(std::sync::Mutex::new(k)),
         Err(e) => {
@@ -325,10 +343,14 @@ fn runtime() -> Result<(tokio::runtime::Runtime, StopSignals), Fail> {
 /// (/proc/PID/stack in stall reports, or libcuda uprobes made as perf
 /// events: uprobe_multi refused, or not known yet because no copy was
 /// hooked at start). Those kept, for the start record.
-fn keep_capabilities(a: &WatchArgs, start: &nvprobe::records::StartRecord) -> Option<Vec<String>> {
+fn keep_capabilities(
+    a: &WatchArgs,
+    start: &nvprobe::records::StartRecord,
+    syslog: bool,
+) -> Option<Vec<String>> {
     let sys_admin =
         a.stall_after > 0.0 || (a.layer("cuda") && start.libcuda_attach != "uprobe_multi");
-    match attach::caps::drop_unneeded(sys_admin) {
+    match attach::caps::drop_unneeded(sys_admin, syslog) {
         Ok(k) => Some(k),
         Err(e) => {
             eprintln!(
