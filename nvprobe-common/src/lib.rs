@@ -374,6 +374,12 @@ pub mod ioctl_flags {
     /// Made by the driver layer (kprobe on the module's ioctl entry point),
     /// not the syscall tracepoints: `fd` is unknown (-1).
     pub const FROM_DRIVER: u32 = 32;
+    /// The call's start was not read (`start_ns` 0 in flight; in the
+    /// record, the exit's time and `duration_ns` 0): a quiet process's call
+    /// at `--events failures|verdicts`, counted, not sent, unless it fails.
+    /// The stall detector times it from when it first sees it in flight
+    /// (by `Inflight::seq`).
+    pub const UNTIMED: u32 = 64;
 }
 
 /// One ioctl on an NVIDIA file, emitted at syscall exit.
@@ -596,6 +602,11 @@ pub struct Inflight {
     /// Thread that owns the slot (0: free).
     pub tid: u32,
     pub file: FileId,
+    /// The slot's count of ioctls begun in it (wrapping): with
+    /// [`ioctl_flags::UNTIMED`] (no `start_ns`), what tells user space
+    /// that the call it sees in flight is the one it saw before.
+    pub seq: u32,
+    pub _pad: u32,
 }
 
 /// Key of the map of extra files treated as NVIDIA devices (`--device`).

@@ -188,6 +188,21 @@ pub fn resolve_fd_cached(fd: i32, pid_tgid: u64) -> Option<FileId> {
     }
 }
 
+/// Whether the current thread's cache says its process is quiet
+/// (`nv_procs::QUIET`: past its first context at `--events
+/// failures|verdicts`, its successful calls counted, not sent). False
+/// when the cache does not hold the process's value.
+#[inline(always)]
+pub fn cached_quiet(pid_tgid: u64) -> bool {
+    use nvprobe_common::{fastpath::PROCS_VALID, nv_procs::QUIET};
+    let Some(c) = cache_slot(pid_tgid, false) else {
+        return false;
+    };
+    // SAFETY: the thread's own cache slot (see cache_slot).
+    let (p, of) = unsafe { ((*c).procs, (*c).procs_tgid) };
+    p & PROCS_VALID != 0 && of == (pid_tgid >> 32) as u32 && p & QUIET as u32 != 0
+}
+
 /// Whether the driver layer's ioctl entry points make the ioctl records.
 #[inline(always)]
 pub fn drv_ioctls() -> bool {

@@ -21,7 +21,7 @@ use crate::{
     fdres::{fill_header_at, wakeup_bytes},
     maps::{
         self, EVENTS, RM_PARAMS, SHIP_CALLS, SHIP_CONTROLS, STATUS_AT, STATUS_SLOTS, UVM_SIZES,
-        count_lost, store, take_slot, wakeup_flags, zeroed_inflight,
+        count_lost, take_slot, wakeup_flags,
     },
 };
 
@@ -35,28 +35,51 @@ pub(crate) fn ioctl_begin(
     argp: u64,
     flags: u32,
 ) -> Result<(), i64> {
-    let mut inf = zeroed_inflight();
-    inf.flags = flags;
-    inf.kind = EventKind::Ioctl as u32;
-    inf.start_ns = now();
-    inf.fd = fd;
-    inf.cmd = cmd;
-    inf.a0 = argp;
-    inf.file = file;
+    let mut flags = flags;
+    let (mut xfer_cmd, mut xfer_size, mut xfer_ptr) = (0u32, 0u32, 0u64);
     if is_xfer(cmd) {
         // nv_ioctl_xfer_t { NvU32 cmd; NvU32 size; NvP64 ptr; } (nv-ioctl.h)
-        inf.flags |= ioctl_flags::XFER;
+        flags |= ioctl_flags::XFER;
         // SAFETY: reading user memory through the helper, which handles faults.
         match unsafe { bpf_probe_read_user(argp as *const [u64; 2]) } {
             Ok(x) => {
-                inf.xfer_cmd = x[0] as u32;
-                inf.xfer_size = (x[0] >> 32) as u32;
-                inf.xfer_ptr = x[1];
+                xfer_cmd = x[0] as u32;
+                xfer_size = (x[0] >> 32) as u32;
+                xfer_ptr = x[1];
             }
-            Err(_) => inf.flags |= ioctl_flags::XFER_FAULT,
+            Err(_) => flags |= ioctl_flags::XFER_FAULT,
         }
     }
-    store(inf)
+    let start_ns = if flags & ioctl_flags::UNTIMED != 0 {
+        0
+    } else {
+        now()
+    };
+    // Written in place: every NVIDIA ioctl passes here, and a copy through
+    // the stack is twice the stores.
+    let tid = crate::config::tid();
+    let p = maps::claim_slot(tid).ok_or(0i64)?;
+    // SAFETY: pointer into the INFLIGHT array's value; every field is set.
+    unsafe {
+        (*p).seq = (*p).seq.wrapping_add(1);
+        (*p).op = 0;
+        (*p).start_ns = start_ns;
+        (*p).a0 = argp;
+        (*p).a1 = 0;
+        (*p).a2 = 0;
+        (*p).a3 = 0;
+        (*p).fd = fd;
+        (*p).cmd = cmd;
+        (*p).xfer_cmd = xfer_cmd;
+        (*p).xfer_size = xfer_size;
+        (*p).xfer_ptr = xfer_ptr;
+        (*p).flags = flags;
+        (*p).tid = tid;
+        (*p).file = file;
+        (*p)._pad = 0;
+        (*p).kind = EventKind::Ioctl as u32;
+    }
+    Ok(())
 }
 
 /// What to copy of an RM control's parameters.
@@ -368,8 +391,14 @@ unsafe fn fill_ioctl(
     unsafe {
         fill_header_at(&raw mut (*ev).hdr, EventKind::Ioctl, end, pid_tgid);
         (*ev).file = inf.file;
-        (*ev).start_ns = inf.start_ns;
-        (*ev).duration_ns = end.saturating_sub(inf.start_ns);
+        // An untimed call (its start not read) ends where it is seen end.
+        let start = if inf.flags & ioctl_flags::UNTIMED != 0 {
+            end
+        } else {
+            inf.start_ns
+        };
+        (*ev).start_ns = start;
+        (*ev).duration_ns = end.saturating_sub(start);
         (*ev).arg = inf.a0;
         (*ev).ret = ret;
         (*ev).fd = inf.fd;

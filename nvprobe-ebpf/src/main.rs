@@ -114,7 +114,15 @@ fn try_ioctl_enter(ctx: &TracePointContext) -> Result<(), i64> {
         return Ok(());
     }
     let argp = arg::<u64>(ctx, ARG2)?;
-    ioctl_begin(fd, file, cmd, argp, 0)
+    // A quiet process's call is counted, not sent, unless it fails: its
+    // start is not read (the clock is the dearest read here; the stall
+    // detector times such a call from when it first sees it in flight).
+    let flags = if crate::config::quiet_levels() && fdres::cached_quiet(pid_tgid) {
+        nvprobe_common::ioctl_flags::UNTIMED
+    } else {
+        0
+    };
+    ioctl_begin(fd, file, cmd, argp, flags)
 }
 
 #[tracepoint]

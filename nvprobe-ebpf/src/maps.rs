@@ -443,8 +443,12 @@ pub fn store(mut inf: Inflight) -> Result<(), i64> {
     let tid = crate::config::tid();
     inf.tid = tid;
     let p = claim_slot(tid).ok_or(0i64)?;
-    // SAFETY: pointer into the INFLIGHT array value.
-    unsafe { *p = inf };
+    // SAFETY: pointer into the INFLIGHT array value. The slot's count of
+    // calls begun moves on with every call (`Inflight::seq`).
+    unsafe {
+        inf.seq = (*p).seq.wrapping_add(1);
+        *p = inf;
+    }
     Ok(())
 }
 

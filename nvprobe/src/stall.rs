@@ -84,6 +84,33 @@ pub(crate) fn task_now(tid: u32) -> Option<TaskNow> {
     })
 }
 
+/// When each untimed ioctl in flight (its start not read in the kernel:
+/// `ioctl_flags::UNTIMED`, a quiet process's call) was first seen, by
+/// thread and the slot's count of calls begun (`Inflight::seq`): a call
+/// seen again with the same pair is the same call, still running.
+#[derive(Default)]
+pub struct FirstSeen {
+    at: HashMap<(u32, u32), u64>,
+}
+
+impl FirstSeen {
+    /// The starts to time `calls` (tid, seq) by, seen now: when each was
+    /// first seen. Calls no longer in flight are forgotten.
+    pub fn starts(&mut self, now_ns: u64, calls: &[(u32, u32)]) -> Vec<u64> {
+        let mut next = HashMap::with_capacity(calls.len());
+        let starts = calls
+            .iter()
+            .map(|k| {
+                let at = self.at.get(k).copied().unwrap_or(now_ns);
+                next.insert(*k, at);
+                at
+            })
+            .collect();
+        self.at = next;
+        starts
+    }
+}
+
 #[derive(Default)]
 pub struct Detector {
     /// (tid, start_ns) -> how many reports so far.
@@ -184,6 +211,17 @@ impl Detector {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_untimed_call_is_timed_from_when_it_was_first_seen() {
+        let mut f = super::FirstSeen::default();
+        assert_eq!(f.starts(100, &[(7, 1), (8, 4)]), vec![100, 100]);
+        // Thread 7 still in the same call; thread 8 began another.
+        assert_eq!(f.starts(200, &[(7, 1), (8, 5)]), vec![100, 200]);
+        // Thread 7's call ended; the same pair later is timed afresh.
+        assert_eq!(f.starts(300, &[(8, 5)]), vec![200]);
+        assert_eq!(f.starts(400, &[(7, 1)]), vec![400]);
+    }
+
     #[test]
     fn the_driver_frame_is_the_innermost_nvidia_one() {
         let st: Vec<String> = [

@@ -27,12 +27,12 @@ struct Run {
 }
 
 fn run_at(level: &str) -> Option<Run> {
-    run_scenario("steady", level)
+    run_scenario("steady", level, &[])
 }
 
 /// `scenario` (steady or steady-exec) traced at `level`; the answer is the
 /// scenario's last line (after-exec's, for steady-exec).
-fn run_scenario(scenario: &str, level: &str) -> Option<Run> {
+fn run_scenario(scenario: &str, level: &str, extra: &[&str]) -> Option<Run> {
     let _g = lock();
     let tmp = tmpdir(&format!("levels-{level}"));
     let lib = stub_libcuda(&tmp);
@@ -53,7 +53,10 @@ fn run_scenario(scenario: &str, level: &str) -> Option<Run> {
     out.read_line(&mut line).expect("ready");
     assert!(line.contains("ready"), "{line}");
     // Only this process: another CUDA process on the host changes nothing.
-    let t = watch(&tmp, &drv, &["--pid", &pid.to_string(), "--events", level]);
+    let pid_arg = pid.to_string();
+    let mut args = vec!["--pid", &pid_arg, "--events", level];
+    args.extend_from_slice(extra);
+    let t = watch(&tmp, &drv, &args);
     stdin.write_all(b"go\n").expect("go");
     line.clear();
     out.read_line(&mut line).expect("inited");
@@ -129,6 +132,11 @@ fn verdicts_level_ships_failures_and_the_kernel_drops_quiet_successes() {
     // all: every call written (cuInit's 2 RM calls, the loop, 3 failures).
     assert_eq!(ioctls(&all, true), 2 + STEADY);
     assert_eq!(ioctls(&all, false), 3);
+    // At `all` every call is sent, and timed.
+    assert!(
+        all.records.iter().all(|x| x.get("untimed").is_none()),
+        "an untimed call at --events all"
+    );
     let (s, row) = summary_row(&all);
     assert!(s.get("quieted").is_none(), "{s}");
     assert_eq!(row["ioctls"], 2 + STEADY + 3);
@@ -147,6 +155,13 @@ fn verdicts_level_ships_failures_and_the_kernel_drops_quiet_successes() {
     assert_eq!(failed.len(), 3);
     for x in &failed {
         assert_eq!(x["status"]["name"], "NV_ERR_INVALID_COMMAND", "{x}");
+        // A quiet process's call is not timed in the kernel (it was to be
+        // counted, not sent): its record says so, with no duration.
+        assert_eq!(
+            (&x["untimed"], &x["duration_ns"]),
+            (&Value::Bool(true), &Value::from(0)),
+            "{x}"
+        );
         assert_eq!(
             (x["severity"].as_str(), x["ok"].as_bool()),
             (Some("warn"), Some(false))
@@ -195,13 +210,41 @@ fn verdicts_level_ships_failures_and_the_kernel_drops_quiet_successes() {
     assert_eq!(row["failed"], 3, "{row}");
 }
 
+/// A quiet process's call is not timed in the kernel, and still gets its
+/// stall report: timed from when nvprobe first saw it in flight.
+#[test]
+#[ignore = "needs root"]
+fn a_quiet_process_untimed_call_that_hangs_gets_a_stall_report() {
+    need_root!();
+    let Some(r) = run_scenario("steady-hang", "verdicts", &["--stall-after", "1"]) else {
+        return;
+    };
+    let stall = r
+        .records
+        .iter()
+        .find(|x| x["type"] == "stall" && x["pid"] == r.pid)
+        .unwrap_or_else(|| panic!("a stall report: {:#?}", r.records));
+    assert_eq!(stall["call"], "NV_ESC_RM_CONTROL", "{stall}");
+    // Timed from the first look that saw it: at least --stall-after, less
+    // than the 2.5 s the stand-in takes to answer.
+    let s = stall["elapsed_s"].as_f64().expect("elapsed_s");
+    assert!((1.0..2.5).contains(&s), "{stall}");
+    // The call itself succeeded: counted, not sent.
+    assert!(
+        !r.records
+            .iter()
+            .any(|x| x["type"] == "ioctl" && x["pid"] == r.pid && x["ok"] == true),
+        "a successful call of a quiet process was sent"
+    );
+}
+
 /// An exec ends the quiet: the new program (no cuInit of its own) has its
 /// successful call on the inherited fd counted as arrived, not quieted.
 #[test]
 #[ignore = "needs root"]
 fn an_exec_makes_a_quiet_process_followed_in_full_again() {
     need_root!();
-    let Some(r) = run_scenario("steady-exec", "verdicts") else {
+    let Some(r) = run_scenario("steady-exec", "verdicts", &[]) else {
         return;
     };
     // after-exec's answer: the inherited fd's control succeeded, the

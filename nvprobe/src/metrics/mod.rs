@@ -598,6 +598,10 @@ impl CallCache {
                 })
             })
             .inc();
+        // An untimed call (its start not read) has no latency to count.
+        if e.untimed {
+            return;
+        }
         self.hists
             .entry(key.clone())
             .or_insert_with(|| {

@@ -8,9 +8,9 @@
 //! Time: a record carries the kernel's own stamp (its local clock, µs
 //! since boot), which is not CLOCK_MONOTONIC: NTP slews the one and not
 //! the other. Every record read gives the two clocks' offset plus the
-//! time it took to read it; the smallest offset of the last
-//! [`OFFSET_SAMPLES`] records is taken, and a line is put at its stamp plus
-//! that offset (never after the time it was read).
+//! time it took to read it; the smallest offset of the last 32 records is
+//! taken (`nvprobe_model::kmsg::syslog::Offsets`), and a line is put at its
+//! stamp plus that offset (never after the time it was read).
 //!
 //! Opened before nvprobe drops its capabilities (reading needs CAP_SYSLOG
 //! where `kernel.dmesg_restrict` is 1, and the check is at open).
@@ -20,11 +20,15 @@
 //! same buffer is read through it (`SYSLOG_ACTION_READ_ALL`, the whole
 //! buffer as text, every [`SYSLOG_POLL_MS`]; `nvprobe_model::kmsg::syslog`
 //! finds what is new). syslog(2) checks CAP_SYSLOG at every read, so
-//! nvprobe then keeps it ([`Opened::needs_syslog_cap`]). A line's time is
-//! then known to within one poll, and the text carries no sequence number.
+//! nvprobe then keeps it ([`Opened::needs_syslog_cap`]). A record read by
+//! a poll was logged between that read and the one before: the offset is
+//! CLOCK_MONOTONIC less CLOCK_MONOTONIC_RAW (the stamps' counter without
+//! NTP's slewing) kept within those bounds, so a line's time is off by at
+//! most one poll, and by the two clocks' disagreement where they agree
+//! (on the H100 host, a real Xid read both ways: the same stamps and
+//! messages). The text carries no sequence number.
 
 use std::{
-    collections::VecDeque,
     io::Read as _,
     os::{fd::AsFd, unix::fs::OpenOptionsExt as _},
     sync::{
@@ -35,14 +39,12 @@ use std::{
     thread::JoinHandle,
 };
 
-use nvprobe_model::{correlate::faults::LogLine, render::Note};
+use nvprobe_model::{correlate::faults::LogLine, kmsg::syslog::Offsets, render::Note};
 
 use super::Pipeline;
 
 /// How long a read waits before it looks at the stop flag.
 const POLL_MS: u16 = 100;
-/// Records whose clock offsets are kept.
-const OFFSET_SAMPLES: usize = 32;
 /// Lines queued for the collector; more are counted as dropped.
 const QUEUE: usize = 4096;
 /// How often syslog(2)'s buffer is read, where /dev/kmsg cannot be.
@@ -70,6 +72,8 @@ pub enum Opened {
     Syslog {
         cursor: nvprobe_model::kmsg::syslog::Cursor,
         size: usize,
+        /// CLOCK_MONOTONIC after the read the cursor is at.
+        read_at: u64,
         why: String,
     },
 }
@@ -85,6 +89,7 @@ impl KernelLog {
                 Ok((cursor, size)) => Ok(Opened::Syslog {
                     cursor,
                     size,
+                    read_at: crate::output::Clock::mono_now(),
                     why: dev,
                 }),
                 Err(sys) => Err(format!("{dev}; syslog(2): {sys}")),
@@ -128,8 +133,13 @@ impl Opened {
                 .name("nvprobe-kmsg".into())
                 .spawn(move || match self {
                     Opened::Dev(f) => follow(f, &tx, &stop, &lost),
-                    Opened::Syslog { cursor, size, .. } => {
-                        if let Err(e) = follow_syslog(cursor, size, &tx, &stop, &lost) {
+                    Opened::Syslog {
+                        cursor,
+                        size,
+                        read_at,
+                        ..
+                    } => {
+                        if let Err(e) = follow_syslog((cursor, read_at), size, &tx, &stop, &lost) {
                             let _ = failed.set(e);
                         }
                     }
@@ -158,7 +168,7 @@ impl Opened {
         match self {
             Opened::Dev(_) => None,
             Opened::Syslog { why, .. } => Some(format!(
-                "the kernel log is read through syslog(2), every {SYSLOG_POLL_MS} ms ({why}): a kernel_log record's time is known to within that, and its seq is nvprobe's count, not the kernel's"
+                "the kernel log is read through syslog(2), every {SYSLOG_POLL_MS} ms ({why}): a kernel_log record's time comes from the kernel's stamp and the raw clock, off by at most that, and its seq is nvprobe's count, not the kernel's"
             )),
         }
     }
@@ -227,7 +237,7 @@ fn follow(
     lost: &AtomicU64,
 ) {
     let mut buf = vec![0u8; 8192];
-    let mut offsets: VecDeque<i128> = VecDeque::with_capacity(OFFSET_SAMPLES);
+    let mut offsets = Offsets::default();
     while !stop.load(Ordering::Relaxed) {
         let mut fds = [nix::poll::PollFd::new(
             f.as_fd(),
@@ -258,7 +268,8 @@ fn follow(
             let Some(rec) = nvprobe_model::kmsg::parse_record(&buf[..n]) else {
                 continue;
             };
-            if !deliver(rec, read_at, &mut offsets, tx, lost) {
+            offsets.sample(stamp_ns(&rec), i128::from(read_at), None);
+            if !deliver(rec, read_at, offsets.estimate(None), tx, lost) {
                 return;
             }
         }
@@ -268,14 +279,14 @@ fn follow(
 /// Follow syslog(2)'s buffer from `cursor`, reading it whole every
 /// [`SYSLOG_POLL_MS`]; Err when a read is refused.
 fn follow_syslog(
-    mut cursor: nvprobe_model::kmsg::syslog::Cursor,
+    (mut cursor, mut prev): (nvprobe_model::kmsg::syslog::Cursor, u64),
     size: usize,
     tx: &SyncSender<(u64, LogLine)>,
     stop: &AtomicBool,
     lost: &AtomicU64,
 ) -> Result<(), String> {
     let mut buf = vec![0u8; size];
-    let mut offsets: VecDeque<i128> = VecDeque::with_capacity(OFFSET_SAMPLES);
+    let mut offsets = Offsets::default();
     // The text has no sequence numbers: records are counted from here.
     let mut seq = 0u64;
     while !stop.load(Ordering::Relaxed) {
@@ -287,37 +298,51 @@ fn follow_syslog(
             // Records may have been overwritten between the two reads.
             lost.fetch_add(1, Ordering::Relaxed);
         }
+        let prior = raw_clock_offset();
         for mut rec in read.new {
             seq += 1;
             rec.seq = seq;
-            if !deliver(rec, read_at, &mut offsets, tx, lost) {
+            offsets.sample(stamp_ns(&rec), i128::from(read_at), Some(i128::from(prev)));
+            if !deliver(rec, read_at, offsets.estimate(prior), tx, lost) {
                 return Ok(());
             }
         }
+        prev = read_at;
     }
     Ok(())
 }
 
-/// One record read at `read_at`: its clock offset sampled, and sent on
-/// when it is an NVIDIA line the kernel wrote. False when the collector
-/// is gone.
+/// A record's stamp, ns of the kernel's local clock.
+fn stamp_ns(rec: &nvprobe_model::kmsg::KmsgRecord<'_>) -> i128 {
+    i128::from(rec.ts_us) * 1000
+}
+
+/// CLOCK_MONOTONIC less CLOCK_MONOTONIC_RAW, now: how far NTP has slewed
+/// the one from the counter the kernel log's stamps come from.
+fn raw_clock_offset() -> Option<i128> {
+    use nix::time::{ClockId, clock_gettime};
+    let ns = |t: nix::sys::time::TimeSpec| {
+        i128::from(t.tv_sec()) * 1_000_000_000 + i128::from(t.tv_nsec())
+    };
+    let mono = clock_gettime(ClockId::CLOCK_MONOTONIC).ok()?;
+    let raw = clock_gettime(ClockId::CLOCK_MONOTONIC_RAW).ok()?;
+    Some(ns(mono) - ns(raw))
+}
+
+/// One record read at `read_at`, sent on, put at its stamp plus `offset`,
+/// when it is an NVIDIA line the kernel wrote. False when the collector is
+/// gone.
 fn deliver(
     rec: nvprobe_model::kmsg::KmsgRecord<'_>,
     read_at: u64,
-    offsets: &mut VecDeque<i128>,
+    offset: i128,
     tx: &SyncSender<(u64, LogLine)>,
     lost: &AtomicU64,
 ) -> bool {
-    let stamp = i128::from(rec.ts_us) * 1000;
-    if offsets.len() == OFFSET_SAMPLES {
-        offsets.pop_front();
-    }
-    offsets.push_back(i128::from(read_at) - stamp);
     if rec.facility != 0 || nvprobe_model::kmsg::kind_of(&rec.msg).is_none() {
         return true;
     }
-    let offset = offsets.iter().copied().min().unwrap_or(0);
-    let at = (stamp + offset).clamp(0, i128::from(read_at)) as u64;
+    let at = (stamp_ns(&rec) + offset).clamp(0, i128::from(read_at)) as u64;
     let line = LogLine {
         seq: rec.seq,
         kernel_ts_us: rec.ts_us,

@@ -109,6 +109,8 @@ struct Live {
     /// Lost-counter polls since the metrics were last updated.
     polls: u32,
     inflight: Option<aya::maps::Array<MapData, nvprobe_common::Inflight>>,
+    /// When the untimed ioctls in flight were first seen.
+    untimed: crate::stall::FirstSeen,
     stalls: crate::stall::Detector,
     /// Run-time hangs (`--hang-after`).
     hangs: Option<super::hangs::Hangs>,
@@ -510,13 +512,18 @@ impl Live {
     /// The calls in flight: ioctls in the kernel's table, cuInit from the
     /// uprobes (with its process).
     fn in_flight(
-        &self,
+        &mut self,
         version: &nvprobe_model::decode::version::VersionCtx,
     ) -> Vec<(Option<u32>, crate::stall::InFlight)> {
         let mut calls = Vec::new();
+        // Untimed calls (start not read) by their place in `calls`.
+        let mut untimed = Vec::new();
         if let Some(arr) = self.inflight.as_ref() {
             for v in arr.iter().flatten() {
                 if v.kind == EventKind::Ioctl as u32 && v.tid != 0 {
+                    if v.flags & nvprobe_common::ioctl_flags::UNTIMED != 0 {
+                        untimed.push((calls.len(), (v.tid, v.seq)));
+                    }
                     let xfer =
                         (v.flags & nvprobe_common::ioctl_flags::XFER != 0).then_some(v.xfer_cmd);
                     calls.push((
@@ -535,6 +542,11 @@ impl Live {
                     ));
                 }
             }
+        }
+        let keys: Vec<(u32, u32)> = untimed.iter().map(|u| u.1).collect();
+        let starts = self.untimed.starts(Clock::mono_now(), &keys);
+        for ((i, _), start) in untimed.iter().zip(starts) {
+            calls[*i].1.start_ns = start;
         }
         for (tid, (tgid, start)) in &self.seen.cuinit {
             calls.push((
@@ -807,6 +819,7 @@ impl Live {
             inflight: ebpf
                 .take_map(maps::INFLIGHT)
                 .and_then(|m| aya::maps::Array::try_from(m).ok()),
+            untimed: crate::stall::FirstSeen::default(),
             stalls: crate::stall::Detector::default(),
             hangs: opts.hang_after.map(|after| {
                 super::hangs::Hangs::new(

@@ -712,13 +712,15 @@ fn forkchild_scenario(dir: &Path, lib: Option<&Path>) -> anyhow::Result<Value> {
 /// succeed (NV_OK, SYSTEM_GET_BUILD_VERSION) and 3 that fail with
 /// NV_ERR_INVALID_COMMAND behind a return of 0 (an unknown control), for
 /// the tests of `--events` and of the kernel dropping quiet processes'
-/// successful calls.
+/// successful calls; then, by `then`, an exec of itself, or one control
+/// the stand-in answers after 2.5 s (a stall of a quiet process's call).
 fn steady_scenario(
     dir: &Path,
     lib: Option<&Path>,
     count: u64,
-    then_exec: bool,
+    then: &str,
 ) -> anyhow::Result<Value> {
+    let then_exec = then == "exec";
     let lib = lib.context("--lib is required")?;
     // SAFETY: the environment is set before any other thread exists.
     unsafe { std::env::set_var("NVPROBE_FAKE_DIR", dir) };
@@ -767,6 +769,10 @@ fn steady_scenario(
     let mut failed = 0u64;
     for _ in 0..3 {
         failed += u64::from(control(f, 0, 0x0000_0dea) == (0, 0x24));
+    }
+    if then == "hang" {
+        // GPU_GET_SHORT_NAME_STRING: answered after HANG_CONTROL_MS.
+        control(f, 0xc1d0_0001, 0x2080_0111);
     }
     let answer = json!({ "cuInit": r, "ok_calls": ok, "failed_calls": failed });
     if then_exec {
@@ -831,8 +837,9 @@ fn main() -> anyhow::Result<()> {
                 "cuinit" => cuinit_scenario(&dir, lib.as_deref())?,
                 "forkchild" => forkchild_scenario(&dir, lib.as_deref())?,
                 "runtime" => runtime_scenario(&dir, lib.as_deref())?,
-                "steady" => steady_scenario(&dir, lib.as_deref(), count, false)?,
-                "steady-exec" => steady_scenario(&dir, lib.as_deref(), count, true)?,
+                "steady" => steady_scenario(&dir, lib.as_deref(), count, "")?,
+                "steady-exec" => steady_scenario(&dir, lib.as_deref(), count, "exec")?,
+                "steady-hang" => steady_scenario(&dir, lib.as_deref(), count, "hang")?,
                 other => bail!("unknown scenario {other}"),
             };
             let mut v = v;

@@ -110,6 +110,7 @@ pub(super) fn io(
         args,
         start_ns: t * 1_000_000,
         duration_ns: 1000,
+        untimed: false,
         ret: 0,
         errno: None,
         status: None,

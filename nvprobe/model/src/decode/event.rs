@@ -257,6 +257,11 @@ pub struct Ioctl {
     pub args: Args,
     pub start_ns: u64,
     pub duration_ns: u64,
+    /// The call's start was not read, so `duration_ns` is 0 and `start_ns`
+    /// its end: a quiet process's call at `--events failures|verdicts`
+    /// (past its first context), counted, not sent, unless it fails.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub untimed: bool,
     pub ret: i64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub errno: Option<String>,

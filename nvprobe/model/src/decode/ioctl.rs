@@ -141,6 +141,7 @@ pub(super) fn decode_ioctl(ev: &IoctlEvent, ctx: &Context, raw: Option<String>) 
         args,
         start_ns: ev.start_ns,
         duration_ns: ev.duration_ns,
+        untimed: ev.flags & ioctl_flags::UNTIMED != 0,
         ret: ev.ret,
         errno,
         status,

@@ -104,6 +104,28 @@ fn rm_control_with_failing_status() {
 }
 
 #[test]
+fn an_untimed_call_says_so() {
+    let mut p = [0u8; 32];
+    put(&mut p, 28, 0x26);
+    let mut ev = ioctl(0xc020_462a, kdev_make(195, 255), DevKind::Ctl, &p, 0);
+    let timed = decode(&bytes_of(&ev), &ctx580()).expect("decodes");
+    ev.flags |= nvprobe_common::ioctl_flags::UNTIMED;
+    ev.duration_ns = 0;
+    let untimed = decode(&bytes_of(&ev), &ctx580()).expect("decodes");
+    let (Event::Ioctl(t), Event::Ioctl(u)) = (&timed, &untimed) else {
+        panic!("not ioctls")
+    };
+    assert!(!t.untimed && u.untimed);
+    let json = |e: &Event| serde_json::to_value(e).expect("json");
+    assert!(json(&timed).get("untimed").is_none());
+    assert_eq!(json(&untimed)["untimed"], true);
+    let clock = crate::render::Clock::now();
+    let line = |e: &Event| crate::render::text::event_line(&clock, 0, e);
+    assert!(line(&untimed).ends_with("<untimed>"), "{}", line(&untimed));
+    assert!(line(&timed).ends_with("<1.2µs>"), "{}", line(&timed));
+}
+
+#[test]
 fn benign_not_supported_is_ok() {
     let mut p = [0u8; 32];
     put(&mut p, 28, 0x56);

@@ -140,6 +140,47 @@ fn tail(all: &[KmsgRecord<'_>]) -> Option<(u64, usize)> {
     Some((t, all.iter().rev().take_while(|r| r.ts_us == t).count()))
 }
 
+/// The offset from the kernel log's stamps (its local clock) to
+/// CLOCK_MONOTONIC, from the records read: each record read at `read_at`
+/// says the offset is at most `read_at - stamp` (it was logged before it
+/// was read) and, when read by a poll, at least `previous read - stamp`
+/// (it was not there at the previous read). /dev/kmsg wakes its reader at
+/// once, so its smallest upper bound is close; a poll every 250 ms leaves
+/// up to that much, so there a prior (CLOCK_MONOTONIC less
+/// CLOCK_MONOTONIC_RAW: the stamps come from the same counter as the raw
+/// clock, without NTP's slewing) is taken within the bounds.
+#[derive(Clone, Debug, Default)]
+pub struct Offsets {
+    /// (upper, lower) bounds of the last [`Offsets::KEPT`] records, ns.
+    bounds: std::collections::VecDeque<(i128, i128)>,
+}
+
+impl Offsets {
+    /// Records whose bounds are kept.
+    pub const KEPT: usize = 32;
+
+    /// A record stamped `stamp_ns`, read at `read_at`, logged after
+    /// `after` (the previous read; None for a reader woken at once).
+    pub fn sample(&mut self, stamp_ns: i128, read_at: i128, after: Option<i128>) {
+        if self.bounds.len() == Self::KEPT {
+            self.bounds.pop_front();
+        }
+        let lower = after.map_or(i128::MIN, |a| a - stamp_ns);
+        self.bounds.push_back((read_at - stamp_ns, lower));
+    }
+
+    /// The offset: the prior within the bounds, or the smallest upper
+    /// bound (no prior, or bounds that disagree).
+    pub fn estimate(&self, prior: Option<i128>) -> i128 {
+        let upper = self.bounds.iter().map(|b| b.0).min().unwrap_or(0);
+        let lower = self.bounds.iter().map(|b| b.1).max().unwrap_or(i128::MIN);
+        match prior {
+            Some(p) if lower <= upper => p.clamp(lower, upper),
+            _ => upper,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,6 +251,37 @@ mod tests {
         let r = c.advance("<6>[    6.000000] old\n");
         assert!(r.new.is_empty());
         assert_eq!(c.last, Some((7_000_000, 1)));
+    }
+
+    #[test]
+    fn a_polled_record_takes_the_prior_within_its_bounds() {
+        // Logged at 10 ms on the kernel's clock, whose offset is 0.1 ms;
+        // the polls were at 5 ms and 160 ms (monotonic).
+        let mut o = Offsets::default();
+        o.sample(10_000_000, 160_000_000, Some(5_000_000));
+        // The bounds: at most 150 ms, at least -5 ms.
+        assert_eq!(o.estimate(None), 150_000_000);
+        assert_eq!(o.estimate(Some(100_000)), 100_000);
+        // A prior outside them is brought inside.
+        assert_eq!(o.estimate(Some(400_000_000)), 150_000_000);
+        assert_eq!(o.estimate(Some(-9_000_000)), -5_000_000);
+        // A second record read sooner narrows the upper bound.
+        o.sample(200_000_000, 200_050_000, Some(160_000_000));
+        assert_eq!(o.estimate(Some(400_000_000)), 50_000);
+    }
+
+    #[test]
+    fn a_woken_reader_keeps_the_smallest_upper_bound() {
+        let mut o = Offsets::default();
+        o.sample(1_000, 110_000, None);
+        o.sample(2_000, 111_500, None);
+        assert_eq!(o.estimate(None), 109_000);
+        // No lower bound: the prior counts only below the upper one.
+        assert_eq!(o.estimate(Some(5_000)), 5_000);
+        for i in 0..40 {
+            o.sample(i * 1000, i * 1000 + 200_000, None);
+        }
+        assert_eq!(o.estimate(None), 200_000, "only the last 32 count");
     }
 
     #[test]

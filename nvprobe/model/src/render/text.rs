@@ -180,7 +180,11 @@ fn ioctl_text(s: &mut String, e: &Ioctl) {
             }
         }
     }
-    let _ = write!(s, " <{}>", dur(e.duration_ns));
+    if e.untimed {
+        s.push_str(" <untimed>");
+    } else {
+        let _ = write!(s, " <{}>", dur(e.duration_ns));
+    }
 }
 
 fn path_text(s: &mut String, e: &PathCall) {
