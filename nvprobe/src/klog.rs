@@ -9,7 +9,22 @@
 const MAX: usize = 32 << 20;
 
 const SYSLOG_ACTION_READ_ALL: libc::c_int = 3;
+const SYSLOG_ACTION_SIZE_UNREAD: libc::c_int = 9;
 const SYSLOG_ACTION_SIZE_BUFFER: libc::c_int = 10;
+
+/// How many bytes syslog(2)'s consuming reader has not read: it grows with
+/// every record logged (nothing consumes on a host whose journal reads
+/// /dev/kmsg), so a change says there is something new, for the price of
+/// a system call and no copy. Needs CAP_SYSLOG even where
+/// `kernel.dmesg_restrict` is 0.
+pub fn size_unread() -> Result<usize, String> {
+    // SAFETY: SYSLOG_ACTION_SIZE_UNREAD takes no buffer.
+    let n = unsafe { libc::klogctl(SYSLOG_ACTION_SIZE_UNREAD, std::ptr::null_mut(), 0) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error().to_string());
+    }
+    Ok(n as usize)
+}
 
 /// The buffer's size (what [`read_all`] needs to read it whole).
 pub fn size() -> Result<usize, String> {

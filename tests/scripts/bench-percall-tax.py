@@ -47,8 +47,11 @@ def run_bench(nvbench, cpu, what, iters, batches):
     return {"median": statistics.median(b), "min": min(b)}
 
 
-def start_tracer(nvprobe, cpus, out, extra, skip=0, stats=False):
-    cmd = [nvprobe, "watch", "--json", "--layers", "syscall,process",
+def start_tracer(nvprobe, cpus, out, extra, skip=0, stats=False, cuda=False):
+    # The libcuda layer only for a loop that starts CUDA first (rm_quiet):
+    # its first context is what makes a process quiet.
+    layers = "syscall,process,cuda" if cuda else "syscall,process"
+    cmd = [nvprobe, "watch", "--json", "--layers", layers,
            "-o", out, "--force"] + (["--bpf-stats"] if stats else []) + extra
     if cpus:
         cmd = ["taskset", "-c", cpus] + cmd
@@ -208,7 +211,8 @@ def main():
     ap.add_argument("--window", type=float, default=1.5,
                     help="--same-loop: seconds each mode runs in each round")
     ap.add_argument("--calls", default="rm_null,tcgets",
-                    help="which loops, of rm_null (needs a real /dev/nvidiactl), tcgets, "
+                    help="which loops, of rm_null (needs a real /dev/nvidiactl), rm_quiet "
+                         "(the same after cuInit and a first context: needs libcuda), tcgets, "
                          "getppid, pipe2 (and its two closes), mmap (anonymous, 64 KiB, "
                          "and munmap), dup (of /dev/null, and its close), filemap (64 KiB "
                          "of a file mapped and unmapped)")
@@ -217,6 +221,9 @@ def main():
     nvbench = os.path.join(a.bin, "nvbench")
     loops = {
         "rm_null": ["rm-null-control"],
+        # The same loop in a process past its start-up (cuInit and a first
+        # context first): quiet at --events verdicts, its calls untimed.
+        "rm_quiet": ["rm-null-control", "--cuda-first"],
         "tcgets": ["tcgets"],
         "getppid": ["getppid"],
         "pipe2": ["start-call", "pipe2"],
@@ -257,7 +264,7 @@ def main():
                 rec = os.path.join(a.out, f"tax-{mode}.ndjson")
                 p = None if modes[mode] is None else start_tracer(
                     binary[mode], a.tracer_cpus, rec, modes[mode], skips.get(mode, 0),
-                    a.bpf_stats)
+                    a.bpf_stats, cuda="--cuda-first" in what)
                 empty = start_empty(nvbench) if mode == "empty" else None
                 row[name] = run_bench(nvbench, a.workload_cpu, what, a.iters, a.batches)
                 if empty is not None:

@@ -18,15 +18,14 @@
 //! Where /dev/kmsg cannot be opened (a container: its device cgroup
 //! refuses the node whatever the capabilities) but syslog(2) answers, the
 //! same buffer is read through it (`SYSLOG_ACTION_READ_ALL`, the whole
-//! buffer as text, every [`SYSLOG_POLL_MS`]; `nvprobe_model::kmsg::syslog`
-//! finds what is new). syslog(2) checks CAP_SYSLOG at every read, so
-//! nvprobe then keeps it ([`Opened::needs_syslog_cap`]). A record read by
-//! a poll was logged between that read and the one before: the offset is
-//! CLOCK_MONOTONIC less CLOCK_MONOTONIC_RAW (the stamps' counter without
-//! NTP's slewing) kept within those bounds, so a line's time is off by at
-//! most one poll, and by the two clocks' disagreement where they agree
-//! (on the H100 host, a real Xid read both ways: the same stamps and
-//! messages). The text carries no sequence number.
+//! buffer as text; `nvprobe_model::kmsg::syslog` finds what is new): when
+//! the count of unread bytes (`SYSLOG_ACTION_SIZE_UNREAD`, asked every
+//! 10 ms, no copy) changes, and every [`SYSLOG_POLL_MS`] anyway. syslog(2)
+//! checks CAP_SYSLOG at every call, so nvprobe then keeps it
+//! ([`Opened::needs_syslog_cap`]). A record so read was logged between the
+//! last look that saw nothing new and the read: a line is put in the
+//! middle of those bounds (`Offsets`), within about 5 ms. The text carries
+//! no sequence number.
 
 use std::{
     io::Read as _,
@@ -47,8 +46,11 @@ use super::Pipeline;
 const POLL_MS: u16 = 100;
 /// Lines queued for the collector; more are counted as dropped.
 const QUEUE: usize = 4096;
-/// How often syslog(2)'s buffer is read, where /dev/kmsg cannot be.
+/// How often syslog(2)'s buffer is read whole, where /dev/kmsg cannot be
+/// opened, when nothing says sooner that it changed.
 pub const SYSLOG_POLL_MS: u64 = 250;
+/// How often its count of unread bytes is asked (a change: read it now).
+const SYSLOG_CHECK_MS: u64 = 10;
 
 /// The follower: its thread, and what it sends.
 pub struct KernelLog {
@@ -72,8 +74,10 @@ pub enum Opened {
     Syslog {
         cursor: nvprobe_model::kmsg::syslog::Cursor,
         size: usize,
-        /// CLOCK_MONOTONIC after the read the cursor is at.
+        /// CLOCK_MONOTONIC before the read the cursor is at.
         read_at: u64,
+        /// The count of unread bytes taken before that read.
+        unread: Option<usize>,
         why: String,
     },
 }
@@ -86,10 +90,11 @@ impl KernelLog {
         match open_dev() {
             Ok(f) => Ok(Opened::Dev(f)),
             Err(dev) => match open_syslog() {
-                Ok((cursor, size)) => Ok(Opened::Syslog {
+                Ok((cursor, size, read_at, unread)) => Ok(Opened::Syslog {
                     cursor,
                     size,
-                    read_at: crate::output::Clock::mono_now(),
+                    read_at,
+                    unread,
                     why: dev,
                 }),
                 Err(sys) => Err(format!("{dev}; syslog(2): {sys}")),
@@ -110,12 +115,27 @@ fn open_dev() -> Result<std::fs::File, String> {
     Ok(f)
 }
 
-/// syslog(2)'s buffer size, and a cursor past what it holds now.
-fn open_syslog() -> Result<(nvprobe_model::kmsg::syslog::Cursor, usize), String> {
+/// syslog(2)'s buffer size, a cursor past what it holds now, the time
+/// before that read and the count of unread bytes before it.
+type SyslogAt = (
+    nvprobe_model::kmsg::syslog::Cursor,
+    usize,
+    u64,
+    Option<usize>,
+);
+
+fn open_syslog() -> Result<SyslogAt, String> {
     let size = crate::klog::size()?;
     let mut buf = vec![0u8; size];
+    let unread = crate::klog::size_unread().ok();
+    let before = crate::output::Clock::mono_now();
     let text = crate::klog::read_all(&mut buf)?;
-    Ok((nvprobe_model::kmsg::syslog::Cursor::at_end(&text), size))
+    Ok((
+        nvprobe_model::kmsg::syslog::Cursor::at_end(&text),
+        size,
+        before,
+        unread,
+    ))
 }
 
 impl Opened {
@@ -137,9 +157,11 @@ impl Opened {
                         cursor,
                         size,
                         read_at,
+                        unread,
                         ..
                     } => {
-                        if let Err(e) = follow_syslog((cursor, read_at), size, &tx, &stop, &lost) {
+                        let at = (cursor, read_at, unread);
+                        if let Err(e) = follow_syslog(at, size, &tx, &stop, &lost) {
                             let _ = failed.set(e);
                         }
                     }
@@ -168,7 +190,7 @@ impl Opened {
         match self {
             Opened::Dev(_) => None,
             Opened::Syslog { why, .. } => Some(format!(
-                "the kernel log is read through syslog(2), every {SYSLOG_POLL_MS} ms ({why}): a kernel_log record's time comes from the kernel's stamp and the raw clock, off by at most that, and its seq is nvprobe's count, not the kernel's"
+                "the kernel log is read through syslog(2) ({why}), when it changes (asked every {SYSLOG_CHECK_MS} ms) or every {SYSLOG_POLL_MS} ms: a kernel_log record's time is known to within the wait between two looks, and its seq is nvprobe's count, not the kernel's"
             )),
         }
     }
@@ -269,7 +291,7 @@ fn follow(
                 continue;
             };
             offsets.sample(stamp_ns(&rec), i128::from(read_at), None);
-            if !deliver(rec, read_at, offsets.estimate(None), tx, lost) {
+            if !deliver(rec, read_at, offsets.estimate(), tx, lost) {
                 return;
             }
         }
@@ -279,35 +301,54 @@ fn follow(
 /// Follow syslog(2)'s buffer from `cursor`, reading it whole every
 /// [`SYSLOG_POLL_MS`]; Err when a read is refused.
 fn follow_syslog(
-    (mut cursor, mut prev): (nvprobe_model::kmsg::syslog::Cursor, u64),
+    (mut cursor, mut prev, mut unread): (nvprobe_model::kmsg::syslog::Cursor, u64, Option<usize>),
     size: usize,
     tx: &SyncSender<(u64, LogLine)>,
     stop: &AtomicBool,
     lost: &AtomicU64,
 ) -> Result<(), String> {
+    use crate::output::Clock;
     let mut buf = vec![0u8; size];
     let mut offsets = Offsets::default();
     // The text has no sequence numbers: records are counted from here.
     let mut seq = 0u64;
+    // `unread`: the count of unread bytes before the last read (None: not
+    // to be had, and the buffer is read every poll).
+    let mut last_read = prev;
     while !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(std::time::Duration::from_millis(SYSLOG_POLL_MS));
+        std::thread::sleep(std::time::Duration::from_millis(SYSLOG_CHECK_MS));
+        // `prev`: a time when no record was there that the last read did
+        // not have (the lower bound of what the next read finds).
+        let asked = Clock::mono_now();
+        let now = crate::klog::size_unread().ok();
+        let due = asked.saturating_sub(last_read) >= SYSLOG_POLL_MS * 1_000_000;
+        match (unread, now) {
+            (Some(was), Some(n)) if n == was && !due => {
+                prev = asked;
+                continue;
+            }
+            (None, _) if !due => continue,
+            _ => {}
+        }
+        unread = now;
+        let before = Clock::mono_now();
         let text = crate::klog::read_all(&mut buf)?;
-        let read_at = crate::output::Clock::mono_now();
+        let read_at = Clock::mono_now();
+        last_read = read_at;
         let read = cursor.advance(&text);
         if read.gap {
             // Records may have been overwritten between the two reads.
             lost.fetch_add(1, Ordering::Relaxed);
         }
-        let prior = raw_clock_offset();
         for mut rec in read.new {
             seq += 1;
             rec.seq = seq;
             offsets.sample(stamp_ns(&rec), i128::from(read_at), Some(i128::from(prev)));
-            if !deliver(rec, read_at, offsets.estimate(prior), tx, lost) {
+            if !deliver(rec, read_at, offsets.estimate(), tx, lost) {
                 return Ok(());
             }
         }
-        prev = read_at;
+        prev = before;
     }
     Ok(())
 }
@@ -315,18 +356,6 @@ fn follow_syslog(
 /// A record's stamp, ns of the kernel's local clock.
 fn stamp_ns(rec: &nvprobe_model::kmsg::KmsgRecord<'_>) -> i128 {
     i128::from(rec.ts_us) * 1000
-}
-
-/// CLOCK_MONOTONIC less CLOCK_MONOTONIC_RAW, now: how far NTP has slewed
-/// the one from the counter the kernel log's stamps come from.
-fn raw_clock_offset() -> Option<i128> {
-    use nix::time::{ClockId, clock_gettime};
-    let ns = |t: nix::sys::time::TimeSpec| {
-        i128::from(t.tv_sec()) * 1_000_000_000 + i128::from(t.tv_nsec())
-    };
-    let mono = clock_gettime(ClockId::CLOCK_MONOTONIC).ok()?;
-    let raw = clock_gettime(ClockId::CLOCK_MONOTONIC_RAW).ok()?;
-    Some(ns(mono) - ns(raw))
 }
 
 /// One record read at `read_at`, sent on, put at its stamp plus `offset`,

@@ -74,6 +74,11 @@ enum Cmd {
     RmNullControl {
         #[arg(long, default_value = "/dev/nvidiactl")]
         path: String,
+        /// First start CUDA through the real libcuda (cuInit and a first
+        /// context), so that the loop is that of a process past its
+        /// start-up: quiet at `--events failures|verdicts`.
+        #[arg(long)]
+        cuda_first: bool,
     },
     /// ioctl(TCGETS) on /dev/null: a non-NVIDIA ioctl (ENOTTY).
     Tcgets,
@@ -175,6 +180,38 @@ fn parse_hex(s: &str) -> Result<u64, String> {
 const NV_ESC_RM_ALLOC_NVOS21: u64 = 0xc020_462b;
 const NV_ESC_RM_CONTROL: u64 = 0xc020_462a;
 const NV_ESC_RM_FREE: u64 = 0xc010_4629;
+
+/// cuInit and a first context through the real libcuda (`dlopen`), the
+/// context kept: the process's start-up is over.
+fn cuda_context() -> anyhow::Result<usize> {
+    // SAFETY: dlopen/dlsym with valid C strings; the functions have the
+    // cuda.h prototypes (CUresult is an int, a context a pointer).
+    unsafe {
+        let h = libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW);
+        if h.is_null() {
+            bail!("--cuda-first: dlopen libcuda.so.1 failed");
+        }
+        let sym = |n: &std::ffi::CStr| {
+            let f = libc::dlsym(h, n.as_ptr());
+            (!f.is_null())
+                .then_some(f)
+                .with_context(|| format!("libcuda.so.1 lacks {n:?}"))
+        };
+        let init: extern "C" fn(u32) -> i32 = std::mem::transmute(sym(c"cuInit")?);
+        let get: extern "C" fn(*mut i32, i32) -> i32 = std::mem::transmute(sym(c"cuDeviceGet")?);
+        let create: extern "C" fn(*mut usize, u32, i32) -> i32 =
+            std::mem::transmute(sym(c"cuCtxCreate_v2")?);
+        let (mut dev, mut ctx) = (0i32, 0usize);
+        let check = |what: &str, r: i32| match r {
+            0 => Ok(()),
+            r => Err(anyhow::anyhow!("--cuda-first: {what} returned {r}")),
+        };
+        check("cuInit", init(0))?;
+        check("cuDeviceGet", get(&mut dev, 0))?;
+        check("cuCtxCreate_v2", create(&mut ctx, 0, dev))?;
+        Ok(ctx)
+    }
+}
 
 fn ioctl(fd: i32, cmd: u64, buf: *mut u8) -> i64 {
     // SAFETY: buf points to a buffer at least as large as the command's size.
@@ -406,7 +443,12 @@ fn main() -> anyhow::Result<()> {
             });
             (v, json!({ "path": path, "cmd": format!("{cmd:#x}") }))
         }
-        Cmd::RmNullControl { path } => {
+        Cmd::RmNullControl { path, cuda_first } => {
+            let context = if cuda_first {
+                Some(cuda_context()?)
+            } else {
+                None
+            };
             let fd = rw(&path)?;
             let raw = fd.as_raw_fd();
             // NVOS21: hRoot, hObjectParent, hObjectNew, hClass(0 -> NV01_ROOT_CLIENT), pAllocParms, paramsSize, status
@@ -442,7 +484,7 @@ fn main() -> anyhow::Result<()> {
             ioctl(raw, NV_ESC_RM_FREE, free.as_mut_ptr());
             (
                 v,
-                json!({ "hClient": format!("{h:#x}"), "control_status": format!("{control_status:#x}") }),
+                json!({ "hClient": format!("{h:#x}"), "control_status": format!("{control_status:#x}"), "cuda_context": context.is_some() }),
             )
         }
         Cmd::Tcgets => {
