@@ -18,13 +18,13 @@
 //! Where /dev/kmsg cannot be opened (a container: its device cgroup
 //! refuses the node whatever the capabilities) but syslog(2) answers, the
 //! same buffer is read through it (`SYSLOG_ACTION_READ_ALL`, the whole
-//! buffer as text; `nvprobe_model::kmsg::syslog` finds what is new): when
-//! the count of unread bytes (`SYSLOG_ACTION_SIZE_UNREAD`, asked every
-//! 10 ms, no copy) changes, and every [`SYSLOG_POLL_MS`] anyway. syslog(2)
-//! checks CAP_SYSLOG at every call, so nvprobe then keeps it
+//! buffer as text; `nvprobe_model::kmsg::syslog` finds what is new) every
+//! [`SYSLOG_POLL_MS`], or less often where a read costs more than 1/500
+//! of that (each walks the whole buffer: `crate::klog`). syslog(2) checks
+//! CAP_SYSLOG at every call, so nvprobe then keeps it
 //! ([`Opened::needs_syslog_cap`]). A record so read was logged between the
-//! last look that saw nothing new and the read: a line is put in the
-//! middle of those bounds (`Offsets`), within about 5 ms. The text carries
+//! read before and this one: a line is put at its stamp read as
+//! CLOCK_MONOTONIC, kept within those bounds (`Offsets`). The text carries
 //! no sequence number.
 
 use std::{
@@ -46,11 +46,15 @@ use super::Pipeline;
 const POLL_MS: u16 = 100;
 /// Lines queued for the collector; more are counted as dropped.
 const QUEUE: usize = 4096;
-/// How often syslog(2)'s buffer is read whole, where /dev/kmsg cannot be
-/// opened, when nothing says sooner that it changed.
+/// How often, at most, syslog(2)'s buffer is read where /dev/kmsg cannot
+/// be opened.
 pub const SYSLOG_POLL_MS: u64 = 250;
-/// How often its count of unread bytes is asked (a change: read it now).
-const SYSLOG_CHECK_MS: u64 = 10;
+/// A read of it may take at most 1/this of the follower's time (each read
+/// walks the whole buffer: [`crate::klog`]), so a big log is read less
+/// often: at most 0.2 % of a CPU.
+const SYSLOG_DUTY: u64 = 500;
+/// How seldom it is read, at least.
+const SYSLOG_POLL_MAX_MS: u64 = 5_000;
 
 /// The follower: its thread, and what it sends.
 pub struct KernelLog {
@@ -76,8 +80,6 @@ pub enum Opened {
         size: usize,
         /// CLOCK_MONOTONIC before the read the cursor is at.
         read_at: u64,
-        /// The count of unread bytes taken before that read.
-        unread: Option<usize>,
         why: String,
     },
 }
@@ -90,11 +92,10 @@ impl KernelLog {
         match open_dev() {
             Ok(f) => Ok(Opened::Dev(f)),
             Err(dev) => match open_syslog() {
-                Ok((cursor, size, read_at, unread)) => Ok(Opened::Syslog {
+                Ok((cursor, size, read_at)) => Ok(Opened::Syslog {
                     cursor,
                     size,
                     read_at,
-                    unread,
                     why: dev,
                 }),
                 Err(sys) => Err(format!("{dev}; syslog(2): {sys}")),
@@ -115,26 +116,19 @@ fn open_dev() -> Result<std::fs::File, String> {
     Ok(f)
 }
 
-/// syslog(2)'s buffer size, a cursor past what it holds now, the time
-/// before that read and the count of unread bytes before it.
-type SyslogAt = (
-    nvprobe_model::kmsg::syslog::Cursor,
-    usize,
-    u64,
-    Option<usize>,
-);
+/// syslog(2)'s buffer size, a cursor past what it holds now, and the time
+/// before that read.
+type SyslogAt = (nvprobe_model::kmsg::syslog::Cursor, usize, u64);
 
 fn open_syslog() -> Result<SyslogAt, String> {
     let size = crate::klog::size()?;
     let mut buf = vec![0u8; size];
-    let unread = crate::klog::size_unread().ok();
     let before = crate::output::Clock::mono_now();
     let text = crate::klog::read_all(&mut buf)?;
     Ok((
         nvprobe_model::kmsg::syslog::Cursor::at_end(&text),
         size,
         before,
-        unread,
     ))
 }
 
@@ -157,10 +151,9 @@ impl Opened {
                         cursor,
                         size,
                         read_at,
-                        unread,
                         ..
                     } => {
-                        let at = (cursor, read_at, unread);
+                        let at = (cursor, read_at);
                         if let Err(e) = follow_syslog(at, size, &tx, &stop, &lost) {
                             let _ = failed.set(e);
                         }
@@ -190,7 +183,7 @@ impl Opened {
         match self {
             Opened::Dev(_) => None,
             Opened::Syslog { why, .. } => Some(format!(
-                "the kernel log is read through syslog(2) ({why}), when it changes (asked every {SYSLOG_CHECK_MS} ms) or every {SYSLOG_POLL_MS} ms: a kernel_log record's time is known to within the wait between two looks, and its seq is nvprobe's count, not the kernel's"
+                "the kernel log is read through syslog(2) ({why}), every {SYSLOG_POLL_MS} ms or less often for a big log: a kernel_log record's time is the kernel's stamp read as CLOCK_MONOTONIC, off by at most the wait between two reads, and its seq is nvprobe's count, not the kernel's"
             )),
         }
     }
@@ -291,7 +284,7 @@ fn follow(
                 continue;
             };
             offsets.sample(stamp_ns(&rec), i128::from(read_at), None);
-            if !deliver(rec, read_at, offsets.estimate(), tx, lost) {
+            if !deliver(rec, read_at, offsets.estimate(None), tx, lost) {
                 return;
             }
         }
@@ -301,7 +294,7 @@ fn follow(
 /// Follow syslog(2)'s buffer from `cursor`, reading it whole every
 /// [`SYSLOG_POLL_MS`]; Err when a read is refused.
 fn follow_syslog(
-    (mut cursor, mut prev, mut unread): (nvprobe_model::kmsg::syslog::Cursor, u64, Option<usize>),
+    (mut cursor, mut prev): (nvprobe_model::kmsg::syslog::Cursor, u64),
     size: usize,
     tx: &SyncSender<(u64, LogLine)>,
     stop: &AtomicBool,
@@ -312,30 +305,24 @@ fn follow_syslog(
     let mut offsets = Offsets::default();
     // The text has no sequence numbers: records are counted from here.
     let mut seq = 0u64;
-    // `unread`: the count of unread bytes before the last read (None: not
-    // to be had, and the buffer is read every poll).
-    let mut last_read = prev;
+    let mut wait_ms = SYSLOG_POLL_MS;
     while !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(std::time::Duration::from_millis(SYSLOG_CHECK_MS));
-        // `prev`: a time when no record was there that the last read did
-        // not have (the lower bound of what the next read finds).
-        let asked = Clock::mono_now();
-        let now = crate::klog::size_unread().ok();
-        let due = asked.saturating_sub(last_read) >= SYSLOG_POLL_MS * 1_000_000;
-        match (unread, now) {
-            (Some(was), Some(n)) if n == was && !due => {
-                prev = asked;
-                continue;
-            }
-            (None, _) if !due => continue,
-            _ => {}
+        // In steps of at most POLL_MS, so that the stop is seen.
+        let mut waited = 0;
+        while waited < wait_ms && !stop.load(Ordering::Relaxed) {
+            let step = (wait_ms - waited).min(SYSLOG_POLL_MS);
+            std::thread::sleep(std::time::Duration::from_millis(step));
+            waited += step;
         }
-        unread = now;
+        // `prev`: before the last read, so a record not in it was logged
+        // after then (the lower bound of what this read finds).
         let before = Clock::mono_now();
         let text = crate::klog::read_all(&mut buf)?;
         let read_at = Clock::mono_now();
-        last_read = read_at;
         let read = cursor.advance(&text);
+        // What the read and its parse cost, in µs, times the duty: the wait.
+        let cost_us = Clock::mono_now().saturating_sub(before) / 1_000;
+        wait_ms = (cost_us * SYSLOG_DUTY / 1_000).clamp(SYSLOG_POLL_MS, SYSLOG_POLL_MAX_MS);
         if read.gap {
             // Records may have been overwritten between the two reads.
             lost.fetch_add(1, Ordering::Relaxed);
@@ -344,7 +331,8 @@ fn follow_syslog(
             seq += 1;
             rec.seq = seq;
             offsets.sample(stamp_ns(&rec), i128::from(read_at), Some(i128::from(prev)));
-            if !deliver(rec, read_at, offsets.estimate(), tx, lost) {
+            // The stamps read as CLOCK_MONOTONIC, as far as the bounds allow.
+            if !deliver(rec, read_at, offsets.estimate(Some(0)), tx, lost) {
                 return Ok(());
             }
         }

@@ -146,11 +146,10 @@ fn tail(all: &[KmsgRecord<'_>]) -> Option<(u64, usize)> {
 /// was read) and, when read by a poll, at least `previous read - stamp`
 /// (it was not there at the previous read). /dev/kmsg wakes its reader at
 /// once, so its smallest upper bound is close; a poll leaves up to its
-/// interval, so there the middle of the bounds is taken (off by at most
-/// half the narrowest window seen). No clock stands in for the stamps'
-/// own: on the H100 host CLOCK_MONOTONIC_RAW was 88 ms away from them 28 s
-/// after boot, while CLOCK_MONOTONIC was within 0.2 ms, and that one
-/// drifts from them by NTP's slewing over a long uptime.
+/// interval, so there a prior is taken within the bounds: 0, the stamps
+/// read as CLOCK_MONOTONIC (both count from boot; on the GPU hosts the
+/// two were within 3 ms, while CLOCK_MONOTONIC_RAW was 88 ms away), which
+/// NTP's slewing moves apart over a long uptime: then the bounds decide.
 #[derive(Clone, Debug, Default)]
 pub struct Offsets {
     /// (upper, lower) bounds of the last [`Offsets::KEPT`] records, ns.
@@ -171,15 +170,14 @@ impl Offsets {
         self.bounds.push_back((read_at - stamp_ns, lower));
     }
 
-    /// The offset: the middle of the bounds, or the smallest upper bound
-    /// (no lower bound, or bounds that disagree: the clocks moved).
-    pub fn estimate(&self) -> i128 {
+    /// The offset: `prior` within the bounds, or the smallest upper bound
+    /// (no prior, or bounds that disagree: the clocks moved).
+    pub fn estimate(&self, prior: Option<i128>) -> i128 {
         let upper = self.bounds.iter().map(|b| b.0).min().unwrap_or(0);
         let lower = self.bounds.iter().map(|b| b.1).max().unwrap_or(i128::MIN);
-        if lower > i128::MIN && lower <= upper {
-            lower + (upper - lower) / 2
-        } else {
-            upper
+        match prior {
+            Some(p) if lower <= upper => p.clamp(lower, upper),
+            _ => upper,
         }
     }
 }
@@ -257,20 +255,23 @@ mod tests {
     }
 
     #[test]
-    fn a_polled_record_is_put_in_the_middle_of_its_bounds() {
+    fn a_polled_record_takes_the_prior_within_its_bounds() {
         // Logged at 10 ms on the kernel's clock; the polls were at 5 ms
-        // and 25 ms (monotonic): the offset is in [-5, 15] ms.
+        // and 160 ms (monotonic): the offset is in [-5, 150] ms.
         let mut o = Offsets::default();
-        o.sample(10_000_000, 25_000_000, Some(5_000_000));
-        assert_eq!(o.estimate(), 5_000_000);
-        // A second record, logged at 100 ms and read by the poll at
-        // 100.4 ms after one at 90 ms: [-10, 0.4] ms; with the first,
-        // [-5, 0.4] ms.
-        o.sample(100_000_000, 100_400_000, Some(90_000_000));
-        assert_eq!(o.estimate(), -2_300_000);
+        o.sample(10_000_000, 160_000_000, Some(5_000_000));
+        assert_eq!(o.estimate(None), 150_000_000);
+        assert_eq!(o.estimate(Some(0)), 0);
+        // A clock that drifted 40 ms ahead of the stamps: the bounds rule.
+        let mut o = Offsets::default();
+        o.sample(10_000_000, 90_000_000, Some(45_000_000));
+        assert_eq!(o.estimate(Some(0)), 35_000_000);
+        // A second record read sooner narrows the upper bound.
+        o.sample(200_000_000, 240_100_000, Some(230_000_000));
+        assert_eq!(o.estimate(Some(0)), 35_000_000);
         // Bounds that disagree (the clocks moved): the upper one.
-        o.sample(200_000_000, 190_000_000, Some(189_000_000));
-        assert_eq!(o.estimate(), -10_000_000);
+        o.sample(300_000_000, 320_000_000, Some(319_000_000));
+        assert_eq!(o.estimate(Some(0)), 20_000_000);
     }
 
     #[test]
@@ -278,11 +279,11 @@ mod tests {
         let mut o = Offsets::default();
         o.sample(1_000, 110_000, None);
         o.sample(2_000, 111_500, None);
-        assert_eq!(o.estimate(), 109_000);
+        assert_eq!(o.estimate(None), 109_000);
         for i in 0..40 {
             o.sample(i * 1000, i * 1000 + 200_000, None);
         }
-        assert_eq!(o.estimate(), 200_000, "only the last 32 count");
+        assert_eq!(o.estimate(None), 200_000, "only the last 32 count");
     }
 
     #[test]
