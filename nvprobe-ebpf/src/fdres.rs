@@ -162,17 +162,25 @@ pub fn cache_slot(pid_tgid: u64, claim: bool) -> Option<*mut FdCache> {
 
 /// [`resolve_fd`] through the thread's cache: a descriptor resolved to an
 /// NVIDIA file in this generation is not resolved again.
+///
+/// With it, whether the cache says the process is quiet
+/// (`nv_procs::QUIET`: past its first context at `--events
+/// failures|verdicts`, its successful calls counted, not sent); false when
+/// the cache does not hold the process's value.
 #[inline(always)]
-pub fn resolve_fd_cached(fd: i32, pid_tgid: u64) -> Option<FileId> {
+pub fn resolve_fd_cached(fd: i32, pid_tgid: u64) -> Option<(FileId, bool)> {
+    use nvprobe_common::{fastpath::PROCS_VALID, nv_procs::QUIET};
     let Some(c) = cache_slot(pid_tgid, true) else {
-        return resolve_fd(fd);
+        return resolve_fd(fd).map(|f| (f, false));
     };
     let tgid = (pid_tgid >> 32) as u32;
     // SAFETY: pointer into the array map's value (see cache_slot).
     unsafe {
+        let p = (*c).procs;
+        let quiet = p & PROCS_VALID != 0 && (*c).procs_tgid == tgid && p & QUIET as u32 != 0;
         for i in 0..FDCACHE_FDS {
             if (*c).fd[i] == fd && (*c).owner[i] == tgid {
-                return Some((*c).file[i]);
+                return Some(((*c).file[i], quiet));
             }
         }
         let f = resolve_fd(fd)?;
@@ -184,23 +192,8 @@ pub fn resolve_fd_cached(fd: i32, pid_tgid: u64) -> Option<FileId> {
             (*c).fd[i] = fd;
             (*c).next = (*c).next.wrapping_add(1);
         }
-        Some(f)
+        Some((f, quiet))
     }
-}
-
-/// Whether the current thread's cache says its process is quiet
-/// (`nv_procs::QUIET`: past its first context at `--events
-/// failures|verdicts`, its successful calls counted, not sent). False
-/// when the cache does not hold the process's value.
-#[inline(always)]
-pub fn cached_quiet(pid_tgid: u64) -> bool {
-    use nvprobe_common::{fastpath::PROCS_VALID, nv_procs::QUIET};
-    let Some(c) = cache_slot(pid_tgid, false) else {
-        return false;
-    };
-    // SAFETY: the thread's own cache slot (see cache_slot).
-    let (p, of) = unsafe { ((*c).procs, (*c).procs_tgid) };
-    p & PROCS_VALID != 0 && of == (pid_tgid >> 32) as u32 && p & QUIET as u32 != 0
 }
 
 /// Whether the driver layer's ioctl entry points make the ioctl records.

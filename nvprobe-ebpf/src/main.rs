@@ -109,7 +109,7 @@ fn try_ioctl_enter(ctx: &TracePointContext) -> Result<(), i64> {
         return Ok(());
     }
     let fd = arg::<u64>(ctx, ARG0)? as i32;
-    let file = fdres::resolve_fd_cached(fd, pid_tgid).ok_or(0i64)?;
+    let (file, quiet) = fdres::resolve_fd_cached(fd, pid_tgid).ok_or(0i64)?;
     if file.kind == DevKind::None as u8 || skip & nvprobe_common::bench_skip::ENTRY_RESOLVE != 0 {
         return Ok(());
     }
@@ -117,7 +117,7 @@ fn try_ioctl_enter(ctx: &TracePointContext) -> Result<(), i64> {
     // A quiet process's call is counted, not sent, unless it fails: its
     // start is not read (the clock is the dearest read here; the stall
     // detector times such a call from when it first sees it in flight).
-    let flags = if crate::config::quiet_levels() && fdres::cached_quiet(pid_tgid) {
+    let flags = if crate::config::quiet_levels() && quiet {
         nvprobe_common::ioctl_flags::UNTIMED
     } else {
         0
