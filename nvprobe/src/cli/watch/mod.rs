@@ -85,8 +85,7 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
     // The kernel log is opened now, while CAP_SYSLOG is held (the check is
     // at open where kernel.dmesg_restrict is 1).
     let kmsg = nvprobe::pipeline::kmsg::KernelLog::open();
-    let syslog = kmsg.as_ref().is_ok_and(|k| k.needs_syslog_cap());
-    start.capabilities_kept = keep_capabilities(&a, &start, syslog);
+    start.capabilities_kept = keep_capabilities(&a, &start, &kmsg);
     let mut out = Output::opened(opened, format, Clock::now());
     announce(
         &a,
@@ -346,8 +345,10 @@ fn runtime() -> Result<(tokio::runtime::Runtime, StopSignals), Fail> {
 fn keep_capabilities(
     a: &WatchArgs,
     start: &nvprobe::records::StartRecord,
-    syslog: bool,
+    kmsg: &Result<nvprobe::pipeline::kmsg::Opened, String>,
 ) -> Option<Vec<String>> {
+    // The kernel log through syslog(2) needs CAP_SYSLOG at every read.
+    let syslog = kmsg.as_ref().is_ok_and(|k| k.needs_syslog_cap());
     let sys_admin =
         a.stall_after > 0.0 || (a.layer("cuda") && start.libcuda_attach != "uprobe_multi");
     match attach::caps::drop_unneeded(sys_admin, syslog) {
