@@ -43,7 +43,7 @@ fn doctor_on_host_trees() {
         .expect("uvm_hmm check");
     assert_eq!(hmm["verdict"], "warn");
     let bad = run("no-uvm", false);
-    assert_eq!(bad.status.code(), Some(1));
+    assert_eq!(bad.status.code(), Some(5));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("a check failed"));
     let missing = std::process::Command::new(bin("nvprobe"))
         .args(["doctor", "--root", "/nonexistent-nvprobe-root"])
@@ -82,11 +82,11 @@ fn doctor_on_host_trees() {
     for (tree, code, result) in [
         ("healthy", 0, "warn"),
         ("proxmox-hmm", 0, "warn"),
-        ("no-uvm", 1, "fail"),
-        ("version-mismatch", 1, "fail"),
-        ("lxc-no-uvm", 1, "fail"),
+        ("no-uvm", 5, "fail"),
+        ("version-mismatch", 5, "fail"),
+        ("lxc-no-uvm", 5, "fail"),
         ("wrong-perms", 0, "warn"),
-        ("no-btf-kprobes", 1, "fail"),
+        ("no-btf-kprobes", 5, "fail"),
     ] {
         let o = run(tree, true);
         assert_eq!(o.status.code(), Some(code), "{tree}");
@@ -162,7 +162,7 @@ fn doctor_reads_library_versions_from_the_elf() {
         .arg(&dir)
         .output()
         .expect("run");
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(5));
     let doc: Value = serde_json::from_slice(&o.stdout).expect("JSON");
     let cuda: Vec<&Value> = doc["checks"]
         .as_array()

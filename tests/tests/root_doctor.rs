@@ -229,7 +229,8 @@ fn doctor_snapshot_round_trip() {
     );
     let (_, live, _) = doctor_json(&[]);
     let (code, snap, _) = doctor_json(&["--root", tar.to_str().expect("utf8")]);
-    assert!(code.is_some_and(|c| c <= 1));
+    // 0, or 5: a check said FAIL (this host may have no NVIDIA driver).
+    assert!(code.is_some_and(|c| c == 0 || c == 5), "{code:?}");
     assert!(
         snap["scope"]
             .as_str()
@@ -259,7 +260,7 @@ fn doctor_snapshot_round_trip() {
         .arg(&dir)
         .output()
         .expect("run");
-    assert!(o.status.code().is_some_and(|c| c <= 1));
+    assert!(o.status.code().is_some_and(|c| c == 0 || c == 5));
     assert!(dir.join("snapshot.json").is_file());
     let again = Command::new(bin("nvprobe"))
         .args(["doctor", "--snapshot"])
@@ -392,7 +393,7 @@ fn doctor_does_not_hang_on_a_stuck_driver_file() {
     let drv = FakeDrv::start_at(&gpu);
     let (code, doc, _) = doctor_json(&["--root", tree.to_str().expect("utf8")]);
     drop(drv);
-    assert_eq!(code, Some(1), "{doc}");
+    assert_eq!(code, Some(5), "{doc}");
     let p = check_of(&doc, "proc_driver");
     assert_eq!(p["verdict"], "fail");
     assert_eq!(
@@ -474,7 +475,7 @@ fn snapshot_paths_are_new_and_private() {
     let dir = t.0.join("new");
     let o = snapshot_to(&dir);
     assert!(
-        o.status.code().is_some_and(|c| c <= 1),
+        o.status.code().is_some_and(|c| c == 0 || c == 5),
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
@@ -494,7 +495,7 @@ fn snapshot_paths_are_new_and_private() {
     assert!(files > 5, "{files} files");
     let tar = t.0.join("new.tar.gz");
     let o = snapshot_to(&tar);
-    assert!(o.status.code().is_some_and(|c| c <= 1));
+    assert!(o.status.code().is_some_and(|c| c == 0 || c == 5));
     assert_eq!(mode(&tar), 0o600);
 }
 
@@ -512,7 +513,7 @@ fn a_snapshot_keeps_only_what_the_checks_need() {
     let dir = t.0.join("snap");
     let o = snapshot_to(&dir);
     assert!(
-        o.status.code().is_some_and(|c| c <= 1),
+        o.status.code().is_some_and(|c| c == 0 || c == 5),
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
@@ -648,7 +649,7 @@ fn snapshots_use_no_temporary_folder() {
     let pid = child.id();
     let o = child.wait_with_output().expect("wait");
     assert!(
-        o.status.code().is_some_and(|c| c <= 1),
+        o.status.code().is_some_and(|c| c == 0 || c == 5),
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );

@@ -99,6 +99,9 @@ pub mod exit {
     pub const USAGE: u8 = 2;
     pub const KERNEL: u8 = 3;
     pub const DENIED: u8 = 4;
+    /// `doctor`: a check said FAIL (the host cannot run CUDA as it is),
+    /// told apart from a runtime error.
+    pub const CHECK_FAILED: u8 = 5;
 }
 
 /// One exit code and what it means, for `commands` (every subcommand when
@@ -115,13 +118,13 @@ pub struct ExitRow {
 pub const EXIT_CODES: &[ExitRow] = &[
     ExitRow { code: exit::OK, commands: &[], meaning: "success; also when the reader of nvprobe's output goes away (`nvprobe watch | head`, or `2>&1 | head`): nvprobe stops quietly (watch and top stop tracing; their probes go with them)" },
     ExitRow { code: exit::RUNTIME, commands: &[], meaning: "runtime error (a write that failed other than a closed pipe)" },
-    ExitRow { code: exit::RUNTIME, commands: &["doctor"], meaning: "a check failed (FAIL; warnings alone exit 0)" },
     ExitRow { code: exit::RUNTIME, commands: &["diff"], meaning: "the two start-ups differ, as diff(1) (0: they made the same calls with the same results)" },
     ExitRow { code: exit::USAGE, commands: &[], meaning: "bad usage or input: an unknown flag or value, a file that cannot be read or written" },
     ExitRow { code: exit::USAGE, commands: &["watch", "top"], meaning: "a --device file that is missing, a --pid of no running process" },
     ExitRow { code: exit::USAGE, commands: &["decode", "diff", "export"], meaning: "a file that is not a recording, or lines of it that could not be decoded (the rest is still decoded)" },
     ExitRow { code: exit::KERNEL, commands: &["watch", "top"], meaning: "the kernel lacks something nvprobe needs (syscall tracepoints, BTF, ring buffer, a tracefs that cannot be mounted)" },
     ExitRow { code: exit::DENIED, commands: &["watch", "top"], meaning: "not permitted (not root, bpf() refused)" },
+    ExitRow { code: exit::CHECK_FAILED, commands: &["doctor"], meaning: "a check failed (FAIL; warnings alone exit 0)" },
 ];
 
 /// A subcommand's examples: (command line, what it does). Each parses

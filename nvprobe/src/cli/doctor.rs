@@ -153,7 +153,7 @@ pub fn run(a: DoctorArgs) -> Result<(), Fail> {
     report(&checks, live, given.as_deref().unwrap_or(&root), a.json)
 }
 
-/// The checks, as text or one JSON document; a FAIL is exit 1.
+/// The checks, as text or one JSON document; a FAIL is exit 5.
 fn report(
     checks: &[nvprobe::doctor::Check],
     live: bool,
@@ -194,7 +194,7 @@ fn report(
     }
     if worst == Verdict::Fail {
         return Err(Fail(
-            exit::RUNTIME,
+            exit::CHECK_FAILED,
             anyhow::anyhow!("a check failed: see FAIL above and its hint"),
         ));
     }
