@@ -51,12 +51,13 @@ enum Cmd {
     /// Export a recording as a Perfetto trace (--perfetto -o FILE; no root).
     #[command(after_help = cli::after_help("export"))]
     Export(cli::export::ExportArgs),
-    /// Print the JSON Schema of the NDJSON output.
+    /// Print the JSON Schema of the NDJSON output (--doctor: of `doctor
+    /// --json`'s document).
     #[command(after_help = cli::after_help("schema"))]
-    Schema,
+    Schema(cli::SchemaArgs),
     /// Check this host (or a host tree) for what breaks CUDA start-up and
     /// tracing: kernel tracing ability (probes loaded), driver, nvidia_uvm
-    /// and HMM, GPUs, device nodes and access, libraries, container. Exit 1
+    /// and HMM, GPUs, device nodes and access, libraries, container. Exit 5
     /// when a check fails.
     #[command(after_help = cli::after_help("doctor"))]
     Doctor(cli::doctor::DoctorArgs),
@@ -149,9 +150,13 @@ fn run(cmd: Cmd) -> Result<(), Fail> {
         Cmd::Hooks(a) => cli::hooks::run(a),
         Cmd::Completions(a) => cli::generate::completions(a),
         Cmd::Manpage(a) => cli::generate::manpage(a),
-        Cmd::Schema => {
-            let s = serde_json::to_string_pretty(&nvprobe_model::render::schema::schema())
-                .unwrap_or_default();
+        Cmd::Schema(a) => {
+            let schema = if a.doctor {
+                nvprobe::doctor::report_schema()
+            } else {
+                nvprobe_model::render::schema::schema()
+            };
+            let s = serde_json::to_string_pretty(&schema).unwrap_or_default();
             cli::print(&format!("{s}\n"))
         }
     }

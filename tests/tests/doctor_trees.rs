@@ -91,6 +91,8 @@ fn doctor_on_host_trees() {
         let o = run(tree, true);
         assert_eq!(o.status.code(), Some(code), "{tree}");
         let doc: Value = serde_json::from_slice(&o.stdout).expect("one JSON document");
+        // The document is what `nvprobe schema --doctor` says it is.
+        nvprobe::doctor::validate_report(&doc).unwrap_or_else(|e| panic!("{tree}: {e}"));
         assert_eq!(doc["result"], result, "{tree}");
         assert_eq!(doc["type"], "doctor");
         assert!(
@@ -274,4 +276,29 @@ fn the_h200_snapshot_reads_back_like_the_live_host() {
     // The kernel checks are file evidence there, and agree on kprobes.
     assert_eq!(pick(&snap, "kprobe")[0].0, "warn");
     assert!(pick(&snap, "kprobe")[0].1.ends_with("(file evidence)"));
+}
+
+/// `nvprobe schema --doctor` prints the schema the documents are checked
+/// against, and it refuses what a doctor document is not.
+#[test]
+fn the_doctor_schema_is_printed_and_closed() {
+    let o = std::process::Command::new(bin("nvprobe"))
+        .args(["schema", "--doctor"])
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(0));
+    let printed: Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_eq!(printed, nvprobe::doctor::report_schema());
+    assert_eq!(printed["properties"]["type"]["const"], "doctor");
+    let real: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture("gpu-host/h200-580.159.04-doctor.json")).expect("read"),
+    )
+    .expect("JSON");
+    nvprobe::doctor::validate_report(&real).expect("the H200's own doctor --json");
+    let mut extra = real.clone();
+    extra["checks"][0]["surprise"] = Value::Bool(true);
+    assert!(nvprobe::doctor::validate_report(&extra).is_err());
+    let mut bad = real;
+    bad["result"] = Value::from("maybe");
+    assert!(nvprobe::doctor::validate_report(&bad).is_err());
 }

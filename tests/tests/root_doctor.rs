@@ -45,6 +45,8 @@ fn doctor_json(args: &[&str]) -> (Option<i32>, serde_json::Value, String) {
         .expect("run nvprobe doctor");
     let doc = serde_json::from_slice(&o.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stdout)));
+    // Every document is what `nvprobe schema --doctor` says it is.
+    nvprobe::doctor::validate_report(&doc).unwrap_or_else(|e| panic!("{e}: {doc}"));
     (
         o.status.code(),
         doc,

@@ -92,6 +92,15 @@ pub fn parse_ringbuf(s: &str) -> Result<u32, String> {
     Ok(v)
 }
 
+/// `nvprobe schema`'s flags.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct SchemaArgs {
+    /// The schema of `doctor --json`'s one document instead of the NDJSON
+    /// records'.
+    #[arg(long)]
+    pub doctor: bool,
+}
+
 /// nvprobe's exit codes. Their meanings are [`EXIT_CODES`].
 pub mod exit {
     pub const OK: u8 = 0;
@@ -161,7 +170,13 @@ pub fn examples(command: &str) -> &'static [(&'static str, &'static str)] {
             "nvprobe export run.ndjson -o run.perfetto-trace",
             "a Perfetto trace (open it at ui.perfetto.dev)",
         )],
-        "schema" => &[("nvprobe schema > nvprobe.schema.json", "the NDJSON schema")],
+        "schema" => &[
+            ("nvprobe schema > nvprobe.schema.json", "the NDJSON schema"),
+            (
+                "nvprobe schema --doctor > doctor.schema.json",
+                "the schema of doctor --json's document",
+            ),
+        ],
         "doctor" => &[
             (
                 "sudo nvprobe doctor",

@@ -180,14 +180,16 @@ fn report(
         )
     };
     if json {
-        let doc = serde_json::json!({
-            "v": render::SCHEMA_VERSION,
-            "type": "doctor",
-            "root": root.display().to_string(),
-            "scope": scope,
-            "result": worst,
-            "checks": checks,
-        });
+        let doc = doctor::Report {
+            v: render::SCHEMA_VERSION,
+            kind: "doctor",
+            root: root.display().to_string(),
+            scope,
+            result: worst,
+            checks,
+        };
+        let doc =
+            anyhow::Context::context(serde_json::to_string(&doc), "writing the doctor document")?;
         super::common::print(&format!("{doc}\n"))?;
     } else {
         super::common::print(&format!("{}({scope})\n", doctor::text(checks)))?;

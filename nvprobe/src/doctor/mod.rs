@@ -35,7 +35,7 @@ pub mod unpack;
 use std::path::Path;
 
 use check::check;
-pub use check::{Check, Options, Verdict};
+pub use check::{Check, Options, Report, Verdict, report_schema, validate_report};
 pub use render::text;
 
 use crate::host::driver_info;
