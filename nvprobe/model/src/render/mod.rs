@@ -12,6 +12,8 @@ mod otlp_json;
 pub mod schema;
 #[cfg(test)]
 mod tests_safe;
+#[cfg(test)]
+mod tests_text;
 pub mod text;
 
 use std::io;
@@ -81,6 +83,7 @@ impl Renderer {
                 clock,
                 scratch: Vec::with_capacity(1024),
                 resources: Default::default(),
+                last_failed_path: None,
             },
         }
     }

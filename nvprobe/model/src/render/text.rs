@@ -633,6 +633,24 @@ impl super::encode::Encoder for Text {
         ev: &Event,
     ) -> std::io::Result<()> {
         use bytes::BufMut as _;
+        // A failed start-up call that is the path call just written (the
+        // loader's lookups: every one is both) is one line, not two.
+        let last = p.last_failed_path.take();
+        match ev {
+            Event::Open(c) | Event::Stat(c) | Event::Access(c) if c.ret < 0 => {
+                p.last_failed_path = Some((c.proc.tid, c.path.clone(), c.errno.clone()));
+            }
+            Event::Proc(c) if c.op == ProcKind::CallFailed => {
+                if let (Some((tid, path, errno)), Some(cp)) = (&last, &c.path)
+                    && *tid == c.proc.tid
+                    && path == cp
+                    && *errno == c.errno
+                {
+                    return Ok(());
+                }
+            }
+            _ => {}
+        }
         buf.put_slice(event_line(&p.clock, mono_ns, ev).as_bytes());
         buf.put_u8(b'\n');
         Ok(())

@@ -1,0 +1,58 @@
+//! The text output's lines for a loader's search: a failed lookup is one
+//! line, not the path call and then the same call again as a failed call
+//! of the start-up (records of a live run on the no-GPU VM: python's
+//! `ctypes.CDLL("libcuda.so.1")` without a driver).
+
+use super::{Clock, Format, Renderer};
+use crate::decode::Event;
+
+const OPEN: &str = r#"{"v":1,"time":"2026-12-06T07:42:06.479864Z","mono_ns":29553989592902,"severity":"warn","severity_number":13,"type":"open","pid":28295,"tid":28295,"comm":"python3","uid":0,"syscall":"openat","path":"/lib/x86_64-linux-gnu/glibc-hwcaps/x86-64-v4/libcuda.so.1","flags":"O_RDONLY|O_CLOEXEC","start_ns":29553989589459,"duration_ns":2960,"ret":-2,"errno":"ENOENT","ok":false}"#;
+const SAME_FAILED: &str = r#"{"v":1,"time":"2026-12-06T07:42:06.479864Z","mono_ns":29553989593415,"severity":"warn","severity_number":13,"type":"proc","pid":28295,"tid":28295,"comm":"python3","uid":0,"op":"call_failed","target_pid":28295,"call":"openat","errno":"ENOENT","path":"/lib/x86_64-linux-gnu/glibc-hwcaps/x86-64-v4/libcuda.so.1","seq":2,"args":[4294967196,140723982238176],"time_ns":29553989593415}"#;
+const DIR_FAILED: &str = r#"{"v":1,"time":"2026-12-06T07:42:06.479866Z","mono_ns":29553989594937,"severity":"warn","severity_number":13,"type":"proc","pid":28295,"tid":28295,"comm":"python3","uid":0,"op":"call_failed","target_pid":28295,"call":"newfstatat","errno":"ENOENT","path":"/lib/x86_64-linux-gnu/glibc-hwcaps/x86-64-v4","seq":3,"args":[4294967196,140723982238176],"time_ns":29553989594937}"#;
+
+fn text(lines: &[&str]) -> String {
+    let mut r = Renderer::new(Format::Text, Clock::now());
+    let mut buf = bytes::BytesMut::new();
+    for l in lines {
+        let ev: Event = serde_json::from_str(l).expect("an event");
+        r.event(&mut buf, 0, &ev).expect("rendered");
+    }
+    String::from_utf8(buf.to_vec()).expect("utf8")
+}
+
+#[test]
+fn a_failed_lookup_is_one_line() {
+    let t = text(&[OPEN, SAME_FAILED, DIR_FAILED]);
+    let lines: Vec<&str> = t.lines().collect();
+    assert_eq!(lines.len(), 2, "{t}");
+    assert!(
+        lines[0].contains("openat(\"/lib/x86_64-linux-gnu/glibc-hwcaps/x86-64-v4/libcuda.so.1\"")
+    );
+    // Another call (the directory's stat) is its own line.
+    assert!(
+        lines[1]
+            .contains("newfstatat(\"/lib/x86_64-linux-gnu/glibc-hwcaps/x86-64-v4\") = -1 ENOENT")
+    );
+}
+
+#[test]
+fn a_failed_call_alone_or_of_another_path_is_shown() {
+    // Without the path call before it.
+    assert_eq!(text(&[SAME_FAILED]).lines().count(), 1);
+    // Of another thread.
+    let other = SAME_FAILED.replace(r#""tid":28295"#, r#""tid":28296"#);
+    assert_eq!(text(&[OPEN, &other]).lines().count(), 2);
+    // Not right after it.
+    assert_eq!(text(&[OPEN, DIR_FAILED, SAME_FAILED]).lines().count(), 3);
+}
+
+#[test]
+fn json_keeps_both_records() {
+    let mut r = Renderer::new(Format::Json, Clock::now());
+    let mut buf = bytes::BytesMut::new();
+    for l in [OPEN, SAME_FAILED] {
+        let ev: Event = serde_json::from_str(l).expect("an event");
+        r.event(&mut buf, 0, &ev).expect("rendered");
+    }
+    assert_eq!(String::from_utf8_lossy(&buf).lines().count(), 2);
+}
