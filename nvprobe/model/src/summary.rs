@@ -312,8 +312,12 @@ impl Stats {
             });
             c.count += 1;
             c.failed += u64::from(!e.ok);
-            c.total_ns = c.total_ns.saturating_add(e.duration_ns);
-            c.max_ns = c.max_ns.max(e.duration_ns);
+            // An untimed call (its start not read) is in the count, not in
+            // the times.
+            if !e.untimed {
+                c.total_ns = c.total_ns.saturating_add(e.duration_ns);
+                c.max_ns = c.max_ns.max(e.duration_ns);
+            }
         }
     }
 

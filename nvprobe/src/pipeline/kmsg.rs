@@ -125,6 +125,12 @@ fn open_syslog() -> Result<SyslogAt, String> {
     let mut buf = vec![0u8; size];
     let before = crate::output::Clock::mono_now();
     let text = crate::klog::read_all(&mut buf)?;
+    if !text.trim().is_empty() && nvprobe_model::kmsg::syslog::records(&text).is_empty() {
+        return Err(
+            "its lines carry no time (printk.time is off: echo Y > /sys/module/printk/parameters/time)"
+                .into(),
+        );
+    }
     Ok((
         nvprobe_model::kmsg::syslog::Cursor::at_end(&text),
         size,
@@ -154,7 +160,13 @@ impl Opened {
                         ..
                     } => {
                         let at = (cursor, read_at);
-                        if let Err(e) = follow_syslog(at, size, &tx, &stop, &lost) {
+                        let mut buf = vec![0u8; size];
+                        let read = |full: &mut bool| {
+                            let t = crate::klog::read_all(&mut buf)?;
+                            *full = t.len() >= size / 10 * 9;
+                            Ok(t.into_owned())
+                        };
+                        if let Err(e) = follow_syslog(at, read, &tx, &stop, &lost) {
                             let _ = failed.set(e);
                         }
                     }
@@ -172,10 +184,14 @@ impl Opened {
         })
     }
 
-    /// Whether following needs CAP_SYSLOG after the start (syslog(2)
-    /// checks it at every read where `kernel.dmesg_restrict` is 1).
+    /// Whether following needs CAP_SYSLOG after the start: syslog(2)
+    /// checks it at every read where `kernel.dmesg_restrict` is 1 (or
+    /// cannot be read); where it is 0, anyone may read the log and the
+    /// capability (which could also clear it) goes.
     pub fn needs_syslog_cap(&self) -> bool {
         matches!(self, Opened::Syslog { .. })
+            && std::fs::read_to_string("/proc/sys/kernel/dmesg_restrict")
+                .map_or(true, |v| v.trim() != "0")
     }
 
     /// What to say once at the start about how the log is read.
@@ -293,21 +309,23 @@ fn follow(
 
 /// Follow syslog(2)'s buffer from `cursor`, reading it whole every
 /// [`SYSLOG_POLL_MS`]; Err when a read is refused.
+/// `read` gives the whole buffer as text (and whether it filled what it
+/// was given: the log is full, and records are being overwritten).
 fn follow_syslog(
     (mut cursor, mut prev): (nvprobe_model::kmsg::syslog::Cursor, u64),
-    size: usize,
+    mut read: impl FnMut(&mut bool) -> Result<String, String>,
     tx: &SyncSender<(u64, LogLine)>,
     stop: &AtomicBool,
     lost: &AtomicU64,
 ) -> Result<(), String> {
     use crate::output::Clock;
-    let mut buf = vec![0u8; size];
     let mut offsets = Offsets::default();
     // The text has no sequence numbers: records are counted from here.
     let mut seq = 0u64;
     let mut wait_ms = SYSLOG_POLL_MS;
     while !stop.load(Ordering::Relaxed) {
-        // In steps of at most POLL_MS, so that the stop is seen.
+        // In steps of at most SYSLOG_POLL_MS, so that the stop is seen
+        // (nothing waits for this thread at the stop).
         let mut waited = 0;
         while waited < wait_ms && !stop.load(Ordering::Relaxed) {
             let step = (wait_ms - waited).min(SYSLOG_POLL_MS);
@@ -317,17 +335,18 @@ fn follow_syslog(
         // `prev`: before the last read, so a record not in it was logged
         // after then (the lower bound of what this read finds).
         let before = Clock::mono_now();
-        let text = crate::klog::read_all(&mut buf)?;
+        let mut full = false;
+        let text = read(&mut full)?;
         let read_at = Clock::mono_now();
-        let read = cursor.advance(&text);
+        let got = cursor.advance(&text, full);
         // What the read and its parse cost, in µs, times the duty: the wait.
         let cost_us = Clock::mono_now().saturating_sub(before) / 1_000;
         wait_ms = (cost_us * SYSLOG_DUTY / 1_000).clamp(SYSLOG_POLL_MS, SYSLOG_POLL_MAX_MS);
-        if read.gap {
+        if got.gap {
             // Records may have been overwritten between the two reads.
             lost.fetch_add(1, Ordering::Relaxed);
         }
-        for mut rec in read.new {
+        for mut rec in got.new {
             seq += 1;
             rec.seq = seq;
             offsets.sample(stamp_ns(&rec), i128::from(read_at), Some(i128::from(prev)));
@@ -396,5 +415,78 @@ pub fn hand(
     match k.map(std::sync::Mutex::lock) {
         Some(Ok(mut k)) => k.hand(lines, pipe),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+        mpsc::sync_channel,
+    };
+
+    use super::follow_syslog;
+
+    const XID: &str = "NVRM: Xid (PCI:0000:00:06): 31, pid=711, name=python3, channel 0x0000000a";
+
+    /// Three reads of a growing buffer: the driver's lines logged after the
+    /// start are sent once each, with their stamps and nvprobe's count,
+    /// and neither the lines from before the start nor a user's forged one.
+    #[test]
+    fn the_syslog_follower_sends_each_new_driver_line_once() {
+        let start = "<6>[    1.000000] Linux version\n<3>[    2.000000] NVRM: old line\n";
+        let texts = [
+            format!(
+                "{start}<3>[    3.000000] {XID}\n<14>[    3.500000] NVRM: Xid (PCI:0000:00:06): 79, by a user\n"
+            ),
+            format!(
+                "{start}<3>[    3.000000] {XID}\n<14>[    3.500000] NVRM: Xid (PCI:0000:00:06): 79, by a user\n<4>[    4.000000] nvidia-uvm: uvm error\n"
+            ),
+        ];
+        let cursor = nvprobe_model::kmsg::syslog::Cursor::at_end(start);
+        let (tx, rx) = sync_channel(16);
+        let stop = Arc::new(AtomicBool::new(false));
+        let lost = AtomicU64::new(0);
+        let mut n = 0;
+        let stopper = stop.clone();
+        let read = |full: &mut bool| {
+            *full = false;
+            let t = texts[n.min(texts.len() - 1)].clone();
+            n += 1;
+            if n > texts.len() {
+                stopper.store(true, Ordering::Relaxed);
+            }
+            Ok(t)
+        };
+        follow_syslog((cursor, 0), read, &tx, &stop, &lost).expect("followed");
+        let got: Vec<(u64, String, u64)> = rx
+            .try_iter()
+            .map(|(_, l)| (l.kernel_ts_us, l.message, l.seq))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (3_000_000, XID.to_owned(), 1),
+                (4_000_000, "nvidia-uvm: uvm error".to_owned(), 3),
+            ]
+        );
+        assert_eq!(lost.load(Ordering::Relaxed), 0);
+    }
+
+    /// A refused read ends the follower with why.
+    #[test]
+    fn a_refused_read_is_said() {
+        let (tx, _rx) = sync_channel(1);
+        let stop = AtomicBool::new(false);
+        let lost = AtomicU64::new(0);
+        let r = follow_syslog(
+            (Default::default(), 0),
+            |_: &mut bool| Err("Operation not permitted (os error 1)".to_owned()),
+            &tx,
+            &stop,
+            &lost,
+        );
+        assert_eq!(r, Err("Operation not permitted (os error 1)".to_owned()));
     }
 }

@@ -70,7 +70,7 @@ pub(super) fn version(root: &Path, b: &dist::Built) -> anyhow::Result<String> {
     Ok(b.version_line.clone())
 }
 
-/// doctor in a root on a machine without the NVIDIA driver: exit 1 (a
+/// doctor in a root on a machine without the NVIDIA driver: exit 5 (a
 /// check failed) exactly when a check says FAIL, and every FAIL is about
 /// the driver or its libraries; the tracing checks pass (the installed,
 /// stripped binary's BPF programs load and its probes fire).

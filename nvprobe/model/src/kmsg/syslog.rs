@@ -5,18 +5,17 @@
 //! `kernel.dmesg_restrict=0`) lets it read the same buffer this way.
 //!
 //! Each line is `<PRIO>[SECONDS.MICROS] message` (`[SECONDS.MICROS][T123]`
-//! with CONFIG_PRINTK_CALLER). A record of several lines (a task's name
-//! with a newline in it, in a segfault line) has the prefix again on each
-//! line, so a line with the very same time as the line before it, when
-//! that one is not the driver's, is taken for its continuation, not a
-//! record of its own: a process cannot forge a driver line that way (the
-//! rule `doctor` applies to a saved log). The text carries no sequence
-//! numbers: [`Cursor`] finds the records a read has that the last did not
-//! by their times.
+//! with CONFIG_PRINTK_CALLER). A record of several lines (a newline in a
+//! task's name, quoted by a segfault line or an Xid's `name=`) has the
+//! prefix again on each line: [`records`] joins them back into the one
+//! record /dev/kmsg would show, so that a process cannot make a line of
+//! its own (a driver line, in the kernel's facility) out of a newline. The
+//! text carries no sequence numbers: [`Cursor`] finds the records a read
+//! has that the last did not by where the last read's records are.
 
 use std::borrow::Cow;
 
-use super::{KmsgRecord, driver_line};
+use super::KmsgRecord;
 
 /// One line's prefix: (priority, µs), and the message after it.
 fn split_line(line: &str) -> Option<(u32, u64, &str)> {
@@ -47,97 +46,131 @@ fn caller_id(id: &str) -> bool {
         && id[1..].bytes().all(|b| b.is_ascii_digit())
 }
 
-/// The records of syslog(2)'s text, oldest first, continuations folded
-/// into their record (dropped); `seq` is the record's index in `text`.
-/// Lines without the prefix (printk.time off) are not records.
+/// The records of syslog(2)'s text, oldest first; `seq` is the record's
+/// index in `text`. Lines without the prefix (printk.time off) are not
+/// records. A record of several lines (a newline in its text: a task's
+/// name in a segfault line, or in an Xid's `name=`) has its prefix again
+/// on each line; consecutive lines of the same prefix are joined into one
+/// record with `\x0a`, as /dev/kmsg writes the newline, so that a line
+/// after a newline is never read as a record of its own and the task-name
+/// check sees the whole message (two records of one priority logged in
+/// the same microsecond are joined too: the first one's kind is kept).
 pub fn records(text: &str) -> Vec<KmsgRecord<'_>> {
     let mut out: Vec<KmsgRecord<'_>> = Vec::new();
-    // The time of the last record's first line, and whether it was the
-    // driver's.
-    let mut prev: Option<(u64, bool)> = None;
+    // The record being read: its priority, time, and lines.
+    let mut cur: Option<(u32, u64, Vec<&str>)> = None;
     for line in text.lines() {
         let Some((prio, ts_us, msg)) = split_line(line) else {
             continue;
         };
-        if matches!(prev, Some((t, false)) if t == ts_us) {
-            continue;
+        match &mut cur {
+            Some((p, t, lines)) if *p == prio && *t == ts_us => lines.push(msg),
+            _ => {
+                if let Some(c) = cur.replace((prio, ts_us, vec![msg])) {
+                    out.push(record(c, out.len()));
+                }
+            }
         }
-        let facility = prio >> 3;
-        prev = Some((ts_us, facility == 0 && driver_line(msg)));
-        out.push(KmsgRecord {
-            level: (prio & 7) as u8,
-            facility,
-            seq: out.len() as u64,
-            ts_us,
-            msg: Cow::Borrowed(msg),
-        });
+    }
+    if let Some(c) = cur {
+        out.push(record(c, out.len()));
     }
     out
 }
 
-/// Where a reader of syslog(2)'s text is: the time of the last record it
-/// saw and how many records of that time it saw (several may share one
-/// microsecond).
+fn record((prio, ts_us, lines): (u32, u64, Vec<&str>), seq: usize) -> KmsgRecord<'_> {
+    KmsgRecord {
+        level: (prio & 7) as u8,
+        facility: prio >> 3,
+        seq: seq as u64,
+        ts_us,
+        msg: match lines.as_slice() {
+            [one] => Cow::Borrowed(*one),
+            _ => Cow::Owned(lines.join("\\x0a")),
+        },
+    }
+}
+
+/// Where a reader of syslog(2)'s text is: the last records it saw (their
+/// times and contents), found again in a later read of the whole buffer
+/// by where they are, not by time alone (two CPUs logging at once may
+/// store their records out of time order).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Cursor {
-    last: Option<(u64, usize)>,
+    tail: Vec<(u64, u64)>,
 }
+
+/// Records of the last read that the next one looks for.
+const TAIL: usize = 4;
 
 /// What one read had that the last did not.
 #[derive(Debug)]
 pub struct Read<'a> {
     pub new: Vec<KmsgRecord<'a>>,
-    /// The oldest record of the read is newer than the last one seen:
-    /// records written between the two reads may have been overwritten
-    /// before this one.
+    /// The last read's records are gone from a full buffer: records
+    /// written between the two reads may have been overwritten before
+    /// this one.
     pub gap: bool,
+}
+
+/// A record's time and a hash of what it says.
+fn key(r: &KmsgRecord<'_>) -> (u64, u64) {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (r.facility, r.level, r.msg.as_ref()).hash(&mut h);
+    (r.ts_us, h.finish())
 }
 
 impl Cursor {
     /// A cursor past every record of `text` (what was logged before the
     /// reader started is not news).
     pub fn at_end(text: &str) -> Self {
+        let keys: Vec<(u64, u64)> = records(text).iter().map(key).collect();
         Cursor {
-            last: tail(&records(text)),
+            tail: keys[keys.len().saturating_sub(TAIL)..].to_vec(),
         }
     }
 
     /// The records of `text` (a later read of the whole buffer) past the
-    /// cursor, which moves past them.
-    pub fn advance<'a>(&mut self, text: &'a str) -> Read<'a> {
+    /// cursor, which moves past them. `full`: the read filled the buffer
+    /// it was given (the log is full, so records are being overwritten).
+    pub fn advance<'a>(&mut self, text: &'a str, full: bool) -> Read<'a> {
         let all = records(text);
-        let gap = match (self.last, all.first()) {
-            (Some((t, _)), Some(first)) => first.ts_us > t,
-            _ => false,
+        let keys: Vec<(u64, u64)> = all.iter().map(key).collect();
+        let (from, gap) = match self.found_in(&keys) {
+            Some(end) => (end + 1, false),
+            None => match self.tail.last() {
+                // Nothing was there before: all of it is new.
+                None => (0, false),
+                // Our place is gone: overwritten (a full buffer), or the
+                // buffer was cleared (`dmesg -c`). What is later than the
+                // last record seen is new.
+                Some(&(last, _)) => (
+                    keys.iter().position(|k| k.0 > last).unwrap_or(keys.len()),
+                    full,
+                ),
+            },
         };
-        let mut same = 0usize;
-        let new: Vec<KmsgRecord<'a>> = all
-            .iter()
-            .filter(|r| match self.last {
-                None => true,
-                Some((t, seen)) if r.ts_us == t => {
-                    same += 1;
-                    same > seen
-                }
-                Some((t, _)) => r.ts_us > t,
-            })
-            .cloned()
-            .collect();
-        // A buffer cleared (SYSLOG_ACTION_CLEAR, `dmesg -c`) starts over:
-        // the cursor stays, and older times are not news.
-        if let Some(t) = tail(&all)
-            && self.last.is_none_or(|(lt, _)| t.0 >= lt)
-        {
-            self.last = Some(t);
+        if !keys.is_empty() || !full {
+            self.tail = keys[keys.len().saturating_sub(TAIL)..].to_vec();
         }
-        Read { new, gap }
+        Read {
+            new: all.into_iter().skip(from).collect(),
+            gap,
+        }
     }
-}
 
-/// The time of the last record and how many records have it.
-fn tail(all: &[KmsgRecord<'_>]) -> Option<(u64, usize)> {
-    let t = all.last()?.ts_us;
-    Some((t, all.iter().rev().take_while(|r| r.ts_us == t).count()))
+    /// Where the last read's tail ends in `keys` (its latest place), also
+    /// when only its newest records are left at the start of the buffer.
+    fn found_in(&self, keys: &[(u64, u64)]) -> Option<usize> {
+        if self.tail.is_empty() {
+            return None;
+        }
+        (0..keys.len()).rev().find(|&end| {
+            let n = self.tail.len().min(end + 1);
+            keys[end + 1 - n..=end] == self.tail[self.tail.len() - n..]
+        })
+    }
 }
 
 /// The offset from the kernel log's stamps (its local clock) to
@@ -203,55 +236,87 @@ mod tests {
     }
 
     #[test]
-    fn a_continuation_of_another_record_is_not_a_driver_line() {
-        // A segfault line of a task whose name holds a newline: syslog(2)
-        // repeats the prefix, with the same time, on the second line.
+    fn a_newline_in_a_task_name_makes_no_driver_line() {
+        use crate::kmsg::driver_line;
+        // A task named "evil\nNVRM: Xid …" that segfaults: syslog(2)
+        // repeats the prefix on the second line of the one record.
         let text = format!(
             "<6>[   50.000100] evil\n<6>[   50.000100] {XID}[77]: segfault at 0 ip 0\n<3>[   51.000000] {XID}\n"
         );
         let r = records(&text);
-        let msgs: Vec<&str> = r.iter().map(|x| x.msg.as_ref()).collect();
-        assert_eq!(msgs, vec!["evil", XID]);
-        assert_eq!(r[1].ts_us, 51_000_000);
-    }
-
-    #[test]
-    fn two_driver_lines_of_one_microsecond_are_two_records() {
-        let text = format!(
-            "<3>[    9.000000] {XID}\n<3>[    9.000000] NVRM: GPU 0000:00:06.0: RmInitAdapter failed!\n"
+        assert_eq!(r.len(), 2);
+        assert_eq!(r[0].msg, format!("evil\\x0a{XID}[77]: segfault at 0 ip 0"));
+        assert!(!driver_line(&r[0].msg));
+        assert!(driver_line(&r[1].msg));
+        // A task named "NVRM: Xid 79\n": the segfault line's first line
+        // starts like the driver's; joined, the task's [pid] shows.
+        let text = "<6>[   60.000000] NVRM: Xid 79\n<6>[   60.000000] [4242]: segfault at 0 ip 0 sp 0 error 4\n";
+        let r = records(text);
+        assert_eq!(r.len(), 1);
+        assert!(!driver_line(&r[0].msg), "{}", r[0].msg);
+        // A real Xid quoting a task named "x\nNVRM: GPU has fallen off the
+        // bus": one record, the driver's Xid, nothing after the newline.
+        let text = "<4>[   70.000000] NVRM: Xid (PCI:0000:00:06): 13, pid=9, name=x\n<4>[   70.000000] NVRM: GPU has fallen off the bus., Graphics Exception\n";
+        let r = records(text);
+        assert_eq!(r.len(), 1);
+        assert!(r[0].msg.starts_with("NVRM: Xid (PCI:0000:00:06): 13,"));
+        assert_eq!(
+            crate::kmsg::kind_of(&r[0].msg),
+            Some(crate::kmsg::LogKind::Xid)
         );
-        assert_eq!(records(&text).len(), 2);
     }
 
     #[test]
     fn the_cursor_gives_each_record_once() {
-        // Two driver lines of one microsecond (not continuations).
         let first =
-            format!("<6>[    1.000000] a\n<3>[    2.000000] {XID}\n<3>[    2.000000] {XID}\n");
+            format!("<6>[    1.000000] a\n<3>[    2.000000] {XID}\n<4>[    2.000000] {XID}\n");
         let first = first.as_str();
         let mut c = Cursor::at_end(first);
-        assert!(c.advance(first).new.is_empty(), "nothing new");
+        assert!(c.advance(first, false).new.is_empty(), "nothing new");
         // A third record of the same microsecond, then a later one.
-        let second = format!("{first}<3>[    2.000000] {XID}\n<3>[    3.000000] {XID}\n");
-        let r = c.advance(&second);
-        let got: Vec<u64> = r.new.iter().map(|x| x.ts_us).collect();
-        assert_eq!(got, vec![2_000_000, 3_000_000]);
+        let second = format!("{first}<3>[    2.000000] b\n<3>[    3.000000] {XID}\n");
+        let r = c.advance(&second, false);
+        let got: Vec<&str> = r.new.iter().map(|x| x.msg.as_ref()).collect();
+        assert_eq!(got, vec!["b", XID]);
         assert!(!r.gap);
-        assert!(c.advance(&second).new.is_empty(), "given once");
+        assert!(c.advance(&second, false).new.is_empty(), "given once");
     }
 
     #[test]
-    fn a_wrapped_buffer_is_a_gap_and_a_cleared_one_no_news() {
-        let mut c = Cursor::at_end("<6>[    5.000000] a\n");
+    fn records_out_of_time_order_are_given_once() {
+        // Two CPUs logged at once: 105 µs stored before 103 µs.
+        let first = "<6>[    1.000105] B\n<6>[    1.000103] C\n";
+        let mut c = Cursor::at_end(first);
+        for _ in 0..3 {
+            assert!(c.advance(first, false).new.is_empty(), "B again");
+        }
+        // A record stamped before the last one seen, stored after it.
+        let second = format!("{first}<6>[    1.000104] D\n");
+        let r = c.advance(&second, false);
+        let got: Vec<&str> = r.new.iter().map(|x| x.msg.as_ref()).collect();
+        assert_eq!(got, vec!["D"]);
+    }
+
+    #[test]
+    fn a_wrapped_buffer_is_a_gap_and_a_cleared_one_is_not() {
+        let mut c = Cursor::at_end("<6>[    5.000000] a\n<6>[    5.500000] b\n");
+        // Full, and our records gone: overwritten.
         let wrapped = format!("<3>[    7.000000] {XID}\n");
-        let r = c.advance(&wrapped);
+        let r = c.advance(&wrapped, true);
         assert!(r.gap);
         assert_eq!(r.new.len(), 1);
-        // Cleared, then an older-looking text: nothing is news, the cursor
-        // stays at 7 s.
-        let r = c.advance("<6>[    6.000000] old\n");
-        assert!(r.new.is_empty());
-        assert_eq!(c.last, Some((7_000_000, 1)));
+        // Only the newest of the last read left at the start: no gap.
+        let later = format!("<3>[    7.000000] {XID}\n<6>[    8.000000] c\n");
+        let r = c.advance(&later, true);
+        assert!(!r.gap);
+        assert_eq!(r.new.len(), 1);
+        // Cleared (`dmesg -c`), then a new record: news, and no gap.
+        let r = c.advance("<6>[    9.000000] d\n", false);
+        assert!(!r.gap);
+        assert_eq!(r.new.len(), 1);
+        // Cleared and empty: nothing, and what comes next is news.
+        assert!(c.advance("", false).new.is_empty());
+        assert_eq!(c.advance("<6>[    9.500000] e\n", false).new.len(), 1);
     }
 
     #[test]

@@ -45,8 +45,8 @@ pub struct Parts {
     pub clock: Clock,
     pub(crate) scratch: Vec<u8>,
     pub(crate) resources: std::sync::Arc<otlp::Resources>,
-    /// Text: the failed path call just written (tid, path, errno), whose
-    /// failed-call record (the same call, seen again by the start-up's
-    /// failed-call program) is not written a second time.
-    pub(crate) last_failed_path: Option<(u32, String, Option<String>)>,
+    /// Text: the failed path call just written (tid, system call, path,
+    /// errno), whose failed-call record (the same call, seen again by the
+    /// start-up's failed-call program) is not written a second time.
+    pub(crate) last_failed_path: Option<(u32, &'static str, String, Option<String>)>,
 }

@@ -44,6 +44,9 @@ fn a_failed_call_alone_or_of_another_path_is_shown() {
     assert_eq!(text(&[OPEN, &other]).lines().count(), 2);
     // Not right after it.
     assert_eq!(text(&[OPEN, DIR_FAILED, SAME_FAILED]).lines().count(), 3);
+    // Another system call on the same path.
+    let stat = SAME_FAILED.replace(r#""call":"openat""#, r#""call":"newfstatat""#);
+    assert_eq!(text(&[OPEN, &stat]).lines().count(), 2);
 }
 
 #[test]

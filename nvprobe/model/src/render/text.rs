@@ -638,11 +638,12 @@ impl super::encode::Encoder for Text {
         let last = p.last_failed_path.take();
         match ev {
             Event::Open(c) | Event::Stat(c) | Event::Access(c) if c.ret < 0 => {
-                p.last_failed_path = Some((c.proc.tid, c.path.clone(), c.errno.clone()));
+                p.last_failed_path = Some((c.proc.tid, c.syscall, c.path.clone(), c.errno.clone()));
             }
             Event::Proc(c) if c.op == ProcKind::CallFailed => {
-                if let (Some((tid, path, errno)), Some(cp)) = (&last, &c.path)
+                if let (Some((tid, call, path, errno)), Some(cp)) = (&last, &c.path)
                     && *tid == c.proc.tid
+                    && c.call.as_deref() == Some(*call)
                     && path == cp
                     && *errno == c.errno
                 {
