@@ -57,6 +57,17 @@ fn deploy_file(rel: &str) -> PathBuf {
         .join(rel)
 }
 
+/// The documented set, when this machine can run these tests (else said,
+/// as a skip).
+fn documented_set_here() -> Option<Vec<String>> {
+    let set = documented_set();
+    if let Some(why) = unsupported(&set) {
+        nvprobe_tests::harness::skip(format_args!("{why}"));
+        return None;
+    }
+    Some(set)
+}
+
 /// The systemd unit's CapabilityBoundingSet=, as capability names.
 fn documented_set() -> Vec<String> {
     let unit = fs::read_to_string(deploy_file("systemd/nvprobe.service")).expect("read the unit");
@@ -262,11 +273,9 @@ fn process_record(f: &Finished, pid: u32) -> &Value {
 #[ignore = "needs root"]
 fn the_documented_set_attaches_everything_and_reads_identities() {
     need_root!();
-    let set = documented_set();
-    if let Some(why) = unsupported(&set) {
-        nvprobe_tests::harness::skip(format_args!("{why}"));
+    let Some(set) = documented_set_here() else {
         return;
-    }
+    };
     let _g = lock();
     let tmp = tmpdir("caps-full");
     let ctl = fake_ctl(&tmp);
@@ -308,11 +317,9 @@ fn the_documented_set_attaches_everything_and_reads_identities() {
 #[ignore = "needs root"]
 fn libcuda_uprobes_need_cap_sys_admin_only_through_perf_events() {
     need_root!();
-    let set = documented_set();
-    if let Some(why) = unsupported(&set) {
-        nvprobe_tests::harness::skip(format_args!("{why}"));
+    let Some(set) = documented_set_here() else {
         return;
-    }
+    };
     let _g = lock();
     let tmp = tmpdir("caps-uprobe");
     fs::set_permissions(&tmp, fs::Permissions::from_mode(0o755)).expect("chmod tmp");
@@ -388,11 +395,9 @@ fn libcuda_uprobes_need_cap_sys_admin_only_through_perf_events() {
 #[ignore = "needs root"]
 fn identities_need_cap_sys_ptrace() {
     need_root!();
-    let set = documented_set();
-    if let Some(why) = unsupported(&set) {
-        nvprobe_tests::harness::skip(format_args!("{why}"));
+    let Some(set) = documented_set_here() else {
         return;
-    }
+    };
     let _g = lock();
     let tmp = tmpdir("caps-ptrace");
     let ctl = fake_ctl(&tmp);
@@ -425,11 +430,9 @@ fn identities_need_cap_sys_ptrace() {
 #[ignore = "needs root"]
 fn the_kernel_log_is_followed_through_syslog_where_kmsg_cannot_be_opened() {
     need_root!();
-    let set = documented_set();
-    if let Some(why) = unsupported(&set) {
-        nvprobe_tests::harness::skip(format_args!("{why}"));
+    let Some(set) = documented_set_here() else {
         return;
-    }
+    };
     let _g = lock();
     let tmp = tmpdir("caps-syslog");
     let socket = tmp.join("kmsg.sock");
@@ -527,11 +530,9 @@ fn watch_with(keep: Vec<u32>) -> (Option<i32>, String) {
 #[ignore = "needs root"]
 fn a_missing_bpf_or_perfmon_capability_is_a_clear_error() {
     need_root!();
-    let set = documented_set();
-    if let Some(why) = unsupported(&set) {
-        nvprobe_tests::harness::skip(format_args!("{why}"));
+    let Some(set) = documented_set_here() else {
         return;
-    }
+    };
     let _g = lock();
     // CAP_SYS_ADMIN grants what CAP_BPF and CAP_PERFMON do: drop it too.
     let (code, err) = watch_with(set_without(&set, &["CAP_BPF", "CAP_SYS_ADMIN"]));
