@@ -587,6 +587,43 @@ fn stage_row(name: String, t0: Instant, r: anyhow::Result<Ran>) -> Row {
     }
 }
 
+/// Every program the kernel tier's stages run beyond the base system, and
+/// the Debian package that has it, installed where missing before the
+/// first stage. `every_program_the_stages_run_is_installed_first` checks
+/// the list against the programs the stages' sources name.
+pub(crate) const HOST_TOOLS: &[(&str, &str)] = &[
+    ("qemu-system-x86_64", "qemu-system-x86"),
+    ("busybox", "busybox-static"),
+    ("cpio", "cpio"),
+    ("make", "make"),
+    ("patch", "patch"),
+    ("xz", "xz-utils"),
+    // modinfo: which kernel modules nvidia.ko needs first (drm).
+    ("modinfo", "kmod"),
+    // Packages are unpacked, never installed.
+    ("dpkg-deb", "dpkg"),
+    // The modules' BTF (Debian's 6.12 headers; the HMM kernel's vmlinux).
+    ("pahole", "dwarves"),
+    ("strip", "binutils"),
+    // The HMM kernel's build (vmkernel.rs).
+    ("flex", "flex"),
+    ("bison", "bison"),
+    ("bc", "bc"),
+];
+
+/// Programs every Debian system has (essential and required packages).
+#[cfg(test)]
+const BASE_TOOLS: &[&str] = &[
+    "sh",
+    "tar",
+    "find",
+    "chmod",
+    "ldd",
+    "gzip",
+    "apt-get",
+    "apt-cache",
+];
+
 /// The kernel tier's stages, one row each; an error when it cannot start
 /// at all (not root, qemu cannot be installed, no release build).
 pub fn kernel_tier(only: Option<String>, bench: bool) -> anyhow::Result<Vec<Row>> {
@@ -595,21 +632,18 @@ pub fn kernel_tier(only: Option<String>, bench: bool) -> anyhow::Result<Vec<Row>
             "vm-test installs qemu and build tools with apt and keeps a cache in /var/cache/nvprobe-vm: run it as root"
         );
     }
-    for (bin, pkg) in [
-        ("qemu-system-x86_64", "qemu-system-x86"),
-        ("busybox", "busybox-static"),
-        ("cpio", "cpio"),
-        ("make", "make"),
-        ("patch", "patch"),
-        ("xz", "xz-utils"),
-        // modinfo: which kernel modules nvidia.ko needs first (drm).
-        ("modinfo", "kmod"),
-        // Packages are unpacked, never installed.
-        ("dpkg-deb", "dpkg"),
-    ] {
-        if crate::output(Command::new("sh").args(["-c", &format!("command -v {bin}")])).is_none() {
-            apt::host_install(&[pkg])?;
-        }
+    // Every tool any stage runs, before the first: a stage never finds one
+    // missing half-way (Debian's 6.12 headers need pahole for the modules'
+    // BTF; the 6.1 stage before it does not).
+    let missing: Vec<&str> = HOST_TOOLS
+        .iter()
+        .filter(|(bin, _)| {
+            crate::output(Command::new("sh").args(["-c", &format!("command -v {bin}")])).is_none()
+        })
+        .map(|(_, pkg)| *pkg)
+        .collect();
+    if !missing.is_empty() {
+        apt::host_install(&missing).context("installing the kernel tier's tools")?;
     }
     if bench && only.as_deref() == Some(HMM_LABEL) {
         bail!(
@@ -671,4 +705,55 @@ pub fn kernel_tier(only: Option<String>, bench: bool) -> anyhow::Result<Vec<Row>
         rows.push(stage_row(format!("kernel {HMM_LABEL} real driver"), t0, r));
     }
     Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{BASE_TOOLS, HOST_TOOLS};
+
+    /// The programs the kernel tier's sources run (`Command::new("…")`,
+    /// `cmd("…")`, and those of its shell pipelines and `command -v`
+    /// checks) are all installed before the first stage, or the base
+    /// system's.
+    #[test]
+    fn every_program_the_stages_run_is_installed_first() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut named = std::collections::BTreeSet::new();
+        for f in [
+            "vm.rs",
+            "vmheaders.rs",
+            "vmkernel.rs",
+            "vmreal.rs",
+            "apt.rs",
+        ] {
+            let text = std::fs::read_to_string(dir.join(f)).expect("read a source");
+            for pat in ["Command::new(\"", "cmd(\"", "command -v "] {
+                for (i, _) in text.match_indices(pat) {
+                    let rest = &text[i + pat.len()..];
+                    let end = rest
+                        .find(|c: char| !(c.is_ascii_alphanumeric() || "-_.".contains(c)))
+                        .unwrap_or(rest.len());
+                    if end > 0 {
+                        named.insert(rest[..end].to_owned());
+                    }
+                }
+            }
+            // The initramfs pipeline.
+            for bin in ["cpio", "gzip"] {
+                if text.contains(&format!("| {bin} ")) {
+                    named.insert(bin.to_owned());
+                }
+            }
+        }
+        assert!(
+            named.contains("qemu-system-x86_64") && named.contains("pahole"),
+            "{named:?}"
+        );
+        let known = |b: &str| HOST_TOOLS.iter().any(|(t, _)| *t == b) || BASE_TOOLS.contains(&b);
+        let missing: Vec<&String> = named.iter().filter(|b| !known(b)).collect();
+        assert!(
+            missing.is_empty(),
+            "run but not installed first: {missing:?}"
+        );
+    }
 }
