@@ -30,3 +30,4 @@ pub mod safefs;
 pub mod stall;
 pub mod top;
 pub mod uprobes;
+pub mod uretprobe_gate;

@@ -78,6 +78,41 @@ fn user_errors_give_clear_messages_and_exit_codes() {
     assert!(err.contains("cannot open /nonexistent.ndjson"), "{err}");
 }
 
+/// Issue 38: in a pid namespace of its own, `process::id()` is not the
+/// kernel's number for nvprobe, so it traced its own start-up (its reads
+/// of driver files, its children). The programs' own-process filter now
+/// takes the number the kernel gives (a test run of a BPF program), and
+/// the start says once that this /proc is not the host's.
+#[test]
+#[ignore = "needs root"]
+fn in_its_own_pid_namespace_watch_traces_none_of_its_own_calls() {
+    need_root!();
+    let _g = lock();
+    if !nvprobe_tests::harness::require_tool("unshare", "--version", "apt-get install util-linux") {
+        return;
+    }
+    let o = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "--"])
+        .arg(bin("nvprobe"))
+        .args(["watch", "--json", "--duration", "2"])
+        .output()
+        .expect("unshare");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let records: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON record"))
+        .collect();
+    assert!(
+        records
+            .iter()
+            .any(|r| r["type"] == "warning" && r["id"] == "pid_namespace"),
+        "{records:?}"
+    );
+    let own: Vec<&serde_json::Value> = records.iter().filter(|r| r["comm"] == "nvprobe").collect();
+    assert!(own.is_empty(), "nvprobe traced itself: {own:?}");
+}
+
 /// Issue 27, item 3: nvprobe in a pid namespace of its own (a container
 /// without the host's): the pids its /proc shows are not the kernel's, on
 /// which --pid is filtered. Refused (exit 2) with what to do; without

@@ -178,7 +178,20 @@ fn prepare(mut cfg: Config, s: &Settings<'_>) -> Config {
     cfg.caps_major = s.caps_major;
     cfg.pid_filter = u32::from(!s.pids.is_empty());
     cfg.extra_files = s.extra.len() as u32;
-    cfg.self_tgid = std::process::id();
+    // The kernel's number for this process: the programs compare it with
+    // bpf_get_current_pid_tgid, which process::id() matches only in the
+    // initial pid namespace.
+    cfg.self_tgid = match sys::host_tgid() {
+        Ok(t) => t,
+        Err(e) => {
+            if crate::host::procfs_is_hosts(std::path::Path::new("/proc")) == Some(false) {
+                eprintln!(
+                    "nvprobe: warning: nvprobe's own process id as the kernel numbers it could not be learnt ({e}), and it runs in a pid namespace other than the host's: its own calls may be traced"
+                );
+            }
+            std::process::id()
+        }
+    };
     // Benchmarks only: parts of the ioctl programs switched off
     // (tests/scripts/bench-percall-tax.py); said, since the trace is then
     // not one.

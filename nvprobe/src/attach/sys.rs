@@ -157,6 +157,61 @@ pub fn raw_tracepoint_open(prog: BorrowedFd<'_>, name: &str) -> io::Result<Owned
     Ok(owned(bpf(bpf_cmd::BPF_RAW_TRACEPOINT_OPEN, &mut attr)?))
 }
 
+/// `BPF_PROG_TEST_RUN`, up to `batch_size` (with its padding written).
+#[repr(C)]
+#[derive(Default)]
+struct ProgTestRun {
+    prog_fd: u32,
+    retval: u32,
+    data_size_in: u32,
+    data_size_out: u32,
+    data_in: u64,
+    data_out: u64,
+    repeat: u32,
+    duration: u32,
+    ctx_size_in: u32,
+    ctx_size_out: u32,
+    ctx_in: u64,
+    ctx_out: u64,
+    flags: u32,
+    cpu: u32,
+    batch_size: u32,
+    /// Zero, for the reason in `LinkCreateUprobeMulti`.
+    _pad: u32,
+}
+
+/// This process's id as the kernel's initial pid namespace numbers it
+/// (what `bpf_get_current_pid_tgid` gives the programs), which
+/// `process::id()` is not where nvprobe runs in a child pid namespace. A
+/// raw tracepoint program that returns its tgid, run once by
+/// `BPF_PROG_TEST_RUN` on this task (no attach, no other process sees it).
+pub fn host_tgid() -> io::Result<u32> {
+    let insn = |code: u8, dst: u8, imm: i32| bpf_insn {
+        code,
+        _bitfield_align_1: [],
+        _bitfield_1: bpf_insn::new_bitfield_1(dst, 0),
+        off: 0,
+        imm,
+    };
+    // call bpf_get_current_pid_tgid (14); r0 >>= 32; exit
+    let prog = load_raw(
+        bpf_prog_type::BPF_PROG_TYPE_RAW_TRACEPOINT,
+        &[insn(0x85, 0, 14), insn(0x77, 0, 32), insn(0x95, 0, 0)],
+    )?;
+    let ctx = [0u64; 1];
+    let mut attr = ProgTestRun {
+        prog_fd: prog.as_raw_fd() as u32,
+        ctx_size_in: size_of_val(&ctx) as u32,
+        ctx_in: ctx.as_ptr() as u64,
+        ..ProgTestRun::default()
+    };
+    bpf(bpf_cmd::BPF_PROG_TEST_RUN, &mut attr)?;
+    if attr.retval == 0 {
+        return Err(io::Error::other("the test run returned no tgid"));
+    }
+    Ok(attr.retval)
+}
+
 /// A GPL program of `prog_type` made of raw instructions.
 fn load_raw(prog_type: bpf_prog_type, insns: &[bpf_insn]) -> io::Result<OwnedFd> {
     let license = CString::new("GPL").map_err(io::Error::other)?;
@@ -441,8 +496,9 @@ mod tests {
 
     use aya_obj::generated::{
         bpf_attr__bindgen_ty_4 as Load, bpf_attr__bindgen_ty_5 as Pin,
-        bpf_attr__bindgen_ty_6 as Attach, bpf_attr__bindgen_ty_10 as Query,
-        bpf_attr__bindgen_ty_11 as RawTp, bpf_attr__bindgen_ty_14 as Link,
+        bpf_attr__bindgen_ty_6 as Attach, bpf_attr__bindgen_ty_7 as TestRun,
+        bpf_attr__bindgen_ty_10 as Query, bpf_attr__bindgen_ty_11 as RawTp,
+        bpf_attr__bindgen_ty_14 as Link,
         bpf_attr__bindgen_ty_14__bindgen_ty_3__bindgen_ty_7 as Multi,
     };
 
@@ -462,6 +518,10 @@ mod tests {
         assert_eq!(size_of::<ProgQuery>(), 4 * 4 + 8 + 4 * 2);
         assert_eq!(size_of::<ProgAttach>(), 4 * 6);
         assert_eq!(size_of::<RawTracepointOpen>(), 8 + 4 * 2);
+        assert_eq!(
+            size_of::<ProgTestRun>(),
+            4 * 4 + 8 * 2 + 4 * 4 + 8 * 2 + 4 * 4
+        );
     }
 
     /// Each field we write sits where the kernel header puts it (aya-obj's
@@ -518,6 +578,17 @@ mod tests {
         }
         let perf = offset_of!(Link, __bindgen_anon_3);
         assert_eq!(offset_of!(LinkCreatePerf, bpf_cookie), perf);
+        assert_eq!(offset_of!(ProgTestRun, retval), offset_of!(TestRun, retval));
+        assert_eq!(
+            offset_of!(ProgTestRun, ctx_size_in),
+            offset_of!(TestRun, ctx_size_in)
+        );
+        assert_eq!(offset_of!(ProgTestRun, ctx_in), offset_of!(TestRun, ctx_in));
+        assert_eq!(offset_of!(ProgTestRun, flags), offset_of!(TestRun, flags));
+        assert_eq!(
+            offset_of!(ProgTestRun, batch_size),
+            offset_of!(TestRun, batch_size)
+        );
         assert_eq!(offset_of!(ObjPin, bpf_fd), offset_of!(Pin, bpf_fd));
         assert_eq!(offset_of!(ObjPin, file_flags), offset_of!(Pin, file_flags));
         assert_eq!(offset_of!(ObjPin, path_fd), offset_of!(Pin, path_fd));

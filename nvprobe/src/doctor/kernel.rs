@@ -162,6 +162,7 @@ pub fn live(prep: &Prepared, out: &mut Vec<Check>) -> Ability {
         &aya_btf,
     );
     report_probes(tried, out, &mut a);
+    returns_check(out, &mut a);
     // The uprobe (on libc, mapped by every process) is removed here, on this
     // thread: a removal still running when the process exits runs with
     // SIGKILL pending (exit_group zaps the other threads), fails, and the
@@ -179,6 +180,42 @@ pub fn live(prep: &Prepared, out: &mut Vec<Check>) -> Ability {
     });
     log::debug!("doctor: kernel probes took {:?}", t0.elapsed());
     a
+}
+
+/// Whether return probes are safe in seccomp-filtered processes (the
+/// uretprobe system call's window, `uretprobe_gate`): where they are not,
+/// watch hooks no libcuda.
+fn returns_check(out: &mut Vec<Check>, a: &mut Ability) {
+    use crate::uretprobe_gate::{Gate, closed_reason, probe};
+    out.push(match probe() {
+        Gate::Filtered => {
+            let release = fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+            if a.uprobe == Some(true) {
+                a.uprobe = Some(false);
+            }
+            check(
+                "tracing",
+                "uretprobe_seccomp",
+                Verdict::Warn,
+                closed_reason(release.trim()),
+                Some("update the kernel to Linux 6.12.14, 6.13.3, 6.14 or later (or one whose vendor backported the fix); until then verdicts rest on driver calls"),
+            )
+        }
+        Gate::PassesFilters => check(
+            "tracing",
+            "uretprobe_seccomp",
+            Verdict::Ok,
+            "return probes pass seccomp filters (the kernel lets the uretprobe system call through)",
+            None,
+        ),
+        Gate::NoSyscall => check(
+            "tracing",
+            "uretprobe_seccomp",
+            Verdict::Ok,
+            "return probes trap into the kernel (no uretprobe system call): seccomp filters never see them",
+            None,
+        ),
+    });
 }
 
 /// The bpf() check: the map types nvprobe needs, and the self-test object

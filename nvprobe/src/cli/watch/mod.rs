@@ -183,6 +183,13 @@ fn libcuda_layer(
     keep: Option<Arc<attach::keep::Keep>>,
 ) -> Libcuda {
     if a.layer("cuda") {
+        if let Some(why) = returns_unsafe() {
+            loaded.refusals.push(attach::Refusal {
+                probe: "libcuda uprobes".into(),
+                reason: format!("{why}; without them verdicts rest on driver calls alone"),
+            });
+            return Libcuda::off(a.libcuda_hooks);
+        }
         match Libcuda::new(a.libcuda_hooks, &loaded.ebpf, keep) {
             Ok(l) => l,
             Err(e) => {
@@ -196,6 +203,16 @@ fn libcuda_layer(
     } else {
         Libcuda::off(a.libcuda_hooks)
     }
+}
+
+/// Why return probes would crash seccomp-filtered processes on this
+/// kernel (the uretprobe system call's window), or None.
+fn returns_unsafe() -> Option<String> {
+    use nvprobe::uretprobe_gate::{Gate, closed_reason, probe};
+    (probe() == Gate::Filtered).then(|| {
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        closed_reason(release.trim())
+    })
 }
 
 /// The `--metrics` registry, served on the runtime from now on.

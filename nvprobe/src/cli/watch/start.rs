@@ -161,6 +161,12 @@ pub(super) fn warnings(
     if let Some(w) = driver_layer_warning(a, h, loaded) {
         warnings.push(("driver_layer", w));
     }
+    if nvprobe::host::procfs_is_hosts(Path::new("/proc")) == Some(false) {
+        warnings.push((
+            "pid_namespace",
+            "nvprobe runs in a pid namespace other than the host's (a container without --pid=host or hostPID: true, or unshare --pid): the kernel names traced processes by the host's ids, which this /proc does not show, so their command lines, containers and libcuda copies are not read; run nvprobe in the host's pid namespace".to_owned(),
+        ));
+    }
     if !a.layer("syscall") && !loaded.ioctls_in_driver {
         return Err(Fail(
             3,
