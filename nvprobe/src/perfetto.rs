@@ -498,6 +498,16 @@ impl Exporter {
                 for g in &v.gpus {
                     self.gpu_pair(g.minor.map(u64::from), g.uuid.as_deref());
                 }
+                // One node opened and one GPU registered with UVM: one GPU
+                // (UVM registers only a GPU the process's RM client holds,
+                // through that GPU's node).
+                let mut minors = v.gpus.iter().filter_map(|g| g.minor);
+                let mut uuids = v.gpus.iter().filter_map(|g| g.uuid.as_deref());
+                if let (Some(m), None, Some(u), None) =
+                    (minors.next(), minors.next(), uuids.next(), uuids.next())
+                {
+                    self.gpu_pair(Some(u64::from(m)), Some(u));
+                }
                 let track = self.process(v.pid, &v.comm);
                 let mut a = vec![str_ann("text", &v.text), str_ann("class", v.class.as_str())];
                 a.extend(v.curesult.as_deref().map(|c| str_ann("curesult", c)));

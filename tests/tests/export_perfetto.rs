@@ -102,8 +102,12 @@ fn an_h200_start_up_exports_to_a_trace_perfettos_reader_accepts() {
     assert_eq!(r["depth"], 2);
     let named: BTreeMap<String, u64> =
         serde_json::from_value(r["named_tracks"].clone()).expect("tracks");
-    assert!(named.contains_key("GPU /dev/nvidia0"), "{named:?}");
-    assert!(named.keys().any(|k| k.starts_with("GPU GPU-")), "{named:?}");
+    // One GPU on the H200: each verdict lists one node opened and one GPU
+    // registered, so the calls naming either land on one track.
+    let gpus: Vec<&String> = named.keys().filter(|k| k.starts_with("GPU ")).collect();
+    assert_eq!(gpus.len(), 1, "{named:?}");
+    assert!(gpus[0].starts_with("GPU /dev/nvidia0 GPU-"), "{named:?}");
+    assert!(err.contains(" 1 GPU, "), "{err}");
     // An existing file is not overwritten without --force.
     let (rc, err) = export(&rec, &out);
     assert_eq!(rc, 2);
@@ -121,8 +125,8 @@ fn an_h200_start_up_exports_to_a_trace_perfettos_reader_accepts() {
 
 /// A GPU is one track: the calls that name it by its node (/dev/nvidia0)
 /// and UVM_REGISTER_GPU, which names it by its UUID, land on the same one
-/// when a verdict ties the two (the H200 catalogue run: one GPU). A
-/// recording with nothing that ties them (the test above) keeps them apart.
+/// when a verdict ties the two (the H200 catalogue run: one GPU). Two
+/// GPUs of one process stay two (the two-GPU test of the H200x2 run).
 #[test]
 fn a_gpu_named_by_node_and_by_uuid_is_one_track() {
     let Some(python) = perfetto_python() else {
@@ -153,6 +157,17 @@ fn a_gpu_named_by_node_and_by_uuid_is_one_track() {
         r["slices"]["UVM_REGISTER_GPU"].as_u64(),
         Some(2 * registers)
     );
+    // Two GPUs, one process of them using both: two tracks.
+    let out = tmp.join("two.pftrace");
+    let _ = std::fs::remove_file(&out);
+    let (rc, err) = export(&fixture("h200x2-580.159.04-one-vs-two-gpus.ndjson"), &out);
+    assert_eq!(rc, 0, "{err}");
+    assert!(err.contains(" 2 GPUs, "), "{err}");
+    let r = read_back(&python, &out);
+    let named: BTreeMap<String, u64> =
+        serde_json::from_value(r["named_tracks"].clone()).expect("tracks");
+    let gpus: Vec<&String> = named.keys().filter(|k| k.starts_with("GPU ")).collect();
+    assert_eq!(gpus.len(), 2, "{named:?}");
 }
 
 /// `watch --perfetto FILE` writes the live run's timeline when it stops:

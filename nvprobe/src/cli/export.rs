@@ -76,10 +76,11 @@ pub fn run(a: ExportArgs) -> Result<(), Fail> {
         })?;
     let _ = writeln!(
         io::stderr(),
-        "nvprobe: {target}: {} processes, {} threads, {} GPUs, {} slices, {} instants{} (open it in ui.perfetto.dev)",
+        "nvprobe: {target}: {} processes, {} threads, {} GPU{}, {} slices, {} instants{} (open it in ui.perfetto.dev)",
         s.processes,
         s.threads,
         s.gpus,
+        if s.gpus == 1 { "" } else { "s" },
         s.slices,
         s.instants,
         if s.cut > 0 {
