@@ -226,7 +226,9 @@ fn verdicts_text_shows_failed_calls_in_the_verdict_only() {
 
 /// Text at `--events verdicts`: the loader's search for a libcuda that is
 /// not there is its verdict's evidence (`libcuda_not_found` lists the
-/// paths), not 60 lines; at `all` each lookup is a line.
+/// paths), not 60 lines; at `all` the search is one line (the name, how
+/// many places, the error, where it looked first and last), and a failed
+/// dlopen of libcuda is a few lines in all.
 #[test]
 fn verdicts_text_folds_the_loaders_search_into_its_verdict() {
     let text = |level: &str| decode_text("h200-580.159.04-libcuda-follow.ndjson", level);
@@ -235,7 +237,22 @@ fn verdicts_text_folds_the_loaders_search_into_its_verdict() {
             .filter(|l| l.contains("libcuda.so.1\", O_RDONLY|O_CLOEXEC) = -1 ENOENT"))
             .count()
     };
-    assert!(lookups(&text("all")) > 40);
+    let all = text("all");
+    assert_eq!(lookups(&all), 0, "{all}");
+    let torch: Vec<&str> = all
+        .lines()
+        .filter(|l| l.contains("python3[6256]"))
+        .collect();
+    assert_eq!(
+        torch.len(),
+        3,
+        "the search, the exit and the verdict's first line: {torch:#?}"
+    );
+    assert!(
+        torch[0].ends_with(" python3[6256] openat libcuda.so.1 in 41 places = -1 ENOENT: /opt/torch/.venv/lib/python3.12/site-packages/nvidia/cu13/lib, /usr/local/nvidia/lib64, … /usr/lib <178.7µs>"),
+        "{}",
+        torch[0]
+    );
     let v = text("verdicts");
     assert_eq!(lookups(&v), 0, "{v}");
     assert!(

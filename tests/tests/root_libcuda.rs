@@ -96,6 +96,26 @@ fn a_loader_that_finds_no_libcuda_is_told_so() {
     std::fs::create_dir_all(&a).expect("mkdir");
     std::fs::create_dir_all(&b).expect("mkdir");
     let t = watch(&tmp, &drv, &[]);
+    // Beside it, text as a person reads it (the live pipeline's batches).
+    let text_out = tmp.join("search.txt");
+    let _ = std::fs::remove_file(&text_out);
+    let mut text = Command::new(bin("nvprobe"))
+        .arg("watch")
+        .args(drv.device_args())
+        .args(["--driver-version", "580.159.04", "-o"])
+        .arg(&text_out)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("nvprobe watch (text)");
+    let mut said = std::io::BufReader::new(text.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    while !line.contains("Ctrl-C to stop") {
+        line.clear();
+        assert!(
+            said.read_line(&mut line).expect("stderr") > 0,
+            "the text watch ended before it started"
+        );
+    }
     // A name no system has: the loader searches LD_LIBRARY_PATH, its cache
     // and the default folders, and finds nothing.
     let name = "libcuda.so.nvprobe-absent";
@@ -137,6 +157,38 @@ fn a_loader_that_finds_no_libcuda_is_told_so() {
     );
     assert_eq!(d["severity"], "error", "{d}");
     assert_eq!(v["calls"], 0, "{v}");
+    // In text the search is one line: the name, how many places, the
+    // error, where it looked first; no line per lookup.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(text.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .expect("SIGINT");
+    assert!(text.wait().expect("wait").success());
+    let out = std::fs::read_to_string(&text_out).expect("the text");
+    let mine: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains(&format!("[{pid}]")))
+        .collect();
+    // (Each worker renders its own batches: the first lookup of a burst
+    // can end a batch and stay a line of its own.)
+    let alone = mine
+        .iter()
+        .filter(|l| l.contains(&format!("/{name}\", O_RDONLY")))
+        .count();
+    assert!(alone <= 1, "{mine:#?}");
+    assert!(
+        mine.iter()
+            .any(|l| l.contains(&format!(" openat {name} in "))
+                && l.contains(" places = -1 ENOENT: ")
+                && l.contains(&b.display().to_string())),
+        "{mine:#?}"
+    );
+    assert!(
+        mine.len() <= 6,
+        "a failed dlopen in {} lines: {mine:#?}",
+        mine.len()
+    );
 }
 
 /// Run the forkchild scenario under `watch` with `extra` arguments; the

@@ -183,6 +183,12 @@ fn render_batch(
             Err(e) => steps.push(undecodable(t, origin, &e, r, &mut stats, &mut buf)),
         }
     }
+    // Nothing held past a batch (batches are written in order, each
+    // worker's renderer renders only some).
+    r.flush(&mut buf);
+    if let Some(last) = steps.last_mut() {
+        last.end = buf.len();
+    }
     sinks.batch_done();
     Rendered {
         seq: b.seq,

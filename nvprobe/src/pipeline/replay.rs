@@ -79,8 +79,22 @@ impl Feed {
         self.hand(buf, Vec::new(), None);
     }
 
+    /// What the renderer holds back (text's run of lookups), written
+    /// before anything but another event.
+    fn flush_held(&mut self) {
+        let Some(r) = self.r.as_mut() else { return };
+        let mut buf = BytesMut::new();
+        r.flush(&mut buf);
+        if !buf.is_empty() {
+            self.hand(buf, Vec::new(), None);
+        }
+    }
+
     /// One item of the model's replay; false once the output failed.
     fn item(&mut self, t: u64, item: Item<'_>) -> bool {
+        if !matches!(item, Item::Event(_)) {
+            self.flush_held();
+        }
         if let Some((pid, at)) = self.forget.take()
             && !matches!(item, Item::Record(_))
         {
@@ -158,6 +172,7 @@ pub fn run(
     };
     let done = replay::replay_until(reader, version, |_| true, |t, item| feed.item(t, item))
         .map_err(|e| anyhow::anyhow!("reading {name}: {e}"))?;
+    feed.flush_held();
     if let Some((pid, at)) = feed.forget.take() {
         feed.w.out.forget_process(pid, at);
     }

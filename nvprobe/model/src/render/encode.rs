@@ -35,6 +35,9 @@ pub trait Encoder: Send + Sync + std::fmt::Debug {
     fn selective(&self) -> bool {
         false
     }
+    /// Write what was held back (text folds a run of lookups); most
+    /// formats hold nothing.
+    fn flush(&self, _: &mut Parts, _: &mut BytesMut) {}
 }
 
 /// What an encoder writes with: the wall clock, a scratch buffer, and the
@@ -49,4 +52,6 @@ pub struct Parts {
     /// errno), whose failed-call record (the same call, seen again by the
     /// start-up's failed-call program) is not written a second time.
     pub(crate) last_failed_path: Option<(u32, &'static str, String, Option<String>)>,
+    /// Text: the run of failed lookups not written yet.
+    pub(crate) run: Option<super::fold::Run>,
 }

@@ -4,6 +4,7 @@
 
 mod clock;
 mod encode;
+mod fold;
 mod json;
 pub mod level;
 mod note;
@@ -84,6 +85,7 @@ impl Renderer {
                 scratch: Vec::with_capacity(1024),
                 resources: Default::default(),
                 last_failed_path: None,
+                run: None,
             },
         }
     }
@@ -119,5 +121,11 @@ impl Renderer {
 
     pub fn note(&mut self, buf: &mut BytesMut, mono_ns: u64, note: &Note<'_>) -> io::Result<()> {
         self.enc.note(&mut self.parts, buf, mono_ns, note)
+    }
+
+    /// Write what the format holds back (text's run of lookups): at the end
+    /// of a batch, before a record or note of the same stream, at the end.
+    pub fn flush(&mut self, buf: &mut BytesMut) {
+        self.enc.flush(&mut self.parts, buf);
     }
 }

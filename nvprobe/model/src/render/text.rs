@@ -620,6 +620,38 @@ pub fn record_text(rec: &crate::correlate::Record) -> String {
     }
 }
 
+/// A failed lookup into the run being held (or a new run); false when it
+/// is a line of its own (a device's mismatch, no file name).
+fn fold_lookup(
+    p: &mut super::encode::Parts,
+    buf: &mut bytes::BytesMut,
+    mono_ns: u64,
+    ev: &Event,
+    c: &PathCall,
+) -> bool {
+    use super::fold::{Lookup, Run};
+    if c.mismatch.is_some() || c.device.is_some() {
+        return false;
+    }
+    let l = Lookup {
+        tid: c.proc.tid,
+        syscall: c.syscall,
+        path: &c.path,
+        errno: c.errno.as_deref().unwrap_or("?"),
+        dur_ns: c.duration_ns,
+    };
+    if p.run.as_mut().is_some_and(|r| r.extend(&l)) {
+        return true;
+    }
+    let prefix = format!("{} {} ", time_of(&p.clock, mono_ns), who(&c.proc));
+    let Some(run) = Run::start(&l, prefix, event_line(&p.clock, mono_ns, ev)) else {
+        return false;
+    };
+    super::encode::Encoder::flush(&Text, p, buf);
+    p.run = Some(run);
+    true
+}
+
 /// Text, for people: strace-like lines, the records' own lines.
 #[derive(Debug)]
 pub struct Text;
@@ -639,6 +671,9 @@ impl super::encode::Encoder for Text {
         match ev {
             Event::Open(c) | Event::Stat(c) | Event::Access(c) if c.ret < 0 => {
                 p.last_failed_path = Some((c.proc.tid, c.syscall, c.path.clone(), c.errno.clone()));
+                if fold_lookup(p, buf, mono_ns, ev, c) {
+                    return Ok(());
+                }
             }
             Event::Proc(c) if c.op == ProcKind::CallFailed => {
                 if let (Some((tid, call, path, errno)), Some(cp)) = (&last, &c.path)
@@ -647,24 +682,41 @@ impl super::encode::Encoder for Text {
                     && path == cp
                     && *errno == c.errno
                 {
+                    // Written (or held in a run) with its path call.
+                    p.last_failed_path = last;
+                    return Ok(());
+                }
+                if let (Some(run), Some(cp)) = (&p.run, &c.path)
+                    && run.probes_last_dir(c.proc.tid, cp)
+                {
                     return Ok(());
                 }
             }
             _ => {}
         }
+        self.flush(p, buf);
         buf.put_slice(event_line(&p.clock, mono_ns, ev).as_bytes());
         buf.put_u8(b'\n');
         Ok(())
     }
 
+    fn flush(&self, p: &mut super::encode::Parts, buf: &mut bytes::BytesMut) {
+        use bytes::BufMut as _;
+        if let Some(run) = p.run.take() {
+            buf.put_slice(run.line(dur).as_bytes());
+            buf.put_u8(b'\n');
+        }
+    }
+
     fn record(
         &self,
-        _: &mut super::encode::Parts,
+        p: &mut super::encode::Parts,
         buf: &mut bytes::BytesMut,
         _: u64,
         rec: &crate::correlate::Record,
     ) -> std::io::Result<()> {
         use bytes::BufMut as _;
+        self.flush(p, buf);
         buf.put_slice(record_text(rec).as_bytes());
         Ok(())
     }
@@ -677,6 +729,7 @@ impl super::encode::Encoder for Text {
         note: &Note<'_>,
     ) -> std::io::Result<()> {
         use bytes::BufMut as _;
+        self.flush(p, buf);
         let s = note_text(&p.clock, mono_ns, note);
         if !s.is_empty() {
             buf.put_slice(s.as_bytes());

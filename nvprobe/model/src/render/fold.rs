@@ -1,0 +1,202 @@
+//! Text: a search is one line. A dynamic loader that looks for
+//! `libcuda.so.1` tries it in every directory of its path, one failed
+//! `openat` each (45 on a torch host); the JSON keeps every call, text
+//! folds a run of one thread's failed calls of one system call for one
+//! file name in one directory after another into a line that names the
+//! file, how many places, the errors and where it looked first and last.
+//! The verdict's `libcuda_not_found` lists every path.
+
+use std::fmt::Write as _;
+
+/// Directories named in the line: the first two and the last.
+const DIRS_SHOWN: usize = 2;
+/// Distinct errors counted (a search fails with one or two).
+const ERRNOS_KEPT: usize = 4;
+
+/// A run of failed lookups not written yet.
+#[derive(Clone, Debug)]
+pub(crate) struct Run {
+    tid: u32,
+    syscall: &'static str,
+    name: String,
+    /// `time comm[pid] ` of the first call.
+    prefix: String,
+    /// The first call's own line, written as it is when it stays alone.
+    first_line: String,
+    dirs: Vec<String>,
+    last_dir: String,
+    n: u32,
+    errnos: Vec<(String, u32)>,
+    dur_ns: u64,
+}
+
+/// A failed path call, as the fold needs it.
+pub(crate) struct Lookup<'a> {
+    pub tid: u32,
+    pub syscall: &'static str,
+    pub path: &'a str,
+    pub errno: &'a str,
+    pub dur_ns: u64,
+}
+
+/// (directory, file name) of a path that has both.
+fn split(path: &str) -> Option<(&str, &str)> {
+    let (dir, name) = path.rsplit_once('/')?;
+    (!name.is_empty()).then_some((dir, name))
+}
+
+impl Run {
+    /// A run that starts with `l`, or None when its path names no file
+    /// in a directory.
+    pub(crate) fn start(l: &Lookup<'_>, prefix: String, first_line: String) -> Option<Run> {
+        let (dir, name) = split(l.path)?;
+        Some(Run {
+            tid: l.tid,
+            syscall: l.syscall,
+            name: name.to_owned(),
+            prefix,
+            first_line,
+            dirs: vec![dir.to_owned()],
+            last_dir: dir.to_owned(),
+            n: 1,
+            errnos: vec![(l.errno.to_owned(), 1)],
+            dur_ns: l.dur_ns,
+        })
+    }
+
+    /// Take `l` into the run: the same thread, system call and file name,
+    /// in another directory than the last. False: it starts another.
+    pub(crate) fn extend(&mut self, l: &Lookup<'_>) -> bool {
+        let Some((dir, name)) = split(l.path) else {
+            return false;
+        };
+        if l.tid != self.tid
+            || l.syscall != self.syscall
+            || name != self.name
+            || dir == self.last_dir
+        {
+            return false;
+        }
+        self.n += 1;
+        self.dur_ns += l.dur_ns;
+        if self.dirs.len() < DIRS_SHOWN {
+            self.dirs.push(dir.to_owned());
+        }
+        dir.clone_into(&mut self.last_dir);
+        if let Some((_, k)) = self.errnos.iter_mut().find(|(e, _)| e == l.errno) {
+            *k += 1;
+        } else if self.errnos.len() < ERRNOS_KEPT {
+            self.errnos.push((l.errno.to_owned(), 1));
+        }
+        true
+    }
+
+    /// Whether a failed call of `tid` on `path` is the loader's look at the
+    /// directory it just failed in (glibc stats it, to skip it next time):
+    /// part of the search, not a line of its own.
+    pub(crate) fn probes_last_dir(&self, tid: u32, path: &str) -> bool {
+        tid == self.tid && path == self.last_dir
+    }
+
+    /// The run's text: the first call's own line when it is alone, else
+    /// `openat libcuda.so.1 in 41 places = -1 ENOENT: /a, /b, … /z <35.2µs>`.
+    pub(crate) fn line(&self, dur: impl Fn(u64) -> String) -> String {
+        if self.n == 1 {
+            return self.first_line.clone();
+        }
+        let mut s = format!(
+            "{}{} {} in {} places = -1 ",
+            self.prefix, self.syscall, self.name, self.n
+        );
+        let counted: u32 = self.errnos.iter().map(|(_, k)| k).sum();
+        for (i, (e, k)) in self.errnos.iter().enumerate() {
+            let sep = if i > 0 { ", " } else { "" };
+            if self.errnos.len() == 1 && counted == self.n {
+                let _ = write!(s, "{e}");
+            } else {
+                let _ = write!(s, "{sep}{e} ×{k}");
+            }
+        }
+        if counted < self.n {
+            let _ = write!(s, ", other ×{}", self.n - counted);
+        }
+        s.push_str(": ");
+        s.push_str(&self.dirs.join(", "));
+        let shown = self.dirs.len() as u32;
+        if self.n > shown + 1 {
+            s.push_str(", … ");
+        } else if self.n > shown {
+            s.push_str(", ");
+        }
+        if self.n > shown {
+            s.push_str(&self.last_dir);
+        }
+        let _ = write!(s, " <{}>", dur(self.dur_ns));
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn l<'a>(path: &'a str, errno: &'a str) -> Lookup<'a> {
+        Lookup {
+            tid: 7,
+            syscall: "openat",
+            path,
+            errno,
+            dur_ns: 1000,
+        }
+    }
+
+    #[test]
+    fn a_search_is_one_line_with_its_count_errors_and_ends() {
+        let mut r = Run::start(
+            &l("/usr/local/nvidia/lib64/libcuda.so.1", "ENOENT"),
+            "t p[7] ".into(),
+            "first".into(),
+        )
+        .expect("a file in a directory");
+        assert_eq!(r.line(|n| format!("{n}ns")), "first");
+        for d in ["/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib"] {
+            assert!(r.extend(&l(&format!("{d}/libcuda.so.1"), "ENOENT")));
+        }
+        assert!(r.extend(&l("/usr/lib/libcuda.so.1", "ENOTDIR")));
+        assert_eq!(
+            r.line(|n| format!("{n}ns")),
+            "t p[7] openat libcuda.so.1 in 5 places = -1 ENOENT ×4, ENOTDIR ×1: /usr/local/nvidia/lib64, /lib/x86_64-linux-gnu, … /usr/lib <5000ns>"
+        );
+    }
+
+    #[test]
+    fn two_places_name_both_and_nothing_else_folds() {
+        let mut r =
+            Run::start(&l("/a/libcuda.so", "ENOENT"), "t ".into(), "x".into()).expect("run");
+        assert!(r.extend(&l("/b/libcuda.so", "ENOENT")));
+        assert_eq!(
+            r.line(|n| format!("{n}")),
+            "t openat libcuda.so in 2 places = -1 ENOENT: /a, /b <2000>"
+        );
+        // Another name, the same place again, another thread, another call.
+        let mut three = r.clone();
+        assert!(three.extend(&l("/c/libcuda.so", "ENOENT")));
+        assert_eq!(
+            three.line(|n| format!("{n}")),
+            "t openat libcuda.so in 3 places = -1 ENOENT: /a, /b, /c <3000>"
+        );
+        assert!(!r.extend(&l("/c/libcuda.so.1", "ENOENT")));
+        assert!(!r.extend(&l("/b/libcuda.so", "ENOENT")));
+        assert!(r.probes_last_dir(7, "/b"));
+        assert!(!r.probes_last_dir(7, "/a"));
+        assert!(!r.probes_last_dir(8, "/b"));
+        let mut other = l("/c/libcuda.so", "ENOENT");
+        other.tid = 8;
+        assert!(!r.extend(&other));
+        other.tid = 7;
+        other.syscall = "stat";
+        assert!(!r.extend(&other));
+        assert!(Run::start(&l("/dev/", "ENOENT"), String::new(), String::new()).is_none());
+        assert!(Run::start(&l("libcuda.so", "ENOENT"), String::new(), String::new()).is_none());
+    }
+}
