@@ -1,7 +1,8 @@
 //! The text output's lines for a loader's search: a failed lookup is one
 //! line, not the path call and then the same call again as a failed call
-//! of the start-up (records of a live run on the no-GPU VM: python's
-//! `ctypes.CDLL("libcuda.so.1")` without a driver).
+//! of the start-up, and the loader's stat of the directory it failed in
+//! is part of the search (records of a live run on the no-GPU VM:
+//! python's `ctypes.CDLL("libcuda.so.1")` without a driver).
 
 use super::{Clock, Format, Renderer};
 use crate::decode::Event;
@@ -17,6 +18,7 @@ fn text(lines: &[&str]) -> String {
         let ev: Event = serde_json::from_str(l).expect("an event");
         r.event(&mut buf, 0, &ev).expect("rendered");
     }
+    r.flush(&mut buf);
     String::from_utf8(buf.to_vec()).expect("utf8")
 }
 
@@ -24,14 +26,19 @@ fn text(lines: &[&str]) -> String {
 fn a_failed_lookup_is_one_line() {
     let t = text(&[OPEN, SAME_FAILED, DIR_FAILED]);
     let lines: Vec<&str> = t.lines().collect();
-    assert_eq!(lines.len(), 2, "{t}");
+    assert_eq!(lines.len(), 1, "{t}");
     assert!(
-        lines[0].contains("openat(\"/lib/x86_64-linux-gnu/glibc-hwcaps/x86-64-v4/libcuda.so.1\"")
+        lines[0].contains("openat(\"/lib/x86_64-linux-gnu/glibc-hwcaps/x86-64-v4/libcuda.so.1\""),
+        "{t}"
     );
-    // Another call (the directory's stat) is its own line.
+    // The next place of the search joins it: one line for both.
+    let next = OPEN
+        .replace("x86-64-v4/libcuda.so.1", "x86-64-v3/libcuda.so.1")
+        .replace("\"duration_ns\":2960", "\"duration_ns\":1040");
+    let t = text(&[OPEN, SAME_FAILED, DIR_FAILED, &next]);
     assert!(
-        lines[1]
-            .contains("newfstatat(\"/lib/x86_64-linux-gnu/glibc-hwcaps/x86-64-v4\") = -1 ENOENT")
+        t.ends_with(" python3[28295] openat libcuda.so.1 in 2 places = -1 ENOENT: /lib/x86_64-linux-gnu/glibc-hwcaps/x86-64-v4, /lib/x86_64-linux-gnu/glibc-hwcaps/x86-64-v3 <4.0µs>\n"),
+        "{t}"
     );
 }
 
@@ -42,11 +49,14 @@ fn a_failed_call_alone_or_of_another_path_is_shown() {
     // Of another thread.
     let other = SAME_FAILED.replace(r#""tid":28295"#, r#""tid":28296"#);
     assert_eq!(text(&[OPEN, &other]).lines().count(), 2);
-    // Not right after it.
-    assert_eq!(text(&[OPEN, DIR_FAILED, SAME_FAILED]).lines().count(), 3);
+    // Not right after it (another file's lookup between).
+    let another = OPEN.replace("libcuda.so.1", "libnvidia-ml.so.1");
+    assert_eq!(text(&[OPEN, &another, SAME_FAILED]).lines().count(), 3);
     // Another system call on the same path.
     let stat = SAME_FAILED.replace(r#""call":"openat""#, r#""call":"newfstatat""#);
     assert_eq!(text(&[OPEN, &stat]).lines().count(), 2);
+    // A directory's stat with no search before it is a line of its own.
+    assert_eq!(text(&[DIR_FAILED]).lines().count(), 1);
 }
 
 #[test]

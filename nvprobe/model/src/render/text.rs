@@ -689,6 +689,7 @@ impl super::encode::Encoder for Text {
                 if let (Some(run), Some(cp)) = (&p.run, &c.path)
                     && run.probes_last_dir(c.proc.tid, cp)
                 {
+                    p.last_failed_path = last;
                     return Ok(());
                 }
             }
