@@ -195,6 +195,7 @@ fn daemonset_matches_the_kubernetes_schema_strictly() {
         for kind in [
             "namespace/nvprobe",
             "serviceaccount/nvprobe",
+            "priorityclass/nvprobe-node",
             "daemonset/nvprobe",
             "networkpolicy/nvprobe-metrics",
         ] {
@@ -312,6 +313,126 @@ fn probes_ask_healthz_and_only_prometheus_reaches_the_metrics_port() {
         }]),
         "the peers admitted"
     );
+}
+
+/// The fleet's pieces agree: the kustomize base holds the manifests that
+/// exist and every manifest a cluster without the Prometheus Operator can
+/// apply; the DaemonSet's priority class is in its file (a missing class
+/// rejects every pod) and preempts nothing; a rollout takes a share of
+/// the nodes, not one at a time; the PodMonitor scrapes the DaemonSet's
+/// pods on its metrics port with the job NvprobeDown's expression names.
+#[test]
+fn the_fleet_base_podmonitor_and_alerts_agree() {
+    let Some(tools) = python_tools() else { return };
+    let k = yaml_documents(&tools, "kubernetes/kustomization.yaml");
+    let resources: Vec<&str> = k[0]["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(
+        resources,
+        ["nvprobe-daemonset.yaml", "nvprobe-networkpolicy.yaml"]
+    );
+    for r in &resources {
+        assert!(deploy_file(&format!("kubernetes/{r}")).is_file(), "{r}");
+    }
+    let ds_docs = yaml_documents(&tools, "kubernetes/nvprobe-daemonset.yaml");
+    let ds = of_kind(&ds_docs, "DaemonSet");
+    let pc = of_kind(&ds_docs, "PriorityClass");
+    let pod = &ds["spec"]["template"];
+    assert_eq!(pod["spec"]["priorityClassName"], pc["metadata"]["name"]);
+    assert_eq!(pc["preemptionPolicy"], "Never", "{pc}");
+    assert_eq!(pc["globalDefault"], false, "{pc}");
+    let pace = ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"]
+        .as_str()
+        .expect("maxUnavailable as a percentage");
+    assert!(pace.ends_with('%') && pace != "0%", "{pace}");
+
+    let pm_docs = yaml_documents(&tools, "kubernetes/nvprobe-podmonitor.yaml");
+    let pm = of_kind(&pm_docs, "PodMonitor");
+    assert_eq!(pm["metadata"]["namespace"], ds["metadata"]["namespace"]);
+    let labels = &pod["metadata"]["labels"];
+    assert!(
+        selects(&pm["spec"]["selector"]["matchLabels"], labels),
+        "{pm}"
+    );
+    let port = &pm["spec"]["podMetricsEndpoints"][0]["port"];
+    assert!(
+        pod["spec"]["containers"][0]["ports"]
+            .as_array()
+            .is_some_and(|p| p.iter().any(|p| p["name"] == *port)),
+        "the PodMonitor's port {port} is the container's"
+    );
+    let job_label = pm["spec"]["jobLabel"].as_str().expect("jobLabel");
+    let job = labels[job_label].as_str().expect("the job label's value");
+    let alerts = read("prometheus/nvprobe-alerts.yml");
+    assert!(
+        alerts.contains(&format!("expr: up{{job=\"{job}\"}} == 0")),
+        "NvprobeDown keys on job {job}"
+    );
+    assert!(
+        read("README.md").contains(&format!("- job_name: {job}")),
+        "the static scrape config's job is {job} too"
+    );
+    // Where kubectl is at hand (its kustomize is the one users run), the
+    // base renders to those kinds.
+    if on_path("kubectl") {
+        let o = Command::new("kubectl")
+            .args(["kustomize"])
+            .arg(deploy_file("kubernetes"))
+            .output()
+            .expect("kubectl kustomize");
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        for kind in [
+            "Namespace",
+            "ServiceAccount",
+            "PriorityClass",
+            "DaemonSet",
+            "NetworkPolicy",
+        ] {
+            assert!(text.contains(&format!("kind: {kind}\n")), "{kind}: {text}");
+        }
+    }
+}
+
+/// The Grafana dashboard: JSON Grafana imports (an id and a place for
+/// each panel, the data source a variable, a query in every target).
+/// nvprobe/src/metrics/tests.rs checks the metrics its queries name, and
+/// tests/tests/root_metrics.rs runs each query on a real Prometheus.
+#[test]
+fn the_dashboard_is_one_grafana_imports() {
+    let d: Value = serde_json::from_str(&read("grafana/nvprobe-dashboard.json")).expect("JSON");
+    assert_eq!(d["uid"], "nvprobe");
+    assert!(d["schemaVersion"].as_u64().is_some_and(|v| v >= 36), "{d}");
+    let vars: Vec<&str> = d["templating"]["list"]
+        .as_array()
+        .expect("variables")
+        .iter()
+        .filter_map(|v| v["name"].as_str())
+        .collect();
+    assert_eq!(vars, ["datasource", "instance"]);
+    let panels = d["panels"].as_array().expect("panels");
+    let mut ids = BTreeSet::new();
+    for p in panels {
+        assert!(ids.insert(p["id"].as_u64().expect("id")), "{p}");
+        assert_eq!(p["datasource"]["uid"], "${datasource}", "{p}");
+        for k in ["x", "y", "w", "h"] {
+            assert!(p["gridPos"][k].is_u64(), "{p}");
+        }
+        let targets = p["targets"].as_array().expect("targets");
+        assert!(!targets.is_empty(), "{p}");
+        for t in targets {
+            assert!(
+                t["expr"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("nvprobe_") || e.contains("up{")),
+                "{t}"
+            );
+        }
+    }
 }
 
 #[test]

@@ -143,6 +143,49 @@ impl Prometheus {
     }
 }
 
+/// Every query of deploy/grafana/nvprobe-dashboard.json, with Grafana's
+/// variables as a dashboard over the last hour sets them, runs on the real
+/// Prometheus (a query it cannot parse is an error there); the panels of
+/// what the scenario made (start-ups, driver calls, latency, up) have
+/// series.
+fn dashboard_queries_run(prom: &Prometheus) {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/grafana/nvprobe-dashboard.json");
+    let d: Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("the dashboard")).expect("JSON");
+    for p in d["panels"].as_array().expect("panels") {
+        for t in p["targets"].as_array().expect("targets") {
+            let q = t["expr"]
+                .as_str()
+                .expect("expr")
+                .replace("$__rate_interval", "1m")
+                .replace("$__range", "1h")
+                .replace("$instance", ".*");
+            let must = [1, 3, 4, 10].contains(&p["id"].as_u64().unwrap_or(0));
+            // A rate needs two samples of a series: poll, with patience
+            // that only ends a broken run.
+            let t0 = Instant::now();
+            loop {
+                let r = prom
+                    .api(&format!("/api/v1/query?query={}", encode(&q)))
+                    .unwrap_or_else(|| {
+                        panic!("Prometheus refused the query of {}: {q}", p["title"])
+                    });
+                assert_eq!(r["resultType"], "vector", "{q}: {r}");
+                if !must || r["result"].as_array().is_some_and(|a| !a.is_empty()) {
+                    break;
+                }
+                assert!(
+                    t0.elapsed() < Duration::from_secs(60),
+                    "no series for {}: {q}",
+                    p["title"]
+                );
+                std::thread::sleep(Duration::from_millis(250));
+            }
+        }
+    }
+}
+
 #[test]
 #[ignore = "needs root"]
 fn prometheus_scrapes_verdicts_calls_and_latency_and_the_alert_fires() {
@@ -278,6 +321,7 @@ fn prometheus_scrapes_verdicts_calls_and_latency_and_the_alert_fires() {
         failed_call.as_str(),
         "{alert}"
     );
+    dashboard_queries_run(&prom);
     drop(prom);
     let f = t.stop();
     check_schema(&f);

@@ -37,7 +37,7 @@ mod tests;
 pub use http::{Exposition, serve, serve_with};
 pub use slots::Limits;
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct VerdictLabels {
     result: String,
     class: String,
@@ -49,41 +49,41 @@ struct VerdictLabels {
     failed_call: String,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct DiagnosisLabels {
     diagnosis: String,
     severity: String,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CallLabels {
     call: String,
     status: String,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CallName {
     call: String,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct EventLabels {
     event: String,
     result: String,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SignalLabels {
     signal: String,
     outcome: String,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabels {
     kind: String,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct XidLabels {
     xid: String,
     /// The GPU's PCI slot.
@@ -93,7 +93,7 @@ struct XidLabels {
 }
 
 /// A call in flight past --hang-after.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct HangLabels {
     /// libcuda or driver.
     layer: String,
@@ -102,7 +102,7 @@ struct HangLabels {
 
 /// A rank of an NCCL communicator: the same labels on every node, so that
 /// one expression over the fleet finds the rank behind the others.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct NcclLabels {
     /// The communicator's hash (16 hex digits), the same on every rank.
     comm: String,
@@ -110,7 +110,7 @@ struct NcclLabels {
     nranks: String,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct FaultLabels {
     result: String,
     class: String,

@@ -35,6 +35,73 @@ fn the_registry_encodes_what_was_counted() {
     }
 }
 
+/// Every metric the Grafana dashboard's queries name (deploy/grafana) is
+/// one nvprobe exports: each family filled once, its names read back.
+#[test]
+fn the_dashboard_names_only_metrics_nvprobe_exports() {
+    let m = Metrics::new(vec![("version".into(), "0.1.0".into())], 1 << 24);
+    m.lost("ioctl", 1);
+    m.quieted_total(1);
+    m.processes(1);
+    m.ringbuf_high_water(1);
+    m.verdicts.get_or_create(&VerdictLabels::default()).inc();
+    m.diagnoses.get_or_create(&DiagnosisLabels::default()).inc();
+    m.calls.get_or_create(&CallLabels::default()).inc();
+    m.latency.get_or_create(&CallName::default()).observe(0.001);
+    m.events.get_or_create(&EventLabels::default()).inc();
+    m.signals.get_or_create(&SignalLabels::default()).inc();
+    m.stalls.get_or_create(&CallName::default()).inc();
+    m.hangs.get_or_create(&HangLabels::default()).inc();
+    m.hangs_total.get_or_create(&HangLabels::default()).inc();
+    m.nccl_seq.get_or_create(&NcclLabels::default()).set(1);
+    m.xids.get_or_create(&XidLabels::default()).inc();
+    m.faults.get_or_create(&FaultLabels::default()).inc();
+    let text = m.encode();
+    let families: std::collections::BTreeSet<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(families.len(), 18, "every family filled: {families:?}");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/grafana/nvprobe-dashboard.json"
+    );
+    let d: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("the dashboard")).expect("JSON");
+    let mut named = std::collections::BTreeSet::new();
+    for p in d["panels"].as_array().expect("panels") {
+        for t in p["targets"].as_array().expect("targets") {
+            let expr = t["expr"].as_str().expect("expr");
+            let mut rest = expr;
+            while let Some(at) = rest.find("nvprobe_") {
+                let name: String = rest[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                rest = &rest[at + name.len()..];
+                let family = ["_total", "_bucket", "_count", "_sum", "_info"]
+                    .iter()
+                    .find_map(|s| name.strip_suffix(s))
+                    .filter(|f| families.contains(f))
+                    .unwrap_or(&name);
+                assert!(families.contains(family), "{name} in {expr}");
+                named.insert(family.to_owned());
+            }
+        }
+    }
+    for f in [
+        "nvprobe_verdicts",
+        "nvprobe_driver_call_duration_seconds",
+        "nvprobe_xids",
+        "nvprobe_hangs_open",
+        "nvprobe_nccl_seq",
+        "nvprobe_lost_events",
+    ] {
+        assert!(named.contains(f), "no panel shows {f}: {named:?}");
+    }
+}
+
 /// The H200's fault recording, replayed: its Xids by number and GPU, its
 /// fault verdicts by result and class.
 #[test]

@@ -370,6 +370,7 @@ pub fn docs(root: &std::path::Path) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
         ("deploy", &["md"][..]),
         ("deploy/kubernetes", &["yaml"][..]),
         ("deploy/prometheus", &["yml"][..]),
+        ("deploy/grafana", &["json"][..]),
     ] {
         let mut names: Vec<String> = std::fs::read_dir(root.join(dir))
             .with_context(|| format!("reading {dir}/"))?
