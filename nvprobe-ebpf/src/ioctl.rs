@@ -240,8 +240,6 @@ pub(crate) fn ioctl_finish(ret: i64) -> Result<(), i64> {
             }
         }
     };
-    let head = Head::read(ptr, size, &mut flags);
-
     // From now on this process's exit and signals are reported, even when
     // its first NVIDIA call is an ioctl on an inherited fd (the verdict then
     // comes at its exit, not when tracing stops).
@@ -251,6 +249,18 @@ pub(crate) fn ioctl_finish(ret: i64) -> Result<(), i64> {
     // refuses to read).
     let cache = crate::fdres::cache_slot(pid_tgid, false).unwrap_or(core::ptr::null_mut());
     let (v, first) = procs_value(tgid, cache);
+    // --events failures|verdicts, a quiet process: a success is counted,
+    // and only its 4 status bytes are read to know it is one.
+    if crate::config::quiet_levels()
+        && !first
+        && v & nv_procs::QUIET != 0
+        && ret == 0
+        && status_alone(&inf, ptr, size) == Status::Ok
+    {
+        maps::count_unsent(slot_of(&inf), cache, tgid);
+        return Ok(());
+    }
+    let head = Head::read(ptr, size, &mut flags);
     if crate::config::quiet_levels() && !first {
         // --events failures|verdicts: a successful call is counted, not
         // sent, when the process is past its first context (quiet), or when
@@ -518,11 +528,48 @@ pub enum Status {
 /// into STATUS_AT; from the head already read when it lies there.
 #[inline(always)]
 pub fn status_of(inf: &Inflight, ptr: u64, size: u32, head: &Head) -> Status {
+    let off = match status_off(inf, ptr, size) {
+        Ok(off) => off,
+        Err(st) => return st,
+    };
+    let v = if off.saturating_add(4) <= head.len && off % 4 == 0 {
+        head.word(off as usize / 4)
+    } else {
+        match read_u32(ptr, off) {
+            Some(v) => v,
+            None => return Status::Unknown,
+        }
+    };
+    if v == 0 { Status::Ok } else { Status::Failed }
+}
+
+/// [`status_of`] without the head: the 4 bytes of the status alone (a
+/// quiet process's call, whose head nothing reads).
+#[inline(always)]
+fn status_alone(inf: &Inflight, ptr: u64, size: u32) -> Status {
+    match status_off(inf, ptr, size).map(|off| read_u32(ptr, off)) {
+        Ok(Some(0)) => Status::Ok,
+        Ok(Some(_)) => Status::Failed,
+        Ok(None) => Status::Unknown,
+        Err(st) => st,
+    }
+}
+
+#[inline(always)]
+fn read_u32(ptr: u64, off: u32) -> Option<u32> {
+    // SAFETY: reading user memory through the helper, which handles faults.
+    unsafe { aya_ebpf::helpers::bpf_probe_read_user((ptr + off as u64) as *const u32) }.ok()
+}
+
+/// Where the call's NV_STATUS is in its parameters; Err: the status
+/// there is none to read (`Ok`: the call has none; `Unknown`).
+#[inline(always)]
+fn status_off(inf: &Inflight, ptr: u64, size: u32) -> Result<u32, Status> {
     let key = if inf.flags & nvprobe_common::ioctl_flags::XFER != 0 {
         if inf.flags & nvprobe_common::ioctl_flags::XFER_FAULT != 0
             || inf.xfer_size > nvprobe_common::ioctl::NV_MAX_IOCTL_SIZE
         {
-            return Status::Unknown;
+            return Err(Status::Unknown);
         }
         nvprobe_common::status_at::xfer_key(inf.xfer_cmd, inf.xfer_size)
     } else {
@@ -543,27 +590,18 @@ pub fn status_of(inf: &Inflight, ptr: u64, size: u32, head: &Head) -> Status {
         None => {
             // SAFETY: plain lookup of a u32.
             let Some(off) = (unsafe { STATUS_AT.get(&key) }).copied() else {
-                return Status::Unknown;
+                return Err(Status::Unknown);
             };
             off
         }
     };
     if off == nvprobe_common::status_at::NO_STATUS {
-        return Status::Ok;
+        return Err(Status::Ok);
     }
     if ptr == 0 || off.saturating_add(4) > size {
-        return Status::Unknown;
+        return Err(Status::Unknown);
     }
-    let v = if off.saturating_add(4) <= head.len && off % 4 == 0 {
-        head.word(off as usize / 4)
-    } else {
-        // SAFETY: reading user memory through the helper, which handles faults.
-        match unsafe { aya_ebpf::helpers::bpf_probe_read_user((ptr + off as u64) as *const u32) } {
-            Ok(v) => v,
-            Err(_) => return Status::Unknown,
-        }
-    };
-    if v == 0 { Status::Ok } else { Status::Failed }
+    Ok(off)
 }
 
 /// Whether a successful call is one `--events failures|verdicts` sends:
