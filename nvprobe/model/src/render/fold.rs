@@ -17,7 +17,7 @@ const ERRNOS_KEPT: usize = 4;
 #[derive(Clone, Debug)]
 pub(crate) struct Run {
     tid: u32,
-    syscall: &'static str,
+    syscall: String,
     name: String,
     /// `time comm[pid] ` of the first call.
     prefix: String,
@@ -27,16 +27,18 @@ pub(crate) struct Run {
     last_dir: String,
     n: u32,
     errnos: Vec<(String, u32)>,
-    dur_ns: u64,
+    /// The calls' summed time; None once one had none (a failed call of a
+    /// start-up reported without its path call).
+    dur_ns: Option<u64>,
 }
 
 /// A failed path call, as the fold needs it.
 pub(crate) struct Lookup<'a> {
     pub tid: u32,
-    pub syscall: &'static str,
+    pub syscall: &'a str,
     pub path: &'a str,
     pub errno: &'a str,
-    pub dur_ns: u64,
+    pub dur_ns: Option<u64>,
 }
 
 /// (directory, file name) of a path that has both.
@@ -52,7 +54,7 @@ impl Run {
         let (dir, name) = split(l.path)?;
         Some(Run {
             tid: l.tid,
-            syscall: l.syscall,
+            syscall: l.syscall.to_owned(),
             name: name.to_owned(),
             prefix,
             first_line,
@@ -78,7 +80,7 @@ impl Run {
             return false;
         }
         self.n += 1;
-        self.dur_ns += l.dur_ns;
+        self.dur_ns = self.dur_ns.zip(l.dur_ns).map(|(a, b)| a + b);
         if self.dirs.len() < DIRS_SHOWN {
             self.dirs.push(dir.to_owned());
         }
@@ -95,7 +97,8 @@ impl Run {
     /// directory it just failed in (glibc stats it, to skip it next time):
     /// part of the search, not a line of its own.
     pub(crate) fn probes_last_dir(&self, tid: u32, path: &str) -> bool {
-        tid == self.tid && path == self.last_dir
+        // glibc 2.39 names it with a trailing slash, 2.36 without.
+        tid == self.tid && path.trim_end_matches('/') == self.last_dir
     }
 
     /// The run's text: the first call's own line when it is alone, else
@@ -131,7 +134,9 @@ impl Run {
         if self.n > shown {
             s.push_str(&self.last_dir);
         }
-        let _ = write!(s, " <{}>", dur(self.dur_ns));
+        if let Some(ns) = self.dur_ns {
+            let _ = write!(s, " <{}>", dur(ns));
+        }
         s
     }
 }
@@ -146,7 +151,7 @@ mod tests {
             syscall: "openat",
             path,
             errno,
-            dur_ns: 1000,
+            dur_ns: Some(1000),
         }
     }
 
@@ -188,6 +193,7 @@ mod tests {
         assert!(!r.extend(&l("/c/libcuda.so.1", "ENOENT")));
         assert!(!r.extend(&l("/b/libcuda.so", "ENOENT")));
         assert!(r.probes_last_dir(7, "/b"));
+        assert!(r.probes_last_dir(7, "/b/"));
         assert!(!r.probes_last_dir(7, "/a"));
         assert!(!r.probes_last_dir(8, "/b"));
         let mut other = l("/c/libcuda.so", "ENOENT");
@@ -196,6 +202,16 @@ mod tests {
         other.tid = 7;
         other.syscall = "stat";
         assert!(!r.extend(&other));
+        // A call without its time: the line gives none.
+        let mut untimed =
+            Run::start(&l("/a/libx.so", "ENOENT"), "t ".into(), "x".into()).expect("run");
+        let mut second = l("/b/libx.so", "ENOENT");
+        second.dur_ns = None;
+        assert!(untimed.extend(&second));
+        assert_eq!(
+            untimed.line(|n| format!("{n}")),
+            "t openat libx.so in 2 places = -1 ENOENT: /a, /b"
+        );
         assert!(Run::start(&l("/dev/", "ENOENT"), String::new(), String::new()).is_none());
         assert!(Run::start(&l("libcuda.so", "ENOENT"), String::new(), String::new()).is_none());
     }

@@ -69,3 +69,34 @@ fn json_keeps_both_records() {
     }
     assert_eq!(String::from_utf8_lossy(&buf).lines().count(), 2);
 }
+
+/// A loader's search for another library (no path call of nvprobe's, only
+/// the start-up's failed calls, glibc 2.39's directory stats with their
+/// trailing slash): one line, without a time it does not have.
+#[test]
+fn a_search_seen_as_failed_calls_alone_is_one_line() {
+    let dirs = [
+        "/opt/v/lib/glibc-hwcaps/x86-64-v4",
+        "/opt/v/lib/glibc-hwcaps/x86-64-v3",
+        "/opt/v/lib",
+    ];
+    let mut lines = Vec::new();
+    for d in dirs {
+        lines.push(
+            SAME_FAILED
+                .replace("/lib/x86_64-linux-gnu/glibc-hwcaps/x86-64-v4", d)
+                .replace("libcuda.so.1", "libstdc++.so.6"),
+        );
+        lines.push(DIR_FAILED.replace(
+            "\"/lib/x86_64-linux-gnu/glibc-hwcaps/x86-64-v4\"",
+            &format!("\"{d}/\""),
+        ));
+    }
+    let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let t = text(&refs);
+    assert!(
+        t.ends_with(" python3[28295] openat libstdc++.so.6 in 3 places = -1 ENOENT: /opt/v/lib/glibc-hwcaps/x86-64-v4, /opt/v/lib/glibc-hwcaps/x86-64-v3, /opt/v/lib\n"),
+        "{t}"
+    );
+    assert_eq!(t.lines().count(), 1, "{t}");
+}

@@ -621,29 +621,28 @@ pub fn record_text(rec: &crate::correlate::Record) -> String {
 }
 
 /// A failed lookup into the run being held (or a new run); false when it
-/// is a line of its own (a device's mismatch, no file name).
+/// is a line of its own (no file name in its path).
 fn fold_lookup(
     p: &mut super::encode::Parts,
     buf: &mut bytes::BytesMut,
-    mono_ns: u64,
-    ev: &Event,
-    c: &PathCall,
+    (mono_ns, ev, proc): (u64, &Event, &Proc),
+    syscall: &str,
+    path: &str,
+    errno: Option<&str>,
+    dur_ns: Option<u64>,
 ) -> bool {
     use super::fold::{Lookup, Run};
-    if c.mismatch.is_some() || c.device.is_some() {
-        return false;
-    }
     let l = Lookup {
-        tid: c.proc.tid,
-        syscall: c.syscall,
-        path: &c.path,
-        errno: c.errno.as_deref().unwrap_or("?"),
-        dur_ns: c.duration_ns,
+        tid: proc.tid,
+        syscall,
+        path,
+        errno: errno.unwrap_or("?"),
+        dur_ns,
     };
     if p.run.as_mut().is_some_and(|r| r.extend(&l)) {
         return true;
     }
-    let prefix = format!("{} {} ", time_of(&p.clock, mono_ns), who(&c.proc));
+    let prefix = format!("{} {} ", time_of(&p.clock, mono_ns), who(proc));
     let Some(run) = Run::start(&l, prefix, event_line(&p.clock, mono_ns, ev)) else {
         return false;
     };
@@ -671,7 +670,18 @@ impl super::encode::Encoder for Text {
         match ev {
             Event::Open(c) | Event::Stat(c) | Event::Access(c) if c.ret < 0 => {
                 p.last_failed_path = Some((c.proc.tid, c.syscall, c.path.clone(), c.errno.clone()));
-                if fold_lookup(p, buf, mono_ns, ev, c) {
+                if c.mismatch.is_none()
+                    && c.device.is_none()
+                    && fold_lookup(
+                        p,
+                        buf,
+                        (mono_ns, ev, &c.proc),
+                        c.syscall,
+                        &c.path,
+                        c.errno.as_deref(),
+                        Some(c.duration_ns),
+                    )
+                {
                     return Ok(());
                 }
             }
@@ -690,6 +700,22 @@ impl super::encode::Encoder for Text {
                     && run.probes_last_dir(c.proc.tid, cp)
                 {
                     p.last_failed_path = last;
+                    return Ok(());
+                }
+                // A failed call of a start-up on a path nvprobe does not
+                // trace otherwise (a loader's search for another library,
+                // an interpreter's for a folder): a lookup too.
+                if let (Some(call), Some(cp)) = (&c.call, &c.path)
+                    && fold_lookup(
+                        p,
+                        buf,
+                        (mono_ns, ev, &c.proc),
+                        call,
+                        cp,
+                        c.errno.as_deref(),
+                        None,
+                    )
+                {
                     return Ok(());
                 }
             }
