@@ -191,6 +191,55 @@ fn a_loader_that_finds_no_libcuda_is_told_so() {
     );
 }
 
+/// Issue 38: one user's copies of libcuda (each a valid library with
+/// cuInit) take at most 8 of the 32 slots; the ninth is refused with the
+/// reason, and another owner's copy (root's here) is still hooked.
+#[test]
+#[ignore = "needs root"]
+fn one_users_libcuda_copies_take_a_share_of_the_slots() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("libshare");
+    let lib = stub_libcuda(&tmp);
+    let drv = FakeDrv::start(&tmp);
+    let t = watch(&tmp, &drv, &[]);
+    let copy = |i: usize, uid: u32| {
+        let d = tmp.join(format!("copy{i}"));
+        std::fs::create_dir_all(&d).expect("mkdir");
+        let p = d.join("libcuda.so.1");
+        std::fs::copy(&lib, &p).expect("copy");
+        std::os::unix::fs::chown(&p, Some(uid), Some(uid)).expect("chown");
+        p
+    };
+    for i in 0..8 {
+        let (mut c, mut out) = spawn_cuinit(&drv, &copy(i, 65534), "ok");
+        wait_hooked(&t, c.id());
+        go(&mut c, &mut out);
+    }
+    let ninth = copy(8, 65534);
+    let (mut c, mut out) = spawn_cuinit(&drv, &ninth, "ok");
+    let refused = t.wait_for("the ninth copy refused", |r| {
+        r["type"] == "warning"
+            && r["id"] == "libcuda_refused"
+            && r["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(&ninth.display().to_string()))
+    });
+    assert!(
+        refused["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("uid 65534's files hold 8 of the 32 libcuda slots")),
+        "{refused}"
+    );
+    go(&mut c, &mut out);
+    // Root's copy still finds a slot.
+    let (mut c, mut out) = spawn_cuinit(&drv, &copy(9, 0), "ok");
+    wait_hooked(&t, c.id());
+    go(&mut c, &mut out);
+    let f = t.stop();
+    check_schema(&f);
+}
+
 /// Run the forkchild scenario under `watch` with `extra` arguments; the
 /// child's verdict and the start record.
 fn forkchild(tag: &str, extra: &[&str]) -> Option<(Value, Value)> {

@@ -25,6 +25,7 @@ mod elf;
 mod found;
 mod removal;
 mod sets;
+mod share;
 mod split;
 
 pub use elf::exports;
@@ -34,8 +35,6 @@ use split::{Point, Split, multi_supported};
 
 pub use removal::remove_in_background;
 
-/// At most this many distinct libcuda files are hooked.
-const MAX_COPIES: usize = 32;
 /// Files remembered as not hookable (not a library, no cuInit).
 const UNHOOKED_KEPT: usize = 4096;
 
@@ -97,6 +96,9 @@ pub struct Attached {
     pub via: String,
     /// A libnccl: its communicators' calls are numbered (issue 39).
     pub nccl: bool,
+    /// The file's owner: its share of the slots (`share`).
+    #[serde(skip)]
+    pub owner: u32,
 }
 
 /// The two programs, loaded for one way of attaching, or why not.
@@ -201,7 +203,7 @@ impl Libcuda {
     }
 
     /// A file not to try again: hooked with no function. It takes none of
-    /// the [`MAX_COPIES`] slots (any user can open junk named
+    /// the [`share::MAX_COPIES`] slots (any user can open junk named
     /// `libcuda.so.1`), and at most [`UNHOOKED_KEPT`] are remembered (past
     /// that, such a file is looked at again when seen: its headers only).
     fn remember_unhooked(&mut self, id: (u64, u64), path: &Path) {
@@ -217,6 +219,7 @@ impl Libcuda {
                 unknown: Vec::new(),
                 via: String::new(),
                 nccl: false,
+                owner: 0,
             },
         );
     }
@@ -350,13 +353,16 @@ impl Libcuda {
         if self.files.contains_key(&id) {
             return Ok(None);
         }
-        if self.hooked() >= MAX_COPIES {
+        let holders: Vec<u32> = self
+            .files
+            .values()
+            .filter(|a| !a.functions.is_empty())
+            .map(|a| a.owner)
+            .collect();
+        if let Err(why) = share::admit(st.st_uid, &holders) {
             // Said once per file.
             self.remember_unhooked(id, path);
-            return Err(format!(
-                "{}: not hooked: {MAX_COPIES} libcuda files are hooked already",
-                path.display()
-            ));
+            return Err(format!("{}: not hooked: {why}", path.display()));
         }
         let fd_path = format!("/proc/self/fd/{}", file.as_raw_fd());
         let exported = match file
@@ -405,6 +411,7 @@ impl Libcuda {
             unknown,
             via,
             nccl,
+            owner: st.st_uid,
         };
         self.files.insert(id, a.clone());
         Ok(Some(a))
