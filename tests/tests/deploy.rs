@@ -174,6 +174,7 @@ fn daemonset_matches_the_kubernetes_schema_strictly() {
     let manifests = [
         deploy_file("kubernetes/nvprobe-daemonset.yaml"),
         deploy_file("kubernetes/nvprobe-networkpolicy.yaml"),
+        deploy_file("kubernetes/metrics-auth/rbac.yaml"),
     ];
     for v in KUBERNETES_VERSIONS {
         let o = Command::new(tools.join("kubernetes-validate"))
@@ -196,6 +197,9 @@ fn daemonset_matches_the_kubernetes_schema_strictly() {
             "namespace/nvprobe",
             "serviceaccount/nvprobe",
             "priorityclass/nvprobe-node",
+            "clusterrole/nvprobe-metrics-auth",
+            "clusterrolebinding/nvprobe-metrics-auth",
+            "clusterrole/nvprobe-metrics-reader",
             "daemonset/nvprobe",
             "networkpolicy/nvprobe-metrics",
         ] {
@@ -396,6 +400,105 @@ fn the_fleet_base_podmonitor_and_alerts_agree() {
             assert!(text.contains(&format!("kind: {kind}\n")), "{kind}: {text}");
         }
     }
+}
+
+/// The metrics-auth component (kube-rbac-proxy in front of the metrics
+/// port): nvprobe keeps every argument but `--metrics`, which moves to
+/// 9478 (`health`, the port its probes ask); the proxy takes the
+/// `metrics` port the NetworkPolicy admits and forwards to nvprobe's; the
+/// binding gives nvprobe's account the reviews the proxy makes. Where
+/// kubectl is at hand, an overlay of base and component renders, and the
+/// result passes the strict schema check of the base.
+#[test]
+fn the_metrics_auth_component_fronts_the_metrics_port() {
+    let Some(tools) = python_tools() else { return };
+    let base = yaml_documents(&tools, "kubernetes/nvprobe-daemonset.yaml");
+    let base_c = &of_kind(&base, "DaemonSet")["spec"]["template"]["spec"]["containers"][0];
+    let patch = yaml_documents(&tools, "kubernetes/metrics-auth/daemonset-patch.yaml");
+    let containers = patch[0]["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .expect("containers");
+    let nv = containers
+        .iter()
+        .find(|c| c["name"] == base_c["name"])
+        .expect("nvprobe's container");
+    let args = |c: &Value| -> Vec<String> {
+        c["args"]
+            .as_array()
+            .expect("args")
+            .iter()
+            .filter_map(|a| a.as_str().map(str::to_owned))
+            .collect()
+    };
+    let (mut want, got) = (args(base_c), args(nv));
+    let at = want
+        .iter()
+        .position(|a| a == "--metrics")
+        .expect("--metrics");
+    want[at + 1] = "0.0.0.0:9478".into();
+    assert_eq!(got, want, "only --metrics moves");
+    for probe in ["startupProbe", "livenessProbe", "readinessProbe"] {
+        assert_eq!(nv[probe]["httpGet"]["port"], "health", "{probe}");
+    }
+    let proxy = containers
+        .iter()
+        .find(|c| c["name"] == "kube-rbac-proxy")
+        .expect("the proxy");
+    assert_eq!(proxy["ports"][0]["name"], "metrics");
+    assert_eq!(proxy["ports"][0]["containerPort"], 9477);
+    let pargs = args(proxy);
+    assert!(
+        pargs.contains(&"--upstream=http://127.0.0.1:9478/".to_owned()),
+        "{pargs:?}"
+    );
+    assert!(
+        pargs.contains(&"--allow-paths=/metrics".to_owned()),
+        "{pargs:?}"
+    );
+    assert_eq!(proxy["securityContext"]["runAsNonRoot"], true);
+    let rbac = yaml_documents(&tools, "kubernetes/metrics-auth/rbac.yaml");
+    let binding = of_kind(&rbac, "ClusterRoleBinding");
+    assert_eq!(
+        binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "nvprobe", "namespace": "nvprobe"}])
+    );
+    if !on_path("kubectl") {
+        return;
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target")
+        .join(format!("deploy-overlay-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).expect("mkdir");
+    fs::write(
+        dir.join("kustomization.yaml"),
+        "resources:\n  - ../../deploy/kubernetes\ncomponents:\n  - ../../deploy/kubernetes/metrics-auth\n",
+    )
+    .expect("the overlay");
+    let o = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(&dir)
+        .output()
+        .expect("kubectl kustomize");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rendered = dir.join("rendered.yaml");
+    fs::write(&rendered, &o.stdout).expect("write");
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(text.matches("containerPort: 9477").count(), 1, "{text}");
+    for v in KUBERNETES_VERSIONS {
+        let o = Command::new(tools.join("kubernetes-validate"))
+            .args(["--strict", "-k", v])
+            .arg(&rendered)
+            .output()
+            .expect("run kubernetes-validate");
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success() && !out.contains("ERROR"),
+            "the overlay against {v}: {out}{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let _ = fs::remove_dir_all(&dir);
 }
 
 /// The Grafana dashboard: JSON Grafana imports (an id and a place for

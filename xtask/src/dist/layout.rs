@@ -369,6 +369,7 @@ pub fn docs(root: &std::path::Path) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
         ("docs/img", &["png"][..]),
         ("deploy", &["md"][..]),
         ("deploy/kubernetes", &["yaml"][..]),
+        ("deploy/kubernetes/metrics-auth", &["yaml"][..]),
         ("deploy/prometheus", &["yml"][..]),
         ("deploy/grafana", &["json"][..]),
     ] {
