@@ -266,3 +266,46 @@ fn the_real_drivers_otlp_json_validates_and_names_the_container() {
         "{lr}"
     );
 }
+
+/// Issue 38: no OTLP line a container runtime would split (containerd and
+/// Docker cut at 16 KiB). The longest recording of the H200 (36 processes
+/// in its summary) made a 19,871-byte line: its summary now keeps half its
+/// process table, says so in `nvprobe.truncated`, and still validates;
+/// NDJSON keeps the whole table.
+#[test]
+fn no_otlp_line_is_one_a_container_runtime_splits() {
+    let python = match python_with("otlp", &["opentelemetry-proto==1.*", "protobuf"]) {
+        Ok(Some(p)) => p,
+        Ok(None) => return,
+        Err(e) => panic!("{e}"),
+    };
+    let tmp = tmpdir("otlp-lines");
+    let rec = fixture("h200-580.159.04-who-refused.ndjson");
+    let (otlp, ndjson) = (tmp.join("w.otlp.json"), tmp.join("w.ndjson"));
+    decode(
+        &rec,
+        &otlp,
+        &["--format", "otlp-json", "--events", "verdicts"],
+    );
+    decode(&rec, &ndjson, &["--json", "--events", "verdicts"]);
+    validate(&python, &otlp);
+    let text = std::fs::read_to_string(&otlp).expect("read");
+    let longest = text.lines().map(str::len).max().unwrap_or(0);
+    assert!(longest < 16 * 1024, "a line of {longest} bytes");
+    let summary = text
+        .lines()
+        .find(|l| l.contains("\"nvprobe.summary\""))
+        .expect("the summary");
+    assert!(
+        summary.contains(r#"{"key":"nvprobe.truncated","value":{"arrayValue":{"values":[{"stringValue":"processes: 18 of 36 kept"}]}}}"#),
+        "{summary}"
+    );
+    let whole = std::fs::read_to_string(&ndjson).expect("read");
+    let s: Value = whole
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["type"] == "summary")
+        .expect("the NDJSON summary");
+    assert_eq!(s["processes"].as_array().map(Vec::len), Some(36));
+    assert!(s.get("truncated").is_none());
+}

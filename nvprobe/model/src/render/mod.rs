@@ -9,6 +9,7 @@ mod json;
 pub mod level;
 mod note;
 pub mod otlp;
+mod otlp_fit;
 mod otlp_json;
 pub mod schema;
 #[cfg(test)]

@@ -9,6 +9,7 @@ use super::{
     text,
 };
 use crate::{attribution::ProcessInfo, decode::Event};
+use serde_json::Value;
 
 /// The OTLP/JSON encoder: each record one `LogsData` line.
 #[derive(Debug)]
@@ -101,29 +102,69 @@ fn line<T: serde::Serialize>(
     body: String,
     (pid, comm, process): (Option<u32>, Option<&str>, Option<&ProcessInfo>),
 ) -> std::io::Result<()> {
+    use super::otlp_fit::{LINE_MAX, shrink};
     use bytes::BufMut as _;
-    let record = serde_json::to_value(value).map_err(std::io::Error::other)?;
+    let to_value = || serde_json::to_value(value).map_err(std::io::Error::other);
+    let mut record = Value::Null;
+    let mut body = body;
     let time_unix_ns = p
         .clock
         .wall(mono_ns)
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
-    let out = logs_data(
-        &p.resources,
-        LogRecord {
-            time_unix_ns,
-            mono_ns,
-            severity,
-            body,
-            record,
-            pid,
-            comm,
-            process,
-        },
-    );
-    p.scratch.clear();
-    serde_json::to_writer(&mut p.scratch, &out).map_err(std::io::Error::other)?;
+    let mut cut: Vec<String> = Vec::new();
+    // Bounded: each step halves the biggest part.
+    for step in 0..64 {
+        // The record as it is first (most lines fit: no copy kept), then
+        // as cut so far.
+        let mut rec = if step == 0 {
+            to_value()?
+        } else {
+            record.clone()
+        };
+        if !cut.is_empty()
+            && let Value::Object(m) = &mut rec
+        {
+            m.insert("truncated".into(), Value::from(cut.clone()));
+        }
+        let mut out = logs_data(
+            &p.resources,
+            LogRecord {
+                time_unix_ns,
+                mono_ns,
+                severity,
+                body: body.clone(),
+                record: rec,
+                pid,
+                comm,
+                process,
+            },
+        );
+        p.scratch.clear();
+        serde_json::to_writer(&mut p.scratch, &out).map_err(std::io::Error::other)?;
+        if p.scratch.len() < LINE_MAX {
+            break;
+        }
+        if step == 0 {
+            record = to_value()?;
+        }
+        if !shrink(&mut record, &mut body, &mut cut) {
+            // What is left is the resource: its command line's words go
+            // (process.command_line keeps the first 4 KiB of them).
+            slim_resource(&mut out);
+            p.scratch.clear();
+            serde_json::to_writer(&mut p.scratch, &out).map_err(std::io::Error::other)?;
+            break;
+        }
+    }
     buf.put_slice(&p.scratch);
     buf.put_u8(b'\n');
     Ok(())
+}
+
+/// Leave `process.command_args` out of a line's resource.
+fn slim_resource(out: &mut Value) {
+    if let Some(Value::Array(attrs)) = out.pointer_mut("/resourceLogs/0/resource/attributes") {
+        attrs.retain(|a| a["key"] != "process.command_args");
+    }
 }
