@@ -287,9 +287,12 @@ impl Exporter {
     /// A GPU's node and UUID, as a verdict's GPU list ties them.
     fn gpu_pair(&mut self, minor: Option<u64>, uuid: Option<&str>) {
         if let (Some(m), Some(u)) = (minor, uuid) {
-            self.gpu_nodes
-                .entry(u.to_owned())
-                .or_insert_with(|| format!("/dev/nvidia{m}"));
+            let node = format!("/dev/nvidia{m}");
+            // A node already tied to another GPU is not tied again.
+            if self.gpu_nodes.iter().any(|(k, n)| *n == node && k != u) {
+                return;
+            }
+            self.gpu_nodes.entry(u.to_owned()).or_insert(node);
         }
     }
 
@@ -502,7 +505,11 @@ impl Exporter {
                 // (UVM registers only a GPU the process's RM client holds,
                 // through that GPU's node).
                 let mut minors = v.gpus.iter().filter_map(|g| g.minor);
-                let mut uuids = v.gpus.iter().filter_map(|g| g.uuid.as_deref());
+                let mut uuids = v
+                    .gpus
+                    .iter()
+                    .filter(|g| g.register_result.as_deref() == Some("NV_OK"))
+                    .filter_map(|g| g.uuid.as_deref());
                 if let (Some(m), None, Some(u), None) =
                     (minors.next(), minors.next(), uuids.next(), uuids.next())
                 {

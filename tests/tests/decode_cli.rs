@@ -255,6 +255,24 @@ fn verdicts_text_folds_the_loaders_search_into_its_verdict() {
     );
     let v = text("verdicts");
     assert_eq!(lookups(&v), 0, "{v}");
+    // Folded or not, a lookup is no line of its own at verdicts.
+    assert_eq!(
+        v.lines().filter(|l| l.contains(" places = -1 ")).count(),
+        0,
+        "{v}"
+    );
+    // At failures, the search comes before the verdict it ends in.
+    let f = text("failures");
+    let at = |needle: &str| {
+        f.lines()
+            .position(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("{needle} in {f}"))
+    };
+    assert!(
+        at("python3[6256] openat libcuda.so.1 in 41 places")
+            < at("== python3[6256] CUDA start-up failed"),
+        "{f}"
+    );
     assert!(
         v.contains("! libcuda_not_found: the dynamic loader looked for libcuda.so.1 41 times and found none"),
         "{v}"

@@ -404,9 +404,11 @@ fn the_fleet_base_podmonitor_and_alerts_agree() {
 
 /// The metrics-auth component (kube-rbac-proxy in front of the metrics
 /// port): nvprobe keeps every argument but `--metrics`, which moves to
-/// 9478 (`health`, the port its probes ask); the proxy takes the
-/// `metrics` port the NetworkPolicy admits and forwards to nvprobe's; the
-/// binding gives nvprobe's account the reviews the proxy makes. Where
+/// 127.0.0.1:9478 (no other pod can reach it, whatever the network
+/// plugin); its probes ask /healthz through the proxy's port; the proxy
+/// takes the `metrics` port the NetworkPolicy admits, passes /healthz
+/// unchecked and forwards to nvprobe's; the proxy alone mounts a token;
+/// the binding gives the pod's account the reviews the proxy makes. Where
 /// kubectl is at hand, an overlay of base and component renders, and the
 /// result passes the strict schema check of the base.
 #[test]
@@ -415,9 +417,8 @@ fn the_metrics_auth_component_fronts_the_metrics_port() {
     let base = yaml_documents(&tools, "kubernetes/nvprobe-daemonset.yaml");
     let base_c = &of_kind(&base, "DaemonSet")["spec"]["template"]["spec"]["containers"][0];
     let patch = yaml_documents(&tools, "kubernetes/metrics-auth/daemonset-patch.yaml");
-    let containers = patch[0]["spec"]["template"]["spec"]["containers"]
-        .as_array()
-        .expect("containers");
+    let pod = &patch[0]["spec"]["template"]["spec"];
+    let containers = pod["containers"].as_array().expect("containers");
     let nv = containers
         .iter()
         .find(|c| c["name"] == base_c["name"])
@@ -435,11 +436,17 @@ fn the_metrics_auth_component_fronts_the_metrics_port() {
         .iter()
         .position(|a| a == "--metrics")
         .expect("--metrics");
-    want[at + 1] = "0.0.0.0:9478".into();
+    want[at + 1] = "127.0.0.1:9478".into();
     assert_eq!(got, want, "only --metrics moves");
     for probe in ["startupProbe", "livenessProbe", "readinessProbe"] {
-        assert_eq!(nv[probe]["httpGet"]["port"], "health", "{probe}");
+        assert_eq!(
+            nv[probe]["httpGet"],
+            json!({"path": "/healthz", "port": 9477, "scheme": "HTTPS"}),
+            "{probe}"
+        );
     }
+    assert!(nv.get("volumeMounts").is_none(), "nvprobe mounts no token");
+    assert!(pod.get("automountServiceAccountToken").is_none(), "{pod}");
     let proxy = containers
         .iter()
         .find(|c| c["name"] == "kube-rbac-proxy")
@@ -447,13 +454,16 @@ fn the_metrics_auth_component_fronts_the_metrics_port() {
     assert_eq!(proxy["ports"][0]["name"], "metrics");
     assert_eq!(proxy["ports"][0]["containerPort"], 9477);
     let pargs = args(proxy);
-    assert!(
-        pargs.contains(&"--upstream=http://127.0.0.1:9478/".to_owned()),
-        "{pargs:?}"
-    );
-    assert!(
-        pargs.contains(&"--allow-paths=/metrics".to_owned()),
-        "{pargs:?}"
+    for a in [
+        "--secure-listen-address=0.0.0.0:9477",
+        "--upstream=http://127.0.0.1:9478/",
+        "--ignore-paths=/healthz",
+    ] {
+        assert!(pargs.contains(&a.to_owned()), "{a} in {pargs:?}");
+    }
+    assert_eq!(
+        proxy["volumeMounts"][0]["mountPath"],
+        "/var/run/secrets/kubernetes.io/serviceaccount"
     );
     assert_eq!(proxy["securityContext"]["runAsNonRoot"], true);
     let rbac = yaml_documents(&tools, "kubernetes/metrics-auth/rbac.yaml");

@@ -177,18 +177,22 @@ fn render_batch(
     for (t, origin, rec) in b.records() {
         match decode::decode(rec, ctx) {
             Ok(ev) if filters.keep(&ev) => {
-                steps.push(render_event(&ev, t, r, how, &mut stats, sinks, &mut buf));
+                let s = render_event(&ev, t, r, how, &mut stats, sinks, &mut buf);
+                steps.extend(flushed_step(r));
+                steps.push(s);
             }
             Ok(_) => {}
-            Err(e) => steps.push(undecodable(t, origin, &e, r, &mut stats, &mut buf)),
+            Err(e) => {
+                let s = undecodable(t, origin, &e, r, &mut stats, &mut buf);
+                steps.extend(flushed_step(r));
+                steps.push(s);
+            }
         }
     }
     // Nothing held past a batch (batches are written in order, each
     // worker's renderer renders only some).
     r.flush(&mut buf);
-    if let Some(last) = steps.last_mut() {
-        last.end = buf.len();
-    }
+    steps.extend(flushed_step(r));
     sinks.batch_done();
     Rendered {
         seq: b.seq,
@@ -216,9 +220,15 @@ fn render_event(
     } else {
         stats.record(ev, t);
     }
-    if !how.summary_only && how.level.event(ev) {
-        // Rendering into memory cannot fail.
-        let _ = r.event(buf, t, ev);
+    if !how.summary_only {
+        if how.level.event(ev) {
+            // Rendering into memory cannot fail.
+            let _ = r.event(buf, t, ev);
+        } else {
+            // What this event makes (its records) comes after the run of
+            // lookups text holds back.
+            r.flush(buf);
+        }
     }
     Step {
         end: buf.len(),
@@ -226,6 +236,18 @@ fn render_event(
         obs: Obs::of(ev),
         life: lifelines::Step::of(ev),
     }
+}
+
+/// The step of a run of lookups the renderer has just written (text folds
+/// a search into one line, held until the run ends): filed as its first
+/// call's, so the writer's filters treat the line as that call's.
+fn flushed_step(r: &mut Renderer) -> Option<Step> {
+    r.take_flushed().map(|(end, mono_ns, first)| Step {
+        end,
+        mono_ns,
+        obs: None,
+        life: lifelines::Step::of(&first),
+    })
 }
 
 /// A kernel record that did not decode (`origin`: its recording's line,

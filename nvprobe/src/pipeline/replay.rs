@@ -15,7 +15,9 @@ use nvprobe_model::{
     summary::Summary,
 };
 
-use super::{PipeOpts, Rendered, Rendering, Writer, observe, render_event, undecodable};
+use super::{
+    PipeOpts, Rendered, Rendering, Writer, flushed_step, observe, render_event, undecodable,
+};
 use crate::output::Output;
 
 /// How a replay went.
@@ -85,8 +87,9 @@ impl Feed {
         let Some(r) = self.r.as_mut() else { return };
         let mut buf = BytesMut::new();
         r.flush(&mut buf);
+        let steps: Vec<_> = flushed_step(r).into_iter().collect();
         if !buf.is_empty() {
-            self.hand(buf, Vec::new(), None);
+            self.hand(buf, steps, None);
         }
     }
 
@@ -114,10 +117,12 @@ impl Feed {
                 let how = self.how;
                 let r = self.r.get_or_insert_with(|| self.w.out.renderer());
                 let mut step = render_event(ev, t, r, &how, &mut stats, &mut self.sinks, &mut buf);
+                let mut steps: Vec<_> = flushed_step(r).into_iter().collect();
                 self.sinks.batch_done();
                 // The model made its records already.
                 self.forget = step.obs.take().and_then(|o| o.exited()).map(|p| (p, t));
-                self.hand(buf, vec![step], Some(stats));
+                steps.push(step);
+                self.hand(buf, steps, Some(stats));
             }
             Item::Record(rec) => {
                 self.w.recs.push(rec.clone());
@@ -143,7 +148,9 @@ impl Feed {
                 let mut stats = nvprobe_model::summary::Stats::default();
                 let r = self.r.get_or_insert_with(|| self.w.out.renderer());
                 let step = undecodable(t, line, e, r, &mut stats, &mut buf);
-                self.hand(buf, vec![step], Some(stats));
+                let mut steps: Vec<_> = flushed_step(r).into_iter().collect();
+                steps.push(step);
+                self.hand(buf, steps, Some(stats));
             }
         }
         self.w.res.is_ok() && self.w.out.health().error().is_none()

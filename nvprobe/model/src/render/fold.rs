@@ -8,6 +8,8 @@
 
 use std::fmt::Write as _;
 
+use crate::decode::Event;
+
 /// Directories named in the line: the first two and the last.
 const DIRS_SHOWN: usize = 2;
 /// Distinct errors counted (a search fails with one or two).
@@ -27,6 +29,9 @@ pub(crate) struct Run {
     last_dir: String,
     n: u32,
     errnos: Vec<(String, u32)>,
+    /// The first call and its time: what the run's line is, to the
+    /// writer's filters (its process, its kind).
+    first: Box<(u64, Event)>,
     /// The calls' summed time; None once one had none (a failed call of a
     /// start-up reported without its path call).
     dur_ns: Option<u64>,
@@ -50,7 +55,12 @@ fn split(path: &str) -> Option<(&str, &str)> {
 impl Run {
     /// A run that starts with `l`, or None when its path names no file
     /// in a directory.
-    pub(crate) fn start(l: &Lookup<'_>, prefix: String, first_line: String) -> Option<Run> {
+    pub(crate) fn start(
+        l: &Lookup<'_>,
+        prefix: String,
+        first_line: String,
+        first: (u64, &Event),
+    ) -> Option<Run> {
         let (dir, name) = split(l.path)?;
         Some(Run {
             tid: l.tid,
@@ -62,6 +72,7 @@ impl Run {
             last_dir: dir.to_owned(),
             n: 1,
             errnos: vec![(l.errno.to_owned(), 1)],
+            first: Box::new((first.0, first.1.clone())),
             dur_ns: l.dur_ns,
         })
     }
@@ -93,12 +104,22 @@ impl Run {
         true
     }
 
+    /// The first call's time and event.
+    pub(crate) fn into_first(self) -> (u64, Event) {
+        *self.first
+    }
+
     /// Whether a failed call of `tid` on `path` is the loader's look at the
     /// directory it just failed in (glibc stats it, to skip it next time):
     /// part of the search, not a line of its own.
-    pub(crate) fn probes_last_dir(&self, tid: u32, path: &str) -> bool {
+    pub(crate) fn probes_last_dir(&self, tid: u32, call: &str, path: &str) -> bool {
         // glibc 2.39 names it with a trailing slash, 2.36 without.
-        tid == self.tid && path.trim_end_matches('/') == self.last_dir
+        tid == self.tid
+            && matches!(
+                call,
+                "newfstatat" | "stat" | "lstat" | "statx" | "fstatat64"
+            )
+            && path.trim_end_matches('/') == self.last_dir
     }
 
     /// The run's text: the first call's own line when it is alone, else
@@ -145,6 +166,10 @@ impl Run {
 mod tests {
     use super::*;
 
+    fn ev() -> Event {
+        serde_json::from_str(r#"{"type":"open","pid":1,"tid":7,"comm":"p","uid":0,"syscall":"openat","path":"/a/x","flags":"O_RDONLY","start_ns":0,"duration_ns":0,"ret":-2,"errno":"ENOENT","ok":false}"#).expect("an event")
+    }
+
     fn l<'a>(path: &'a str, errno: &'a str) -> Lookup<'a> {
         Lookup {
             tid: 7,
@@ -161,6 +186,7 @@ mod tests {
             &l("/usr/local/nvidia/lib64/libcuda.so.1", "ENOENT"),
             "t p[7] ".into(),
             "first".into(),
+            (0, &ev()),
         )
         .expect("a file in a directory");
         assert_eq!(r.line(|n| format!("{n}ns")), "first");
@@ -176,8 +202,13 @@ mod tests {
 
     #[test]
     fn two_places_name_both_and_nothing_else_folds() {
-        let mut r =
-            Run::start(&l("/a/libcuda.so", "ENOENT"), "t ".into(), "x".into()).expect("run");
+        let mut r = Run::start(
+            &l("/a/libcuda.so", "ENOENT"),
+            "t ".into(),
+            "x".into(),
+            (0, &ev()),
+        )
+        .expect("run");
         assert!(r.extend(&l("/b/libcuda.so", "ENOENT")));
         assert_eq!(
             r.line(|n| format!("{n}")),
@@ -192,10 +223,11 @@ mod tests {
         );
         assert!(!r.extend(&l("/c/libcuda.so.1", "ENOENT")));
         assert!(!r.extend(&l("/b/libcuda.so", "ENOENT")));
-        assert!(r.probes_last_dir(7, "/b"));
-        assert!(r.probes_last_dir(7, "/b/"));
-        assert!(!r.probes_last_dir(7, "/a"));
-        assert!(!r.probes_last_dir(8, "/b"));
+        assert!(r.probes_last_dir(7, "newfstatat", "/b"));
+        assert!(r.probes_last_dir(7, "newfstatat", "/b/"));
+        assert!(!r.probes_last_dir(7, "openat", "/b"));
+        assert!(!r.probes_last_dir(7, "newfstatat", "/a"));
+        assert!(!r.probes_last_dir(8, "newfstatat", "/b"));
         let mut other = l("/c/libcuda.so", "ENOENT");
         other.tid = 8;
         assert!(!r.extend(&other));
@@ -203,8 +235,13 @@ mod tests {
         other.syscall = "stat";
         assert!(!r.extend(&other));
         // A call without its time: the line gives none.
-        let mut untimed =
-            Run::start(&l("/a/libx.so", "ENOENT"), "t ".into(), "x".into()).expect("run");
+        let mut untimed = Run::start(
+            &l("/a/libx.so", "ENOENT"),
+            "t ".into(),
+            "x".into(),
+            (0, &ev()),
+        )
+        .expect("run");
         let mut second = l("/b/libx.so", "ENOENT");
         second.dur_ns = None;
         assert!(untimed.extend(&second));
@@ -212,7 +249,23 @@ mod tests {
             untimed.line(|n| format!("{n}")),
             "t openat libx.so in 2 places = -1 ENOENT: /a, /b"
         );
-        assert!(Run::start(&l("/dev/", "ENOENT"), String::new(), String::new()).is_none());
-        assert!(Run::start(&l("libcuda.so", "ENOENT"), String::new(), String::new()).is_none());
+        assert!(
+            Run::start(
+                &l("/dev/", "ENOENT"),
+                String::new(),
+                String::new(),
+                (0, &ev())
+            )
+            .is_none()
+        );
+        assert!(
+            Run::start(
+                &l("libcuda.so", "ENOENT"),
+                String::new(),
+                String::new(),
+                (0, &ev())
+            )
+            .is_none()
+        );
     }
 }

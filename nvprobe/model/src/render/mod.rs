@@ -87,6 +87,7 @@ impl Renderer {
                 resources: Default::default(),
                 last_failed_path: None,
                 run: None,
+                flushed: None,
             },
         }
     }
@@ -128,5 +129,13 @@ impl Renderer {
     /// of a batch, before a record or note of the same stream, at the end.
     pub fn flush(&mut self, buf: &mut BytesMut) {
         self.enc.flush(&mut self.parts, buf);
+    }
+
+    /// After a call that wrote a held run (text's search line): where
+    /// its bytes end in that call's buffer, and its first call's time and
+    /// event, so that the writer files the line as that call's (its
+    /// process, its kind, its level).
+    pub fn take_flushed(&mut self) -> Option<(usize, u64, Event)> {
+        self.parts.flushed.take()
     }
 }

@@ -178,3 +178,42 @@ mod tests {
         assert!(!shrink(&mut rec, &mut String::from("ok"), &mut Vec::new()));
     }
 }
+
+#[cfg(test)]
+mod line_tests {
+    use crate::attribution::ProcessInfo;
+    use crate::render::{Clock, Format, Renderer, note::Note};
+
+    /// A process with 4,000 arguments (a 50 KB identity): its OTLP line
+    /// stays under 16 KiB, the resource's argument list goes first (its
+    /// command line keeps 4 KiB), then the record's own list is halved.
+    #[test]
+    fn a_long_command_line_keeps_the_line_under_the_split_size() {
+        let info = ProcessInfo {
+            pid: 4242,
+            comm: Some("python3".into()),
+            cmdline: Some((0..4000).map(|i| format!("--arg{i}")).collect()),
+            ..ProcessInfo::default()
+        };
+        let mut r = Renderer::new(Format::OtlpJson, Clock::now());
+        let mut buf = bytes::BytesMut::new();
+        r.note(&mut buf, 0, &Note::Process(&info))
+            .expect("rendered");
+        let line = String::from_utf8(buf.to_vec()).expect("utf8");
+        assert!(line.len() <= super::LINE_MAX, "{} bytes", line.len());
+        let v: serde_json::Value = serde_json::from_str(&line).expect("one JSON line");
+        let res = v["resourceLogs"][0]["resource"]["attributes"]
+            .as_array()
+            .expect("resource");
+        assert!(res.iter().all(|a| a["key"] != "process.command_args"));
+        assert!(res.iter().any(|a| a["key"] == "process.command_line"));
+        let attrs = v["resourceLogs"][0]["scopeLogs"][0]["logRecords"][0]["attributes"]
+            .as_array()
+            .expect("attributes");
+        let cut = attrs
+            .iter()
+            .find(|a| a["key"] == "nvprobe.truncated")
+            .expect("what was cut");
+        assert!(cut.to_string().contains("cmdline: "), "{cut}");
+    }
+}

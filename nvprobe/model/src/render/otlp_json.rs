@@ -113,6 +113,9 @@ fn line<T: serde::Serialize>(
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
     let mut cut: Vec<String> = Vec::new();
+    // The resource's command_args go first (process.command_line keeps
+    // the first 4 KiB of them), then the record's biggest parts.
+    let mut slim = false;
     // Bounded: each step halves the biggest part.
     for step in 0..64 {
         // The record as it is first (most lines fit: no copy kept), then
@@ -140,6 +143,9 @@ fn line<T: serde::Serialize>(
                 process,
             },
         );
+        if slim {
+            slim_resource(&mut out);
+        }
         p.scratch.clear();
         serde_json::to_writer(&mut p.scratch, &out).map_err(std::io::Error::other)?;
         if p.scratch.len() < LINE_MAX {
@@ -148,18 +154,23 @@ fn line<T: serde::Serialize>(
         if step == 0 {
             record = to_value()?;
         }
+        if !slim && has_command_args(&out) {
+            slim = true;
+            continue;
+        }
         if !shrink(&mut record, &mut body, &mut cut) {
-            // What is left is the resource: its command line's words go
-            // (process.command_line keeps the first 4 KiB of them).
-            slim_resource(&mut out);
-            p.scratch.clear();
-            serde_json::to_writer(&mut p.scratch, &out).map_err(std::io::Error::other)?;
             break;
         }
     }
     buf.put_slice(&p.scratch);
     buf.put_u8(b'\n');
     Ok(())
+}
+
+fn has_command_args(out: &Value) -> bool {
+    out.pointer("/resourceLogs/0/resource/attributes")
+        .and_then(Value::as_array)
+        .is_some_and(|a| a.iter().any(|x| x["key"] == "process.command_args"))
 }
 
 /// Leave `process.command_args` out of a line's resource.

@@ -643,7 +643,7 @@ fn fold_lookup(
         return true;
     }
     let prefix = format!("{} {} ", time_of(&p.clock, mono_ns), who(proc));
-    let Some(run) = Run::start(&l, prefix, event_line(&p.clock, mono_ns, ev)) else {
+    let Some(run) = Run::start(&l, prefix, event_line(&p.clock, mono_ns, ev), (mono_ns, ev)) else {
         return false;
     };
     super::encode::Encoder::flush(&Text, p, buf);
@@ -696,8 +696,8 @@ impl super::encode::Encoder for Text {
                     p.last_failed_path = last;
                     return Ok(());
                 }
-                if let (Some(run), Some(cp)) = (&p.run, &c.path)
-                    && run.probes_last_dir(c.proc.tid, cp)
+                if let (Some(run), Some(call), Some(cp)) = (&p.run, &c.call, &c.path)
+                    && run.probes_last_dir(c.proc.tid, call, cp)
                 {
                     p.last_failed_path = last;
                     return Ok(());
@@ -732,6 +732,8 @@ impl super::encode::Encoder for Text {
         if let Some(run) = p.run.take() {
             buf.put_slice(run.line(dur).as_bytes());
             buf.put_u8(b'\n');
+            let (mono, first) = run.into_first();
+            p.flushed = Some((buf.len(), mono, first));
         }
     }
 
