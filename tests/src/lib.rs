@@ -9,6 +9,7 @@
 //! (tests/tests/root_*.rs) share: the stand-in mounted, nvfixture's
 //! scenarios run, a trace checked.
 
+pub mod deployfiles;
 pub mod doctortest;
 pub mod fakedrv;
 pub mod harness;

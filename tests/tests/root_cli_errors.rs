@@ -78,6 +78,23 @@ fn user_errors_give_clear_messages_and_exit_codes() {
     assert!(err.contains("cannot open /nonexistent.ndjson"), "{err}");
 }
 
+/// nvprobe with `args` in a pid namespace (and /proc) of its own, as in
+/// a container without the host's; None where unshare is missing and the
+/// test may be skipped (as root it fails with what to install).
+fn in_own_pid_namespace(args: &[&str]) -> Option<std::process::Output> {
+    if !nvprobe_tests::harness::require_tool("unshare", "--version", "apt-get install util-linux") {
+        return None;
+    }
+    Some(
+        Command::new("unshare")
+            .args(["--pid", "--fork", "--mount-proc", "--"])
+            .arg(bin("nvprobe"))
+            .args(args)
+            .output()
+            .expect("unshare"),
+    )
+}
+
 /// Issue 38: in a pid namespace of its own, `process::id()` is not the
 /// kernel's number for nvprobe, so it traced its own start-up (its reads
 /// of driver files, its children). The programs' own-process filter now
@@ -88,15 +105,9 @@ fn user_errors_give_clear_messages_and_exit_codes() {
 fn in_its_own_pid_namespace_watch_traces_none_of_its_own_calls() {
     need_root!();
     let _g = lock();
-    if !nvprobe_tests::harness::require_tool("unshare", "--version", "apt-get install util-linux") {
+    let Some(o) = in_own_pid_namespace(&["watch", "--json", "--duration", "2"]) else {
         return;
-    }
-    let o = Command::new("unshare")
-        .args(["--pid", "--fork", "--mount-proc", "--"])
-        .arg(bin("nvprobe"))
-        .args(["watch", "--json", "--duration", "2"])
-        .output()
-        .expect("unshare");
+    };
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{err}");
     let records: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
@@ -122,15 +133,9 @@ fn in_its_own_pid_namespace_watch_traces_none_of_its_own_calls() {
 fn pids_from_another_pid_namespace_are_refused() {
     need_root!();
     let _g = lock();
-    if !nvprobe_tests::harness::require_tool("unshare", "--version", "apt-get install util-linux") {
+    let Some(o) = in_own_pid_namespace(&["watch", "--pid", "1", "--duration", "1"]) else {
         return;
-    }
-    let o = Command::new("unshare")
-        .args(["--pid", "--fork", "--mount-proc", "--"])
-        .arg(bin("nvprobe"))
-        .args(["watch", "--pid", "1", "--duration", "1"])
-        .output()
-        .expect("unshare");
+    };
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(

@@ -27,6 +27,7 @@ use nix::{
 };
 use serde_json::Value;
 
+mod gate;
 mod real;
 mod realcheck;
 mod realhmm;
@@ -705,34 +706,6 @@ fn bench(kmod: &Path, c: &mut Checks) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// doctor's `uretprobe_seccomp` answer, asked of this kernel by two
-/// children, against what its release says (6.1: no uretprobe system
-/// call; Debian's 6.12.y: the passthrough).
-fn uretprobe_gate(_: &Path, c: &mut Checks) -> anyhow::Result<()> {
-    use nvprobe::uretprobe_gate::{Gate, by_release, parse_release};
-    let rel = fs::read_to_string("/proc/sys/kernel/osrelease")?;
-    let want = parse_release(rel.trim()).map(by_release);
-    let o = Command::new(NVPROBE).args(["doctor", "--json"]).output()?;
-    let doc: Value = serde_json::from_slice(&o.stdout)?;
-    let check = doc["checks"]
-        .as_array()
-        .and_then(|c| c.iter().find(|c| c["id"] == "uretprobe_seccomp").cloned())
-        .unwrap_or(Value::Null);
-    println!("NVVM: uretprobe_gate: {} says {check}", rel.trim());
-    let evidence = check["evidence"].as_str().unwrap_or("");
-    let (verdict, words) = match want {
-        Some(Gate::NoSyscall) => ("ok", "no uretprobe system call"),
-        Some(Gate::PassesFilters) => ("ok", "lets the uretprobe system call through"),
-        Some(Gate::Filtered) => ("warn", "so libcuda is not hooked"),
-        None => ("?", "?"),
-    };
-    c.check(
-        check["verdict"] == verdict && evidence.contains(words),
-        &format!("doctor says {verdict}: {words} ({want:?} by the release)"),
-    );
-    Ok(())
-}
-
 fn run(kmod: &Path) -> bool {
     let mut all_ok = true;
     type Scenario = fn(&Path, &mut Checks) -> anyhow::Result<()>;
@@ -740,7 +713,7 @@ fn run(kmod: &Path) -> bool {
         ("hooks", hooks),
         ("hmm_failure", hmm_failure),
         ("stall", stall),
-        ("uretprobe_gate", uretprobe_gate),
+        ("uretprobe_gate", gate::uretprobe_gate),
     ];
     if std::env::var_os("NVVM_BENCH").is_some()
         || fs::read_to_string("/proc/cmdline").is_ok_and(|c| c.contains("nvvm.bench=1"))
