@@ -3,23 +3,25 @@
 //! the libcuda of processes first seen while tracing, and stops on
 //! SIGINT/SIGTERM or `--duration`.
 
-use std::{collections::HashMap, io, path::PathBuf, sync::Arc, time::Duration};
+use std::{collections::HashMap, path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use aya::maps::{MapData, PerCpuArray, RingBuf};
-use nvprobe_common::{EventKind, Header, maps};
+use nvprobe_common::{Header, maps};
 use nvprobe_model::{
     decode::{self, Context, version::VersionCtx},
     render::{Clock, Note},
-    summary::{ProgStats, Summary},
+    summary::Summary,
 };
-use tokio::{
-    io::unix::AsyncFd,
-    signal::unix::{SignalKind, signal},
-    time::{Instant, interval},
-};
+use tokio::time::{Instant, interval};
 
-use super::{BATCH_RECORDS, Batch, Filters, PipeOpts, Pipeline, lost::LostCounter, seen::Seen};
+pub use super::handles::StopSignals;
+use super::{
+    BATCH_RECORDS, Batch, Filters, PipeOpts, Pipeline,
+    handles::{open_ring, prog_stats},
+    lost::LostCounter,
+    seen::Seen,
+};
 use crate::output::Output;
 
 pub struct RunOpts {
@@ -60,39 +62,6 @@ pub struct RunOpts {
     pub gate: Option<crate::attach::holders::Report>,
 }
 
-/// Each program's runs: the object's, and `own` (name, id): the libcuda
-/// programs nvprobe loads itself.
-fn prog_stats(ebpf: &aya::Ebpf, own: &[(String, u32)]) -> Vec<ProgStats> {
-    let stat = |name: String, info: aya::programs::ProgramInfo| {
-        let runs = info.run_count();
-        let ns = info.run_time().as_nanos() as u64;
-        ProgStats {
-            program: name,
-            run_count: runs,
-            run_time_ns: ns,
-            ns_per_run: if runs > 0 {
-                ns as f64 / runs as f64
-            } else {
-                0.0
-            },
-        }
-    };
-    let mut v: Vec<_> = ebpf
-        .programs()
-        .filter_map(|(name, prog)| Some(stat(name.to_owned(), prog.info().ok()?)))
-        .collect();
-    if !own.is_empty() {
-        for info in aya::programs::loaded_programs().flatten() {
-            if let Some((name, _)) = own.iter().find(|(_, id)| *id == info.id()) {
-                v.push(stat(name.clone(), info));
-            }
-        }
-    }
-    v.retain(|p| p.run_count > 0);
-    v.sort_by(|a, b| a.program.cmp(&b.program));
-    v
-}
-
 /// The live source's handles on the kernel side.
 struct Live {
     seen: Seen,
@@ -108,12 +77,8 @@ struct Live {
     rb_fill: Option<aya::maps::Array<MapData, u64>>,
     /// Lost-counter polls since the metrics were last updated.
     polls: u32,
-    inflight: Option<aya::maps::Array<MapData, nvprobe_common::Inflight>>,
-    /// When the untimed ioctls in flight were first seen.
-    untimed: crate::stall::FirstSeen,
-    stalls: crate::stall::Detector,
-    /// Run-time hangs (`--hang-after`).
-    hangs: Option<super::hangs::Hangs>,
+    /// The calls in flight: stalls, hangs, `top`'s view.
+    calls: super::inflight::InFlightCalls,
     /// A batch the decode threads had no room for yet (sent first next time).
     held: Option<Batch>,
     /// Processes first seen in the batch being filled (tgid, comm): their
@@ -508,145 +473,6 @@ impl Live {
         }
         Ok(())
     }
-
-    /// The calls in flight: ioctls in the kernel's table, cuInit from the
-    /// uprobes (with its process).
-    fn in_flight(
-        &mut self,
-        version: &nvprobe_model::decode::version::VersionCtx,
-    ) -> Vec<(Option<u32>, crate::stall::InFlight)> {
-        let mut calls = Vec::new();
-        // Untimed calls (start not read) by their place in `calls`.
-        let mut untimed = Vec::new();
-        if let Some(arr) = self.inflight.as_ref() {
-            for v in arr.iter().flatten() {
-                if v.kind == EventKind::Ioctl as u32 && v.tid != 0 {
-                    if v.flags & nvprobe_common::ioctl_flags::UNTIMED != 0 {
-                        untimed.push((calls.len(), (v.tid, v.seq)));
-                    }
-                    let xfer =
-                        (v.flags & nvprobe_common::ioctl_flags::XFER != 0).then_some(v.xfer_cmd);
-                    calls.push((
-                        None,
-                        crate::stall::InFlight {
-                            tid: v.tid,
-                            start_ns: v.start_ns,
-                            call: decode::raw_call_name(
-                                nvprobe_common::DevKind::from_u8(v.file.kind),
-                                v.cmd,
-                                xfer,
-                                version,
-                            ),
-                            fd: (v.fd >= 0).then_some(v.fd),
-                        },
-                    ));
-                }
-            }
-        }
-        let keys: Vec<(u32, u32)> = untimed.iter().map(|u| u.1).collect();
-        let starts = self.untimed.starts(Clock::mono_now(), &keys);
-        for ((i, _), start) in untimed.iter().zip(starts) {
-            calls[*i].1.start_ns = start;
-        }
-        for (tid, (tgid, start)) in &self.seen.cuinit {
-            calls.push((
-                Some(*tgid),
-                crate::stall::InFlight {
-                    tid: *tid,
-                    start_ns: *start,
-                    call: "cuInit".into(),
-                    fd: None,
-                },
-            ));
-        }
-        calls
-    }
-
-    /// Report the calls in flight that have run longer than `after`.
-    fn check_stalls(
-        &mut self,
-        after: Duration,
-        version: &nvprobe_model::decode::version::VersionCtx,
-        pipe: &mut Pipeline,
-    ) -> anyhow::Result<()> {
-        let calls: Vec<_> = self.in_flight(version).into_iter().map(|c| c.1).collect();
-        self.stalls.stoppers = self.seen.stoppers.clone();
-        self.stalls.stages = pipe.board.lock().map(|b| b.clone()).unwrap_or_default();
-        let now = Clock::mono_now();
-        for r in self.stalls.check(now, after.as_nanos() as u64, &calls) {
-            pipe.note(now, &Note::Stall(&r))?;
-        }
-        Ok(())
-    }
-}
-
-impl Live {
-    /// Hang records due now (`--hang-after`): libcuda calls of processes
-    /// past their start-up, and their NVIDIA ioctls.
-    fn check_hangs(
-        &mut self,
-        version: &nvprobe_model::decode::version::VersionCtx,
-        pipe: &mut Pipeline,
-    ) -> anyhow::Result<()> {
-        let Some(h) = self.hangs.as_mut() else {
-            return Ok(());
-        };
-        for (pid, func, ret, at) in std::mem::take(&mut self.seen.cuda_failures) {
-            h.cuda_failed(pid, func, ret, at);
-        }
-        h.ended_in_call(std::mem::take(&mut self.seen.unfinished));
-        let started: Vec<u32> = self.nv_procs.as_ref().map_or_else(Vec::new, |m| {
-            m.iter()
-                .filter_map(Result::ok)
-                .filter(|(_, v)| v & nvprobe_common::nv_procs::STARTED != 0)
-                .map(|(k, _)| k)
-                .collect()
-        });
-        if started.is_empty() && !h.reporting() {
-            return Ok(());
-        }
-        let mut calls = h.libcuda_calls(&started);
-        for (_, c) in self.in_flight(version) {
-            let Some(t) = crate::stall::task_now(c.tid) else {
-                continue;
-            };
-            if started.contains(&t.tgid) {
-                calls.push(super::hangs::InFlight {
-                    pid: t.tgid,
-                    tid: c.tid,
-                    start_ns: c.start_ns,
-                    layer: nvprobe_model::hang::HangLayer::Driver,
-                    call: c.call,
-                    waits_for_gpu: false,
-                    slot: None,
-                });
-            }
-        }
-        let Some(h) = self.hangs.as_mut() else {
-            return Ok(());
-        };
-        let now = Clock::mono_now();
-        for said in h.check(now, &calls, &self.seen.stoppers) {
-            write_hang(pipe, now, said)?;
-        }
-        Ok(())
-    }
-
-    /// At the stop: the hangs still open end with the run.
-    fn end_hangs(&mut self, pipe: &mut Pipeline) -> anyhow::Result<()> {
-        let now = Clock::mono_now();
-        for said in self.hangs.as_mut().map_or_else(Vec::new, |h| h.stop(now)) {
-            write_hang(pipe, now, said)?;
-        }
-        Ok(())
-    }
-}
-
-fn write_hang(pipe: &mut Pipeline, now: u64, said: super::hangs::Said) -> anyhow::Result<()> {
-    match said {
-        super::hangs::Said::Hang(r) => pipe.note(now, &Note::Hang(&r)),
-        super::hangs::Said::End(e) => pipe.note(now, &Note::HangEnd(&e)),
-    }
 }
 
 fn poll_lost(lost: &mut LostCounter, pipe: &mut Pipeline) -> anyhow::Result<()> {
@@ -654,33 +480,6 @@ fn poll_lost(lost: &mut LostCounter, pipe: &mut Pipeline) -> anyhow::Result<()> 
         pipe.note(Clock::mono_now(), &n.note())?;
     }
     Ok(())
-}
-
-/// SIGINT and SIGTERM, caught from before the start record is written (a
-/// signal sent as soon as the start record appears must stop nvprobe
-/// cleanly, not kill it), and SIGHUP: reopen the `-o` file (logrotate);
-/// without -o, `watch` ignores it (a reload of a service logging to
-/// stdout) and `top` stops (its terminal went away). Install inside the
-/// runtime (`Runtime::enter`).
-pub struct StopSignals {
-    int: tokio::signal::unix::Signal,
-    term: tokio::signal::unix::Signal,
-    hup: tokio::signal::unix::Signal,
-}
-
-impl StopSignals {
-    pub fn install() -> anyhow::Result<Self> {
-        Ok(Self {
-            int: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
-            term: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
-            hup: signal(SignalKind::hangup()).context("installing the SIGHUP handler")?,
-        })
-    }
-}
-
-fn take_map(ebpf: &mut aya::Ebpf, name: &str) -> anyhow::Result<aya::maps::Map> {
-    ebpf.take_map(name)
-        .with_context(|| format!("{name} map missing from the object"))
 }
 
 /// When the periodic work is next due, each on its own clock: a flood
@@ -789,7 +588,7 @@ pub async fn run(
     let logged = super::kmsg::take(opts.kernel_log.as_ref());
     let unread = live.drain_last(ring.get_mut(), &mut pipe, LAST_DRAIN)?;
     super::kmsg::hand(opts.kernel_log.as_ref(), logged, &mut pipe)?;
-    live.end_hangs(&mut pipe)?;
+    live.calls.end_hangs(&mut pipe)?;
     end_of_run(
         ebpf,
         pipe,
@@ -816,21 +615,23 @@ impl Live {
                 .take_map(maps::RB_FILL)
                 .and_then(|m| aya::maps::Array::try_from(m).ok()),
             polls: 0,
-            inflight: ebpf
-                .take_map(maps::INFLIGHT)
-                .and_then(|m| aya::maps::Array::try_from(m).ok()),
-            untimed: crate::stall::FirstSeen::default(),
-            stalls: crate::stall::Detector::default(),
-            hangs: opts.hang_after.map(|after| {
-                super::hangs::Hangs::new(
-                    after,
-                    ebpf.take_map(maps::RT_INFLIGHT)
-                        .and_then(|m| aya::maps::Array::try_from(m).ok()),
-                    ebpf.take_map(maps::NCCL_COMMS)
-                        .and_then(|m| aya::maps::HashMap::try_from(m).ok()),
-                    opts.launches_hooked,
-                )
-            }),
+            calls: super::inflight::InFlightCalls {
+                inflight: ebpf
+                    .take_map(maps::INFLIGHT)
+                    .and_then(|m| aya::maps::Array::try_from(m).ok()),
+                untimed: crate::stall::FirstSeen::default(),
+                stalls: crate::stall::Detector::default(),
+                hangs: opts.hang_after.map(|after| {
+                    super::hangs::Hangs::new(
+                        after,
+                        ebpf.take_map(maps::RT_INFLIGHT)
+                            .and_then(|m| aya::maps::Array::try_from(m).ok()),
+                        ebpf.take_map(maps::NCCL_COMMS)
+                            .and_then(|m| aya::maps::HashMap::try_from(m).ok()),
+                        opts.launches_hooked,
+                    )
+                }),
+            },
             held: None,
             idents: Vec::new(),
             libs: crate::identity::LibCache::new(ctx.host_driver.clone()),
@@ -873,14 +674,16 @@ impl Live {
             if let Some(after) = opts.stall_after
                 && !self.seen.known.is_empty()
             {
-                self.check_stalls(after, version, pipe)?;
+                self.calls.check_stalls(&self.seen, after, version, pipe)?;
             }
-            self.check_hangs(version, pipe)?;
+            self.calls
+                .check_hangs(&mut self.seen, self.nv_procs.as_ref(), version, pipe)?;
             due.stall = now + opts.stall_every;
         }
         if now >= due.view && opts.pipe.observers.iter().any(|o| o.wants_flights()) {
             let calls: Vec<super::Flight> = self
-                .in_flight(version)
+                .calls
+                .in_flight(&self.seen, version)
                 .into_iter()
                 .map(|(pid, c)| super::Flight {
                     tid: c.tid,
@@ -946,7 +749,7 @@ impl Live {
         attacher: Option<&crate::uprobes::attacher::Attacher>,
     ) -> anyhow::Result<Drained> {
         let logged = super::kmsg::take(opts.kernel_log.as_ref());
-        if let Some(h) = self.hangs.as_mut() {
+        if let Some(h) = self.calls.hangs.as_mut() {
             for (at, l) in &logged {
                 h.log_line(*at, &l.message);
             }
@@ -968,20 +771,6 @@ impl Live {
 
 /// The ring buffer, polled by the runtime, and the counters of what did
 /// not fit in it.
-fn open_ring(ebpf: &mut aya::Ebpf) -> anyhow::Result<(AsyncFd<RingBuf<MapData>>, LostCounter)> {
-    let ring =
-        RingBuf::try_from(take_map(ebpf, maps::EVENTS)?).context("opening the ring buffer")?;
-    let lost = LostCounter::new(
-        PerCpuArray::try_from(take_map(ebpf, maps::LOST)?).context("opening the LOST counters")?,
-    );
-    // SAFETY: the ring buffer owns its map fd, which stays open and
-    // unchanged for as long as the AsyncFd holds the RingBuf.
-    let ring = unsafe { AsyncFd::register_with_interest(ring, tokio::io::Interest::READABLE) }
-        .map_err(io::Error::from)
-        .context("polling the ring buffer")?;
-    Ok((ring, lost))
-}
-
 /// How often `nvprobe top` learns the calls in flight.
 const VIEW_EVERY: Duration = Duration::from_millis(200);
 

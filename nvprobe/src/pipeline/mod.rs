@@ -7,7 +7,9 @@
 
 #[cfg(test)]
 mod fuzz;
+mod handles;
 mod hangs;
+mod inflight;
 pub mod kmsg;
 mod lifelines;
 pub mod live;
