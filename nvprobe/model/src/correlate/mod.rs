@@ -16,6 +16,7 @@ pub mod rules;
 mod rules_context;
 mod rules_kill;
 mod rules_library;
+mod rules_nodes;
 mod rules_refused;
 mod rules_startcalls;
 mod signals;

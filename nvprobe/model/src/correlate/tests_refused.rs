@@ -463,36 +463,36 @@ fn a_refused_mknod_names_the_read_only_mount_or_the_missing_capability() {
     );
 }
 
-// Which paths say a kernel module is not loaded (rules::module_of_entry).
+// Which paths say a kernel module is not loaded (rules_nodes::module_of_entry).
 #[test]
 fn only_a_modules_own_entries_say_it_is_not_loaded() {
     assert_eq!(
-        super::rules::module_of_entry("/sys/module/nvidia_uvm/initstate"),
+        super::rules_nodes::module_of_entry("/sys/module/nvidia_uvm/initstate"),
         Some("nvidia_uvm")
     );
     assert_eq!(
-        super::rules::module_of_entry("/sys/module/nvidia"),
+        super::rules_nodes::module_of_entry("/sys/module/nvidia"),
         Some("nvidia")
     );
     assert_eq!(
-        super::rules::module_of_entry("/proc/driver/nvidia/version"),
+        super::rules_nodes::module_of_entry("/proc/driver/nvidia/version"),
         Some("nvidia")
     );
     // A parameter, another module's files, the GPU list: not the module.
     assert_eq!(
-        super::rules::module_of_entry("/sys/module/nvidia/parameters/NVreg_X"),
+        super::rules_nodes::module_of_entry("/sys/module/nvidia/parameters/NVreg_X"),
         None
     );
     assert_eq!(
-        super::rules::module_of_entry("/sys/module/nvidia_fs/initstate"),
+        super::rules_nodes::module_of_entry("/sys/module/nvidia_fs/initstate"),
         None
     );
     assert_eq!(
-        super::rules::module_of_entry("/proc/driver/nvidia/gpus/0000:01:00.0/information"),
+        super::rules_nodes::module_of_entry("/proc/driver/nvidia/gpus/0000:01:00.0/information"),
         None
     );
     assert_eq!(
-        super::rules::module_of_entry("/proc/driver/nvidia/params"),
+        super::rules_nodes::module_of_entry("/proc/driver/nvidia/params"),
         None
     );
 }
