@@ -293,6 +293,23 @@ fn open_lib<'a>(
     Ok((lib, h))
 }
 
+/// The address of `name` in the library `h` (`lib` names it in the error).
+///
+/// # Safety
+/// `h` is a handle dlopen returned and has not been closed.
+unsafe fn symbol(
+    h: *mut libc::c_void,
+    lib: &Path,
+    name: &std::ffi::CStr,
+) -> anyhow::Result<*mut libc::c_void> {
+    // SAFETY: per the function's contract; `name` is a C string.
+    let p = unsafe { libc::dlsym(h, name.as_ptr()) };
+    if p.is_null() {
+        bail!("{} lacks {name:?}", lib.display());
+    }
+    Ok(p)
+}
+
 /// dlopen a libcuda, say "ready", wait for a line on stdin, then call
 /// cuInit(0) and cuDeviceGetCount, like a CUDA application starting.
 fn cuinit_scenario(dir: &Path, lib: Option<&Path>) -> anyhow::Result<Value> {
@@ -327,13 +344,7 @@ fn runtime_scenario(dir: &Path, lib: Option<&Path>) -> anyhow::Result<Value> {
     // SAFETY: dlsym with valid C strings; the symbols have the cuda.h
     // prototypes.
     unsafe {
-        let sym = |n: &std::ffi::CStr| {
-            let p = libc::dlsym(h, n.as_ptr());
-            if p.is_null() {
-                bail!("{} lacks {n:?}", lib.display());
-            }
-            Ok(p)
-        };
+        let sym = |n: &std::ffi::CStr| symbol(h, lib, n);
         let init: extern "C" fn(u32) -> i32 = std::mem::transmute(sym(c"cuInit")?);
         let create: extern "C" fn(*mut usize, u32, i32) -> i32 =
             std::mem::transmute(sym(c"cuCtxCreate_v2")?);
@@ -379,13 +390,7 @@ fn forkchild_scenario(dir: &Path, lib: Option<&Path>) -> anyhow::Result<Value> {
     // SAFETY: dlsym with valid C strings; the symbols have the cuda.h
     // prototypes (cuLaunchKernel's eleven arguments, all null).
     unsafe {
-        let sym = |n: &std::ffi::CStr| {
-            let p = libc::dlsym(h, n.as_ptr());
-            if p.is_null() {
-                bail!("{} lacks {n:?}", lib.display());
-            }
-            Ok(p)
-        };
+        let sym = |n: &std::ffi::CStr| symbol(h, lib, n);
         let init: extern "C" fn(u32) -> i32 = std::mem::transmute(sym(c"cuInit")?);
         type Launch =
             extern "C" fn(usize, u32, u32, u32, u32, u32, u32, u32, usize, usize, usize) -> i32;
