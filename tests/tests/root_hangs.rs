@@ -277,3 +277,89 @@ fn the_rank_behind_in_its_communicator_is_named() {
     // Rank 1 is behind itself: its record names no other.
     assert_eq!(h1["nccl"]["behind"], 1, "{h1}");
 }
+
+/// In the uretprobe system call's window (closed here by
+/// `NVPROBE_URETPROBE_GATE=closed`, as on a 6.11 kernel): no return probe
+/// anywhere, so libcuda is not hooked and a libnccl only at its
+/// collectives' entries. Said once; the collectives are still numbered in
+/// their communicator (from the first seen: its init, whose return says
+/// the communicator made, is not hooked), and no libcuda call is seen.
+#[test]
+#[ignore = "needs root"]
+fn in_the_uretprobe_window_only_nccl_entries_are_hooked() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("hang-window");
+    let lib = stub_libcuda(&tmp);
+    let (nccl, rank_bin) = stub_nccl(&tmp);
+    let drv = FakeDrv::start(&tmp);
+    let mut args: Vec<String> = drv.device_args();
+    args.extend(["--driver-version".to_owned(), "580.159.04".to_owned()]);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let t = Trace::start_with(&tmp, &refs, |c| {
+        c.env("NVPROBE_URETPROBE_GATE", "closed");
+    });
+    // Released from the start: no synchronisation is held.
+    let rel = tmp.join("released");
+    std::fs::write(&rel, b"").expect("release");
+    let files = (lib.as_path(), nccl.as_path(), rank_bin.as_path());
+    let (mut r0, mut o0) = spawn_rank(&drv, files, 0, 4, &rel);
+    let p0 = r0.id();
+    t.wait_for("libnccl hooked", |r| {
+        r["id"] == "libcuda_late"
+            && r["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("hooked libnccl at "))
+    });
+    go(&mut r0);
+    assert_eq!(read_line(&mut o0), "collectives 0 0 0 0\n");
+    assert_eq!(read_line(&mut o0), "done 0\n");
+    assert!(r0.wait().expect("wait").success());
+    let f = t.stop();
+    check_schema(&f);
+
+    let refused: Vec<&str> = f
+        .of_type("warning")
+        .filter(|w| w["id"] == "probe_refused")
+        .filter_map(|w| w["message"].as_str())
+        .collect();
+    assert_eq!(refused.len(), 1, "{refused:#?}");
+    for part in [
+        "probe libcuda uprobes not attached: this kernel (",
+        "so libcuda is not hooked and NCCL only at its collectives' entries (no ncclCommInitRank)",
+        "(closed by NVPROBE_URETPROBE_GATE=closed)",
+        "verdicts rest on driver calls alone",
+    ] {
+        assert!(refused[0].contains(part), "{part}: {}", refused[0]);
+    }
+    let hooked: Vec<&str> = f
+        .of_type("warning")
+        .filter(|w| w["id"] == "libcuda_late")
+        .filter_map(|w| w["message"].as_str())
+        .collect();
+    assert!(
+        hooked.iter().all(|m| !m.starts_with("hooked libcuda")),
+        "{hooked:#?}"
+    );
+    let mine = f.for_pid(p0);
+    assert!(
+        !mine.iter().any(|r| r["type"] == "cuda"),
+        "a libcuda call was seen: {mine:#?}"
+    );
+    let calls: Vec<&Value> = mine.into_iter().filter(|r| r["type"] == "nccl").collect();
+    let funcs: Vec<&str> = calls.iter().filter_map(|r| r["func"].as_str()).collect();
+    let mut want = vec!["ncclAllReduce"; 4];
+    want.extend([
+        "ncclGroupStart",
+        "ncclSend",
+        "ncclRecv",
+        "ncclGroupEnd",
+        "ncclCommDestroy",
+    ]);
+    assert_eq!(funcs, want);
+    for (k, r) in calls[..4].iter().enumerate() {
+        assert_eq!(r["seq"], k as u64 + 1, "{r}");
+        assert_eq!(r["count"], 1024 + k as u64, "{r}");
+        assert!(r.get("comm_hash").is_none_or(Value::is_null), "{r}");
+    }
+}

@@ -186,10 +186,9 @@ pub fn live(prep: &Prepared, out: &mut Vec<Check>) -> Ability {
 /// uretprobe system call's window, `uretprobe_gate`): where they are not,
 /// watch hooks no libcuda.
 fn returns_check(out: &mut Vec<Check>, a: &mut Ability) {
-    use crate::uretprobe_gate::{Gate, closed_reason, probe};
+    use crate::uretprobe_gate::{Gate, closed_reason, probe, release};
     out.push(match probe() {
         Gate::Filtered => {
-            let release = fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
             if a.uprobe == Some(true) {
                 a.uprobe = Some(false);
             }
@@ -197,8 +196,8 @@ fn returns_check(out: &mut Vec<Check>, a: &mut Ability) {
                 "tracing",
                 "uretprobe_seccomp",
                 Verdict::Warn,
-                closed_reason(release.trim()),
-                Some("update the kernel to Linux 6.12.14, 6.13.3, 6.14 or later (or one whose vendor backported the fix); until then verdicts rest on driver calls"),
+                closed_reason(&release()),
+                Some("update the kernel to Linux 6.12.14, 6.13.3, 6.14 or later (or one whose vendor backported the fix); until then verdicts rest on driver calls, and NCCL's collectives are seen at their entries only"),
             )
         }
         Gate::PassesFilters => check(

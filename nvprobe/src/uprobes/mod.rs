@@ -125,6 +125,10 @@ pub struct Libcuda {
     stop: Arc<std::sync::atomic::AtomicBool>,
     /// (st_dev, st_ino) -> what was attached there.
     files: HashMap<(u64, u64), Attached>,
+    /// No return probes (the uretprobe system call's window,
+    /// `uretprobe_gate`): libcuda is not hooked, a libnccl only at its
+    /// collectives' entries.
+    entries_only: bool,
 }
 
 impl Libcuda {
@@ -146,6 +150,7 @@ impl Libcuda {
             multi_refused: None,
             stop: Arc::default(),
             files: HashMap::new(),
+            entries_only: false,
         };
         // uprobe_multi's programs now (a refusal is said at once, and their
         // ids are known for --bpf-stats); the perf-event ones only where
@@ -194,7 +199,13 @@ impl Libcuda {
             multi_refused: None,
             stop: Arc::default(),
             files: HashMap::new(),
+            entries_only: false,
         }
+    }
+
+    /// From now on no return probe is attached (`entries_only`).
+    pub fn entries_only(&mut self) {
+        self.entries_only = true;
     }
 
     /// The flag that stops further attaches (see `attacher`).
@@ -378,8 +389,18 @@ impl Libcuda {
             }
         };
         let nccl = exported.iter().any(|(n, _)| n == "ncclAllReduce");
+        if self.entries_only && !nccl {
+            // Said once at the start, for every libcuda.
+            self.remember_unhooked(id, path);
+            return Ok(None);
+        }
         let (points, unknown) = if nccl {
-            (nccl_points(&exported), Vec::new())
+            let mut p = nccl_points(&exported);
+            if self.entries_only {
+                // An init's return says the communicator made.
+                p.retain(|pt| !pt.3);
+            }
+            (p, Vec::new())
         } else {
             self.cuda_points(&exported, interposer)
         };

@@ -183,15 +183,20 @@ fn libcuda_layer(
     keep: Option<Arc<attach::keep::Keep>>,
 ) -> Libcuda {
     if a.layer("cuda") {
-        if let Some(why) = returns_unsafe() {
+        let unsafe_returns = returns_unsafe();
+        if let Some(why) = &unsafe_returns {
             loaded.refusals.push(attach::Refusal {
                 probe: "libcuda uprobes".into(),
                 reason: format!("{why}; without them verdicts rest on driver calls alone"),
             });
-            return Libcuda::off(a.libcuda_hooks);
         }
         match Libcuda::new(a.libcuda_hooks, &loaded.ebpf, keep) {
-            Ok(l) => l,
+            Ok(mut l) => {
+                if unsafe_returns.is_some() {
+                    l.entries_only();
+                }
+                l
+            }
             Err(e) => {
                 loaded.refusals.push(attach::Refusal {
                     probe: "libcuda uprobes".into(),
@@ -208,11 +213,8 @@ fn libcuda_layer(
 /// Why return probes would crash seccomp-filtered processes on this
 /// kernel (the uretprobe system call's window), or None.
 fn returns_unsafe() -> Option<String> {
-    use nvprobe::uretprobe_gate::{Gate, closed_reason, probe};
-    (probe() == Gate::Filtered).then(|| {
-        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-        closed_reason(release.trim())
-    })
+    use nvprobe::uretprobe_gate::{Gate, closed_reason, probe, release};
+    (probe() == Gate::Filtered).then(|| closed_reason(&release()))
 }
 
 /// The `--metrics` registry, served on the runtime from now on.
