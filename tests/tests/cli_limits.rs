@@ -177,3 +177,22 @@ fn device_files_are_checked_when_parsed() {
         "{err}"
     );
 }
+
+/// `--health` and `--metrics` on one address: a usage error that names
+/// both, before anything is bound or attached.
+#[test]
+fn health_and_metrics_on_one_address_are_refused() {
+    let (code, err) = watch(&[
+        "--metrics",
+        "127.0.0.1:9",
+        "--health",
+        "127.0.0.1:9",
+        "--duration",
+        "1",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("nvprobe: error: --health and --metrics name the same address: give --health one of its own (--metrics serves /healthz too)"),
+        "{err}"
+    );
+}

@@ -286,23 +286,8 @@ fn invocations() -> Vec<(&'static str, Vec<String>)> {
         .expect("the unit's ExecStart");
     let unit_args: Vec<String> = exec.split_whitespace().map(str::to_owned).collect();
 
-    // The DaemonSet's `args:` list: one `- item` a line, up to the next key.
-    let ds = read("kubernetes/nvprobe-daemonset.yaml");
-    let mut ds_args = Vec::new();
-    let mut lines = ds.lines().skip_while(|l| l.trim() != "args:");
-    let head = lines.next().expect("the DaemonSet's container has args:");
-    let indent = head.len() - head.trim_start().len();
-    for l in lines {
-        let t = l.trim_start();
-        if t.is_empty() || t.starts_with('#') {
-            continue;
-        }
-        let Some(item) = t.strip_prefix("- ") else {
-            break;
-        };
-        assert!(l.len() - t.len() >= indent, "args item out of place: {l:?}");
-        ds_args.push(item.trim().trim_matches('"').to_owned());
-    }
+    let ds_args = first_args("kubernetes/nvprobe-daemonset.yaml");
+    let auth_args = first_args("kubernetes/metrics-auth/daemonset-patch.yaml");
 
     // The Containerfile's CMD, a JSON array.
     let cf = read("Containerfile");
@@ -320,8 +305,36 @@ fn invocations() -> Vec<(&'static str, Vec<String>)> {
     vec![
         ("deploy/systemd/nvprobe.service", unit_args),
         ("deploy/kubernetes/nvprobe-daemonset.yaml", ds_args),
+        (
+            "deploy/kubernetes/metrics-auth/daemonset-patch.yaml",
+            auth_args,
+        ),
         ("deploy/Containerfile", cmd_args),
     ]
+}
+
+/// The first container's `args:` list in a manifest under deploy/: one
+/// `- item` a line, up to the next key.
+fn first_args(file: &str) -> Vec<String> {
+    let ds = read(file);
+    let mut args = Vec::new();
+    let mut lines = ds.lines().skip_while(|l| l.trim() != "args:");
+    let head = lines
+        .next()
+        .unwrap_or_else(|| panic!("{file}: the container has no args:"));
+    let indent = head.len() - head.trim_start().len();
+    for l in lines {
+        let t = l.trim_start();
+        if t.is_empty() || t.starts_with('#') {
+            continue;
+        }
+        let Some(item) = t.strip_prefix("- ") else {
+            break;
+        };
+        assert!(l.len() - t.len() >= indent, "args item out of place: {l:?}");
+        args.push(item.trim().trim_matches('"').to_owned());
+    }
+    args
 }
 
 /// One option of `--help`: its long name and what follows it (the

@@ -97,9 +97,11 @@ fn the_fleet_base_podmonitor_and_alerts_agree() {
 /// The metrics-auth component (kube-rbac-proxy in front of the metrics
 /// port): nvprobe keeps every argument but `--metrics`, which moves to
 /// 127.0.0.1:9478 (no other pod can reach it, whatever the network
-/// plugin); its probes ask /healthz through the proxy's port; the proxy
-/// takes the `metrics` port the NetworkPolicy admits, passes /healthz
-/// unchecked and forwards to nvprobe's; the proxy alone mounts a token;
+/// plugin), and `--health` answers its probes on a port of its own, so
+/// that a proxy that stops answering does not get nvprobe restarted; the
+/// proxy takes the `metrics` port the NetworkPolicy admits, forwards to
+/// nvprobe's and is probed on its own endpoints' port (no path of 9477
+/// passes unchecked); the proxy alone mounts a token;
 /// the binding gives the pod's account the reviews the proxy makes. Where
 /// kubectl is at hand, an overlay of base and component renders, and the
 /// result passes the strict schema check of the base.
@@ -129,11 +131,19 @@ fn the_metrics_auth_component_fronts_the_metrics_port() {
         .position(|a| a == "--metrics")
         .expect("--metrics");
     want[at + 1] = "127.0.0.1:9478".into();
-    assert_eq!(got, want, "only --metrics moves");
+    want.extend(["--health".into(), "0.0.0.0:9479".into()]);
+    assert_eq!(got, want, "only --metrics moves, and --health comes");
+    assert!(
+        nv["ports"]
+            .as_array()
+            .expect("ports")
+            .contains(&json!({"name": "health", "containerPort": 9479, "protocol": "TCP"})),
+        "{nv}"
+    );
     for probe in ["startupProbe", "livenessProbe", "readinessProbe"] {
         assert_eq!(
             nv[probe]["httpGet"],
-            json!({"path": "/healthz", "port": 9477, "scheme": "HTTPS"}),
+            json!({"path": "/healthz", "port": "health"}),
             "{probe}"
         );
     }
@@ -145,13 +155,28 @@ fn the_metrics_auth_component_fronts_the_metrics_port() {
         .expect("the proxy");
     assert_eq!(proxy["ports"][0]["name"], "metrics");
     assert_eq!(proxy["ports"][0]["containerPort"], 9477);
+    assert_eq!(
+        proxy["ports"][1],
+        json!({"name": "proxy-health", "containerPort": 9476, "protocol": "TCP"})
+    );
     let pargs = args(proxy);
     for a in [
         "--secure-listen-address=0.0.0.0:9477",
         "--upstream=http://127.0.0.1:9478/",
-        "--ignore-paths=/healthz",
+        "--proxy-endpoints-port=9476",
     ] {
         assert!(pargs.contains(&a.to_owned()), "{a} in {pargs:?}");
+    }
+    assert!(
+        !pargs.iter().any(|a| a.starts_with("--ignore-paths")),
+        "{pargs:?}"
+    );
+    for probe in ["livenessProbe", "readinessProbe"] {
+        assert_eq!(
+            proxy[probe]["httpGet"],
+            json!({"path": "/healthz", "port": "proxy-health", "scheme": "HTTPS"}),
+            "{probe}"
+        );
     }
     assert_eq!(
         proxy["volumeMounts"][0]["mountPath"],
@@ -187,6 +212,9 @@ fn the_metrics_auth_component_fronts_the_metrics_port() {
     fs::write(&rendered, &o.stdout).expect("write");
     let text = String::from_utf8_lossy(&o.stdout);
     assert_eq!(text.matches("containerPort: 9477").count(), 1, "{text}");
+    // nvprobe's three probes on its own port, the proxy's two on its.
+    assert_eq!(text.matches("port: health\n").count(), 3, "{text}");
+    assert_eq!(text.matches("port: proxy-health\n").count(), 2, "{text}");
     for v in KUBERNETES_VERSIONS {
         let o = Command::new(tools.join("kubernetes-validate"))
             .args(["--strict", "-k", v])

@@ -203,12 +203,16 @@ fn prometheus_scrapes_verdicts_calls_and_latency_and_the_alert_fires() {
     let (mut bad, mut bad_out) = spawn_cuinit(&drv, &lib, "fail");
     let port = free_port();
     let addr = format!("127.0.0.1:{port}");
+    let health_port = free_port();
+    let health = format!("127.0.0.1:{health_port}");
     let t = watch(
         &tmp,
         &drv,
         &[
             "--metrics",
             &addr,
+            "--health",
+            &health,
             "--events",
             "verdicts",
             "--pid",
@@ -232,6 +236,17 @@ fn prometheus_scrapes_verdicts_calls_and_latency_and_the_alert_fires() {
     );
     let (status, _, _) = get(port, "/nope").expect("GET /nope");
     assert!(status.contains(" 404 "), "{status}");
+    // --health: /healthz, and nothing of the metrics.
+    let (status, _, body) = get(health_port, "/healthz").expect("GET --health's /healthz");
+    assert!(
+        status.contains(" 200 ") && body == "ok\n",
+        "{status} {body}"
+    );
+    let (status, _, body) = get(health_port, "/metrics").expect("GET --health's /metrics");
+    assert!(
+        status.contains(" 404 ") && !body.contains("nvprobe_"),
+        "{status} {body}"
+    );
 
     let prom = Prometheus::start(&tmp, port);
     prom.wait_value("up{job=\"nvprobe\"}", 1.0);

@@ -25,7 +25,25 @@ use super::slots::{Limits, Pool, Slots};
 /// What the server exposes: the registry's text exposition, made anew for
 /// each scrape.
 pub trait Exposition: Send + Sync + 'static {
+    /// The text exposition.
     fn encode(&self) -> String;
+    /// Whether this server answers /healthz alone.
+    fn health_only(&self) -> bool {
+        false
+    }
+}
+
+/// A server of /healthz alone (`watch --health`): a liveness probe that
+/// reaches nvprobe without the proxy in front of its metrics.
+pub struct HealthOnly;
+
+impl Exposition for HealthOnly {
+    fn encode(&self) -> String {
+        String::new()
+    }
+    fn health_only(&self) -> bool {
+        true
+    }
 }
 
 /// How long a connection has to send its whole request head (a scraper
@@ -182,6 +200,16 @@ async fn answer(
                 "503 Service Unavailable",
                 "text/plain",
                 "busy\n",
+                head_only,
+            )
+            .await
+        }
+        ("GET" | "HEAD", _) if m.health_only() => {
+            respond(
+                sock,
+                "404 Not Found",
+                "text/plain",
+                "not found: this address answers /healthz alone\n",
                 head_only,
             )
             .await

@@ -34,7 +34,7 @@ mod slots;
 #[cfg(test)]
 mod tests;
 
-pub use http::{Exposition, serve, serve_with};
+pub use http::{Exposition, HealthOnly, serve, serve_with};
 pub use slots::Limits;
 
 #[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -146,13 +146,18 @@ struct Server {
 impl Server {
     /// `limits`: None serves with [`serve`] as `--metrics` does.
     fn start(limits: Option<Limits>) -> Server {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-        l.set_nonblocking(true).expect("nonblocking listener");
-        let addr = l.local_addr().expect("the listener's address");
         let m = Arc::new(Metrics::new(
             vec![("version".into(), "test".into())],
             1 << 20,
         ));
+        Self::start_serving(m, limits)
+    }
+
+    /// [`Server::start`] of any exposition (`--health`'s).
+    fn start_serving(m: Arc<impl Exposition>, limits: Option<Limits>) -> Server {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        l.set_nonblocking(true).expect("nonblocking listener");
+        let addr = l.local_addr().expect("the listener's address");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
@@ -314,6 +319,27 @@ fn healthz_answers_while_the_per_peer_and_total_slots_are_full() {
     let (status, body) = get(peer(1), srv.addr, "/healthz");
     assert_eq!(status, "HTTP/1.1 200 OK");
     assert_eq!(body, "ok\n");
+}
+
+#[test]
+fn the_health_address_answers_healthz_alone() {
+    let srv = Server::start_serving(Arc::new(HealthOnly), None);
+    let (status, body) = get(peer(1), srv.addr, "/healthz");
+    assert_eq!(
+        (status.as_str(), body.as_str()),
+        ("HTTP/1.1 200 OK", "ok\n")
+    );
+    for path in ["/metrics", "/", "/anything"] {
+        let (status, body) = get(peer(1), srv.addr, path);
+        assert_eq!(
+            (status.as_str(), body.as_str()),
+            (
+                "HTTP/1.1 404 Not Found",
+                "not found: this address answers /healthz alone\n"
+            ),
+            "{path}"
+        );
+    }
 }
 
 #[test]

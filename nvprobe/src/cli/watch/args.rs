@@ -89,6 +89,11 @@ pub struct WatchArgs {
     /// put an authenticating proxy or a network policy in front of it.
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<std::net::SocketAddr>,
+    /// Answer a health check at http://ADDR/healthz alone (nothing else is
+    /// served there), e.g. 0.0.0.0:9479: for a liveness probe that reaches
+    /// nvprobe directly where --metrics sits behind a proxy on loopback.
+    #[arg(long, value_name = "ADDR")]
+    pub health: Option<std::net::SocketAddr>,
     /// The host's name in the start record and OTLP's `host.name` (default:
     /// the kernel's host name; in a Kubernetes pod that is the pod's, so
     /// the DaemonSet passes the node's name from the downward API).
@@ -149,6 +154,14 @@ impl WatchArgs {
             return Err(Fail(
                 2,
                 anyhow::anyhow!("--duration must be a positive number of seconds"),
+            ));
+        }
+        if self.health.is_some() && self.health == self.metrics {
+            return Err(Fail(
+                2,
+                anyhow::anyhow!(
+                    "--health and --metrics name the same address: give --health one of its own (--metrics serves /healthz too)"
+                ),
             ));
         }
         check_pids(&self.pid, Path::new("/proc"))

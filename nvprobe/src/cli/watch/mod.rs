@@ -36,7 +36,7 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
     // Checked now, created only once start-up has succeeded.
     let spec = output_spec(&a.out, None)?;
     // Taken now: a port in use is a usage error before anything attaches.
-    let listener = a.metrics.map(listen).transpose()?;
+    let listeners = bind(&a)?;
     let trace_spec = a
         .perfetto
         .clone()
@@ -63,9 +63,7 @@ pub fn run_with(a: WatchArgs, view: Option<nvprobe::top::draw::Opts>) -> Result<
     start.probe_removal = held.removal.clone();
     let warnings = warnings(&a, &h, &loaded)?;
     let (rt, stop) = runtime()?;
-    let metrics = listener
-        .map(|l| serve_metrics(&rt, l, &a, &h, &start))
-        .transpose()?;
+    let metrics = serve(&rt, listeners, &a, &h, &start)?;
     // Start-up succeeded: only now are the output file and the trace file
     // created (the trace is written into this descriptor at the stop).
     let opened = if view.is_some() && a.out.output.is_none() {
@@ -244,6 +242,30 @@ fn serve_metrics(
         .map_err(|e| Fail(1, e))?;
     rt.spawn(nvprobe::metrics::serve(l, m.clone()));
     Ok(m)
+}
+
+/// What `--metrics` and `--health` bound, served on the runtime from now
+/// on: the registry, when there is one.
+fn serve(
+    rt: &tokio::runtime::Runtime,
+    (metrics, health): Listeners,
+    a: &WatchArgs,
+    h: &Host,
+    start: &nvprobe::records::StartRecord,
+) -> Result<Option<Arc<nvprobe::metrics::Metrics>>, Fail> {
+    if let Some(l) = health {
+        let _in_rt = rt.enter();
+        let l = tokio::net::TcpListener::from_std(l)
+            .context("serving --health")
+            .map_err(|e| Fail(1, e))?;
+        rt.spawn(nvprobe::metrics::serve(
+            l,
+            Arc::new(nvprobe::metrics::HealthOnly),
+        ));
+    }
+    metrics
+        .map(|l| serve_metrics(rt, l, a, h, start))
+        .transpose()
 }
 
 /// The kernel log, followed from a thread made after the capabilities
@@ -535,18 +557,29 @@ fn run_opts(
     }
 }
 
-/// The --metrics socket, bound before anything is attached.
-fn listen(addr: std::net::SocketAddr) -> Result<std::net::TcpListener, Fail> {
+/// The --metrics and --health sockets, bound before anything is attached.
+type Listeners = (Option<std::net::TcpListener>, Option<std::net::TcpListener>);
+
+fn bind(a: &WatchArgs) -> Result<Listeners, Fail> {
+    Ok((
+        a.metrics.map(|m| listen(m, "--metrics")).transpose()?,
+        a.health.map(|m| listen(m, "--health")).transpose()?,
+    ))
+}
+
+/// The --metrics or --health socket, bound before anything is attached.
+fn listen(addr: std::net::SocketAddr, flag: &str) -> Result<std::net::TcpListener, Fail> {
     let l = std::net::TcpListener::bind(addr).map_err(|e| {
         Fail(
             2,
             anyhow::anyhow!(
-                "--metrics: cannot listen on {addr}: {e} (another program has the port? choose another, e.g. --metrics 127.0.0.1:9477)"
+                "{flag}: cannot listen on {addr}: {e} (another program has the port? choose another, e.g. {flag} 127.0.0.1:{})",
+                if flag == "--health" { 9479 } else { 9477 }
             ),
         )
     })?;
     l.set_nonblocking(true)
-        .map_err(|e| Fail(1, anyhow::anyhow!("--metrics: {e}")))?;
+        .map_err(|e| Fail(1, anyhow::anyhow!("{flag}: {e}")))?;
     Ok(l)
 }
 
