@@ -17,6 +17,9 @@ mod lost;
 pub mod observe;
 mod peers;
 pub mod replay;
+mod runs;
+#[cfg(test)]
+mod runs_tests;
 mod seen;
 mod unsent;
 
@@ -163,6 +166,9 @@ struct Rendered {
     bytes: bytes::Bytes,
     stats: Option<Stats>,
     steps: Vec<Step>,
+    /// A batch's search lines that may go on in the next (`runs`); None
+    /// for another item.
+    runs: Option<runs::Runs>,
 }
 
 fn render_batch(
@@ -176,31 +182,32 @@ fn render_batch(
     let mut stats = Stats::default();
     let mut buf = BytesMut::with_capacity(if how.summary_only { 0 } else { b.count * 480 });
     let mut steps = Vec::with_capacity(b.count);
+    let mut runs = runs::Runs::default();
+    // Whether the first kept event began a run (known after it).
+    let mut leads = None;
     for (t, origin, rec) in b.records() {
-        match decode::decode(rec, ctx) {
+        let s = match decode::decode(rec, ctx) {
             Ok(ev) if filters.keep(&ev) => {
-                let s = render_event(&ev, t, r, how, &mut stats, sinks, &mut buf);
-                steps.extend(flushed_step(r));
-                steps.push(s);
+                render_event(&ev, t, r, how, &mut stats, sinks, &mut buf)
             }
-            Ok(_) => {}
-            Err(e) => {
-                let s = undecodable(t, origin, &e, r, &mut stats, &mut buf);
-                steps.extend(flushed_step(r));
-                steps.push(s);
-            }
-        }
+            Ok(_) => continue,
+            Err(e) => undecodable(t, origin, &e, r, &mut stats, &mut buf),
+        };
+        flushed_step(r, &mut steps, &mut runs, leads == Some(true));
+        leads.get_or_insert(r.holds_run());
+        steps.push(s);
     }
-    // Nothing held past a batch (batches are written in order, each
-    // worker's renderer renders only some).
-    r.flush(&mut buf);
-    steps.extend(flushed_step(r));
+    // The run the batch ends in goes to the writer unwritten: the next
+    // batch, rendered by another worker, may go on with it.
+    runs.open = r.hold_run();
+    runs.open_leads = leads == Some(true) && runs.lead.is_none();
     sinks.batch_done();
     Rendered {
         seq: b.seq,
         bytes: buf.freeze(),
         stats: Some(stats),
         steps,
+        runs: Some(runs),
     }
 }
 
@@ -242,14 +249,27 @@ fn render_event(
 
 /// The step of a run of lookups the renderer has just written (text folds
 /// a search into one line, held until the run ends): filed as its first
-/// call's, so the writer's filters treat the line as that call's.
-fn flushed_step(r: &mut Renderer) -> Option<Step> {
-    r.take_flushed().map(|(end, mono_ns, first)| Step {
-        end,
-        mono_ns,
+/// call's, so the writer's filters treat the line as that call's. The run
+/// the batch began with (`leads`) is the batch's lead.
+fn flushed_step(r: &mut Renderer, steps: &mut Vec<Step>, runs: &mut runs::Runs, leads: bool) {
+    let Some(f) = r.take_flushed() else { return };
+    if let Some(run) = f.lead.filter(|_| leads && runs.lead.is_none()) {
+        runs.lead = Some((steps.len(), run));
+    }
+    steps.push(Step {
+        end: f.end,
+        mono_ns: f.mono_ns,
         obs: None,
-        life: lifelines::Step::of(&first),
-    })
+        life: lifelines::Step::of(&f.first),
+    });
+}
+
+/// [`flushed_step`] where one renderer renders every event in order (the
+/// replay's): no run goes on in another batch.
+fn flushed_steps(r: &mut Renderer) -> Vec<Step> {
+    let mut steps = Vec::new();
+    flushed_step(r, &mut steps, &mut runs::Runs::default(), false);
+    steps
 }
 
 /// A kernel record that did not decode (`origin`: its recording's line,
@@ -306,6 +326,8 @@ struct Writer {
     /// Each thread's last failed NVIDIA ioctl, whose call_failed record
     /// repeats it (at most 4096 threads).
     echoes: std::collections::HashMap<u32, lifelines::Echo>,
+    /// Text: the search the last batch ended in, not written yet (`runs`).
+    open: Option<nvprobe_model::render::OpenRun>,
 }
 
 type Finished = (Output, Stats, io::Result<()>);
@@ -332,6 +354,7 @@ impl Writer {
             lines,
             text,
             echoes: std::collections::HashMap::new(),
+            open: None,
         }
     }
 
@@ -352,14 +375,28 @@ impl Writer {
         }
     }
 
-    fn write(&mut self, item: Rendered) {
+    fn write(&mut self, mut item: Rendered) {
         if let Some(s) = item.stats {
             self.stats.merge(s);
         }
+        let m = runs::meet(
+            self.open.take(),
+            item.runs.as_mut(),
+            !item.bytes.is_empty(),
+            item.steps.first().map(|s| s.mono_ns),
+        );
+        self.open = m.hold;
+        if let Some(run) = m.first {
+            self.put_run(run);
+        }
+        let mut replaces = m.replaces;
         let mut from = 0;
-        for step in item.steps {
-            let line = item.bytes.slice(from..step.end);
-            self.put(step.life, line);
+        for (i, step) in item.steps.into_iter().enumerate() {
+            match replaces.take_if(|(at, _)| *at == i) {
+                // The search the batch before ended in, gone on with here.
+                Some((_, run)) => self.put_run(run),
+                None => self.put(step.life, item.bytes.slice(from..step.end)),
+            }
             from = step.end;
             self.last_ns = self.last_ns.max(step.mono_ns);
             if let Some(o) = step.obs {
@@ -382,6 +419,13 @@ impl Writer {
         if self.res.is_ok() {
             self.res = self.out.flush();
         }
+    }
+
+    /// A search's line (text), filed as its first call's.
+    fn put_run(&mut self, run: nvprobe_model::render::OpenRun) {
+        let (line, mono_ns, first) = run.into_line();
+        self.last_ns = self.last_ns.max(mono_ns);
+        self.put(lifelines::Step::of(&first), bytes::Bytes::from(line));
     }
 
     /// One step's rendered bytes, unless text leaves its line out.
@@ -441,6 +485,9 @@ impl Writer {
 
     /// Verdicts for the processes still running, then hand everything back.
     fn finish(mut self) -> Finished {
+        if let Some(run) = self.open.take() {
+            self.put_run(run);
+        }
         if let Some(c) = self.corr.as_mut() {
             c.finish(&mut self.recs);
         }
@@ -598,6 +645,7 @@ impl Pipeline {
             bytes: buf.freeze(),
             stats: None,
             steps: Vec::new(),
+            runs: None,
         };
         self.hand(item)
     }
@@ -627,6 +675,7 @@ impl Pipeline {
             }],
             bytes: buf.freeze(),
             stats: None,
+            runs: None,
         };
         self.hand(item)
     }
@@ -649,6 +698,7 @@ impl Pipeline {
             }],
             bytes: bytes::Bytes::new(),
             stats: None,
+            runs: None,
         };
         self.hand(item)
     }
@@ -667,6 +717,7 @@ impl Pipeline {
             }],
             bytes: bytes::Bytes::new(),
             stats: None,
+            runs: None,
         };
         self.hand(item)
     }

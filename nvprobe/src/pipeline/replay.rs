@@ -16,7 +16,7 @@ use nvprobe_model::{
 };
 
 use super::{
-    PipeOpts, Rendered, Rendering, Writer, flushed_step, observe, render_event, undecodable,
+    PipeOpts, Rendered, Rendering, Writer, flushed_steps, observe, render_event, undecodable,
 };
 use crate::output::Output;
 
@@ -67,6 +67,7 @@ impl Feed {
             bytes: bytes.freeze(),
             stats,
             steps,
+            runs: None,
         });
     }
 
@@ -87,7 +88,7 @@ impl Feed {
         let Some(r) = self.r.as_mut() else { return };
         let mut buf = BytesMut::new();
         r.flush(&mut buf);
-        let steps: Vec<_> = flushed_step(r).into_iter().collect();
+        let steps: Vec<_> = flushed_steps(r);
         if !buf.is_empty() {
             self.hand(buf, steps, None);
         }
@@ -117,7 +118,7 @@ impl Feed {
                 let how = self.how;
                 let r = self.r.get_or_insert_with(|| self.w.out.renderer());
                 let mut step = render_event(ev, t, r, &how, &mut stats, &mut self.sinks, &mut buf);
-                let mut steps: Vec<_> = flushed_step(r).into_iter().collect();
+                let mut steps: Vec<_> = flushed_steps(r);
                 self.sinks.batch_done();
                 // The model made its records already.
                 self.forget = step.obs.take().and_then(|o| o.exited()).map(|p| (p, t));
@@ -148,7 +149,7 @@ impl Feed {
                 let mut stats = nvprobe_model::summary::Stats::default();
                 let r = self.r.get_or_insert_with(|| self.w.out.renderer());
                 let step = undecodable(t, line, e, r, &mut stats, &mut buf);
-                let mut steps: Vec<_> = flushed_step(r).into_iter().collect();
+                let mut steps: Vec<_> = flushed_steps(r);
                 steps.push(step);
                 self.hand(buf, steps, Some(stats));
             }

@@ -54,7 +54,7 @@ pub struct Parts {
     pub(crate) last_failed_path: Option<(u32, &'static str, String, Option<String>)>,
     /// Text: the run of failed lookups not written yet.
     pub(crate) run: Option<super::fold::Run>,
-    /// Text: where the run just written ends in the buffer, and its first
-    /// call (the writer files the line as that call's).
-    pub(crate) flushed: Option<(usize, u64, crate::decode::Event)>,
+    /// Text: the run just written (the writer files the line as its first
+    /// call's).
+    pub(crate) flushed: Option<super::fold::Flushed>,
 }

@@ -35,6 +35,8 @@ pub(crate) struct Run {
     /// The calls' summed time; None once one had none (a failed call of a
     /// start-up reported without its path call).
     dur_ns: Option<u64>,
+    /// When the last call was seen (CLOCK_MONOTONIC).
+    last_ns: u64,
 }
 
 /// A failed path call, as the fold needs it.
@@ -44,6 +46,8 @@ pub(crate) struct Lookup<'a> {
     pub path: &'a str,
     pub errno: &'a str,
     pub dur_ns: Option<u64>,
+    /// When it was seen (CLOCK_MONOTONIC).
+    pub at: u64,
 }
 
 /// (directory, file name) of a path that has both.
@@ -74,6 +78,7 @@ impl Run {
             errnos: vec![(l.errno.to_owned(), 1)],
             first: Box::new((first.0, first.1.clone())),
             dur_ns: l.dur_ns,
+            last_ns: l.at,
         })
     }
 
@@ -96,12 +101,49 @@ impl Run {
             self.dirs.push(dir.to_owned());
         }
         dir.clone_into(&mut self.last_dir);
-        if let Some((_, k)) = self.errnos.iter_mut().find(|(e, _)| e == l.errno) {
-            *k += 1;
-        } else if self.errnos.len() < ERRNOS_KEPT {
-            self.errnos.push((l.errno.to_owned(), 1));
-        }
+        self.count_errno(l.errno, 1);
+        self.last_ns = self.last_ns.max(l.at);
         true
+    }
+
+    fn count_errno(&mut self, errno: &str, n: u32) {
+        if let Some((_, k)) = self.errnos.iter_mut().find(|(e, _)| e == errno) {
+            *k += n;
+        } else if self.errnos.len() < ERRNOS_KEPT {
+            self.errnos.push((errno.to_owned(), n));
+        }
+    }
+
+    /// Take `next` in: the run a later batch began with, when it goes on
+    /// with this search (the same thread, system call and file name, in
+    /// another directory than the last). Err gives it back.
+    pub(crate) fn join(&mut self, next: Box<Run>) -> Result<(), Box<Run>> {
+        if next.tid != self.tid
+            || next.syscall != self.syscall
+            || next.name != self.name
+            || next.dirs.first() == Some(&self.last_dir)
+        {
+            return Err(next);
+        }
+        let next = *next;
+        self.n += next.n;
+        self.dur_ns = self.dur_ns.zip(next.dur_ns).map(|(a, b)| a + b);
+        for d in next.dirs {
+            if self.dirs.len() < DIRS_SHOWN {
+                self.dirs.push(d);
+            }
+        }
+        self.last_dir = next.last_dir;
+        for (e, k) in next.errnos {
+            self.count_errno(&e, k);
+        }
+        self.last_ns = self.last_ns.max(next.last_ns);
+        Ok(())
+    }
+
+    /// When its last call was seen.
+    pub(crate) fn last_ns(&self) -> u64 {
+        self.last_ns
     }
 
     /// The first call's time and event.
@@ -162,6 +204,57 @@ impl Run {
     }
 }
 
+/// A run of lookups written out (`Renderer::take_flushed`).
+#[derive(Clone, Debug)]
+pub struct Flushed {
+    /// Where its line ends in the buffer.
+    pub end: usize,
+    /// Its first call's time and event.
+    pub mono_ns: u64,
+    pub first: Event,
+    /// The run itself, when its line is the first of its buffer.
+    pub lead: Option<OpenRun>,
+}
+
+/// A search (text's fold) that a batch ended in or began with: the
+/// pipelines's workers render batches apart, so its writer joins the two.
+#[derive(Clone, Debug)]
+pub struct OpenRun(pub(crate) Box<Run>);
+
+impl OpenRun {
+    /// Take in the run the next batch began with, when it goes on with
+    /// this search; Err gives it back.
+    pub fn join(&mut self, next: OpenRun) -> Result<(), OpenRun> {
+        self.0.join(next.0).map_err(OpenRun)
+    }
+
+    /// When its last call was seen (CLOCK_MONOTONIC).
+    pub fn last_ns(&self) -> u64 {
+        self.0.last_ns()
+    }
+
+    /// Its line (with its newline), and its first call's time and event.
+    pub fn into_line(self) -> (String, u64, Event) {
+        let mut line = self.0.line(dur);
+        line.push('\n');
+        let (mono_ns, first) = self.0.into_first();
+        (line, mono_ns, first)
+    }
+}
+
+/// A duration as text lines give it.
+pub(crate) fn dur(ns: u64) -> String {
+    if ns >= 1_000_000_000 {
+        format!("{:.3}s", ns as f64 / 1e9)
+    } else if ns >= 1_000_000 {
+        format!("{:.3}ms", ns as f64 / 1e6)
+    } else if ns >= 1_000 {
+        format!("{:.1}µs", ns as f64 / 1e3)
+    } else {
+        format!("{ns}ns")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,6 +270,7 @@ mod tests {
             path,
             errno,
             dur_ns: Some(1000),
+            at: 0,
         }
     }
 
@@ -197,6 +291,29 @@ mod tests {
         assert_eq!(
             r.line(|n| format!("{n}ns")),
             "t p[7] openat libcuda.so.1 in 5 places = -1 ENOENT ×4, ENOTDIR ×1: /usr/local/nvidia/lib64, /lib/x86_64-linux-gnu, … /usr/lib <5000ns>"
+        );
+    }
+
+    #[test]
+    fn a_run_joins_the_run_that_goes_on_with_its_search() {
+        let start = |path: &str| {
+            Run::start(&l(path, "ENOENT"), "t ".into(), "x".into(), (0, &ev())).expect("run")
+        };
+        let mut a = start("/a/libcuda.so.1");
+        assert!(a.extend(&l("/b/libcuda.so.1", "ENOENT")));
+        let mut b = start("/c/libcuda.so.1");
+        assert!(b.extend(&l("/d/libcuda.so.1", "ENOTDIR")));
+        assert!(b.extend(&l("/e/libcuda.so.1", "ENOENT")));
+        // Another file name, or the directory the first ended in: no.
+        assert!(a.join(Box::new(start("/c/libcuda.so"))).is_err());
+        assert!(a.join(Box::new(start("/b/libcuda.so.1"))).is_err());
+        let mut other = start("/c/libcuda.so.1");
+        other.tid = 8;
+        assert!(a.join(Box::new(other)).is_err());
+        a.join(Box::new(b)).expect("the same search");
+        assert_eq!(
+            a.line(|n| format!("{n}")),
+            "t openat libcuda.so.1 in 5 places = -1 ENOENT ×4, ENOTDIR ×1: /a, /b, … /e <5000>"
         );
     }
 

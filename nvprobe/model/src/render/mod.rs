@@ -25,6 +25,7 @@ use bytes::BytesMut;
 pub use self::{
     clock::Clock,
     encode::{Encoder, Parts},
+    fold::{Flushed, OpenRun},
     level::{Level, Severity},
     note::{Note, SCHEMA_VERSION},
 };
@@ -135,7 +136,19 @@ impl Renderer {
     /// its bytes end in that call's buffer, and its first call's time and
     /// event, so that the writer files the line as that call's (its
     /// process, its kind, its level).
-    pub fn take_flushed(&mut self) -> Option<(usize, u64, Event)> {
+    pub fn take_flushed(&mut self) -> Option<Flushed> {
         self.parts.flushed.take()
+    }
+
+    /// Whether a run of lookups is held (text).
+    pub fn holds_run(&self) -> bool {
+        self.parts.run.is_some()
+    }
+
+    /// The run of lookups held at the end of a batch, taken out unwritten
+    /// (text): the writer joins it with the run the next batch begins
+    /// with, when that one goes on with the same search.
+    pub fn hold_run(&mut self) -> Option<OpenRun> {
+        self.parts.run.take().map(|r| OpenRun(Box::new(r)))
     }
 }

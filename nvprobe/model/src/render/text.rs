@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use super::{clock::Clock, note::Note};
+use super::{clock::Clock, fold::dur, note::Note};
 use crate::correlate::{Class, DiagSeverity};
 use crate::decode::{
     CudaCall, CudaPhase, Device, DriverCall, Event, FdCall, Ioctl, MmapCall, PathCall, Proc,
@@ -28,18 +28,6 @@ fn who(p: &Proc) -> String {
     }
     s.push(']');
     s
-}
-
-fn dur(ns: u64) -> String {
-    if ns >= 1_000_000_000 {
-        format!("{:.3}s", ns as f64 / 1e9)
-    } else if ns >= 1_000_000 {
-        format!("{:.3}ms", ns as f64 / 1e6)
-    } else if ns >= 1_000 {
-        format!("{:.1}µs", ns as f64 / 1e3)
-    } else {
-        format!("{ns}ns")
-    }
 }
 
 fn dev(d: &Device) -> String {
@@ -638,6 +626,7 @@ fn fold_lookup(
         path,
         errno: errno.unwrap_or("?"),
         dur_ns,
+        at: mono_ns,
     };
     if p.run.as_mut().is_some_and(|r| r.extend(&l)) {
         return true;
@@ -730,10 +719,20 @@ impl super::encode::Encoder for Text {
     fn flush(&self, p: &mut super::encode::Parts, buf: &mut bytes::BytesMut) {
         use bytes::BufMut as _;
         if let Some(run) = p.run.take() {
+            // First in its buffer (a batch's): what a run the batch before
+            // ended in may go on with (`OpenRun`).
+            let lead = buf
+                .is_empty()
+                .then(|| super::fold::OpenRun(Box::new(run.clone())));
             buf.put_slice(run.line(dur).as_bytes());
             buf.put_u8(b'\n');
-            let (mono, first) = run.into_first();
-            p.flushed = Some((buf.len(), mono, first));
+            let (mono_ns, first) = run.into_first();
+            p.flushed = Some(super::fold::Flushed {
+                end: buf.len(),
+                mono_ns,
+                first,
+                lead,
+            });
         }
     }
 
