@@ -259,7 +259,7 @@ fn line() -> impl Strategy<Value = Vec<u8>> {
 
 /// An output that collects what is written.
 #[derive(Clone, Default)]
-struct Sink(Arc<Mutex<Vec<u8>>>);
+pub(super) struct Sink(pub(super) Arc<Mutex<Vec<u8>>>);
 
 impl Write for Sink {
     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {

@@ -3,32 +3,13 @@
 //! libcuda.so.1 in 41 places), cut into batches inside the search and
 //! rendered by two workers, give the text they give in one batch.
 
-use std::{
-    io::Write,
-    sync::{Arc, Mutex},
-};
+use std::sync::Arc;
 
 use nvprobe_model::records::StartRecord;
 use serde_json::Value;
 
-use super::{Filters, PipeOpts, Pipeline};
+use super::{Filters, PipeOpts, Pipeline, fuzz::Sink};
 use crate::output::{Clock, Format, Output};
-
-#[derive(Clone, Default)]
-struct Sink(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Sink {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .map_err(|_| std::io::Error::other("poisoned"))?
-            .extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 /// The recording's start record and its kernel records (bytes, time).
 fn recording() -> (StartRecord, Vec<(Vec<u8>, u64)>) {
