@@ -322,6 +322,20 @@ pub fn wait_hooked(t: &Trace, pid: u32) -> Value {
     })
 }
 
+/// nvprobe's note that it hooked the libcuda copy of `pid`, however it
+/// found it: at its loader's open, or in its maps when the process was
+/// first seen (the hooking thread may get the process before the open
+/// when copies come one after another).
+pub fn wait_hooked_any(t: &Trace, pid: u32) -> Value {
+    t.wait_for("the libcuda hooked", |r| {
+        r["type"] == "warning"
+            && r["id"] == "libcuda_late"
+            && r["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with(&format!("hooked libcuda at /proc/{pid}/root/")))
+    })
+}
+
 /// Tell a scenario spawned by [`spawn_with_lib`] to go, read its result
 /// line, and wait for it to exit successfully.
 pub fn go(c: &mut Child, out: &mut BufReader<ChildStdout>) -> String {

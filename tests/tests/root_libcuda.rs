@@ -13,7 +13,7 @@ use nvprobe_tests::{
     need_root,
     scenario::{
         FakeDrv, check_schema, go, lock, spawn_cuinit, spawn_with_lib, stub_libcuda, tmpdir,
-        wait_hooked, watch,
+        wait_hooked, wait_hooked_any, watch,
     },
 };
 use serde_json::Value;
@@ -213,7 +213,7 @@ fn one_users_libcuda_copies_take_a_share_of_the_slots() {
     };
     for i in 0..8 {
         let (mut c, mut out) = spawn_cuinit(&drv, &copy(i, 65534), "ok");
-        wait_hooked(&t, c.id());
+        wait_hooked_any(&t, c.id());
         go(&mut c, &mut out);
     }
     let ninth = copy(8, 65534);
@@ -234,7 +234,7 @@ fn one_users_libcuda_copies_take_a_share_of_the_slots() {
     go(&mut c, &mut out);
     // Root's copy still finds a slot.
     let (mut c, mut out) = spawn_cuinit(&drv, &copy(9, 0), "ok");
-    wait_hooked(&t, c.id());
+    wait_hooked_any(&t, c.id());
     go(&mut c, &mut out);
     let f = t.stop();
     check_schema(&f);
