@@ -195,4 +195,18 @@ fn health_and_metrics_on_one_address_are_refused() {
         err.contains("nvprobe: error: --health and --metrics name the same address: give --health one of its own (--metrics serves /healthz too)"),
         "{err}"
     );
+    // Every address and one of them: the same port.
+    let (code, err) = watch(&[
+        "--metrics",
+        "127.0.0.1:9",
+        "--health",
+        "0.0.0.0:9",
+        "--duration",
+        "1",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--health and --metrics name the same address"),
+        "{err}"
+    );
 }

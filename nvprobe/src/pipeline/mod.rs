@@ -359,6 +359,12 @@ impl Writer {
     }
 
     fn emit(&mut self, mono_ns: u64) {
+        if !self.recs.is_empty()
+            && let Some(run) = self.open.take()
+        {
+            // The search came before what its process's records say.
+            self.put_run(run);
+        }
         for mut r in std::mem::take(&mut self.recs) {
             if self.host_facts {
                 refine_for_host(&mut r, &mut self.hmm);
@@ -379,16 +385,23 @@ impl Writer {
         if let Some(s) = item.stats {
             self.stats.merge(s);
         }
+        let batch = item.runs.is_some();
         let m = runs::meet(
             self.open.take(),
             item.runs.as_mut(),
             !item.bytes.is_empty(),
             item.steps.first().map(|s| s.mono_ns),
         );
-        self.open = m.hold;
         if let Some(run) = m.first {
             self.put_run(run);
         }
+        // A batch's own open run comes after its steps.
+        let (during, after) = if batch {
+            (None, m.hold)
+        } else {
+            (m.hold, None)
+        };
+        self.open = during;
         let mut replaces = m.replaces;
         let mut from = 0;
         for (i, step) in item.steps.into_iter().enumerate() {
@@ -412,6 +425,9 @@ impl Writer {
         }
         if self.res.is_ok() && item.bytes.len() > from {
             self.res = self.out.rendered(item.bytes.slice(from..));
+        }
+        if after.is_some() {
+            self.open = after;
         }
         // The correlator's records wait in the output's buffer: hand them
         // to the writer now, so a verdict is written when its process ends,

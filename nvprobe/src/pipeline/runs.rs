@@ -32,7 +32,9 @@ pub(super) struct Meeting {
     pub(super) first: Option<OpenRun>,
     /// The item's step whose line this joined run's replaces.
     pub(super) replaces: Option<(usize, OpenRun)>,
-    /// Held on, after the item.
+    /// Held on: for a batch, the run it ended in (after its steps); for
+    /// another item, the run held before it (written before any record
+    /// the item's steps make).
     pub(super) hold: Option<OpenRun>,
 }
 
@@ -63,6 +65,13 @@ pub(super) fn meet(
             ..Meeting::default()
         };
     };
+    if runs.lead.is_none() && runs.open.is_none() && !lines && at.is_none() {
+        // A batch whose every event was filtered out: nothing came between.
+        return Meeting {
+            hold: Some(held),
+            ..Meeting::default()
+        };
+    }
     if let Some((at, next)) = runs.lead.take() {
         return match held.join(next) {
             Ok(()) => Meeting {

@@ -126,8 +126,10 @@ impl Renderer {
         self.enc.note(&mut self.parts, buf, mono_ns, note)
     }
 
-    /// Write what the format holds back (text's run of lookups): at the end
-    /// of a batch, before a record or note of the same stream, at the end.
+    /// Write what the format holds back (text's run of lookups): before a
+    /// record or note of the same stream, before an event the level does
+    /// not write, at the end (a live batch's last run goes to the writer
+    /// unwritten instead: [`Renderer::hold_run`]).
     pub fn flush(&mut self, buf: &mut BytesMut) {
         self.enc.flush(&mut self.parts, buf);
     }

@@ -156,7 +156,10 @@ impl WatchArgs {
                 anyhow::anyhow!("--duration must be a positive number of seconds"),
             ));
         }
-        if self.health.is_some() && self.health == self.metrics {
+        if let (Some(h), Some(m)) = (self.health, self.metrics)
+            && h.port() == m.port()
+            && (h.ip() == m.ip() || h.ip().is_unspecified() || m.ip().is_unspecified())
+        {
             return Err(Fail(
                 2,
                 anyhow::anyhow!(
