@@ -121,7 +121,7 @@ pub fn release() -> String {
 /// Ask the running kernel (two children of a few system calls each),
 /// unless [`FORCE_ENV`] closes the gate.
 pub fn probe() -> Gate {
-    if std::env::var_os(FORCE_ENV).is_some_and(|v| v == "closed") {
+    if forced() {
         return Gate::Filtered;
     }
     let rel = parse_release(&release());
@@ -137,14 +137,21 @@ pub fn probe() -> Gate {
 
 /// The text said once where the gate closes the libcuda layer.
 pub fn closed_reason(release: &str) -> String {
+    const WHAT: &str =
+        "so libcuda is not hooked and NCCL only at its collectives' entries (no ncclCommInitRank)";
+    if forced() {
+        return format!(
+            "{FORCE_ENV}=closed in nvprobe's environment: no return probe is attached, as on a kernel that sends a return probe's uretprobe system call through seccomp filters (Linux 6.11 to before 6.12.14, 6.13.3 and 6.14; this one is {release}), {WHAT}; unset it to have cuInit's own result"
+        );
+    }
     format!(
-        "this kernel ({release}) sends the uretprobe system call of a return probe through the process's seccomp filters (fixed in Linux 6.14, 6.12.14 and 6.13.3): a traced process whose filter does not allow it (Docker's default profile, systemd's SystemCallFilter=) would crash at a hooked function's return, so libcuda is not hooked and NCCL only at its collectives' entries (no ncclCommInitRank); update the kernel to have cuInit's own result{}",
-        if std::env::var_os(FORCE_ENV).is_some_and(|v| v == "closed") {
-            format!(" (closed by {FORCE_ENV}=closed)")
-        } else {
-            String::new()
-        }
+        "this kernel ({release}) sends the uretprobe system call of a return probe through the process's seccomp filters (fixed in Linux 6.14, 6.12.14 and 6.13.3): a traced process whose filter does not allow it (Docker's default profile, systemd's SystemCallFilter=) would crash at a hooked function's return, {WHAT}; update the kernel to have cuInit's own result"
     )
+}
+
+/// Whether [`FORCE_ENV`] closes the gate.
+pub fn forced() -> bool {
+    std::env::var_os(FORCE_ENV).is_some_and(|v| v == "closed")
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -325,10 +325,9 @@ fn in_the_uretprobe_window_only_nccl_entries_are_hooked() {
         .collect();
     assert_eq!(refused.len(), 1, "{refused:#?}");
     for part in [
-        "probe libcuda uprobes not attached: this kernel (",
+        "probe libcuda uprobes not attached: NVPROBE_URETPROBE_GATE=closed in nvprobe's environment: no return probe is attached",
         "so libcuda is not hooked and NCCL only at its collectives' entries (no ncclCommInitRank)",
-        "(closed by NVPROBE_URETPROBE_GATE=closed)",
-        "verdicts rest on driver calls alone",
+        "unset it to have cuInit's own result; without them verdicts rest on driver calls alone",
     ] {
         assert!(refused[0].contains(part), "{part}: {}", refused[0]);
     }
@@ -362,4 +361,30 @@ fn in_the_uretprobe_window_only_nccl_entries_are_hooked() {
         assert_eq!(r["count"], 1024 + k as u64, "{r}");
         assert!(r.get("comm_hash").is_none_or(Value::is_null), "{r}");
     }
+    // doctor says the same, and what to do about it.
+    let o = Command::new(nvprobe_tests::harness::bin("nvprobe"))
+        .args(["doctor", "--json"])
+        .env("NVPROBE_URETPROBE_GATE", "closed")
+        .output()
+        .expect("run nvprobe doctor");
+    let doc: Value = serde_json::from_slice(&o.stdout).expect("doctor --json");
+    let check = doc["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .find(|c| c["id"] == "uretprobe_seccomp")
+        .expect("the uretprobe_seccomp check");
+    assert_eq!(check["verdict"], "warn", "{check}");
+    assert!(
+        check["evidence"].as_str().is_some_and(
+            |e| e.starts_with("NVPROBE_URETPROBE_GATE=closed in nvprobe's environment")
+        ),
+        "{check}"
+    );
+    assert!(
+        check["hint"]
+            .as_str()
+            .is_some_and(|h| h.starts_with("unset NVPROBE_URETPROBE_GATE")),
+        "{check}"
+    );
 }

@@ -160,3 +160,60 @@ fn without_libcuda_a_start_up_that_got_through_is_never_failed() {
         }
     }
 }
+
+/// Live on the H100 with no return probe at all (`NVPROBE_URETPROBE_GATE
+/// =closed`: the uretprobe window's behaviour, libcuda never hooked, a
+/// libnccl at its collectives' entries), the workloads of
+/// tests/scripts/record-window-and-fold.sh: each verdict has the result
+/// and the diagnosis the same workloads got with libcuda hooked
+/// (tests/fixtures/gpu-host/h100-window-and-fold.txt), inferred from the
+/// driver calls; the NCCL collectives are numbered from the first one.
+#[test]
+fn with_no_libcuda_hooked_live_each_verdict_is_the_one_libcuda_gave() {
+    let (_, v) = verdicts("h100-580.159.04-window.ndjson.gz");
+    for (c, ok, id) in [
+        ("ok", true, None),
+        ("torch", true, None),
+        ("nccl", true, None),
+        ("escapes-eperm", false, Some(DiagId::CallsBlocked)),
+        ("escapes-eacces", false, Some(DiagId::CallsBlocked)),
+        ("threads", false, Some(DiagId::NotPermitted)),
+        ("open-eperm", false, Some(DiagId::NotPermitted)),
+        ("no-visible-device", false, Some(DiagId::NoVisibleDevices)),
+    ] {
+        let x = case(&v, c);
+        assert_eq!(x.source, "driver calls alone (no libcuda uprobe)", "{c}");
+        assert_eq!(x.curesult, None, "{c}");
+        if ok {
+            assert_eq!(x.result, Outcome::Ok, "{c}: {}", x.text);
+            assert!(x.diagnoses.is_empty(), "{c}: {:#?}", x.diagnoses);
+        } else {
+            assert_eq!(x.result, Outcome::Failed, "{c}: {}", x.text);
+            let (got, e) = only(x);
+            assert_eq!(Some(got), id, "{c}");
+            assert!(e.ends_with(INFERRED), "{c}: {e}");
+        }
+    }
+    let r = common::replay("h100-580.159.04-window.ndjson.gz", None);
+    let nccl: Vec<&nvprobe_model::decode::NcclCall> = r
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            nvprobe_model::decode::Event::Nccl(n) => Some(n),
+            _ => None,
+        })
+        .collect();
+    assert!(nccl.iter().all(|n| n.func != "ncclCommInitRank"));
+    let seqs: Vec<u64> = nccl
+        .iter()
+        .filter(|n| n.func == "ncclAllReduce")
+        .filter_map(|n| n.seq)
+        .collect();
+    assert_eq!(seqs[..20], (1..=20).collect::<Vec<u64>>()[..], "{seqs:?}");
+    assert!(nccl.iter().all(|n| n.comm_hash.is_none()));
+    assert!(
+        r.events
+            .iter()
+            .all(|e| !matches!(e, nvprobe_model::decode::Event::Cuda(_)))
+    );
+}

@@ -197,7 +197,11 @@ fn returns_check(out: &mut Vec<Check>, a: &mut Ability) {
                 "uretprobe_seccomp",
                 Verdict::Warn,
                 closed_reason(&release()),
-                Some("update the kernel to Linux 6.12.14, 6.13.3, 6.14 or later (or one whose vendor backported the fix); until then verdicts rest on driver calls, and NCCL's collectives are seen at their entries only"),
+                Some(if crate::uretprobe_gate::forced() {
+                    "unset NVPROBE_URETPROBE_GATE where this kernel's return probes are known to be safe; until then verdicts rest on driver calls, and NCCL's collectives are seen at their entries only"
+                } else {
+                    "update the kernel to Linux 6.12.14, 6.13.3, 6.14 or later (or one whose vendor backported the fix); until then verdicts rest on driver calls, and NCCL's collectives are seen at their entries only"
+                }),
             )
         }
         Gate::PassesFilters => check(
