@@ -126,11 +126,21 @@ pub fn scenario(drv: &FakeDrv, name: &str, extra: &[&str]) -> Value {
 }
 
 pub fn watch(tmp: &Path, drv: &FakeDrv, extra: &[&str]) -> Trace {
+    watch_adjusted(tmp, drv, extra, |_| {})
+}
+
+/// [`watch`], with nvprobe's command adjusted first (its environment).
+pub fn watch_adjusted(
+    tmp: &Path,
+    drv: &FakeDrv,
+    extra: &[&str],
+    adjust: impl FnOnce(&mut std::process::Command),
+) -> Trace {
     let mut args: Vec<String> = drv.device_args();
     args.extend(["--driver-version".to_owned(), "580.159.04".to_owned()]);
     args.extend(extra.iter().map(|s| (*s).to_owned()));
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    Trace::start(tmp, &refs)
+    Trace::start_with(tmp, &refs, adjust)
 }
 
 pub fn check_schema(f: &Finished) {
@@ -313,13 +323,8 @@ pub fn stub_nccl(tmp: &Path) -> (PathBuf, PathBuf) {
 /// tracing started (the hooking thread does it once the loader opened it,
 /// and says how many ms after that open).
 pub fn wait_hooked(t: &Trace, pid: u32) -> Value {
-    t.wait_for("the libcuda hooked at load", |r| {
-        r["type"] == "warning"
-            && r["id"] == "libcuda_late"
-            && r["message"]
-                .as_str()
-                .is_some_and(|m| m.contains(&format!("after pid {pid}'s loader opened it")))
-    })
+    let after = format!("after pid {pid}'s loader opened it");
+    late_note(t, "the libcuda hooked at load", |m| m.contains(&after))
 }
 
 /// nvprobe's note that it hooked the libcuda copy of `pid`, however it
@@ -327,12 +332,16 @@ pub fn wait_hooked(t: &Trace, pid: u32) -> Value {
 /// first seen (the hooking thread may get the process before the open
 /// when copies come one after another).
 pub fn wait_hooked_any(t: &Trace, pid: u32) -> Value {
-    t.wait_for("the libcuda hooked", |r| {
+    let at = format!("hooked libcuda at /proc/{pid}/root/");
+    late_note(t, "the libcuda hooked", |m| m.starts_with(&at))
+}
+
+/// The first `libcuda_late` warning whose message `is` (waiting for it).
+fn late_note(t: &Trace, what: &str, is: impl Fn(&str) -> bool) -> Value {
+    t.wait_for(what, |r| {
         r["type"] == "warning"
             && r["id"] == "libcuda_late"
-            && r["message"]
-                .as_str()
-                .is_some_and(|m| m.starts_with(&format!("hooked libcuda at /proc/{pid}/root/")))
+            && r["message"].as_str().is_some_and(&is)
     })
 }
 

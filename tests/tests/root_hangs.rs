@@ -6,13 +6,15 @@
 //! each collective. nvprobe's real uprobes read their arguments.
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
 
 use nvprobe_tests::{
-    harness::Trace,
+    harness::{TestDir, Trace},
     need_root,
-    scenario::{FakeDrv, check_schema, lock, stub_libcuda, stub_nccl, tmpdir, watch},
+    scenario::{
+        FakeDrv, check_schema, lock, stub_libcuda, stub_nccl, tmpdir, watch, watch_adjusted,
+    },
 };
 use serde_json::Value;
 
@@ -126,6 +128,16 @@ fn a_synchronisation_that_spins_is_told_apart_from_one_that_sleeps() {
     assert_eq!(e["how"], "returned", "{e}");
 }
 
+/// A folder for `tag`, the stand-in libcuda, libnccl and rank program in
+/// it, and the stand-in driver.
+fn ranks(tag: &str) -> (TestDir, PathBuf, (PathBuf, PathBuf), FakeDrv) {
+    let tmp = tmpdir(tag);
+    let lib = stub_libcuda(&tmp);
+    let nccl = stub_nccl(&tmp);
+    let drv = FakeDrv::start(&tmp);
+    (tmp, lib, nccl, drv)
+}
+
 /// One rank: `rank LIBCUDA LIBNCCL RANK 2 COLLECTIVES`, its
 /// synchronisation held until `release` exists.
 fn spawn_rank(
@@ -161,10 +173,7 @@ fn spawn_rank(
 fn the_rank_behind_in_its_communicator_is_named() {
     need_root!();
     let _g = lock();
-    let tmp = tmpdir("hang-nccl");
-    let lib = stub_libcuda(&tmp);
-    let (nccl, rank_bin) = stub_nccl(&tmp);
-    let drv = FakeDrv::start(&tmp);
+    let (tmp, lib, (nccl, rank_bin), drv) = ranks("hang-nccl");
     let t = watch(&tmp, &drv, &["--hang-after", "1"]);
     let (rel0, rel1) = (tmp.join("release0"), tmp.join("release1"));
     let files = (lib.as_path(), nccl.as_path(), rank_bin.as_path());
@@ -289,14 +298,8 @@ fn the_rank_behind_in_its_communicator_is_named() {
 fn in_the_uretprobe_window_only_nccl_entries_are_hooked() {
     need_root!();
     let _g = lock();
-    let tmp = tmpdir("hang-window");
-    let lib = stub_libcuda(&tmp);
-    let (nccl, rank_bin) = stub_nccl(&tmp);
-    let drv = FakeDrv::start(&tmp);
-    let mut args: Vec<String> = drv.device_args();
-    args.extend(["--driver-version".to_owned(), "580.159.04".to_owned()]);
-    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    let t = Trace::start_with(&tmp, &refs, |c| {
+    let (tmp, lib, (nccl, rank_bin), drv) = ranks("hang-window");
+    let t = watch_adjusted(&tmp, &drv, &[], |c| {
         c.env("NVPROBE_URETPROBE_GATE", "closed");
     });
     // Released from the start: no synchronisation is held.
