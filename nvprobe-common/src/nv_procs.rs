@@ -23,3 +23,11 @@ pub const SHIP_NEXT: u8 = 8;
 /// parent was (a shell's commands, an interpreter's own start-up) is
 /// not in a CUDA start-up. Cleared by an exec.
 pub const CALLER: u8 = 16;
+/// Set by user space (never by the kernel side), with STARTED: the
+/// process already held an NVIDIA descriptor when nvprobe started, so
+/// its start-up was not seen. With QUIET (`--events failures|verdicts`)
+/// only its failures are sent and, as for a start-up, the call after a
+/// failure or a signal (SHIP_NEXT). An open of an NVIDIA node, the
+/// loader's open of a libcuda or cuInit's entry ends it (and STARTED,
+/// QUIET): what it starts then is followed call by call.
+pub const HELD: u8 = 32;

@@ -128,7 +128,8 @@ pub fn nvprobe_cuda_enter(ctx: ProbeContext) -> u32 {
     );
     // A libcuda user is an NVIDIA process even before it opens a node.
     let tgid = (pid_tgid >> 32) as u32;
-    if quiet(tgid) {
+    let starts = func & !nvprobe_common::CUDA_INTERPOSER == nvprobe_common::CUDA_CUINIT;
+    if quiet(tgid, starts) {
         // Past its verdict, with only failures and verdicts shipped: the
         // return is sent if the call fails.
         crate::maps::count_quieted();
@@ -139,9 +140,12 @@ pub fn nvprobe_cuda_enter(ctx: ProbeContext) -> u32 {
 }
 
 /// Whether `tgid` is past its verdict with only failures shipped (and
-/// marks it followed when it is new).
+/// marks it followed when it is new); `starts`: the call is cuInit, which
+/// ends the quiet of a process that held a descriptor when nvprobe started
+/// (its CUDA start-up comes next).
 #[inline(always)]
-fn quiet(tgid: u32) -> bool {
+fn quiet(tgid: u32, starts: bool) -> bool {
+    use nvprobe_common::nv_procs::{CALLER, HELD, QUIET};
     // SAFETY: plain lookup of a u8.
     match unsafe { crate::maps::NV_PROCS.get(&tgid) }.copied() {
         None => {
@@ -149,10 +153,15 @@ fn quiet(tgid: u32) -> bool {
             false
         }
         Some(v) => {
-            if v & nvprobe_common::nv_procs::CALLER == 0 {
+            if v & CALLER == 0 {
                 crate::maps::caller(tgid);
             }
-            v & nvprobe_common::nv_procs::QUIET != 0
+            if starts && v & HELD != 0 {
+                // Quiet since nvprobe started, and now starting CUDA.
+                crate::maps::held_ends(tgid);
+                return false;
+            }
+            v & QUIET != 0
         }
     }
 }
@@ -184,7 +193,7 @@ pub fn nvprobe_cuda_return(ctx: RetProbeContext) -> u32 {
     let _ = CUDA_INFLIGHT.remove(&key);
     let (start, args) = entry.map_or((now, [0; 3]), |e| (e.start_ns, e.args));
     let ret = ctx.ret::<u64>() as u32 as i64;
-    if ret == 0 && quiet((pid_tgid >> 32) as u32) {
+    if ret == 0 && quiet((pid_tgid >> 32) as u32, false) {
         crate::maps::count_quieted();
         return 0;
     }

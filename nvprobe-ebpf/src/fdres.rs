@@ -169,7 +169,10 @@ pub fn cache_slot(pid_tgid: u64, claim: bool) -> Option<*mut FdCache> {
 /// the cache does not hold the process's value.
 #[inline(always)]
 pub fn resolve_fd_cached(fd: i32, pid_tgid: u64) -> Option<(FileId, bool)> {
-    use nvprobe_common::{fastpath::PROCS_VALID, nv_procs::QUIET};
+    use nvprobe_common::{
+        fastpath::PROCS_VALID,
+        nv_procs::{QUIET, SHIP_NEXT},
+    };
     let Some(c) = cache_slot(pid_tgid, true) else {
         return resolve_fd(fd).map(|f| (f, false));
     };
@@ -177,7 +180,11 @@ pub fn resolve_fd_cached(fd: i32, pid_tgid: u64) -> Option<(FileId, bool)> {
     // SAFETY: pointer into the array map's value (see cache_slot).
     unsafe {
         let p = (*c).procs;
-        let quiet = p & PROCS_VALID != 0 && (*c).procs_tgid == tgid && p & QUIET as u32 != 0;
+        // The call after a failure or a signal of a process quiet since
+        // nvprobe started is sent, and timed.
+        let quiet = p & PROCS_VALID != 0
+            && (*c).procs_tgid == tgid
+            && p & (QUIET | SHIP_NEXT) as u32 == QUIET as u32;
         for i in 0..FDCACHE_FDS {
             if (*c).fd[i] == fd && (*c).owner[i] == tgid {
                 return Some(((*c).file[i], quiet));

@@ -253,7 +253,7 @@ pub(crate) fn ioctl_finish(ret: i64) -> Result<(), i64> {
     // and only its 4 status bytes are read to know it is one.
     if crate::config::quiet_levels()
         && !first
-        && v & nv_procs::QUIET != 0
+        && v & (nv_procs::QUIET | nv_procs::SHIP_NEXT) == nv_procs::QUIET
         && ret == 0
         && status_alone(&inf, ptr, size) == Status::Ok
     {
@@ -270,14 +270,19 @@ pub(crate) fn ioctl_finish(ret: i64) -> Result<(), i64> {
         } else {
             Status::Failed
         };
-        if v & nv_procs::QUIET != 0 {
+        if v & (nv_procs::QUIET | nv_procs::HELD) == nv_procs::QUIET {
             if st == Status::Ok {
                 maps::count_unsent(slot_of(&inf), cache, tgid);
                 return Ok(());
             }
         } else {
+            // Not yet quiet, or quiet since nvprobe started (whose calls
+            // after a failure or a signal are sent as a start-up's are).
             match st {
-                Status::Ok if v & nv_procs::SHIP_NEXT == 0 && !shipped(&inf, size, &head) => {
+                Status::Ok
+                    if v & nv_procs::SHIP_NEXT == 0
+                        && (v & nv_procs::QUIET != 0 || !shipped(&inf, size, &head)) =>
+                {
                     maps::count_unsent(slot_of(&inf), cache, tgid);
                     return Ok(());
                 }

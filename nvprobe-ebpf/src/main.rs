@@ -537,6 +537,8 @@ fn try_exit(ctx: &TracePointContext) -> Result<(), i64> {
 fn exit_path(inf: &Inflight, ret: i64, end: u64) -> Result<bool, i64> {
     let op = PathOp::from_repr(inf.op).ok_or(0i64)?;
     let mut file = nvprobe_common::FileId::default();
+    // The dynamic loader's open of a libcuda or a libnccl.
+    let mut lib = paths::Lib::None;
     if op.is_open() {
         if ret >= 0 {
             if let Some(f) = resolve_fd(ret as i32) {
@@ -549,7 +551,8 @@ fn exit_path(inf: &Inflight, ret: i64, end: u64) -> Result<bool, i64> {
         // process that loads one is followed from that moment, and one
         // that finds none is told why CUDA could not start).
         if file.kind == DevKind::None as u8 && !paths::nvidia_path(inf.a0) {
-            if !paths::libcuda_open(inf.a0, inf.a1) {
+            lib = paths::libcuda_open(inf.a0, inf.a1);
+            if lib == paths::Lib::None {
                 return Ok(false);
             }
             // The loader found a libcuda: wake the collector now, so that
@@ -577,6 +580,11 @@ fn exit_path(inf: &Inflight, ret: i64, end: u64) -> Result<bool, i64> {
     // stat or access is a look only (a shell's `test -e /dev/nvidia0`).
     if op.is_open() || matches!(op, PathOp::Mknod | PathOp::Mknodat) {
         maps::caller(tgid);
+        // A start nvprobe sees whole, of a process that held a descriptor
+        // before nvprobe started.
+        if lib == paths::Lib::Cuda || file.kind != DevKind::None as u8 {
+            maps::held_ends(tgid);
+        }
     } else {
         maps::first_sight(tgid);
     }

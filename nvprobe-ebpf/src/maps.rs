@@ -188,15 +188,18 @@ pub fn count_unsent(slot: u32, c: *mut FdCache, tgid: u32) {
 }
 
 /// `--events failures|verdicts`: set (`on`) or clear SHIP_NEXT in the
-/// followed process `tgid`'s value, for a process not yet quiet (`v`, the
+/// followed process `tgid`'s value, for a process not yet quiet or one
+/// quiet since nvprobe started (`v`, the
 /// value the caller read, says whether there is anything to do). The bit
 /// is changed in the map's value as it is now, not in `v` (a thread's
 /// cached copy may be behind in the other bits, e.g. the failed-call
 /// count); the threads' cached copies go with a generation bump.
 #[inline(always)]
 pub fn ship_next(tgid: u32, v: u8, on: bool) {
-    use nvprobe_common::nv_procs::{QUIET, SHIP_NEXT};
-    if !crate::config::quiet_levels() || v & QUIET != 0 || (v & SHIP_NEXT != 0) == on {
+    use nvprobe_common::nv_procs::{HELD, QUIET, SHIP_NEXT};
+    // Past its first context: only failures are sent, none after them.
+    let settled = |v: u8| v & (QUIET | HELD) == QUIET;
+    if !crate::config::quiet_levels() || settled(v) || (v & SHIP_NEXT != 0) == on {
         return;
     }
     let Some(p) = NV_PROCS.get_ptr_mut(&tgid) else {
@@ -204,7 +207,7 @@ pub fn ship_next(tgid: u32, v: u8, on: bool) {
     };
     // SAFETY: pointer into the map's value.
     unsafe {
-        if *p & QUIET != 0 {
+        if settled(*p) {
             return;
         }
         *p = if on { *p | SHIP_NEXT } else { *p & !SHIP_NEXT };
@@ -390,6 +393,27 @@ pub fn caller(tgid: u32) -> bool {
         unsafe { *p = 1 };
     }
     true
+}
+
+/// `tgid` opened an NVIDIA node, had the loader open a libcuda, or
+/// entered cuInit: a process that held an NVIDIA descriptor when nvprobe
+/// started (`nv_procs::HELD`) begins something nvprobe sees from its
+/// start (a CUDA start-up opens its own nodes), followed call by call.
+#[inline(always)]
+pub fn held_ends(tgid: u32) {
+    use nvprobe_common::nv_procs::{HELD, QUIET, STARTED};
+    let Some(p) = NV_PROCS.get_ptr_mut(&tgid) else {
+        return;
+    };
+    // SAFETY: pointer into the map's value.
+    unsafe {
+        if *p & HELD == 0 {
+            return;
+        }
+        *p &= !(QUIET | HELD | STARTED);
+    }
+    // The threads' cached copies of the value go.
+    bump_fd_gen();
 }
 
 /// Have the next record submitted on this CPU wake the collector at once

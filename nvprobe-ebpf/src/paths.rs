@@ -72,6 +72,15 @@ pub unsafe fn read_stat(op: PathOp, buf: u64, ev: &mut PathEvent) {
     }
 }
 
+/// What the dynamic loader loads with an open.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Lib {
+    /// Not a library nvprobe follows (or not the loader's open).
+    None,
+    Cuda,
+    Nccl,
+}
+
 /// Whether an open is the dynamic loader loading a libcuda or a libnccl:
 /// the flags glibc's ld.so and musl use for libraries (O_RDONLY |
 /// O_CLOEXEC, nothing else) and a last path component that starts with
@@ -80,13 +89,13 @@ pub unsafe fn read_stat(op: PathOp, buf: u64, ev: &mut PathEvent) {
 /// the host (the loader's, Go's, Rust's, Python's) also a read of up to
 /// 128 bytes of their path.
 #[inline(always)]
-pub fn libcuda_open(ptr: u64, flags: u64) -> bool {
+pub fn libcuda_open(ptr: u64, flags: u64) -> Lib {
     const O_CLOEXEC: u64 = 0o2_000_000;
     const NAME: &[u8; 10] = b"libcuda.so";
     const NCCL: &[u8; 10] = b"libnccl.so";
     const LEN: usize = nvprobe_common::PATH_LEN;
     if flags != O_CLOEXEC || ptr == 0 {
-        return false;
+        return Lib::None;
     }
     let mut buf = [0u8; LEN];
     // SAFETY: bounded user string read through the helper.
@@ -94,7 +103,7 @@ pub fn libcuda_open(ptr: u64, flags: u64) -> bool {
         generated::bpf_probe_read_user_str(buf.as_mut_ptr().cast(), LEN as u32, ptr as *const _)
     };
     if n <= 1 {
-        return false;
+        return Lib::None;
     }
     // Bytes before the NUL.
     let len = (n - 1) as usize;
@@ -115,11 +124,11 @@ pub fn libcuda_open(ptr: u64, flags: u64) -> bool {
         j += 1;
     }
     if slash == usize::MAX {
-        return false;
+        return Lib::None;
     }
     let base = slash + 1;
     if base + NAME.len() > len {
-        return false;
+        return Lib::None;
     }
     // "libcuda.so" or "libnccl.so": the same length, told apart by
     // bytes 3 to 6.
@@ -131,5 +140,11 @@ pub fn libcuda_open(ptr: u64, flags: u64) -> bool {
         nccl &= b == NCCL[j];
         j += 1;
     }
-    cuda || nccl
+    if cuda {
+        Lib::Cuda
+    } else if nccl {
+        Lib::Nccl
+    } else {
+        Lib::None
+    }
 }

@@ -211,7 +211,10 @@ pub fn nvprobe_signal_generate(ctx: RawTracePointContext) -> u32 {
     let Some(v) = (unsafe { NV_PROCS.get(&tgid) }).copied() else {
         return 0;
     };
-    if crate::config::quiet_levels() && v & nvprobe_common::nv_procs::QUIET == 0 {
+    // Not past its first context (a start-up, or a process quiet since
+    // nvprobe started): the call the signal came during is sent.
+    use nvprobe_common::nv_procs::{HELD, QUIET};
+    if crate::config::quiet_levels() && v & (QUIET | HELD) != QUIET {
         // SAFETY: helper without arguments.
         let now = unsafe { aya_ebpf::helpers::bpf_ktime_get_ns() };
         let _ = crate::maps::SIGNALLED.insert(&tgid, &now, 0);

@@ -30,6 +30,12 @@ start-up).
                                 it can (1 GiB, then 64 MiB pieces), prints
                                 "holding" and sleeps S seconds
 
+  cudawork.py heldwork N        cuInit and a context on device 0, prints its
+                                line and waits for a line on stdin (start
+                                nvprobe meanwhile), then N x cuMemAlloc(64
+                                MiB)/cuMemFree, and one allocation larger
+                                than the GPU (refused)
+
   --case NAME anywhere is ignored (it tags the command line for the
   recordings); CUDAWORK_LIB=PATH loads that libcuda instead.
 """
@@ -123,6 +129,23 @@ def main():
             os._exit(1 if r else 0)
         out["child_status"] = os.waitpid(pid, 0)[1]
         print(json.dumps(out))
+        return
+    if mode == "heldwork":
+        out["cuInit"] = cu.cuInit(0)
+        dev = ctypes.c_int(-1)
+        out["cuDeviceGet"] = cu.cuDeviceGet(ctypes.byref(dev), 0)
+        ctx = ctypes.c_void_p()
+        out["cuCtxCreate"] = cu.cuCtxCreate_v2(ctypes.byref(ctx), 0, dev)
+        print(json.dumps(out), flush=True)
+        sys.stdin.readline()
+        p = ctypes.c_uint64()
+        ok = 0
+        for _ in range(n):
+            if cu.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(64 << 20)) == 0:
+                ok += cu.cuMemFree_v2(p) == 0
+        out["allocs_ok"] = ok
+        out["huge"] = cu.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(1 << 50))
+        print(json.dumps(out), flush=True)
         return
     if mode in ("device", "hold", "late"):
         out["cuInit"] = cu.cuInit(0)

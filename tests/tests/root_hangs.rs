@@ -37,6 +37,56 @@ fn wait_record(t: &Trace, what: &str, ty: &str, pid: u32) -> Value {
     t.wait_for(what, |r| r["type"] == ty && r["pid"] == u64::from(pid))
 }
 
+/// A process that already held its NVIDIA descriptor when nvprobe
+/// started is past a start-up nvprobe did not see: an RM control of it
+/// that does not return within --hang-after is a run-time hang, reported
+/// once, and ends when the call returns.
+#[test]
+#[ignore = "needs root"]
+fn a_call_of_a_process_that_held_a_descriptor_at_the_start_is_watched_for_hangs() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("hang-held");
+    let drv = FakeDrv::start(&tmp);
+    let mut c = Command::new(nvprobe_tests::harness::bin("nvfixture"))
+        .args(["run", "preopen-hang", "--dir"])
+        .arg(&drv.dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn nvfixture");
+    let mut out = BufReader::new(c.stdout.take().expect("stdout"));
+    assert!(read_line(&mut out).contains("ready"));
+    let t = watch(&tmp, &drv, &["--hang-after", "1"]);
+    // The scan of /proc runs on its own thread: the call must come after
+    // it (checked below against the summary).
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let pid = c.id();
+    go(&mut c);
+    let hang = wait_record(&t, "the hang record", "hang", pid);
+    let answer: Value = serde_json::from_str(&read_line(&mut out)).expect("answer");
+    assert_eq!(answer["ret"], 0, "{answer}");
+    assert!(c.wait().expect("wait").success());
+    let end = wait_record(&t, "the hang's end", "hang_end", pid);
+    let f = t.stop();
+    check_schema(&f);
+    assert_eq!(hang["call"], "NV_ESC_RM_CONTROL", "{hang}");
+    assert_eq!(hang["layer"], "driver", "{hang}");
+    assert_eq!(end["how"], "returned", "{end}");
+    assert_eq!(
+        f.of_type("hang")
+            .filter(|r| r["pid"] == u64::from(pid))
+            .count(),
+        1
+    );
+    let gate = &f.summary()["descriptor_gate"];
+    assert_eq!(gate["open"], true, "{gate}");
+    assert!(
+        gate["opened_mono_ns"].as_u64() < hang["mono_ns"].as_u64(),
+        "the scan ended after the hang: {gate}"
+    );
+}
+
 /// A synchronisation held until `release` exists, asleep (`until`) or in
 /// a busy loop (`spin`): one `hang` record past --hang-after with what the
 /// thread does, then `hang_end` when it returns.

@@ -362,3 +362,156 @@ fn a_driver_client_at_the_verdicts_level_gets_the_verdict_of_all() {
         row(&quiet, &a2["pid"])["ioctls"]
     );
 }
+
+/// A process that already held an NVIDIA descriptor when nvprobe started
+/// (its start-up unseen) is quiet at `--events verdicts` from the start:
+/// its successful calls are counted, its failure and the call after it
+/// are sent. When it then starts CUDA (cuInit through the stand-in
+/// libcuda, loaded before nvprobe started) its start-up is followed call
+/// by call again, and its verdict is the one `--events all` gives.
+#[test]
+#[ignore = "needs root"]
+fn a_process_that_held_a_descriptor_at_the_start_is_quiet_until_it_starts_cuda() {
+    need_root!();
+    let (all, a) = held_run("all", &[]);
+    let (quiet, q) = held_run("verdicts", &[]);
+    for x in [&a, &q] {
+        assert_eq!(
+            (&x["ok_calls"], &x["failed_calls"], &x["inited"]),
+            (
+                &Value::from(2 * STEADY + 1),
+                &Value::from(1),
+                &Value::from(0)
+            ),
+            "{x}"
+        );
+    }
+    // At `all`, every call of the loop is written, before cuInit's.
+    let cuinit = all
+        .iter()
+        .find(|r| r["type"] == "cuda" && r["pid"] == a["pid"] && r["func"] == "cuInit")
+        .and_then(|r| r["start_ns"].as_u64())
+        .expect("cuInit's record");
+    let looped = all
+        .iter()
+        .filter(|r| r["type"] == "ioctl" && r["pid"] == a["pid"])
+        .filter(|r| r["start_ns"].as_u64().is_some_and(|t| t < cuinit))
+        .count() as u64;
+    assert_eq!(looped, 2 * STEADY + 2);
+    // At `verdicts`, the failure is written (untimed: the process was
+    // quiet when it began).
+    let failed: Vec<(&Value, &Value)> = quiet
+        .iter()
+        .filter(|r| r["type"] == "ioctl" && r["pid"] == q["pid"])
+        .map(|r| (&r["args"]["control"], &r["untimed"]))
+        .collect();
+    assert_eq!(failed, [(&Value::from("0xdea"), &Value::from(true))]);
+    let row = |recs: &[Value], x: &Value| -> Value {
+        recs.iter()
+            .rev()
+            .find(|r| r["type"] == "summary")
+            .and_then(|s| s["processes"].as_array())
+            .and_then(|p| p.iter().find(|r| r["pid"] == x["pid"]).cloned())
+            .expect("row")
+    };
+    // Every call accounted for. Counted in the kernel: the loop's, but for
+    // the call after the failure; the start-up's milestones were sent
+    // again once cuInit began (the loop reached nvprobe whole at `all`).
+    let (ra, rq) = (row(&all, &a), row(&quiet, &q));
+    assert_eq!(ra["ioctls"], rq["ioctls"], "{ra}\n{rq}");
+    assert_eq!(rq["unsent"], 2 * STEADY, "{rq}");
+    // The start-up's verdict, the same at both levels (the evidence of
+    // an inherited descriptor names the first call that reached nvprobe,
+    // which differs).
+    let verdict = |recs: &[Value], x: &Value| -> Value {
+        let v = recs
+            .iter()
+            .find(|r| r["type"] == "cuinit" && r["pid"] == x["pid"])
+            .unwrap_or_else(|| panic!("no verdict for {}", x["pid"]));
+        let names = |k: &str, f: &str| -> Vec<Value> {
+            v[k].as_array()
+                .expect(k)
+                .iter()
+                .map(|s| s[f].clone())
+                .collect()
+        };
+        // Its times (the first context "at 19.6 ms") differ run to run.
+        let text: String = v["text"]
+            .as_str()
+            .expect("text")
+            .chars()
+            .filter(|c| !c.is_ascii_digit())
+            .collect();
+        serde_json::json!({
+            "result": v["result"], "class": v["class"], "text": text,
+            "diagnoses": names("diagnoses", "id"), "stages": names("stages", "name"),
+        })
+    };
+    let (va, vq) = (verdict(&all, &a), verdict(&quiet, &q));
+    assert_eq!(va["result"], "ok", "{va}");
+    assert_eq!(va, vq, "the two levels' verdicts differ");
+    // Without the libcuda layer, its open of the node (the stand-in
+    // libcuda's own, as a real one's) ends the quiet: the start-up's
+    // allocation after it is sent, a milestone of the verdict.
+    let (bare, b) = held_run("verdicts", &["--layers", "syscall,process"]);
+    assert_eq!(row(&bare, &b)["unsent"], 2 * STEADY);
+    let vb = verdict(&bare, &b);
+    assert!(
+        vb["stages"]
+            .as_array()
+            .is_some_and(|s| s.contains(&Value::from("rm_client"))),
+        "{vb}"
+    );
+}
+
+/// nvfixture's `held` scenario, its descriptor opened before nvprobe
+/// starts at `level`: its answer and the validated records.
+fn held_run(level: &str, extra: &[&str]) -> (Vec<Value>, Value) {
+    let _g = lock();
+    let tmp = tmpdir(&format!("held-{level}"));
+    let lib = stub_libcuda(&tmp);
+    let drv = FakeDrv::start(&tmp);
+    let mut c = Command::new(bin("nvfixture"))
+        .args(["run", "held", "--count", &STEADY.to_string(), "--dir"])
+        .arg(&drv.dir)
+        .arg("--lib")
+        .arg(&lib)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn nvfixture");
+    let mut out = BufReader::new(c.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("ready");
+    assert!(line.contains("ready"), "{line}");
+    let mut args = vec!["--events", level];
+    args.extend_from_slice(extra);
+    let t = watch(&tmp, &drv, &args);
+    // The scan of /proc runs on its own thread; when it ended is in the
+    // summary, checked below against the loop's start.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    c.stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"go\n")
+        .expect("go");
+    line.clear();
+    out.read_line(&mut line).expect("answer");
+    let answer: Value = serde_json::from_str(&line).expect("json answer");
+    assert!(c.wait().expect("wait").success());
+    let f = t.stop();
+    check_schema(&f);
+    let gate = &f
+        .records
+        .iter()
+        .rev()
+        .find(|r| r["type"] == "summary")
+        .expect("summary")["descriptor_gate"];
+    assert_eq!(gate["open"], true, "{gate}");
+    let opened = gate["opened_mono_ns"].as_u64().expect("opened_mono_ns");
+    assert!(
+        opened < answer["loop_ns"].as_u64().expect("loop_ns"),
+        "the scan ended after the loop began: {gate}"
+    );
+    (f.records, answer)
+}

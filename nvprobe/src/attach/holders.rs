@@ -50,6 +50,11 @@ pub struct Devices {
     pub uvm_major: u32,
     pub caps_major: u32,
     pub extra: Vec<(u32, u64)>,
+    /// Holders go in quiet (`--events failures|verdicts`): their
+    /// start-ups were not seen, so only their failures are sent, until
+    /// they open an NVIDIA node, load a libcuda or enter cuInit
+    /// (`nv_procs::HELD`).
+    pub quiet: bool,
 }
 
 impl Devices {
@@ -274,6 +279,11 @@ fn fill_and_open(procs: MapData, gate: MapData, devs: &Devices) -> Result<Found,
     let mut procs = BpfHashMap::<_, u32, u8>::try_from(Map::LruHashMap(procs))
         .map_err(|e| format!("NV_PROCS: {e}"))?;
     const BPF_NOEXIST: u64 = 1;
+    // Past a start-up nvprobe did not see (or in it): their run-time
+    // hangs are watched and their other calls' failures are not sent, as
+    // for a process past its first context; quiet too where asked.
+    use nvprobe_common::nv_procs::{FOLLOWED, HELD, QUIET, STARTED};
+    let value = FOLLOWED | STARTED | HELD | if devs.quiet { QUIET } else { 0 };
     let me = std::process::id();
     let deadline = std::time::Instant::now() + MAX_SCAN;
     let mut found = Found::default();
@@ -284,7 +294,7 @@ fn fill_and_open(procs: MapData, gate: MapData, devs: &Devices) -> Result<Found,
             if pid == me {
                 return Ok(false);
             }
-            match procs.insert(pid, nvprobe_common::nv_procs::FOLLOWED, BPF_NOEXIST) {
+            match procs.insert(pid, value, BPF_NOEXIST) {
                 Ok(()) => {
                     // Ended since it was read (its exit has come, or comes
                     // and removes the entry): no stale entry for its pid.

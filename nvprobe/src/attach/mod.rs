@@ -160,6 +160,7 @@ pub fn load_and_attach(
         uvm_major: s.uvm_major,
         caps_major: s.caps_major,
         extra: s.extra.iter().map(|(_, id)| *id).collect(),
+        quiet: s.quiet,
     });
     Ok(Loaded {
         ebpf,

@@ -279,6 +279,19 @@ pub(super) fn preopen_scenario(dir: &Path) -> anyhow::Result<Value> {
 }
 
 /// Open the ctl stand-in, say so, wait for a line on stdin (nvprobe
+/// starts meanwhile), then make one RM control the stand-in answers after
+/// `HANG_CONTROL_MS`: a call in flight of a process past a start-up
+/// nvprobe never saw.
+pub(super) fn preopen_hang_scenario(dir: &Path) -> anyhow::Result<Value> {
+    let fd = open_rw(&ctl(dir), true)?;
+    println!("{}", json!({ "ready": true, "fd": fd.as_raw_fd() }));
+    super::go()?;
+    // GPU_GET_SHORT_NAME_STRING: answered late.
+    let (r, st) = control(fd.as_raw_fd(), 0xc1d0_0001, 0x2080_0111);
+    Ok(json!({ "fd": fd.as_raw_fd(), "ret": r, "status": st }))
+}
+
+/// Open the ctl stand-in, say so, wait for a line on stdin (nvprobe
 /// starts meanwhile), then make no NVIDIA call: dup the descriptor, fork a
 /// child that closes its copies, close both here. Descriptor calls only, of
 /// a process that had its descriptor before nvprobe started (and of its
@@ -307,4 +320,36 @@ pub(super) fn preclose_scenario(dir: &Path) -> anyhow::Result<Value> {
     drop(copy);
     drop(fd);
     Ok(json!({ "fd": fd_n, "copy": copy_n, "child": child.as_raw() }))
+}
+
+/// Open the ctl stand-in, say so, and wait for a line on stdin (nvprobe
+/// starts meanwhile, and finds the descriptor in its scan); then `count`
+/// successful RM controls, one that fails behind a return of 0, one more
+/// that succeeds (the call after a failure), `count` more; then, with
+/// `lib`, a CUDA start-up through the stand-in libcuda (cuInit and a first
+/// context): a process past a start-up nvprobe never saw, that starts CUDA
+/// while traced.
+pub(super) fn held_scenario(dir: &Path, lib: Option<&Path>, count: u64) -> anyhow::Result<Value> {
+    let start_up = lib.map(|l| super::load_stub(dir, Some(l))).transpose()?;
+    let fd = open_rw(&ctl(dir), true)?;
+    println!("{}", json!({ "ready": true, "fd": fd.as_raw_fd() }));
+    super::go()?;
+    let f = fd.as_raw_fd();
+    let loop_ns = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)?;
+    let mut ok = 0u64;
+    for _ in 0..count {
+        ok += u64::from(control(f, 0, 0x101) == (0, 0));
+    }
+    let failed = u64::from(control(f, 0, 0x0000_0dea) == (0, 0x24));
+    for _ in 0..=count {
+        ok += u64::from(control(f, 0, 0x101) == (0, 0));
+    }
+    let inited = start_up.map(|s| s());
+    Ok(json!({
+        "fd": f,
+        "loop_ns": loop_ns.tv_sec() as u64 * 1_000_000_000 + loop_ns.tv_nsec() as u64,
+        "ok_calls": ok,
+        "failed_calls": failed,
+        "inited": inited,
+    }))
 }

@@ -30,8 +30,8 @@ use serde_json::{Value, json};
 mod fds;
 use fds::{
     after_exec, client_loop, closed_scenario, dup_scenario, exec_scenario, exec_self,
-    fork_scenario, pidfd_scenario, preclose_scenario, preopen_scenario, reuse_scenario,
-    scm_scenario, threads_scenario,
+    fork_scenario, held_scenario, pidfd_scenario, preclose_scenario, preopen_hang_scenario,
+    preopen_scenario, reuse_scenario, scm_scenario, threads_scenario,
 };
 
 #[derive(Parser)]
@@ -422,23 +422,22 @@ fn forkchild_scenario(dir: &Path, lib: Option<&Path>) -> anyhow::Result<Value> {
 /// the tests of `--events` and of the kernel dropping quiet processes'
 /// successful calls; then, by `then`, an exec of itself, or one control
 /// the stand-in answers after 2.5 s (a stall of a quiet process's call).
-fn steady_scenario(
-    dir: &Path,
-    lib: Option<&Path>,
-    count: u64,
-    then: &str,
-) -> anyhow::Result<Value> {
-    let then_exec = then == "exec";
+/// Flush stdout and wait for a line on stdin.
+fn go() -> anyhow::Result<()> {
+    std::io::stdout().flush()?;
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line)?;
+    Ok(())
+}
+
+/// The stand-in libcuda at `lib` loaded (with the stand-in driver's folder
+/// in the environment): a start-up through it, cuInit and a first context,
+/// whose result it returns.
+fn load_stub(dir: &Path, lib: Option<&Path>) -> anyhow::Result<impl Fn() -> i32> {
     let lib = lib.context("--lib is required")?;
     // SAFETY: the environment is set before any other thread exists.
     unsafe { std::env::set_var("NVPROBE_FAKE_DIR", dir) };
     let c = std::ffi::CString::new(lib.as_os_str().as_encoded_bytes())?;
-    let go = || -> anyhow::Result<()> {
-        std::io::stdout().flush()?;
-        let mut line = String::new();
-        std::io::stdin().lock().read_line(&mut line)?;
-        Ok(())
-    };
     // SAFETY: dlopen/dlsym with valid C strings; cuInit has the cuda.h
     // prototype.
     type Init = extern "C" fn(u32) -> i32;
@@ -458,14 +457,28 @@ fn steady_scenario(
             std::mem::transmute::<*mut libc::c_void, CtxCreate>(g),
         )
     };
-    println!("{}", json!({ "ready": true }));
-    go()?;
-    let mut r = init(0);
-    if r == 0 {
+    Ok(move || {
+        let r = init(0);
+        if r != 0 {
+            return r;
+        }
         // The first context ends the start-up.
         let mut ctx = std::ptr::null_mut();
-        r = ctx_create(&mut ctx, 0, 0);
-    }
+        ctx_create(&mut ctx, 0, 0)
+    })
+}
+
+fn steady_scenario(
+    dir: &Path,
+    lib: Option<&Path>,
+    count: u64,
+    then: &str,
+) -> anyhow::Result<Value> {
+    let then_exec = then == "exec";
+    let start_up = load_stub(dir, lib)?;
+    println!("{}", json!({ "ready": true }));
+    go()?;
+    let r = start_up();
     println!("{}", json!({ "inited": r }));
     go()?;
     let fd = open_rw(&ctl(dir), true)?;
@@ -532,6 +545,8 @@ fn main() -> anyhow::Result<()> {
                 "threads" => threads_scenario(&dir, threads)?,
                 "preopen" => preopen_scenario(&dir)?,
                 "preclose" => preclose_scenario(&dir)?,
+                "held" => held_scenario(&dir, lib.as_deref(), count)?,
+                "preopen-hang" => preopen_hang_scenario(&dir)?,
                 "flood" => flood_scenario(&dir, count, threads)?,
                 "alarm" => alarm_scenario(&dir)?,
                 "oom" => oom_scenario(&dir)?,
