@@ -380,6 +380,12 @@ pub mod ioctl_flags {
     /// The stall detector times it from when it first sees it in flight
     /// (by `Inflight::seq`).
     pub const UNTIMED: u32 = 64;
+    /// The process was first seen at this call: it got its NVIDIA
+    /// descriptor without nvprobe seeing an open (it held it when nvprobe
+    /// started, or was handed it), so its start-up was not seen. It is
+    /// followed from here as the start's scan of /proc follows one
+    /// (`nv_procs::HELD`).
+    pub const FIRST_UNSEEN: u32 = 128;
 }
 
 /// One ioctl on an NVIDIA file, emitted at syscall exit.

@@ -1,8 +1,9 @@
 //! `NV_PROCS` values: a followed process, and one whose successful calls
 //! the kernel drops (`--events failures|verdicts`, set by the kernel side
 //! itself at the process's first context: no race with an exec or a
-//! reused pid). An exec makes a quiet process followed again; an exit
-//! removes it.
+//! reused pid; or by user space for a process that held an NVIDIA
+//! descriptor when nvprobe started, see HELD). An exec makes a quiet
+//! process followed again; an exit removes it.
 
 pub const FOLLOWED: u8 = 1;
 pub const QUIET: u8 = 2;

@@ -249,6 +249,9 @@ pub(crate) fn ioctl_finish(ret: i64) -> Result<(), i64> {
     // refuses to read).
     let cache = crate::fdres::cache_slot(pid_tgid, false).unwrap_or(core::ptr::null_mut());
     let (v, first) = procs_value(tgid, cache);
+    if first {
+        flags |= ioctl_flags::FIRST_UNSEEN;
+    }
     // --events failures|verdicts, a quiet process: a success is counted,
     // and only its 4 status bytes are read to know it is one.
     if crate::config::quiet_levels()
@@ -350,8 +353,9 @@ fn slot_of(inf: &Inflight) -> u32 {
 }
 
 /// The process's `NV_PROCS` value, from the thread's cache when it holds
-/// it; a process seen for the first time is followed from now on (and its
-/// call sent: `true`).
+/// it; a process seen for the first time (at a call on a descriptor it
+/// was not seen opening) is followed from now on as one whose start-up
+/// was not seen (and its call sent: `true`).
 #[inline(always)]
 fn procs_value(tgid: u32, cache: *mut nvprobe_common::fastpath::FdCache) -> (u8, bool) {
     use nvprobe_common::fastpath::PROCS_VALID;
@@ -364,7 +368,7 @@ fn procs_value(tgid: u32, cache: *mut nvprobe_common::fastpath::FdCache) -> (u8,
     }
     // SAFETY: plain lookup of a u8.
     match unsafe { maps::NV_PROCS.get(&tgid) }.copied() {
-        None => (nv_procs::FOLLOWED | nv_procs::CALLER, maps::caller(tgid)),
+        None => (nv_procs::FOLLOWED | nv_procs::HELD, maps::held_first(tgid)),
         Some(v) => {
             if v & nv_procs::CALLER == 0 {
                 // Followed from its parent, and now an NVIDIA call of its

@@ -117,7 +117,10 @@ pub(crate) fn ioctl_finish_compat(ret: i64) -> Result<(), i64> {
     // SAFETY: plain lookup of a u8.
     match unsafe { maps::NV_PROCS.get(&tgid) }.copied() {
         None => {
-            maps::caller(tgid);
+            // Its descriptor's open was not seen: its start-up either.
+            if maps::held_first(tgid) {
+                flags |= ioctl_flags::FIRST_UNSEEN;
+            }
         }
         // A process past its verdict whose call succeeded: nothing of it
         // is shipped (--events failures|verdicts), so nothing is copied.

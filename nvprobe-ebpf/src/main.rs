@@ -539,6 +539,9 @@ fn exit_path(inf: &Inflight, ret: i64, end: u64) -> Result<bool, i64> {
     let mut file = nvprobe_common::FileId::default();
     // The dynamic loader's open of a libcuda or a libnccl.
     let mut lib = paths::Lib::None;
+    // What an open that gave no NVIDIA file named (a failed open of a
+    // node, a read of the driver's /proc files).
+    let mut node = paths::NvPath::Node;
     if op.is_open() {
         if ret >= 0 {
             if let Some(f) = resolve_fd(ret as i32) {
@@ -550,7 +553,10 @@ fn exit_path(inf: &Inflight, ret: i64, end: u64) -> Result<bool, i64> {
         // and the dynamic loader's opens of a libcuda (found or not: a
         // process that loads one is followed from that moment, and one
         // that finds none is told why CUDA could not start).
-        if file.kind == DevKind::None as u8 && !paths::nvidia_path(inf.a0) {
+        if file.kind == DevKind::None as u8 {
+            node = paths::nvidia_path_kind(inf.a0);
+        }
+        if file.kind == DevKind::None as u8 && node == paths::NvPath::None {
             lib = paths::libcuda_open(inf.a0, inf.a1);
             if lib == paths::Lib::None {
                 return Ok(false);
@@ -581,8 +587,11 @@ fn exit_path(inf: &Inflight, ret: i64, end: u64) -> Result<bool, i64> {
     if op.is_open() || matches!(op, PathOp::Mknod | PathOp::Mknodat) {
         maps::caller(tgid);
         // A start nvprobe sees whole, of a process that held a descriptor
-        // before nvprobe started.
-        if lib == paths::Lib::Cuda || file.kind != DevKind::None as u8 {
+        // before nvprobe started: the loader's open of a libcuda, or an
+        // open of a node (failed or not; a CUDA start-up opens its own).
+        if op.is_open()
+            && (lib == paths::Lib::Cuda || (lib == paths::Lib::None && node == paths::NvPath::Node))
+        {
             maps::held_ends(tgid);
         }
     } else {

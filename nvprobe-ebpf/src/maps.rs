@@ -416,6 +416,32 @@ pub fn held_ends(tgid: u32) {
     bump_fd_gen();
 }
 
+/// `tgid` made an NVIDIA call on a descriptor nvprobe never saw it open
+/// (held when nvprobe started, or handed to it): followed (woken for,
+/// true when new) as one whose start-up was not seen, as user space puts
+/// the start's holders (`nv_procs::HELD`, quiet at `--events
+/// failures|verdicts`).
+#[inline(always)]
+pub fn held_first(tgid: u32) -> bool {
+    use nvprobe_common::nv_procs::{FOLLOWED, HELD, QUIET, STARTED};
+    // SAFETY: plain lookup.
+    if unsafe { NV_PROCS.get(&tgid) }.is_some() {
+        return false;
+    }
+    let quiet = if crate::config::quiet_levels() {
+        QUIET
+    } else {
+        0
+    };
+    let _ = NV_PROCS.insert(&tgid, &(FOLLOWED | STARTED | HELD | quiet), 0);
+    bump_fd_gen();
+    if let Some(p) = WAKE_NEXT.get_ptr_mut(0) {
+        // SAFETY: per-CPU slot of this program's CPU.
+        unsafe { *p = 1 };
+    }
+    true
+}
+
 /// Have the next record submitted on this CPU wake the collector at once
 /// (a failed start-up: the process is read again while it lives).
 #[inline(always)]

@@ -22,8 +22,24 @@ fn starts_with(buf: &[u8; PROBE], p: &[u8]) -> bool {
 /// Does the user string at `ptr` start with one of [`PREFIXES`]?
 #[inline(always)]
 pub fn nvidia_path(ptr: u64) -> bool {
+    nvidia_path_kind(ptr) != NvPath::None
+}
+
+/// Which of [`PREFIXES`] the user string at `ptr` starts with.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum NvPath {
+    None,
+    /// A node: `/dev/nvidia*`, `/dev/char/195:*`.
+    Node,
+    /// The driver's `/proc` and `/sys` files.
+    Info,
+}
+
+/// [`nvidia_path`], saying which kind of path it is.
+#[inline(always)]
+pub fn nvidia_path_kind(ptr: u64) -> NvPath {
     if ptr == 0 {
-        return false;
+        return NvPath::None;
     }
     let mut buf = [0u8; PROBE];
     // SAFETY: bounded user string read through the helper.
@@ -31,12 +47,15 @@ pub fn nvidia_path(ptr: u64) -> bool {
         generated::bpf_probe_read_user_str(buf.as_mut_ptr().cast(), PROBE as u32, ptr as *const _)
     };
     if n <= 0 {
-        return false;
+        return NvPath::None;
     }
-    starts_with(&buf, PREFIXES[0])
-        || starts_with(&buf, PREFIXES[1])
-        || starts_with(&buf, PREFIXES[2])
-        || starts_with(&buf, PREFIXES[3])
+    if starts_with(&buf, PREFIXES[0]) || starts_with(&buf, PREFIXES[1]) {
+        NvPath::Node
+    } else if starts_with(&buf, PREFIXES[2]) || starts_with(&buf, PREFIXES[3]) {
+        NvPath::Info
+    } else {
+        NvPath::None
+    }
 }
 
 /// After a successful stat, record the mode and device number the caller

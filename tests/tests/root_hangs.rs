@@ -45,8 +45,16 @@ fn wait_record(t: &Trace, what: &str, ty: &str, pid: u32) -> Value {
 #[ignore = "needs root"]
 fn a_call_of_a_process_that_held_a_descriptor_at_the_start_is_watched_for_hangs() {
     need_root!();
+    // At `verdicts` the process is quiet: its call is untimed, and timed
+    // from when nvprobe first saw it in flight.
+    for level in ["all", "verdicts"] {
+        held_call_hangs(level);
+    }
+}
+
+fn held_call_hangs(level: &str) {
     let _g = lock();
-    let tmp = tmpdir("hang-held");
+    let tmp = tmpdir(&format!("hang-held-{level}"));
     let drv = FakeDrv::start(&tmp);
     let mut c = Command::new(nvprobe_tests::harness::bin("nvfixture"))
         .args(["run", "preopen-hang", "--dir"])
@@ -57,7 +65,7 @@ fn a_call_of_a_process_that_held_a_descriptor_at_the_start_is_watched_for_hangs(
         .expect("spawn nvfixture");
     let mut out = BufReader::new(c.stdout.take().expect("stdout"));
     assert!(read_line(&mut out).contains("ready"));
-    let t = watch(&tmp, &drv, &["--hang-after", "1"]);
+    let t = watch(&tmp, &drv, &["--hang-after", "1", "--events", level]);
     // The scan of /proc runs on its own thread: the call must come after
     // it (checked below against the summary).
     std::thread::sleep(std::time::Duration::from_millis(1500));
@@ -78,6 +86,31 @@ fn a_call_of_a_process_that_held_a_descriptor_at_the_start_is_watched_for_hangs(
             .filter(|r| r["pid"] == u64::from(pid))
             .count(),
         1
+    );
+    // Its verdict says how it ended, not that a start-up failed (the
+    // stand-in answers the late control with NV_ERR_INVALID_COMMAND), and
+    // its identity was read while it lived.
+    let v = f
+        .of_type("cuinit")
+        .find(|r| r["pid"] == u64::from(pid))
+        .expect("a verdict");
+    assert_eq!(
+        v["process"]["exe"]
+            .as_str()
+            .map(|e| e.ends_with("nvfixture")),
+        Some(true),
+        "{v}"
+    );
+    assert_eq!(
+        (&v["result"], &v["text"], &v["process"]["held_at_start"]),
+        (
+            &Value::from("ok"),
+            &Value::from(
+                "exited with status 0; it held an NVIDIA descriptor when nvprobe started, so its start-up was not seen; last failed: NV_ESC_RM_CONTROL NV2080_CTRL_CMD_GPU_GET_SHORT_NAME_STRING returned NV_ERR_INVALID_COMMAND"
+            ),
+            &Value::from(true)
+        ),
+        "{v}"
     );
     let gate = &f.summary()["descriptor_gate"];
     assert_eq!(gate["open"], true, "{gate}");

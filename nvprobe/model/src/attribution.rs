@@ -197,6 +197,10 @@ pub struct ProcessInfo {
     /// libcuda (at most 8).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub cuda_preloads: Vec<String>,
+    /// It already held an NVIDIA descriptor when nvprobe started (the
+    /// start's scan of /proc found it): its start-up was not seen.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub held_at_start: bool,
 }
 
 /// A process with GPU nodes (/dev/nvidiaN) open.

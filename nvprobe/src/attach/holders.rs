@@ -55,6 +55,9 @@ pub struct Devices {
     /// they open an NVIDIA node, load a libcuda or enter cuInit
     /// (`nv_procs::HELD`).
     pub quiet: bool,
+    /// `--pid`: the only processes traced (empty: all). Every holder goes
+    /// into `NV_PROCS` (the gate needs them all); only these are reported.
+    pub pids: Vec<u32>,
 }
 
 impl Devices {
@@ -209,8 +212,36 @@ fn dup_map(ebpf: &aya::Ebpf, name: &str) -> Option<MapData> {
     MapData::from_fd(owned).ok()
 }
 
-/// The gate's report, filled by the scan's thread when it ends.
-pub type Report = std::sync::Arc<std::sync::OnceLock<DescriptorGate>>;
+/// The gate's report, filled by the scan's thread when it ends, and the
+/// processes it put into `NV_PROCS` as it went (`nv_procs::HELD`: already
+/// holding an NVIDIA descriptor when nvprobe started).
+#[derive(Clone, Default)]
+pub struct Report {
+    done: std::sync::Arc<std::sync::OnceLock<DescriptorGate>>,
+    /// Put in, not yet taken. Each goes in under the lock with its
+    /// insert, so that a record of the process read after the insert finds
+    /// it here.
+    held: std::sync::Arc<std::sync::Mutex<Vec<u32>>>,
+}
+
+impl Report {
+    fn set(&self, g: DescriptorGate) {
+        let _ = self.done.set(g);
+    }
+
+    /// What the scan said, once it has ended.
+    pub fn get(&self) -> Option<&DescriptorGate> {
+        self.done.get()
+    }
+
+    /// The processes put into `NV_PROCS` since the last call.
+    pub fn take_held(&self) -> Vec<u32> {
+        self.held
+            .lock()
+            .map(|mut v| std::mem::take(&mut *v))
+            .unwrap_or_default()
+    }
+}
 
 /// The report for the summary: what the thread said, or that it had not
 /// ended.
@@ -235,7 +266,7 @@ pub fn open_gate_after_scan(ebpf: &aya::Ebpf, devs: Devices) -> Report {
     };
     let (Some(procs), Some(gate)) = (dup_map(ebpf, maps::NV_PROCS), dup_map(ebpf, maps::FD_GATE))
     else {
-        let _ = report.set(shut("the object has no NV_PROCS or FD_GATE map"));
+        report.set(shut("the object has no NV_PROCS or FD_GATE map"));
         return report;
     };
     let done = report.clone();
@@ -243,9 +274,9 @@ pub fn open_gate_after_scan(ebpf: &aya::Ebpf, devs: Devices) -> Report {
         .name("nvprobe-holders".into())
         .spawn(move || {
             let t0 = std::time::Instant::now();
-            let r = fill_and_open(procs, gate, &devs);
+            let r = fill_and_open(procs, gate, &devs, &done.held);
             let ms = t0.elapsed().as_secs_f64() * 1e3;
-            let _ = done.set(match r {
+            done.set(match r {
                 Ok(found) => DescriptorGate {
                     open: true,
                     processes: found.procs as u64,
@@ -262,12 +293,17 @@ pub fn open_gate_after_scan(ebpf: &aya::Ebpf, devs: Devices) -> Report {
             });
         });
     if let Err(e) = spawned {
-        let _ = report.set(shut(&format!("no thread for the scan: {e}")));
+        report.set(shut(&format!("no thread for the scan: {e}")));
     }
     report
 }
 
-fn fill_and_open(procs: MapData, gate: MapData, devs: &Devices) -> Result<Found, String> {
+fn fill_and_open(
+    procs: MapData,
+    gate: MapData,
+    devs: &Devices,
+    held: &std::sync::Mutex<Vec<u32>>,
+) -> Result<Found, String> {
     let proc = Path::new("/proc");
     // NV_PROCS is keyed by the host's pids: a /proc of another pid
     // namespace (a container without the host's pids) names others.
@@ -294,12 +330,15 @@ fn fill_and_open(procs: MapData, gate: MapData, devs: &Devices) -> Result<Found,
             if pid == me {
                 return Ok(false);
             }
+            let mut taken = held.lock().map_err(|_| "a poisoned lock".to_owned())?;
             match procs.insert(pid, value, BPF_NOEXIST) {
                 Ok(()) => {
                     // Ended since it was read (its exit has come, or comes
                     // and removes the entry): no stale entry for its pid.
                     if !proc.join(pid.to_string()).exists() {
                         let _ = procs.remove(&pid);
+                    } else if devs.pids.is_empty() || devs.pids.contains(&pid) {
+                        taken.push(pid);
                     }
                     Ok(true)
                 }

@@ -161,6 +161,7 @@ pub fn load_and_attach(
         caps_major: s.caps_major,
         extra: s.extra.iter().map(|(_, id)| *id).collect(),
         quiet: s.quiet,
+        pids: s.pids.to_vec(),
     });
     Ok(Loaded {
         ebpf,

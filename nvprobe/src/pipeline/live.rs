@@ -3,7 +3,12 @@
 //! the libcuda of processes first seen while tracing, and stops on
 //! SIGINT/SIGTERM or `--duration`.
 
-use std::{collections::HashMap, path::PathBuf, sync::Arc, time::Duration};
+use std::{
+    collections::{HashMap, HashSet},
+    path::PathBuf,
+    sync::Arc,
+    time::Duration,
+};
 
 use anyhow::Context as _;
 use aya::maps::{MapData, PerCpuArray, RingBuf};
@@ -91,6 +96,11 @@ struct Live {
     cmdline: bool,
     /// Other nvprobe instances, whose own reads are not traced.
     peers: super::peers::Peers,
+    /// The descriptor gate's scan: the processes it found holding an
+    /// NVIDIA descriptor at the start, read as they go in.
+    gate: Option<crate::attach::holders::Report>,
+    /// Those processes (their identity says so).
+    held_at_start: HashSet<u32>,
 }
 
 /// What a drain left behind.
@@ -181,6 +191,7 @@ impl Live {
     /// Who the processes first seen in this batch are, read while they
     /// live and sent before the batch, so that their verdicts can name them.
     fn send_identities(&mut self, pipe: &mut Pipeline) -> anyhow::Result<()> {
+        self.take_held();
         let mut opened: HashMap<u32, Vec<_>> = HashMap::new();
         // Who shares nvprobe's view of the files, first (a process first
         // seen at its loader's open may be gone a moment later).
@@ -199,6 +210,7 @@ impl Live {
             }
             let mut info = crate::identity::read(pid, self.cmdline, &mut self.libs);
             info.comm = Some(comm);
+            info.held_at_start = self.held_at_start.contains(&pid);
             infos.push(info);
         }
         for (pid, p) in std::mem::take(&mut self.seen.lib_checks) {
@@ -248,6 +260,27 @@ impl Live {
             pipe.process(Clock::mono_now(), info)?;
         }
         Ok(())
+    }
+
+    /// The processes the start's scan put into `NV_PROCS` since the last
+    /// look: each is read now (its verdict, at its exit, says its start-up
+    /// was not seen; a quiet one may send nothing before it), unless one
+    /// of its records came first; and those the kernel side found at a
+    /// call on a descriptor they were not seen opening.
+    fn take_held(&mut self) {
+        // Those the kernel side found first, at a call: already known.
+        for pid in std::mem::take(&mut self.seen.first_unseen) {
+            self.held_at_start.insert(pid);
+        }
+        let Some(g) = &self.gate else { return };
+        for pid in g.take_held() {
+            self.held_at_start.insert(pid);
+            if self.seen.known.insert(pid) {
+                let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+                let comm = decode::escape_bytes(comm.trim_end_matches('\n').as_bytes());
+                self.idents.push((pid, comm));
+            }
+        }
     }
 
     /// A note for each nvprobe found running beside this one; the ended
@@ -641,6 +674,8 @@ impl Live {
                 ebpf.take_map(maps::PEERS)
                     .and_then(|m| aya::maps::HashMap::try_from(m).ok()),
             ),
+            gate: opts.gate.clone(),
+            held_at_start: HashSet::new(),
         }
     }
 }
@@ -755,6 +790,12 @@ impl Live {
             }
         }
         let left = self.drain(ring, pipe, budget)?;
+        // The start's holders, read while they live even if they send
+        // nothing (quiet ones may not before their exit).
+        self.take_held();
+        if !self.idents.is_empty() {
+            self.send_identities(pipe)?;
+        }
         super::kmsg::hand(opts.kernel_log.as_ref(), logged, pipe)?;
         self.peers_noted(pipe)?;
         match attacher {

@@ -47,6 +47,9 @@ pub(super) struct Seen {
     pub(super) cuda_failures: Vec<(u32, u32, i64, u64)>,
     /// Threads that ended inside a hooked call since the last look.
     pub(super) unfinished: Vec<u32>,
+    /// Processes first seen at a call on a descriptor they were not seen
+    /// opening (`ioctl_flags::FIRST_UNSEEN`) since the last look.
+    pub(super) first_unseen: Vec<u32>,
 }
 
 impl Seen {
@@ -55,6 +58,13 @@ impl Seen {
     pub(super) fn track(&mut self, rec: &[u8]) {
         let Some(h) = Header::peek(rec) else { return };
         match h.event_kind() {
+            Some(EventKind::Ioctl | EventKind::RmControl)
+                if nvprobe_common::read::<nvprobe_common::IoctlEvent>(rec)
+                    .is_some_and(|e| e.flags & nvprobe_common::ioctl_flags::FIRST_UNSEEN != 0)
+                    && self.first_unseen.len() < 1024 =>
+            {
+                self.first_unseen.push(h.tgid);
+            }
             Some(EventKind::Cuda) => {
                 let Some(c) = nvprobe_common::read::<CudaEvent>(rec) else {
                     return;

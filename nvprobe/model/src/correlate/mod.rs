@@ -9,6 +9,7 @@
 mod breakdown;
 mod facts;
 pub mod faults;
+mod named;
 pub mod needs;
 mod obs;
 mod record;

@@ -457,3 +457,102 @@ pub(super) fn errno_ret(name: &str) -> i64 {
     };
     -i64::from(e)
 }
+
+/// A process that already held an NVIDIA descriptor when nvprobe started
+/// (a training job, a CUDA process past its start-up): its start-up was
+/// not seen, so its calls on the descriptor it held are not a failed
+/// start-up's; until it starts something nvprobe sees whole (an open of a
+/// node, cuInit), its verdict is how it ended.
+#[test]
+fn a_process_that_held_a_descriptor_at_the_start_is_not_judged_a_start_up() {
+    let held = ProcessInfo {
+        held_at_start: true,
+        ..with_libcuda("/usr/lib/libcuda.so.1", Some("580.159.04"), false)
+    };
+    let calls = [
+        io(1, "NV_ESC_RM_ALLOC", None, "ctl"),
+        io(2, "NV_ESC_RM_CONTROL", None, "ctl"),
+    ];
+    let ended = |code: i32, extra: &[Event]| {
+        let mut ev: Vec<Event> = calls.to_vec();
+        ev.extend_from_slice(extra);
+        ev.push(exit_of(9, 7, code));
+        verdicts_of(vec![held.clone()], vec![], &ev)
+    };
+    let ok = ended(0, &[]);
+    assert_eq!(ok.len(), 1);
+    assert_eq!(
+        (ok[0].class, ok[0].result),
+        (Class::Cuda, Outcome::Ok),
+        "{}",
+        ok[0].text
+    );
+    assert_eq!(
+        ok[0].text,
+        "exited with status 0; it held an NVIDIA descriptor when nvprobe started, so its start-up was not seen"
+    );
+    assert!(ok[0].diagnoses.is_empty(), "{:?}", ok[0].diagnoses);
+    // A failure while followed is said; a non-zero status is an exit, not
+    // a failed start-up.
+    let bad = ended(
+        1 << 8,
+        &[failed(
+            io(3, "UVM_MAP_EXTERNAL_ALLOCATION", None, "uvm"),
+            "EINVAL",
+        )],
+    );
+    assert_eq!(bad[0].result, Outcome::Exited, "{}", bad[0].text);
+    assert!(
+        bad[0].text.starts_with("exited with status 1; it held")
+            && bad[0]
+                .text
+                .ends_with("last failed: UVM_MAP_EXTERNAL_ALLOCATION returned EINVAL"),
+        "{}",
+        bad[0].text
+    );
+    assert_eq!(ended(9, &[])[0].result, Outcome::Killed);
+    // Still running at the stop.
+    let running = verdicts_of(vec![held.clone()], vec![], &calls);
+    assert_eq!(running[0].result, Outcome::Ok);
+    assert!(
+        running[0]
+            .text
+            .starts_with("still running when tracing stopped; it held")
+    );
+    // A start-up it begins while followed is judged as any other.
+    let again = verdicts_of(
+        vec![held.clone()],
+        vec![],
+        &[
+            calls[0].clone(),
+            cuda(2, "cuInit", None),
+            open(3, "/dev/nvidiactl", "ctl"),
+            cuda(4, "cuInit", Some((100, "CUDA_ERROR_NO_DEVICE"))),
+            exit_of(5, 7, 1 << 8),
+        ],
+    );
+    assert_eq!(again[0].result, Outcome::Failed, "{}", again[0].text);
+    assert!(
+        again[0]
+            .text
+            .starts_with("cuInit returned CUDA_ERROR_NO_DEVICE"),
+        "{}",
+        again[0].text
+    );
+    // The same calls without the mark: a process first seen through an
+    // inherited descriptor, judged as before.
+    let unmarked = verdicts_of(
+        vec![with_libcuda(
+            "/usr/lib/libcuda.so.1",
+            Some("580.159.04"),
+            false,
+        )],
+        vec![],
+        &[calls[0].clone(), calls[1].clone(), exit_of(9, 7, 0)],
+    );
+    assert!(
+        !unmarked[0].text.contains("held an NVIDIA descriptor"),
+        "{}",
+        unmarked[0].text
+    );
+}

@@ -5,12 +5,12 @@ use serde::Serialize;
 
 use super::{
     facts::{CallRef, Exit},
+    named::{call_named, during_named},
     rules,
     stages::StageHit,
     state::{CONTEXT_WAIT_NS, FailedCall, ProcInit, SignalInfo, ms},
     table::{DiagId, Diagnosis},
 };
-use crate::decode::{Call, uvm};
 
 crate::decode::named_enum!(
     /// How a start-up ended.
@@ -133,7 +133,7 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<Exit>) -> CuInit {
         .or_else(|| st.signals.iter().rev().find(|s| s.during.is_some()))
         .cloned();
     let class = class_of(st);
-    if class != Class::Cuda {
+    if class != Class::Cuda || held_unseen(st) {
         return other_class(pid, st, class, exit, signal);
     }
     let mut diagnoses = rules::diagnose(&super::table::Facts {
@@ -560,6 +560,53 @@ fn driver_client(
     (result, text, d)
 }
 
+/// A process that already held an NVIDIA descriptor when nvprobe started
+/// and was not seen starting anything since (no NVIDIA open, no libcuda
+/// loaded, no cuInit): its start-up is not judged.
+fn held_unseen(st: &ProcInit) -> bool {
+    st.info.as_ref().is_some_and(|i| i.held_at_start)
+        && !st.opened_any
+        && !st.cuinit_entered
+        && st.curesult.is_none()
+        && st.lib_opens.is_empty()
+}
+
+/// The verdict of such a process: how it ended, and what failed while
+/// nvprobe followed it.
+fn held(
+    st: &ProcInit,
+    exit: Option<Exit>,
+    signal: Option<&SignalInfo>,
+    ended: &str,
+) -> (Outcome, String, Vec<Diagnosis>) {
+    let fatal = exit.is_some_and(|e| e.signal() != 0);
+    let mut d = rules::diagnose(&super::table::Facts {
+        st,
+        fatal_sig: exit.map_or(0, Exit::signal),
+        exited_ok: exit.is_some_and(|e| e.signal() == 0),
+        signal,
+        exit,
+    });
+    d.retain(|x| matches!(x.id, DiagId::KilledBySignal | DiagId::IoctlRefused));
+    let result = match exit {
+        _ if fatal => Outcome::Killed,
+        Some(e) if e != Exit::Status(0) => Outcome::Exited,
+        _ => Outcome::Ok,
+    };
+    rules::settle_severity(&mut d, st, result == Outcome::Ok);
+    let how = match signal.filter(|_| fatal) {
+        Some(s) => format!("killed by {} from {}", s.name, s.sender),
+        None => ended.to_owned(),
+    };
+    let failed = st.last_failure.as_ref().map_or(String::new(), |f| {
+        format!("; last failed: {} returned {}", f.call, f.result)
+    });
+    let text = format!(
+        "{how}; it held an NVIDIA descriptor when nvprobe started, so its start-up was not seen{failed}"
+    );
+    (result, text, d)
+}
+
 /// The verdict of a process that never started CUDA: a driver client, a
 /// process that only looked at paths, or a helper. Never a failed CUDA
 /// start-up.
@@ -576,6 +623,7 @@ fn other_class(
         Exit::text,
     );
     let (result, text, diagnoses) = match class {
+        _ if held_unseen(st) => held(st, exit, signal.as_ref(), &ended),
         Class::Helper => {
             let parent = st.parent.map_or(0, |p| p.0);
             let ok = exit == Some(Exit::Status(0));
@@ -635,46 +683,6 @@ fn other_class(
         gpus: st.gpus.clone(),
         failed_syscalls: Vec::new(),
     }
-}
-
-/// A call as a CUDA start-up's verdict names it: UVM_REGISTER_GPU with
-/// the GPU it was for ("UVM_REGISTER_GPU for GPU 6 of 8 (GPU-…,
-/// /dev/nvidia5)").
-fn call_named(c: &CallRef, st: &ProcInit) -> String {
-    match register_gpu(st) {
-        Some(g) if c.is(Call::Uvm(uvm::UVM_REGISTER_GPU)) => format!("{c} for {g}"),
-        _ => c.text(),
-    }
-}
-
-/// The call a signal landed in, named as [`call_named`] names it.
-fn during_named(s: &SignalInfo, st: &ProcInit) -> Option<String> {
-    s.during_call
-        .map(|c| call_named(&c, st))
-        .or_else(|| s.during.clone())
-}
-
-/// The GPU a UVM_REGISTER_GPU was for: the one whose registration failed,
-/// else one with a UUID never registered (the call still running); "GPU
-/// k of n" only where the host's GPU list ties the UUID to a node (a
-/// recording without that list gives the UUID alone).
-fn register_gpu(st: &ProcInit) -> Option<String> {
-    let g = st.gpus.iter().find(|g| g.register_failed).or_else(|| {
-        st.gpus
-            .iter()
-            .find(|g| g.uuid.is_some() && g.registered_ms.is_none())
-    })?;
-    let mut host: Vec<&crate::attribution::HostGpu> = st.host_gpus.iter().collect();
-    host.sort_by(|a, b| a.pci.cmp(&b.pci).then(a.minor.cmp(&b.minor)));
-    let pos = g.minor.and_then(|m| host.iter().position(|h| h.minor == m));
-    Some(match (&g.uuid, g.minor, pos) {
-        (Some(u), Some(m), Some(i)) => {
-            format!("GPU {} of {} ({u}, /dev/nvidia{m})", i + 1, host.len())
-        }
-        (Some(u), _, _) => u.clone(),
-        (None, Some(m), _) => format!("/dev/nvidia{m}"),
-        (None, None, _) => return None,
-    })
 }
 
 /// The verdict's result and text from the driver calls and the process's

@@ -353,3 +353,29 @@ pub(super) fn held_scenario(dir: &Path, lib: Option<&Path>, count: u64) -> anyho
         "inited": inited,
     }))
 }
+
+/// Open the ctl stand-in, say so, and make successful RM controls until a
+/// line comes on stdin (nvprobe starts meanwhile: its first sight of the
+/// process is one of these calls, on a descriptor it never saw opened);
+/// then one that fails behind a return of 0.
+pub(super) fn held_busy_scenario(dir: &Path) -> anyhow::Result<Value> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static GO: AtomicBool = AtomicBool::new(false);
+    let fd = open_rw(&ctl(dir), true)?;
+    println!("{}", json!({ "ready": true, "fd": fd.as_raw_fd() }));
+    std::io::stdout().flush()?;
+    std::thread::spawn(|| {
+        let mut line = String::new();
+        let _ = std::io::stdin().lock().read_line(&mut line);
+        GO.store(true, Ordering::SeqCst);
+    });
+    let f = fd.as_raw_fd();
+    let mut ok = 0u64;
+    while !GO.load(Ordering::SeqCst) {
+        for _ in 0..100 {
+            ok += u64::from(control(f, 0, 0x101) == (0, 0));
+        }
+    }
+    let failed = u64::from(control(f, 0, 0x0000_0dea) == (0, 0x24));
+    Ok(json!({ "fd": f, "ok_calls": ok, "failed_calls": failed }))
+}

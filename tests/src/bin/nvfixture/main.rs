@@ -30,8 +30,8 @@ use serde_json::{Value, json};
 mod fds;
 use fds::{
     after_exec, client_loop, closed_scenario, dup_scenario, exec_scenario, exec_self,
-    fork_scenario, held_scenario, pidfd_scenario, preclose_scenario, preopen_hang_scenario,
-    preopen_scenario, reuse_scenario, scm_scenario, threads_scenario,
+    fork_scenario, held_busy_scenario, held_scenario, pidfd_scenario, preclose_scenario,
+    preopen_hang_scenario, preopen_scenario, reuse_scenario, scm_scenario, threads_scenario,
 };
 
 #[derive(Parser)]
@@ -547,6 +547,7 @@ fn main() -> anyhow::Result<()> {
                 "preclose" => preclose_scenario(&dir)?,
                 "held" => held_scenario(&dir, lib.as_deref(), count)?,
                 "preopen-hang" => preopen_hang_scenario(&dir)?,
+                "held-busy" => held_busy_scenario(&dir)?,
                 "flood" => flood_scenario(&dir, count, threads)?,
                 "alarm" => alarm_scenario(&dir)?,
                 "oom" => oom_scenario(&dir)?,
