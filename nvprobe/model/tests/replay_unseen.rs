@@ -217,3 +217,45 @@ fn with_no_libcuda_hooked_live_each_verdict_is_the_one_libcuda_gave() {
             .all(|e| !matches!(e, nvprobe_model::decode::Event::Cuda(_)))
     );
 }
+
+/// A CUDA process already running when two nvprobes started on the H100
+/// (tests/scripts/held-levels.sh: `--events all --raw` and `--events
+/// verdicts` at once), then 200 allocations and frees: its start-up was
+/// not seen, so its verdict is how it ended, the same from both
+/// recordings, not a failed start-up (the build before said "failed:
+/// stopped before any driver call" at `all`, and called it a driver client
+/// at `verdicts`).
+#[test]
+fn a_process_running_before_nvprobe_is_judged_by_how_it_ended() {
+    const TEXT: &str = "exited with status 0; it held an NVIDIA descriptor when nvprobe started, so its start-up was not seen";
+    let (_, v) = verdicts("h100-580.159.04-held.ndjson.gz");
+    let held: Vec<_> = v
+        .iter()
+        .filter(|x| {
+            x.process
+                .as_ref()
+                .is_some_and(|p| p.held_at_start && p.exe.is_some())
+        })
+        .collect();
+    assert_eq!(held.len(), 1, "{v:#?}");
+    let x = held[0];
+    assert_eq!(
+        (x.result, x.class.as_str(), x.text.as_str(), x.calls),
+        (Outcome::Ok, "cuda", TEXT, 1400)
+    );
+    assert!(x.diagnoses.is_empty(), "{:#?}", x.diagnoses);
+    // At `--events verdicts` (which writes no `process` record and none of
+    // the calls, all counted in the kernel) the verdict made live was the
+    // same, with the kernel's count.
+    let live: Vec<serde_json::Value> =
+        common::read_fixture("h100-580.159.04-held-verdicts.ndjson.gz")
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|r| r["type"] == "cuinit" && r["pid"] == x.pid)
+            .collect();
+    assert_eq!(live.len(), 1);
+    assert_eq!(
+        (&live[0]["result"], &live[0]["text"], &live[0]["calls"]),
+        (&"ok".into(), &TEXT.into(), &1400.into())
+    );
+}
