@@ -470,34 +470,16 @@ fn held_run(level: &str, extra: &[&str]) -> (Vec<Value>, Value) {
     let tmp = tmpdir(&format!("held-{level}"));
     let lib = stub_libcuda(&tmp);
     let drv = FakeDrv::start(&tmp);
-    let mut c = Command::new(bin("nvfixture"))
-        .args(["run", "held", "--count", &STEADY.to_string(), "--dir"])
-        .arg(&drv.dir)
-        .arg("--lib")
-        .arg(&lib)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn nvfixture");
-    let mut out = BufReader::new(c.stdout.take().expect("stdout"));
-    let mut line = String::new();
-    out.read_line(&mut line).expect("ready");
-    assert!(line.contains("ready"), "{line}");
+    let lib_arg = lib.to_string_lossy().into_owned();
+    let count = STEADY.to_string();
     let mut args = vec!["--events", level];
     args.extend_from_slice(extra);
-    let t = watch(&tmp, &drv, &args);
-    // The scan of /proc runs on its own thread; when it ended is in the
-    // summary, checked below against the loop's start.
-    std::thread::sleep(std::time::Duration::from_millis(1500));
-    c.stdin
-        .take()
-        .expect("stdin")
-        .write_all(b"go\n")
-        .expect("go");
-    line.clear();
-    out.read_line(&mut line).expect("answer");
-    let answer: Value = serde_json::from_str(&line).expect("json answer");
-    assert!(c.wait().expect("wait").success());
+    let (answer, t) = run_held(
+        &tmp,
+        &drv,
+        &["held", "--count", &count, "--lib", &lib_arg],
+        &args,
+    );
     let f = t.stop();
     check_schema(&f);
     let gate = &f
@@ -528,30 +510,9 @@ fn a_busy_process_first_seen_at_a_call_is_followed_as_one_that_held_its_descript
     let _g = lock();
     let tmp = tmpdir("held-busy");
     let drv = FakeDrv::start(&tmp);
-    let mut c = Command::new(bin("nvfixture"))
-        .args(["run", "held-busy", "--dir"])
-        .arg(&drv.dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn nvfixture");
-    let pid = u64::from(c.id());
-    let mut out = BufReader::new(c.stdout.take().expect("stdout"));
-    let mut line = String::new();
-    out.read_line(&mut line).expect("ready");
-    assert!(line.contains("ready"), "{line}");
-    let t = watch(&tmp, &drv, &["--events", "verdicts"]);
-    std::thread::sleep(std::time::Duration::from_millis(1500));
-    c.stdin
-        .take()
-        .expect("stdin")
-        .write_all(b"go\n")
-        .expect("go");
-    line.clear();
-    out.read_line(&mut line).expect("answer");
-    let answer: Value = serde_json::from_str(&line).expect("json answer");
+    let (answer, t) = run_held(&tmp, &drv, &["held-busy"], &["--events", "verdicts"]);
+    let pid = answer["pid"].clone();
     assert_eq!(answer["failed_calls"], 1, "{answer}");
-    assert!(c.wait().expect("wait").success());
     let f = t.stop();
     check_schema(&f);
     let written: Vec<&Value> = f
@@ -595,4 +556,41 @@ fn a_busy_process_first_seen_at_a_call_is_followed_as_one_that_held_its_descript
         )),
         "{v}"
     );
+}
+
+/// nvfixture's `scenario` (its name and arguments), its descriptor opened
+/// before nvprobe starts with `args`; "go" once the start's scan of /proc
+/// has had time to end (its end is in the summary, which callers check);
+/// its answer, once it has exited, and the trace still running.
+fn run_held(
+    tmp: &std::path::Path,
+    drv: &FakeDrv,
+    scenario: &[&str],
+    args: &[&str],
+) -> (Value, nvprobe_tests::harness::Trace) {
+    let mut c = Command::new(bin("nvfixture"))
+        .arg("run")
+        .args(scenario)
+        .arg("--dir")
+        .arg(&drv.dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn nvfixture");
+    let mut out = BufReader::new(c.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("ready");
+    assert!(line.contains("ready"), "{line}");
+    let t = watch(tmp, drv, args);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    c.stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"go\n")
+        .expect("go");
+    line.clear();
+    out.read_line(&mut line).expect("answer");
+    let answer: Value = serde_json::from_str(&line).expect("json answer");
+    assert!(c.wait().expect("wait").success());
+    (answer, t)
 }

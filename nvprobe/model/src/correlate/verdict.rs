@@ -501,6 +501,17 @@ pub(crate) fn class_of(st: &ProcInit) -> Class {
     }
 }
 
+/// The rules' diagnoses of a process judged by how it ended.
+fn diagnose_end(st: &ProcInit, exit: Option<Exit>, signal: Option<&SignalInfo>) -> Vec<Diagnosis> {
+    rules::diagnose(&super::table::Facts {
+        st,
+        fatal_sig: exit.map_or(0, Exit::signal),
+        exited_ok: exit.is_some_and(|e| e.signal() == 0),
+        signal,
+        exit,
+    })
+}
+
 /// The verdict of a driver client (NVML, nvidia-smi): only the node and
 /// version problems and how it ended weigh.
 fn driver_client(
@@ -510,13 +521,7 @@ fn driver_client(
     ended: &str,
 ) -> (Outcome, String, Vec<Diagnosis>) {
     let fatal = exit.is_some_and(|e| e.signal() != 0);
-    let mut d = rules::diagnose(&super::table::Facts {
-        st,
-        fatal_sig: exit.map_or(0, Exit::signal),
-        exited_ok: exit.is_some_and(|e| e.signal() == 0),
-        signal,
-        exit,
-    });
+    let mut d = diagnose_end(st, exit, signal);
     d.retain(|x| {
         matches!(
             x.id,
@@ -580,13 +585,7 @@ fn held(
     ended: &str,
 ) -> (Outcome, String, Vec<Diagnosis>) {
     let fatal = exit.is_some_and(|e| e.signal() != 0);
-    let mut d = rules::diagnose(&super::table::Facts {
-        st,
-        fatal_sig: exit.map_or(0, Exit::signal),
-        exited_ok: exit.is_some_and(|e| e.signal() == 0),
-        signal,
-        exit,
-    });
+    let mut d = diagnose_end(st, exit, signal);
     d.retain(|x| matches!(x.id, DiagId::KilledBySignal | DiagId::IoctlRefused));
     let result = match exit {
         _ if fatal => Outcome::Killed,
