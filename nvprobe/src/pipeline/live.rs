@@ -20,52 +20,17 @@ use nvprobe_model::{
 };
 use tokio::time::{Instant, interval};
 
+pub use super::end::UNREAD_AT_STOP;
 pub use super::handles::StopSignals;
+pub use super::opts::RunOpts;
 use super::{
-    BATCH_RECORDS, Batch, Filters, PipeOpts, Pipeline,
-    handles::{open_ring, prog_stats},
-    lost::LostCounter,
+    BATCH_RECORDS, Batch, Filters, Pipeline,
+    end::end_of_run,
+    handles::open_ring,
+    lost::{LostCounter, poll_lost},
     seen::Seen,
 };
 use crate::output::Output;
-
-pub struct RunOpts {
-    pub duration: Option<Duration>,
-    /// How often the ring buffer is drained without a wake-up (the BPF side
-    /// wakes the collector only once a backlog builds up).
-    pub tick: Duration,
-    /// The longest one drain of the ring buffer runs before the loop looks
-    /// at signals, the timers and the output again (under a flood the ring
-    /// buffer is never empty).
-    pub drain_budget: Duration,
-    /// How often the lost counters are read (whatever the ring buffer does).
-    pub lost_every: Duration,
-    pub pipe: PipeOpts,
-    /// A hangup without -o ends the run (`top` drawing on a terminal that
-    /// went away: nobody sees it).
-    pub hangup_stops: bool,
-    /// Report calls running longer than this (None: off).
-    pub stall_after: Option<Duration>,
-    /// How often in-flight calls are checked.
-    pub stall_every: Duration,
-    /// Report a call of a process past its start-up still in flight after
-    /// this long (`--hang-after`; None: off), and whether kernel launches
-    /// are hooked (else a hang cannot name the last one).
-    pub hang_after: Option<Duration>,
-    pub launches_hooked: bool,
-    /// Report each BPF program's run count and time (stats must have been
-    /// enabled with BPF_ENABLE_STATS before the run).
-    pub bpf_stats: bool,
-    /// Keep command lines in `process` records.
-    pub cmdline: bool,
-    /// Programs nvprobe loaded itself (the libcuda layer's): (name, id).
-    pub own_programs: Vec<(String, u32)>,
-    /// The kernel log, followed (None where it cannot be read).
-    pub kernel_log: Option<super::kmsg::Followed>,
-    /// The descriptor programs' gate, as its scan reports it (None: not
-    /// tried, a probe it needs is missing).
-    pub gate: Option<crate::attach::holders::Report>,
-}
 
 /// The live source's handles on the kernel side.
 struct Live {
@@ -508,13 +473,6 @@ impl Live {
     }
 }
 
-fn poll_lost(lost: &mut LostCounter, pipe: &mut Pipeline) -> anyhow::Result<()> {
-    for n in lost.poll()? {
-        pipe.note(Clock::mono_now(), &n.note())?;
-    }
-    Ok(())
-}
-
 /// When the periodic work is next due, each on its own clock: a flood
 /// that keeps the ring buffer busy delays none of it.
 struct Schedule {
@@ -625,7 +583,7 @@ pub async fn run(
     end_of_run(
         ebpf,
         pipe,
-        (&health, opts, &version),
+        (&health, &version, opts.ending()),
         lost,
         (unread, started, live.quieted_total()),
     )
@@ -736,42 +694,6 @@ impl Live {
     }
 }
 
-/// The end of a run: the pipeline's last records, the losses (with what
-/// the stop left unread), the summary last.
-fn end_of_run(
-    ebpf: &mut aya::Ebpf,
-    pipe: Pipeline,
-    (health, opts, version): (&crate::output::Health, &RunOpts, &VersionCtx),
-    lost: LostCounter,
-    (unread, started, quieted): (u64, Instant, u64),
-) -> anyhow::Result<Summary> {
-    let finished = pipe.finish();
-    if let Some(e) = health.error() {
-        return Err(e.into());
-    }
-    let (mut out, mut stats) = finished?;
-    super::unsent::fold(ebpf, &mut stats, version, Clock::mono_now());
-    let mut lost = lost.summary();
-    if unread > 0 {
-        lost.total += unread;
-        *lost.per_kind.entry(UNREAD_AT_STOP.to_owned()).or_insert(0) += unread;
-    }
-    let mut summary = stats.finish(started.elapsed().as_secs_f64(), lost);
-    summary.quieted = quieted;
-    if opts.bpf_stats {
-        summary.bpf = prog_stats(ebpf, &opts.own_programs);
-    }
-    summary.descriptor_gate = opts.gate.as_ref().map(crate::attach::holders::summary_of);
-    out.note(Clock::mono_now(), &Note::Summary(&summary))?;
-    if let Err(e) = out.finish() {
-        return Err(match health.error() {
-            Some(w) => w.into(),
-            None => e.into(),
-        });
-    }
-    Ok(summary)
-}
-
 impl Live {
     /// The collector's tick: the ring buffer drained, the kernel log's
     /// lines after it, peers noted, new libcuda copies handed to the
@@ -823,9 +745,6 @@ pub const LAST_DRAIN: Duration = Duration::from_millis(250);
 /// takes its time just after: one made a moment before the stop may sit
 /// behind one made a moment after. The stop reads this much past it.
 const STOP_SLACK_NS: u64 = 1_000_000;
-
-/// The lost-kind of records the stop read without decoding.
-pub const UNREAD_AT_STOP: &str = "unread_at_stop";
 
 /// Between two drains of a ring buffer that still holds records.
 async fn pause(left: Drained) {

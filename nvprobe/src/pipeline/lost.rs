@@ -89,3 +89,11 @@ impl LostCounter {
         }
     }
 }
+
+/// The losses since the last poll, each as a `lost` record.
+pub(super) fn poll_lost(lost: &mut LostCounter, pipe: &mut super::Pipeline) -> anyhow::Result<()> {
+    for n in lost.poll()? {
+        pipe.note(nvprobe_model::render::Clock::mono_now(), &n.note())?;
+    }
+    Ok(())
+}

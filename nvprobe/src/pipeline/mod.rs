@@ -5,6 +5,7 @@
 //! [`live`] (the ring buffer, lost counters, stall checks) and [`replay`]
 //! (a `watch --json --raw` recording), so the two cannot differ.
 
+mod end;
 #[cfg(test)]
 mod fuzz;
 mod handles;
@@ -15,7 +16,9 @@ mod lifelines;
 pub mod live;
 mod lost;
 pub mod observe;
+mod opts;
 mod peers;
+mod pipe_opts;
 pub mod replay;
 mod runs;
 #[cfg(test)]
@@ -42,6 +45,7 @@ use nvprobe_model::{
 };
 
 pub use self::observe::{EventSink, Flight, LiveCounts, Observer, Observers};
+pub use self::pipe_opts::PipeOpts;
 use crate::output::Output;
 
 /// Records per batch handed to a worker.
@@ -81,27 +85,6 @@ impl Filters {
     fn keep(&self, ev: &decode::Event) -> bool {
         self.comms.is_empty() || self.comms.contains(&ev.proc().comm)
     }
-}
-
-/// How the pipeline renders and judges.
-pub struct PipeOpts {
-    /// Decode/render threads.
-    pub workers: usize,
-    /// Only the per-process verdicts and the summary.
-    pub summary_only: bool,
-    /// What is shipped (`--events`); everything is still counted.
-    pub level: Level,
-    /// What watches the typed stream beside the writer (metrics, the
-    /// Perfetto timeline, the `top` view): each sees every event and
-    /// record, whatever `--events` writes.
-    pub observers: Observers,
-    /// Make UVM diagnoses specific to this host's nvidia_uvm (live runs
-    /// only: a recording's host is not this one).
-    pub host_facts: bool,
-    /// Text: every followed process's fork, exec, exit and signal lines,
-    /// not only those of processes that made an NVIDIA call
-    /// ([`lifelines`]).
-    pub all_processes: bool,
 }
 
 /// Raw records framed as `[u32 len][u64 mono_ns][u64 origin][bytes]…`;
