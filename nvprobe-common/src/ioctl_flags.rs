@@ -26,3 +26,13 @@ pub const UNTIMED: u32 = 64;
 /// followed from here as the start's scan of /proc follows one
 /// (`nv_procs::HELD`).
 pub const FIRST_UNSEEN: u32 = 128;
+/// The call's start is a tick count (jiffies), not a time: at `--events
+/// verdicts`, a call of a process not yet quiet, which is mostly counted,
+/// not sent (the fine clock is the dearest read of such a call; the
+/// coarse clock's helper is refused to tracing programs). In flight,
+/// `start_ns` holds the tick count and the stall detector times the call
+/// from when it first sees it, as an [`UNTIMED`] one. In a record, a call
+/// that took at least two ticks starts as many ticks
+/// ([`crate::Config::coarse_tick_ns`]) before its end, within a tick; a
+/// shorter one is made [`UNTIMED`].
+pub const COARSE: u32 = 256;

@@ -647,6 +647,12 @@ pub struct Config {
     /// ioctl programs switched off, to measure what each costs. 0 always
     /// when tracing.
     pub bench_skip: u32,
+    /// `--events verdicts`: the length of the kernel's tick in ns (the
+    /// coarse clock's resolution, `clock_getres(CLOCK_MONOTONIC_COARSE)`);
+    /// nonzero, the ioctls of a process not yet quiet start on a tick
+    /// count ([`ioctl_flags::COARSE`]): the fine clock is the dearest read
+    /// of a call that is counted, not sent. 0: the fine clock.
+    pub coarse_tick_ns: u32,
 }
 
 /// [`Config::bench_skip`] bits: where the ioctl programs stop.

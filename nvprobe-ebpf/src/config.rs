@@ -37,6 +37,7 @@ pub static CONFIG: Config = Config {
     quiet: 0,
     rm_params: 0,
     bench_skip: 0,
+    coarse_tick_ns: 0,
 };
 
 #[inline(always)]
@@ -75,6 +76,51 @@ pub fn bench_skip() -> u32 {
 pub fn now() -> u64 {
     // SAFETY: helper with no arguments.
     unsafe { bpf_ktime_get_ns() }
+}
+
+/// `--events verdicts`: the coarse clock's tick when a call of a process
+/// not yet quiet starts on it (0: such calls read the fine clock).
+#[inline(always)]
+pub fn coarse_tick() -> u64 {
+    config!(coarse_tick_ns) as u64
+}
+
+/// The start of a call that enters with `flags`: none for an untimed one,
+/// the tick count (jiffies: `bpf_ktime_get_coarse_ns` is refused to
+/// tracing programs) for a coarse one, else [`now`].
+#[inline(always)]
+pub fn start_for(flags: u32) -> u64 {
+    use nvprobe_common::ioctl_flags::{COARSE, UNTIMED};
+    if flags & UNTIMED != 0 {
+        0
+    } else if flags & COARSE != 0 {
+        // SAFETY: helper with no arguments.
+        unsafe { aya_ebpf::helpers::generated::bpf_jiffies64() }
+    } else {
+        now()
+    }
+}
+
+/// The start a record of a call that ended at `end` shows, and its flags:
+/// an untimed call starts where it ends; a coarse one (its start a tick
+/// count) that took less than two ticks is made untimed (a tick count says
+/// nothing of so short a call); a longer one starts as many ticks before
+/// its end (within a tick).
+#[inline(always)]
+pub fn record_start(start: u64, end: u64, flags: u32) -> (u64, u32) {
+    use nvprobe_common::ioctl_flags::{COARSE, UNTIMED};
+    if flags & UNTIMED != 0 {
+        return (end, flags & !COARSE);
+    }
+    if flags & COARSE != 0 {
+        // SAFETY: helper with no arguments.
+        let ticks = unsafe { aya_ebpf::helpers::generated::bpf_jiffies64() }.wrapping_sub(start);
+        if ticks < 2 || ticks > u32::MAX as u64 {
+            return (end, (flags & !COARSE) | UNTIMED);
+        }
+        return (end.saturating_sub(ticks * coarse_tick()), flags);
+    }
+    (start, flags)
 }
 
 /// The current thread's id.

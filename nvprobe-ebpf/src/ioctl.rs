@@ -50,11 +50,7 @@ pub(crate) fn ioctl_begin(
             Err(_) => flags |= ioctl_flags::XFER_FAULT,
         }
     }
-    let start_ns = if flags & ioctl_flags::UNTIMED != 0 {
-        0
-    } else {
-        now()
-    };
+    let start_ns = crate::config::start_for(flags);
     // Written in place: every NVIDIA ioctl passes here, and a copy through
     // the stack is twice the stores.
     let tid = crate::config::tid();
@@ -403,19 +399,15 @@ unsafe fn fill_ioctl(
     pid_tgid: u64,
     ptr: u64,
     size: u32,
-    mut flags: u32,
+    flags: u32,
     head: &Head,
 ) {
+    // An untimed call (its start not read) starts where it is seen to end.
+    let (start, mut flags) = crate::config::record_start(inf.start_ns, end, flags);
     // SAFETY: per the function's contract.
     unsafe {
         fill_header_at(&raw mut (*ev).hdr, EventKind::Ioctl, end, pid_tgid);
         (*ev).file = inf.file;
-        // An untimed call (its start not read) ends where it is seen end.
-        let start = if inf.flags & ioctl_flags::UNTIMED != 0 {
-            end
-        } else {
-            inf.start_ns
-        };
         (*ev).start_ns = start;
         (*ev).duration_ns = end.saturating_sub(start);
         (*ev).arg = inf.a0;

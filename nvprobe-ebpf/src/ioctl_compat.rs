@@ -184,14 +184,16 @@ unsafe fn fill_ioctl(
     end: u64,
     ptr: u64,
     size: u32,
-    mut flags: u32,
+    flags: u32,
 ) {
+    // An untimed call (its start not read) starts where it is seen to end.
+    let (start, mut flags) = crate::config::record_start(inf.start_ns, end, flags);
     // SAFETY: per the function's contract.
     unsafe {
         fill_header(&raw mut (*ev).hdr, EventKind::Ioctl);
         (*ev).file = inf.file;
-        (*ev).start_ns = inf.start_ns;
-        (*ev).duration_ns = end.saturating_sub(inf.start_ns);
+        (*ev).start_ns = start;
+        (*ev).duration_ns = end.saturating_sub(start);
         (*ev).arg = inf.a0;
         (*ev).ret = ret;
         (*ev).fd = inf.fd;

@@ -117,8 +117,12 @@ fn try_ioctl_enter(ctx: &TracePointContext) -> Result<(), i64> {
     // A quiet process's call is counted, not sent, unless it fails: its
     // start is not read (the clock is the dearest read here; the stall
     // detector times such a call from when it first sees it in flight).
+    // At `--events verdicts` another process's call, mostly counted too,
+    // starts on the coarse clock.
     let flags = if crate::config::quiet_levels() && quiet {
         nvprobe_common::ioctl_flags::UNTIMED
+    } else if crate::config::coarse_tick() != 0 {
+        nvprobe_common::ioctl_flags::COARSE
     } else {
         0
     };

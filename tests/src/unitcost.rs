@@ -33,6 +33,7 @@ const PSEUDO_MAP_FD: u8 = 1;
 const MAP_LOOKUP: i32 = 1;
 const SMP_ID: i32 = 8;
 const KTIME: i32 = 5;
+const JIFFIES64: i32 = 118;
 const PID_TGID: i32 = 14;
 const UID_GID: i32 = 15;
 const COMM: i32 = 16;
@@ -55,6 +56,7 @@ const RINGBUF: u32 = 27;
 pub const OPS: &[&str] = &[
     "bare",
     "ktime_get_ns",
+    "jiffies64",
     "get_current_pid_tgid",
     "get_smp_processor_id",
     "get_current_uid_gid",
@@ -166,6 +168,7 @@ fn body(op: &str, m: &Maps) -> anyhow::Result<Vec<Raw>> {
     Ok(match op {
         "bare" => vec![],
         "ktime_get_ns" => call(KTIME),
+        "jiffies64" => call(JIFFIES64),
         "get_current_pid_tgid" => call(PID_TGID),
         "get_smp_processor_id" => call(SMP_ID),
         "get_current_uid_gid" => call(UID_GID),

@@ -594,3 +594,82 @@ fn run_held(
     assert!(c.wait().expect("wait").success());
     (answer, t)
 }
+
+/// At `--events verdicts` a call of a process not yet quiet starts on the
+/// kernel's tick count (the clock is the dearest read of a call the
+/// kernel mostly counts): a sent call shorter than two ticks is untimed, a
+/// longer one is timed in ticks, right within one.
+/// `--events failures` times the same calls on the fine clock.
+#[test]
+#[ignore = "needs root"]
+fn calls_at_the_verdicts_level_are_timed_in_ticks() {
+    need_root!();
+    let hang_ns = nvprobe_tests::fakedrv::HANG_CONTROL_MS * 1_000_000;
+    for level in ["failures", "verdicts"] {
+        let _g = lock();
+        let tmp = tmpdir(&format!("coarse-{level}"));
+        let drv = FakeDrv::start(&tmp);
+        let t = watch(&tmp, &drv, &["--events", level, "--stall-after", "1"]);
+        let a = nvprobe_tests::scenario::scenario(&drv, "basic", &[]);
+        let b = nvprobe_tests::scenario::scenario(&drv, "hang", &[]);
+        let f = t.stop();
+        check_schema(&f);
+        let call = |pid: &Value, control: &str| -> Value {
+            f.records
+                .iter()
+                .find(|x| {
+                    x["type"] == "ioctl" && x["pid"] == *pid && x["args"]["control_name"] == control
+                })
+                .unwrap_or_else(|| panic!("{level}: no {control} record of {pid}"))
+                .clone()
+        };
+        // GPU_ATTACH_IDS fails at once (NV_ERR_INVALID_DEVICE); the
+        // stand-in holds GPU_GET_SHORT_NAME_STRING for HANG_CONTROL_MS,
+        // then fails it.
+        let fast = call(&a["pid"], "NV0000_CTRL_CMD_GPU_ATTACH_IDS");
+        let slow = call(&b["pid"], "NV2080_CTRL_CMD_GPU_GET_SHORT_NAME_STRING");
+        assert_eq!(
+            (&fast["ok"], &slow["ok"]),
+            (&Value::from(false), &Value::from(false))
+        );
+        let ns = |r: &Value, k: &str| r[k].as_u64().unwrap_or_else(|| panic!("{k}: {r}"));
+        let flag = |r: &Value, k: &str| r.get(k).and_then(Value::as_bool).unwrap_or(false);
+        let shape = |r: &Value| (flag(r, "untimed"), flag(r, "coarse"));
+        // A tick is at most 10 ms (HZ 100).
+        let tick = 10_000_000;
+        if level == "failures" {
+            assert_eq!(
+                (shape(&fast), shape(&slow)),
+                ((false, false), (false, false))
+            );
+            assert!(ns(&fast, "duration_ns") > 0, "{fast}");
+            assert!(ns(&slow, "duration_ns") >= hang_ns, "{slow}");
+        } else {
+            assert_eq!(shape(&fast), (true, false), "{fast}");
+            assert_eq!(ns(&fast, "duration_ns"), 0, "{fast}");
+            assert_eq!(shape(&slow), (false, true), "{slow}");
+            let d = ns(&slow, "duration_ns");
+            assert!(
+                d + tick >= hang_ns && d < hang_ns + tick + 400_000_000,
+                "{slow}"
+            );
+        }
+        // The held call's stall report: at both levels past --stall-after
+        // and before the stand-in answered (at `verdicts` timed from when
+        // nvprobe first saw it in flight, a tick count being no time).
+        let stall = f
+            .records
+            .iter()
+            .find(|x| x["type"] == "stall" && x["pid"] == b["pid"])
+            .unwrap_or_else(|| panic!("{level}: no stall report"));
+        let s = stall["elapsed_s"].as_f64().expect("elapsed_s");
+        assert!((1.0..2.5).contains(&s), "{stall}");
+        // Each record's end is where its start and duration say.
+        for r in [&fast, &slow] {
+            assert!(
+                ns(r, "start_ns") + ns(r, "duration_ns") <= ns(r, "mono_ns"),
+                "{r}"
+            );
+        }
+    }
+}

@@ -210,8 +210,26 @@ fn prepare(mut cfg: Config, s: &Settings<'_>) -> Config {
     cfg.wakeup_bytes = (s.ringbuf_bytes / 8).min(1 << 20);
     cfg.drv_ioctls = u32::from(s.driver_ioctls);
     cfg.quiet = u32::from(s.quiet);
+    cfg.coarse_tick_ns = if s.coarse_starts { coarse_tick_ns() } else { 0 };
     cfg.rm_params = u32::from(!rm_params_entries(&s.version).is_empty());
     cfg
+}
+
+/// The coarse clock's tick, when it is one a call's start may be read
+/// from (at most 10 ms: HZ 100); 0, the fine clock, otherwise.
+fn coarse_tick_ns() -> u32 {
+    use nix::time::{ClockId, clock_getres};
+    match clock_getres(ClockId::CLOCK_MONOTONIC_COARSE) {
+        Ok(t) => {
+            let ns = t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64;
+            if (1..=10_000_000).contains(&ns) {
+                ns as u32
+            } else {
+                0
+            }
+        }
+        Err(_) => 0,
+    }
 }
 
 fn rm_params_entries(v: &VersionCtx) -> Vec<(u32, u32)> {

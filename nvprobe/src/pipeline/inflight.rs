@@ -32,12 +32,14 @@ impl InFlightCalls {
         version: &VersionCtx,
     ) -> Vec<(Option<u32>, crate::stall::InFlight)> {
         let mut calls = Vec::new();
-        // Untimed calls (start not read) by their place in `calls`.
+        // Untimed calls (start not read) and coarse ones (a tick count for
+        // a start) by their place in `calls`.
         let mut untimed = Vec::new();
+        let no_start = nvprobe_common::ioctl_flags::UNTIMED | nvprobe_common::ioctl_flags::COARSE;
         if let Some(arr) = self.inflight.as_ref() {
             for v in arr.iter().flatten() {
                 if v.kind == EventKind::Ioctl as u32 && v.tid != 0 {
-                    if v.flags & nvprobe_common::ioctl_flags::UNTIMED != 0 {
+                    if v.flags & no_start != 0 {
                         untimed.push((calls.len(), (v.tid, v.seq)));
                     }
                     let xfer =

@@ -111,6 +111,7 @@ pub(super) fn io(
         start_ns: t * 1_000_000,
         duration_ns: 1000,
         untimed: false,
+        coarse: false,
         ret: 0,
         errno: None,
         status: None,

@@ -262,6 +262,11 @@ pub struct Ioctl {
     /// (past its first context), counted, not sent, unless it fails.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub untimed: bool,
+    /// The call was timed in the kernel's ticks, so `duration_ns` is right
+    /// within one tick: at `--events verdicts`, a call of a process not yet
+    /// quiet that took at least two ticks (a shorter one is `untimed`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub coarse: bool,
     pub ret: i64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub errno: Option<String>,

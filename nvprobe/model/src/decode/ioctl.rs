@@ -142,6 +142,7 @@ pub(super) fn decode_ioctl(ev: &IoctlEvent, ctx: &Context, raw: Option<String>) 
         start_ns: ev.start_ns,
         duration_ns: ev.duration_ns,
         untimed: ev.flags & ioctl_flags::UNTIMED != 0,
+        coarse: ev.flags & ioctl_flags::COARSE != 0,
         ret: ev.ret,
         errno,
         status,

@@ -123,6 +123,17 @@ fn an_untimed_call_says_so() {
     let line = |e: &Event| crate::render::text::event_line(&clock, 0, e);
     assert!(line(&untimed).ends_with("<untimed>"), "{}", line(&untimed));
     assert!(line(&timed).ends_with("<1.2µs>"), "{}", line(&timed));
+    // Timed in ticks (`--events verdicts`, a process not yet quiet).
+    ev.flags = nvprobe_common::ioctl_flags::COARSE;
+    ev.duration_ns = 2_504_000_000;
+    let coarse = decode(&bytes_of(&ev), &ctx580()).expect("decodes");
+    let Event::Ioctl(c) = &coarse else {
+        panic!("not an ioctl")
+    };
+    assert!(c.coarse && !c.untimed);
+    assert_eq!(json(&coarse)["coarse"], true);
+    assert!(json(&untimed).get("coarse").is_none());
+    assert!(line(&coarse).ends_with("<~2.504s>"), "{}", line(&coarse));
 }
 
 #[test]

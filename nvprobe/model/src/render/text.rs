@@ -170,6 +170,8 @@ fn ioctl_text(s: &mut String, e: &Ioctl) {
     }
     if e.untimed {
         s.push_str(" <untimed>");
+    } else if e.coarse {
+        let _ = write!(s, " <~{}>", dur(e.duration_ns));
     } else {
         let _ = write!(s, " <{}>", dur(e.duration_ns));
     }

@@ -170,6 +170,7 @@ fn settings_of<'a>(a: &'a WatchArgs, h: &'a Host) -> Settings<'a> {
         ringbuf_bytes: a.ringbuf_size,
         version: h.vctx,
         quiet: a.out.events.quiet(),
+        coarse_starts: a.out.events == nvprobe_model::render::level::Level::Verdicts,
     }
 }
 
