@@ -29,6 +29,11 @@ pub struct ProcSummary {
     pub failed: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_failure: Option<String>,
+    /// Named after a thread other than the main one (its own name, e.g.
+    /// `cuda-EvtHandlr`): the main thread's name replaces it when seen.
+    #[serde(skip)]
+    #[schemars(skip)]
+    by_thread: bool,
 }
 
 #[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
@@ -159,7 +164,8 @@ struct Life {
     start_ns: u64,
     /// Its exit was seen.
     ended: bool,
-    /// A row per name (an exec changes it).
+    /// A row per name its main thread had (an exec changes it); its
+    /// other threads' events count in the row of the name it has then.
     rows: Vec<ProcSummary>,
 }
 
@@ -170,21 +176,45 @@ impl Life {
     fn failed(&self) -> u64 {
         self.rows.iter().map(|r| r.failed).sum()
     }
+    /// The row of an event of pid `pid` made under the name `comm`, by its
+    /// main thread or (`main` false) another: the row of that name, else
+    /// a thread's event goes to the process's row as it is named now, and
+    /// the main thread's name replaces a thread's; else a new row (an
+    /// exec, or the process's first event).
+    fn row_for(&mut self, pid: u32, comm: &str, main: bool) -> usize {
+        if let Some(i) = self.rows.iter().position(|r| r.comm == comm) {
+            return i;
+        }
+        if let Some(last) = self.rows.last_mut()
+            && (!main || last.by_thread)
+        {
+            if main {
+                comm.clone_into(&mut last.comm);
+                last.by_thread = false;
+            }
+            return self.rows.len() - 1;
+        }
+        self.rows.push(ProcSummary {
+            pid,
+            comm: comm.to_owned(),
+            by_thread: !main,
+            ..Default::default()
+        });
+        self.rows.len() - 1
+    }
+
     /// Another part of the same process's counts (a later batch).
     fn absorb(&mut self, o: Life) {
         self.ended |= o.ended;
         for r in o.rows {
-            match self.rows.iter_mut().find(|m| m.comm == r.comm) {
-                Some(m) => {
-                    m.events += r.events;
-                    m.ioctls += r.ioctls;
-                    m.unsent += r.unsent;
-                    m.failed += r.failed;
-                    if r.last_failure.is_some() {
-                        m.last_failure = r.last_failure;
-                    }
-                }
-                None => self.rows.push(r),
+            let i = self.row_for(r.pid, &r.comm, !r.by_thread);
+            let m = &mut self.rows[i];
+            m.events += r.events;
+            m.ioctls += r.ioctls;
+            m.unsent += r.unsent;
+            m.failed += r.failed;
+            if r.last_failure.is_some() {
+                m.last_failure = r.last_failure;
             }
         }
     }
@@ -275,17 +305,7 @@ impl Stats {
         self.missed += u64::from(missed);
         let p = ev.proc();
         let life = self.life(p.pid, t);
-        let i = match life.rows.iter().position(|r| r.comm == p.comm) {
-            Some(i) => i,
-            None => {
-                life.rows.push(ProcSummary {
-                    pid: p.pid,
-                    comm: p.comm.clone(),
-                    ..Default::default()
-                });
-                life.rows.len() - 1
-            }
-        };
+        let i = life.row_for(p.pid, &p.comm, p.tid == p.pid || p.tid == 0);
         let ps = &mut life.rows[i];
         ps.events += 1;
         if !ok {
@@ -341,21 +361,10 @@ impl Stats {
     /// empty `comm` is the name it was last listed under.
     pub fn add_unsent_process(&mut self, pid: u32, comm: &str, n: u64, t: u64) {
         let life = self.life(pid, t);
-        let found = if comm.is_empty() {
-            life.rows.len().checked_sub(1)
-        } else {
-            life.rows.iter().position(|r| r.comm == comm)
-        };
-        let i = match found {
-            Some(i) => i,
-            None => {
-                life.rows.push(ProcSummary {
-                    pid,
-                    comm: comm.to_owned(),
-                    ..Default::default()
-                });
-                life.rows.len() - 1
-            }
+        // The exit record is the last thread's, whatever its name.
+        let i = match life.rows.len().checked_sub(1) {
+            Some(last) if comm.is_empty() => last,
+            _ => life.row_for(pid, comm, false),
         };
         life.rows[i].ioctls += n;
         life.rows[i].unsent += n;

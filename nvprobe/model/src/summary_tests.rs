@@ -170,6 +170,44 @@ fn an_exec_is_its_own_row() {
     assert_eq!((r[1].comm.as_str(), r[1].events), ("sh", 1));
 }
 
+/// A process's other threads (libcuda's `cuda-EvtHandlr`, a thread named
+/// by its program) count in its row, under its main thread's name, in
+/// whichever order and batch they come; an exec still makes its own row.
+#[test]
+fn threads_count_in_their_process_row() {
+    let m = Make::new();
+    let thread = |pid: u32, tid: u32, comm: &str, t: u64| {
+        let mut e = m.ioctl(pid, comm, t, true);
+        if let Event::Ioctl(i) = &mut e {
+            i.proc.tid = tid;
+        }
+        e
+    };
+    let mut s = Stats::default();
+    // A thread first; then the main thread; a later batch of a thread
+    // only.
+    feed(
+        &mut s,
+        &[
+            thread(9, 11, "cuda-EvtHandlr", 1),
+            m.ioctl(9, "python3", 2, true),
+        ],
+    );
+    feed(&mut s, &[thread(9, 12, "pt_main_thread", 3)]);
+    let mut other = Stats::default();
+    feed(&mut other, &[thread(9, 11, "cuda-EvtHandlr", 4)]);
+    s.merge(other);
+    feed(
+        &mut s,
+        &[m.ioctl(9, "nvidia-smi", 5, true), thread(9, 13, "w", 6)],
+    );
+    let s = s.finish(0.0, LostSummary::default());
+    let r = rows(&s, 9);
+    let mut got: Vec<(&str, u64)> = r.iter().map(|r| (r.comm.as_str(), r.events)).collect();
+    got.sort();
+    assert_eq!(got, [("nvidia-smi", 2), ("python3", 4)]);
+}
+
 /// 100,000 short processes (pids reused: pid_max 32768), each with an
 /// exit: the table held stays bounded the whole time, the summary lists
 /// the busiest and the failing ones up to their caps, and counts every
