@@ -101,6 +101,30 @@ pub fn start_for(flags: u32) -> u64 {
     }
 }
 
+/// The earliest time a call that entered with `start` and `flags` can
+/// have begun (for windows that must not close early): an untimed one's
+/// is unknown (0), a coarse one's a tick before its tick count says.
+#[inline(always)]
+pub fn start_at_least(start: u64, flags: u32) -> u64 {
+    use nvprobe_common::ioctl_flags::{COARSE, UNTIMED};
+    if flags & UNTIMED != 0 {
+        return 0;
+    }
+    if flags & COARSE != 0 {
+        // SAFETY: helper with no arguments.
+        let ticks = unsafe { aya_ebpf::helpers::generated::bpf_jiffies64() }.wrapping_sub(start);
+        // (At most 2^32 ticks, so that the product stays a plain u64 one:
+        // more than a year at HZ 100.)
+        let ticks = if ticks > u32::MAX as u64 {
+            u32::MAX as u64
+        } else {
+            ticks
+        };
+        return now().saturating_sub((ticks + 1) * coarse_tick());
+    }
+    start
+}
+
 /// The start a record of a call that ended at `end` shows, and its flags:
 /// an untimed call starts where it ends; a coarse one (its start a tick
 /// count) that took less than two ticks is made untimed (a tick count says

@@ -285,9 +285,11 @@ pub(crate) fn ioctl_finish(ret: i64) -> Result<(), i64> {
                     maps::count_unsent(slot_of(&inf), cache, tgid);
                     return Ok(());
                 }
-                Status::Ok if v & nv_procs::SHIP_NEXT != 0 => {
-                    maps::ship_next_done(tgid, v, inf.start_ns)
-                }
+                Status::Ok if v & nv_procs::SHIP_NEXT != 0 => maps::ship_next_done(
+                    tgid,
+                    v,
+                    crate::config::start_at_least(inf.start_ns, inf.flags),
+                ),
                 Status::Ok => {}
                 Status::Failed => maps::ship_next(tgid, v, true),
                 Status::Unknown => {}

@@ -673,3 +673,40 @@ fn calls_at_the_verdicts_level_are_timed_in_ticks() {
         }
     }
 }
+
+/// At `--events verdicts` the calls of a process not yet quiet that begin
+/// within 5 s of a signal are sent, and those after that counted again,
+/// though the kernel keeps only a tick count for their start.
+#[test]
+#[ignore = "needs root"]
+fn calls_after_a_signal_are_sent_for_five_seconds_then_counted_again() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("signal-window");
+    let drv = FakeDrv::start(&tmp);
+    let t = watch(&tmp, &drv, &["--events", "verdicts"]);
+    // SIGALRM comes 1 s into a 2.5 s control; then NULL controls every
+    // 5 ms for 7 s, the first 3.5 s of them within the window.
+    let run = nvprobe_tests::scenario::scenario(&drv, "signal-window", &["--count", "7"]);
+    let f = t.stop();
+    check_schema(&f);
+    let calls = run["calls"].as_u64().expect("calls");
+    let row = f
+        .records
+        .iter()
+        .rev()
+        .find(|x| x["type"] == "summary")
+        .and_then(|s| s["processes"].as_array())
+        .and_then(|p| p.iter().find(|r| r["pid"] == run["pid"]).cloned())
+        .expect("the process's row");
+    let n = |k: &str| row[k].as_u64().unwrap_or(0);
+    // The two opens' processes are one: the hang control (failed) and the
+    // loop.
+    assert_eq!(n("ioctls"), calls + 1, "{row}");
+    let sent_ok = n("ioctls") - n("unsent") - n("failed");
+    assert!(
+        sent_ok > calls / 5 && n("unsent") > calls / 5,
+        "{calls} calls: {sent_ok} sent, {} counted: {row}",
+        n("unsent")
+    );
+}

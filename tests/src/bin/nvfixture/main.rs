@@ -253,6 +253,22 @@ fn handled_scenario(dir: &Path) -> anyhow::Result<Value> {
     Ok(json!({ "ret": r, "status": st }))
 }
 
+/// `handled`, then successful NULL controls every 5 ms for `secs` seconds
+/// (past the 5 s in which calls after a signal are still sent).
+fn signal_window_scenario(dir: &Path, secs: u64) -> anyhow::Result<Value> {
+    let first = handled_scenario(dir)?;
+    let fd = open_rw(&ctl(dir), true)?;
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    let mut calls = 0u64;
+    while std::time::Instant::now() < end {
+        let (r, st) = control(fd.as_raw_fd(), 0xc1d0_0001, 0x0);
+        anyhow::ensure!(r == 0 && st == 0, "NULL control: {r} {st:#x}");
+        calls += 1;
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    Ok(json!({ "handled": first, "calls": calls }))
+}
+
 fn alarm_scenario(dir: &Path) -> anyhow::Result<Value> {
     let fd = open_rw(&ctl(dir), true)?;
     // SAFETY: plain alarm(2).
@@ -553,6 +569,7 @@ fn main() -> anyhow::Result<()> {
                 "oom" => oom_scenario(&dir)?,
                 "modprobe" => modprobe_scenario()?,
                 "handled" => handled_scenario(&dir)?,
+                "signal-window" => signal_window_scenario(&dir, count)?,
                 "hang" => {
                     let fd = open_rw(&ctl(&dir), true)?;
                     let (r, st) = control(fd.as_raw_fd(), 0xc1d0_0001, 0x2080_0111);
