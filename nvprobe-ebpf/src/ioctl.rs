@@ -299,6 +299,7 @@ pub(crate) fn ioctl_finish(ret: i64) -> Result<(), i64> {
 
     // The end, read only for a call that is sent (and its header's time).
     let end = now();
+    let (start, flags) = maps::record_timing(tgid, inf.start_ns, end, flags);
     if let Some(rm) = rm_copy(&inf, ret, size, &head) {
         if let Some(mut entry) = EVENTS.reserve::<RmControlEvent>(0) {
             let ev = entry.as_mut_ptr();
@@ -309,7 +310,7 @@ pub(crate) fn ioctl_finish(ret: i64) -> Result<(), i64> {
                     &raw mut (*ev).ioctl,
                     &inf,
                     ret,
-                    end,
+                    (start, end),
                     pid_tgid,
                     ptr,
                     size,
@@ -336,7 +337,19 @@ pub(crate) fn ioctl_finish(ret: i64) -> Result<(), i64> {
     let ev = entry.as_mut_ptr();
     // SAFETY: `ev` points at a reserved ring-buffer record of the right size;
     // every field is written before submit.
-    unsafe { fill_ioctl(ev, &inf, ret, end, pid_tgid, ptr, size, flags, &head) };
+    unsafe {
+        fill_ioctl(
+            ev,
+            &inf,
+            ret,
+            (start, end),
+            pid_tgid,
+            ptr,
+            size,
+            flags,
+            &head,
+        )
+    };
     entry.submit(wakeup_flags(
         wakeup_bytes(),
         core::mem::size_of::<IoctlEvent>(),
@@ -397,15 +410,13 @@ unsafe fn fill_ioctl(
     ev: *mut IoctlEvent,
     inf: &Inflight,
     ret: i64,
-    end: u64,
+    (start, end): (u64, u64),
     pid_tgid: u64,
     ptr: u64,
     size: u32,
-    flags: u32,
+    mut flags: u32,
     head: &Head,
 ) {
-    // An untimed call (its start not read) starts where it is seen to end.
-    let (start, mut flags) = crate::config::record_start(inf.start_ns, end, flags);
     // SAFETY: per the function's contract.
     unsafe {
         fill_header_at(&raw mut (*ev).hdr, EventKind::Ioctl, end, pid_tgid);

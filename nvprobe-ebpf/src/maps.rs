@@ -227,6 +227,27 @@ pub static SIGNALLED: aya_ebpf::maps::LruHashMap<u32, u64> =
 /// stalls (reported on their own).
 pub const SIGNAL_WINDOW_NS: u64 = nvprobe_common::fastpath::SIGNAL_WINDOW_NS;
 
+/// The start a sent ioctl record shows, and its flags
+/// ([`crate::config::record_start`]); but a call timed in ticks that a
+/// signal may have come during (the process's `SIGNALLED` time lies
+/// between the earliest it can have begun and its end) starts at that
+/// earliest time, `COARSE` (at most two ticks early): the span the
+/// signal is matched against then holds it, however short the call.
+#[inline(always)]
+pub fn record_timing(tgid: u32, start: u64, end: u64, flags: u32) -> (u64, u32) {
+    use nvprobe_common::ioctl_flags::{COARSE, UNTIMED};
+    if flags & COARSE != 0 {
+        // SAFETY: plain lookup of a u64.
+        if let Some(at) = unsafe { SIGNALLED.get(&tgid) }.copied() {
+            let from = crate::config::start_at_least(start, flags);
+            if from <= at && at <= end {
+                return (from, (flags & !UNTIMED) | COARSE);
+            }
+        }
+    }
+    crate::config::record_start(start, end, flags)
+}
+
 /// A successful call of a process whose SHIP_NEXT bit is set was sent:
 /// the bit goes when it was set by a failure (this is the call after it),
 /// or by a signal that came before this call began, by more than

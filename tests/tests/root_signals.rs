@@ -176,6 +176,44 @@ fn a_handled_signal_names_its_call_and_disposition() {
     );
 }
 
+/// The same at `--events verdicts`, where the kernel keeps only a tick
+/// count for the start of a call of a process not yet quiet: the signal
+/// record still names the call it came during.
+#[test]
+#[ignore = "needs root"]
+fn a_handled_signal_names_its_call_at_the_verdicts_level() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("handled-verdicts");
+    let drv = FakeDrv::start(&tmp);
+    let t = watch(&tmp, &drv, &["--events", "verdicts"]);
+    let run = scenario(&drv, "handled", &[]);
+    let f = t.stop();
+    check_schema(&f);
+    let s = f
+        .of_type("signal")
+        .find(|r| r["pid"] == run["pid"])
+        .unwrap_or_else(|| panic!("a signal record: {:#?}", f.records));
+    assert_eq!(
+        (&s["signal"], &s["in_flight"], &s["outcome"]),
+        (
+            &Value::from("SIGALRM"),
+            &Value::from("NV_ESC_RM_CONTROL NV2080_CTRL_CMD_GPU_GET_SHORT_NAME_STRING"),
+            &Value::from("completed")
+        ),
+        "{s}"
+    );
+    // The call itself, sent (it failed), timed in ticks from before the
+    // signal.
+    let c = f
+        .records
+        .iter()
+        .find(|r| r["type"] == "ioctl" && r["pid"] == run["pid"])
+        .expect("the call");
+    assert_eq!(c["coarse"], true, "{c}");
+    assert!(c["start_ns"].as_u64() < s["mono_ns"].as_u64(), "{c}\n{s}");
+}
+
 /// A memory cgroup with a 64 MiB limit (v2's memory.max, else v1's), for
 /// the life of the value.
 struct MemoryCgroup(std::path::PathBuf);

@@ -210,7 +210,15 @@ fn prepare(mut cfg: Config, s: &Settings<'_>) -> Config {
     cfg.wakeup_bytes = (s.ringbuf_bytes / 8).min(1 << 20);
     cfg.drv_ioctls = u32::from(s.driver_ioctls);
     cfg.quiet = u32::from(s.quiet);
-    cfg.coarse_tick_ns = if s.coarse_starts { coarse_tick_ns() } else { 0 };
+    // Calls timed in ticks save the clock only where the counting exit
+    // runs (the older exit sends every call of a process not yet quiet),
+    // and the driver layer's spans need the calls' fine starts.
+    let driver_spans = s.driver_layer && crate::hooks::unavailable_reason(Path::new("/")).is_none();
+    cfg.coarse_tick_ns = if s.coarse_starts && counting_exit_verifies() && !driver_spans {
+        coarse_tick_ns()
+    } else {
+        0
+    };
     cfg.rm_params = u32::from(!rm_params_entries(&s.version).is_empty());
     cfg
 }
