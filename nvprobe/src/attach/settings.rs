@@ -35,7 +35,7 @@ pub struct Settings<'a> {
     /// `--events failures|verdicts`: the kernel drops the successful calls
     /// of processes whose cuInit succeeded.
     pub quiet: bool,
-    /// `--events verdicts`: the ioctls of a process not yet quiet start on
-    /// the coarse clock (`nvprobe_common::ioctl_flags::COARSE`).
+    /// `--events verdicts` without `--metrics`: the ioctls of a process not
+    /// yet quiet start on a tick count (`nvprobe_common::ioctl_flags::COARSE`).
     pub coarse_starts: bool,
 }

@@ -170,7 +170,9 @@ fn settings_of<'a>(a: &'a WatchArgs, h: &'a Host) -> Settings<'a> {
         ringbuf_bytes: a.ringbuf_size,
         version: h.vctx,
         quiet: a.out.events.quiet(),
-        coarse_starts: a.out.events == nvprobe_model::render::level::Level::Verdicts,
+        // --metrics shows the sent calls' latency: their starts are read.
+        coarse_starts: a.out.events == nvprobe_model::render::level::Level::Verdicts
+            && a.metrics.is_none(),
     }
 }
 
