@@ -403,6 +403,13 @@ impl Finished {
     pub fn summary(&self) -> &Value {
         self.of_type("summary").last().expect("a summary record")
     }
+    /// The summary's row of process `pid` (its first, for a reused pid).
+    pub fn process_row(&self, pid: u64) -> &Value {
+        self.summary()["processes"]
+            .as_array()
+            .and_then(|p| p.iter().find(|r| r["pid"] == pid))
+            .unwrap_or_else(|| panic!("no summary row of {pid}: {}", self.summary()))
+    }
 }
 
 /// The ids of the BPF programs a process holds: each of its fds that is a

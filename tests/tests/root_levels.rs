@@ -522,16 +522,7 @@ fn a_busy_process_first_seen_at_a_call_is_followed_as_one_that_held_its_descript
         .map(|r| &r["args"]["control"])
         .collect();
     assert_eq!(written, [&Value::from("0xdea")]);
-    let s = f
-        .records
-        .iter()
-        .rev()
-        .find(|r| r["type"] == "summary")
-        .expect("summary");
-    let row = s["processes"]
-        .as_array()
-        .and_then(|p| p.iter().find(|r| r["pid"] == pid))
-        .expect("row");
+    let row = f.process_row(pid.as_u64().expect("pid"));
     // Arrived: the call it was first seen at, and the failure; the rest
     // were counted in the kernel.
     let (all, unsent) = (
@@ -691,14 +682,7 @@ fn calls_after_a_signal_are_sent_for_five_seconds_then_counted_again() {
     let f = t.stop();
     check_schema(&f);
     let calls = run["calls"].as_u64().expect("calls");
-    let row = f
-        .records
-        .iter()
-        .rev()
-        .find(|x| x["type"] == "summary")
-        .and_then(|s| s["processes"].as_array())
-        .and_then(|p| p.iter().find(|r| r["pid"] == run["pid"]).cloned())
-        .expect("the process's row");
+    let row = f.process_row(run["pid"].as_u64().expect("pid"));
     let n = |k: &str| row[k].as_u64().unwrap_or(0);
     // The two opens' processes are one: the hang control (failed) and the
     // loop.
