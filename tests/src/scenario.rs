@@ -234,20 +234,29 @@ pub fn spawn_env(
             });
         }
     }
-    let mut c = cmd
-        .args(["run", scenario, "--dir"])
+    cmd.args(["run", scenario, "--dir"])
         .arg(&drv.dir)
         .arg("--lib")
         .arg(lib)
-        .env("NVPROBE_STUB_MODE", mode)
+        .env("NVPROBE_STUB_MODE", mode);
+    spawn_ready(&mut cmd)
+}
+
+/// Start `cmd` (an nvfixture scenario, a rank) with its stdin and stdout
+/// piped, and wait for its first line, `ready` or `{"ready":true,...}`:
+/// its descriptors are open and it waits for "go" on stdin.
+pub fn spawn_ready(cmd: &mut Command) -> (Child, BufReader<ChildStdout>) {
+    let mut c = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
-        .expect("spawn nvfixture");
+        .unwrap_or_else(|e| panic!("spawn {:?}: {e}", cmd.get_program()));
     let mut out = BufReader::new(c.stdout.take().expect("stdout"));
     let mut line = String::new();
-    out.read_line(&mut line).expect("ready");
-    assert!(line.contains("ready"), "{line}");
+    out.read_line(&mut line).expect("the ready line");
+    let ready = line.trim_end() == "ready"
+        || serde_json::from_str::<Value>(&line).is_ok_and(|v| v["ready"] == true);
+    assert!(ready, "{:?} did not say ready: {line:?}", cmd.get_program());
     (c, out)
 }
 

@@ -7,13 +7,14 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdout, Command};
 
 use nvprobe_tests::{
     harness::{TestDir, Trace},
     need_root,
     scenario::{
-        FakeDrv, check_schema, lock, stub_libcuda, stub_nccl, tmpdir, watch, watch_adjusted,
+        FakeDrv, check_schema, lock, spawn_ready, stub_libcuda, stub_nccl, tmpdir, watch,
+        watch_adjusted,
     },
 };
 use serde_json::Value;
@@ -56,15 +57,11 @@ fn held_call_hangs(level: &str) {
     let _g = lock();
     let tmp = tmpdir(&format!("hang-held-{level}"));
     let drv = FakeDrv::start(&tmp);
-    let mut c = Command::new(nvprobe_tests::harness::bin("nvfixture"))
-        .args(["run", "preopen-hang", "--dir"])
-        .arg(&drv.dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn nvfixture");
-    let mut out = BufReader::new(c.stdout.take().expect("stdout"));
-    assert!(read_line(&mut out).contains("ready"));
+    let (mut c, mut out) = spawn_ready(
+        Command::new(nvprobe_tests::harness::bin("nvfixture"))
+            .args(["run", "preopen-hang", "--dir"])
+            .arg(&drv.dir),
+    );
     let t = watch(&tmp, &drv, &["--hang-after", "1", "--events", level]);
     // The scan of /proc runs on its own thread: the call must come after
     // it (checked below against the summary).
@@ -230,19 +227,14 @@ fn spawn_rank(
     collectives: u32,
     release: &Path,
 ) -> (Child, BufReader<ChildStdout>) {
-    let mut c = Command::new(rank_bin)
-        .arg(lib)
-        .arg(nccl)
-        .args([rank.to_string(), "2".into(), collectives.to_string()])
-        .env("NVPROBE_FAKE_DIR", &drv.dir)
-        .env("NVPROBE_STUB_FAULT", format!("until:{}", release.display()))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn the rank");
-    let mut out = BufReader::new(c.stdout.take().expect("stdout"));
-    assert_eq!(read_line(&mut out), "ready\n");
-    (c, out)
+    spawn_ready(
+        Command::new(rank_bin)
+            .arg(lib)
+            .arg(nccl)
+            .args([rank.to_string(), "2".into(), collectives.to_string()])
+            .env("NVPROBE_FAKE_DIR", &drv.dir)
+            .env("NVPROBE_STUB_FAULT", format!("until:{}", release.display())),
+    )
 }
 
 /// Two ranks of one communicator on this node: rank 0 makes 5

@@ -24,7 +24,7 @@ use std::{
 use nvprobe_tests::{
     harness::{Trace, bin, bpf_prog_ids, private_mount_namespace, still_loaded, wait_at_most},
     need_root,
-    scenario::{FakeDrv, check_schema, lock, scenario, tmpdir, watch},
+    scenario::{FakeDrv, check_schema, lock, scenario, spawn_ready, tmpdir, watch},
 };
 
 /// `nvprobe ARGS` with stdout and stdin closed, its exit code and stderr,
@@ -226,17 +226,11 @@ impl Flood {
     fn start(n: usize) -> Flood {
         let mut v = Vec::new();
         for _ in 0..n {
-            let mut c = Command::new(bin("nvfixture"))
-                .args(["run", "flood", "--dir", "/dev/null", "--count", "0"])
-                .args(["--threads", "1"])
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .spawn()
-                .expect("spawn flood");
-            let mut line = String::new();
-            BufReader::new(c.stdout.take().expect("stdout"))
-                .read_line(&mut line)
-                .expect("ready");
+            let (mut c, _) = spawn_ready(
+                Command::new(bin("nvfixture"))
+                    .args(["run", "flood", "--dir", "/dev/null", "--count", "0"])
+                    .args(["--threads", "1"]),
+            );
             c.stdin
                 .take()
                 .expect("stdin")

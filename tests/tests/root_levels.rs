@@ -8,13 +8,13 @@
 //! drops the successful calls made after the verdict (the summary counts
 //! them as `quieted`); every call is accounted for either way.
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::io::{BufRead, Write};
+use std::process::Command;
 
 use nvprobe_tests::{
     harness::bin,
     need_root,
-    scenario::{FakeDrv, check_schema, lock, stub_libcuda, tmpdir, watch},
+    scenario::{FakeDrv, check_schema, lock, spawn_ready, stub_libcuda, tmpdir, watch},
 };
 use serde_json::Value;
 
@@ -37,21 +37,16 @@ fn run_scenario(scenario: &str, level: &str, extra: &[&str]) -> Option<Run> {
     let tmp = tmpdir(&format!("levels-{level}"));
     let lib = stub_libcuda(&tmp);
     let drv = FakeDrv::start(&tmp);
-    let mut c = Command::new(bin("nvfixture"))
-        .args(["run", scenario, "--count", &STEADY.to_string(), "--dir"])
-        .arg(&drv.dir)
-        .arg("--lib")
-        .arg(&lib)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn nvfixture");
+    let (mut c, mut out) = spawn_ready(
+        Command::new(bin("nvfixture"))
+            .args(["run", scenario, "--count", &STEADY.to_string(), "--dir"])
+            .arg(&drv.dir)
+            .arg("--lib")
+            .arg(&lib),
+    );
     let pid = u64::from(c.id());
-    let mut out = BufReader::new(c.stdout.take().expect("stdout"));
     let mut stdin = c.stdin.take().expect("stdin");
     let mut line = String::new();
-    out.read_line(&mut line).expect("ready");
-    assert!(line.contains("ready"), "{line}");
     // Only this process: another CUDA process on the host changes nothing.
     let pid_arg = pid.to_string();
     let mut args = vec!["--pid", &pid_arg, "--events", level];
@@ -559,19 +554,14 @@ fn run_held(
     scenario: &[&str],
     args: &[&str],
 ) -> (Value, nvprobe_tests::harness::Trace) {
-    let mut c = Command::new(bin("nvfixture"))
-        .arg("run")
-        .args(scenario)
-        .arg("--dir")
-        .arg(&drv.dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn nvfixture");
-    let mut out = BufReader::new(c.stdout.take().expect("stdout"));
+    let (mut c, mut out) = spawn_ready(
+        Command::new(bin("nvfixture"))
+            .arg("run")
+            .args(scenario)
+            .arg("--dir")
+            .arg(&drv.dir),
+    );
     let mut line = String::new();
-    out.read_line(&mut line).expect("ready");
-    assert!(line.contains("ready"), "{line}");
     let t = watch(tmp, drv, args);
     std::thread::sleep(std::time::Duration::from_millis(1500));
     c.stdin

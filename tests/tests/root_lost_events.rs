@@ -10,15 +10,15 @@
 //! as lost, and the kernel-side --pid filter.
 
 use std::{
-    io::{BufRead, BufReader, Write},
+    io::{BufRead, Write},
     path::Path,
-    process::{Command, Stdio},
+    process::Command,
 };
 
 use nvprobe_tests::{
     harness::{Trace, bin},
     need_root,
-    scenario::{check_schema, lock, tmpdir},
+    scenario::{check_schema, lock, spawn_ready, tmpdir},
 };
 
 #[test]
@@ -29,24 +29,16 @@ fn lost_events_are_counted_exactly_and_reported() {
     let tmp = tmpdir("lost");
     // /dev/null declared a ctl node: ioctls fail fast (ENOTTY), so a tiny
     // ring buffer overflows.
-    let mut child = Command::new(bin("nvfixture"))
-        .args([
-            "run",
-            "flood",
-            "--dir",
-            "/dev/null",
-            "--count",
-            "20000",
-            "--threads",
-            "2",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-    let mut line = String::new();
-    out.read_line(&mut line).expect("ready");
+    let (mut child, mut out) = spawn_ready(Command::new(bin("nvfixture")).args([
+        "run",
+        "flood",
+        "--dir",
+        "/dev/null",
+        "--count",
+        "20000",
+        "--threads",
+        "2",
+    ]));
     let pid = child.id().to_string();
     let pid_num = u64::from(child.id());
     let t = Trace::start(
@@ -66,7 +58,7 @@ fn lost_events_are_counted_exactly_and_reported() {
         .expect("stdin")
         .write_all(b"go\n")
         .expect("go");
-    line.clear();
+    let mut line = String::new();
     out.read_line(&mut line).expect("result");
     assert!(child.wait().expect("wait").success());
     let f = t.stop();
