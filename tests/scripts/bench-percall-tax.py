@@ -95,6 +95,11 @@ def stop_tracer(p, out):
         for line in f:
             if '"type":"summary"' in line:
                 summary = json.loads(line)
+    # Records the ring buffer had no room for: a mode that loses records
+    # writes fewer of them, and its figures are not that mode's cost.
+    lost = ((summary or {}).get("lost") or {}).get("total", 0)
+    if lost:
+        print("lost records in this run:", lost, file=sys.stderr)
     return {b["program"]: b for b in (summary or {}).get("bpf", [])}
 
 

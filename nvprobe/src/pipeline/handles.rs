@@ -5,7 +5,7 @@
 use std::io;
 
 use anyhow::Context as _;
-use aya::maps::{MapData, PerCpuArray, RingBuf};
+use aya::maps::{Map, PerCpuArray};
 use nvprobe_common::maps;
 use nvprobe_model::summary::ProgStats;
 use tokio::{
@@ -13,7 +13,7 @@ use tokio::{
     signal::unix::{SignalKind, signal},
 };
 
-use super::lost::LostCounter;
+use super::{lost::LostCounter, ring::Ring};
 
 /// Each program's runs: the object's, and `own` (name, id): the libcuda
 /// programs nvprobe loads itself.
@@ -75,16 +75,16 @@ pub(super) fn take_map(ebpf: &mut aya::Ebpf, name: &str) -> anyhow::Result<aya::
         .with_context(|| format!("{name} map missing from the object"))
 }
 
-pub(super) fn open_ring(
-    ebpf: &mut aya::Ebpf,
-) -> anyhow::Result<(AsyncFd<RingBuf<MapData>>, LostCounter)> {
-    let ring =
-        RingBuf::try_from(take_map(ebpf, maps::EVENTS)?).context("opening the ring buffer")?;
+pub(super) fn open_ring(ebpf: &mut aya::Ebpf) -> anyhow::Result<(AsyncFd<Ring>, LostCounter)> {
+    let Map::RingBuf(data) = take_map(ebpf, maps::EVENTS)? else {
+        anyhow::bail!("{} is not a ring buffer in the object", maps::EVENTS);
+    };
+    let ring = Ring::new(data).context("opening the ring buffer")?;
     let lost = LostCounter::new(
         PerCpuArray::try_from(take_map(ebpf, maps::LOST)?).context("opening the LOST counters")?,
     );
-    // SAFETY: the ring buffer owns its map fd, which stays open and
-    // unchanged for as long as the AsyncFd holds the RingBuf.
+    // SAFETY: the ring owns its map fd, which stays open and unchanged for
+    // as long as the AsyncFd holds the ring.
     let ring = unsafe { AsyncFd::register_with_interest(ring, tokio::io::Interest::READABLE) }
         .map_err(io::Error::from)
         .context("polling the ring buffer")?;

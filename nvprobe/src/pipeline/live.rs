@@ -11,7 +11,7 @@ use std::{
 };
 
 use anyhow::Context as _;
-use aya::maps::{MapData, PerCpuArray, RingBuf};
+use aya::maps::{MapData, PerCpuArray};
 use nvprobe_common::{Header, maps};
 use nvprobe_model::{
     decode::{self, Context, version::VersionCtx},
@@ -28,6 +28,7 @@ use super::{
     end::end_of_run,
     handles::open_ring,
     lost::{LostCounter, poll_lost},
+    ring::Ring,
     seen::Seen,
 };
 use crate::output::Output;
@@ -111,9 +112,9 @@ impl Live {
     /// (a flood never empties it). Never waits on the decode threads: when
     /// they are full the batch is held, and the ring buffer fills up (the
     /// kernel counts what it then drops).
-    fn drain<T: std::borrow::BorrowMut<MapData>>(
+    fn drain(
         &mut self,
-        ring: &mut RingBuf<T>,
+        ring: &mut Ring,
         pipe: &mut Pipeline,
         budget: Duration,
     ) -> anyhow::Result<Drained> {
@@ -129,12 +130,13 @@ impl Live {
                 return Ok(Drained::All);
             };
             let mut b = pipe.batch();
-            self.push(&mut b, &first);
-            drop(first);
+            self.push(&mut b, first);
             while b.len() < BATCH_RECORDS && !self.past_stop {
                 let Some(item) = ring.next() else { break };
-                self.push(&mut b, &item);
+                self.push(&mut b, item);
             }
+            // Copied: the batch's space goes back to the kernel at once.
+            ring.publish();
             if b.is_empty() && self.past_stop {
                 return Ok(Drained::All);
             }
@@ -307,9 +309,9 @@ impl Live {
     /// flood leaves more than that in the ring buffer: those records are
     /// read without being decoded and counted (returned), so that the stop
     /// stays short and nothing goes uncounted.
-    fn drain_last<T: std::borrow::BorrowMut<MapData>>(
+    fn drain_last(
         &mut self,
-        ring: &mut RingBuf<T>,
+        ring: &mut Ring,
         pipe: &mut Pipeline,
         budget: Duration,
     ) -> anyhow::Result<u64> {
@@ -340,7 +342,7 @@ impl Live {
             // guards against a clock gone wrong.
             let t1 = std::time::Instant::now();
             while let Some(item) = ring.next() {
-                if Header::peek(&item).is_some_and(|h| h.ktime_ns > until) {
+                if Header::peek(item).is_some_and(|h| h.ktime_ns > until) {
                     break;
                 }
                 unread += 1;
@@ -348,6 +350,7 @@ impl Live {
                     break;
                 }
             }
+            ring.publish();
         }
         Ok(unread)
     }
@@ -700,7 +703,7 @@ impl Live {
     /// hooking thread.
     fn on_tick(
         &mut self,
-        ring: &mut RingBuf<MapData>,
+        ring: &mut Ring,
         pipe: &mut Pipeline,
         (opts, budget): (&RunOpts, Duration),
         attacher: Option<&crate::uprobes::attacher::Attacher>,

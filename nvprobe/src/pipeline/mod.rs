@@ -20,6 +20,7 @@ mod opts;
 mod peers;
 mod pipe_opts;
 pub mod replay;
+mod ring;
 mod runs;
 #[cfg(test)]
 mod runs_tests;
