@@ -170,6 +170,12 @@ impl Head {
         h
     }
 
+    /// NVOS54.cmd, the RM control's number, when the head holds NVOS54.
+    #[inline(always)]
+    fn control(&self) -> Option<u32> {
+        (self.len >= NVOS54_SIZE).then(|| self.word(2))
+    }
+
     /// The little-endian u32 at word `i` (0 when not read).
     #[inline(always)]
     pub(crate) fn word(&self, i: usize) -> u32 {
@@ -259,6 +265,19 @@ pub(crate) fn ioctl_finish(ret: i64) -> Result<(), i64> {
         maps::count_unsent(slot_of(&inf), cache, tgid);
         return Ok(());
     }
+    // --events failures|verdicts, a process not yet quiet (a driver client,
+    // a start-up before its first context): a success the ship tables
+    // leave out is counted from its status and, for an RM control, its
+    // number (the head is read only for what may be sent).
+    if crate::config::quiet_levels()
+        && !first
+        && v & (nv_procs::QUIET | nv_procs::HELD | nv_procs::SHIP_NEXT) == 0
+        && ret == 0
+        && left_out(&inf, ptr, size)
+    {
+        maps::count_unsent(slot_of(&inf), cache, tgid);
+        return Ok(());
+    }
     let head = Head::read(ptr, size, &mut flags);
     if crate::config::quiet_levels() && !first {
         // --events failures|verdicts: a successful call is counted, not
@@ -280,7 +299,8 @@ pub(crate) fn ioctl_finish(ret: i64) -> Result<(), i64> {
             match st {
                 Status::Ok
                     if v & nv_procs::SHIP_NEXT == 0
-                        && (v & nv_procs::QUIET != 0 || !shipped(&inf, size, &head)) =>
+                        && (v & nv_procs::QUIET != 0
+                            || !shipped(&inf, size, || head.control())) =>
                 {
                     maps::count_unsent(slot_of(&inf), cache, tgid);
                     return Ok(());
@@ -618,11 +638,38 @@ fn status_off(inf: &Inflight, ptr: u64, size: u32) -> Result<u32, Status> {
     Ok(off)
 }
 
+/// A successful call of a process not yet quiet that the ship tables
+/// leave out, with NV_OK: for an RM control (NVOS54) whose status the
+/// driver version's tables put at 28, its number (cmd @8) and its status
+/// in one read of user memory; else the status alone. The path a quiet
+/// process's call takes, nearly: measured on the no-GPU VM, this exit
+/// costs what a quiet process's does, 40-80 ns less than the path through
+/// the head. False sends the call down that path.
+#[inline(always)]
+fn left_out(inf: &Inflight, ptr: u64, size: u32) -> bool {
+    if slot_of(inf) == nvprobe_common::ioctl::NV_ESC_RM_CONTROL && size == NVOS54_SIZE {
+        if status_off(inf, ptr, size) != Ok(NVOS54_STATUS) {
+            return false;
+        }
+        // SAFETY: reading user memory through the helper, which handles faults.
+        let Ok(w) = (unsafe { bpf_probe_read_user((ptr + 8) as *const [u32; 6]) }) else {
+            return false;
+        };
+        return w[(NVOS54_STATUS as usize - 8) / 4] == 0 && !shipped(inf, size, || Some(w[0]));
+    }
+    status_alone(inf, ptr, size) == Status::Ok && !shipped(inf, size, || None)
+}
+
+/// NVOS54.status's offset (nvos.h: hClient, hObject, cmd, flags, params,
+/// paramsSize, status).
+const NVOS54_STATUS: u32 = 28;
+
 /// Whether a successful call is one `--events failures|verdicts` sends:
 /// its slot is marked SHIP (or it has none), or it is an RM control whose
-/// bucket is (NVOS54 is the head).
+/// bucket is. `control` reads the control's number (NVOS54.cmd, at 8),
+/// only for an RM control; None when it cannot be read (sent).
 #[inline(always)]
-pub fn shipped(inf: &Inflight, size: u32, head: &Head) -> bool {
+pub fn shipped(inf: &Inflight, size: u32, control: impl FnOnce() -> Option<u32>) -> bool {
     use nvprobe_common::fastpath::{NO_SLOT, SHIP, call_slot, control_bucket};
     let xfer = inf.flags & nvprobe_common::ioctl_flags::XFER != 0;
     let slot = call_slot(inf.cmd, xfer, inf.xfer_cmd);
@@ -630,11 +677,14 @@ pub fn shipped(inf: &Inflight, size: u32, head: &Head) -> bool {
         return true;
     }
     if slot == nvprobe_common::ioctl::NV_ESC_RM_CONTROL {
-        if size != nvprobe_common::ioctl::NVOS54_SIZE || head.len < size {
+        if size != nvprobe_common::ioctl::NVOS54_SIZE {
             return true;
         }
+        let Some(c) = control() else {
+            return true;
+        };
         return SHIP_CONTROLS
-            .get(control_bucket(head.word(2)))
+            .get(control_bucket(c))
             .is_some_and(|b| b & SHIP != 0);
     }
     SHIP_CALLS

@@ -125,6 +125,7 @@ def same_loop(a, nvprobe, nvbench, calls, modes, binary, skips):
         t.start()
         time.sleep(1.0)
         windows = []
+        stats = {}
         order = list(modes)
         for r in range(a.rounds):
             for mode in order[r % len(order):] + order[:r % len(order)]:
@@ -142,8 +143,10 @@ def same_loop(a, nvprobe, nvbench, calls, modes, binary, skips):
                     empty.stdin.close()
                     empty.wait(timeout=30)
                 if p is not None:
-                    stop_tracer(p, rec)
+                    bpf = stop_tracer(p, rec)
                     os.remove(rec)
+                    if a.bpf_stats:
+                        stats.setdefault(mode, []).append(bpf)
                 time.sleep(0.3)
         loop.kill()
         loop.wait()
@@ -154,6 +157,11 @@ def same_loop(a, nvprobe, nvbench, calls, modes, binary, skips):
             got = [ns for end, ns in batches if end <= t1 and end - ns * a.iters >= t0]
             per.setdefault(mode, []).append(got)
         rows[name] = per
+        # --bpf-stats: each program's ns per run, median over the rounds.
+        for mode, runs in stats.items():
+            for prog in sorted({k for b in runs for k in b}):
+                ns = [b[prog]["ns_per_run"] for b in runs if prog in b]
+                print(f"  {name:<8} {mode:<18} {prog:<26} {statistics.median(ns):6.0f} ns/run")
     # The host drifts between slower and faster phases even within one
     # process: per round, each mode against that round's untraced window
     # (its fastest batch against the untraced fastest, its median against

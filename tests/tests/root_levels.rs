@@ -358,6 +358,35 @@ fn a_driver_client_at_the_verdicts_level_gets_the_verdict_of_all() {
     );
 }
 
+/// Without a driver version nvprobe knows, no call's NV_STATUS can be read
+/// (where it lies is the version's): at `--events verdicts` a driver
+/// client's successful RM controls are all sent, none counted as a
+/// success in the kernel, and the failure is still told by user space.
+#[test]
+#[ignore = "needs root"]
+fn an_unknown_driver_version_leaves_no_call_counted_as_a_success() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("levels-unknown-version");
+    let drv = FakeDrv::start(&tmp);
+    let mut args = drv.device_args();
+    args.extend(["--events".to_owned(), "verdicts".to_owned()]);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let t = nvprobe_tests::harness::Trace::start_with(&tmp, &refs, |_| {});
+    let b = nvprobe_tests::scenario::scenario(&drv, "client-loop", &["--count", "200"]);
+    let f = t.stop();
+    check_schema(&f);
+    assert_eq!(
+        (b["ok_calls"].as_u64(), b["failed_calls"].as_u64()),
+        (Some(200), Some(1))
+    );
+    let row = f.process_row(b["pid"].as_u64().expect("pid"));
+    assert_eq!(row["ioctls"], 201, "{row}");
+    // Every call reached user space (the summary leaves out a zero).
+    assert_eq!(row["unsent"].as_u64().unwrap_or(0), 0, "{row}");
+    assert!(row["events"].as_u64().is_some_and(|n| n >= 201), "{row}");
+}
+
 /// A process that already held an NVIDIA descriptor when nvprobe started
 /// (its start-up unseen) is quiet at `--events verdicts` from the start:
 /// its successful calls are counted, its failure and the call after it
