@@ -657,7 +657,8 @@ fn left_out(inf: &Inflight, ptr: u64, size: u32) -> bool {
         };
         return w[(NVOS54_STATUS as usize - 8) / 4] == 0 && !shipped(inf, size, || Some(w[0]));
     }
-    status_alone(inf, ptr, size) == Status::Ok && !shipped(inf, size, || None)
+    // The ship tables first: a call they send needs no read here.
+    !shipped(inf, size, || None) && status_alone(inf, ptr, size) == Status::Ok
 }
 
 /// NVOS54.status's offset (nvos.h: hClient, hObject, cmd, flags, params,

@@ -127,6 +127,7 @@ impl Live {
         }
         loop {
             let Some(first) = ring.next() else {
+                ring.corrupt()?;
                 return Ok(Drained::All);
             };
             let mut b = pipe.batch();

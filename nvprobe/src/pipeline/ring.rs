@@ -123,6 +123,19 @@ impl Ring {
     pub fn next(&mut self) -> Option<&[u8]> {
         self.reader.next()
     }
+
+    /// A record header the kernel cannot have written (longer than the
+    /// ring): nothing after it can be read. The error says where.
+    pub fn corrupt(&self) -> anyhow::Result<()> {
+        match self.reader.corrupt {
+            None => Ok(()),
+            Some((pos, len)) => anyhow::bail!(
+                "the ring buffer's record at position {pos} claims {len} bytes, more than the \
+                 ring's {} (not the kernel's ring-buffer layout): nothing after it can be read",
+                self.reader.size
+            ),
+        }
+    }
 }
 
 /// The consumer's side of the shared pages: where it reads, and what it
@@ -139,6 +152,8 @@ struct Reader {
     published: usize,
     /// The producer position last read.
     produced: usize,
+    /// Where a header claimed more than the ring holds, and its length.
+    corrupt: Option<(usize, usize)>,
 }
 
 impl Reader {
@@ -151,6 +166,7 @@ impl Reader {
             pos: 0,
             published: 0,
             produced: 0,
+            corrupt: None,
         };
         r.pos = r.consumer_pos().load(Ordering::Acquire);
         r.published = r.pos;
@@ -166,7 +182,9 @@ impl Reader {
 
     fn producer_pos(&self) -> usize {
         // SAFETY: the producer page is mapped and page-aligned; the kernel
-        // writes the position with release semantics.
+        // writes the position with release semantics. The page is mapped
+        // read-only and only loaded from: on x86_64 and aarch64 an atomic
+        // load is a plain load (aya's consumer reads it the same way).
         unsafe { AtomicUsize::from_ptr(self.producer.ptr.cast()) }.load(Ordering::Acquire)
     }
 
@@ -175,7 +193,8 @@ impl Reader {
         let off = self.page + (pos & (self.size - 1));
         // SAFETY: `off` is 8-aligned (records are) and inside the first
         // copy of the data pages; the producer's commit writes the word
-        // with a full barrier, paired with this acquire.
+        // with a full barrier, paired with this acquire (a load only, on a
+        // read-only page, as for the producer position).
         unsafe { AtomicU32::from_ptr(self.producer.ptr.add(off).cast()) }.load(Ordering::Acquire)
     }
 
@@ -206,8 +225,10 @@ impl Reader {
                 Slot::Done { len, discard } => (len, discard),
             };
             // The kernel never commits a record larger than the ring; a
-            // header claiming one is not read past the mapping.
+            // header claiming one is not read past the mapping, and the
+            // read stops there for good (`Ring::corrupt` says where).
             if span(len) > self.size {
+                self.corrupt = Some((self.pos, len));
                 return None;
             }
             if self.pos.wrapping_sub(self.published) >= self.size / 4 {
@@ -320,7 +341,7 @@ mod tests {
         assert_eq!(f.r.next(), Some(&[0xa1u8; 5][..]));
         assert_eq!(f.consumed(), 0);
         assert_eq!(f.r.next(), Some(&[0xc3u8; 8][..]));
-        assert_eq!(f.consumed(), 0, "told per record");
+        assert_eq!(f.consumed(), 0, "the kernel was told record by record");
         assert_eq!(f.r.next(), None);
         assert_eq!(f.consumed(), span(5) + span(16) + span(8));
     }
@@ -366,6 +387,8 @@ mod tests {
         // SAFETY: the record's header in the fake data pages.
         unsafe { f.prod.add(PAGE).cast::<u32>().write(SIZE as u32) };
         assert_eq!(f.r.next(), None);
+        assert_eq!(f.r.corrupt, Some((0, SIZE)));
+        assert_eq!(f.r.next(), None, "nothing after it is read");
     }
 
     #[test]
