@@ -301,6 +301,24 @@ mod tests {
         fn new() -> Fake {
             let cons = Mapping::anon(PAGE);
             let prod = Mapping::anon(PAGE + 2 * SIZE);
+            // The data pages twice over, as the kernel maps them: one
+            // memfd at both places, so that a record past the end is read
+            // whole from the second copy.
+            // SAFETY: a new memfd, sized, mapped over the anonymous range
+            // just made (MAP_FIXED within it), then closed (the mappings
+            // keep it).
+            unsafe {
+                let fd = libc::memfd_create(c"nvprobe-ring-test".as_ptr(), 0);
+                assert!(fd >= 0, "memfd_create");
+                assert_eq!(libc::ftruncate(fd, SIZE as libc::off_t), 0);
+                for i in 0..2 {
+                    let at = prod.ptr.add(PAGE + i * SIZE).cast();
+                    let prot = libc::PROT_READ | libc::PROT_WRITE;
+                    let flags = libc::MAP_SHARED | libc::MAP_FIXED;
+                    assert_eq!(libc::mmap(at, SIZE, prot, flags, fd, 0), at);
+                }
+                libc::close(fd);
+            }
             let (c, p) = (cons.ptr.cast(), prod.ptr);
             Fake {
                 r: Reader::new(cons, prod, PAGE, SIZE),
@@ -316,7 +334,7 @@ mod tests {
             // SAFETY: inside the fake data pages (the tests stay in the
             // first copy).
             unsafe {
-                let rec = self.prod.add(PAGE + self.at);
+                let rec = self.prod.add(PAGE + (self.at & (SIZE - 1)));
                 rec.cast::<u32>().write(len as u32 | bits);
                 std::ptr::write_bytes(rec.add(HDR_SZ), fill, len);
                 self.at += span(len);
@@ -378,6 +396,27 @@ mod tests {
         );
         assert!(f.r.next().is_some());
         assert_eq!(f.consumed(), SIZE / 2);
+    }
+
+    #[test]
+    fn a_record_across_the_end_of_the_ring_is_read_whole() {
+        let mut f = Fake::new();
+        for _ in 0..3 {
+            f.put(1016, 1, 0);
+        }
+        f.put(1000, 2, 0);
+        while f.r.next().is_some() {}
+        assert_eq!(f.consumed(), 4080);
+        // Header at 4080, body from 4088 to 4128: 32 bytes past the end.
+        f.put(40, 0x5a, 0);
+        f.put(8, 0x6b, 0);
+        assert_eq!(f.r.next(), Some(&[0x5au8; 40][..]));
+        // The body's end is the ring's start (the second copy is the first).
+        // SAFETY: the fake data pages.
+        assert_eq!(unsafe { *f.prod.add(PAGE + 31) }, 0x5a);
+        assert_eq!(f.r.next(), Some(&[0x6bu8; 8][..]));
+        assert_eq!(f.r.next(), None);
+        assert_eq!(f.consumed(), 4080 + span(40) + span(8));
     }
 
     #[test]
