@@ -5,8 +5,10 @@
 //! Why not aya's `RingBuf`: it publishes the consumer position after every
 //! record. The kernel's producer reads that position at every reserve (and
 //! nvprobe's programs again when they query the fill), so while the
-//! collector drains, each record a traced process writes costs a cache-line
-//! transfer from the collector's CPU: the process pays for being read. The
+//! collector drains, a traced process's reserve may fetch that line from
+//! the collector's CPU. Measured on the H100 (docs/BENCHMARKS.md, issue
+//! 40's seventh session) this was not a visible part of a sent call's
+//! cost; the line is still touched about 500 times less often. The
 //! layout and the ordering are the kernel's (kernel/bpf/ringbuf.c): one
 //! consumer page, read-write; one producer page and the data pages mapped
 //! twice, read-only; a record's 8-byte header holds its length with the
