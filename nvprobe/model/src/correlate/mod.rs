@@ -272,6 +272,9 @@ impl Correlator {
                 mknod,
             } => {
                 let st = self.state(pid);
+                if opened_device || (open && crate::decode::node_kind(&path).is_some()) {
+                    st.held_begins(start);
+                }
                 st.begin(start, &at.comm);
                 st.last_ns = st.last_ns.max(end);
                 let p = PathObs {
@@ -360,6 +363,9 @@ impl Correlator {
             );
         }
         let st = self.state(pid);
+        if c.enter && c.func == crate::decode::cudafn::CU_INIT {
+            st.held_begins(start);
+        }
         st.begin(start, &at.comm);
         let before = out.len();
         if c.enter && c.end.interposer {
@@ -407,6 +413,7 @@ impl Correlator {
     /// search path); a successful open is always kept.
     fn on_lib_load(&mut self, at: &At, path: String, failure: Option<facts::CallResult>) {
         let st = self.state(at.pid);
+        st.held_begins(at.start);
         st.begin(at.start, &at.comm);
         st.last_ns = st.last_ns.max(at.end);
         st.lib_open_count = st.lib_open_count.saturating_add(1);

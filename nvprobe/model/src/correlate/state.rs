@@ -30,6 +30,9 @@ pub(crate) struct ProcInit {
     /// seen opening: (call, fd).
     pub(crate) inherited: Option<(CallRef, i32)>,
     pub(crate) opened_any: bool,
+    /// It held an NVIDIA descriptor when nvprobe started, and has begun a
+    /// start-up since ([`ProcInit::held_begins`]).
+    pub(crate) began: bool,
     /// A failed version check: (call, result).
     pub(crate) version_check: Option<(CallRef, CallResult)>,
     /// The build version the driver told the process
@@ -322,6 +325,44 @@ pub(crate) fn ms(ns: u64, since: u64) -> f64 {
 }
 
 impl ProcInit {
+    /// A process that already held an NVIDIA descriptor when nvprobe
+    /// started and was not seen starting anything since (no NVIDIA open, no
+    /// libcuda loaded, no cuInit): its start-up is not judged.
+    pub(crate) fn held_unseen(&self) -> bool {
+        self.info.as_ref().is_some_and(|i| i.held_at_start)
+            && !self.began
+            && !self.opened_any
+            && !self.cuinit_entered
+            && self.curesult.is_none()
+            && self.lib_opens.is_empty()
+    }
+
+    /// Such a process now begins something nvprobe sees from its start (an
+    /// open of an NVIDIA node, the loader's open of a libcuda, cuInit's
+    /// entry: what ends the kernel side's `HELD`), at `at_ns`. That
+    /// start-up is judged on what it does from here: the calls made on
+    /// the descriptor it held before (their stages, failures, signals) are
+    /// not its own. Who the process is stays.
+    pub(crate) fn held_begins(&mut self, at_ns: u64) {
+        if !self.held_unseen() {
+            return;
+        }
+        *self = ProcInit {
+            comm: std::mem::take(&mut self.comm),
+            first_ns: at_ns,
+            last_ns: self.last_ns,
+            info: self.info.take(),
+            info_ns: self.info_ns,
+            parent: self.parent,
+            oom_victim: self.oom_victim,
+            pending: std::mem::take(&mut self.pending),
+            host_gpus: self.host_gpus.clone(),
+            host_driver: self.host_driver.take(),
+            began: true,
+            ..ProcInit::default()
+        };
+    }
+
     /// Whether the process did anything NVIDIA-related itself (a forked
     /// child that only inherited the map entry did not): only those get a
     /// verdict.

@@ -556,3 +556,42 @@ fn a_process_that_held_a_descriptor_at_the_start_is_not_judged_a_start_up() {
         unmarked[0].text
     );
 }
+
+/// What a process that held its descriptor when nvprobe started did on it
+/// before it began a start-up is not the start-up's: a failure then is
+/// neither the start-up's failed call nor in its text, its calls are not
+/// counted, and its stages are timed from its own first step (cuInit's
+/// entry), as the kernel side sends that start-up call by call from there.
+#[test]
+fn a_held_process_s_start_up_is_judged_from_its_own_first_step() {
+    let held = ProcessInfo {
+        held_at_start: true,
+        ..with_libcuda("/usr/lib/libcuda.so.1", Some("580.159.04"), false)
+    };
+    let v = verdicts_of(
+        vec![held],
+        vec![],
+        &[
+            io(1, "NV_ESC_RM_ALLOC", None, "ctl"),
+            failed(io(2, "NV_ESC_RM_CONTROL", None, "ctl"), "EINVAL"),
+            cuda(10, "cuInit", None),
+            open(11, "/dev/nvidiactl", "ctl"),
+            io(12, "NV_ESC_RM_ALLOC", None, "ctl"),
+            cuda(13, "cuInit", Some((100, "CUDA_ERROR_NO_DEVICE"))),
+            exit_of(14, 7, 1 << 8),
+        ],
+    );
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0].result, Outcome::Failed, "{}", v[0].text);
+    assert!(
+        v[0].text
+            .starts_with("cuInit returned CUDA_ERROR_NO_DEVICE")
+            && !v[0].text.contains("EINVAL"),
+        "{}",
+        v[0].text
+    );
+    assert!(v[0].failed_call.is_none(), "{:?}", v[0].failed_call);
+    assert_eq!(v[0].calls, 1);
+    let stages: Vec<(&str, f64)> = v[0].stages.iter().map(|s| (s.name, s.at_ms)).collect();
+    assert_eq!(stages[0], ("ctl_opened", 1.0), "{stages:?}");
+}

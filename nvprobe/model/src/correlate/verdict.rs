@@ -133,7 +133,7 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<Exit>) -> CuInit {
         .or_else(|| st.signals.iter().rev().find(|s| s.during.is_some()))
         .cloned();
     let class = class_of(st);
-    if class != Class::Cuda || held_unseen(st) {
+    if class != Class::Cuda || st.held_unseen() {
         return other_class(pid, st, class, exit, signal);
     }
     let mut diagnoses = rules::diagnose(&super::table::Facts {
@@ -565,17 +565,6 @@ fn driver_client(
     (result, text, d)
 }
 
-/// A process that already held an NVIDIA descriptor when nvprobe started
-/// and was not seen starting anything since (no NVIDIA open, no libcuda
-/// loaded, no cuInit): its start-up is not judged.
-fn held_unseen(st: &ProcInit) -> bool {
-    st.info.as_ref().is_some_and(|i| i.held_at_start)
-        && !st.opened_any
-        && !st.cuinit_entered
-        && st.curesult.is_none()
-        && st.lib_opens.is_empty()
-}
-
 /// The verdict of such a process: how it ended, and what failed while
 /// nvprobe followed it.
 fn held(
@@ -622,7 +611,7 @@ fn other_class(
         Exit::text,
     );
     let (result, text, diagnoses) = match class {
-        _ if held_unseen(st) => held(st, exit, signal.as_ref(), &ended),
+        _ if st.held_unseen() => held(st, exit, signal.as_ref(), &ended),
         Class::Helper => {
             let parent = st.parent.map_or(0, |p| p.0);
             let ok = exit == Some(Exit::Status(0));
