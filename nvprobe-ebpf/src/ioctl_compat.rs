@@ -3,9 +3,11 @@
 //! after minutes): the exit as it was before the kernel side decided per
 //! call at `--events failures|verdicts` and read the head once. Only a
 //! quiet process's successes stay in the kernel here, counted in
-//! `QUIETED` alone; every other call is sent. Kept verbatim, as the 6.1
-//! verifier took it: a change here must pass `cargo xtask vm-test --only
-//! 6.1`.
+//! `QUIETED` alone; every other call is sent, and in a process quiet since
+//! nvprobe started (`nv_procs::HELD`) the call after a failure or a signal
+//! too, as the counting exit sends it. The driver layer's ioctl records
+//! are made here on every kernel. Kept as the 6.1 verifier takes it: a
+//! change here must pass `cargo xtask vm-test --only 6.1`.
 
 use aya_ebpf::helpers::{bpf_probe_read_user, generated};
 use nvprobe_common::{
@@ -122,11 +124,35 @@ pub(crate) fn ioctl_finish_compat(ret: i64) -> Result<(), i64> {
                 flags |= ioctl_flags::FIRST_UNSEEN;
             }
         }
-        // A process past its verdict whose call succeeded: nothing of it
-        // is shipped (--events failures|verdicts), so nothing is copied.
-        Some(v) if v & nv_procs::QUIET != 0 && ret == 0 && quiet_success(&inf, ptr, size) => {
-            maps::count_quieted();
-            return Ok(());
+        // A quiet process (--events failures|verdicts): a success is
+        // counted, nothing of it copied; but in one quiet since nvprobe
+        // started (HELD), the call after a failure or a signal
+        // (SHIP_NEXT) is sent, as the counting exit sends it.
+        Some(v) if v & nv_procs::QUIET != 0 => {
+            let ok = if ret == 0 {
+                quiet_status(&inf, ptr, size)
+            } else {
+                Some(false)
+            };
+            let held = v & nv_procs::HELD != 0;
+            if ok == Some(true) && (!held || v & nv_procs::SHIP_NEXT == 0) {
+                maps::count_quieted();
+                return Ok(());
+            }
+            if held {
+                match ok {
+                    Some(true) => maps::ship_next_done(
+                        tgid,
+                        v,
+                        crate::config::start_at_least(inf.start_ns, inf.flags),
+                    ),
+                    Some(false) => maps::ship_next(tgid, v, true),
+                    None => {}
+                }
+            }
+            if v & nv_procs::CALLER == 0 {
+                maps::caller(tgid);
+            }
         }
         // Followed from its parent, and now an NVIDIA call of its own (an
         // inherited descriptor): its start-up's failed calls count.
@@ -245,32 +271,30 @@ unsafe fn fill_ioctl(
 }
 
 /// Whether a call that returned 0 also left NV_STATUS 0 (NV_OK) in its
-/// parameters, by the offset user space put into STATUS_AT.
+/// parameters, by the offset user space put into STATUS_AT; None when
+/// that cannot be told (not in STATUS_AT, or unreadable).
 #[inline(always)]
-fn quiet_success(inf: &Inflight, ptr: u64, size: u32) -> bool {
+fn quiet_status(inf: &Inflight, ptr: u64, size: u32) -> Option<bool> {
     let key = if inf.flags & nvprobe_common::ioctl_flags::XFER != 0 {
         if inf.flags & nvprobe_common::ioctl_flags::XFER_FAULT != 0
             || inf.xfer_size > nvprobe_common::ioctl::NV_MAX_IOCTL_SIZE
         {
-            return false;
+            return None;
         }
         nvprobe_common::status_at::xfer_key(inf.xfer_cmd, inf.xfer_size)
     } else {
         inf.cmd
     };
     // SAFETY: plain lookup of a u32.
-    let Some(off) = (unsafe { STATUS_AT.get(&key) }).copied() else {
-        return false;
-    };
+    let off = (unsafe { STATUS_AT.get(&key) }).copied()?;
     if off == nvprobe_common::status_at::NO_STATUS {
-        return true;
+        return Some(true);
     }
     if ptr == 0 || off.saturating_add(4) > size {
-        return false;
+        return None;
     }
     // SAFETY: reading user memory through the helper, which handles faults.
-    matches!(
-        unsafe { aya_ebpf::helpers::bpf_probe_read_user((ptr + off as u64) as *const u32) },
-        Ok(0)
-    )
+    unsafe { aya_ebpf::helpers::bpf_probe_read_user((ptr + off as u64) as *const u32) }
+        .ok()
+        .map(|st| st == 0)
 }

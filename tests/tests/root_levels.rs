@@ -14,7 +14,9 @@ use std::process::Command;
 use nvprobe_tests::{
     harness::bin,
     need_root,
-    scenario::{FakeDrv, check_schema, lock, spawn_ready, stub_libcuda, tmpdir, watch},
+    scenario::{
+        FakeDrv, check_schema, lock, spawn_ready, stub_libcuda, tmpdir, watch, watch_adjusted,
+    },
 };
 use serde_json::Value;
 
@@ -398,8 +400,8 @@ fn an_unknown_driver_version_leaves_no_call_counted_as_a_success() {
 #[ignore = "needs root"]
 fn a_process_that_held_a_descriptor_at_the_start_is_quiet_until_it_starts_cuda() {
     need_root!();
-    let (all, a) = held_run("all", &[]);
-    let (quiet, q) = held_run("verdicts", &[]);
+    let (all, a, _) = held_run("all", &[], &[]);
+    let (quiet, q, _) = held_run("verdicts", &[], &[]);
     for x in [&a, &q] {
         assert_eq!(
             (&x["ok_calls"], &x["failed_calls"], &x["inited"]),
@@ -477,7 +479,7 @@ fn a_process_that_held_a_descriptor_at_the_start_is_quiet_until_it_starts_cuda()
     // Without the libcuda layer, its open of the node (the stand-in
     // libcuda's own, as a real one's) ends the quiet: the start-up's
     // allocation after it is sent, a milestone of the verdict.
-    let (bare, b) = held_run("verdicts", &["--layers", "syscall,process"]);
+    let (bare, b, _) = held_run("verdicts", &["--layers", "syscall,process"], &[]);
     assert_eq!(row(&bare, &b)["unsent"], 2 * STEADY);
     let vb = verdict(&bare, &b);
     assert!(
@@ -488,9 +490,71 @@ fn a_process_that_held_a_descriptor_at_the_start_is_quiet_until_it_starts_cuda()
     );
 }
 
+/// The simpler ioctl exit (kernels before 6.12, and the driver layer's
+/// ioctl records everywhere; `NVPROBE_IOCTL_EXIT=simple` picks it here)
+/// treats a process that held its descriptor when nvprobe started as the
+/// counting exit does at `--events verdicts`: its successes counted, its
+/// failure sent, and the call after the failure sent too (the retry that
+/// tells a recovered failure).
+#[test]
+#[ignore = "needs root"]
+fn the_simpler_exit_sends_the_call_after_a_held_process_s_failure() {
+    need_root!();
+    let (recs, x, stderr) = held_run(
+        "verdicts",
+        &["--layers", "syscall,process"],
+        &[("NVPROBE_IOCTL_EXIT", "simple")],
+    );
+    assert_eq!(
+        (&x["ok_calls"], &x["failed_calls"]),
+        (&Value::from(2 * STEADY + 1), &Value::from(1)),
+        "{x}"
+    );
+    assert!(
+        stderr.contains("NVPROBE_IOCTL_EXIT=simple in nvprobe's environment"),
+        "the start does not say which exit runs: {stderr}"
+    );
+    // Counted in the kernel (the simpler exit counts in `quieted` alone):
+    // the loop's successes but the call after the failure, which reached
+    // the collector (the level writes only the failure of it).
+    let summary = recs
+        .iter()
+        .rev()
+        .find(|r| r["type"] == "summary")
+        .expect("summary");
+    assert_eq!(summary["quieted"], 2 * STEADY, "{summary}");
+    let written: Vec<&Value> = recs
+        .iter()
+        .filter(|r| r["type"] == "ioctl" && r["pid"] == x["pid"])
+        .map(|r| &r["args"]["control"])
+        .collect();
+    assert_eq!(written, [&Value::from("0xdea")]);
+    // The start-up it then began (its own open of the node) is judged on
+    // what it did from there: the failure on the descriptor it held
+    // before is not the start-up's, and the stages come in their order.
+    let v = recs
+        .iter()
+        .find(|r| r["type"] == "cuinit" && r["pid"] == x["pid"])
+        .expect("a verdict");
+    let stages: Vec<&Value> = v["stages"]
+        .as_array()
+        .expect("stages")
+        .iter()
+        .map(|s| &s["name"])
+        .collect();
+    assert_eq!(
+        stages,
+        ["ctl_opened", "rm_client", "version_handshake"],
+        "{v}"
+    );
+    assert!(v.get("failed_call").is_none(), "{v}");
+    assert_ne!(v["result"], "failed", "{v}");
+}
+
 /// nvfixture's `held` scenario, its descriptor opened before nvprobe
-/// starts at `level`: its answer and the validated records.
-fn held_run(level: &str, extra: &[&str]) -> (Vec<Value>, Value) {
+/// starts at `level` (with `env` in nvprobe's environment): the validated
+/// records, its answer and what nvprobe said on stderr.
+fn held_run(level: &str, extra: &[&str], env: &[(&str, &str)]) -> (Vec<Value>, Value, String) {
     let _g = lock();
     let tmp = tmpdir(&format!("held-{level}"));
     let lib = stub_libcuda(&tmp);
@@ -504,6 +568,7 @@ fn held_run(level: &str, extra: &[&str]) -> (Vec<Value>, Value) {
         &drv,
         &["held", "--count", &count, "--lib", &lib_arg],
         &args,
+        env,
     );
     let f = t.stop();
     check_schema(&f);
@@ -519,7 +584,7 @@ fn held_run(level: &str, extra: &[&str]) -> (Vec<Value>, Value) {
         opened < answer["loop_ns"].as_u64().expect("loop_ns"),
         "the scan ended after the loop began: {gate}"
     );
-    (f.records, answer)
+    (f.records, answer, f.stderr)
 }
 
 /// A process busy with NVIDIA calls on a descriptor it opened before
@@ -535,7 +600,7 @@ fn a_busy_process_first_seen_at_a_call_is_followed_as_one_that_held_its_descript
     let _g = lock();
     let tmp = tmpdir("held-busy");
     let drv = FakeDrv::start(&tmp);
-    let (answer, t) = run_held(&tmp, &drv, &["held-busy"], &["--events", "verdicts"]);
+    let (answer, t) = run_held(&tmp, &drv, &["held-busy"], &["--events", "verdicts"], &[]);
     let pid = answer["pid"].clone();
     assert_eq!(answer["failed_calls"], 1, "{answer}");
     let f = t.stop();
@@ -575,14 +640,15 @@ fn a_busy_process_first_seen_at_a_call_is_followed_as_one_that_held_its_descript
 }
 
 /// nvfixture's `scenario` (its name and arguments), its descriptor opened
-/// before nvprobe starts with `args`; "go" once the start's scan of /proc
-/// has had time to end (its end is in the summary, which callers check);
-/// its answer, once it has exited, and the trace still running.
+/// before nvprobe starts with `args` and `env`; "go" once the start's scan
+/// of /proc has had time to end (its end is in the summary, which callers
+/// check); its answer, once it has exited, and the trace still running.
 fn run_held(
     tmp: &std::path::Path,
     drv: &FakeDrv,
     scenario: &[&str],
     args: &[&str],
+    env: &[(&str, &str)],
 ) -> (Value, nvprobe_tests::harness::Trace) {
     let (mut c, mut out) = spawn_ready(
         Command::new(bin("nvfixture"))
@@ -592,7 +658,9 @@ fn run_held(
             .arg(&drv.dir),
     );
     let mut line = String::new();
-    let t = watch(tmp, drv, args);
+    let t = watch_adjusted(tmp, drv, args, |c| {
+        c.envs(env.iter().copied());
+    });
     std::thread::sleep(std::time::Duration::from_millis(1500));
     c.stdin
         .take()

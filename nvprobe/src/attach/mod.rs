@@ -6,8 +6,10 @@
 pub mod caps;
 mod checks;
 mod driver;
+pub use fast::EXIT_ENV;
 use fast::{
-    COUNTING_EXIT, COUNTING_EXIT_SINCE, counting_exit_verifies, fd_cache_on, first_line, set_fd_gen,
+    COUNTING_EXIT, COUNTING_EXIT_SINCE, counting_exit_verifies, exit_forced, fd_cache_on,
+    first_line, set_fd_gen,
 };
 mod fast;
 pub mod holders;
@@ -144,6 +146,14 @@ pub fn load_and_attach(
             probe: "ioctl_exit".into(),
             reason: format!(
                 "{COUNTING_EXIT} (the driver layer makes the ioctl records here; --layers syscall,process makes the syscall layer make them)"
+            ),
+        });
+    }
+    if let Err(v) = exit_forced() {
+        att.refusals.push(Refusal {
+            probe: "ioctl_exit".into(),
+            reason: format!(
+                "{EXIT_ENV}={v:?} in nvprobe's environment is neither `counting` nor `simple`: ignored, the kernel's release picks the ioctl exit"
             ),
         });
     }
@@ -369,12 +379,19 @@ fn attach_syscall_layer(
             }
             // Exit first: an entry without its exit would fill INFLIGHT.
             if pr.syscall == "ioctl" && !counting_exit_verifies() {
+                let reason = if exit_forced() == Ok(Some(false)) {
+                    format!(
+                        "{COUNTING_EXIT}: {EXIT_ENV}=simple in nvprobe's environment attaches the simpler one; unset it to have the counting exit where the kernel takes it"
+                    )
+                } else {
+                    format!(
+                        "{COUNTING_EXIT}: kernels before {}.{} take minutes to verify it and then refuse it as too complex (measured on 6.1); the simpler one is attached ({EXIT_ENV}=counting tries it anyway, for a kernel whose vendor brought a newer verifier)",
+                        COUNTING_EXIT_SINCE.0, COUNTING_EXIT_SINCE.1
+                    )
+                };
                 att.refusals.push(Refusal {
                     probe: "ioctl_exit".into(),
-                    reason: format!(
-                        "{COUNTING_EXIT}: kernels before {}.{} take minutes to verify it and then refuse it as too complex (measured on 6.1); the simpler one is attached",
-                        COUNTING_EXIT_SINCE.0, COUNTING_EXIT_SINCE.1
-                    ),
+                    reason,
                 });
                 return Ok(vec![
                     (
