@@ -4,6 +4,9 @@
 //! folds a run of one thread's failed calls of one system call for one
 //! file name in one directory after another into a line that names the
 //! file, how many places, the errors and where it looked first and last.
+//! A directory tried twice in a row is one place (glibc's legacy hwcaps
+//! subdirectories repeat one when the platform and a capability share a
+//! name: `tls/x86_64` twice), and the line says how many calls there were.
 //! The verdict's `libcuda_not_found` lists every path.
 
 use std::fmt::Write as _;
@@ -27,7 +30,10 @@ pub(crate) struct Run {
     first_line: String,
     dirs: Vec<String>,
     last_dir: String,
+    /// Places: the calls, less a directory tried again right after itself.
     n: u32,
+    /// The calls.
+    calls: u32,
     errnos: Vec<(String, u32)>,
     /// The first call and its time: what the run's line is, to the
     /// writer's filters (its process, its kind).
@@ -75,6 +81,7 @@ impl Run {
             dirs: vec![dir.to_owned()],
             last_dir: dir.to_owned(),
             n: 1,
+            calls: 1,
             errnos: vec![(l.errno.to_owned(), 1)],
             first: Box::new((first.0, first.1.clone())),
             dur_ns: l.dur_ns,
@@ -82,25 +89,25 @@ impl Run {
         })
     }
 
-    /// Take `l` into the run: the same thread, system call and file name,
-    /// in another directory than the last. False: it starts another.
+    /// Take `l` into the run: the same thread, system call and file name
+    /// (the last directory again is the same place). False: it starts
+    /// another.
     pub(crate) fn extend(&mut self, l: &Lookup<'_>) -> bool {
         let Some((dir, name)) = split(l.path) else {
             return false;
         };
-        if l.tid != self.tid
-            || l.syscall != self.syscall
-            || name != self.name
-            || dir == self.last_dir
-        {
+        if l.tid != self.tid || l.syscall != self.syscall || name != self.name {
             return false;
         }
-        self.n += 1;
+        self.calls += 1;
         self.dur_ns = self.dur_ns.zip(l.dur_ns).map(|(a, b)| a + b);
-        if self.dirs.len() < DIRS_SHOWN {
-            self.dirs.push(dir.to_owned());
+        if dir != self.last_dir {
+            self.n += 1;
+            if self.dirs.len() < DIRS_SHOWN {
+                self.dirs.push(dir.to_owned());
+            }
+            dir.clone_into(&mut self.last_dir);
         }
-        dir.clone_into(&mut self.last_dir);
         self.count_errno(l.errno, 1);
         self.last_ns = self.last_ns.max(l.at);
         true
@@ -118,17 +125,16 @@ impl Run {
     /// with this search (the same thread, system call and file name, in
     /// another directory than the last). Err gives it back.
     pub(crate) fn join(&mut self, next: Box<Run>) -> Result<(), Box<Run>> {
-        if next.tid != self.tid
-            || next.syscall != self.syscall
-            || next.name != self.name
-            || next.dirs.first() == Some(&self.last_dir)
-        {
+        if next.tid != self.tid || next.syscall != self.syscall || next.name != self.name {
             return Err(next);
         }
         let next = *next;
-        self.n += next.n;
+        // The place the batch ended in, tried again first in the next.
+        let again = next.dirs.first() == Some(&self.last_dir);
+        self.n += next.n - u32::from(again);
+        self.calls += next.calls;
         self.dur_ns = self.dur_ns.zip(next.dur_ns).map(|(a, b)| a + b);
-        for d in next.dirs {
+        for d in next.dirs.into_iter().skip(usize::from(again)) {
             if self.dirs.len() < DIRS_SHOWN {
                 self.dirs.push(d);
             }
@@ -167,24 +173,32 @@ impl Run {
     /// The run's text: the first call's own line when it is alone, else
     /// `openat libcuda.so.1 in 41 places = -1 ENOENT: /a, /b, … /z <35.2µs>`.
     pub(crate) fn line(&self, dur: impl Fn(u64) -> String) -> String {
-        if self.n == 1 {
+        if self.calls == 1 {
             return self.first_line.clone();
         }
         let mut s = format!(
-            "{}{} {} in {} places = -1 ",
-            self.prefix, self.syscall, self.name, self.n
+            "{}{} {} in {} place{}",
+            self.prefix,
+            self.syscall,
+            self.name,
+            self.n,
+            if self.n == 1 { "" } else { "s" }
         );
+        if self.calls > self.n {
+            let _ = write!(s, " ({} calls)", self.calls);
+        }
+        s.push_str(" = -1 ");
         let counted: u32 = self.errnos.iter().map(|(_, k)| k).sum();
         for (i, (e, k)) in self.errnos.iter().enumerate() {
             let sep = if i > 0 { ", " } else { "" };
-            if self.errnos.len() == 1 && counted == self.n {
+            if self.errnos.len() == 1 && counted == self.calls {
                 let _ = write!(s, "{e}");
             } else {
                 let _ = write!(s, "{sep}{e} ×{k}");
             }
         }
-        if counted < self.n {
-            let _ = write!(s, ", other ×{}", self.n - counted);
+        if counted < self.calls {
+            let _ = write!(s, ", other ×{}", self.calls - counted);
         }
         s.push_str(": ");
         s.push_str(&self.dirs.join(", "));
@@ -304,9 +318,8 @@ mod tests {
         let mut b = start("/c/libcuda.so.1");
         assert!(b.extend(&l("/d/libcuda.so.1", "ENOTDIR")));
         assert!(b.extend(&l("/e/libcuda.so.1", "ENOENT")));
-        // Another file name, or the directory the first ended in: no.
+        // Another file name: no.
         assert!(a.join(Box::new(start("/c/libcuda.so"))).is_err());
-        assert!(a.join(Box::new(start("/b/libcuda.so.1"))).is_err());
         let mut other = start("/c/libcuda.so.1");
         other.tid = 8;
         assert!(a.join(Box::new(other)).is_err());
@@ -331,7 +344,7 @@ mod tests {
             r.line(|n| format!("{n}")),
             "t openat libcuda.so in 2 places = -1 ENOENT: /a, /b <2000>"
         );
-        // Another name, the same place again, another thread, another call.
+        // Another name, another thread, another call.
         let mut three = r.clone();
         assert!(three.extend(&l("/c/libcuda.so", "ENOENT")));
         assert_eq!(
@@ -339,7 +352,6 @@ mod tests {
             "t openat libcuda.so in 3 places = -1 ENOENT: /a, /b, /c <3000>"
         );
         assert!(!r.extend(&l("/c/libcuda.so.1", "ENOENT")));
-        assert!(!r.extend(&l("/b/libcuda.so", "ENOENT")));
         assert!(r.probes_last_dir(7, "newfstatat", "/b"));
         assert!(r.probes_last_dir(7, "newfstatat", "/b/"));
         assert!(!r.probes_last_dir(7, "openat", "/b"));
@@ -383,6 +395,51 @@ mod tests {
                 (0, &ev())
             )
             .is_none()
+        );
+    }
+
+    /// glibc's legacy hwcaps subdirectories (glibc before 2.37, on a CPU
+    /// whose platform and a capability are both `x86_64`) try one
+    /// directory twice in a row; seen on the no-GPU VM's Debian 12. One
+    /// search is still one line, the place counted once, the calls all;
+    /// across a batch's end too.
+    #[test]
+    fn a_directory_tried_twice_in_a_row_is_one_place_of_the_search() {
+        let dirs = [
+            "/lib/tls/x86_64/x86_64",
+            "/lib/tls/x86_64",
+            "/lib/tls/x86_64",
+            "/lib/tls",
+            "/lib/x86_64/x86_64",
+            "/lib/x86_64",
+            "/lib/x86_64",
+            "/lib",
+        ];
+        let path = |d: &str| format!("{d}/libcuda.so.1");
+        let start = |d: &str| {
+            Run::start(&l(&path(d), "ENOENT"), "t ".into(), "x".into(), (0, &ev())).expect("run")
+        };
+        let mut whole = start(dirs[0]);
+        for d in &dirs[1..] {
+            assert!(whole.extend(&l(&path(d), "ENOENT")), "{d}");
+        }
+        let line = "t openat libcuda.so.1 in 6 places (8 calls) = -1 ENOENT: /lib/tls/x86_64/x86_64, /lib/tls/x86_64, … /lib <8000>";
+        assert_eq!(whole.line(|n| format!("{n}")), line);
+        // Split by a batch's end between the two tries of one directory.
+        let mut a = start(dirs[0]);
+        assert!(a.extend(&l(&path(dirs[1]), "ENOENT")));
+        let mut b = start(dirs[2]);
+        for d in &dirs[3..] {
+            assert!(b.extend(&l(&path(d), "ENOENT")), "{d}");
+        }
+        a.join(Box::new(b)).expect("the same search");
+        assert_eq!(a.line(|n| format!("{n}")), line);
+        // One directory tried twice: one place, two calls.
+        let mut one = start("/b");
+        assert!(one.extend(&l("/b/libcuda.so.1", "ENOENT")));
+        assert_eq!(
+            one.line(|n| format!("{n}")),
+            "t openat libcuda.so.1 in 1 place (2 calls) = -1 ENOENT: /b <2000>"
         );
     }
 }
