@@ -36,6 +36,17 @@ start-up).
                                 MiB)/cuMemFree, and one allocation larger
                                 than the GPU (refused)
 
+  cudawork.py heldstart N        libcuda loaded, then /dev/nvidiactl opened by
+                                hand: an RM root client and N RM controls
+                                that fail (on a client that does not
+                                exist); prints its
+                                line and waits for a line on stdin (start
+                                nvprobe meanwhile), then one more such
+                                control, and a CUDA start-up: cuInit and a
+                                context on device 0 (a process that held a
+                                descriptor when nvprobe started, then
+                                starts CUDA)
+
   --case NAME anywhere is ignored (it tags the command line for the
   recordings); CUDAWORK_LIB=PATH loads that libcuda instead.
 """
@@ -145,6 +156,40 @@ def main():
                 ok += cu.cuMemFree_v2(p) == 0
         out["allocs_ok"] = ok
         out["huge"] = cu.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(1 << 50))
+        print(json.dumps(out), flush=True)
+        return
+    if mode == "heldstart":
+        import fcntl
+        import struct
+
+        ctl = os.open("/dev/nvidiactl", os.O_RDWR | os.O_CLOEXEC)
+        # NV_ESC_RM_ALLOC (NVOS64, 48 bytes) of a root client (class 0):
+        # hObjectNew comes back at 8, the status at 40.
+        alloc = bytearray(48)
+        fcntl.ioctl(ctl, 0xC030462B, alloc)
+        client, status = struct.unpack_from("<I", alloc, 8)[0], struct.unpack_from("<I", alloc, 40)[0]
+        out["client"], out["alloc_status"] = client, status
+
+        def bad_control():
+            # NV_ESC_RM_CONTROL (NVOS54, 32 bytes) of
+            # NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION on a client handle
+            # that does not exist (refused: NV_ERR_INVALID_CLIENT; an
+            # unknown control would get NOT_SUPPORTED, a probe's benign
+            # answer); the status at 28.
+            c = bytearray(32)
+            struct.pack_into("<III", c, 0, 0xDEAD0000, 0xDEAD0000, 0x101)
+            fcntl.ioctl(ctl, 0xC020462A, c)
+            return struct.unpack_from("<I", c, 28)[0]
+
+        out["held_statuses"] = sorted({bad_control() for _ in range(n)})
+        print(json.dumps(out), flush=True)
+        sys.stdin.readline()
+        out["traced_status"] = bad_control()
+        out["cuInit"] = cu.cuInit(0)
+        dev = ctypes.c_int(-1)
+        out["cuDeviceGet"] = cu.cuDeviceGet(ctypes.byref(dev), 0)
+        ctx = ctypes.c_void_p()
+        out["cuCtxCreate"] = cu.cuCtxCreate_v2(ctypes.byref(ctx), 0, dev)
         print(json.dumps(out), flush=True)
         return
     if mode in ("device", "hold", "late"):

@@ -259,3 +259,73 @@ fn a_process_running_before_nvprobe_is_judged_by_how_it_ended() {
         (&"ok".into(), &TEXT.into(), &1400.into())
     );
 }
+
+/// A process that held /dev/nvidiactl when two nvprobes started on the
+/// H100 (tests/scripts/held-start.sh: `--events all --raw` and `--events
+/// verdicts` at once), made a refused RM control while traced
+/// (NV_ERR_INVALID_CLIENT, on a client handle that does not exist), then
+/// started CUDA: its start-up is judged from its own first step (cuInit's
+/// entry, or libcuda's open of the node when cuInit's records are not
+/// seen), so the refused control it made before is neither its failed
+/// call nor its cause, and the stages are timed from there. The build
+/// before gave both verdicts (with cuInit's records and without) that
+/// control as their `failed_call`, at 0.0 ms of a start-up it was not
+/// part of (a constructed start-up that then fails is told by it:
+/// `tests_classes.rs`).
+#[test]
+fn a_held_process_that_starts_cuda_is_judged_from_its_own_start_up() {
+    let (_, v) = verdicts("h100-580.159.04-held-start.ndjson.gz");
+    let held: Vec<_> = v
+        .iter()
+        .filter(|x| x.process.as_ref().is_some_and(|p| p.held_at_start))
+        .collect();
+    assert_eq!(held.len(), 1, "{v:#?}");
+    let x = held[0];
+    // The refused control was recorded, as a failure of the process.
+    let r = common::replay("h100-580.159.04-held-start.ndjson.gz", None);
+    let refused: Vec<&str> = common::ioctls(&r)
+        .into_iter()
+        .filter(|i| i.proc.pid == x.pid && !i.ok)
+        .filter_map(common::status)
+        .collect();
+    assert_eq!(refused, ["NV_ERR_INVALID_CLIENT"]);
+    assert_eq!(x.result, Outcome::Ok, "{}", x.text);
+    assert!(
+        x.text
+            .starts_with("cuInit returned CUDA_SUCCESS (0) after uvm_gpu_registered"),
+        "{}",
+        x.text
+    );
+    assert!(x.failed_call.is_none(), "{:?}", x.failed_call);
+    assert!(x.diagnoses.is_empty(), "{:#?}", x.diagnoses);
+    let first = x.stages.first().expect("stages");
+    assert_eq!(first.name, "ctl_opened");
+    assert!(first.at_ms < 10.0, "{:?}", x.stages);
+    // Live at `--events verdicts`, the same verdict.
+    let live: Vec<serde_json::Value> =
+        common::read_fixture("h100-580.159.04-held-start-verdicts.ndjson.gz")
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|r| r["type"] == "cuinit" && r["pid"] == x.pid)
+            .collect();
+    assert_eq!(live.len(), 1);
+    assert_eq!(
+        (&live[0]["result"], &live[0]["text"]),
+        (&"ok".into(), &x.text.as_str().into())
+    );
+    // Without cuInit's records, libcuda's own open of the node begins the
+    // start-up: the control refused before is not what stopped it.
+    let bare = verdicts_without_libcuda("h100-580.159.04-held-start.ndjson.gz");
+    let b = bare
+        .iter()
+        .find(|y| y.pid == x.pid)
+        .expect("the held process");
+    assert!(
+        b.failed_call.is_none() && !b.text.contains("INVALID_CLIENT"),
+        "{}: {:?}",
+        b.text,
+        b.failed_call
+    );
+    assert_ne!(b.result, Outcome::Failed, "{}", b.text);
+    assert_eq!(b.stages.first().map(|s| s.name), Some("ctl_opened"));
+}
