@@ -12,7 +12,7 @@ use nvprobe_common::maps;
 use super::settings::ProbeState;
 
 /// What the ioctl exit for older kernels does not do, for the warning.
-pub(super) const COUNTING_EXIT: &str = "the ioctl exit program that decides in the kernel which successful calls --events failures|verdicts sends, and that takes the header's ids from each thread's cache, is not used: at those levels every call before a process's first context is sent, and the ones left in the kernel after it are counted in `quieted` alone";
+pub(super) const COUNTING_EXIT: &str = "the ioctl exit program that decides in the kernel which successful calls --events failures|verdicts sends, and that takes the header's ids from each thread's cache, is not used: at those levels every call of a start-up before its first context is sent (a process that held its descriptor when nvprobe started is quiet as with the counting exit), and the ones left in the kernel are counted in `quieted` alone";
 
 /// The first kernel release whose verifier was seen to take the counting
 /// ioctl exit (the kernel tier: 6.12; 6.18 on the GPU machine). Linux 6.1's

@@ -272,7 +272,7 @@ impl Correlator {
                 mknod,
             } => {
                 let st = self.state(pid);
-                if opened_device || (open && crate::decode::node_kind(&path).is_some()) {
+                if opened_device || (open && node_path(&path)) {
                     st.held_begins(start);
                 }
                 st.begin(start, &at.comm);
@@ -322,7 +322,14 @@ impl Correlator {
         if info.exe.is_some() || st.info.as_ref().is_none_or(|i| i.exe.is_none()) {
             // Only a read that is adopted dates the identity.
             st.info_ns = st.info_ns.max(at);
-            let before = st.info.take().map(|i| i.libcuda_opened).unwrap_or_default();
+            let (before, held) = st
+                .info
+                .take()
+                .map(|i| (i.libcuda_opened, i.held_at_start))
+                .unwrap_or_default();
+            let mut info = info;
+            // A later read (at a failure) does not know the start's scan.
+            info.held_at_start |= held;
             st.info = Some(info);
             merge_opened(st.info.as_mut(), before);
         }
@@ -586,8 +593,14 @@ impl Correlator {
             ));
         }
         if let Some(st) = self.procs.get_mut(&pid) {
-            // The calls the kernel counted instead of sending are calls it made.
-            st.calls = st.calls.saturating_add(p.unsent.unwrap_or(0));
+            // The calls the kernel counted instead of sending are calls it
+            // made; not for a start-up begun by a process that held its
+            // descriptor when nvprobe started, whose count holds the calls
+            // made on that descriptor before (its verdict counts the calls
+            // of its start-up that reached nvprobe, at every level).
+            if !st.began {
+                st.calls = st.calls.saturating_add(p.unsent.unwrap_or(0));
+            }
             st.settle_all(pid, SigOutcome::DiedInCall, out);
         }
         if let Some(st) = self.procs.get_mut(&pid)
@@ -674,6 +687,14 @@ impl Correlator {
             }
         }
     }
+}
+
+/// A path whose open, failed or not, ends the kernel side's `HELD` (an
+/// NVIDIA node or its /dev/char link, `nvprobe-ebpf`'s `held_ends`).
+fn node_path(path: &str) -> bool {
+    nvprobe_common::NVIDIA_PATH_PREFIXES[..2]
+        .iter()
+        .any(|p| path.as_bytes().starts_with(p))
 }
 
 /// Add the libcuda files of `more` that `info` does not list yet (at most

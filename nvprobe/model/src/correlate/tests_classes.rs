@@ -595,3 +595,40 @@ fn a_held_process_s_start_up_is_judged_from_its_own_first_step() {
     let stages: Vec<(&str, f64)> = v[0].stages.iter().map(|s| (s.name, s.at_ms)).collect();
     assert_eq!(stages[0], ("ctl_opened", 1.0), "{stages:?}");
 }
+
+/// A failed open of a node (its /dev/char link here) begins a held
+/// process's start-up as the kernel side's `held_ends` does: the verdict
+/// is the start-up's, which that open stopped, not "it held an NVIDIA
+/// descriptor"; the control refused on the held descriptor is not in it.
+#[test]
+fn a_held_process_s_failed_open_of_a_node_begins_its_start_up() {
+    let held = ProcessInfo {
+        held_at_start: true,
+        ..with_libcuda("/usr/lib/libcuda.so.1", Some("580.159.04"), false)
+    };
+    let mut refused = open(5, "/dev/char/195:255", "ctl");
+    if let Event::Open(o) = &mut refused {
+        o.ret = -13;
+        o.errno = Some("EACCES".into());
+        o.fd = None;
+        o.ok = false;
+    }
+    let v = verdicts_of(
+        vec![held],
+        vec![],
+        &[
+            failed(io(1, "NV_ESC_RM_CONTROL", None, "ctl"), "EINVAL"),
+            refused,
+            exit_of(6, 7, 1 << 8),
+        ],
+    );
+    assert_eq!(v.len(), 1);
+    assert!(
+        !v[0].text.contains("it held an NVIDIA descriptor"),
+        "{}",
+        v[0].text
+    );
+    assert!(!v[0].text.contains("EINVAL"), "{}", v[0].text);
+    assert!(v[0].failed_call.is_none(), "{:?}", v[0].failed_call);
+    assert_eq!(v[0].calls, 0);
+}

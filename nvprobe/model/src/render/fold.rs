@@ -4,9 +4,11 @@
 //! folds a run of one thread's failed calls of one system call for one
 //! file name in one directory after another into a line that names the
 //! file, how many places, the errors and where it looked first and last.
-//! A directory tried twice in a row is one place (glibc's legacy hwcaps
-//! subdirectories repeat one when the platform and a capability share a
-//! name: `tls/x86_64` twice), and the line says how many calls there were.
+//! A directory tried twice in a row in a search of several is one place
+//! (glibc's legacy hwcaps subdirectories repeat one when the platform and
+//! a capability share a name: `tls/x86_64` twice), and the line says how
+//! many calls there were; a third try, or one path tried again and again
+//! (a retry loop), is a line of its own each time.
 //! The verdict's `libcuda_not_found` lists every path.
 
 use std::fmt::Write as _;
@@ -34,6 +36,8 @@ pub(crate) struct Run {
     n: u32,
     /// The calls.
     calls: u32,
+    /// The last call tried the directory of the one before it again.
+    repeated: bool,
     errnos: Vec<(String, u32)>,
     /// The first call and its time: what the run's line is, to the
     /// writer's filters (its process, its kind).
@@ -82,6 +86,7 @@ impl Run {
             last_dir: dir.to_owned(),
             n: 1,
             calls: 1,
+            repeated: false,
             errnos: vec![(l.errno.to_owned(), 1)],
             first: Box::new((first.0, first.1.clone())),
             dur_ns: l.dur_ns,
@@ -89,17 +94,23 @@ impl Run {
         })
     }
 
-    /// Take `l` into the run: the same thread, system call and file name
-    /// (the last directory again is the same place). False: it starts
+    /// Take `l` into the run: the same thread, system call and file name,
+    /// in another directory than the last (or in the last once more, in a
+    /// search of several places: the same place). False: it starts
     /// another.
     pub(crate) fn extend(&mut self, l: &Lookup<'_>) -> bool {
         let Some((dir, name)) = split(l.path) else {
             return false;
         };
-        if l.tid != self.tid || l.syscall != self.syscall || name != self.name {
+        if l.tid != self.tid
+            || l.syscall != self.syscall
+            || name != self.name
+            || (dir == self.last_dir && !self.may_repeat())
+        {
             return false;
         }
         self.calls += 1;
+        self.repeated = dir == self.last_dir;
         self.dur_ns = self.dur_ns.zip(l.dur_ns).map(|(a, b)| a + b);
         if dir != self.last_dir {
             self.n += 1;
@@ -113,6 +124,12 @@ impl Run {
         true
     }
 
+    /// Whether the last directory tried again is still this search: once,
+    /// in a search past its first place.
+    fn may_repeat(&self) -> bool {
+        self.n > 1 && !self.repeated
+    }
+
     fn count_errno(&mut self, errno: &str, n: u32) {
         if let Some((_, k)) = self.errnos.iter_mut().find(|(e, _)| e == errno) {
             *k += n;
@@ -123,14 +140,20 @@ impl Run {
 
     /// Take `next` in: the run a later batch began with, when it goes on
     /// with this search (the same thread, system call and file name, in
-    /// another directory than the last). Err gives it back.
+    /// another directory than the last, or in the last once more as
+    /// [`Run::extend`] takes it). Err gives it back.
     pub(crate) fn join(&mut self, next: Box<Run>) -> Result<(), Box<Run>> {
-        if next.tid != self.tid || next.syscall != self.syscall || next.name != self.name {
+        // The place the batch ended in, tried again first in the next.
+        let again = next.dirs.first() == Some(&self.last_dir);
+        if next.tid != self.tid
+            || next.syscall != self.syscall
+            || next.name != self.name
+            || (again && !self.may_repeat())
+        {
             return Err(next);
         }
         let next = *next;
-        // The place the batch ended in, tried again first in the next.
-        let again = next.dirs.first() == Some(&self.last_dir);
+        self.repeated = next.repeated || (again && next.calls == 1);
         self.n += next.n - u32::from(again);
         self.calls += next.calls;
         self.dur_ns = self.dur_ns.zip(next.dur_ns).map(|(a, b)| a + b);
@@ -434,12 +457,12 @@ mod tests {
         }
         a.join(Box::new(b)).expect("the same search");
         assert_eq!(a.line(|n| format!("{n}")), line);
-        // One directory tried twice: one place, two calls.
+        // Its last folder once more is the same place; a third time is
+        // a line of its own, and so is one path tried again and again (a
+        // retry loop).
+        assert!(whole.extend(&l(&path("/lib"), "ENOENT")));
+        assert!(!whole.extend(&l(&path("/lib"), "ENOENT")));
         let mut one = start("/b");
-        assert!(one.extend(&l("/b/libcuda.so.1", "ENOENT")));
-        assert_eq!(
-            one.line(|n| format!("{n}")),
-            "t openat libcuda.so.1 in 1 place (2 calls) = -1 ENOENT: /b <2000>"
-        );
+        assert!(!one.extend(&l("/b/libcuda.so.1", "ENOENT")));
     }
 }
