@@ -68,6 +68,16 @@ def lib():
     raise SystemExit(json.dumps({"error": "libcuda not found"}))
 
 
+def first_context(cu, out):
+    """cuInit, cuDeviceGet(0) and a context on it, their CUresults in out."""
+    out["cuInit"] = cu.cuInit(0)
+    dev = ctypes.c_int(-1)
+    out["cuDeviceGet"] = cu.cuDeviceGet(ctypes.byref(dev), 0)
+    ctx = ctypes.c_void_p()
+    out["cuCtxCreate"] = cu.cuCtxCreate_v2(ctypes.byref(ctx), 0, dev)
+    return ctx
+
+
 def main():
     args = list(sys.argv[1:])
     if "--case" in args:
@@ -142,11 +152,7 @@ def main():
         print(json.dumps(out))
         return
     if mode == "heldwork":
-        out["cuInit"] = cu.cuInit(0)
-        dev = ctypes.c_int(-1)
-        out["cuDeviceGet"] = cu.cuDeviceGet(ctypes.byref(dev), 0)
-        ctx = ctypes.c_void_p()
-        out["cuCtxCreate"] = cu.cuCtxCreate_v2(ctypes.byref(ctx), 0, dev)
+        first_context(cu, out)
         print(json.dumps(out), flush=True)
         sys.stdin.readline()
         p = ctypes.c_uint64()
@@ -185,11 +191,7 @@ def main():
         print(json.dumps(out), flush=True)
         sys.stdin.readline()
         out["traced_status"] = bad_control()
-        out["cuInit"] = cu.cuInit(0)
-        dev = ctypes.c_int(-1)
-        out["cuDeviceGet"] = cu.cuDeviceGet(ctypes.byref(dev), 0)
-        ctx = ctypes.c_void_p()
-        out["cuCtxCreate"] = cu.cuCtxCreate_v2(ctypes.byref(ctx), 0, dev)
+        first_context(cu, out)
         print(json.dumps(out), flush=True)
         return
     if mode in ("device", "hold", "late"):

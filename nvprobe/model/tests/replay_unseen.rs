@@ -247,12 +247,7 @@ fn a_process_running_before_nvprobe_is_judged_by_how_it_ended() {
     // At `--events verdicts` (which writes no `process` record and none of
     // the calls, all counted in the kernel) the verdict made live was the
     // same, with the kernel's count.
-    let live: Vec<serde_json::Value> =
-        common::read_fixture("h100-580.159.04-held-verdicts.ndjson.gz")
-            .lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .filter(|r| r["type"] == "cuinit" && r["pid"] == x.pid)
-            .collect();
+    let live = live_verdicts("h100-580.159.04-held-verdicts.ndjson.gz", x.pid);
     assert_eq!(live.len(), 1);
     assert_eq!(
         (&live[0]["result"], &live[0]["text"], &live[0]["calls"]),
@@ -302,12 +297,7 @@ fn a_held_process_that_starts_cuda_is_judged_from_its_own_start_up() {
     assert_eq!(first.name, "ctl_opened");
     assert!(first.at_ms < 10.0, "{:?}", x.stages);
     // Live at `--events verdicts`, the same verdict.
-    let live: Vec<serde_json::Value> =
-        common::read_fixture("h100-580.159.04-held-start-verdicts.ndjson.gz")
-            .lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .filter(|r| r["type"] == "cuinit" && r["pid"] == x.pid)
-            .collect();
+    let live = live_verdicts("h100-580.159.04-held-start-verdicts.ndjson.gz", x.pid);
     assert_eq!(live.len(), 1);
     assert_eq!(
         (&live[0]["result"], &live[0]["text"]),
@@ -328,4 +318,15 @@ fn a_held_process_that_starts_cuda_is_judged_from_its_own_start_up() {
     );
     assert_ne!(b.result, Outcome::Failed, "{}", b.text);
     assert_eq!(b.stages.first().map(|s| s.name), Some("ctl_opened"));
+}
+
+/// The verdicts of `pid` that a live run wrote into the recording `name`
+/// (one made at `--events verdicts`, which the replay cannot remake: it
+/// holds no call the kernel counted).
+fn live_verdicts(name: &str, pid: u32) -> Vec<serde_json::Value> {
+    common::read_fixture(name)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|r| r["type"] == "cuinit" && r["pid"] == pid)
+        .collect()
 }
