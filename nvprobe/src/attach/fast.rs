@@ -28,7 +28,7 @@ pub const EXIT_ENV: &str = "NVPROBE_IOCTL_EXIT";
 
 /// What [`EXIT_ENV`] asks for: `Ok(None)` when unset, `Err` with the
 /// value when it is neither choice (then ignored, said once).
-pub(super) fn exit_forced() -> Result<Option<bool>, String> {
+pub fn exit_forced() -> Result<Option<bool>, String> {
     match std::env::var_os(EXIT_ENV) {
         None => Ok(None),
         Some(v) => match v.to_str() {

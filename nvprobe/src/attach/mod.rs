@@ -6,11 +6,10 @@
 pub mod caps;
 mod checks;
 mod driver;
-pub use fast::EXIT_ENV;
 use fast::{
-    COUNTING_EXIT, COUNTING_EXIT_SINCE, counting_exit_verifies, exit_forced, fd_cache_on,
-    first_line, set_fd_gen,
+    COUNTING_EXIT, COUNTING_EXIT_SINCE, counting_exit_verifies, fd_cache_on, first_line, set_fd_gen,
 };
+pub use fast::{EXIT_ENV, exit_forced};
 mod fast;
 pub mod holders;
 pub mod keep;
@@ -146,14 +145,6 @@ pub fn load_and_attach(
             probe: "ioctl_exit".into(),
             reason: format!(
                 "{COUNTING_EXIT} (the driver layer makes the ioctl records here; --layers syscall,process makes the syscall layer make them)"
-            ),
-        });
-    }
-    if let Err(v) = exit_forced() {
-        att.refusals.push(Refusal {
-            probe: "ioctl_exit".into(),
-            reason: format!(
-                "{EXIT_ENV}={v:?} in nvprobe's environment is neither `counting` nor `simple`: ignored, the kernel's release picks the ioctl exit"
             ),
         });
     }

@@ -167,6 +167,15 @@ pub(super) fn warnings(
             "nvprobe runs in a pid namespace other than the host's (a container without --pid=host or hostPID: true, or unshare --pid): the kernel names traced processes by the host's ids, which this /proc does not show, so their command lines, containers and libcuda copies are not read; run nvprobe in the host's pid namespace".to_owned(),
         ));
     }
+    if let Err(v) = nvprobe::attach::exit_forced() {
+        warnings.push((
+            "environment",
+            format!(
+                "{}={v:?} in nvprobe's environment is neither `counting` nor `simple`: ignored, the kernel's release picks the ioctl exit (docs/TRACING.md)",
+                nvprobe::attach::EXIT_ENV
+            ),
+        ));
+    }
     if !a.layer("syscall") && !loaded.ioctls_in_driver {
         return Err(Fail(
             3,
