@@ -54,17 +54,10 @@ fn a_process_that_held_a_descriptor_at_the_start_is_quiet_until_it_starts_cuda()
         .count() as u64;
     assert_eq!(looped, 2 * STEADY + 2);
     // At `verdicts`, the failure alone is written.
-    let failed: Vec<&Value> = quiet
-        .iter()
-        .filter(|r| r["type"] == "ioctl" && r["pid"] == q["pid"])
-        .map(|r| &r["args"]["control"])
-        .collect();
-    assert_eq!(failed, [&Value::from("0xdea")]);
+    assert_eq!(written(&quiet, &q["pid"]), [&Value::from("0xdea")]);
     let row = |recs: &[Value], x: &Value| -> Value {
-        recs.iter()
-            .rev()
-            .find(|r| r["type"] == "summary")
-            .and_then(|s| s["processes"].as_array())
+        summary(recs)["processes"]
+            .as_array()
             .and_then(|p| p.iter().find(|r| r["pid"] == x["pid"]).cloned())
             .expect("row")
     };
@@ -145,18 +138,9 @@ fn the_simpler_exit_sends_the_call_after_a_held_process_s_failure() {
     // Counted in the kernel (the simpler exit counts in `quieted` alone):
     // the loop's successes but the call after the failure, which reached
     // the collector (the level writes only the failure of it).
-    let summary = recs
-        .iter()
-        .rev()
-        .find(|r| r["type"] == "summary")
-        .expect("summary");
-    assert_eq!(summary["quieted"], 2 * STEADY, "{summary}");
-    let written: Vec<&Value> = recs
-        .iter()
-        .filter(|r| r["type"] == "ioctl" && r["pid"] == x["pid"])
-        .map(|r| &r["args"]["control"])
-        .collect();
-    assert_eq!(written, [&Value::from("0xdea")]);
+    let s = summary(&recs);
+    assert_eq!(s["quieted"], 2 * STEADY, "{s}");
+    assert_eq!(written(&recs, &x["pid"]), [&Value::from("0xdea")]);
     // The start-up it then began (its own open of the node) is judged on
     // what it did from there: the failure on the descriptor it held
     // before is not the start-up's, and the stages come in their order.
@@ -236,12 +220,7 @@ fn held_run(level: &str, extra: &[&str], env: &[(&str, &str)]) -> (Vec<Value>, V
     );
     let f = t.stop();
     check_schema(&f);
-    let gate = &f
-        .records
-        .iter()
-        .rev()
-        .find(|r| r["type"] == "summary")
-        .expect("summary")["descriptor_gate"];
+    let gate = &summary(&f.records)["descriptor_gate"];
     assert_eq!(gate["open"], true, "{gate}");
     let opened = gate["opened_mono_ns"].as_u64().expect("opened_mono_ns");
     assert!(
@@ -269,13 +248,7 @@ fn a_busy_process_first_seen_at_a_call_is_followed_as_one_that_held_its_descript
     assert_eq!(answer["failed_calls"], 1, "{answer}");
     let f = t.stop();
     check_schema(&f);
-    let written: Vec<&Value> = f
-        .records
-        .iter()
-        .filter(|r| r["type"] == "ioctl" && r["pid"] == pid)
-        .map(|r| &r["args"]["control"])
-        .collect();
-    assert_eq!(written, [&Value::from("0xdea")]);
+    assert_eq!(written(&f.records, &pid), [&Value::from("0xdea")]);
     let row = f.process_row(pid.as_u64().expect("pid"));
     // Arrived: the call it was first seen at, and the failure; the rest
     // were counted in the kernel.
@@ -336,4 +309,21 @@ fn run_held(
     let answer: Value = serde_json::from_str(&line).expect("json answer");
     assert!(c.wait().expect("wait").success());
     (answer, t)
+}
+
+/// The last summary record.
+fn summary(recs: &[Value]) -> &Value {
+    recs.iter()
+        .rev()
+        .find(|r| r["type"] == "summary")
+        .expect("summary")
+}
+
+/// The controls of `pid`'s ioctl records written (failures, at
+/// `--events verdicts`).
+fn written<'a>(recs: &'a [Value], pid: &Value) -> Vec<&'a Value> {
+    recs.iter()
+        .filter(|r| r["type"] == "ioctl" && r["pid"] == *pid)
+        .map(|r| &r["args"]["control"])
+        .collect()
 }
