@@ -16,16 +16,22 @@ use nvprobe_model::{
     replay::Item,
 };
 use serde_json::Value;
+use std::collections::BTreeMap;
 
-/// The verdicts of a recording as JSON, keyed by pid, with the number of
-/// kernel events the replay saw.
-fn verdicts(text: &str, level: bool) -> (Vec<(u32, Value)>, u64, u64) {
+/// The verdicts of a recording as JSON, keyed by pid, with the kernel
+/// events the replay saw (by type) and the number left out.
+fn verdicts(text: &str, level: bool) -> (Vec<(u32, Value)>, BTreeMap<&'static str, u64>, u64) {
     let copied: Vec<u32> = nvprobe_model::decode::rmparams::kernel_entries(&VersionCtx::assumed())
         .into_iter()
         .map(|(c, _)| c)
         .collect();
     let mut k = KernelLevel::new(&recorded_version(text), &copied);
-    let (mut out, mut events, mut dropped) = (Vec::new(), 0u64, 0u64);
+    // User space marks the processes that held a descriptor at its start
+    // before the first event comes.
+    for pid in held_at_start(text) {
+        k.held_at_start(pid);
+    }
+    let (mut out, mut events, mut dropped) = (Vec::new(), BTreeMap::new(), 0u64);
     let keep = |ev: &mut nvprobe_model::decode::Event| {
         if !level {
             return true;
@@ -35,7 +41,7 @@ fn verdicts(text: &str, level: bool) -> (Vec<(u32, Value)>, u64, u64) {
         kept
     };
     nvprobe_model::replay::replay_filtered(text.as_bytes(), None, keep, |_, item| match item {
-        Item::Event(_) => events += 1,
+        Item::Event(e) => *events.entry(e.type_name()).or_default() += 1,
         Item::Record(Record::Cuinit(v)) => {
             let mut j = serde_json::to_value(&**v).expect("verdict as JSON");
             // When the verdict was made is not what it says.
@@ -82,6 +88,28 @@ fn recorded_version(text: &str) -> VersionCtx {
     )
 }
 
+/// The processes the recording's start found holding an NVIDIA
+/// descriptor (their process records say `held_at_start`).
+fn held_at_start(text: &str) -> Vec<u32> {
+    text.lines()
+        .filter(|l| l.contains("\"held_at_start\":true"))
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["type"] == "process" && v["held_at_start"] == true)
+        .filter_map(|v| v["pid"].as_u64().and_then(|p| u32::try_from(p).ok()))
+        .collect()
+}
+
+/// Whether the recording was made with everything sent (`--events all`):
+/// one made at a level already lacks what the kernel counted, which its
+/// summary says (`quieted`).
+fn sent_everything(text: &str) -> bool {
+    text.lines()
+        .rev()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["type"] == "summary")
+        .is_none_or(|s| s.get("quieted").is_none())
+}
+
 /// `t` with each "made N memory allocation(s) (RM) and M driver calls"
 /// of a holder replaced by "made … (RM) and … driver calls".
 fn holder_counts_out(t: &str) -> String {
@@ -104,20 +132,27 @@ fn holder_counts_out(t: &str) -> String {
 
 #[test]
 fn every_recording_gets_the_same_verdicts_when_the_kernel_sends_less() {
-    let dir = common::fixture("");
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
-        .expect("fixtures")
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".ndjson"))
+    let names: Vec<(String, String)> = common::recordings()
+        .into_iter()
+        .map(|n| {
+            let text = common::read_fixture(&n);
+            (n, text)
+        })
+        .filter(|(_, text)| sent_everything(text))
         .collect();
-    names.sort();
-    assert!(names.len() >= 20, "{names:?}");
+    assert!(
+        names.len() >= 30,
+        "{:?}",
+        names.iter().map(|n| &n.0).collect::<Vec<_>>()
+    );
+    // The recordings of processes that held a descriptor when nvprobe
+    // started are among them (HELD's path).
+    assert!(names.iter().any(|(_, t)| !held_at_start(t).is_empty()));
     let (mut total, mut left, mut compared) = (0u64, 0u64, 0usize);
-    for n in &names {
-        let text = std::fs::read_to_string(dir.join(n)).expect("read");
-        let (full, events, _) = verdicts(&text, false);
-        let (less, _, dropped) = verdicts(&text, true);
+    for (n, text) in &names {
+        let text = text.as_str();
+        let (full, events, _) = verdicts(text, false);
+        let (less, _, dropped) = verdicts(text, true);
         assert_eq!(full.len(), less.len(), "{n}: as many verdicts");
         for ((p, a), (q, b)) in full.iter().zip(&less) {
             assert_eq!(p, q, "{n}: verdicts in the same order");
@@ -158,7 +193,7 @@ fn every_recording_gets_the_same_verdicts_when_the_kernel_sends_less() {
                 differ.join("\n")
             );
         }
-        total += events;
+        total += events.values().sum::<u64>();
         left += dropped;
         compared += full.len();
     }
@@ -168,4 +203,42 @@ fn every_recording_gets_the_same_verdicts_when_the_kernel_sends_less() {
     );
     // The comparison means something only if calls were left out.
     assert!(left * 4 > total, "{left} of {total} left out");
+}
+
+/// Two nvprobes ran at once on the H100 over the same processes, one with
+/// everything sent and one at `--events verdicts`
+/// (`tests/scripts/held-levels.sh`, `held-start.sh`): what the kernel
+/// side is modelled to leave out of the first is exactly what the second's
+/// kernel counted (`quieted`), and what it keeps is what the second
+/// received, for processes that held a descriptor when nvprobe started
+/// and one that then began a start-up.
+#[test]
+fn the_kernel_level_leaves_out_what_the_real_kernel_counted_beside_it() {
+    let pairs = ["h100-580.159.04-held", "h100-580.159.04-held-start"];
+    for base in pairs {
+        let full = common::read_fixture(&format!("{base}.ndjson.gz"));
+        let level = common::read_fixture(&format!("{base}-verdicts.ndjson.gz"));
+        assert!(sent_everything(&full) && !sent_everything(&level), "{base}");
+        let summary = level
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|v| v["type"] == "summary")
+            .expect("a summary");
+        let counted = summary["quieted"].as_u64().expect("quieted");
+        let received: BTreeMap<&str, u64> = summary["events"]
+            .as_object()
+            .expect("events")
+            .iter()
+            .filter_map(|(k, v)| Some((k.as_str(), v.as_u64()?)))
+            .collect();
+        let (_, mut kept, dropped) = verdicts(&full, true);
+        // The summary counts calls, not the process records.
+        kept.remove("proc");
+        assert!(counted > 100, "{base}: {counted}");
+        assert_eq!(
+            (dropped, kept),
+            (counted, received),
+            "{base}: (left out, kept by type) as modelled | as the kernel did"
+        );
+    }
 }

@@ -691,7 +691,7 @@ impl Correlator {
 
 /// A path whose open, failed or not, ends the kernel side's `HELD` (an
 /// NVIDIA node or its /dev/char link, `nvprobe-ebpf`'s `held_ends`).
-fn node_path(path: &str) -> bool {
+pub(crate) fn node_path(path: &str) -> bool {
     nvprobe_common::NVIDIA_PATH_PREFIXES[..2]
         .iter()
         .any(|p| path.as_bytes().starts_with(p))

@@ -153,6 +153,11 @@ pub struct KernelLevel {
 #[derive(Default)]
 struct ProcLevel {
     quiet: bool,
+    /// `nv_procs::HELD`: it held an NVIDIA descriptor when nvprobe started
+    /// (user space's scan), or its first call nvprobe saw was on one it
+    /// was not seen opening (`maps::held_first`). Quiet, but the call after
+    /// a failure or a signal is sent, as a start-up's is.
+    held: bool,
     ship_next: bool,
     /// When the last signal came (`SIGNALLED`).
     signal_ns: Option<u64>,
@@ -160,6 +165,32 @@ struct ProcLevel {
 }
 
 use nvprobe_common::fastpath::SIGNAL_WINDOW_NS;
+
+impl ProcLevel {
+    /// Quiet since nvprobe started (`maps::held_first`, user space's
+    /// scan at start).
+    fn holder() -> Self {
+        ProcLevel {
+            quiet: true,
+            held: true,
+            ..ProcLevel::default()
+        }
+    }
+
+    /// Past its first context: only its failures are sent, never the call
+    /// after one (`maps::ship_next`'s `settled`).
+    fn settled(&self) -> bool {
+        self.quiet && !self.held
+    }
+
+    /// It begins a start-up nvprobe sees whole (`maps::held_ends`).
+    fn held_ends(&mut self) {
+        if self.held {
+            self.held = false;
+            self.quiet = false;
+        }
+    }
+}
 
 impl KernelLevel {
     pub fn new(v: &VersionCtx, copied: &[u32]) -> Self {
@@ -175,6 +206,13 @@ impl KernelLevel {
         }
     }
 
+    /// `pid` held an NVIDIA descriptor when nvprobe started: user space
+    /// marks it so before the first event (its process record says
+    /// `held_at_start`).
+    pub fn held_at_start(&mut self, pid: u32) {
+        self.procs.insert(pid, ProcLevel::holder());
+    }
+
     /// Whether the kernel would send `ev`; an exit gets the count of its
     /// process's calls that were not.
     pub fn keep(&mut self, ev: &mut crate::decode::Event) -> bool {
@@ -187,12 +225,19 @@ impl KernelLevel {
                 let st = self.procs.entry(pid).or_default();
                 let context = crate::decode::cudafn::makes_context(c.func_id);
                 let ok = c.result == Some(0);
+                if c.phase == CudaPhase::Enter && c.func_id == crate::decode::cudafn::CU_INIT {
+                    st.held_ends();
+                }
                 if st.quiet && (c.phase == CudaPhase::Enter || ok) {
                     return false;
                 }
                 if c.phase == CudaPhase::Return && ok && context {
-                    st.quiet = true;
-                    st.ship_next = false;
+                    // The kernel replaces the value: HELD goes too.
+                    *st = ProcLevel {
+                        quiet: true,
+                        unsent: st.unsent,
+                        ..ProcLevel::default()
+                    };
                 }
                 true
             }
@@ -206,11 +251,12 @@ impl KernelLevel {
                     ProcKind::Exec => {
                         let st = self.procs.entry(p.target_pid).or_default();
                         st.quiet = false;
+                        st.held = false;
                         st.ship_next = false;
                     }
                     ProcKind::Signal => {
                         if let Some(st) = self.procs.get_mut(&p.target_pid)
-                            && !st.quiet
+                            && !st.settled()
                         {
                             st.ship_next = true;
                             st.signal_ns = Some(p.time_ns);
@@ -223,6 +269,15 @@ impl KernelLevel {
                 }
                 true
             }
+            Event::Open(o) => {
+                let st = self.procs.entry(pid).or_default();
+                // An open of a node or a libcuda, failed or not, ends a
+                // holder's quiet (`nvprobe-ebpf`'s path program).
+                if super::node_path(&o.path) || crate::decode::is_libcuda_path(&o.path) {
+                    st.held_ends();
+                }
+                true
+            }
             _ => {
                 self.procs.entry(pid).or_default();
                 true
@@ -232,10 +287,13 @@ impl KernelLevel {
 
     /// An ioctl: sent, or counted as the kernel side would have.
     fn keep_ioctl(&mut self, pid: u32, seen: bool, i: &crate::decode::Ioctl) -> bool {
-        let st = self.procs.entry(pid).or_default();
         if !seen {
-            return true; // first sight: sent
+            // First sight, on a descriptor it was not seen opening: sent,
+            // and followed as a holder from then on (`maps::held_first`).
+            self.procs.insert(pid, ProcLevel::holder());
+            return true;
         }
+        let st = self.procs.entry(pid).or_default();
         let xfer = i.xfer.is_some();
         let key = match &i.xfer {
             Some(x) => nvprobe_common::status_at::xfer_key(x.cmd, x.size),
@@ -252,7 +310,7 @@ impl KernelLevel {
         };
         let control = i.args.known().control.map(|c| c.code);
         match status {
-            Some(true) if st.quiet => {
+            Some(true) if st.settled() || (st.quiet && !st.ship_next) => {
                 st.unsent += 1;
                 return false;
             }
@@ -268,7 +326,7 @@ impl KernelLevel {
                 st.unsent += 1;
                 return false;
             }
-            Some(true) if !st.quiet && st.ship_next => {
+            Some(true) if st.ship_next => {
                 // The call after a failure, or one in flight when a
                 // signal came (kept while calls may still be).
                 match st.signal_ns {
@@ -279,7 +337,7 @@ impl KernelLevel {
                     }
                 }
             }
-            Some(false) if !st.quiet => st.ship_next = true,
+            Some(false) if !st.settled() => st.ship_next = true,
             _ => {}
         }
         true
