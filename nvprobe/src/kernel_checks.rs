@@ -157,13 +157,9 @@ pub fn limits_of(base: &Path, cgroup: Option<&str>) -> Limits {
             } else if let Some(v) = line.strip_prefix("Seccomp_filters:") {
                 l.seccomp_filters = v.trim().parse().ok();
             } else if let Some(v) = line.strip_prefix("VmSize:") {
-                l.vm_size = v
-                    .trim()
-                    .trim_end_matches("kB")
-                    .trim()
-                    .parse::<u64>()
-                    .ok()
-                    .map(|k| k.saturating_mul(1024));
+                l.vm_size = kib(v);
+            } else if let Some(v) = line.strip_prefix("VmData:") {
+                l.vm_data = kib(v);
             } else if let Some(v) = line.strip_prefix("Threads:") {
                 l.threads = v.trim().parse().ok();
             }
@@ -182,6 +178,7 @@ pub fn limits_of(base: &Path, cgroup: Option<&str>) -> Limits {
         };
         l.nofile = pair("Max open files");
         l.address_space = pair("Max address space");
+        l.data = pair("Max data size");
         l.nproc = pair("Max processes");
     }
     if let Ok(d) = fs::read_dir(base.join("fd")) {
@@ -191,6 +188,8 @@ pub fn limits_of(base: &Path, cgroup: Option<&str>) -> Limits {
     if let Some(proc_dir) = base.parent() {
         l.overcommit =
             read_text(&proc_dir.join("sys/vm/overcommit_memory")).and_then(|v| v.parse().ok());
+        l.max_map_count =
+            read_text(&proc_dir.join("sys/vm/max_map_count")).and_then(|v| v.parse().ok());
     }
     if let Some(dir) = cgroup.and_then(|cg| cgroup_dir("/sys/fs/cgroup", cg)) {
         let count = |cur: &str, max: &str| {
@@ -202,6 +201,41 @@ pub fn limits_of(base: &Path, cgroup: Option<&str>) -> Limits {
         l.memory = count("memory.current", "memory.max");
     }
     l
+}
+
+/// "  123456 kB" of /proc/PID/status, in bytes.
+fn kib(v: &str) -> Option<u64> {
+    v.trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .map(|k| k.saturating_mul(1024))
+}
+
+/// Most mappings counted in /proc/PID/maps (the kernel's default
+/// vm.max_map_count is 65,530).
+const MAPS_COUNTED: u64 = 1 << 20;
+
+/// How many mappings the process at `base` (/proc/PID) has: the lines of
+/// its maps file, read in pieces (never held whole), up to
+/// [`MAPS_COUNTED`].
+pub fn map_count(base: &Path) -> Option<u64> {
+    let mut f = fs::File::open(base.join("maps")).ok()?;
+    let mut buf = [0u8; 64 * 1024];
+    let mut n = 0u64;
+    loop {
+        let got = match f.read(&mut buf) {
+            Ok(0) => return Some(n),
+            Ok(k) => k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return None,
+        };
+        n += buf[..got].iter().filter(|&&b| b == b'\n').count() as u64;
+        if n >= MAPS_COUNTED {
+            return Some(MAPS_COUNTED);
+        }
+    }
 }
 
 /// A file's first `cap` bytes (a /proc file of a process that may be
@@ -231,5 +265,42 @@ mod tests {
             cgroup_dir("/sys/fs/cgroup", "/a/./b"),
             Some("/sys/fs/cgroup/a/b".into())
         );
+    }
+
+    /// The limits a refused mapping is judged by, read from this test's
+    /// own /proc entry: the data-size limit and VmData beside RLIMIT_AS,
+    /// and the map count as the maps file's lines.
+    #[test]
+    fn a_process_s_memory_limits_and_mappings_are_read() {
+        let base = Path::new("/proc/self");
+        let l = limits_of(base, None);
+        let vm_data = l.vm_data.expect("VmData");
+        assert!(vm_data > 0 && vm_data <= l.vm_size.expect("VmSize"));
+        let want = |name: &str| {
+            let text = std::fs::read_to_string("/proc/self/limits").expect("limits");
+            let line = text
+                .lines()
+                .find(|x| x.starts_with(name))
+                .expect(name)
+                .to_owned();
+            let w: Vec<&str> = line[name.len()..].split_whitespace().collect();
+            (w[0].parse::<u64>().ok(), w[1].parse::<u64>().ok())
+        };
+        assert_eq!(l.data, Some(want("Max data size")));
+        assert_eq!(l.address_space, Some(want("Max address space")));
+        let max: u64 = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+            .expect("max_map_count")
+            .trim()
+            .parse()
+            .expect("a number");
+        assert_eq!(l.max_map_count, Some(max));
+        // Mappings come and go as the test runs: a count near the file's.
+        let n = map_count(base).expect("maps");
+        let lines = std::fs::read_to_string("/proc/self/maps")
+            .expect("maps")
+            .lines()
+            .count() as u64;
+        assert!(n > 10 && n.abs_diff(lines) < 64, "{n} against {lines}");
+        assert_eq!(map_count(Path::new("/proc/nonexistent-pid")), None);
     }
 }

@@ -6,7 +6,9 @@
  * CUDA_ERROR_NOT_INITIALIZED (3); =hang makes cuInit sleep 3 s; =spin
  * makes it busy-loop in user space for 2.5 s; =reserve makes it reserve
  * 64 GiB of addresses as the real one reserves its virtual address range
- * (CUDA_ERROR_OUT_OF_MEMORY, 2, when the mapping is refused); =thread
+ * (CUDA_ERROR_OUT_OF_MEMORY, 2, when the mapping is refused); =heap
+ * makes it map 1 GiB of private writable memory, which RLIMIT_DATA counts
+ * (2 when that is refused); =thread
  * makes it start a thread (CUDA_ERROR_OPERATING_SYSTEM, 304, when that
  * is refused); =config makes it look for a configuration file and a
  * daemon's socket that are not there (CUDA_ERROR_UNKNOWN, 999: no call
@@ -66,6 +68,13 @@ CUresult cuInit(unsigned int flags) {
                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (va == MAP_FAILED) return 2;
         munmap(va, (size_t)64 << 30);
+        return 0;
+    }
+    if (mode && strcmp(mode, "heap") == 0) {
+        void *va = mmap(NULL, (size_t)1 << 30, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (va == MAP_FAILED) return 2;
+        munmap(va, (size_t)1 << 30);
         return 0;
     }
     if (mode && strcmp(mode, "config") == 0) {

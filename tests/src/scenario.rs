@@ -202,15 +202,15 @@ pub fn spawn_with_lib(
     spawn_limited(drv, lib, scenario, mode, None)
 }
 
-/// [`spawn_with_lib`] under an address-space limit (RLIMIT_AS, bytes).
+/// [`spawn_with_lib`] under a resource limit (soft and hard, e.g. RLIMIT_AS in bytes).
 pub fn spawn_limited(
     drv: &FakeDrv,
     lib: &Path,
     scenario: &str,
     mode: &str,
-    address_space: Option<u64>,
+    limit: Option<(nix::sys::resource::Resource, u64)>,
 ) -> (std::process::Child, BufReader<std::process::ChildStdout>) {
-    spawn_env(drv, lib, scenario, mode, address_space, &[])
+    spawn_env(drv, lib, scenario, mode, limit, &[])
 }
 
 /// [`spawn_limited`] with more variables in the scenario's environment.
@@ -219,18 +219,17 @@ pub fn spawn_env(
     lib: &Path,
     scenario: &str,
     mode: &str,
-    address_space: Option<u64>,
+    limit: Option<(nix::sys::resource::Resource, u64)>,
     env: &[(&str, String)],
 ) -> (std::process::Child, BufReader<std::process::ChildStdout>) {
     use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(bin("nvfixture"));
     cmd.envs(env.iter().map(|(k, v)| (k, v)));
-    if let Some(bytes) = address_space {
+    if let Some((resource, bytes)) = limit {
         // SAFETY: setrlimit is async-signal-safe; nothing else runs here.
         unsafe {
             cmd.pre_exec(move || {
-                nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_AS, bytes, bytes)
-                    .map_err(std::io::Error::from)
+                nix::sys::resource::setrlimit(resource, bytes, bytes).map_err(std::io::Error::from)
             });
         }
     }

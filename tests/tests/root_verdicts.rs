@@ -297,7 +297,13 @@ fn a_reservation_refused_by_the_address_space_limit_is_the_verdict() {
     let lib = stub_libcuda(&tmp);
     let drv = FakeDrv::start(&tmp);
     let t = watch(&tmp, &drv, &[]);
-    let (mut c, mut out) = spawn_limited(&drv, &lib, "cuinit", "reserve", Some(2 << 30));
+    let (mut c, mut out) = spawn_limited(
+        &drv,
+        &lib,
+        "cuinit",
+        "reserve",
+        Some((nix::sys::resource::Resource::RLIMIT_AS, 2 << 30)),
+    );
     let pid = c.id();
     wait_hooked(&t, pid);
     go(&mut c, &mut out);
@@ -326,6 +332,73 @@ fn a_reservation_refused_by_the_address_space_limit_is_the_verdict() {
     assert!(
         evidence.contains("mmap() failed with ENOMEM (mapping memory): the address-space limit (RLIMIT_AS, ulimit -v) of 2 GiB (2147483648 bytes)"),
         "{evidence}"
+    );
+}
+
+/// The data-size limit, not the address space: the stand-in maps 1 GiB of
+/// private writable memory under a 256 MiB RLIMIT_DATA (the address space
+/// unlimited). The verdict names RLIMIT_DATA with what the call asked
+/// for, and its hint offers no address-space remedy.
+#[test]
+#[ignore = "needs root"]
+fn private_memory_refused_by_the_data_size_limit_is_the_verdict() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("datalimit");
+    let lib = stub_libcuda(&tmp);
+    let drv = FakeDrv::start(&tmp);
+    let t = watch(&tmp, &drv, &[]);
+    // It lives on a while after its start-up failed, as a program printing
+    // the error does: it is read again then (its map count with it).
+    let (mut c, mut out) = nvprobe_tests::scenario::spawn_env(
+        &drv,
+        &lib,
+        "cuinit",
+        "heap",
+        Some((nix::sys::resource::Resource::RLIMIT_DATA, 256 << 20)),
+        &[("NVFIXTURE_LINGER_MS", "1500".to_owned())],
+    );
+    let pid = c.id();
+    wait_hooked(&t, pid);
+    go(&mut c, &mut out);
+    let pid = u64::from(pid);
+    let f = t.stop();
+    check_schema(&f);
+    let v = f
+        .of_type("cuinit")
+        .find(|v| v["pid"] == pid)
+        .expect("verdict");
+    assert_eq!(
+        (v["result"].as_str(), v["curesult"].as_str()),
+        (Some("failed"), Some("CUDA_ERROR_OUT_OF_MEMORY (2)"))
+    );
+    let d = &v["diagnoses"][0];
+    assert_eq!(d["id"], "data_size_limit", "{v}");
+    let evidence = d["evidence"].as_str().expect("evidence");
+    assert!(
+        evidence.contains(
+            "mmap() failed with ENOMEM (mapping memory): the data-size limit (RLIMIT_DATA, ulimit -d) of 256 MiB \
+(268435456 bytes): it counts private writable memory; the process had "
+        ) && evidence.ends_with("; the call asked for 1 GiB (1073741824 bytes)"),
+        "{evidence}"
+    );
+    let hint = d["hint"].as_str().expect("hint");
+    assert!(!hint.contains("ulimit -v unlimited"), "{hint}");
+    // The limits the verdict rests on are in the process's record.
+    let limits = &v["process"]["limits"];
+    assert_eq!(
+        limits["data"],
+        serde_json::json!([256 << 20, 256 << 20]),
+        "{limits}"
+    );
+    assert!(
+        limits["vm_data"].as_u64().is_some_and(|n| n > 0),
+        "{limits}"
+    );
+    assert_eq!(v["process"]["read_at"], "cuinit_failed", "{v}");
+    assert!(
+        limits["map_count"].as_u64().is_some_and(|n| n > 0),
+        "{limits}"
     );
 }
 

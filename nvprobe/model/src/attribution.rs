@@ -439,6 +439,20 @@ pub struct Limits {
     /// large reservation fails with ENOMEM).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overcommit: Option<u8>,
+    /// RLIMIT_DATA, soft and hard ("Max data size"; None: unlimited): it
+    /// counts private writable memory (`VmData`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<(Option<u64>, Option<u64>)>,
+    /// The process's private writable memory (`VmData`), bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vm_data: Option<u64>,
+    /// Its mappings (lines of /proc/PID/maps), read again when its
+    /// start-up failed (counted up to 1,048,576).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub map_count: Option<u64>,
+    /// The host's `vm.max_map_count`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_map_count: Option<u64>,
 }
 
 /// A cgroup counter and its limit (None: `max`, no limit).

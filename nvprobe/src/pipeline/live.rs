@@ -222,6 +222,12 @@ impl Live {
             }
             info.comm = Some(comm);
             info.read_at = Some(at.to_owned());
+            // A refused mapping's causes include the map count: read only
+            // here (the maps file of a CUDA process is thousands of lines).
+            if let Some(l) = info.limits.as_mut() {
+                l.map_count =
+                    crate::kernel_checks::map_count(std::path::Path::new(&format!("/proc/{pid}")));
+            }
             if at == "context_failed" {
                 info.gpu_holders = crate::identity::gpu_holders(pid);
             }

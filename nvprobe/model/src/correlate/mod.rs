@@ -200,7 +200,7 @@ impl Correlator {
                 if let Some(st) = self.procs.get_mut(&pid)
                     && !st.done
                 {
-                    st.on_call_failed(call, (kind, errno));
+                    st.on_call_failed(call, (kind, errno), None);
                 }
                 return;
             }
@@ -546,7 +546,7 @@ impl Correlator {
                     st.on_failed_syscall(p);
                     let call = p.call.as_deref().unwrap_or("?");
                     if rules_startcalls::may_explain(failed) {
-                        st.on_call_failed(call.to_owned(), failed);
+                        st.on_call_failed(call.to_owned(), failed, p.asked_len());
                     }
                 }
             }

@@ -116,7 +116,9 @@ pub(crate) fn diagnose(st: &ProcInit, after_init: bool, outcome: &str) -> Option
     let memory = matches!(f.kind, SysKind::Map | SysKind::Protect);
     let (id, cause) = match f.errno {
         libc::EAGAIN if thread => (DiagId::ThreadLimit, thread_cause(limits, when)),
-        libc::ENOMEM if memory => (DiagId::AddressSpaceLimit, memory_cause(limits, when)),
+        libc::ENOMEM if memory => {
+            memory_cause(limits, when, f.len, matches!(f.kind, SysKind::Protect))
+        }
         libc::EMFILE => (DiagId::FileLimit, nofile_cause(limits, when)),
         libc::ENFILE => (
             DiagId::FileLimit,
@@ -218,32 +220,158 @@ limit of a cgroup above it{threads}"
     }
 }
 
-/// Why a mapping was refused with ENOMEM: RLIMIT_AS, strict overcommit,
-/// or the map count.
-fn memory_cause(l: Option<&Limits>, when: &str) -> String {
-    let size = l.and_then(|l| l.vm_size).map_or(String::new(), |v| {
-        format!("; its address space was {} {when}", bytes(v))
+/// Why a mapping (`protect`: a change of protection) was refused with
+/// ENOMEM, in the kernel's order of checks (mm/mmap.c, mm/mprotect.c):
+/// the map count (do_mmap), the address-space limit, then the data-size
+/// limit for private writable memory (may_expand_vm; a change of
+/// protection adds no addresses, so only the second), then the overcommit
+/// accounting. `len` is what the call asked for; the limits and sizes
+/// were read `when` (after the failure: a reservation given back since
+/// is not in them).
+fn memory_cause(
+    l: Option<&Limits>,
+    when: &str,
+    len: Option<u64>,
+    protect: bool,
+) -> (DiagId, String) {
+    let Some(l) = l else {
+        return (
+            DiagId::AddressSpaceLimit,
+            "the address-space limit (RLIMIT_AS), the data-size limit (RLIMIT_DATA), the overcommit policy or \
+the map count refused it"
+                .to_owned(),
+        );
+    };
+    let asked = len.map_or(String::new(), |n| {
+        format!("; the call asked for {}", bytes(n))
     });
-    if let Some(soft) = l.and_then(|l| l.address_space).and_then(|(soft, _)| soft) {
+    // Whether `used` + the call's length passes `limit`: None when either
+    // is unknown (and the length alone does not pass it).
+    let passes = |used: Option<u64>, limit: u64| match (used, len) {
+        (_, Some(n)) if n > limit => Some(true),
+        (Some(u), Some(n)) => Some(u.saturating_add(n) > limit),
+        _ => None,
+    };
+    let soft = |p: Option<(Option<u64>, Option<u64>)>| p.and_then(|(s, _)| s);
+    let (as_soft, data_soft) = (soft(l.address_space), soft(l.data));
+    let as_text = |limit: u64| {
         format!(
             "the address-space limit (RLIMIT_AS, ulimit -v) of {}: libcuda reserves far more virtual addresses than \
-it uses{size}",
-            bytes(soft)
+it uses{}{asked}",
+            bytes(limit),
+            l.vm_size.map_or(String::new(), |v| format!(
+                "; its address space was {} {when}",
+                bytes(v)
+            ))
         )
-    } else if l.and_then(|l| l.overcommit) == Some(2) {
-        format!(
-            "vm.overcommit_memory is 2 (strict accounting): a mapping is refused once the commit limit \
-(CommitLimit of /proc/meminfo) is reached{size}"
+    };
+    let data_text = |limit: u64| {
+        (
+            DiagId::DataSizeLimit,
+            format!(
+                "the data-size limit (RLIMIT_DATA, ulimit -d) of {}: it counts private writable memory{}{asked}",
+                bytes(limit),
+                l.vm_data.map_or(String::new(), |v| format!(
+                    "; the process had {} of it (VmData) {when}",
+                    bytes(v)
+                ))
+            ),
         )
-    } else if l.is_some() {
+    };
+    if let (Some(n), Some(max)) = (l.map_count, l.max_map_count)
+        && n >= max
+    {
+        return (
+            DiagId::MappingRefused,
+            format!(
+                "the map count: the process had {n} mappings {when}, vm.max_map_count is {max}"
+            ),
+        );
+    }
+    let as_passes = as_soft
+        .filter(|_| !protect)
+        .map(|s| (s, passes(l.vm_size, s)));
+    let data_passes = data_soft.map(|s| (s, passes(l.vm_data, s)));
+    let size = l.vm_size.map_or(String::new(), |v| {
+        format!("; its address space was {} {when}", bytes(v))
+    });
+    let strict = || {
+        (
+            DiagId::MappingRefused,
+            format!(
+                "vm.overcommit_memory is 2 (strict accounting): a mapping is refused once the commit limit \
+(CommitLimit of /proc/meminfo) is reached{size}{asked}"
+            ),
+        )
+    };
+    // What was read came after the failure: a limit it puts under its
+    // size may still have refused a reservation given back since.
+    let under =
+        " (under it when read: a reservation given back after the failure is not counted there)";
+    match (as_passes, data_passes) {
+        // A limit the call passes, in the kernel's order.
+        (Some((s, Some(true))), _) => (DiagId::AddressSpaceLimit, as_text(s)),
+        (_, Some((s, Some(true)))) => data_text(s),
+        // Strict accounting, with no limit known to be passed.
+        _ if l.overcommit == Some(2)
+            && as_passes.is_none_or(|a| a.1.is_some())
+            && data_passes.is_none_or(|d| d.1.is_some()) =>
+        {
+            strict()
+        }
+        (Some((a, None)), Some((d, None))) => (
+            DiagId::AddressSpaceLimit,
+            format!(
+                "the address-space limit (RLIMIT_AS, ulimit -v) of {} or the data-size limit (RLIMIT_DATA, \
+ulimit -d) of {}{size}{}{asked}",
+                bytes(a),
+                bytes(d),
+                l.vm_data.map_or(String::new(), |v| format!(
+                    ", its private writable memory {}",
+                    bytes(v)
+                ))
+            ),
+        ),
+        (Some((s, None)), _) => (DiagId::AddressSpaceLimit, as_text(s)),
+        (_, Some((s, None))) => data_text(s),
+        _ if l.overcommit == Some(2) => strict(),
+        (Some((s, Some(false))), _) => {
+            (DiagId::AddressSpaceLimit, format!("{}{under}", as_text(s)))
+        }
+        (_, Some((s, Some(false)))) => {
+            let (id, t) = data_text(s);
+            (id, format!("{t}{under}"))
+        }
+        (None, None) => no_limit(l, when, protect, &size, &asked),
+    }
+}
+
+/// A refused mapping with no memory limit set and no strict accounting:
+/// the map count, the overcommit heuristic, or (a change of protection)
+/// a range that was not mapped.
+fn no_limit(l: &Limits, when: &str, protect: bool, size: &str, asked: &str) -> (DiagId, String) {
+    let maps = match (l.map_count, l.max_map_count) {
+        (Some(n), Some(max)) => format!("; it had {n} mappings {when}, of vm.max_map_count {max}"),
+        _ => String::new(),
+    };
+    let rest = if protect {
+        "the range was not mapped, or the split it needed passed the map count (vm.max_map_count)"
+    } else {
+        "the map count (vm.max_map_count) or the kernel's overcommit heuristic refused it"
+    };
+    // A change of protection adds no addresses: the address-space limit
+    // does not apply to it.
+    let limits = if protect && l.address_space.and_then(|(s, _)| s).is_some() {
         format!(
-            "no address-space limit was set {when}: the map count (vm.max_map_count) or the kernel's overcommit \
-heuristic refused it{size}"
+            "no data-size limit was set {when} (the address-space limit does not count a change of protection)"
         )
     } else {
-        "the address-space limit (RLIMIT_AS), the overcommit policy or the map count refused it"
-            .to_owned()
-    }
+        format!("no address-space or data-size limit was set {when}")
+    };
+    (
+        DiagId::MappingRefused,
+        format!("{limits}: {rest}{size}{asked}{maps}"),
+    )
 }
 
 fn nofile_cause(l: Option<&Limits>, when: &str) -> String {

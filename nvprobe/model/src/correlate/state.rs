@@ -199,6 +199,9 @@ pub(crate) struct StartCallFailure {
     /// It failed after cuInit had returned CUDA_SUCCESS (while the first
     /// context was made).
     pub(crate) after_init: bool,
+    /// The length its first failure asked for (mmap, mprotect, mlock,
+    /// mlock2: the second argument), bytes.
+    pub(crate) len: Option<u64>,
 }
 
 impl ProcInit {
@@ -300,6 +303,7 @@ impl ProcInit {
         &mut self,
         call: String,
         (kind, errno): (crate::decode::SysKind, i32),
+        len: Option<u64>,
     ) {
         let after_init = matches!(self.curesult, Some((0, _)));
         if let Some(f) = self
@@ -315,6 +319,7 @@ impl ProcInit {
                 errno,
                 count: 1,
                 after_init,
+                len,
             });
         }
     }

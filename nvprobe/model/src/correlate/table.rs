@@ -126,8 +126,18 @@ process limit (ulimit -u, systemd LimitNPROC=; it counts all of the user's tasks
     AddressSpaceLimit => "address_space_limit", reference: "docs/FAILURE-CATALOGUE.md",
         hint: "libcuda reserves a large range of virtual addresses while it initialises (far more than the memory it \
 uses): lift the address-space limit (ulimit -v unlimited, systemd LimitAS=, a batch scheduler's virtual-memory limit such \
-as h_vmem) rather than raise it a little; under vm.overcommit_memory=2 the commit limit counts such reservations; a \
-process near vm.max_map_count gets ENOMEM too";
+as h_vmem) rather than raise it a little; where the evidence names the data-size limit too, lift that one as well \
+(ulimit -d unlimited, systemd LimitDATA=)";
+    DataSizeLimit => "data_size_limit", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "the data-size limit (RLIMIT_DATA: ulimit -d, systemd LimitDATA=, a batch scheduler's data or heap \
+limit) counts the process's private writable memory, which libcuda and the CUDA libraries grow while they initialise: \
+lift it (ulimit -d unlimited) rather than raise it a little; it is not the address-space limit (ulimit -v) and not the \
+GPU's memory";
+    MappingRefused => "mapping_refused", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "the kernel refused to map memory with no limit of the process's passed: under vm.overcommit_memory=2 \
+the commit limit (CommitLimit, Committed_AS in /proc/meminfo) counts libcuda's reservations (raise vm.overcommit_ratio \
+or use mode 0); a process at vm.max_map_count (the lines of /proc/PID/maps) needs a larger sysctl vm.max_map_count; \
+otherwise the host is short of memory (free, dmesg)";
     FailedSyscalls => "failed_syscalls", reference: "docs/FAILURE-CATALOGUE.md",
         hint: "no rule of nvprobe's explains this start-up by itself; the evidence lists the system calls that failed in \
 it (from its first NVIDIA or CUDA call, or its parent's, to its first context, as the kernel saw them, without ptrace), newest first, with the path each named: \

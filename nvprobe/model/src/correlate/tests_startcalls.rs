@@ -142,6 +142,206 @@ failed"
     );
 }
 
+/// The kernel side's record of a failed `call` of pid 7 at `t` ms that
+/// asked for `len` bytes (its second argument).
+fn failed_len(t: u64, call: &str, errno: &str, len: u64) -> Event {
+    let Event::Proc(p) = failed_call(t, call, errno) else {
+        unreachable!("failed_call makes a proc record")
+    };
+    Event::Proc(crate::decode::ProcCall {
+        args: Some([0, len]),
+        ..p
+    })
+}
+
+/// What `limits` make of one failed `call` of `len` bytes in cuInit.
+fn refused_mapping(l: Limits, call: &str, len: u64) -> Diagnosis {
+    only(&failed_init(
+        with_limits(l),
+        &[failed_len(1, call, "ENOMEM", len)],
+        (2, "CUDA_ERROR_OUT_OF_MEMORY"),
+    ))
+    .clone()
+}
+
+const GIB: u64 = 1 << 30;
+const MIB: u64 = 1 << 20;
+
+/// The kernel's order of checks (may_expand_vm): the address-space limit
+/// the call passes is named with what it asked for; under it, the
+/// data-size limit the call passes is; neither hint offers the other's
+/// remedy alone.
+#[test]
+fn a_refused_mapping_names_the_limit_the_call_passes_in_the_kernels_order() {
+    let d = refused_mapping(
+        Limits {
+            address_space: Some((Some(4 * GIB), Some(4 * GIB))),
+            data: Some((Some(64 * GIB), None)),
+            vm_size: Some(188 * MIB),
+            vm_data: Some(100 * MIB),
+            ..Limits::default()
+        },
+        "mmap",
+        8 * GIB + 64 * MIB,
+    );
+    assert_eq!(d.id, DiagId::AddressSpaceLimit);
+    assert!(
+        d.evidence.ends_with(
+            "the address-space limit (RLIMIT_AS, ulimit -v) of 4 GiB (4294967296 bytes): libcuda reserves far more \
+virtual addresses than it uses; its address space was 188 MiB (197132288 bytes) when cuInit had failed; the call asked \
+for 8.1 GiB (8657043456 bytes)"
+        ),
+        "{}",
+        d.evidence
+    );
+    // RLIMIT_DATA: the address space is unlimited, the private writable
+    // memory plus the call passes the data limit.
+    let d = refused_mapping(
+        Limits {
+            data: Some((Some(256 * MIB), Some(256 * MIB))),
+            vm_size: Some(30 * GIB),
+            vm_data: Some(200 * MIB),
+            ..Limits::default()
+        },
+        "mmap",
+        64 * MIB,
+    );
+    assert_eq!(d.id, DiagId::DataSizeLimit);
+    assert!(
+        d.evidence.ends_with(
+            "the data-size limit (RLIMIT_DATA, ulimit -d) of 256 MiB (268435456 bytes): it counts private writable \
+memory; the process had 200 MiB (209715200 bytes) of it (VmData) when cuInit had failed; the call asked for 64 MiB \
+(67108864 bytes)"
+        ),
+        "{}",
+        d.evidence
+    );
+    assert!(d.hint.contains("ulimit -d unlimited"), "{}", d.hint);
+    // Both set, the address space fits and the data does not: the data
+    // limit, although the address-space limit comes first.
+    let d = refused_mapping(
+        Limits {
+            address_space: Some((Some(64 * GIB), None)),
+            data: Some((Some(GIB), None)),
+            vm_size: Some(8 * GIB),
+            vm_data: Some(GIB - MIB),
+            ..Limits::default()
+        },
+        "mmap",
+        2 * MIB,
+    );
+    assert_eq!(d.id, DiagId::DataSizeLimit, "{}", d.evidence);
+}
+
+/// No limit of the process's is passed: strict accounting, the map count,
+/// or neither; never a `ulimit` remedy the limits read rule out.
+#[test]
+fn a_refused_mapping_with_no_limit_passed_offers_no_ulimit() {
+    let no_limit = refused_mapping(
+        Limits {
+            vm_size: Some(30 * GIB),
+            overcommit: Some(0),
+            map_count: Some(812),
+            max_map_count: Some(65530),
+            ..Limits::default()
+        },
+        "mmap",
+        8 * GIB,
+    );
+    assert_eq!(no_limit.id, DiagId::MappingRefused);
+    assert!(
+        no_limit.evidence.contains(
+            "no address-space or data-size limit was set when cuInit had failed: the map count (vm.max_map_count) \
+or the kernel's overcommit heuristic refused it"
+        ) && no_limit
+            .evidence
+            .ends_with("; it had 812 mappings when cuInit had failed, of vm.max_map_count 65530"),
+        "{}",
+        no_limit.evidence
+    );
+    assert!(!no_limit.hint.contains("ulimit"), "{}", no_limit.hint);
+    let maps = refused_mapping(
+        Limits {
+            address_space: Some((Some(64 * GIB), None)),
+            vm_size: Some(GIB),
+            map_count: Some(65531),
+            max_map_count: Some(65530),
+            ..Limits::default()
+        },
+        "mmap",
+        MIB,
+    );
+    assert_eq!(maps.id, DiagId::MappingRefused);
+    assert!(
+        maps.evidence.ends_with(
+            "the map count: the process had 65531 mappings when cuInit had failed, vm.max_map_count is 65530"
+        ),
+        "{}",
+        maps.evidence
+    );
+    let strict = refused_mapping(
+        Limits {
+            overcommit: Some(2),
+            ..Limits::default()
+        },
+        "mmap",
+        8 * GIB,
+    );
+    assert_eq!(strict.id, DiagId::MappingRefused);
+    assert!(
+        strict
+            .evidence
+            .contains("vm.overcommit_memory is 2 (strict accounting)"),
+        "{}",
+        strict.evidence
+    );
+    // A change of protection adds no addresses: an address-space limit
+    // does not refuse it, so it is not named.
+    let protect = refused_mapping(
+        Limits {
+            address_space: Some((Some(GIB), None)),
+            vm_size: Some(GIB - MIB),
+            ..Limits::default()
+        },
+        "mprotect",
+        64 * MIB,
+    );
+    assert_eq!(protect.id, DiagId::MappingRefused, "{}", protect.evidence);
+    assert!(
+        protect.evidence.contains(
+            "no data-size limit was set when cuInit had failed (the address-space limit does not count a change of \
+protection): the range was not mapped"
+        ),
+        "{}",
+        protect.evidence
+    );
+}
+
+/// The sizes are read after the failure: a set limit they put the call
+/// under is still named (a reservation given back is not in them), and
+/// says so.
+#[test]
+fn a_limit_the_sizes_read_later_fit_under_is_named_with_a_caveat() {
+    let d = refused_mapping(
+        Limits {
+            address_space: Some((Some(GIB), None)),
+            vm_size: Some(188 * MIB),
+            ..Limits::default()
+        },
+        "mmap",
+        512 * MIB,
+    );
+    assert_eq!(d.id, DiagId::AddressSpaceLimit);
+    assert!(
+        d.evidence.ends_with(
+            "the call asked for 512 MiB (536870912 bytes) (under it when read: a reservation given back after the \
+failure is not counted there)"
+        ),
+        "{}",
+        d.evidence
+    );
+}
+
 #[test]
 fn a_descriptor_and_a_filter_are_named_by_their_errno() {
     let emfile = with_limits(Limits {

@@ -435,6 +435,17 @@ pub struct ProcCall {
     pub raw: Option<String>,
 }
 
+impl ProcCall {
+    /// The length a failed call that maps, protects or locks memory asked
+    /// for (mmap, mprotect, mlock, mlock2: the second argument), bytes.
+    pub fn asked_len(&self) -> Option<u64> {
+        match self.call.as_deref()? {
+            "mmap" | "mprotect" | "mlock" | "mlock2" => self.args.map(|a| a[1]),
+            _ => None,
+        }
+    }
+}
+
 /// A libcuda call seen by its uprobe.
 #[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 pub struct CudaCall {

@@ -586,6 +586,15 @@ fn main() -> anyhow::Result<()> {
             let mut v = v;
             v["pid"] = json!(std::process::id());
             println!("{v}");
+            // A program lives on after its start-up failed (it prints the
+            // error): NVFIXTURE_LINGER_MS keeps this one that long.
+            if let Some(ms) = std::env::var("NVFIXTURE_LINGER_MS")
+                .ok()
+                .and_then(|v| v.parse::<u64>().ok())
+            {
+                std::io::stdout().flush()?;
+                std::thread::sleep(std::time::Duration::from_millis(ms.min(10_000)));
+            }
             Ok(())
         }
     }
