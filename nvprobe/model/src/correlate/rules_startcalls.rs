@@ -242,42 +242,7 @@ the map count refused it"
                 .to_owned(),
         );
     };
-    let asked = len.map_or(String::new(), |n| {
-        format!("; the call asked for {}", bytes(n))
-    });
-    // Whether `used` + the call's length passes `limit`: None when either
-    // is unknown (and the length alone does not pass it).
-    let passes = |used: Option<u64>, limit: u64| match (used, len) {
-        (_, Some(n)) if n > limit => Some(true),
-        (Some(u), Some(n)) => Some(u.saturating_add(n) > limit),
-        _ => None,
-    };
-    let soft = |p: Option<(Option<u64>, Option<u64>)>| p.and_then(|(s, _)| s);
-    let (as_soft, data_soft) = (soft(l.address_space), soft(l.data));
-    let as_text = |limit: u64| {
-        format!(
-            "the address-space limit (RLIMIT_AS, ulimit -v) of {}: libcuda reserves far more virtual addresses than \
-it uses{}{asked}",
-            bytes(limit),
-            l.vm_size.map_or(String::new(), |v| format!(
-                "; its address space was {} {when}",
-                bytes(v)
-            ))
-        )
-    };
-    let data_text = |limit: u64| {
-        (
-            DiagId::DataSizeLimit,
-            format!(
-                "the data-size limit (RLIMIT_DATA, ulimit -d) of {}: it counts private writable memory{}{asked}",
-                bytes(limit),
-                l.vm_data.map_or(String::new(), |v| format!(
-                    "; the process had {} of it (VmData) {when}",
-                    bytes(v)
-                ))
-            ),
-        )
-    };
+    let m = Mapping::new(l, when, len);
     if let (Some(n), Some(max)) = (l.map_count, l.max_map_count)
         && n >= max
     {
@@ -288,61 +253,128 @@ it uses{}{asked}",
             ),
         );
     }
-    let as_passes = as_soft
+    let soft = |p: Option<(Option<u64>, Option<u64>)>| p.and_then(|(s, _)| s);
+    let as_passes = soft(l.address_space)
         .filter(|_| !protect)
-        .map(|s| (s, passes(l.vm_size, s)));
-    let data_passes = data_soft.map(|s| (s, passes(l.vm_data, s)));
-    let size = l.vm_size.map_or(String::new(), |v| {
-        format!("; its address space was {} {when}", bytes(v))
-    });
-    let strict = || {
-        (
-            DiagId::MappingRefused,
-            format!(
-                "vm.overcommit_memory is 2 (strict accounting): a mapping is refused once the commit limit \
-(CommitLimit of /proc/meminfo) is reached{size}{asked}"
-            ),
-        )
-    };
+        .map(|s| (s, m.passes(l.vm_size, s)));
+    let data_passes = soft(l.data).map(|s| (s, m.passes(l.vm_data, s)));
     // What was read came after the failure: a limit it puts under its
     // size may still have refused a reservation given back since.
     let under =
         " (under it when read: a reservation given back after the failure is not counted there)";
     match (as_passes, data_passes) {
         // A limit the call passes, in the kernel's order.
-        (Some((s, Some(true))), _) => (DiagId::AddressSpaceLimit, as_text(s)),
-        (_, Some((s, Some(true)))) => data_text(s),
+        (Some((s, Some(true))), _) => m.address_space(s, ""),
+        (_, Some((s, Some(true)))) => m.data(s, ""),
         // Strict accounting, with no limit known to be passed.
         _ if l.overcommit == Some(2)
             && as_passes.is_none_or(|a| a.1.is_some())
             && data_passes.is_none_or(|d| d.1.is_some()) =>
         {
-            strict()
+            m.strict()
         }
-        (Some((a, None)), Some((d, None))) => (
+        (Some((a, None)), Some((d, None))) => m.either(a, d),
+        (Some((s, None)), _) => m.address_space(s, ""),
+        (_, Some((s, None))) => m.data(s, ""),
+        _ if l.overcommit == Some(2) => m.strict(),
+        (Some((s, Some(false))), _) => m.address_space(s, under),
+        (_, Some((s, Some(false)))) => m.data(s, under),
+        (None, None) => no_limit(l, when, protect, &m.size, &m.asked),
+    }
+}
+
+/// A refused mapping's facts, as the evidence says them.
+struct Mapping<'a> {
+    l: &'a Limits,
+    when: &'a str,
+    len: Option<u64>,
+    /// "; its address space was …" (or nothing).
+    size: String,
+    /// "; the call asked for …" (or nothing).
+    asked: String,
+}
+
+impl<'a> Mapping<'a> {
+    fn new(l: &'a Limits, when: &'a str, len: Option<u64>) -> Self {
+        Mapping {
+            l,
+            when,
+            len,
+            size: l.vm_size.map_or(String::new(), |v| {
+                format!("; its address space was {} {when}", bytes(v))
+            }),
+            asked: len.map_or(String::new(), |n| {
+                format!("; the call asked for {}", bytes(n))
+            }),
+        }
+    }
+
+    /// Whether `used` plus the call's length passes `limit`: None when
+    /// either is unknown (and the length alone does not pass it).
+    fn passes(&self, used: Option<u64>, limit: u64) -> Option<bool> {
+        match (used, self.len) {
+            (_, Some(n)) if n > limit => Some(true),
+            (Some(u), Some(n)) => Some(u.saturating_add(n) > limit),
+            _ => None,
+        }
+    }
+
+    fn address_space(&self, limit: u64, note: &str) -> (DiagId, String) {
+        (
+            DiagId::AddressSpaceLimit,
+            format!(
+                "the address-space limit (RLIMIT_AS, ulimit -v) of {}: libcuda reserves far more virtual addresses \
+than it uses{}{}{note}",
+                bytes(limit),
+                self.size,
+                self.asked
+            ),
+        )
+    }
+
+    fn data(&self, limit: u64, note: &str) -> (DiagId, String) {
+        (
+            DiagId::DataSizeLimit,
+            format!(
+                "the data-size limit (RLIMIT_DATA, ulimit -d) of {}: it counts private writable memory{}{}{note}",
+                bytes(limit),
+                self.l.vm_data.map_or(String::new(), |v| format!(
+                    "; the process had {} of it (VmData) {}",
+                    bytes(v),
+                    self.when
+                )),
+                self.asked
+            ),
+        )
+    }
+
+    fn either(&self, as_limit: u64, data_limit: u64) -> (DiagId, String) {
+        (
             DiagId::AddressSpaceLimit,
             format!(
                 "the address-space limit (RLIMIT_AS, ulimit -v) of {} or the data-size limit (RLIMIT_DATA, \
-ulimit -d) of {}{size}{}{asked}",
-                bytes(a),
-                bytes(d),
-                l.vm_data.map_or(String::new(), |v| format!(
+ulimit -d) of {}{}{}{}",
+                bytes(as_limit),
+                bytes(data_limit),
+                self.size,
+                self.l.vm_data.map_or(String::new(), |v| format!(
                     ", its private writable memory {}",
                     bytes(v)
-                ))
+                )),
+                self.asked
             ),
-        ),
-        (Some((s, None)), _) => (DiagId::AddressSpaceLimit, as_text(s)),
-        (_, Some((s, None))) => data_text(s),
-        _ if l.overcommit == Some(2) => strict(),
-        (Some((s, Some(false))), _) => {
-            (DiagId::AddressSpaceLimit, format!("{}{under}", as_text(s)))
-        }
-        (_, Some((s, Some(false)))) => {
-            let (id, t) = data_text(s);
-            (id, format!("{t}{under}"))
-        }
-        (None, None) => no_limit(l, when, protect, &size, &asked),
+        )
+    }
+
+    fn strict(&self) -> (DiagId, String) {
+        (
+            DiagId::MappingRefused,
+            format!(
+                "vm.overcommit_memory is 2 (strict accounting): a mapping is refused once the commit limit \
+(CommitLimit of /proc/meminfo) is reached{}{}",
+                self.size, self.asked
+            ),
+        )
     }
 }
 
