@@ -4,7 +4,8 @@
 # (RLIMIT_DATA, ulimit -d) at four sizes, a small stack limit (the size
 # glibc gives new threads), a cgroup that allows 5 % of a CPU, odd
 # CUDA_VISIBLE_DEVICES values, /proc and /sys hidden whole in a private
-# mount namespace, and a search path whose libcuda.so.1 is not a library.
+# mount namespace, a search path whose libcuda.so.1 is not a library, and
+# an MPS pipe directory with no daemon behind its socket.
 # Each case is tagged `--case NAME` and prints "== NAME: {…}" (its last
 # line of output, or why it ended). Recorded by record-unseen.sh.
 set -u
@@ -38,6 +39,14 @@ head -c 4096 /dev/urandom >"$BAD/libcuda.so.1"
 run bad_lib_first env LD_LIBRARY_PATH="$BAD:${LD_LIBRARY_PATH:-}" $PY $W ctx 1 --case bad_lib_first
 run bad_lib_only env CUDAWORK_LIB="$BAD/libcuda.so.1" $PY $W ctx 1 --case bad_lib_only
 rm -rf "$BAD"
+# An MPS pipe directory whose control socket has no daemon behind it (a
+# daemon that died, or one in another container), and one with none.
+M=$(mktemp -d)
+$PY -c "import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1] + '/control')" "$M"
+run mps_stale env CUDA_MPS_PIPE_DIRECTORY="$M" $PY $W ctx 1 --case mps_stale
+rm -f "$M/control"
+run mps_empty env CUDA_MPS_PIPE_DIRECTORY="$M" $PY $W ctx 1 --case mps_empty
+rm -rf "$M"
 CG=/sys/fs/cgroup
 if [ -f $CG/cgroup.controllers ]; then
   grep -qw cpu $CG/cgroup.subtree_control || echo +cpu >$CG/cgroup.subtree_control 2>/dev/null
