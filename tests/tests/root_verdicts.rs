@@ -17,6 +17,7 @@ use nvprobe_tests::{
     },
 };
 use serde_json::Value;
+use std::io::{BufRead as _, Write as _};
 
 #[test]
 #[ignore = "needs root"]
@@ -348,19 +349,28 @@ fn private_memory_refused_by_the_data_size_limit_is_the_verdict() {
     let lib = stub_libcuda(&tmp);
     let drv = FakeDrv::start(&tmp);
     let t = watch(&tmp, &drv, &[]);
-    // It lives on a while after its start-up failed, as a program printing
-    // the error does: it is read again then (its map count with it).
+    // It lives on after its start-up failed, as a program printing the
+    // error does, until its verdict is out: it is read again at the
+    // failure (its map count with it).
     let (mut c, mut out) = nvprobe_tests::scenario::spawn_env(
         &drv,
         &lib,
         "cuinit",
         "heap",
         Some((nix::sys::resource::Resource::RLIMIT_DATA, 256 << 20)),
-        &[("NVFIXTURE_LINGER_MS", "1500".to_owned())],
+        &[("NVFIXTURE_HOLD", "1".to_owned())],
     );
     let pid = c.id();
     wait_hooked(&t, pid);
-    go(&mut c, &mut out);
+    let mut stdin = c.stdin.take().expect("stdin");
+    stdin.write_all(b"go\n").expect("go");
+    let mut line = String::new();
+    out.read_line(&mut line).expect("result");
+    t.wait_for("the verdict", |r| {
+        r["type"] == "cuinit" && r["pid"] == u64::from(pid)
+    });
+    drop(stdin);
+    assert!(c.wait().expect("wait").success(), "{line}");
     let pid = u64::from(pid);
     let f = t.stop();
     check_schema(&f);
@@ -378,7 +388,8 @@ fn private_memory_refused_by_the_data_size_limit_is_the_verdict() {
     assert!(
         evidence.contains(
             "mmap() failed with ENOMEM (mapping memory): the data-size limit (RLIMIT_DATA, ulimit -d) of 256 MiB \
-(268435456 bytes): it counts private writable memory; the process had "
+(268435456 bytes): it counts private writable memory, this mapping too if it was writable (its protection \
+is not recorded); the process had "
         ) && evidence.ends_with("; the call asked for 1 GiB (1073741824 bytes)"),
         "{evidence}"
     );

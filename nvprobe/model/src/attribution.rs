@@ -656,6 +656,32 @@ pub struct HostGpu {
 /// CUDA's order (PCI bus order, which is also CUDA's default order for
 /// identical GPUs). Err says why it selects nothing.
 pub fn resolve_visible(value: &str, gpus: &[HostGpu]) -> Result<Vec<u32>, String> {
+    if let Some(why) = visible_repeat(value, gpus) {
+        return Err(why);
+    }
+    let out: Vec<u32> = visible_items(value, gpus)
+        .into_iter()
+        .filter_map(|(_, m)| m)
+        .collect();
+    if out.is_empty() {
+        let n = gpus.len();
+        Err(if value.trim().is_empty() {
+            "CUDA_VISIBLE_DEVICES is set but empty: it hides every GPU".to_owned()
+        } else {
+            format!(
+                "CUDA_VISIBLE_DEVICES={value} matches none of this host's {n} GPU{}",
+                if n == 1 { "" } else { "s" }
+            )
+        })
+    } else {
+        Ok(out)
+    }
+}
+
+/// The items of a CUDA_VISIBLE_DEVICES value CUDA reads (it stops at the
+/// first invalid one), each with the GPU's minor when this host's GPUs
+/// say which (None: an index or UUID of a GPU not known here).
+fn visible_items<'a>(value: &'a str, gpus: &[HostGpu]) -> Vec<(&'a str, Option<u32>)> {
     let mut sorted: Vec<&HostGpu> = gpus.iter().collect();
     sorted.sort_by(|a, b| a.pci.cmp(&b.pci).then(a.minor.cmp(&b.minor)));
     let mut out = Vec::new();
@@ -678,24 +704,32 @@ pub fn resolve_visible(value: &str, gpus: &[HostGpu]) -> Result<Vec<u32>, String
             None
         };
         match found {
-            Some(g) if !out.contains(&g.minor) => out.push(g.minor),
-            Some(_) => {}
+            Some(g) => out.push((item, Some(g.minor))),
+            // An index is an index whatever the host (none known here).
+            None if gpus.is_empty() && item.parse::<u32>().is_ok() => out.push((item, None)),
             None => break,
         }
     }
-    if out.is_empty() {
-        let n = gpus.len();
-        Err(if value.trim().is_empty() {
-            "CUDA_VISIBLE_DEVICES is set but empty: it hides every GPU".to_owned()
+    out
+}
+
+/// A CUDA_VISIBLE_DEVICES value that names one GPU twice (by index, UUID
+/// or both), which CUDA refuses: cuInit returns CUDA_ERROR_INVALID_DEVICE
+/// (101; "0,0" on the H100 host, 580.159.04). The text says which.
+pub fn visible_repeat(value: &str, gpus: &[HostGpu]) -> Option<String> {
+    let items = visible_items(value, gpus);
+    items.iter().enumerate().find_map(|(i, (item, minor))| {
+        let (first, _) = items[..i].iter().find(|(other, m)| match (m, minor) {
+            (Some(a), Some(b)) => a == b,
+            _ => other == item,
+        })?;
+        let which = minor.map_or_else(|| format!("device {item}"), |m| format!("/dev/nvidia{m}"));
+        Some(if first == item {
+            format!("CUDA_VISIBLE_DEVICES={value} names {which} twice ({item})")
         } else {
-            format!(
-                "CUDA_VISIBLE_DEVICES={value} matches none of this host's {n} GPU{}",
-                if n == 1 { "" } else { "s" }
-            )
+            format!("CUDA_VISIBLE_DEVICES={value} names {which} twice ({first} and {item})")
         })
-    } else {
-        Ok(out)
-    }
+    })
 }
 
 #[cfg(test)]

@@ -152,6 +152,34 @@ fn visible_devices_resolve_like_cuda() {
     assert!(resolve_visible("GPU-ffff", &g).is_err());
 }
 
+/// CUDA refuses a list that names one GPU twice (the H100 host: "0,0" made
+/// cuInit return 101); an index and the same GPU's UUID are a repeat too,
+/// and what comes after an invalid entry is not read.
+#[test]
+fn a_visible_list_that_names_a_gpu_twice_is_told() {
+    let g = gpus(8);
+    assert_eq!(
+        visible_repeat("0,0", &g).as_deref(),
+        Some("CUDA_VISIBLE_DEVICES=0,0 names /dev/nvidia0 twice (0)")
+    );
+    assert_eq!(
+        visible_repeat("3,1,GPU-00000003", &g).as_deref(),
+        Some("CUDA_VISIBLE_DEVICES=3,1,GPU-00000003 names /dev/nvidia3 twice (3 and GPU-00000003)")
+    );
+    assert!(
+        resolve_visible("1,1", &g)
+            .expect_err("a repeat")
+            .contains("twice")
+    );
+    assert_eq!(visible_repeat("0,1,2", &g), None);
+    assert_eq!(visible_repeat("0,9,0", &g), None);
+    // The host's GPUs unknown: the same index twice is still a repeat.
+    assert_eq!(
+        visible_repeat("2, 2", &[]).as_deref(),
+        Some("CUDA_VISIBLE_DEVICES=2, 2 names device 2 twice (2)")
+    );
+}
+
 #[test]
 fn command_lines_read_like_a_shell() {
     let p = ProcessInfo {

@@ -89,14 +89,26 @@ fn recorded_version(text: &str) -> VersionCtx {
 }
 
 /// The processes the recording's start found holding an NVIDIA
-/// descriptor (their process records say `held_at_start`).
+/// descriptor: user space marks them before any event comes, and their
+/// process records say `held_at_start` before any record of theirs. (A
+/// process the kernel side found first at a call on such a descriptor is
+/// marked `held_at_start` too, after that call, which it always sends.)
 fn held_at_start(text: &str) -> Vec<u32> {
-    text.lines()
-        .filter(|l| l.contains("\"held_at_start\":true"))
+    let mut seen = std::collections::HashSet::new();
+    let mut held = Vec::new();
+    for v in text
+        .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|v| v["type"] == "process" && v["held_at_start"] == true)
-        .filter_map(|v| v["pid"].as_u64().and_then(|p| u32::try_from(p).ok()))
-        .collect()
+    {
+        let Some(pid) = v["pid"].as_u64().and_then(|p| u32::try_from(p).ok()) else {
+            continue;
+        };
+        if v["type"] == "process" && v["held_at_start"] == true && !seen.contains(&pid) {
+            held.push(pid);
+        }
+        seen.insert(pid);
+    }
+    held
 }
 
 /// Whether the recording was made with everything sent (`--events all`):

@@ -225,8 +225,12 @@ impl Live {
             // A refused mapping's causes include the map count: read only
             // here (the maps file of a CUDA process is thousands of lines).
             if let Some(l) = info.limits.as_mut() {
-                l.map_count =
-                    crate::kernel_checks::map_count(std::path::Path::new(&format!("/proc/{pid}")));
+                // A few past the host's limit say all a verdict needs.
+                let cap = l.max_map_count.unwrap_or(65_530).saturating_add(2);
+                l.map_count = crate::kernel_checks::map_count(
+                    std::path::Path::new(&format!("/proc/{pid}")),
+                    cap,
+                );
             }
             if at == "context_failed" {
                 info.gpu_holders = crate::identity::gpu_holders(pid);

@@ -271,17 +271,31 @@ impl KernelLevel {
             }
             Event::Open(o) => {
                 let st = self.procs.entry(pid).or_default();
-                // An open of a node or a libcuda, failed or not, ends a
-                // holder's quiet (`nvprobe-ebpf`'s path program).
-                if super::node_path(&o.path) || crate::decode::is_libcuda_path(&o.path) {
+                // An open of a node (by its path, or one that reached an
+                // NVIDIA device by another) or of a libcuda, failed or not,
+                // ends a holder's quiet (`nvprobe-ebpf`'s path program).
+                if o.device.is_some()
+                    || super::node_path(&o.path)
+                    || crate::decode::is_libcuda_path(&o.path)
+                {
                     st.held_ends();
                 }
                 true
             }
-            _ => {
+            // A path looked at or a node made follows the process
+            // (`maps::first_sight`, `caller`).
+            Event::Stat(_) | Event::Access(_) | Event::Mknod(_) => {
                 self.procs.entry(pid).or_default();
                 true
             }
+            // A descriptor closed, duplicated or mapped, a driver
+            // function's span, a libnccl call: the kernel side follows no
+            // process for them (its first ioctl finds it unseen).
+            Event::Close(_)
+            | Event::Dup(_)
+            | Event::Mmap(_)
+            | Event::Driver(_)
+            | Event::Nccl(_) => true,
         }
     }
 

@@ -92,6 +92,7 @@ const CHECKS: &[Check] = &[
     fork_after_init,
     calls_blocked,
     ioctl_refused,
+    visible_repeat,
     no_visible_devices,
     known_curesults,
     os_call_failed,
@@ -430,8 +431,52 @@ fn fork_after_init(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     }
 }
 
+const HINT_VISIBLE_REPEAT: &str = "CUDA refuses a CUDA_VISIBLE_DEVICES that names one GPU twice (by index, by UUID \
+or both) with CUDA_ERROR_INVALID_DEVICE: list each GPU once (a launcher or scheduler that builds the list for each rank \
+can repeat one; nvidia-smi -L gives the indices and UUIDs)";
+
+/// CUDA_VISIBLE_DEVICES names a GPU twice: cuInit returns
+/// CUDA_ERROR_INVALID_DEVICE (101), or, its return not seen, the
+/// start-up stops before any GPU is registered with UVM.
+fn visible_repeat(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
+    let st = f.st;
+    let Some(why) = st
+        .info
+        .as_ref()
+        .and_then(|i| i.env.get("CUDA_VISIBLE_DEVICES"))
+        .and_then(|v| crate::attribution::visible_repeat(v, &st.host_gpus))
+    else {
+        return;
+    };
+    let d = if matches!(st.curesult, Some((101, _))) {
+        diag_after(
+            DiagId::InvalidDevice,
+            "cuInit returned CUDA_ERROR_INVALID_DEVICE (101)",
+            "; ",
+            &format!("{why}, which CUDA refuses"),
+        )
+    } else if let Some(stop) = unseen_stop(f).filter(|_| st.calls > 0) {
+        diag_after(
+            DiagId::InvalidDevice,
+            &stop,
+            "; ",
+            &format!("{why}, which CUDA refuses{INFERRED}"),
+        )
+    } else {
+        return;
+    };
+    out.push(Diagnosis {
+        hint: HINT_VISIBLE_REPEAT,
+        ..d
+    });
+}
+
 fn no_visible_devices(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     let st = f.st;
+    // A repeat is told by its own check.
+    if out.iter().any(|d| d.id == DiagId::InvalidDevice) {
+        return;
+    }
     // What the process's CUDA_VISIBLE_DEVICES selects (None: unset or
     // unknown; Err: none of this host's GPUs).
     let selects = st

@@ -243,8 +243,10 @@ the map count refused it"
         );
     };
     let m = Mapping::new(l, when, len);
+    // do_mmap refuses past the limit; a change of protection that splits a
+    // mapping at it (split_vma).
     if let (Some(n), Some(max)) = (l.map_count, l.max_map_count)
-        && n >= max
+        && (n > max || (protect && n == max))
     {
         return (
             DiagId::MappingRefused,
@@ -256,8 +258,8 @@ the map count refused it"
     let soft = |p: Option<(Option<u64>, Option<u64>)>| p.and_then(|(s, _)| s);
     let as_passes = soft(l.address_space)
         .filter(|_| !protect)
-        .map(|s| (s, m.passes(l.vm_size, s)));
-    let data_passes = soft(l.data).map(|s| (s, m.passes(l.vm_data, s)));
+        .map(|s| (s, m.exceeds(l.vm_size, s)));
+    let data_passes = soft(l.data).map(|s| (s, m.exceeds(l.vm_data, s)));
     // What was read came after the failure: a limit it puts under its
     // size may still have refused a reservation given back since.
     let under =
@@ -276,7 +278,6 @@ the map count refused it"
         (Some((a, None)), Some((d, None))) => m.either(a, d),
         (Some((s, None)), _) => m.address_space(s, ""),
         (_, Some((s, None))) => m.data(s, ""),
-        _ if l.overcommit == Some(2) => m.strict(),
         (Some((s, Some(false))), _) => m.address_space(s, under),
         (_, Some((s, Some(false)))) => m.data(s, under),
         (None, None) => no_limit(l, when, protect, &m.size, &m.asked),
@@ -309,12 +310,16 @@ impl<'a> Mapping<'a> {
         }
     }
 
-    /// Whether `used` plus the call's length passes `limit`: None when
-    /// either is unknown (and the length alone does not pass it).
-    fn passes(&self, used: Option<u64>, limit: u64) -> Option<bool> {
-        match (used, self.len) {
+    /// Whether `used` plus the call's length exceeds `limit`, in pages as
+    /// the kernel counts (the length rounded up): None when either is
+    /// unknown (and the length alone does not exceed it).
+    fn exceeds(&self, used: Option<u64>, limit: u64) -> Option<bool> {
+        const PAGE: u64 = 4096;
+        let pages = |b: u64| b.div_ceil(PAGE);
+        let limit = limit / PAGE;
+        match (used, self.len.map(pages)) {
             (_, Some(n)) if n > limit => Some(true),
-            (Some(u), Some(n)) => Some(u.saturating_add(n) > limit),
+            (Some(u), Some(n)) => Some((u / PAGE).saturating_add(n) > limit),
             _ => None,
         }
     }
@@ -336,7 +341,8 @@ than it uses{}{}{note}",
         (
             DiagId::DataSizeLimit,
             format!(
-                "the data-size limit (RLIMIT_DATA, ulimit -d) of {}: it counts private writable memory{}{}{note}",
+                "the data-size limit (RLIMIT_DATA, ulimit -d) of {}: it counts private writable memory, this mapping \
+too if it was writable (its protection is not recorded){}{}{note}",
                 bytes(limit),
                 self.l.vm_data.map_or(String::new(), |v| format!(
                     "; the process had {} of it (VmData) {}",
@@ -389,11 +395,13 @@ fn no_limit(l: &Limits, when: &str, protect: bool, size: &str, asked: &str) -> (
     let rest = if protect {
         "the range was not mapped, or the split it needed passed the map count (vm.max_map_count)"
     } else {
-        "the map count (vm.max_map_count) or the kernel's overcommit heuristic refused it"
+        "the map count (vm.max_map_count), the kernel's overcommit heuristic or a lack of free addresses refused it"
     };
     // A change of protection adds no addresses: the address-space limit
     // does not apply to it.
-    let limits = if protect && l.address_space.and_then(|(s, _)| s).is_some() {
+    let limits = if l.address_space.is_none() && l.data.is_none() {
+        format!("the process's limits could not be read {when}")
+    } else if protect && l.address_space.and_then(|(s, _)| s).is_some() {
         format!(
             "no data-size limit was set {when} (the address-space limit does not count a change of protection)"
         )

@@ -135,9 +135,9 @@ lift it (ulimit -d unlimited) rather than raise it a little; it is not the addre
 GPU's memory";
     MappingRefused => "mapping_refused", reference: "docs/FAILURE-CATALOGUE.md",
         hint: "the kernel refused to map memory with no limit of the process's passed: under vm.overcommit_memory=2 \
-the commit limit (CommitLimit, Committed_AS in /proc/meminfo) counts libcuda's reservations (raise vm.overcommit_ratio \
-or use mode 0); a process at vm.max_map_count (the lines of /proc/PID/maps) needs a larger sysctl vm.max_map_count; \
-otherwise the host is short of memory (free, dmesg)";
+the commit limit (CommitLimit against Committed_AS in /proc/meminfo) counts private writable memory, a reservation once \
+it is made writable (raise vm.overcommit_ratio, or use mode 0); a process at vm.max_map_count (the lines of \
+/proc/PID/maps) needs a larger sysctl vm.max_map_count; otherwise the host is short of memory (free, dmesg)";
     FailedSyscalls => "failed_syscalls", reference: "docs/FAILURE-CATALOGUE.md",
         hint: "no rule of nvprobe's explains this start-up by itself; the evidence lists the system calls that failed in \
 it (from its first NVIDIA or CUDA call, or its parent's, to its first context, as the kernel saw them, without ptrace), newest first, with the path each named: \

@@ -210,8 +210,8 @@ for 8.1 GiB (8657043456 bytes)"
     assert!(
         d.evidence.ends_with(
             "the data-size limit (RLIMIT_DATA, ulimit -d) of 256 MiB (268435456 bytes): it counts private writable \
-memory; the process had 200 MiB (209715200 bytes) of it (VmData) when cuInit had failed; the call asked for 64 MiB \
-(67108864 bytes)"
+memory, this mapping too if it was writable (its protection is not recorded); the process had 200 MiB (209715200 bytes) \
+of it (VmData) when cuInit had failed; the call asked for 64 MiB (67108864 bytes)"
         ),
         "{}",
         d.evidence
@@ -237,8 +237,11 @@ memory; the process had 200 MiB (209715200 bytes) of it (VmData) when cuInit had
 /// or neither; never a `ulimit` remedy the limits read rule out.
 #[test]
 fn a_refused_mapping_with_no_limit_passed_offers_no_ulimit() {
+    let unlimited = Some((None, None));
     let no_limit = refused_mapping(
         Limits {
+            address_space: unlimited,
+            data: unlimited,
             vm_size: Some(30 * GIB),
             overcommit: Some(0),
             map_count: Some(812),
@@ -251,8 +254,8 @@ fn a_refused_mapping_with_no_limit_passed_offers_no_ulimit() {
     assert_eq!(no_limit.id, DiagId::MappingRefused);
     assert!(
         no_limit.evidence.contains(
-            "no address-space or data-size limit was set when cuInit had failed: the map count (vm.max_map_count) \
-or the kernel's overcommit heuristic refused it"
+            "no address-space or data-size limit was set when cuInit had failed: the map count (vm.max_map_count), \
+the kernel's overcommit heuristic or a lack of free addresses refused it"
         ) && no_limit
             .evidence
             .ends_with("; it had 812 mappings when cuInit had failed, of vm.max_map_count 65530"),
@@ -260,6 +263,30 @@ or the kernel's overcommit heuristic refused it"
         no_limit.evidence
     );
     assert!(!no_limit.hint.contains("ulimit"), "{}", no_limit.hint);
+    // do_mmap refuses past vm.max_map_count, not at it.
+    let at_it = |call: &str| {
+        refused_mapping(
+            Limits {
+                address_space: Some((Some(64 * GIB), None)),
+                data: unlimited,
+                vm_size: Some(GIB),
+                map_count: Some(65530),
+                max_map_count: Some(65530),
+                ..Limits::default()
+            },
+            call,
+            MIB,
+        )
+    };
+    assert_eq!(at_it("mmap").id, DiagId::AddressSpaceLimit);
+    // A change of protection splits a mapping, which is refused at it.
+    assert!(
+        at_it("mprotect").evidence.ends_with(
+            "the map count: the process had 65530 mappings when cuInit had failed, vm.max_map_count is 65530"
+        ),
+        "{}",
+        at_it("mprotect").evidence
+    );
     let maps = refused_mapping(
         Limits {
             address_space: Some((Some(64 * GIB), None)),
@@ -281,6 +308,7 @@ or the kernel's overcommit heuristic refused it"
     );
     let strict = refused_mapping(
         Limits {
+            address_space: unlimited,
             overcommit: Some(2),
             ..Limits::default()
         },
@@ -300,6 +328,7 @@ or the kernel's overcommit heuristic refused it"
     let protect = refused_mapping(
         Limits {
             address_space: Some((Some(GIB), None)),
+            data: unlimited,
             vm_size: Some(GIB - MIB),
             ..Limits::default()
         },
@@ -315,6 +344,65 @@ protection): the range was not mapped"
         "{}",
         protect.evidence
     );
+    // The same under a data-size limit it passes: that limit.
+    let protect_data = refused_mapping(
+        Limits {
+            address_space: Some((Some(GIB), None)),
+            data: Some((Some(512 * MIB), None)),
+            vm_size: Some(GIB - MIB),
+            vm_data: Some(500 * MIB),
+            ..Limits::default()
+        },
+        "mprotect",
+        64 * MIB,
+    );
+    assert_eq!(
+        protect_data.id,
+        DiagId::DataSizeLimit,
+        "{}",
+        protect_data.evidence
+    );
+    // Nothing read: no limit is said to be unset.
+    let unread = refused_mapping(Limits::default(), "mmap", GIB);
+    assert!(
+        unread
+            .evidence
+            .contains("the process's limits could not be read when cuInit had failed"),
+        "{}",
+        unread.evidence
+    );
+}
+
+/// Both limits passed: the address-space limit, which the kernel checks
+/// first; both set and the call's length unknown: both named.
+#[test]
+fn the_address_space_limit_comes_first_and_an_unknown_length_names_both() {
+    let both = Limits {
+        address_space: Some((Some(4 * GIB), None)),
+        data: Some((Some(GIB), None)),
+        vm_size: Some(3 * GIB),
+        vm_data: Some(GIB - MIB),
+        ..Limits::default()
+    };
+    let d = refused_mapping(both.clone(), "mmap", 2 * GIB);
+    assert_eq!(d.id, DiagId::AddressSpaceLimit, "{}", d.evidence);
+    let d = only(&failed_init(
+        with_limits(both),
+        &[failed_call(1, "mmap", "ENOMEM")],
+        (2, "CUDA_ERROR_OUT_OF_MEMORY"),
+    ))
+    .clone();
+    assert_eq!(d.id, DiagId::AddressSpaceLimit);
+    assert!(
+        d.evidence.ends_with(
+            "the address-space limit (RLIMIT_AS, ulimit -v) of 4 GiB (4294967296 bytes) or the data-size limit \
+(RLIMIT_DATA, ulimit -d) of 1 GiB (1073741824 bytes); its address space was 3 GiB (3221225472 bytes) when cuInit had \
+failed, its private writable memory 1023 MiB (1072693248 bytes)"
+        ),
+        "{}",
+        d.evidence
+    );
+    assert!(d.hint.contains("ulimit -d unlimited"), "{}", d.hint);
 }
 
 /// The sizes are read after the failure: a set limit they put the call

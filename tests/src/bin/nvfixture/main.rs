@@ -586,14 +586,13 @@ fn main() -> anyhow::Result<()> {
             let mut v = v;
             v["pid"] = json!(std::process::id());
             println!("{v}");
-            // A program lives on after its start-up failed (it prints the
-            // error): NVFIXTURE_LINGER_MS keeps this one that long.
-            if let Some(ms) = std::env::var("NVFIXTURE_LINGER_MS")
-                .ok()
-                .and_then(|v| v.parse::<u64>().ok())
-            {
+            // A program lives on after its start-up (it prints an error, it
+            // goes on working): with NVFIXTURE_HOLD set, this one waits
+            // after its result for a line on stdin (or its end).
+            if std::env::var_os("NVFIXTURE_HOLD").is_some() {
                 std::io::stdout().flush()?;
-                std::thread::sleep(std::time::Duration::from_millis(ms.min(10_000)));
+                let mut line = String::new();
+                std::io::stdin().lock().read_line(&mut line)?;
             }
             Ok(())
         }
