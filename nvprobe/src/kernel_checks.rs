@@ -199,8 +199,21 @@ pub fn limits_of(base: &Path, cgroup: Option<&str>) -> Limits {
         };
         l.pids = count("pids.current", "pids.max");
         l.memory = count("memory.current", "memory.max");
+        l.cpu_max = read_text(&dir.join("cpu.max")).and_then(|t| cpu_max(&t));
     }
     l
+}
+
+/// A cgroup's `cpu.max` ("5000 100000", "max 100000"): the quota (None
+/// for max) and the period, in microseconds.
+fn cpu_max(text: &str) -> Option<(Option<u64>, u64)> {
+    let mut w = text.split_whitespace();
+    let quota = match w.next()? {
+        "max" => None,
+        q => Some(q.parse().ok()?),
+    };
+    let period = w.next()?.parse().ok().filter(|&p: &u64| p > 0)?;
+    Some((quota, period))
 }
 
 /// "  123456 kB" of /proc/PID/status, in bytes.
@@ -267,6 +280,15 @@ mod tests {
             cgroup_dir("/sys/fs/cgroup", "/a/./b"),
             Some("/sys/fs/cgroup/a/b".into())
         );
+    }
+
+    #[test]
+    fn a_cgroup_cpu_quota_is_read_as_the_kernel_writes_it() {
+        assert_eq!(cpu_max("5000 100000\n"), Some((Some(5000), 100_000)));
+        assert_eq!(cpu_max("max 100000"), Some((None, 100_000)));
+        assert_eq!(cpu_max("5000 0"), None);
+        assert_eq!(cpu_max("junk"), None);
+        assert_eq!(cpu_max(""), None);
     }
 
     /// The limits a refused mapping is judged by, read from this test's

@@ -428,6 +428,10 @@ pub struct Limits {
     /// The cgroup's memory against `memory.max` (bytes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory: Option<CgroupCount>,
+    /// The cgroup's CPU quota (`cpu.max`, cgroup v2): [quota, period] in
+    /// microseconds, quota null for `max` (no quota).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_max: Option<(Option<u64>, u64)>,
     /// The process's address-space size (`VmSize` of /proc/PID/status),
     /// bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -164,6 +164,10 @@ or a read-only /dev): create the nodes on the host and pass them in (docker --de
         hint: "check the node and the driver";
     UvmUnusable => "uvm_unusable", reference: "docs/FAILURE-CATALOGUE.md",
         hint: "CUDA needs /dev/nvidia-uvm: load nvidia-uvm (modprobe nvidia-uvm) and create the node (nvidia-modprobe -u -c0); cuInit returns 999 without it";
+    CpuQuota => "cpu_quota", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "the process's cgroup may use less than one CPU (cpu.max: a Kubernetes CPU limit, docker --cpus, systemd \
+CPUQuota=), and a CUDA start-up is CPU work (loading libcuda, building the driver's state for each GPU), stretched by the \
+quota: the driver did not hang; raise the CPU limit, or give a harness's timeout that much more time";
     InheritedNvidiaFds => "inherited_nvidia_fds", reference: "",
         hint: "the fd came from a parent (fork or exec after the parent's cuInit; CUDA does not support using a \
 parent's context after fork: start workers with spawn, or initialise CUDA in the child) or was opened before tracing began";

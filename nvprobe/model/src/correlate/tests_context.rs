@@ -459,3 +459,55 @@ driver refused NV_ESC_RM_ALLOC"
     assert_eq!(late.len(), 1);
     assert!(late[0].ok && late[0].diagnoses.is_empty(), "{:#?}", late[0]);
 }
+
+/// A start-up of 2.6 s in a cgroup allowed 5 % of a CPU: it worked, and
+/// the quota is said (info, not a problem it recovered from); under a
+/// quota of two CPUs, or when it was quick, nothing is said.
+#[test]
+fn a_slow_start_up_under_a_cpu_quota_says_so() {
+    let ev = |end: u64| {
+        vec![
+            cuda(1, "cuInit", None),
+            open(2, "/dev/nvidiactl", "ctl"),
+            open(3, "/dev/nvidia0", "gpu"),
+            cuda(end - 100, "cuInit", Some((0, "CUDA_SUCCESS"))),
+            cuda_ret(end, "cuCtxCreate_v2", 0, "CUDA_SUCCESS", Some(0), None),
+        ]
+    };
+    let limited = |cpu_max| ProcessInfo {
+        limits: Some(crate::attribution::Limits {
+            cpu_max,
+            ..Default::default()
+        }),
+        ..info(&[], None, vec![])
+    };
+    let v = verdicts_of(
+        vec![limited(Some((Some(5000), 100_000)))],
+        one_gpu(),
+        &ev(2600),
+    );
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0].result, Outcome::Ok, "{}", v[0].text);
+    assert_eq!(v[0].diagnoses.len(), 1, "{:#?}", v[0].diagnoses);
+    let d = &v[0].diagnoses[0];
+    assert_eq!(d.id, DiagId::CpuQuota);
+    assert_eq!(d.severity, crate::correlate::table::DiagSeverity::Info);
+    assert_eq!(
+        d.evidence,
+        "the start-up took 2.6 s in a cgroup allowed 5 % of a CPU (cpu.max 5000 100000): a second of its CPU work \
+takes at least 20 s"
+    );
+    assert!(d.hint.contains("did not hang"), "{}", d.hint);
+    for (cpu_max, end) in [
+        (Some((Some(200_000), 100_000)), 2600),
+        (Some((None, 100_000)), 2600),
+        (Some((Some(5000), 100_000)), 300),
+    ] {
+        let v = verdicts_of(vec![limited(cpu_max)], one_gpu(), &ev(end));
+        assert!(
+            v[0].diagnoses.is_empty(),
+            "{cpu_max:?}: {:#?}",
+            v[0].diagnoses
+        );
+    }
+}
