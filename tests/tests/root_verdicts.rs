@@ -319,21 +319,32 @@ fn a_reservation_refused_by_the_address_space_limit_is_the_verdict() {
         (failed["call"].as_str(), failed["errno"].as_str()),
         (Some("mmap"), Some("ENOMEM"))
     );
-    let v = f
-        .of_type("cuinit")
-        .find(|v| v["pid"] == pid)
-        .expect("verdict");
-    assert_eq!(
-        (v["result"].as_str(), v["curesult"].as_str()),
-        (Some("failed"), Some("CUDA_ERROR_OUT_OF_MEMORY (2)"))
-    );
-    let d = &v["diagnoses"][0];
-    assert_eq!(d["id"], "address_space_limit", "{v}");
-    let evidence = d["evidence"].as_str().expect("evidence");
+    let (_, evidence) = out_of_memory(&f, pid, "address_space_limit");
     assert!(
         evidence.contains("mmap() failed with ENOMEM (mapping memory): the address-space limit (RLIMIT_AS, ulimit -v) of 2 GiB (2147483648 bytes)"),
         "{evidence}"
     );
+}
+
+/// The verdict of `pid`, a cuInit that returned CUDA_ERROR_OUT_OF_MEMORY,
+/// whose first diagnosis is `id`: the verdict and that diagnosis's
+/// evidence.
+fn out_of_memory(f: &nvprobe_tests::harness::Finished, pid: u64, id: &str) -> (Value, String) {
+    let v = f
+        .of_type("cuinit")
+        .find(|v| v["pid"] == pid)
+        .expect("verdict")
+        .clone();
+    assert_eq!(
+        (v["result"].as_str(), v["curesult"].as_str()),
+        (Some("failed"), Some("CUDA_ERROR_OUT_OF_MEMORY (2)"))
+    );
+    assert_eq!(v["diagnoses"][0]["id"], id, "{v}");
+    let evidence = v["diagnoses"][0]["evidence"]
+        .as_str()
+        .expect("evidence")
+        .to_owned();
+    (v, evidence)
 }
 
 /// The data-size limit, not the address space: the stand-in maps 1 GiB of
@@ -374,17 +385,8 @@ fn private_memory_refused_by_the_data_size_limit_is_the_verdict() {
     let pid = u64::from(pid);
     let f = t.stop();
     check_schema(&f);
-    let v = f
-        .of_type("cuinit")
-        .find(|v| v["pid"] == pid)
-        .expect("verdict");
-    assert_eq!(
-        (v["result"].as_str(), v["curesult"].as_str()),
-        (Some("failed"), Some("CUDA_ERROR_OUT_OF_MEMORY (2)"))
-    );
+    let (v, evidence) = out_of_memory(&f, pid, "data_size_limit");
     let d = &v["diagnoses"][0];
-    assert_eq!(d["id"], "data_size_limit", "{v}");
-    let evidence = d["evidence"].as_str().expect("evidence");
     assert!(
         evidence.contains(
             "mmap() failed with ENOMEM (mapping memory): the data-size limit (RLIMIT_DATA, ulimit -d) of 256 MiB \
