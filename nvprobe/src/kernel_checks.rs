@@ -199,9 +199,49 @@ pub fn limits_of(base: &Path, cgroup: Option<&str>) -> Limits {
         };
         l.pids = count("pids.current", "pids.max");
         l.memory = count("memory.current", "memory.max");
-        l.cpu_max = read_text(&dir.join("cpu.max")).and_then(|t| cpu_max(&t));
+    }
+    if let Some(cg) = cgroup {
+        l.cpu_quota = cpu_quota("/sys/fs/cgroup", cg);
     }
     l
+}
+
+/// Most cgroup levels walked up for a CPU quota (a deeper path is a
+/// hostile one: the kernel's own nesting is far shallower in practice).
+const CGROUP_LEVELS: usize = 32;
+
+/// The tightest CPU quota (the smallest share of a CPU) of the cgroup `cg`
+/// and those above it under `root` (cgroup v2 `cpu.max`), with the cgroup
+/// that sets it.
+fn cpu_quota(root: &str, cg: &str) -> Option<nvprobe_model::attribution::CpuQuota> {
+    let mut best: Option<nvprobe_model::attribution::CpuQuota> = None;
+    let mut at = cg.trim_end_matches('/').to_owned();
+    for _ in 0..CGROUP_LEVELS {
+        if at.is_empty() {
+            break;
+        }
+        if let Some((Some(quota), period)) = cgroup_dir(root, &at)
+            .and_then(|d| read_text(&d.join("cpu.max")))
+            .and_then(|t| cpu_max(&t))
+            && best.as_ref().is_none_or(|b| {
+                u128::from(quota) * u128::from(b.period) < u128::from(b.quota) * u128::from(period)
+            })
+        {
+            best = Some(nvprobe_model::attribution::CpuQuota {
+                quota,
+                period,
+                cgroup: nvprobe_model::decode::escape_capped(
+                    at.as_bytes(),
+                    nvprobe_model::decode::VALUE_FIELD,
+                ),
+            });
+        }
+        at = match at.rfind('/') {
+            Some(i) => at[..i].to_owned(),
+            None => String::new(),
+        };
+    }
+    best
 }
 
 /// A cgroup's `cpu.max` ("5000 100000", "max 100000"): the quota (None
@@ -280,6 +320,44 @@ mod tests {
             cgroup_dir("/sys/fs/cgroup", "/a/./b"),
             Some("/sys/fs/cgroup/a/b".into())
         );
+    }
+
+    /// The tightest quota of the cgroup and those above it, with the one
+    /// that sets it; none where no level has one.
+    #[test]
+    fn the_tightest_cpu_quota_above_a_process_is_found() {
+        let root = tempfile_dir();
+        let mk = |rel: &str, max: Option<&str>| {
+            let d = std::path::Path::new(&root).join(rel);
+            std::fs::create_dir_all(&d).expect("mkdir");
+            if let Some(m) = max {
+                std::fs::write(d.join("cpu.max"), m).expect("write");
+            }
+        };
+        mk("kubepods", Some("max 100000"));
+        mk("kubepods/pod1", Some("50000 100000"));
+        mk("kubepods/pod1/ctr", Some("max 100000"));
+        mk("kubepods/pod2/ctr", Some("200000 100000"));
+        let q = cpu_quota(&root, "/kubepods/pod1/ctr").expect("the pod's quota");
+        assert_eq!(
+            (q.quota, q.period, q.cgroup.as_str()),
+            (50_000, 100_000, "/kubepods/pod1")
+        );
+        let q = cpu_quota(&root, "/kubepods/pod2/ctr").expect("two CPUs");
+        assert_eq!(
+            (q.quota, q.cgroup.as_str()),
+            (200_000, "/kubepods/pod2/ctr")
+        );
+        assert_eq!(cpu_quota(&root, "/kubepods"), None);
+        assert_eq!(cpu_quota(&root, "/../etc"), None);
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    fn tempfile_dir() -> String {
+        let d = std::env::temp_dir().join(format!("nvprobe-cpuq-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("mkdir");
+        d.to_string_lossy().into_owned()
     }
 
     #[test]

@@ -428,10 +428,11 @@ pub struct Limits {
     /// The cgroup's memory against `memory.max` (bytes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory: Option<CgroupCount>,
-    /// The cgroup's CPU quota (`cpu.max`, cgroup v2): [quota, period] in
-    /// microseconds, quota null for `max` (no quota).
+    /// The tightest CPU quota of the process's cgroup and those above it
+    /// (`cpu.max`, cgroup v2); absent when none has one (or the host has
+    /// cgroup v1 only, whose `cpu.cfs_quota_us` is not read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpu_max: Option<(Option<u64>, u64)>,
+    pub cpu_quota: Option<CpuQuota>,
     /// The process's address-space size (`VmSize` of /proc/PID/status),
     /// bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -457,6 +458,15 @@ pub struct Limits {
     /// The host's `vm.max_map_count`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_map_count: Option<u64>,
+}
+
+/// A cgroup v2 CPU quota: `quota` microseconds of CPU in each `period`,
+/// set on `cgroup` (the process's own or one above it).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CpuQuota {
+    pub quota: u64,
+    pub period: u64,
+    pub cgroup: String,
 }
 
 /// A cgroup counter and its limit (None: `max`, no limit).
@@ -660,13 +670,17 @@ pub struct HostGpu {
 /// CUDA's order (PCI bus order, which is also CUDA's default order for
 /// identical GPUs). Err says why it selects nothing.
 pub fn resolve_visible(value: &str, gpus: &[HostGpu]) -> Result<Vec<u32>, String> {
-    if let Some(why) = visible_repeat(value, gpus) {
-        return Err(why);
-    }
-    let out: Vec<u32> = visible_items(value, gpus)
+    // (A GPU named twice is [`visible_repeat`]'s: CUDA refuses the list,
+    // which a verdict says where cuInit's 101 shows it.)
+    let mut out: Vec<u32> = Vec::new();
+    for m in visible_items(value, gpus)
         .into_iter()
         .filter_map(|(_, m)| m)
-        .collect();
+    {
+        if !out.contains(&m) {
+            out.push(m);
+        }
+    }
     if out.is_empty() {
         let n = gpus.len();
         Err(if value.trim().is_empty() {
@@ -697,13 +711,18 @@ fn visible_items<'a>(value: &'a str, gpus: &[HostGpu]) -> Vec<(&'a str, Option<u
             // CUDA stops at the first invalid index.
             usize::try_from(i).ok().and_then(|i| sorted.get(i)).copied()
         } else if item.starts_with("GPU-") || item.starts_with("MIG-") {
-            sorted.iter().copied().find(|g| {
+            let mut matching = sorted.iter().copied().filter(|g| {
                 g.uuid.as_deref().is_some_and(|u| {
                     u.eq_ignore_ascii_case(item)
                         || u.to_ascii_lowercase()
                             .starts_with(&item.to_ascii_lowercase())
                 })
-            })
+            });
+            // A prefix of two GPUs' UUIDs names neither for sure.
+            match (matching.next(), matching.next()) {
+                (Some(g), None) => Some(g),
+                _ => None,
+            }
         } else {
             None
         };
@@ -725,7 +744,10 @@ pub fn visible_repeat(value: &str, gpus: &[HostGpu]) -> Option<String> {
     items.iter().enumerate().find_map(|(i, (item, minor))| {
         let (first, _) = items[..i].iter().find(|(other, m)| match (m, minor) {
             (Some(a), Some(b)) => a == b,
-            _ => other == item,
+            // The host's GPUs unknown: the same index twice ("2", "02").
+            _ => other
+                .parse::<u32>()
+                .is_ok_and(|a| item.parse::<u32>() == Ok(a)),
         })?;
         let which = minor.map_or_else(|| format!("device {item}"), |m| format!("/dev/nvidia{m}"));
         Some(if first == item {

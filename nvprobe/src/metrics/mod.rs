@@ -341,7 +341,11 @@ impl Metrics {
             .diagnoses
             .iter()
             .find(|d| d.severity == DiagSeverity::Error)
-            .or_else(|| v.diagnoses.first())
+            .or_else(|| {
+                v.diagnoses
+                    .iter()
+                    .find(|d| d.severity != DiagSeverity::Info)
+            })
             .map_or("none", |d| d.id.as_str());
         self.verdicts
             .get_or_create(&VerdictLabels {

@@ -37,7 +37,7 @@ pub(crate) fn is_recovered(d: &Diagnosis, st: &ProcInit) -> bool {
 /// failure.
 pub(crate) fn settle_severity(ds: &mut [Diagnosis], st: &ProcInit, succeeded: bool) {
     for d in ds.iter_mut() {
-        if matches!(d.id, DiagId::InheritedNvidiaFds | DiagId::CpuQuota) {
+        if d.id == DiagId::InheritedNvidiaFds {
             d.severity = if succeeded {
                 DiagSeverity::Info
             } else {
@@ -97,7 +97,6 @@ const CHECKS: &[Check] = &[
     known_curesults,
     os_call_failed,
     signal_or_uvm_step,
-    cpu_quota,
 ];
 
 pub(crate) fn diagnose(f: &Facts<'_>) -> Vec<Diagnosis> {
@@ -140,34 +139,50 @@ fn unseen_stop(f: &Facts<'_>) -> Option<String> {
 
 /// A start-up that took a second or more in a cgroup allowed less than one
 /// CPU (`cpu.max`): the quota stretches its CPU work (on the H100 host, a
-/// quota of 5 % took the first context from 0.2 s to 5.8 s). Said, never
-/// the cause of a failure by itself (info on a start-up that succeeded,
-/// a warning on one that did not).
-fn cpu_quota(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
-    let st = f.st;
+/// quota of 5 % took the first context from 0.2 s to 5.8 s). Added after
+/// the outcome and its cause are chosen, never one of them: info on a
+/// start-up that succeeded, a warning on one that did not. Only where the
+/// verdict's time is the start-up's own: made at its first context or
+/// its failed cuInit, or a start-up a signal ended (not a process that
+/// exited or lived on, whose time runs to its end).
+pub(crate) fn cpu_quota(
+    st: &ProcInit,
+    ended_in_startup: bool,
+    succeeded: bool,
+) -> Option<Diagnosis> {
     let took = st.last_ns.saturating_sub(st.first_ns);
-    let Some((Some(quota), period)) = st
+    let (quota, period, cgroup) = st
         .info
         .as_ref()
         .and_then(|i| i.limits.as_ref())
-        .and_then(|l| l.cpu_max)
-    else {
-        return;
-    };
-    if took < 1_000_000_000 || quota >= period {
-        return;
+        .and_then(|l| l.cpu_quota.as_ref())
+        .map(|q| (q.quota, q.period, q.cgroup.as_str()))?;
+    if !ended_in_startup || took < 1_000_000_000 || quota >= period {
+        return None;
     }
     let share = quota as f64 / period as f64;
-    out.push(diag(
+    let mut d = diag(
         DiagId::CpuQuota,
         format!(
-            "the start-up took {:.1} s in a cgroup allowed {} of a CPU (cpu.max {quota} {period}): a second of \
-its CPU work takes at least {:.0} s",
+            "the start-up took {:.1} s in a cgroup allowed {} of a CPU (cpu.max {quota} {period} of {cgroup}): a \
+second of its CPU work takes at least {:.1} s",
             took as f64 / 1e9,
-            format!("{:.1}", share * 100.0).trim_end_matches(".0").to_owned() + " %",
-            (1.0 / share).ceil()
+            percent(share),
+            1.0 / share
         ),
-    ));
+    );
+    d.severity = if succeeded {
+        DiagSeverity::Info
+    } else {
+        DiagSeverity::Warning
+    };
+    Some(d)
+}
+
+/// 0.05 -> "5 %", 0.125 -> "12.5 %".
+fn percent(share: f64) -> String {
+    let t = format!("{:.1}", share * 100.0);
+    format!("{} %", t.strip_suffix(".0").unwrap_or(&t))
 }
 
 /// What an inferred diagnosis ends with.
@@ -488,7 +503,9 @@ fn visible_repeat(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
             "; ",
             &format!("{why}, which CUDA refuses"),
         )
-    } else if let Some(stop) = unseen_stop(f).filter(|_| st.calls > 0) {
+    } else if let Some(stop) = unseen_stop(f).filter(|_| st.calls > 0 && !st.host_gpus.is_empty()) {
+        // Inferred only where the host's GPUs say the list's indices are
+        // real ones (an index past them stops CUDA's reading first).
         diag_after(
             DiagId::InvalidDevice,
             &stop,

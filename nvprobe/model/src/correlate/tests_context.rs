@@ -465,49 +465,80 @@ driver refused NV_ESC_RM_ALLOC"
 /// quota of two CPUs, or when it was quick, nothing is said.
 #[test]
 fn a_slow_start_up_under_a_cpu_quota_says_so() {
-    let ev = |end: u64| {
-        vec![
-            cuda(1, "cuInit", None),
-            open(2, "/dev/nvidiactl", "ctl"),
-            open(3, "/dev/nvidia0", "gpu"),
-            cuda(end - 100, "cuInit", Some((0, "CUDA_SUCCESS"))),
-            cuda_ret(end, "cuCtxCreate_v2", 0, "CUDA_SUCCESS", Some(0), None),
-        ]
-    };
-    let limited = |cpu_max| ProcessInfo {
-        limits: Some(crate::attribution::Limits {
-            cpu_max,
-            ..Default::default()
-        }),
-        ..info(&[], None, vec![])
-    };
-    let v = verdicts_of(
-        vec![limited(Some((Some(5000), 100_000)))],
-        one_gpu(),
-        &ev(2600),
-    );
-    assert_eq!(v.len(), 1);
-    assert_eq!(v[0].result, Outcome::Ok, "{}", v[0].text);
-    assert_eq!(v[0].diagnoses.len(), 1, "{:#?}", v[0].diagnoses);
-    let d = &v[0].diagnoses[0];
+    let v = quota_verdicts(Some(5000), 2600, Some((0, "CUDA_SUCCESS")));
+    assert_eq!(v.result, Outcome::Ok, "{}", v.text);
+    assert_eq!(v.diagnoses.len(), 1, "{:#?}", v.diagnoses);
+    let d = &v.diagnoses[0];
     assert_eq!(d.id, DiagId::CpuQuota);
     assert_eq!(d.severity, crate::correlate::table::DiagSeverity::Info);
     assert_eq!(
         d.evidence,
-        "the start-up took 2.6 s in a cgroup allowed 5 % of a CPU (cpu.max 5000 100000): a second of its CPU work \
-takes at least 20 s"
+        "the start-up took 2.6 s in a cgroup allowed 5 % of a CPU (cpu.max 5000 100000 of /pod): a second of its \
+CPU work takes at least 20.0 s"
     );
     assert!(d.hint.contains("did not hang"), "{}", d.hint);
-    for (cpu_max, end) in [
-        (Some((Some(200_000), 100_000)), 2600),
-        (Some((None, 100_000)), 2600),
-        (Some((Some(5000), 100_000)), 300),
-    ] {
-        let v = verdicts_of(vec![limited(cpu_max)], one_gpu(), &ev(end));
-        assert!(
-            v[0].diagnoses.is_empty(),
-            "{cpu_max:?}: {:#?}",
-            v[0].diagnoses
-        );
+    // The verdict's text is the start-up's, not the quota's.
+    assert!(!v.text.contains("cpu.max"), "{}", v.text);
+    for (quota, end) in [(Some(200_000), 2600), (None, 2600), (Some(5000), 300)] {
+        let v = quota_verdicts(quota, end, Some((0, "CUDA_SUCCESS")));
+        assert!(v.diagnoses.is_empty(), "{quota:?}: {:#?}", v.diagnoses);
     }
+}
+
+/// A failed cuInit under a quota: the quota is a warning beside the
+/// failure, never its cause or the verdict's text.
+#[test]
+fn a_cpu_quota_is_never_the_cause_of_a_failure() {
+    let v = quota_verdicts(Some(30_000), 1500, Some((999, "CUDA_ERROR_UNKNOWN")));
+    assert_eq!(v.result, Outcome::Failed);
+    assert!(!v.text.contains("cpu.max"), "{}", v.text);
+    let q = v
+        .diagnoses
+        .iter()
+        .find(|d| d.id == DiagId::CpuQuota)
+        .expect("the quota said");
+    assert_eq!(q.severity, crate::correlate::table::DiagSeverity::Warning);
+    assert!(q.evidence.contains("30 % of a CPU"), "{}", q.evidence);
+    assert!(
+        v.diagnoses.iter().all(|d| d.id == DiagId::CpuQuota
+            || d.severity != crate::correlate::table::DiagSeverity::Info),
+        "{:#?}",
+        v.diagnoses
+    );
+}
+
+/// The verdict of pid 7: cuInit at 1 ms returning `ret` at `end` - 100 ms,
+/// a first context at `end` ms when it worked, in a cgroup with `quota`
+/// microseconds of CPU each 100 ms.
+fn quota_verdicts(quota: Option<u64>, end: u64, ret: Option<(i64, &'static str)>) -> CuInit {
+    let mut ev = vec![
+        cuda(1, "cuInit", None),
+        open(2, "/dev/nvidiactl", "ctl"),
+        open(3, "/dev/nvidia0", "gpu"),
+        cuda(end - 100, "cuInit", ret),
+    ];
+    if ret.is_some_and(|r| r.0 == 0) {
+        ev.push(cuda_ret(
+            end,
+            "cuCtxCreate_v2",
+            0,
+            "CUDA_SUCCESS",
+            Some(0),
+            None,
+        ));
+    }
+    let info = ProcessInfo {
+        limits: Some(crate::attribution::Limits {
+            cpu_quota: quota.map(|quota| crate::attribution::CpuQuota {
+                quota,
+                period: 100_000,
+                cgroup: "/pod".into(),
+            }),
+            ..Default::default()
+        }),
+        ..info(&[], None, vec![])
+    };
+    let mut v = verdicts_of(vec![info], one_gpu(), &ev);
+    assert_eq!(v.len(), 1, "{v:#?}");
+    v.remove(0)
 }

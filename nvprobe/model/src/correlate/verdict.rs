@@ -177,6 +177,16 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<Exit>) -> CuInit {
         diagnoses.extend(super::rules_context::diagnose(st));
     }
     diagnoses.extend(unexplained(st, result, &diagnoses));
+    // A CPU quota that stretched it: said, never its cause.
+    let ended_in_startup = result == Outcome::Ok
+        || context_failed
+        || st.curesult.is_some_and(|(code, _)| code != 0)
+        || fatal_sig != 0;
+    diagnoses.extend(rules::cpu_quota(
+        st,
+        ended_in_startup,
+        result == Outcome::Ok,
+    ));
     let failed_syscalls = if result == Outcome::Ok {
         Vec::new()
     } else {

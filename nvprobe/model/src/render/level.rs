@@ -154,7 +154,14 @@ impl Severity {
             Record::KernelLog(k) => log_severity(k),
             Record::Fault(_) => Severity::Error,
             Record::Cuinit(v) => match v.result {
-                Outcome::Ok if v.diagnoses.is_empty() => Severity::Info,
+                // Nothing wrong, or only facts said (a CPU quota).
+                Outcome::Ok
+                    if v.diagnoses
+                        .iter()
+                        .all(|d| d.severity == crate::correlate::DiagSeverity::Info) =>
+                {
+                    Severity::Info
+                }
                 Outcome::Ok => Severity::Warn,
                 // A process that exited or was still starting when tracing
                 // stopped, without a failed cuInit.
