@@ -281,8 +281,8 @@ pub fn map_count(base: &Path, cap: u64) -> Option<u64> {
     while n < cap {
         line.clear();
         // A line is an address range, a few numbers and a path (at most
-        // PATH_MAX): bounded by the kernel, and read past any longer.
-        match r.by_ref().take(8192).read_until(b'\n', &mut line) {
+        // PATH_MAX, escaped): the kernel bounds it.
+        match r.read_until(b'\n', &mut line) {
             Ok(0) => break,
             Ok(_) if line.ends_with(b"[vsyscall]\n") => {}
             Ok(_) => n += 1,

@@ -314,6 +314,8 @@ impl<'a> Mapping<'a> {
     /// the kernel counts (the length rounded up): None when either is
     /// unknown (and the length alone does not exceed it).
     fn exceeds(&self, used: Option<u64>, limit: u64) -> Option<bool> {
+        // 4 KiB pages (x86_64; an arm64 host with 64 KiB pages rounds
+        // more, which only moves the edge by less than a page).
         const PAGE: u64 = 4096;
         let pages = |b: u64| b.div_ceil(PAGE);
         let limit = limit / PAGE;
