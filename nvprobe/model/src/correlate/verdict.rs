@@ -120,6 +120,22 @@ fn unexplained(st: &ProcInit, result: Outcome, diagnoses: &[Diagnosis]) -> Optio
     Some(super::table::diag(DiagId::FailedSyscalls, text))
 }
 
+/// A CPU quota that stretched the start-up: said, never its cause, where
+/// the verdict's time is the start-up's own (its first context, its failed
+/// cuInit or first context, or the signal that ended it).
+fn quota(
+    st: &ProcInit,
+    result: Outcome,
+    context_failed: bool,
+    fatal_sig: i32,
+) -> Option<Diagnosis> {
+    let ended_in_startup = result == Outcome::Ok
+        || context_failed
+        || st.curesult.is_some_and(|(code, _)| code != 0)
+        || fatal_sig != 0;
+    rules::cpu_quota(st, ended_in_startup, result == Outcome::Ok)
+}
+
 pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<Exit>) -> CuInit {
     let last_stage = st.last_stage();
     let fatal_sig = exit.map_or(0, Exit::signal);
@@ -177,16 +193,7 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<Exit>) -> CuInit {
         diagnoses.extend(super::rules_context::diagnose(st));
     }
     diagnoses.extend(unexplained(st, result, &diagnoses));
-    // A CPU quota that stretched it: said, never its cause.
-    let ended_in_startup = result == Outcome::Ok
-        || context_failed
-        || st.curesult.is_some_and(|(code, _)| code != 0)
-        || fatal_sig != 0;
-    diagnoses.extend(rules::cpu_quota(
-        st,
-        ended_in_startup,
-        result == Outcome::Ok,
-    ));
+    diagnoses.extend(quota(st, result, context_failed, fatal_sig));
     let failed_syscalls = if result == Outcome::Ok {
         Vec::new()
     } else {
