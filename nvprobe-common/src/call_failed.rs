@@ -8,9 +8,11 @@ use crate::{PATH_LEN, ProcEvent, Record};
 pub const SENT_MAX: u32 = 128;
 
 /// A failed system call of a process in start-up
-/// ([`crate::ProcOp::CallFailed`]): the process record, the call's first two
+/// ([`crate::ProcOp::CallFailed`]): the process record, the call's first four
 /// arguments as the caller passed them, and the path it named (the
 /// syscall's path argument, or an `AF_UNIX` socket's path for connect).
+/// The third and fourth arguments come last: a record made before they
+/// were sent is [`V1_LEN`] bytes long, the rest of this one ([`read`]).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct CallFailedEvent {
@@ -24,7 +26,30 @@ pub struct CallFailedEvent {
     /// last sent (later ones were counted in `FAILS_UNSENT`).
     pub seq: u32,
     pub path: [u8; PATH_LEN],
+    /// The third and fourth arguments (an mmap's protection and flags,
+    /// an mprotect's protection).
+    pub args_more: [u64; 2],
 }
 
 // SAFETY: plain integers and byte arrays, valid for any bit pattern.
 unsafe impl Record for CallFailedEvent {}
+
+/// The length of a record made before the third and fourth arguments
+/// were sent (everything up to `args_more`).
+pub const V1_LEN: usize = core::mem::offset_of!(CallFailedEvent, args_more);
+
+/// A failed call's record of either length, and how many of its
+/// arguments it carries (2 for a [`V1_LEN`] record, whose `args_more`
+/// are 0 here; else 4); None for any other length.
+pub fn read(rec: &[u8]) -> Option<(CallFailedEvent, usize)> {
+    const FULL: usize = core::mem::size_of::<CallFailedEvent>();
+    match rec.len() {
+        FULL => crate::read::<CallFailedEvent>(rec).map(|e| (e, 4)),
+        V1_LEN => {
+            let mut whole = [0u8; FULL];
+            whole[..V1_LEN].copy_from_slice(rec);
+            crate::read::<CallFailedEvent>(&whole).map(|e| (e, 2))
+        }
+        _ => None,
+    }
+}

@@ -277,16 +277,19 @@ pub fn nvprobe_signal_deliver(ctx: TracePointContext) -> u32 {
     0
 }
 
-/// Where the syscall number and the first two arguments are in the
+/// Where the syscall number and the first four arguments are in the
 /// `struct pt_regs` that raw tracepoint `sys_exit` gets (x86_64:
-/// orig_ax @120, di @112, si @104; arm64: syscallno @280, orig_x0 @272
-/// (x0 holds the return by now), x1 @8).
+/// orig_ax @120, di @112, si @104, dx @96, r10 @56; arm64: syscallno
+/// @280, orig_x0 @272 (x0 holds the return by now), x1 @8, x2 @16, x3
+/// @24).
 #[cfg(bpf_target_arch = "aarch64")]
 mod regs {
     pub const NR: u64 = 280;
     pub const NR_IS_I32: bool = true;
     pub const ARG0: u64 = 272;
     pub const ARG1: u64 = 8;
+    pub const ARG2: u64 = 16;
+    pub const ARG3: u64 = 24;
     /// futex; read, readv, recvfrom, recvmsg, accept, accept4;
     /// connect (asm-generic/unistd.h).
     pub const FUTEX: i32 = 98;
@@ -310,6 +313,8 @@ mod regs {
     pub const NR_IS_I32: bool = false;
     pub const ARG0: u64 = 112;
     pub const ARG1: u64 = 104;
+    pub const ARG2: u64 = 96;
+    pub const ARG3: u64 = 56;
     /// futex; read, readv, recvfrom, recvmsg, accept, accept4; connect
     /// (arch/x86/entry/syscalls/syscall_64.tbl).
     pub const FUTEX: i32 = 202;
@@ -439,6 +444,7 @@ fn start_call_failed(ctx: &RawTracePointContext, ret: i64) {
         (*p).sa_handler = 0;
         (*p).sa_flags = 0;
         (*ev).args = [a0, a1];
+        (*ev).args_more = [read_u64(r + regs::ARG2), read_u64(r + regs::ARG3)];
         (*ev).seq = sent + 1;
         (*ev).path_len = 0;
         (*ev).path[0] = 0;

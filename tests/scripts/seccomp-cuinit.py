@@ -6,11 +6,14 @@ open/openat (`open`), to ioctls of type 'F', the NVIDIA escapes
 answers ENOSYS to clone3 alone, as container profiles older than the call
 do (glibc then uses clone); `escapes-eacces` answers EACCES to the
 escapes (what a security module's ioctl rule answers); `nr:N:ERRNO`
-answers ERRNO to system call N (x86_64 numbers), whatever it is. Then
+answers ERRNO to system call N (x86_64 numbers), whatever it is, and
+`nr:N:kill` kills the process at it (SIGSYS, as a profile's
+SCMP_ACT_KILL_PROCESS); `escapes-kill` kills it at the first escape. Then
 the first context (cuCtxCreate_v2 on device 0) when cuInit succeeded.
 Prints one JSON line: the CUresults and the device count.
 
-  seccomp-cuinit.py open|escapes|escapes-eacces|threads|clone3|nr:N:ERRNO [--case NAME]"""
+  seccomp-cuinit.py open|escapes|escapes-eacces|escapes-kill|threads|clone3|nr:N:ERRNO|nr:N:kill
+                    [--case NAME]"""
 import ctypes
 import json
 import struct
@@ -24,6 +27,7 @@ RET_ALLOW = 0x7FFF0000
 RET_EPERM = 0x00050000 | 1
 RET_ENOSYS = 0x00050000 | 38
 RET_EACCES = 0x00050000 | 13
+RET_KILL_PROCESS = 0x80000000
 LD_W_ABS, JEQ_K, RET_K, ALU_AND_K = 0x20, 0x15, 0x06, 0x54
 
 
@@ -45,8 +49,8 @@ def program(which):
               ins(RET_K, 0, 0, RET_EPERM)]
     elif which.startswith("nr:"):
         _, nr, errno = which.split(":")
-        p += [ins(JEQ_K, 1, 0, int(nr)), ins(RET_K, 0, 0, RET_ALLOW),
-              ins(RET_K, 0, 0, 0x00050000 | int(errno))]
+        ret = RET_KILL_PROCESS if errno == "kill" else 0x00050000 | int(errno)
+        p += [ins(JEQ_K, 1, 0, int(nr)), ins(RET_K, 0, 0, RET_ALLOW), ins(RET_K, 0, 0, ret)]
     elif which == "clone3":
         # clone3 (435): ENOSYS.
         p += [ins(JEQ_K, 1, 0, 435), ins(RET_K, 0, 0, RET_ALLOW), ins(RET_K, 0, 0, RET_ENOSYS)]
@@ -55,7 +59,7 @@ def program(which):
         p += [ins(JEQ_K, 1, 0, 16), ins(RET_K, 0, 0, RET_ALLOW),
               ins(LD_W_ABS, 0, 0, 24), ins(ALU_AND_K, 0, 0, 0xFF00),
               ins(JEQ_K, 1, 0, 0x4600), ins(RET_K, 0, 0, RET_ALLOW),
-              ins(RET_K, 0, 0, RET_EACCES if which == "escapes-eacces" else RET_EPERM)]
+              ins(RET_K, 0, 0, {"escapes-eacces": RET_EACCES, "escapes-kill": RET_KILL_PROCESS}.get(which, RET_EPERM))]
     return b"".join(p), len(p)
 
 

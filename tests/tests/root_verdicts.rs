@@ -319,6 +319,13 @@ fn a_reservation_refused_by_the_address_space_limit_is_the_verdict() {
         (failed["call"].as_str(), failed["errno"].as_str()),
         (Some("mmap"), Some("ENOMEM"))
     );
+    // All four arguments, as the stand-in passed them: 64 GiB, PROT_NONE,
+    // MAP_PRIVATE|MAP_ANONYMOUS|MAP_NORESERVE.
+    assert_eq!(
+        failed["args"],
+        serde_json::json!([0, 64u64 << 30, 0, 0x4022]),
+        "{failed}"
+    );
     let (_, evidence) = out_of_memory(&f, pid, "address_space_limit");
     assert!(
         evidence.contains("mmap() failed with ENOMEM (mapping memory): the address-space limit (RLIMIT_AS, ulimit -v) of 2 GiB (2147483648 bytes)"),
@@ -390,9 +397,11 @@ fn private_memory_refused_by_the_data_size_limit_is_the_verdict() {
     assert!(
         evidence.contains(
             "mmap() failed with ENOMEM (mapping memory): the data-size limit (RLIMIT_DATA, ulimit -d) of 256 MiB \
-(268435456 bytes): it counts private writable memory, this mapping too if it was writable (its protection \
-is not recorded); the process had "
-        ) && evidence.ends_with("; the call asked for 1 GiB (1073741824 bytes)"),
+(268435456 bytes): it counts private writable memory, this mapping is; the process had "
+        ) && evidence.ends_with(
+            "; the call asked for 1 GiB (1073741824 bytes) (PROT_READ|PROT_WRITE, \
+MAP_PRIVATE|MAP_ANONYMOUS|MAP_NORESERVE)"
+        ),
         "{evidence}"
     );
     let hint = d["hint"].as_str().expect("hint");

@@ -108,7 +108,7 @@ impl Step {
                 ProcKind::CallFailed
                     if matches!(p.failed, Some((nvprobe_model::decode::SysKind::Ioctl, _))) =>
                 {
-                    let fd = p.args.map_or(-1, |a| a[0] as i32);
+                    let fd = p.arg(0).map_or(-1, |fd| fd as i32);
                     let errno = p.failed.map_or(0, |f| f.1);
                     Step::IoctlFailed(p.proc.pid, (p.proc.tid, fd, errno))
                 }

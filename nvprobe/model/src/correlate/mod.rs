@@ -17,6 +17,7 @@ pub mod rules;
 mod rules_context;
 mod rules_kill;
 mod rules_library;
+mod rules_memory;
 mod rules_nodes;
 mod rules_refused;
 mod rules_startcalls;
@@ -200,7 +201,7 @@ impl Correlator {
                 if let Some(st) = self.procs.get_mut(&pid)
                     && !st.done
                 {
-                    st.on_call_failed(call, (kind, errno), None);
+                    st.on_call_failed(call, (kind, errno), Default::default());
                 }
                 return;
             }
@@ -546,7 +547,7 @@ impl Correlator {
                     st.on_failed_syscall(p);
                     let call = p.call.as_deref().unwrap_or("?");
                     if rules_startcalls::may_explain(failed) {
-                        st.on_call_failed(call.to_owned(), failed, p.asked_len());
+                        st.on_call_failed(call.to_owned(), failed, p.mem_ask());
                     }
                 }
             }

@@ -116,9 +116,12 @@ pub(crate) fn diagnose(st: &ProcInit, after_init: bool, outcome: &str) -> Option
     let memory = matches!(f.kind, SysKind::Map | SysKind::Protect);
     let (id, cause) = match f.errno {
         libc::EAGAIN if thread => (DiagId::ThreadLimit, thread_cause(limits, when)),
-        libc::ENOMEM if memory => {
-            memory_cause(limits, when, f.len, matches!(f.kind, SysKind::Protect))
-        }
+        libc::ENOMEM if memory => super::rules_memory::memory_cause(
+            limits,
+            when,
+            f.ask,
+            matches!(f.kind, SysKind::Protect),
+        ),
         libc::EMFILE => (DiagId::FileLimit, nofile_cause(limits, when)),
         libc::ENFILE => (
             DiagId::FileLimit,
@@ -220,202 +223,6 @@ limit of a cgroup above it{threads}"
     }
 }
 
-/// Why a mapping (`protect`: a change of protection) was refused with
-/// ENOMEM, in the kernel's order of checks (mm/mmap.c, mm/mprotect.c):
-/// the map count (do_mmap), the address-space limit, then the data-size
-/// limit for private writable memory (may_expand_vm; a change of
-/// protection adds no addresses, so only the second), then the overcommit
-/// accounting. `len` is what the call asked for; the limits and sizes
-/// were read `when` (after the failure: a reservation given back since
-/// is not in them).
-fn memory_cause(
-    l: Option<&Limits>,
-    when: &str,
-    len: Option<u64>,
-    protect: bool,
-) -> (DiagId, String) {
-    let Some(l) = l else {
-        return (
-            DiagId::AddressSpaceLimit,
-            "the address-space limit (RLIMIT_AS), the data-size limit (RLIMIT_DATA), the overcommit policy or \
-the map count refused it"
-                .to_owned(),
-        );
-    };
-    let m = Mapping::new(l, when, len);
-    // do_mmap refuses past the limit; a change of protection that splits a
-    // mapping at it (split_vma).
-    if let (Some(n), Some(max)) = (l.map_count, l.max_map_count)
-        && (n > max || (protect && n == max))
-    {
-        return (
-            DiagId::MappingRefused,
-            format!(
-                "the map count: the process had {n} mappings {when}, vm.max_map_count is {max}"
-            ),
-        );
-    }
-    let soft = |p: Option<(Option<u64>, Option<u64>)>| p.and_then(|(s, _)| s);
-    let as_passes = soft(l.address_space)
-        .filter(|_| !protect)
-        .map(|s| (s, m.exceeds(l.vm_size, s)));
-    let data_passes = soft(l.data).map(|s| (s, m.exceeds(l.vm_data, s)));
-    // What was read came after the failure: a limit it puts under its
-    // size may still have refused a reservation given back since.
-    let under =
-        " (under it when read: a reservation given back after the failure is not counted there)";
-    match (as_passes, data_passes) {
-        // A limit the call passes, in the kernel's order.
-        (Some((s, Some(true))), _) => m.address_space(s, ""),
-        (_, Some((s, Some(true)))) => m.data(s, ""),
-        // Strict accounting, with no limit known to be passed.
-        _ if l.overcommit == Some(2)
-            && as_passes.is_none_or(|a| a.1.is_some())
-            && data_passes.is_none_or(|d| d.1.is_some()) =>
-        {
-            m.strict()
-        }
-        (Some((a, None)), Some((d, None))) => m.either(a, d),
-        (Some((s, None)), _) => m.address_space(s, ""),
-        (_, Some((s, None))) => m.data(s, ""),
-        (Some((s, Some(false))), _) => m.address_space(s, under),
-        (_, Some((s, Some(false)))) => m.data(s, under),
-        (None, None) => no_limit(l, when, protect, &m.size, &m.asked),
-    }
-}
-
-/// A refused mapping's facts, as the evidence says them.
-struct Mapping<'a> {
-    l: &'a Limits,
-    when: &'a str,
-    len: Option<u64>,
-    /// "; its address space was …" (or nothing).
-    size: String,
-    /// "; the call asked for …" (or nothing).
-    asked: String,
-}
-
-impl<'a> Mapping<'a> {
-    fn new(l: &'a Limits, when: &'a str, len: Option<u64>) -> Self {
-        Mapping {
-            l,
-            when,
-            len,
-            size: l.vm_size.map_or(String::new(), |v| {
-                format!("; its address space was {} {when}", bytes(v))
-            }),
-            asked: len.map_or(String::new(), |n| {
-                format!("; the call asked for {}", bytes(n))
-            }),
-        }
-    }
-
-    /// Whether `used` plus the call's length exceeds `limit`, in pages as
-    /// the kernel counts (the length rounded up): None when either is
-    /// unknown (and the length alone does not exceed it).
-    fn exceeds(&self, used: Option<u64>, limit: u64) -> Option<bool> {
-        // 4 KiB pages (x86_64; an arm64 host with 64 KiB pages rounds
-        // more, which only moves the edge by less than a page).
-        const PAGE: u64 = 4096;
-        let pages = |b: u64| b.div_ceil(PAGE);
-        let limit = limit / PAGE;
-        match (used, self.len.map(pages)) {
-            (_, Some(n)) if n > limit => Some(true),
-            (Some(u), Some(n)) => Some((u / PAGE).saturating_add(n) > limit),
-            _ => None,
-        }
-    }
-
-    fn address_space(&self, limit: u64, note: &str) -> (DiagId, String) {
-        (
-            DiagId::AddressSpaceLimit,
-            format!(
-                "the address-space limit (RLIMIT_AS, ulimit -v) of {}: libcuda reserves far more virtual addresses \
-than it uses{}{}{note}",
-                bytes(limit),
-                self.size,
-                self.asked
-            ),
-        )
-    }
-
-    fn data(&self, limit: u64, note: &str) -> (DiagId, String) {
-        (
-            DiagId::DataSizeLimit,
-            format!(
-                "the data-size limit (RLIMIT_DATA, ulimit -d) of {}: it counts private writable memory, this mapping \
-too if it was writable (its protection is not recorded){}{}{note}",
-                bytes(limit),
-                self.l.vm_data.map_or(String::new(), |v| format!(
-                    "; the process had {} of it (VmData) {}",
-                    bytes(v),
-                    self.when
-                )),
-                self.asked
-            ),
-        )
-    }
-
-    fn either(&self, as_limit: u64, data_limit: u64) -> (DiagId, String) {
-        (
-            DiagId::AddressSpaceLimit,
-            format!(
-                "the address-space limit (RLIMIT_AS, ulimit -v) of {} or the data-size limit (RLIMIT_DATA, \
-ulimit -d) of {}{}{}{}",
-                bytes(as_limit),
-                bytes(data_limit),
-                self.size,
-                self.l.vm_data.map_or(String::new(), |v| format!(
-                    ", its private writable memory {}",
-                    bytes(v)
-                )),
-                self.asked
-            ),
-        )
-    }
-
-    fn strict(&self) -> (DiagId, String) {
-        (
-            DiagId::MappingRefused,
-            format!(
-                "vm.overcommit_memory is 2 (strict accounting): a mapping is refused once the commit limit \
-(CommitLimit of /proc/meminfo) is reached{}{}",
-                self.size, self.asked
-            ),
-        )
-    }
-}
-
-/// A refused mapping with no memory limit set and no strict accounting:
-/// the map count, the overcommit heuristic, or (a change of protection)
-/// a range that was not mapped.
-fn no_limit(l: &Limits, when: &str, protect: bool, size: &str, asked: &str) -> (DiagId, String) {
-    let maps = match (l.map_count, l.max_map_count) {
-        (Some(n), Some(max)) => format!("; it had {n} mappings {when}, of vm.max_map_count {max}"),
-        _ => String::new(),
-    };
-    let rest = if protect {
-        "the range was not mapped, or the split it needed passed the map count (vm.max_map_count)"
-    } else {
-        "the map count (vm.max_map_count), the kernel's overcommit heuristic or a lack of free addresses refused it"
-    };
-    // A change of protection adds no addresses: the address-space limit
-    // does not apply to it.
-    let limits = if l.address_space.is_none() && l.data.is_none() {
-        format!("the process's limits could not be read {when}")
-    } else if protect && l.address_space.and_then(|(s, _)| s).is_some() {
-        format!(
-            "no data-size limit was set {when} (the address-space limit does not count a change of protection)"
-        )
-    } else {
-        format!("no address-space or data-size limit was set {when}")
-    };
-    (
-        DiagId::MappingRefused,
-        format!("{limits}: {rest}{size}{asked}{maps}"),
-    )
-}
-
 fn nofile_cause(l: Option<&Limits>, when: &str) -> String {
     match l.and_then(|l| l.nofile.map(|n| (n, l.fds))) {
         Some(((Some(soft), hard), fds)) => format!(
@@ -435,26 +242,4 @@ fn seccomp_text(l: Option<&Limits>, when: &str) -> String {
         Some(n) => format!(" (the process ran under {n} seccomp filter{})", plural(n)),
         None => String::new(),
     }
-}
-
-/// 1073741824 -> "1 GiB (1073741824 bytes)".
-fn bytes(v: u64) -> String {
-    const UNITS: [(u64, &str); 4] = [
-        (1 << 40, "TiB"),
-        (1 << 30, "GiB"),
-        (1 << 20, "MiB"),
-        (1 << 10, "KiB"),
-    ];
-    for (n, u) in UNITS {
-        if v >= n {
-            let x = v as f64 / n as f64;
-            let t = if x.fract() == 0.0 {
-                format!("{x:.0}")
-            } else {
-                format!("{x:.1}")
-            };
-            return format!("{t} {u} ({v} bytes)");
-        }
-    }
-    format!("{v} bytes")
 }

@@ -211,6 +211,34 @@ impl ProcInit {
         }
     }
 
+    /// The signal that ended process `pid`, traced back to where it came
+    /// from: one it sent itself after it lived through the same signal
+    /// from elsewhere (Python ends so on a KeyboardInterrupt; a runtime's
+    /// handler cleans up, then raises the signal again) names that sender,
+    /// which is what ended it.
+    pub(crate) fn origin_of(&self, pid: u32, s: SignalInfo) -> SignalInfo {
+        if s.source != SigSource::Task || s.sender_pid != Some(pid) {
+            return s;
+        }
+        let Some(first) = self.signals.iter().rev().find(|o| {
+            o.sig == s.sig
+                && o.at_ns < s.at_ns
+                && o.sender_pid != Some(pid)
+                && !matches!(o.source, SigSource::Other(_))
+        }) else {
+            return s;
+        };
+        SignalInfo {
+            sender: format!(
+                "{} itself (raising again the {} that {} sent at {:.1} ms)",
+                s.sender, s.name, first.sender, first.at_ms
+            ),
+            sender_pid: first.sender_pid,
+            source: first.source,
+            ..s
+        }
+    }
+
     /// A signal generated for this process: who sent it, the call it
     /// landed in (settled when that call returns).
     pub(crate) fn on_signal(&mut self, p: &ProcCall) {

@@ -199,9 +199,9 @@ pub(crate) struct StartCallFailure {
     /// It failed after cuInit had returned CUDA_SUCCESS (while the first
     /// context was made).
     pub(crate) after_init: bool,
-    /// The length its first failure asked for (mmap, mprotect, mlock,
-    /// mlock2: the second argument), bytes.
-    pub(crate) len: Option<u64>,
+    /// What its first failure asked for (mmap, mprotect: the length,
+    /// protection and flags; mlock, mlock2: the length).
+    pub(crate) ask: crate::decode::MemAsk,
 }
 
 impl ProcInit {
@@ -234,8 +234,7 @@ impl ProcInit {
         if self.failed_syscalls.len() >= FAILED_KEPT {
             self.failed_syscalls.remove(0);
         }
-        if let (Some((crate::decode::SysKind::Ioctl, errno)), Some([_, request])) =
-            (p.failed, p.args)
+        if let (Some((crate::decode::SysKind::Ioctl, errno)), Some(request)) = (p.failed, p.arg(1))
             && (request >> 8) & 0xff == u64::from(b'F')
         {
             let e = self.escapes_failed.get_or_insert(EscapesFailed {
@@ -303,7 +302,7 @@ impl ProcInit {
         &mut self,
         call: String,
         (kind, errno): (crate::decode::SysKind, i32),
-        len: Option<u64>,
+        ask: crate::decode::MemAsk,
     ) {
         let after_init = matches!(self.curesult, Some((0, _)));
         if let Some(f) = self
@@ -319,7 +318,7 @@ impl ProcInit {
                 errno,
                 count: 1,
                 after_init,
-                len,
+                ask,
             });
         }
     }

@@ -166,3 +166,52 @@ fn time_spent_stopped_is_in_the_verdict() {
         v[0].text
     );
 }
+
+/// A process that lived through a harness's SIGINT and then sent itself
+/// the same signal (Python's end on a KeyboardInterrupt: kill(getpid(),
+/// SIGINT)) was ended by the harness: its verdict names the harness, not
+/// the process, and says what the process did. A signal it sent itself
+/// with none before it from elsewhere stays its own.
+#[test]
+fn a_signal_the_process_raised_again_names_who_sent_it_first() {
+    let own = |t: u64| {
+        Event::Proc(crate::decode::ProcCall {
+            target_tid: Some(7),
+            sig: Some(libc::SIGINT),
+            signal: Some("SIGINT".into()),
+            code: Some(0),
+            ..proc_call(ProcKind::Signal, 7, "python3", 7, t * 1_000_000)
+        })
+    };
+    let harness = Event::Proc(crate::decode::ProcCall {
+        target_tid: Some(7),
+        sig: Some(libc::SIGINT),
+        signal: Some("SIGINT".into()),
+        code: Some(0),
+        ..proc_call(ProcKind::Signal, 5, "timeout", 7, 120_000_000)
+    });
+    let (v, d) = killed(
+        ProcessInfo::default(),
+        &[harness, own(300), exit_of(301, 7, libc::SIGINT)],
+    );
+    assert_eq!(v.result, Outcome::Killed);
+    assert!(
+        d.evidence.starts_with(
+            "SIGINT from python3[7] itself (raising again the SIGINT that timeout[5] sent at 120.0 ms) at 300.0 ms"
+        ),
+        "{}",
+        d.evidence
+    );
+    assert_eq!(v.signal.as_ref().and_then(|s| s.sender_pid), Some(5));
+    // Its own signal alone: its own.
+    let (v, d) = killed(
+        ProcessInfo::default(),
+        &[own(300), exit_of(301, 7, libc::SIGINT)],
+    );
+    assert!(
+        d.evidence.starts_with("SIGINT from python3[7] at 300.0 ms"),
+        "{}",
+        d.evidence
+    );
+    assert_eq!(v.signal.as_ref().and_then(|s| s.sender_pid), Some(7));
+}

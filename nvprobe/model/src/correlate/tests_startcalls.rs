@@ -149,7 +149,7 @@ fn failed_len(t: u64, call: &str, errno: &str, len: u64) -> Event {
         unreachable!("failed_call makes a proc record")
     };
     Event::Proc(crate::decode::ProcCall {
-        args: Some([0, len]),
+        args: Some(vec![0, len]),
         ..p
     })
 }
@@ -282,7 +282,8 @@ the kernel's overcommit heuristic or a lack of free addresses refused it"
     // A change of protection splits a mapping, which is refused at it.
     assert!(
         at_it("mprotect").evidence.ends_with(
-            "the map count: the process had 65530 mappings when cuInit had failed, vm.max_map_count is 65530"
+            "the map count: the process had 65530 mappings when cuInit had failed, vm.max_map_count is 65530; the \
+call asked for 1 MiB (1048576 bytes)"
         ),
         "{}",
         at_it("mprotect").evidence
@@ -301,7 +302,8 @@ the kernel's overcommit heuristic or a lack of free addresses refused it"
     assert_eq!(maps.id, DiagId::MappingRefused);
     assert!(
         maps.evidence.ends_with(
-            "the map count: the process had 65531 mappings when cuInit had failed, vm.max_map_count is 65530"
+            "the map count: the process had 65531 mappings when cuInit had failed, vm.max_map_count is 65530; the \
+call asked for 1 MiB (1048576 bytes)"
         ),
         "{}",
         maps.evidence
@@ -677,4 +679,143 @@ fn eperm_on_a_call_without_a_permission_check_is_a_filter() {
         d.evidence
     );
     assert!(d.evidence.contains("1 seccomp filter"), "{}", d.evidence);
+}
+
+/// What `limits` make of one failed mmap in cuInit, with all four of its
+/// arguments (address 0, `len`, `prot`, `flags`).
+fn refused_mmap(l: Limits, len: u64, prot: u64, flags: u64) -> Diagnosis {
+    let Event::Proc(p) = failed_len(1, "mmap", "ENOMEM", len) else {
+        unreachable!("failed_len makes a proc record")
+    };
+    let ev = Event::Proc(crate::decode::ProcCall {
+        args: Some(vec![0, len, prot, flags]),
+        ..p
+    });
+    only(&failed_init(
+        with_limits(l),
+        &[ev],
+        (2, "CUDA_ERROR_OUT_OF_MEMORY"),
+    ))
+    .clone()
+}
+
+const PROT_NONE: u64 = 0;
+const PROT_RW: u64 = 3;
+/// MAP_PRIVATE|MAP_ANONYMOUS|MAP_NORESERVE: libcuda's reservations.
+const RESERVE: u64 = 0x4022;
+/// MAP_PRIVATE|MAP_ANONYMOUS.
+const PRIVATE_ANON: u64 = 0x22;
+/// MAP_SHARED|MAP_ANONYMOUS.
+const SHARED_ANON: u64 = 0x21;
+
+/// A mapping's protection and flags rule out the limits that do not count
+/// it (is_data_mapping, the overcommit accounting): a PROT_NONE
+/// reservation is never the data-size limit's nor strict accounting's,
+/// whatever the limits; a private writable one is, and is said to be.
+#[test]
+fn a_refused_mappings_protection_rules_out_the_limits_that_do_not_count_it() {
+    let data_limit = Limits {
+        address_space: Some((None, None)),
+        data: Some((Some(256 * MIB), None)),
+        vm_size: Some(30 * GIB),
+        vm_data: Some(200 * MIB),
+        map_count: Some(900),
+        max_map_count: Some(65530),
+        overcommit: Some(0),
+        ..Limits::default()
+    };
+    let reserve = refused_mmap(data_limit.clone(), 64 * GIB, PROT_NONE, RESERVE);
+    assert_eq!(reserve.id, DiagId::MappingRefused, "{}", reserve.evidence);
+    assert!(
+        reserve.evidence.contains(
+            "no address-space limit was set when cuInit had failed, and the data-size limit does not count this \
+mapping (it is not private writable memory): the map count (vm.max_map_count) or a lack of free addresses refused it \
+(no overcommit policy counts such a mapping)"
+        ) && reserve.evidence.contains(
+            "the call asked for 64 GiB (68719476736 bytes) (PROT_NONE, MAP_PRIVATE|MAP_ANONYMOUS|MAP_NORESERVE)"
+        ),
+        "{}",
+        reserve.evidence
+    );
+    assert!(!reserve.hint.contains("ulimit -d"), "{}", reserve.hint);
+    let writable = refused_mmap(data_limit.clone(), 64 * MIB, PROT_RW, PRIVATE_ANON);
+    assert_eq!(writable.id, DiagId::DataSizeLimit, "{}", writable.evidence);
+    assert!(
+        writable.evidence.contains(
+            "it counts private writable memory, this mapping is; the process had 200 MiB (209715200 bytes) of it"
+        ),
+        "{}",
+        writable.evidence
+    );
+    // Shared memory is not data: not the data-size limit.
+    let shared = refused_mmap(data_limit, 64 * MIB, PROT_RW, SHARED_ANON);
+    assert_eq!(shared.id, DiagId::MappingRefused, "{}", shared.evidence);
+    // Strict accounting counts private writable memory and shared
+    // anonymous memory, not a PROT_NONE private reservation.
+    let strict = Limits {
+        address_space: Some((None, None)),
+        data: Some((None, None)),
+        overcommit: Some(2),
+        ..Limits::default()
+    };
+    let d = refused_mmap(strict.clone(), 64 * GIB, PROT_NONE, RESERVE);
+    assert!(
+        d.id == DiagId::MappingRefused && !d.evidence.contains("strict"),
+        "{}",
+        d.evidence
+    );
+    for (prot, flags) in [(PROT_RW, PRIVATE_ANON), (PROT_NONE, SHARED_ANON)] {
+        let d = refused_mmap(strict.clone(), 64 * GIB, prot, flags);
+        assert!(
+            d.evidence
+                .contains("vm.overcommit_memory is 2 (strict accounting)"),
+            "{prot} {flags:#x}: {}",
+            d.evidence
+        );
+    }
+}
+
+/// A process whose own mappings fill what it can address: no free range
+/// (get_unmapped_area refuses before any limit is looked at).
+#[test]
+fn a_refused_mapping_in_a_full_address_space_says_so() {
+    const TIB: u64 = 1 << 40;
+    let full = |vm_size: u64, len: u64| {
+        refused_mmap(
+            Limits {
+                address_space: Some((None, None)),
+                data: Some((None, None)),
+                vm_size: Some(vm_size),
+                overcommit: Some(0),
+                ..Limits::default()
+            },
+            len,
+            PROT_NONE,
+            RESERVE,
+        )
+    };
+    #[cfg(not(target_arch = "aarch64"))]
+    {
+        let d = full(128 * TIB - 2 * GIB, 64 * GIB);
+        assert_eq!(d.id, DiagId::MappingRefused);
+        assert!(
+            d.evidence.contains(
+                "no free range of addresses: the process's own mappings took 128.0 TiB (140735340871680 bytes) of \
+the 128 TiB (140737488355328 bytes) a process can address when cuInit had failed, so the call's length cannot fit"
+            ),
+            "{}",
+            d.evidence
+        );
+        // Nearly full, the call would fit in sum: the holes are named.
+        let d = full(127 * TIB, 64 * GIB);
+        assert!(
+            d.evidence
+                .contains("the call needs one free range of its length among the holes left"),
+            "{}",
+            d.evidence
+        );
+    }
+    // Far from full: not named.
+    let d = full(30 * GIB, 64 * GIB);
+    assert!(!d.evidence.contains("no free range"), "{}", d.evidence);
 }

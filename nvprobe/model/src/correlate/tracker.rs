@@ -427,7 +427,11 @@ impl ProcInit {
                 PathWhy::Errno(e @ (libc::EMFILE | libc::ENFILE | libc::ENOMEM | libc::EAGAIN)),
             ) = (p.open && matches!(self.curesult, Some((0, _))), &pr.1)
             {
-                self.on_call_failed(format!("open of {}", pr.0), (SysKind::NodeOpen, *e), None);
+                self.on_call_failed(
+                    format!("open of {}", pr.0),
+                    (SysKind::NodeOpen, *e),
+                    Default::default(),
+                );
             } else {
                 self.path_problems.push(pr);
             }

@@ -147,7 +147,8 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<Exit>) -> CuInit {
         .rev()
         .find(|s| fatal_sig != 0 && s.sig == fatal_sig)
         .or_else(|| st.signals.iter().rev().find(|s| s.during.is_some()))
-        .cloned();
+        .cloned()
+        .map(|s| st.origin_of(pid, s));
     let class = class_of(st);
     if class != Class::Cuda || st.held_unseen() {
         return other_class(pid, st, class, exit, signal);

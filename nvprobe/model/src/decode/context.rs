@@ -83,9 +83,9 @@ pub fn check_shape(bytes: &[u8]) -> Result<EventKind, DecodeError> {
     let kind = h.event_kind().ok_or(DecodeError::Kind(h.kind))?;
     let (name, want) = record_size(kind);
     // A failed system call's record is a ProcEvent with its arguments and
-    // path after it (nvprobe_common::CallFailedEvent).
+    // path after it (nvprobe_common::CallFailedEvent, of either length).
     if kind == EventKind::Proc
-        && bytes.len() == size_of::<nvprobe_common::CallFailedEvent>()
+        && nvprobe_common::call_failed::read(bytes).is_some()
         && nvprobe_common::read::<ProcEvent>(bytes)
             .is_some_and(|p| p.op == nvprobe_common::ProcOp::CallFailed as u32)
     {

@@ -422,10 +422,12 @@ pub struct ProcCall {
     /// nvprobe that sent at most [`LEGACY_FAILS_SENT`] and no number.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seq: Option<u32>,
-    /// Its first two arguments as the caller passed them (call_failed):
-    /// an ioctl's descriptor and request, an mmap's address and length.
+    /// Its first four arguments as the caller passed them (call_failed):
+    /// an ioctl's descriptor and request, an mmap's address, length,
+    /// protection and flags; two in a recording made before the third and
+    /// fourth were sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub args: Option<[u64; 2]>,
+    pub args: Option<Vec<u64>>,
     /// The failed call's kind and errno, as numbers (call_failed; `call`
     /// and `errno` name them).
     #[serde(skip)]
@@ -440,9 +442,77 @@ impl ProcCall {
     /// for (mmap, mprotect, mlock, mlock2: the second argument), bytes.
     pub fn asked_len(&self) -> Option<u64> {
         match self.call.as_deref()? {
-            "mmap" | "mprotect" | "mlock" | "mlock2" => self.args.map(|a| a[1]),
+            "mmap" | "mprotect" | "mlock" | "mlock2" => self.arg(1),
             _ => None,
         }
+    }
+
+    /// Argument `i` of a failed call, where the record carries it.
+    pub fn arg(&self, i: usize) -> Option<u64> {
+        self.args.as_ref()?.get(i).copied()
+    }
+
+    /// What a failed mmap or mprotect asked for: its length, protection
+    /// and (mmap) flags, as far as the record carries them.
+    pub fn mem_ask(&self) -> MemAsk {
+        let call = self.call.as_deref();
+        MemAsk {
+            len: self.asked_len(),
+            prot: matches!(call, Some("mmap" | "mprotect"))
+                .then(|| self.arg(2))
+                .flatten()
+                .map(|p| p as u32),
+            flags: (call == Some("mmap"))
+                .then(|| self.arg(3))
+                .flatten()
+                .map(|f| f as u32),
+        }
+    }
+}
+
+/// What a failed call that maps or protects memory asked for (each part
+/// None where the call has none or the record does not carry it).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct MemAsk {
+    /// Bytes (mmap, mprotect, mlock, mlock2: the second argument).
+    pub len: Option<u64>,
+    /// PROT_* bits (mmap's third argument, mprotect's).
+    pub prot: Option<u32>,
+    /// MAP_* bits (mmap's fourth argument).
+    pub flags: Option<u32>,
+}
+
+impl MemAsk {
+    /// Whether the mapping counts as private writable memory (the kernel's
+    /// is_data_mapping: VM_WRITE, not VM_SHARED nor VM_STACK), what the
+    /// data-size limit and strict accounting count: Some(false) when the
+    /// protection has no PROT_WRITE or the flags say shared or a stack;
+    /// None when not known (an mprotect's mapping may be shared).
+    pub fn private_writable(&self) -> Option<bool> {
+        const PROT_WRITE: u32 = 2;
+        // MAP_SHARED, MAP_SHARED_VALIDATE (the type's low bit); MAP_GROWSDOWN.
+        const SHARED: u32 = 0x1;
+        const GROWSDOWN: u32 = 0x100;
+        match (self.prot?, self.flags) {
+            (p, _) if p & PROT_WRITE == 0 => Some(false),
+            (_, Some(f)) => Some(f & SHARED == 0 && f & GROWSDOWN == 0),
+            (_, None) => None,
+        }
+    }
+
+    /// Whether the overcommit accounting counts the mapping: private
+    /// writable memory, and a new shared anonymous mapping (shmem's own
+    /// accounting, whatever its protection; a change of protection counts
+    /// only what becomes private writable). Some(false) only where the
+    /// protection and flags say neither.
+    pub fn committed(&self) -> Option<bool> {
+        const SHARED: u32 = 0x1;
+        const ANONYMOUS: u32 = 0x20;
+        let Some(f) = self.flags else {
+            return self.private_writable();
+        };
+        let shared_anon = f & SHARED != 0 && f & ANONYMOUS != 0;
+        Some(shared_anon || self.private_writable()?)
     }
 }
 

@@ -322,7 +322,8 @@ pub(super) fn decode_fd(ev: &FdEvent, ctx: &Context, raw: Option<String>) -> Eve
     }
 }
 
-fn prot_names(p: u32) -> String {
+/// PROT_* bits by name (PROT_NONE for none), as strace writes them.
+pub fn prot_names(p: u32) -> String {
     if p == 0 {
         return "PROT_NONE".into();
     }
@@ -338,7 +339,8 @@ fn prot_names(p: u32) -> String {
     v.join("|")
 }
 
-fn map_flags(f: u32) -> String {
+/// MAP_* bits by name (the type first), as strace writes them.
+pub fn map_flag_names(f: u32) -> String {
     let mut v = vec![match f & 0xf {
         1 => "MAP_SHARED".to_owned(),
         2 => "MAP_PRIVATE".to_owned(),
@@ -348,8 +350,13 @@ fn map_flags(f: u32) -> String {
     let mut rest = f & !0xf;
     for (bit, n) in [
         (0x10u32, "MAP_FIXED"),
+        (0x20, "MAP_ANONYMOUS"),
+        (0x100, "MAP_GROWSDOWN"),
+        (0x2000, "MAP_LOCKED"),
         (0x4000, "MAP_NORESERVE"),
         (0x8000, "MAP_POPULATE"),
+        (0x20000, "MAP_STACK"),
+        (0x40000, "MAP_HUGETLB"),
         (0x100000, "MAP_FIXED_NOREPLACE"),
     ] {
         if rest & bit != 0 {
@@ -373,7 +380,7 @@ pub(super) fn decode_mmap(ev: &MmapEvent, ctx: &Context, raw: Option<String>) ->
         length: ev.len,
         offset: format!("{:#x}", ev.off),
         prot: prot_names(ev.prot),
-        flags: map_flags(ev.flags),
+        flags: map_flag_names(ev.flags),
         start_ns: ev.start_ns,
         duration_ns: ev.duration_ns,
         ret: if errno.is_some() {

@@ -44,7 +44,7 @@ pub use self::{
     event::*,
     files::{
         absence_is_normal, is_device_path, is_libcuda_path, is_nccl_path, is_stub_path,
-        lookup_missed, node_kind,
+        lookup_missed, map_flag_names, node_kind, prot_names,
     },
     intern::intern,
     ioctl::raw_call_name,

@@ -225,6 +225,10 @@ pub(super) fn decode_proc(ev: &ProcEvent, bytes: &[u8], raw: Option<String>) -> 
             format!("exited with status {}", (ev.exit_code >> 8) & 0xff)
         }
     });
+    // A failed call's arguments and path (a record of either length).
+    let failed_rec = (op == Some(ProcOp::CallFailed))
+        .then(|| nvprobe_common::call_failed::read(bytes))
+        .flatten();
     Event::Proc(ProcCall {
         proc: proc_of(&ev.hdr),
         op: match op {
@@ -258,22 +262,18 @@ pub(super) fn decode_proc(ev: &ProcEvent, bytes: &[u8], raw: Option<String>) -> 
         errno: (op == Some(ProcOp::CallFailed))
             .then(|| errno_name(-i64::from(ev.errno)))
             .flatten(),
-        path: (op == Some(ProcOp::CallFailed))
-            .then(|| nvprobe_common::read::<nvprobe_common::CallFailedEvent>(bytes))
-            .flatten()
-            .filter(|f| f.path_len > 0)
-            .map(|f| {
-                let n = (f.path_len as usize).min(f.path.len());
-                super::bytes::escape_bytes(&f.path[..n])
-            }),
-        seq: (op == Some(ProcOp::CallFailed))
-            .then(|| nvprobe_common::read::<nvprobe_common::CallFailedEvent>(bytes))
-            .flatten()
-            .map(|f| f.seq),
-        args: (op == Some(ProcOp::CallFailed))
-            .then(|| nvprobe_common::read::<nvprobe_common::CallFailedEvent>(bytes))
-            .flatten()
-            .map(|f| f.args),
+        path: failed_rec.filter(|(f, _)| f.path_len > 0).map(|(f, _)| {
+            let n = (f.path_len as usize).min(f.path.len());
+            super::bytes::escape_bytes(&f.path[..n])
+        }),
+        seq: failed_rec.map(|(f, _)| f.seq),
+        args: failed_rec.map(|(f, n)| {
+            let mut a = f.args.to_vec();
+            if n > 2 {
+                a.extend(f.args_more);
+            }
+            a
+        }),
         time_ns: ev.hdr.ktime_ns,
         raw,
     })

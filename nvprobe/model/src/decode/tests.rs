@@ -615,6 +615,7 @@ fn a_failed_call_with_its_path_decodes_escaped_and_bounded() {
             path_len,
             seq: 3,
             path: [0; nvprobe_common::PATH_LEN],
+            args_more: [0, 0],
         };
         ev.path[..path.len()].copy_from_slice(path);
         bytes_of(&ev)
@@ -652,6 +653,59 @@ fn a_failed_call_with_its_path_decodes_escaped_and_bounded() {
     assert_eq!(p.path, None);
     assert!(matches!(
         decode(&mk(nvprobe_common::ProcOp::Exit, b"", 0), &ctx580()),
+        Err(DecodeError::Size { kind: "proc", .. })
+    ));
+}
+
+/// A failed mmap carries its four arguments (shown as strace does); a
+/// record made before the third and fourth were sent (V1_LEN bytes) still
+/// decodes, with two; any other length is refused.
+#[test]
+fn a_failed_mapping_carries_its_protection_and_flags_and_an_older_record_decodes() {
+    let ev = nvprobe_common::CallFailedEvent {
+        // mmap (x86_64 9; arm64 222 is another call here: the numbers are
+        // the tracing machine's); ENOMEM.
+        proc: failed_proc(nvprobe_common::ProcOp::CallFailed, 9, 12),
+        args: [0, 64 << 30],
+        path_len: 0,
+        seq: 1,
+        path: [0; nvprobe_common::PATH_LEN],
+        // PROT_NONE; MAP_PRIVATE|MAP_ANONYMOUS|MAP_NORESERVE.
+        args_more: [0, 0x4022],
+    };
+    let whole = bytes_of(&ev);
+    let Ok(Event::Proc(p)) = decode(&whole, &ctx580()) else {
+        panic!("not a proc record")
+    };
+    assert_eq!(p.args, Some(vec![0, 64 << 30, 0, 0x4022]));
+    #[cfg(target_arch = "x86_64")]
+    {
+        let ask = p.mem_ask();
+        assert_eq!(
+            (ask.len, ask.prot, ask.flags),
+            (Some(64 << 30), Some(0), Some(0x4022))
+        );
+        assert_eq!(
+            (ask.private_writable(), ask.committed()),
+            (Some(false), Some(false))
+        );
+        let clock = crate::render::Clock::now();
+        let text = crate::render::text::event_line(&clock, 0, &Event::Proc(p.clone()));
+        assert!(
+            text.contains(
+                "mmap(NULL, 68719476736, PROT_NONE, MAP_PRIVATE|MAP_ANONYMOUS|MAP_NORESERVE) = -1 ENOMEM"
+            ),
+            "{text}"
+        );
+    }
+    let old = &whole[..nvprobe_common::call_failed::V1_LEN];
+    let Ok(Event::Proc(p)) = decode(old, &ctx580()) else {
+        panic!("an older record is refused")
+    };
+    assert_eq!((p.args.clone(), p.seq), (Some(vec![0, 64 << 30]), Some(1)));
+    assert_eq!(p.mem_ask().prot, None);
+    assert!(matches!(
+        decode(&whole[..whole.len() - 8], &ctx580()),
         Err(DecodeError::Size { kind: "proc", .. })
     ));
 }

@@ -1,0 +1,301 @@
+//! Why a start-up's mapping was refused (ENOMEM from mmap or mprotect),
+//! in the kernel's order of checks, from the process's limits and sizes
+//! and what the call asked for.
+
+use super::table::DiagId;
+use crate::{
+    attribution::Limits,
+    decode::{MemAsk, map_flag_names, prot_names},
+};
+
+/// The addresses a process's mappings get without a hint above them:
+/// 128 TiB on x86_64 (47 bits; 5-level paging gives more only to a call
+/// that asks for an address above), 256 TiB on arm64 (48 bits, the common
+/// configuration).
+#[cfg(target_arch = "aarch64")]
+const USER_VA: u64 = 1 << 48;
+#[cfg(not(target_arch = "aarch64"))]
+const USER_VA: u64 = 1 << 47;
+
+/// Why a mapping (`protect`: a change of protection) was refused with
+/// ENOMEM, in the kernel's order of checks (mm/mmap.c, mm/mprotect.c):
+/// the map count (do_mmap), a free range of addresses
+/// (get_unmapped_area), the address-space limit, then the data-size limit
+/// for private writable memory (may_expand_vm; a change of protection
+/// adds no addresses, so only the second), then the overcommit accounting
+/// of private writable memory. `ask` is what the call asked for (its
+/// protection and flags rule out the limits that do not count it); the
+/// limits and sizes were read `when` (after the failure: a reservation
+/// given back since is not in them).
+pub(super) fn memory_cause(
+    l: Option<&Limits>,
+    when: &str,
+    ask: MemAsk,
+    protect: bool,
+) -> (DiagId, String) {
+    let Some(l) = l else {
+        return (
+            DiagId::AddressSpaceLimit,
+            "the address-space limit (RLIMIT_AS), the data-size limit (RLIMIT_DATA), the overcommit policy or \
+the map count refused it"
+                .to_owned(),
+        );
+    };
+    let m = Mapping::new(l, when, ask);
+    // do_mmap refuses past the limit; a change of protection that splits a
+    // mapping at it (split_vma).
+    if let (Some(n), Some(max)) = (l.map_count, l.max_map_count)
+        && (n > max || (protect && n == max))
+    {
+        return (
+            DiagId::MappingRefused,
+            format!(
+                "the map count: the process had {n} mappings {when}, vm.max_map_count is {max}{}",
+                m.asked
+            ),
+        );
+    }
+    if !protect && let Some(full) = m.no_room() {
+        return (DiagId::MappingRefused, full);
+    }
+    // What the data-size limit does not count (a PROT_NONE reservation, a
+    // shared mapping) it cannot have refused; the same for the overcommit
+    // accounting (which counts shared anonymous memory too).
+    let counted = ask.private_writable() != Some(false);
+    let committed = ask.committed() != Some(false);
+    let soft = |p: Option<(Option<u64>, Option<u64>)>| p.and_then(|(s, _)| s);
+    let as_passes = soft(l.address_space)
+        .filter(|_| !protect)
+        .map(|s| (s, m.exceeds(l.vm_size, s)));
+    let data_passes = soft(l.data)
+        .filter(|_| counted)
+        .map(|s| (s, m.exceeds(l.vm_data, s)));
+    // What was read came after the failure: a limit it puts under its
+    // size may still have refused a reservation given back since.
+    let under =
+        " (under it when read: a reservation given back after the failure is not counted there)";
+    match (as_passes, data_passes) {
+        // A limit the call passes, in the kernel's order.
+        (Some((s, Some(true))), _) => m.address_space(s, ""),
+        (_, Some((s, Some(true)))) => m.data(s, ""),
+        // Strict accounting, with no limit known to be passed.
+        _ if l.overcommit == Some(2)
+            && committed
+            && as_passes.is_none_or(|a| a.1.is_some())
+            && data_passes.is_none_or(|d| d.1.is_some()) =>
+        {
+            m.strict()
+        }
+        (Some((a, None)), Some((d, None))) => m.either(a, d),
+        (Some((s, None)), _) => m.address_space(s, ""),
+        (_, Some((s, None))) => m.data(s, ""),
+        (Some((s, Some(false))), _) => m.address_space(s, under),
+        (_, Some((s, Some(false)))) => m.data(s, under),
+        (None, None) => m.no_limit(protect, counted, committed),
+    }
+}
+
+/// A refused mapping's facts, as the evidence says them.
+struct Mapping<'a> {
+    l: &'a Limits,
+    when: &'a str,
+    ask: MemAsk,
+    /// "; its address space was …" (or nothing).
+    size: String,
+    /// "; the call asked for …" (or nothing).
+    asked: String,
+}
+
+impl<'a> Mapping<'a> {
+    fn new(l: &'a Limits, when: &'a str, ask: MemAsk) -> Self {
+        let how = match (ask.prot, ask.flags) {
+            (Some(p), Some(f)) => format!(" ({}, {})", prot_names(p), map_flag_names(f)),
+            (Some(p), None) => format!(" ({})", prot_names(p)),
+            _ => String::new(),
+        };
+        Mapping {
+            l,
+            when,
+            ask,
+            size: l.vm_size.map_or(String::new(), |v| {
+                format!("; its address space was {} {when}", bytes(v))
+            }),
+            asked: ask.len.map_or(String::new(), |n| {
+                format!("; the call asked for {}{how}", bytes(n))
+            }),
+        }
+    }
+
+    /// Whether `used` plus the call's length exceeds `limit`, in pages as
+    /// the kernel counts (the length rounded up): None when either is
+    /// unknown (and the length alone does not exceed it).
+    fn exceeds(&self, used: Option<u64>, limit: u64) -> Option<bool> {
+        // 4 KiB pages (x86_64; an arm64 host with 64 KiB pages rounds
+        // more, which only moves the edge by less than a page).
+        const PAGE: u64 = 4096;
+        let pages = |b: u64| b.div_ceil(PAGE);
+        let limit = limit / PAGE;
+        match (used, self.ask.len.map(pages)) {
+            (_, Some(n)) if n > limit => Some(true),
+            (Some(u), Some(n)) => Some((u / PAGE).saturating_add(n) > limit),
+            _ => None,
+        }
+    }
+
+    /// No free range of addresses (get_unmapped_area), where the sizes
+    /// show it: the process's mappings and the call's length together
+    /// pass what a process can address, or its mappings take all but a
+    /// 64th of it (the call then needs one free range of its length
+    /// among the holes left).
+    fn no_room(&self) -> Option<String> {
+        let used = self.l.vm_size?;
+        let len = self.ask.len.unwrap_or(0);
+        let certain = used.saturating_add(len) > USER_VA;
+        if !certain && used < USER_VA - USER_VA / 64 {
+            return None;
+        }
+        Some(format!(
+            "no free range of addresses: the process's own mappings took {} of the {} a process can address {}{}{}",
+            bytes(used),
+            bytes(USER_VA),
+            self.when,
+            if certain {
+                ", so the call's length cannot fit"
+            } else {
+                ", and the call needs one free range of its length among the holes left"
+            },
+            self.asked
+        ))
+    }
+
+    fn address_space(&self, limit: u64, note: &str) -> (DiagId, String) {
+        (
+            DiagId::AddressSpaceLimit,
+            format!(
+                "the address-space limit (RLIMIT_AS, ulimit -v) of {}: libcuda reserves far more virtual addresses \
+than it uses{}{}{note}",
+                bytes(limit),
+                self.size,
+                self.asked
+            ),
+        )
+    }
+
+    fn data(&self, limit: u64, note: &str) -> (DiagId, String) {
+        let this = match (self.ask.private_writable(), self.ask.prot) {
+            (Some(_), _) => "this mapping is",
+            (None, Some(_)) => "this mapping too if it is private",
+            (None, None) => "this mapping too if it was writable (its protection is not recorded)",
+        };
+        (
+            DiagId::DataSizeLimit,
+            format!(
+                "the data-size limit (RLIMIT_DATA, ulimit -d) of {}: it counts private writable memory, {this}{}{}{note}",
+                bytes(limit),
+                self.l.vm_data.map_or(String::new(), |v| format!(
+                    "; the process had {} of it (VmData) {}",
+                    bytes(v),
+                    self.when
+                )),
+                self.asked
+            ),
+        )
+    }
+
+    fn either(&self, as_limit: u64, data_limit: u64) -> (DiagId, String) {
+        (
+            DiagId::AddressSpaceLimit,
+            format!(
+                "the address-space limit (RLIMIT_AS, ulimit -v) of {} or the data-size limit (RLIMIT_DATA, \
+ulimit -d) of {}{}{}{}",
+                bytes(as_limit),
+                bytes(data_limit),
+                self.size,
+                self.l.vm_data.map_or(String::new(), |v| format!(
+                    ", its private writable memory {}",
+                    bytes(v)
+                )),
+                self.asked
+            ),
+        )
+    }
+
+    fn strict(&self) -> (DiagId, String) {
+        (
+            DiagId::MappingRefused,
+            format!(
+                "vm.overcommit_memory is 2 (strict accounting): a mapping is refused once the commit limit \
+(CommitLimit of /proc/meminfo) is reached{}{}",
+                self.size, self.asked
+            ),
+        )
+    }
+
+    /// No memory limit set (or none that counts this mapping) and no
+    /// strict accounting: the map count, the overcommit heuristic, or (a
+    /// change of protection) a range that was not mapped. `counted`:
+    /// whether the mapping may be private writable memory; `committed`:
+    /// whether the overcommit accounting may count it.
+    fn no_limit(&self, protect: bool, counted: bool, committed: bool) -> (DiagId, String) {
+        let (l, when) = (self.l, self.when);
+        let maps = match (l.map_count, l.max_map_count) {
+            (Some(n), Some(max)) => {
+                format!("; it had {n} mappings {when}, of vm.max_map_count {max}")
+            }
+            _ => String::new(),
+        };
+        let rest = if protect {
+            "the range was not mapped, or the split it needed passed the map count (vm.max_map_count)"
+        } else if committed {
+            "the map count (vm.max_map_count), the kernel's overcommit heuristic or a lack of free addresses \
+refused it"
+        } else {
+            "the map count (vm.max_map_count) or a lack of free addresses refused it (no overcommit policy \
+counts such a mapping)"
+        };
+        let data_set = l.data.and_then(|(s, _)| s).is_some();
+        // A change of protection adds no addresses: the address-space limit
+        // does not apply to it; the data-size limit counts only private
+        // writable memory.
+        let limits = if l.address_space.is_none() && l.data.is_none() {
+            format!("the process's limits could not be read {when}")
+        } else if protect && l.address_space.and_then(|(s, _)| s).is_some() {
+            format!(
+                "no data-size limit was set {when} (the address-space limit does not count a change of protection)"
+            )
+        } else if data_set && !counted {
+            format!(
+                "no address-space limit was set {when}, and the data-size limit does not count this mapping (it \
+is not private writable memory)"
+            )
+        } else {
+            format!("no address-space or data-size limit was set {when}")
+        };
+        (
+            DiagId::MappingRefused,
+            format!("{limits}: {rest}{}{}{maps}", self.size, self.asked),
+        )
+    }
+}
+
+/// 1073741824 -> "1 GiB (1073741824 bytes)".
+pub(super) fn bytes(v: u64) -> String {
+    const UNITS: [(u64, &str); 4] = [
+        (1 << 40, "TiB"),
+        (1 << 30, "GiB"),
+        (1 << 20, "MiB"),
+        (1 << 10, "KiB"),
+    ];
+    for (n, u) in UNITS {
+        if v >= n {
+            let x = v as f64 / n as f64;
+            let t = if x.fract() == 0.0 {
+                format!("{x:.0}")
+            } else {
+                format!("{x:.1}")
+            };
+            return format!("{t} {u} ({v} bytes)");
+        }
+    }
+    format!("{v} bytes")
+}
