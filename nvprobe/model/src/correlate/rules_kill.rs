@@ -32,6 +32,12 @@ fn kill_hint(source: SigSource, sig: i32) -> Option<&'static str> {
 timeout, such as Python's signal.alarm or a test framework's): the driver did not hang; give it more time or \
 remove the timer to see the real result"
         }
+        (SigSource::Seccomp, _) => {
+            "a seccomp filter killed it (a profile's SECCOMP_RET_KILL_PROCESS or KILL_THREAD action, the default \
+of some profiles for calls they do not list): the driver did not fail. The kernel log names the call (`dmesg | grep \
+'type=1326'`: `syscall=N`, `sig=31`); allow it in the container's or unit's profile (seccomp profile, \
+SystemCallFilter=), or run with one that does"
+        }
         (SigSource::Kernel, libc::SIGXCPU) => {
             "the process used up its CPU-time limit (RLIMIT_CPU, `ulimit -t`): raise or remove the limit"
         }

@@ -166,6 +166,9 @@ fn sender_text(source: SigSource, sig: i32, (comm, pid): (&str, u32)) -> String 
         (SigSource::Task, _) => return format!("{comm}[{pid}]"),
         (SigSource::Other(c), _) => return format!("{comm}[{pid}] (si_code {c})"),
         (SigSource::PosixTimer, _) => "a POSIX timer (timer_create)",
+        (SigSource::Seccomp, _) => {
+            "a seccomp filter (its kill action, at one of the process's system calls)"
+        }
         (SigSource::OomKiller, _) => "the kernel's OOM killer",
         (_, libc::SIGALRM) => "the kernel (a timer the process set: alarm, setitimer)",
         (_, libc::SIGVTALRM | libc::SIGPROF) => "the kernel (a CPU-time timer the process set)",
@@ -267,6 +270,8 @@ impl ProcInit {
             0 | -1 | -6 => SigSource::Task,
             0x80 => SigSource::Kernel,
             -2 => SigSource::PosixTimer,
+            // SYS_SECCOMP (uapi asm-generic/siginfo.h).
+            1 if sig == libc::SIGSYS => SigSource::Seccomp,
             c => SigSource::Other(c),
         };
         let sender = sender_text(source, sig, (&p.proc.comm, p.proc.pid));

@@ -566,6 +566,9 @@ pub(crate) enum SigSource {
     OomKiller,
     /// SI_TIMER: a POSIX timer the process made.
     PosixTimer,
+    /// SIGSYS with SYS_SECCOMP: a seccomp filter's kill action at one of
+    /// its system calls (kernel/seccomp.c, force_sig_seccomp).
+    Seccomp,
     /// Another si_code.
     Other(i32),
 }

@@ -215,3 +215,34 @@ fn a_signal_the_process_raised_again_names_who_sent_it_first() {
     );
     assert_eq!(v.signal.as_ref().and_then(|s| s.sender_pid), Some(7));
 }
+
+/// SIGSYS with si_code SYS_SECCOMP is a seccomp filter's kill action
+/// (force_sig_seccomp): the filter is named, and the hint says where the
+/// kernel logged the call, with no harness or driver remedy. SIGSYS of
+/// another code is not taken for it.
+#[test]
+fn a_seccomp_kill_is_named_as_the_filters() {
+    let (v, d) = killed(
+        ProcessInfo::default(),
+        &[signal(1, libc::SIGSYS, 1), exit_of(2, 7, libc::SIGSYS)],
+    );
+    assert_eq!(v.result, Outcome::Killed);
+    assert!(
+        d.evidence.starts_with(
+            "SIGSYS from a seccomp filter (its kill action, at one of the process's system calls) at 1.0 ms"
+        ),
+        "{}",
+        d.evidence
+    );
+    assert!(d.hint.contains("type=1326"), "{}", d.hint);
+    assert!(
+        !d.hint.contains("harness") && !d.hint.contains("modprobe"),
+        "{}",
+        d.hint
+    );
+    let (_, d) = killed(
+        ProcessInfo::default(),
+        &[signal(1, libc::SIGSYS, 0), exit_of(2, 7, libc::SIGSYS)],
+    );
+    assert!(!d.evidence.contains("seccomp"), "{}", d.evidence);
+}
