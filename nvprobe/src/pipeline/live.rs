@@ -305,7 +305,13 @@ impl Live {
                     // that cuInit's return set meanwhile (seen in CI under
                     // load: the process's successful calls then all came up).
                     const BPF_NOEXIST: u64 = 1;
-                    let _ = m.insert(h.tgid, 1, BPF_NOEXIST);
+                    // The kernel had none: it may have removed it at the
+                    // exit (whose record comes later) of a process ended
+                    // before the collector got here. A gone process keeps
+                    // no entry, which a process reusing its pid would find.
+                    if m.insert(h.tgid, 1, BPF_NOEXIST).is_ok() && super::seen::ended(h.tgid) {
+                        let _ = m.remove(&h.tgid);
+                    }
                 }
             }
             self.seen.track(item);

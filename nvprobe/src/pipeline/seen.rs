@@ -183,3 +183,41 @@ impl Seen {
         }
     }
 }
+
+/// Whether process `pid` has ended: no /proc entry, or a zombie (its exit
+/// is over; its parent has not reaped it yet).
+pub(super) fn ended(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return true;
+    };
+    // "pid (comm) S …": the comm may hold spaces and parentheses.
+    let state = stat
+        .rfind(')')
+        .and_then(|i| stat.get(i + 2..i + 3))
+        .unwrap_or("");
+    matches!(state, "Z" | "X")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ended;
+
+    /// A running process has not ended; one that exited has, whether its
+    /// parent reaped it yet (no /proc entry) or not (a zombie).
+    #[test]
+    fn a_zombie_and_a_reaped_process_have_ended_a_running_one_has_not() {
+        assert!(!ended(std::process::id()));
+        let mut c = std::process::Command::new("true").spawn().expect("true");
+        let pid = c.id();
+        // Not reaped: a zombie once it has exited.
+        let zombie = (0..500).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|s| s.rsplit_once(')').is_some_and(|(_, r)| r.starts_with(" Z")))
+        });
+        assert!(zombie, "`true` never became a zombie");
+        assert!(ended(pid));
+        c.wait().expect("wait");
+        assert!(ended(pid));
+    }
+}
