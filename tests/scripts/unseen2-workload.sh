@@ -26,8 +26,10 @@ run() {
   echo "== $n: $(printf '%s\n' "$out" | tail -1) (exit $rc)"
 }
 run ok $PY $W ctx 1 --case ok
-UUID=$(nvidia-smi --query-gpu=uuid --format=csv,noheader 2>/dev/null | head -1)
-N=$(nvidia-smi --query-gpu=uuid --format=csv,noheader 2>/dev/null | wc -l)
+# (nvidia-smi may be off PATH: /usr/local/nvidia/bin on the GPU host.)
+SMI=$(command -v nvidia-smi || echo /usr/local/nvidia/bin/nvidia-smi)
+UUID=$($SMI --query-gpu=uuid --format=csv,noheader 2>/dev/null | head -1)
+N=$(ls /proc/driver/nvidia/gpus 2>/dev/null | wc -l)
 vis() { run "$1" env CUDA_VISIBLE_DEVICES="$2" $PY $W ctx 1 --case "$1"; }
 vis visible_minus1 -1
 vis visible_past "0,$N"
