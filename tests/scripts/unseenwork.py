@@ -101,7 +101,7 @@ def main():
     out = {"mode": mode}
     fd_out = 1
     if mode == "closed012":
-        fd_out = os.dup2(os.dup(1), 100)
+        fd_out = os.dup2(1, 100)
         for fd in (0, 1, 2):
             os.close(fd)
     cu = ctypes.CDLL(os.environ.get("CUDAWORK_LIB", "libcuda.so.1"))

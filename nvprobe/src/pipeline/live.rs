@@ -308,8 +308,12 @@ impl Live {
                     // The kernel had none: it may have removed it at the
                     // exit (whose record comes later) of a process ended
                     // before the collector got here. A gone process keeps
-                    // no entry, which a process reusing its pid would find.
-                    if m.insert(h.tgid, 1, BPF_NOEXIST).is_ok() && super::seen::ended(h.tgid) {
+                    // no entry, which a process reusing its pid would find;
+                    // nor does one that took the pid since.
+                    if m.insert(h.tgid, 1, BPF_NOEXIST).is_ok()
+                        && (super::seen::ended(h.tgid)
+                            || super::seen::started_after(h.tgid, h.ktime_ns))
+                    {
                         let _ = m.remove(&h.tgid);
                     }
                 }

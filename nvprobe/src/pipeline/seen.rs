@@ -185,7 +185,8 @@ impl Seen {
 }
 
 /// Whether process `pid` has ended: no /proc entry, or a zombie (its exit
-/// is over; its parent has not reaped it yet).
+/// is over; its parent has not reaped it yet) with no thread left (a
+/// leader that ended alone is a zombie while its threads run on).
 pub(super) fn ended(pid: u32) -> bool {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return true;
@@ -195,12 +196,61 @@ pub(super) fn ended(pid: u32) -> bool {
         .rfind(')')
         .and_then(|i| stat.get(i + 2..i + 3))
         .unwrap_or("");
-    matches!(state, "Z" | "X")
+    if !matches!(state, "Z" | "X") {
+        return false;
+    }
+    // Threads still running: not ended.
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return true;
+    };
+    !tasks.flatten().any(|t| {
+        std::fs::read_to_string(t.path().join("stat")).is_ok_and(|s| {
+            s.rfind(')')
+                .and_then(|i| s.get(i + 2..i + 3))
+                .is_some_and(|st| !matches!(st, "Z" | "X"))
+        })
+    })
+}
+
+/// Whether the process now at `pid` started after `mono_ns` (a record of
+/// the pid's, CLOCK_MONOTONIC): the pid was taken again by another
+/// process since. /proc's start time counts clock ticks since boot
+/// (CLOCK_BOOTTIME, which goes on through a suspend); a tick of slack.
+pub(super) fn started_after(pid: u32, mono_ns: u64) -> bool {
+    use nix::time::{ClockId, clock_gettime};
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let Some(ticks) = stat
+        .rfind(')')
+        .and_then(|i| stat.get(i + 1..))
+        .and_then(|r| r.split_whitespace().nth(19))
+        .and_then(|t| t.parse::<u64>().ok())
+    else {
+        return false;
+    };
+    let ns = |c| {
+        clock_gettime(c)
+            .ok()
+            .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
+    };
+    let (Some(boot), Some(mono)) = (ns(ClockId::CLOCK_BOOTTIME), ns(ClockId::CLOCK_MONOTONIC))
+    else {
+        return false;
+    };
+    // SAFETY: sysconf has no preconditions.
+    let hz = match unsafe { libc::sysconf(libc::_SC_CLK_TCK) } {
+        t if t > 0 => t as u64,
+        _ => 100,
+    };
+    let tick = 1_000_000_000 / hz;
+    let start_mono = (ticks.saturating_mul(tick)).saturating_sub(boot.saturating_sub(mono));
+    start_mono > mono_ns.saturating_add(tick)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::ended;
+    use super::{ended, started_after};
 
     /// A running process has not ended; one that exited has, whether its
     /// parent reaped it yet (no /proc entry) or not (a zombie).
@@ -219,5 +269,27 @@ mod tests {
         assert!(ended(pid));
         c.wait().expect("wait");
         assert!(ended(pid));
+    }
+
+    /// A process that started after a record's time holds a pid taken
+    /// again; one that started before it does not.
+    #[test]
+    fn a_process_started_after_a_records_time_is_another() {
+        let now = nvprobe_model::render::Clock::mono_now();
+        let me = std::process::id();
+        assert!(!started_after(me, now));
+        // This process started long before now, far after time 0.
+        assert!(started_after(me, 0) || now < 1_000_000_000);
+        let mut c = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .expect("sleep");
+        assert!(started_after(c.id(), 0) || now < 1_000_000_000);
+        assert!(!started_after(
+            c.id(),
+            nvprobe_model::render::Clock::mono_now()
+        ));
+        let _ = c.kill();
+        let _ = c.wait();
     }
 }

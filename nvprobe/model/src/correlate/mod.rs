@@ -546,7 +546,7 @@ impl Correlator {
                 {
                     st.on_failed_syscall(p);
                     let call = p.call.as_deref().unwrap_or("?");
-                    if rules_startcalls::may_explain(failed) {
+                    if rules_startcalls::may_explain(failed) && !p.remap_in_place() {
                         st.on_call_failed(call.to_owned(), failed, p.mem_ask());
                     }
                 }

@@ -17,35 +17,70 @@ const USER_VA: u64 = 1 << 48;
 #[cfg(not(target_arch = "aarch64"))]
 const USER_VA: u64 = 1 << 47;
 
+/// A hint of its own: no free range of addresses.
+const HINT_NO_ROOM: &str = "the process's own mappings left no free range of addresses as long as the call asked \
+for (no limit, and not the host's memory): look for what reserves so much address space in the process (a large \
+PROT_NONE reservation of its own or of a library loaded before libcuda, an allocator's arenas), and start CUDA before \
+it; an unlimited stack (ulimit -s unlimited) puts the process in the legacy layout, which leaves less room";
+
+/// A hint of its own: the huge-page pool.
+const HINT_HUGE: &str = "a mapping of huge pages (MAP_HUGETLB) is refused when the pool has too few free ones: \
+HugePages_Free in /proc/meminfo (or the page size's \
+/sys/kernel/mm/hugepages/hugepages-*/free_hugepages); reserve more (sysctl vm.nr_hugepages) or let the program use \
+ordinary pages. No ulimit and not the GPU's memory";
+
+/// MAP_FIXED, MAP_HUGETLB, MAP_NORESERVE (uapi asm-generic/mman*.h).
+const MAP_FIXED: u32 = 0x10;
+const MAP_HUGETLB: u32 = 0x40000;
+const MAP_NORESERVE: u32 = 0x4000;
+
 /// Why a mapping (`protect`: a change of protection) was refused with
 /// ENOMEM, in the kernel's order of checks (mm/mmap.c, mm/mprotect.c):
-/// the map count (do_mmap), a free range of addresses
+/// the huge-page pool (MAP_HUGETLB: hugetlb_reserve_pages, before
+/// do_mmap), the map count (do_mmap; a split at it: a MAP_FIXED into a
+/// mapping, a change of protection), a free range of addresses
 /// (get_unmapped_area), the address-space limit, then the data-size limit
 /// for private writable memory (may_expand_vm; a change of protection
-/// adds no addresses, so only the second), then the overcommit accounting
-/// of private writable memory. `ask` is what the call asked for (its
-/// protection and flags rule out the limits that do not count it); the
-/// limits and sizes were read `when` (after the failure: a reservation
-/// given back since is not in them).
+/// adds no addresses, and is refused by the data-size limit only when the
+/// address-space one lets it through), then the overcommit accounting.
+/// `ask` is what the call asked for (its protection and flags rule out
+/// the limits that do not count it); the limits and sizes were read
+/// `when` (after the failure: a reservation given back since is not in
+/// them). With the cause, a hint of its own where the table's does not
+/// fit it.
 pub(super) fn memory_cause(
     l: Option<&Limits>,
     when: &str,
     ask: MemAsk,
     protect: bool,
-) -> (DiagId, String) {
+) -> (DiagId, String, Option<&'static str>) {
+    let flags = ask.flags.unwrap_or(0);
+    if flags & MAP_HUGETLB != 0 {
+        let m = l.map(|l| Mapping::new(l, when, ask));
+        return (
+            DiagId::MappingRefused,
+            format!(
+                "a mapping of huge pages (MAP_HUGETLB): the huge-page pool had too few free pages{}",
+                m.map_or(String::new(), |m| m.asked)
+            ),
+            Some(HINT_HUGE),
+        );
+    }
     let Some(l) = l else {
         return (
             DiagId::AddressSpaceLimit,
             "the address-space limit (RLIMIT_AS), the data-size limit (RLIMIT_DATA), the overcommit policy or \
 the map count refused it"
                 .to_owned(),
+            None,
         );
     };
     let m = Mapping::new(l, when, ask);
-    // do_mmap refuses past the limit; a change of protection that splits a
-    // mapping at it (split_vma).
+    // do_mmap refuses past the limit; a split of a mapping at it (a change
+    // of protection, a MAP_FIXED into the middle of one: split_vma).
+    let splits = protect || flags & MAP_FIXED != 0;
     if let (Some(n), Some(max)) = (l.map_count, l.max_map_count)
-        && (n > max || (protect && n == max))
+        && (n > max || (splits && n == max))
     {
         return (
             DiagId::MappingRefused,
@@ -53,22 +88,35 @@ the map count refused it"
                 "the map count: the process had {n} mappings {when}, vm.max_map_count is {max}{}",
                 m.asked
             ),
+            None,
         );
     }
     if !protect && let Some(full) = m.no_room() {
-        return (DiagId::MappingRefused, full);
+        return (DiagId::MappingRefused, full, Some(HINT_NO_ROOM));
     }
+    let (id, text) = limits_cause(l, &m, protect);
+    (id, text, None)
+}
+
+/// The limits and the overcommit accounting, in the kernel's order, for a
+/// mapping the map count and the free addresses let through.
+fn limits_cause(l: &Limits, m: &Mapping<'_>, protect: bool) -> (DiagId, String) {
     // What the data-size limit does not count (a PROT_NONE reservation, a
     // shared mapping) it cannot have refused; the same for the overcommit
     // accounting (which counts shared anonymous memory too).
-    let counted = ask.private_writable() != Some(false);
-    let committed = ask.committed() != Some(false);
+    let counted = m.ask.private_writable() != Some(false);
+    let committed = m.ask.committed() != Some(false);
     let soft = |p: Option<(Option<u64>, Option<u64>)>| p.and_then(|(s, _)| s);
     let as_passes = soft(l.address_space)
         .filter(|_| !protect)
         .map(|s| (s, m.exceeds(l.vm_size, s)));
+    // A change of protection that the address-space check would refuse
+    // too is not refused for its data (mprotect_fixup refuses only what
+    // the old flags would have let through).
+    let as_also =
+        protect && soft(l.address_space).is_some_and(|s| m.exceeds(l.vm_size, s) == Some(true));
     let data_passes = soft(l.data)
-        .filter(|_| counted)
+        .filter(|_| counted && !as_also)
         .map(|s| (s, m.exceeds(l.vm_data, s)));
     // What was read came after the failure: a limit it puts under its
     // size may still have refused a reservation given back since.
@@ -244,11 +292,19 @@ ulimit -d) of {}{}{}{}",
             }
             _ => String::new(),
         };
+        // The heuristic (vm.overcommit_memory 0) refuses one mapping larger
+        // than the memory and swap; mode 1 never refuses; MAP_NORESERVE
+        // is not counted in either.
+        let noreserve = self.ask.flags.is_some_and(|f| f & MAP_NORESERVE != 0);
+        let heuristic = committed && !noreserve && l.overcommit.is_none_or(|o| o == 0);
         let rest = if protect {
             "the range was not mapped, or the split it needed passed the map count (vm.max_map_count)"
-        } else if committed {
+        } else if heuristic {
             "the map count (vm.max_map_count), the kernel's overcommit heuristic or a lack of free addresses \
 refused it"
+        } else if committed && !noreserve {
+            "the map count (vm.max_map_count) or a lack of free addresses refused it (the overcommit policy \
+read does not refuse such a mapping)"
         } else {
             "the map count (vm.max_map_count) or a lack of free addresses refused it (no overcommit policy \
 counts such a mapping)"

@@ -114,14 +114,20 @@ pub(crate) fn diagnose(st: &ProcInit, after_init: bool, outcome: &str) -> Option
     };
     let thread = matches!(f.kind, SysKind::Thread | SysKind::Clone3);
     let memory = matches!(f.kind, SysKind::Map | SysKind::Protect);
+    // A hint of the cause's own, where the table's does not fit it.
+    let mut hint = None;
     let (id, cause) = match f.errno {
         libc::EAGAIN if thread => (DiagId::ThreadLimit, thread_cause(limits, when)),
-        libc::ENOMEM if memory => super::rules_memory::memory_cause(
-            limits,
-            when,
-            f.ask,
-            matches!(f.kind, SysKind::Protect),
-        ),
+        libc::ENOMEM if memory => {
+            let (id, cause, own) = super::rules_memory::memory_cause(
+                limits,
+                when,
+                f.ask,
+                matches!(f.kind, SysKind::Protect),
+            );
+            hint = own;
+            (id, cause)
+        }
         libc::EMFILE => (DiagId::FileLimit, nofile_cause(limits, when)),
         libc::ENFILE => (
             DiagId::FileLimit,
@@ -157,7 +163,11 @@ execmem, execheap){}",
             ),
         ),
     };
-    Some(diag_after(id, outcome, sep, &format!("{head}: {cause}")))
+    let mut d = diag_after(id, outcome, sep, &format!("{head}: {cause}"));
+    if let Some(h) = hint {
+        d.hint = h;
+    }
+    Some(d)
 }
 
 /// What a start-up makes with the call.

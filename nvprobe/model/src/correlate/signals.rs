@@ -215,17 +215,27 @@ impl ProcInit {
     }
 
     /// The signal that ended process `pid`, traced back to where it came
-    /// from: one it sent itself after it lived through the same signal
-    /// from elsewhere (Python ends so on a KeyboardInterrupt; a runtime's
-    /// handler cleans up, then raises the signal again) names that sender,
-    /// which is what ended it.
+    /// from: one it sent itself after a handler of its own caught the same
+    /// signal from elsewhere (Python ends so on a KeyboardInterrupt; a
+    /// runtime's handler cleans up, then raises the signal again) names
+    /// that sender, which is what ended it. The one caught last before it
+    /// counts; one ignored, or one of its own, does not.
     pub(crate) fn origin_of(&self, pid: u32, s: SignalInfo) -> SignalInfo {
         if s.source != SigSource::Task || s.sender_pid != Some(pid) {
             return s;
         }
+        // The last catch of that signal before the process sent it itself.
+        let Some(&(_, caught)) = self
+            .handled
+            .iter()
+            .rev()
+            .find(|(n, at)| *n == s.sig && *at <= s.at_ns)
+        else {
+            return s;
+        };
         let Some(first) = self.signals.iter().rev().find(|o| {
             o.sig == s.sig
-                && o.at_ns < s.at_ns
+                && o.at_ns <= caught
                 && o.sender_pid != Some(pid)
                 && !matches!(o.source, SigSource::Other(_))
         }) else {
@@ -332,6 +342,12 @@ impl ProcInit {
         let (Some(sig), Some(action)) = (p.sig, p.action) else {
             return;
         };
+        if action == SigAction::Handler {
+            if self.handled.len() == 8 {
+                self.handled.remove(0);
+            }
+            self.handled.push((sig, p.time_ns));
+        }
         let restart = p.sa_restart.unwrap_or(false);
         let Some(i) = self
             .pending

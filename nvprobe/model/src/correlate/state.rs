@@ -23,6 +23,9 @@ pub(crate) struct ProcInit {
     pub(crate) last_call: Option<(u64, u64, CallRef)>,
     /// Signals generated for the process (the last 16).
     pub(crate) signals: Vec<SignalInfo>,
+    /// (signal, time) of the signals delivered to a handler of the
+    /// process's (the last 8).
+    pub(crate) handled: Vec<(i32, u64)>,
     /// The kernel's OOM killer chose it (oom/mark_victim).
     pub(crate) oom_victim: bool,
     pub(crate) path_problems: Vec<(String, PathWhy)>,

@@ -190,9 +190,24 @@ fn a_signal_the_process_raised_again_names_who_sent_it_first() {
         code: Some(0),
         ..proc_call(ProcKind::Signal, 5, "timeout", 7, 120_000_000)
     });
+    let delivered = |t: u64, action| {
+        Event::Proc(crate::decode::ProcCall {
+            sig: Some(libc::SIGINT),
+            signal: Some("SIGINT".into()),
+            action: Some(action),
+            sa_restart: Some(false),
+            ..proc_call(ProcKind::SignalDelivered, 7, "python3", 7, t * 1_000_000)
+        })
+    };
+    use crate::decode::SigAction;
     let (v, d) = killed(
         ProcessInfo::default(),
-        &[harness, own(300), exit_of(301, 7, libc::SIGINT)],
+        &[
+            harness.clone(),
+            delivered(121, SigAction::Handler),
+            own(300),
+            exit_of(301, 7, libc::SIGINT),
+        ],
     );
     assert_eq!(v.result, Outcome::Killed);
     assert!(
@@ -203,6 +218,18 @@ fn a_signal_the_process_raised_again_names_who_sent_it_first() {
         d.evidence
     );
     assert_eq!(v.signal.as_ref().and_then(|s| s.sender_pid), Some(5));
+    // The harness's SIGINT ignored, not caught: the process's own later
+    // SIGINT is its own.
+    let (v, _) = killed(
+        ProcessInfo::default(),
+        &[
+            harness,
+            delivered(121, SigAction::Ignored),
+            own(300),
+            exit_of(301, 7, libc::SIGINT),
+        ],
+    );
+    assert_eq!(v.signal.as_ref().and_then(|s| s.sender_pid), Some(7));
     // Its own signal alone: its own.
     let (v, d) = killed(
         ProcessInfo::default(),

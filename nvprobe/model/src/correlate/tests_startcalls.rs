@@ -346,24 +346,28 @@ protection): the range was not mapped"
         "{}",
         protect.evidence
     );
-    // The same under a data-size limit it passes: that limit.
-    let protect_data = refused_mapping(
-        Limits {
-            address_space: Some((Some(GIB), None)),
-            data: Some((Some(512 * MIB), None)),
-            vm_size: Some(GIB - MIB),
-            vm_data: Some(500 * MIB),
-            ..Limits::default()
-        },
-        "mprotect",
-        64 * MIB,
-    );
-    assert_eq!(
-        protect_data.id,
-        DiagId::DataSizeLimit,
-        "{}",
-        protect_data.evidence
-    );
+    // The same under a data-size limit it passes: that limit, where the
+    // address-space check lets the change through (mprotect_fixup refuses
+    // only what may_expand_vm refuses for the new flags and not the old).
+    let protect_data = |as_limit: u64| {
+        refused_mapping(
+            Limits {
+                address_space: Some((Some(as_limit), None)),
+                data: Some((Some(512 * MIB), None)),
+                vm_size: Some(GIB - MIB),
+                vm_data: Some(500 * MIB),
+                ..Limits::default()
+            },
+            "mprotect",
+            64 * MIB,
+        )
+    };
+    let d = protect_data(2 * GIB);
+    assert_eq!(d.id, DiagId::DataSizeLimit, "{}", d.evidence);
+    // Past the address-space limit, the old flags are refused too: not
+    // the data-size limit's refusal.
+    let d = protect_data(GIB);
+    assert_eq!(d.id, DiagId::MappingRefused, "{}", d.evidence);
     // Nothing read: no limit is said to be unset.
     let unread = refused_mapping(Limits::default(), "mmap", GIB);
     assert!(
@@ -818,4 +822,131 @@ the 128 TiB (140737488355328 bytes) a process can address when cuInit had failed
     // Far from full: not named.
     let d = full(30 * GIB, 64 * GIB);
     assert!(!d.evidence.contains("no free range"), "{}", d.evidence);
+}
+
+/// The flags decide more than the limits: huge pages are the pool's, a
+/// MAP_FIXED into a mapping splits it at the map count, the overcommit
+/// heuristic is named only where it can refuse, and a full address
+/// space has a hint of its own.
+#[test]
+fn a_refused_mappings_flags_decide_the_pool_the_split_and_the_heuristic() {
+    let plain = Limits {
+        address_space: Some((None, None)),
+        data: Some((None, None)),
+        vm_size: Some(30 * GIB),
+        map_count: Some(65530),
+        max_map_count: Some(65530),
+        overcommit: Some(0),
+        ..Limits::default()
+    };
+    // MAP_PRIVATE|MAP_ANONYMOUS|MAP_HUGETLB.
+    let huge = refused_mmap(plain.clone(), 2 * GIB, PROT_RW, 0x40022);
+    assert!(
+        huge.evidence.contains(
+            "a mapping of huge pages (MAP_HUGETLB): the huge-page pool had too few free pages"
+        ) && huge.hint.contains("HugePages_Free"),
+        "{huge:#?}"
+    );
+    // At the map count: a new mapping passes (do_mmap refuses past it), a
+    // MAP_FIXED one that splits a mapping does not.
+    let new = refused_mmap(plain.clone(), 2 * MIB, PROT_RW, PRIVATE_ANON);
+    assert!(
+        !new.evidence.contains("the map count: "),
+        "{}",
+        new.evidence
+    );
+    let fixed = refused_mmap(plain.clone(), 2 * MIB, PROT_RW, PRIVATE_ANON | 0x10);
+    assert!(
+        fixed.evidence.contains(
+            "the map count: the process had 65530 mappings when cuInit had failed, vm.max_map_count is 65530"
+        ),
+        "{}",
+        fixed.evidence
+    );
+    // The heuristic: named in mode 0 for counted memory, not for
+    // MAP_NORESERVE, not in mode 1.
+    let below = Limits {
+        map_count: Some(900),
+        ..plain
+    };
+    let heuristic = "the kernel's overcommit heuristic";
+    let d = refused_mmap(below.clone(), 8 * GIB, PROT_RW, PRIVATE_ANON);
+    assert!(d.evidence.contains(heuristic), "{}", d.evidence);
+    let d = refused_mmap(below.clone(), 8 * GIB, PROT_RW, RESERVE);
+    assert!(
+        !d.evidence.contains(heuristic)
+            && d.evidence
+                .contains("no overcommit policy counts such a mapping"),
+        "{}",
+        d.evidence
+    );
+    let always = Limits {
+        overcommit: Some(1),
+        ..below
+    };
+    let d = refused_mmap(always, 8 * GIB, PROT_RW, PRIVATE_ANON);
+    assert!(
+        !d.evidence.contains(heuristic)
+            && d.evidence
+                .contains("the overcommit policy read does not refuse such a mapping"),
+        "{}",
+        d.evidence
+    );
+    // A full address space: its own hint, no sysctl or memory remedy.
+    #[cfg(not(target_arch = "aarch64"))]
+    {
+        let full = refused_mmap(
+            Limits {
+                address_space: Some((None, None)),
+                data: Some((None, None)),
+                vm_size: Some((128u64 << 40) - GIB),
+                ..Limits::default()
+            },
+            64 * GIB,
+            PROT_NONE,
+            RESERVE,
+        );
+        assert!(
+            full.hint
+                .starts_with("the process's own mappings left no free range")
+                && !full.hint.contains("overcommit"),
+            "{}",
+            full.hint
+        );
+    }
+}
+
+/// An mremap that may not move (no MREMAP_MAYMOVE) and cannot grow in
+/// place is the caller's to handle: it explains no failed start-up.
+#[test]
+fn an_mremap_that_may_not_move_explains_nothing() {
+    let remap = |flags: u64| {
+        let Event::Proc(p) = failed_call(1, "mremap", "ENOMEM") else {
+            unreachable!("failed_call makes a proc record")
+        };
+        Event::Proc(crate::decode::ProcCall {
+            args: Some(vec![0x7f00_0000_0000, MIB, 2 * MIB, flags]),
+            ..p
+        })
+    };
+    let ids = |flags| {
+        failed_init(
+            with_limits(Limits::default()),
+            &[remap(flags)],
+            (2, "CUDA_ERROR_OUT_OF_MEMORY"),
+        )[0]
+        .diagnoses
+        .iter()
+        .map(|d| d.id)
+        .collect::<Vec<_>>()
+    };
+    assert!(!ids(0).contains(&DiagId::MappingRefused), "{:?}", ids(0));
+    // MREMAP_MAYMOVE: the kernel looked for room anywhere; a limit's.
+    assert!(
+        ids(1)
+            .iter()
+            .any(|id| matches!(id, DiagId::MappingRefused | DiagId::AddressSpaceLimit)),
+        "{:?}",
+        ids(1)
+    );
 }

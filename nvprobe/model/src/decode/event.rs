@@ -447,6 +447,15 @@ impl ProcCall {
         }
     }
 
+    /// An mremap refused because the mapping could not grow where it is
+    /// (no MREMAP_MAYMOVE: the caller asked only to try, and moves on):
+    /// a caller's own business, not a limit's.
+    pub fn remap_in_place(&self) -> bool {
+        const MREMAP_MAYMOVE: u64 = 1;
+        self.call.as_deref() == Some("mremap")
+            && self.arg(3).is_some_and(|f| f & MREMAP_MAYMOVE == 0)
+    }
+
     /// Argument `i` of a failed call, where the record carries it.
     pub fn arg(&self, i: usize) -> Option<u64> {
         self.args.as_ref()?.get(i).copied()
@@ -503,14 +512,20 @@ impl MemAsk {
     /// Whether the overcommit accounting counts the mapping: private
     /// writable memory, and a new shared anonymous mapping (shmem's own
     /// accounting, whatever its protection; a change of protection counts
-    /// only what becomes private writable). Some(false) only where the
-    /// protection and flags say neither.
+    /// only what becomes private writable), never huge pages (their own
+    /// pool). Some(false) only where the protection and flags say
+    /// neither.
     pub fn committed(&self) -> Option<bool> {
         const SHARED: u32 = 0x1;
         const ANONYMOUS: u32 = 0x20;
+        // Huge pages have a pool of their own, not the accounting.
+        const HUGETLB: u32 = 0x40000;
         let Some(f) = self.flags else {
             return self.private_writable();
         };
+        if f & HUGETLB != 0 {
+            return Some(false);
+        }
         let shared_anon = f & SHARED != 0 && f & ANONYMOUS != 0;
         Some(shared_anon || self.private_writable()?)
     }
