@@ -710,7 +710,9 @@ fn visible_items<'a>(value: &'a str, gpus: &[HostGpu]) -> Vec<(&'a str, Option<u
         let found = if let Ok(i) = item.parse::<i64>() {
             // CUDA stops at the first invalid index.
             usize::try_from(i).ok().and_then(|i| sorted.get(i)).copied()
-        } else if item.starts_with("GPU-") || item.starts_with("MIG-") {
+        } else if (item.starts_with("GPU-") || item.starts_with("MIG-")) && item.len() > 4 {
+            // (A bare "GPU-" names no GPU: cuInit 100 on the H100 host,
+            // whose one GPU's UUID it begins.)
             let mut matching = sorted.iter().copied().filter(|g| {
                 g.uuid.as_deref().is_some_and(|u| {
                     u.eq_ignore_ascii_case(item)
@@ -736,18 +738,25 @@ fn visible_items<'a>(value: &'a str, gpus: &[HostGpu]) -> Vec<(&'a str, Option<u
     out
 }
 
-/// A CUDA_VISIBLE_DEVICES value that names one GPU twice (by index, UUID
-/// or both), which CUDA refuses: cuInit returns CUDA_ERROR_INVALID_DEVICE
-/// (101; "0,0" on the H100 host, 580.159.04). The text says which.
+/// A CUDA_VISIBLE_DEVICES value that names one GPU twice in the same form
+/// (two indices, or two UUIDs), which CUDA refuses: cuInit returns
+/// CUDA_ERROR_INVALID_DEVICE (101; "0,0" on the H100 host, 580.159.04).
+/// An index and the same GPU's UUID are not refused ("0,GPU-…": cuInit 0
+/// and a context on that host). The text says which.
 pub fn visible_repeat(value: &str, gpus: &[HostGpu]) -> Option<String> {
     let items = visible_items(value, gpus);
+    let index = |s: &str| s.parse::<u32>().ok();
     items.iter().enumerate().find_map(|(i, (item, minor))| {
-        let (first, _) = items[..i].iter().find(|(other, m)| match (m, minor) {
-            (Some(a), Some(b)) => a == b,
-            // The host's GPUs unknown: the same index twice ("2", "02").
-            _ => other
-                .parse::<u32>()
-                .is_ok_and(|a| item.parse::<u32>() == Ok(a)),
+        let (first, _) = items[..i].iter().find(|(other, m)| {
+            // The same form only.
+            if index(other).is_some() != index(item).is_some() {
+                return false;
+            }
+            match (m, minor) {
+                (Some(a), Some(b)) => a == b,
+                // The host's GPUs unknown: the same index twice ("2", "02").
+                _ => index(other).is_some_and(|a| index(item) == Some(a)),
+            }
         })?;
         let which = minor.map_or_else(|| format!("device {item}"), |m| format!("/dev/nvidia{m}"));
         Some(if first == item {

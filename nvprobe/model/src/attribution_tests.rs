@@ -150,11 +150,14 @@ fn visible_devices_resolve_like_cuda() {
             .contains("empty")
     );
     assert!(resolve_visible("GPU-ffff", &g).is_err());
+    // A bare prefix names none, even of one GPU (cuInit 100 on the H100).
+    assert!(resolve_visible("GPU-", &gpus(1)).is_err());
 }
 
-/// CUDA refuses a list that names one GPU twice (the H100 host: "0,0" made
-/// cuInit return 101); an index and the same GPU's UUID are a repeat too,
-/// and what comes after an invalid entry is not read.
+/// CUDA refuses a list that names one GPU twice in one form (the H100
+/// host: "0,0" made cuInit return 101), not an index and the same GPU's
+/// UUID (there "0,GPU-…" gave cuInit 0 and a context); what comes after
+/// an invalid entry is not read.
 #[test]
 fn a_visible_list_that_names_a_gpu_twice_is_told() {
     let g = gpus(8);
@@ -162,9 +165,12 @@ fn a_visible_list_that_names_a_gpu_twice_is_told() {
         visible_repeat("0,0", &g).as_deref(),
         Some("CUDA_VISIBLE_DEVICES=0,0 names /dev/nvidia0 twice (0)")
     );
+    assert_eq!(visible_repeat("3,1,GPU-00000003", &g), None);
     assert_eq!(
-        visible_repeat("3,1,GPU-00000003", &g).as_deref(),
-        Some("CUDA_VISIBLE_DEVICES=3,1,GPU-00000003 names /dev/nvidia3 twice (3 and GPU-00000003)")
+        visible_repeat("GPU-00000003,1,GPU-00000003", &g).as_deref(),
+        Some(
+            "CUDA_VISIBLE_DEVICES=GPU-00000003,1,GPU-00000003 names /dev/nvidia3 twice (GPU-00000003)"
+        )
     );
     // The selection itself: each GPU once (CUDA's answer to a repeat is
     // the rule's, where cuInit's 101 shows it).

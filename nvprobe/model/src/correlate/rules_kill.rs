@@ -33,10 +33,11 @@ timeout, such as Python's signal.alarm or a test framework's): the driver did no
 remove the timer to see the real result"
         }
         (SigSource::Seccomp, _) => {
-            "a seccomp filter killed it (a profile's SECCOMP_RET_KILL_PROCESS or KILL_THREAD action, the default \
-of some profiles for calls they do not list): the driver did not fail. The kernel log names the call (`dmesg | grep \
-'type=1326'`: `syscall=N`, `sig=31`); allow it in the container's or unit's profile (seccomp profile, \
-SystemCallFilter=), or run with one that does"
+            "a seccomp filter ended it (a profile's kill action, SECCOMP_RET_KILL_PROCESS or KILL_THREAD, the \
+default of some profiles for calls they do not list; or its trap action with no SIGSYS handler): the driver did not \
+fail. The kernel names the call (`syscall=N`) in its audit record: `dmesg | grep type=1326` where no audit daemon \
+runs, `ausearch -m SECCOMP` where one does (a trap is logged only where the filter asks). Allow the call in the \
+container's or unit's profile (seccomp profile, SystemCallFilter=), or run with one that does"
         }
         (SigSource::Kernel, libc::SIGXCPU) => {
             "the process used up its CPU-time limit (RLIMIT_CPU, `ulimit -t`): raise or remove the limit"

@@ -91,7 +91,7 @@ the map count refused it"
             None,
         );
     }
-    if !protect && let Some(full) = m.no_room() {
+    if !protect && let Some(full) = m.no_room().or_else(|| m.nothing_else()) {
         return (DiagId::MappingRefused, full, Some(HINT_NO_ROOM));
     }
     let (id, text) = limits_cause(l, &m, protect);
@@ -216,6 +216,61 @@ impl<'a> Mapping<'a> {
         ))
     }
 
+    /// No free range of addresses, by elimination: no limit counts the
+    /// mapping, the map count read is far from its maximum (half of it at
+    /// most: what was given back after the failure cannot have been that
+    /// much), and no overcommit policy that can be in force refuses it.
+    /// The sizes read after the failure may not show the addresses that
+    /// were taken then (a reservation given back since).
+    fn nothing_else(&self) -> Option<String> {
+        let l = self.l;
+        let unlimited = |p: Option<(Option<u64>, Option<u64>)>| matches!(p, Some((None, _)));
+        let counted = self.ask.private_writable() != Some(false);
+        let committed = self.ask.committed() != Some(false);
+        let noreserve = self.ask.flags.is_some_and(|f| f & MAP_NORESERVE != 0);
+        let (n, max) = (l.map_count?, l.max_map_count?);
+        let accounting_out = !committed
+            || l.overcommit == Some(1)
+            || (noreserve && l.overcommit.is_some_and(|o| o != 2));
+        let data_out = unlimited(l.data) || !counted;
+        if !unlimited(l.address_space)
+            || !data_out
+            || n > max / 2
+            || !accounting_out
+            || self.ask.len.is_none()
+        {
+            return None;
+        }
+        Some(format!(
+            "no free range of addresses as long as the call asked for: nothing else refuses such a mapping here \
+(no address-space limit, {}, {n} mappings of vm.max_map_count {max}, {}){}{}{}",
+            if unlimited(l.data) {
+                "no data-size limit"
+            } else {
+                "a data-size limit that does not count it"
+            },
+            if committed {
+                "an overcommit policy that lets it through"
+            } else {
+                "no overcommit policy counts it"
+            },
+            self.asked,
+            self.ask
+                .len
+                .filter(|&n| n >= USER_VA / 4)
+                .map_or(String::new(), |n| format!(
+                    ", {} of the {} a process can address",
+                    fraction(n, USER_VA),
+                    bytes(USER_VA)
+                )),
+            self.l.vm_size.map_or(String::new(), |v| format!(
+                "; its address space was {} {} (reservations given back after the failure are not in it)",
+                bytes(v),
+                self.when
+            ))
+        ))
+    }
+
     fn address_space(&self, limit: u64, note: &str) -> (DiagId, String) {
         (
             DiagId::AddressSpaceLimit,
@@ -331,6 +386,17 @@ is not private writable memory)"
             DiagId::MappingRefused,
             format!("{limits}: {rest}{}{}{maps}", self.size, self.asked),
         )
+    }
+}
+
+/// `part` of `whole` in words ("half", "a quarter") or as a percentage.
+fn fraction(part: u64, whole: u64) -> String {
+    if part == whole / 2 {
+        "half".to_owned()
+    } else if part == whole / 4 {
+        "a quarter".to_owned()
+    } else {
+        format!("{:.0} %", part as f64 * 100.0 / whole as f64)
     }
 }
 

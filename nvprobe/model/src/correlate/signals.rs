@@ -167,7 +167,7 @@ fn sender_text(source: SigSource, sig: i32, (comm, pid): (&str, u32)) -> String 
         (SigSource::Other(c), _) => return format!("{comm}[{pid}] (si_code {c})"),
         (SigSource::PosixTimer, _) => "a POSIX timer (timer_create)",
         (SigSource::Seccomp, _) => {
-            "a seccomp filter (its kill action, at one of the process's system calls)"
+            "a seccomp filter (its kill or trap action, at one of the process's system calls)"
         }
         (SigSource::OomKiller, _) => "the kernel's OOM killer",
         (_, libc::SIGALRM) => "the kernel (a timer the process set: alarm, setitimer)",

@@ -256,7 +256,7 @@ fn a_seccomp_kill_is_named_as_the_filters() {
     assert_eq!(v.result, Outcome::Killed);
     assert!(
         d.evidence.starts_with(
-            "SIGSYS from a seccomp filter (its kill action, at one of the process's system calls) at 1.0 ms"
+            "SIGSYS from a seccomp filter (its kill or trap action, at one of the process's system calls) at 1.0 ms"
         ),
         "{}",
         d.evidence

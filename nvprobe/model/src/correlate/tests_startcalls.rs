@@ -728,8 +728,24 @@ fn a_refused_mappings_protection_rules_out_the_limits_that_do_not_count_it() {
         overcommit: Some(0),
         ..Limits::default()
     };
+    // The map count far from its maximum: by elimination, no free range.
     let reserve = refused_mmap(data_limit.clone(), 64 * GIB, PROT_NONE, RESERVE);
     assert_eq!(reserve.id, DiagId::MappingRefused, "{}", reserve.evidence);
+    assert!(
+        reserve.evidence.contains(
+            "no free range of addresses as long as the call asked for: nothing else refuses such a mapping here (no \
+address-space limit, a data-size limit that does not count it, 900 mappings of vm.max_map_count 65530, no overcommit \
+policy counts it)"
+        ),
+        "{}",
+        reserve.evidence
+    );
+    // The map count not read: the map count stays a candidate.
+    let unread = Limits {
+        map_count: None,
+        ..data_limit.clone()
+    };
+    let reserve = refused_mmap(unread, 64 * GIB, PROT_NONE, RESERVE);
     assert!(
         reserve.evidence.contains(
             "no address-space limit was set when cuInit had failed, and the data-size limit does not count this \
@@ -872,7 +888,13 @@ fn a_refused_mappings_flags_decide_the_pool_the_split_and_the_heuristic() {
     let heuristic = "the kernel's overcommit heuristic";
     let d = refused_mmap(below.clone(), 8 * GIB, PROT_RW, PRIVATE_ANON);
     assert!(d.evidence.contains(heuristic), "{}", d.evidence);
-    let d = refused_mmap(below.clone(), 8 * GIB, PROT_RW, RESERVE);
+    // (The map count not read, so that the causes are listed, not
+    // eliminated.)
+    let unread = Limits {
+        map_count: None,
+        ..below.clone()
+    };
+    let d = refused_mmap(unread.clone(), 8 * GIB, PROT_RW, RESERVE);
     assert!(
         !d.evidence.contains(heuristic)
             && d.evidence
@@ -880,9 +902,18 @@ fn a_refused_mappings_flags_decide_the_pool_the_split_and_the_heuristic() {
         "{}",
         d.evidence
     );
+    // With it read, far from its maximum: eliminated, no free range.
+    let d = refused_mmap(below.clone(), 8 * GIB, PROT_RW, RESERVE);
+    assert!(
+        d.evidence
+            .contains("nothing else refuses such a mapping here")
+            && d.hint.starts_with("the process's own mappings"),
+        "{}",
+        d.evidence
+    );
     let always = Limits {
         overcommit: Some(1),
-        ..below
+        ..unread
     };
     let d = refused_mmap(always, 8 * GIB, PROT_RW, PRIVATE_ANON);
     assert!(

@@ -107,9 +107,22 @@ pub struct CuInit {
 
 /// When no diagnosis explains a start-up that did not end well: the
 /// failed system calls of its start-up, the newest first (None: it had
-/// none, or a diagnosis explains it).
-fn unexplained(st: &ProcInit, result: Outcome, diagnoses: &[Diagnosis]) -> Option<Diagnosis> {
-    if matches!(result, Outcome::Ok | Outcome::Incomplete)
+/// none, or a diagnosis explains it, or the process never tried: it
+/// exited with status 0 without a CUDA or driver call, and the calls that
+/// failed on its way, a library search or a terminal check, were its
+/// own business).
+fn unexplained(
+    st: &ProcInit,
+    (result, exit): (Outcome, Option<Exit>),
+    diagnoses: &[Diagnosis],
+) -> Option<Diagnosis> {
+    let never_tried = result == Outcome::Exited
+        && matches!(exit, Some(Exit::Status(0)))
+        && st.calls == 0
+        && st.cuda_calls == 0
+        && !st.cuinit_entered;
+    if never_tried
+        || matches!(result, Outcome::Ok | Outcome::Incomplete)
         || diagnoses
             .iter()
             .any(|d| d.severity == super::table::DiagSeverity::Error && !rules::is_recovered(d, st))
@@ -193,7 +206,7 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<Exit>) -> CuInit {
     if context_failed {
         diagnoses.extend(super::rules_context::diagnose(st));
     }
-    diagnoses.extend(unexplained(st, result, &diagnoses));
+    diagnoses.extend(unexplained(st, (result, exit), &diagnoses));
     diagnoses.extend(quota(st, result, context_failed, fatal_sig));
     let failed_syscalls = if result == Outcome::Ok {
         Vec::new()
@@ -707,6 +720,23 @@ fn driver_only(
             .then(|| diagnoses.first().map(|d| d.evidence.clone()))
             .flatten();
     let (outcome, text) = match (exit, reached_init) {
+        // Killed before a first context: not a start-up that ended well,
+        // however far its driver side got.
+        (Some(e), true) if e.signal() != 0 => (
+            Outcome::Killed,
+            format!(
+                "reached UVM GPU registration (S7), then killed by {}{}",
+                signal.map_or_else(
+                    || e.text(),
+                    |s| format!("{} from {} after {:.1} ms", s.name, s.sender, s.at_ms)
+                ),
+                if st.cuinit_entered {
+                    " while cuInit was still running (it never returned)"
+                } else {
+                    " before a first context was made"
+                }
+            ),
+        ),
         (_, true) => (
             Outcome::Ok,
             "reached UVM GPU registration (S7): the driver side of cuInit completed".to_owned(),
