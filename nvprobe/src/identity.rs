@@ -491,11 +491,17 @@ mod tests {
             .env("LD_LIBRARY_PATH", &long)
             .spawn()
             .expect("spawn sleep");
-        // Read once /proc shows the new program (its environment).
+        // Read once /proc shows the new program: its long argument (the
+        // environment alone does not say so: cargo's own LD_LIBRARY_PATH
+        // is there before the exec).
         let mut info = ProcessInfo::default();
         for _ in 0..500 {
             info = read(child.id(), true, &mut LibCache::default());
-            if info.env.contains_key("LD_LIBRARY_PATH") {
+            let exec_done = info
+                .cmdline
+                .as_ref()
+                .is_some_and(|c| c.iter().any(|a| a.starts_with("xxxx")));
+            if exec_done && info.env.contains_key("LD_LIBRARY_PATH") {
                 break;
             }
             std::thread::sleep(std::time::Duration::from_millis(2));

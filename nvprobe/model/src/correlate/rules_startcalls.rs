@@ -67,9 +67,6 @@ pub(crate) fn explaining(st: &ProcInit, after_init: bool) -> Option<&StartCallFa
 /// returned …") when a start-up call failed and explains it.
 pub(crate) fn diagnose(st: &ProcInit, after_init: bool, outcome: &str) -> Option<Diagnosis> {
     let f = explaining(st, after_init)?;
-    let info = st.info.as_ref();
-    let limits = info.and_then(|i| i.limits.as_ref());
-    let when = info.map_or("", |i| i.read_when());
     let what = purpose(f.kind);
     // The kernel side sends at most nvprobe_common::call_failed::SENT_MAX
     // failed calls per program: past that bound, the count is a floor.
@@ -112,9 +109,22 @@ pub(crate) fn diagnose(st: &ProcInit, after_init: bool, outcome: &str) -> Option
             ),
         ),
     };
+    let (id, cause, hint) = cause(st, f);
+    let mut d = diag_after(id, outcome, sep, &format!("{head}: {cause}"));
+    if let Some(h) = hint {
+        d.hint = h;
+    }
+    Some(d)
+}
+
+/// What refused the call `f` explains, by its errno and kind, and a hint
+/// of the cause's own where the table's does not fit it.
+fn cause(st: &ProcInit, f: &StartCallFailure) -> (DiagId, String, Option<&'static str>) {
     let thread = matches!(f.kind, SysKind::Thread | SysKind::Clone3);
     let memory = matches!(f.kind, SysKind::Map | SysKind::Protect);
-    // A hint of the cause's own, where the table's does not fit it.
+    let info = st.info.as_ref();
+    let limits = info.and_then(|i| i.limits.as_ref());
+    let when = info.map_or("", |i| i.read_when());
     let mut hint = None;
     let (id, cause) = match f.errno {
         libc::EAGAIN if thread => (DiagId::ThreadLimit, thread_cause(limits, when)),
@@ -163,11 +173,7 @@ execmem, execheap){}",
             ),
         ),
     };
-    let mut d = diag_after(id, outcome, sep, &format!("{head}: {cause}"));
-    if let Some(h) = hint {
-        d.hint = h;
-    }
-    Some(d)
+    (id, cause, hint)
 }
 
 /// What a start-up makes with the call.

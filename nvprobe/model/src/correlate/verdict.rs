@@ -706,6 +706,21 @@ fn other_class(
 
 /// The verdict's result and text from the driver calls and the process's
 /// end, when cuInit's own return was not seen.
+/// A process whose driver side of cuInit completed (S7) and that was
+/// killed before a first context: in cuInit, or after it.
+fn killed_after_s7(st: &ProcInit, e: Exit, signal: Option<&SignalInfo>) -> String {
+    let by = signal.map_or_else(
+        || e.text().replacen("killed by ", "", 1),
+        |s| format!("{} from {} after {:.1} ms", s.name, s.sender, s.at_ms),
+    );
+    let when = if st.cuinit_entered {
+        "while cuInit was still running (it never returned)"
+    } else {
+        "before a first context was made"
+    };
+    format!("reached UVM GPU registration (S7), then killed by {by} {when}")
+}
+
 fn driver_only(
     st: &ProcInit,
     (exit, signal, last_stage): (Option<Exit>, Option<&SignalInfo>, Option<&str>),
@@ -722,21 +737,7 @@ fn driver_only(
     let (outcome, text) = match (exit, reached_init) {
         // Killed before a first context: not a start-up that ended well,
         // however far its driver side got.
-        (Some(e), true) if e.signal() != 0 => (
-            Outcome::Killed,
-            format!(
-                "reached UVM GPU registration (S7), then killed by {}{}",
-                signal.map_or_else(
-                    || e.text(),
-                    |s| format!("{} from {} after {:.1} ms", s.name, s.sender, s.at_ms)
-                ),
-                if st.cuinit_entered {
-                    " while cuInit was still running (it never returned)"
-                } else {
-                    " before a first context was made"
-                }
-            ),
-        ),
+        (Some(e), true) if e.signal() != 0 => (Outcome::Killed, killed_after_s7(st, e, signal)),
         (_, true) => (
             Outcome::Ok,
             "reached UVM GPU registration (S7): the driver side of cuInit completed".to_owned(),
