@@ -12,6 +12,7 @@ pub mod faults;
 mod named;
 pub mod needs;
 mod obs;
+mod outcome;
 mod record;
 pub mod rules;
 mod rules_context;
@@ -33,12 +34,12 @@ use std::collections::HashMap;
 pub use self::{
     breakdown::{Breakdown, Span},
     obs::Obs,
+    outcome::{Class, CuInit, Outcome},
     record::{FirstContext, Record, SigOutcome, SignalReport},
     rules::apply_hmm_facts,
     stages::{STAGES, StageHit},
     state::{CONTEXT_WAIT_NS, ContextStep, FailedCall, FailedSyscall, GpuProgress, SignalInfo},
     table::{DiagId, DiagSeverity, Diagnosis, RULES, Rule},
-    verdict::{Class, CuInit, Outcome},
 };
 use self::{
     facts::Exit,
@@ -726,6 +727,8 @@ mod tests_hmm;
 mod tests_kill;
 #[cfg(test)]
 mod tests_library;
+#[cfg(test)]
+mod tests_memory;
 #[cfg(test)]
 mod tests_refused;
 #[cfg(test)]

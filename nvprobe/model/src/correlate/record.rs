@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use super::{
-    breakdown::Breakdown, stages::StageHit, state::ContextStep, table::Diagnosis, verdict::CuInit,
+    breakdown::Breakdown, outcome::CuInit, stages::StageHit, state::ContextStep, table::Diagnosis,
 };
 
 /// Records the correlator adds to the stream.

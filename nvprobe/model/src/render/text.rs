@@ -272,42 +272,11 @@ fn proc_text(s: &mut String, p: &ProcCall) {
             s,
             "{}({}) = -1 {} (a call of its start-up)",
             p.call.as_deref().unwrap_or("?"),
-            failed_args(p),
+            p.args_text(),
             p.errno.as_deref().unwrap_or("?")
         ),
         other => write!(s, "{other}"),
     };
-}
-
-/// A failed call's arguments as strace shows them, as far as the record
-/// has them: its path, an ioctl's descriptor and request, an mmap's or
-/// mprotect's address, length, protection (and flags).
-fn failed_args(p: &crate::decode::ProcCall) -> String {
-    use crate::decode::{SysKind, map_flag_names, prot_names};
-    if let Some(path) = &p.path {
-        return format!("\"{path}\"");
-    }
-    let a = p.args.as_deref().unwrap_or_default();
-    let addr = |x: u64| {
-        if x == 0 {
-            "NULL".to_owned()
-        } else {
-            format!("{x:#x}")
-        }
-    };
-    match (p.failed.map(|f| f.0), p.call.as_deref(), a) {
-        (Some(SysKind::Ioctl), _, [fd, req, ..]) => format!("{}, {req:#x}", *fd as i32),
-        (_, Some("mmap"), [at, len, prot, flags]) => format!(
-            "{}, {len}, {}, {}",
-            addr(*at),
-            prot_names(*prot as u32),
-            map_flag_names(*flags as u32)
-        ),
-        (_, Some("mprotect"), [at, len, prot, _]) => {
-            format!("{}, {len}, {}", addr(*at), prot_names(*prot as u32))
-        }
-        _ => String::new(),
-    }
 }
 
 fn mmap_text(s: &mut String, e: &MmapCall) {
