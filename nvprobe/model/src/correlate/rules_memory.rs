@@ -23,6 +23,14 @@ for (no limit, and not the host's memory): look for what reserves so much addres
 PROT_NONE reservation of its own or of a library loaded before libcuda, an allocator's arenas), and start CUDA before \
 it; an unlimited stack (ulimit -s unlimited) puts the process in the legacy layout, which leaves less room";
 
+/// A hint of its own: no free range of addresses, by elimination (the
+/// map count read too late to rule it out).
+const HINT_NO_ROOM_OR_MAPS: &str = "no limit of the process's and no overcommit policy refuses such a mapping, so \
+the kernel found no free range of addresses as long as the call asked for, or the process was at vm.max_map_count \
+when it failed: look for what reserves so much address space in the process (a large PROT_NONE reservation of its \
+own or of a library loaded before libcuda, an allocator's arenas) and start CUDA before it; count its mappings at the \
+failure (wc -l /proc/PID/maps) against sysctl vm.max_map_count, and raise that if they reach it";
+
 /// A hint of its own: the huge-page pool.
 const HINT_HUGE: &str = "a mapping of huge pages (MAP_HUGETLB) is refused when the pool has too few free ones: \
 HugePages_Free in /proc/meminfo (or the page size's \
@@ -91,8 +99,13 @@ the map count refused it"
             None,
         );
     }
-    if !protect && let Some(full) = m.no_room().or_else(|| m.nothing_else()) {
-        return (DiagId::MappingRefused, full, Some(HINT_NO_ROOM));
+    if !protect {
+        if let Some(full) = m.no_room() {
+            return (DiagId::MappingRefused, full, Some(HINT_NO_ROOM));
+        }
+        if let Some(left) = m.nothing_else() {
+            return (DiagId::MappingRefused, left, Some(HINT_NO_ROOM_OR_MAPS));
+        }
     }
     let (id, text) = limits_cause(l, &m, protect);
     (id, text, None)
@@ -217,17 +230,22 @@ impl<'a> Mapping<'a> {
     }
 
     /// No free range of addresses, by elimination: no limit counts the
-    /// mapping, the map count read is far from its maximum (half of it at
-    /// most: what was given back after the failure cannot have been that
-    /// much), and no overcommit policy that can be in force refuses it.
-    /// The sizes read after the failure may not show the addresses that
-    /// were taken then (a reservation given back since).
+    /// mapping and no overcommit policy that can be in force refuses it,
+    /// so only the map count or the addresses are left. The map count is
+    /// read after the failure (one munmap may have given back any number
+    /// of mappings since), so it is not ruled out: what was read is said,
+    /// and the addresses come first, where the count read is far from
+    /// its maximum. Not for a call that names its address (MAP_FIXED,
+    /// MAP_FIXED_NOREPLACE) or asks for the low 2 GiB (MAP_32BIT): no
+    /// free range is looked for there, or another one.
     fn nothing_else(&self) -> Option<String> {
+        const PLACED: u32 = MAP_FIXED | 0x10_0000 | 0x40;
         let l = self.l;
         let unlimited = |p: Option<(Option<u64>, Option<u64>)>| matches!(p, Some((None, _)));
         let counted = self.ask.private_writable() != Some(false);
         let committed = self.ask.committed() != Some(false);
-        let noreserve = self.ask.flags.is_some_and(|f| f & MAP_NORESERVE != 0);
+        let flags = self.ask.flags?;
+        let noreserve = flags & MAP_NORESERVE != 0;
         let (n, max) = (l.map_count?, l.max_map_count?);
         let accounting_out = !committed
             || l.overcommit == Some(1)
@@ -237,13 +255,15 @@ impl<'a> Mapping<'a> {
             || !data_out
             || n > max / 2
             || !accounting_out
+            || flags & PLACED != 0
             || self.ask.len.is_none()
         {
             return None;
         }
         Some(format!(
-            "no free range of addresses as long as the call asked for: nothing else refuses such a mapping here \
-(no address-space limit, {}, {n} mappings of vm.max_map_count {max}, {}){}{}{}",
+            "no limit counts such a mapping and no overcommit policy refuses it here (no address-space limit, {}, \
+{}): no free range of addresses as long as the call asked for, unless the map count was at vm.max_map_count \
+({max}) then (the process had {n} mappings {}, which does not count any it gave back after the failure){}{}{}",
             if unlimited(l.data) {
                 "no data-size limit"
             } else {
@@ -252,8 +272,9 @@ impl<'a> Mapping<'a> {
             if committed {
                 "an overcommit policy that lets it through"
             } else {
-                "no overcommit policy counts it"
+                "memory no overcommit policy counts"
             },
+            self.when,
             self.asked,
             self.ask
                 .len
@@ -264,7 +285,7 @@ impl<'a> Mapping<'a> {
                     bytes(USER_VA)
                 )),
             self.l.vm_size.map_or(String::new(), |v| format!(
-                "; its address space was {} {} (reservations given back after the failure are not in it)",
+                "; its address space was {} {} (what it gave back after the failure is not in it)",
                 bytes(v),
                 self.when
             ))

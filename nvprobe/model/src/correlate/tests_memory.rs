@@ -53,17 +53,32 @@ fn a_refused_mappings_protection_rules_out_the_limits_that_do_not_count_it() {
         overcommit: Some(0),
         ..Limits::default()
     };
-    // The map count far from its maximum: by elimination, no free range.
+    // The map count read far from its maximum: by elimination, no free
+    // range, unless the count was at its maximum then (it is read after
+    // the failure, and one munmap gives back any number of mappings).
     let reserve = refused_mmap(data_limit.clone(), 64 * GIB, PROT_NONE, RESERVE);
     assert_eq!(reserve.id, DiagId::MappingRefused, "{}", reserve.evidence);
     assert!(
         reserve.evidence.contains(
-            "no free range of addresses as long as the call asked for: nothing else refuses such a mapping here (no \
-address-space limit, a data-size limit that does not count it, 900 mappings of vm.max_map_count 65530, no overcommit \
-policy counts it)"
+            "no limit counts such a mapping and no overcommit policy refuses it here (no address-space limit, a \
+data-size limit that does not count it, memory no overcommit policy counts): no free range of addresses as long as the \
+call asked for, unless the map count was at vm.max_map_count (65530) then (the process had 900 mappings when cuInit had \
+failed, which does not count any it gave back after the failure)"
         ),
         "{}",
         reserve.evidence
+    );
+    assert!(
+        reserve.hint.contains("vm.max_map_count"),
+        "{}",
+        reserve.hint
+    );
+    // A call that names its address looks for no free range: not said.
+    let fixed = refused_mmap(data_limit.clone(), 64 * GIB, PROT_NONE, RESERVE | 0x10_0000);
+    assert!(
+        !fixed.evidence.contains("no free range"),
+        "{}",
+        fixed.evidence
     );
     // The map count not read: the map count stays a candidate.
     let unread = Limits {
@@ -227,12 +242,13 @@ fn a_refused_mappings_flags_decide_the_pool_the_split_and_the_heuristic() {
         "{}",
         d.evidence
     );
-    // With it read, far from its maximum: eliminated, no free range.
+    // With it read, far from its maximum: the addresses first, the map
+    // count not ruled out.
     let d = refused_mmap(below.clone(), 8 * GIB, PROT_RW, RESERVE);
     assert!(
-        d.evidence
-            .contains("nothing else refuses such a mapping here")
-            && d.hint.starts_with("the process's own mappings"),
+        d.evidence.contains(
+            "no free range of addresses as long as the call asked for, unless the map count was at vm.max_map_count"
+        ) && d.hint.contains("no free range of addresses"),
         "{}",
         d.evidence
     );

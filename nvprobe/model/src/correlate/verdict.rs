@@ -611,6 +611,16 @@ fn other_class(
 
 /// The verdict's result and text from the driver calls and the process's
 /// end, when cuInit's own return was not seen.
+/// Whether a signal that ended a process whose driver side of cuInit
+/// completed (S7) came in its start-up: no context made (S8), and within
+/// the wait for one after S7 (a process killed later, hours into its
+/// work with no uprobes to show its contexts, is not judged by it).
+fn killed_in_start_up(st: &ProcInit, signal: Option<&SignalInfo>) -> bool {
+    let s7 = st.stages.iter().find(|h| h.stage == "S7").map(|h| h.at_ms);
+    let wait_ms = CONTEXT_WAIT_NS as f64 / 1e6;
+    !st.reached[8] && matches!((signal, s7), (Some(sig), Some(t)) if sig.at_ms - t <= wait_ms)
+}
+
 /// A process whose driver side of cuInit completed (S7) and that was
 /// killed before a first context: in cuInit, or after it.
 fn killed_after_s7(st: &ProcInit, e: Exit, signal: Option<&SignalInfo>) -> String {
@@ -642,7 +652,9 @@ fn driver_only(
     let (outcome, text) = match (exit, reached_init) {
         // Killed before a first context: not a start-up that ended well,
         // however far its driver side got.
-        (Some(e), true) if e.signal() != 0 => (Outcome::Killed, killed_after_s7(st, e, signal)),
+        (Some(e), true) if e.signal() != 0 && killed_in_start_up(st, signal) => {
+            (Outcome::Killed, killed_after_s7(st, e, signal))
+        }
         (_, true) => (
             Outcome::Ok,
             "reached UVM GPU registration (S7): the driver side of cuInit completed".to_owned(),
@@ -721,4 +733,43 @@ hooked after its start-up)",
         ),
     };
     (outcome, text, cause)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::correlate::stages::StageHit;
+
+    /// A kill judges the start-up only while it could still be one: no
+    /// context made, and within the wait for one after S7.
+    #[test]
+    fn a_kill_long_after_s7_or_after_a_context_is_not_the_start_ups() {
+        let mut st = ProcInit::default();
+        st.reached[7] = true;
+        st.stages.push(StageHit {
+            stage: "S7",
+            name: "uvm_gpu_registered",
+            at_ms: 100.0,
+            via: String::new(),
+        });
+        let at = |ms: f64| SignalInfo {
+            at_ns: 0,
+            sig: libc::SIGTERM,
+            name: "SIGTERM".into(),
+            sender: "timeout[5]".into(),
+            sender_pid: Some(5),
+            at_ms: ms,
+            during: None,
+            during_call: None,
+            source: super::super::state::SigSource::Task,
+        };
+        assert!(killed_in_start_up(&st, Some(&at(700.0))));
+        // An hour into its work: not its start-up's.
+        assert!(!killed_in_start_up(&st, Some(&at(3_600_000.0))));
+        // No signal seen: not judged by one.
+        assert!(!killed_in_start_up(&st, None));
+        // A context was made: past its start-up.
+        st.reached[8] = true;
+        assert!(!killed_in_start_up(&st, Some(&at(700.0))));
+    }
 }
