@@ -123,21 +123,43 @@ impl LibCache {
         let key = fs::metadata(real).map(|m| (m.dev(), m.ino())).ok();
         let cached = key.and_then(|k| self.seen.get(&k).cloned());
         let (version, stub) = cached.unwrap_or_else(|| {
-            let size = fs::metadata(real).map(|m| m.len()).ok();
+            use crate::doctor::libs;
+            // Opened once: the size and the contents are of one file, read
+            // whole even if the process ends meanwhile (its /proc paths
+            // then go).
+            let file = fs::File::open(real).ok();
+            let size = file
+                .as_ref()
+                .and_then(|f| f.metadata().ok())
+                .map(|m| m.len());
             let name = Path::new(shown)
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            let version = match &self.module {
-                Some(v) if crate::doctor::libs::carries(real, v) == Some(true) => Some(v.clone()),
-                _ => crate::doctor::libs::named_version(real, &name)
-                    .or_else(|| crate::doctor::libs::version_of(real)),
+            let carried = match (&self.module, &file) {
+                (Some(v), Some(f)) => f
+                    .try_clone()
+                    .ok()
+                    .and_then(|mut c| libs::carries_in(&mut c, v))
+                    .filter(|&yes| yes)
+                    .map(|_| v.clone()),
+                _ => None,
             };
+            let version = carried
+                .or_else(|| libs::named_version(real, &name))
+                .or_else(|| {
+                    file.as_ref()?
+                        .try_clone()
+                        .ok()
+                        .and_then(libs::version_of_file)
+                });
             // The toolkit's stub: in a stubs folder, or small and carrying
             // no driver version (the real libcuda is tens of MB).
             // An unreadable file (the process is gone) is not called a stub.
             let stub = shown.contains("/stubs/")
-                || (version.is_none() && size.is_some_and(|n| n > 0 && n < (4 << 20)));
+                || (file.is_some()
+                    && version.is_none()
+                    && size.is_some_and(|n| n > 0 && n < (4 << 20)));
             if let Some(k) = key {
                 if self.seen.len() >= 4096 {
                     self.seen.clear();

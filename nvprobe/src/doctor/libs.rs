@@ -136,7 +136,15 @@ fn is_version(s: &[u8]) -> bool {
 /// most frequent standalone version string, "580.159.04" appears once
 /// standalone and in every companion name.
 pub fn version_of(path: &Path) -> Option<String> {
-    let data = safefs::read_to_cap(fs::File::open(path).ok()?, safefs::LIB_CAP).ok()?;
+    version_of_file(fs::File::open(path).ok()?)
+}
+
+/// [`version_of`] for a file already open (read from its start, wherever
+/// its offset was).
+pub(crate) fn version_of_file(mut f: fs::File) -> Option<String> {
+    use std::io::Seek;
+    f.seek(std::io::SeekFrom::Start(0)).ok()?;
+    let data = safefs::read_to_cap(f, safefs::LIB_CAP).ok()?;
     version_in(&data)
 }
 
@@ -168,7 +176,7 @@ pub fn named_version(path: &Path, name: &str) -> Option<String> {
 }
 
 /// [`carries`] of an open file.
-fn carries_in(f: &mut fs::File, version: &str) -> Option<bool> {
+pub(crate) fn carries_in(f: &mut fs::File, version: &str) -> Option<bool> {
     find_from_end(f, format!("\0{version}\0").as_bytes())
 }
 
