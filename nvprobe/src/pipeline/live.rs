@@ -311,8 +311,7 @@ impl Live {
                     // no entry, which a process reusing its pid would find;
                     // nor does one that took the pid since.
                     if m.insert(h.tgid, 1, BPF_NOEXIST).is_ok()
-                        && (super::seen::ended(h.tgid)
-                            || super::seen::started_after(h.tgid, h.ktime_ns))
+                        && super::seen::not_the_one_seen(h.tgid, h.ktime_ns)
                     {
                         let _ = m.remove(&h.tgid);
                     }

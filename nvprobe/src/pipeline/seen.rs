@@ -187,10 +187,16 @@ impl Seen {
 /// Whether process `pid` has ended: no /proc entry, or a zombie (its exit
 /// is over; its parent has not reaped it yet) with no thread left (a
 /// leader that ended alone is a zombie while its threads run on).
-pub(super) fn ended(pid: u32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return true;
-    };
+#[cfg(test)]
+fn ended(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => ended_by(pid, &stat),
+    }
+}
+
+/// [`ended`], from the process's /proc/PID/stat as read.
+fn ended_by(pid: u32, stat: &str) -> bool {
     // "pid (comm) S …": the comm may hold spaces and parentheses.
     let state = stat
         .rfind(')')
@@ -212,15 +218,29 @@ pub(super) fn ended(pid: u32) -> bool {
     })
 }
 
+/// Whether the process a record of `pid` at `mono_ns` came from is no
+/// longer there: it ended, or the pid was taken again since ([`ended`],
+/// [`started_after`]; /proc/PID/stat read once for both).
+pub(super) fn not_the_one_seen(pid: u32, mono_ns: u64) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => ended_by(pid, &stat) || started_after_by(&stat, mono_ns),
+    }
+}
+
 /// Whether the process now at `pid` started after `mono_ns` (a record of
 /// the pid's, CLOCK_MONOTONIC): the pid was taken again by another
 /// process since. /proc's start time counts clock ticks since boot
 /// (CLOCK_BOOTTIME, which goes on through a suspend); a tick of slack.
-pub(super) fn started_after(pid: u32, mono_ns: u64) -> bool {
+#[cfg(test)]
+fn started_after(pid: u32, mono_ns: u64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| started_after_by(&stat, mono_ns))
+}
+
+/// [`started_after`], from the process's /proc/PID/stat as read.
+fn started_after_by(stat: &str, mono_ns: u64) -> bool {
     use nix::time::{ClockId, clock_gettime};
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
     let Some(ticks) = stat
         .rfind(')')
         .and_then(|i| stat.get(i + 1..))
@@ -250,7 +270,7 @@ pub(super) fn started_after(pid: u32, mono_ns: u64) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{ended, started_after};
+    use super::{ended, not_the_one_seen, started_after};
 
     /// A running process has not ended; one that exited has, whether its
     /// parent reaped it yet (no /proc entry) or not (a zombie).
@@ -291,5 +311,14 @@ mod tests {
         ));
         let _ = c.kill();
         let _ = c.wait();
+    }
+
+    /// The collector's one read: this live process, seen now, is the one
+    /// seen; a pid with no process is not.
+    #[test]
+    fn a_live_process_is_the_one_seen_and_a_missing_pid_is_not() {
+        let now = nvprobe_model::render::Clock::mono_now();
+        assert!(!not_the_one_seen(std::process::id(), now));
+        assert!(not_the_one_seen(u32::MAX - 1, now));
     }
 }
