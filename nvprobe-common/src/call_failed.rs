@@ -29,6 +29,15 @@ pub struct CallFailedEvent {
     /// The third and fourth arguments (an mmap's protection and flags,
     /// an mprotect's protection).
     pub args_more: [u64; 2],
+    /// The process's address space when the call failed, as the kernel
+    /// held it (`mm_struct`: `map_count`, `total_vm` and `data_vm` in
+    /// bytes): what a refused mapping is judged by. All 0 when not read
+    /// (a kernel thread, a kernel whose BTF lacks the fields); absent from
+    /// a record made before they were sent ([`V2_LEN`]).
+    pub map_count: u32,
+    pub _pad: u32,
+    pub vm_bytes: u64,
+    pub data_bytes: u64,
 }
 
 // SAFETY: plain integers and byte arrays, valid for any bit pattern.
@@ -38,18 +47,23 @@ unsafe impl Record for CallFailedEvent {}
 /// were sent (everything up to `args_more`).
 pub const V1_LEN: usize = core::mem::offset_of!(CallFailedEvent, args_more);
 
-/// A failed call's record of either length, and how many of its
+/// The length of a record made before the address space's sizes were
+/// sent (everything up to `map_count`).
+pub const V2_LEN: usize = core::mem::offset_of!(CallFailedEvent, map_count);
+
+/// A failed call's record of any of its lengths, and how many of its
 /// arguments it carries (2 for a [`V1_LEN`] record, whose `args_more`
-/// are 0 here; else 4); None for any other length.
+/// are 0 here; else 4); the sizes of a shorter record are 0. None for
+/// any other length.
 pub fn read(rec: &[u8]) -> Option<(CallFailedEvent, usize)> {
     const FULL: usize = core::mem::size_of::<CallFailedEvent>();
-    match rec.len() {
-        FULL => crate::read::<CallFailedEvent>(rec).map(|e| (e, 4)),
-        V1_LEN => {
-            let mut whole = [0u8; FULL];
-            whole[..V1_LEN].copy_from_slice(rec);
-            crate::read::<CallFailedEvent>(&whole).map(|e| (e, 2))
-        }
-        _ => None,
-    }
+    let args = match rec.len() {
+        FULL => return crate::read::<CallFailedEvent>(rec).map(|e| (e, 4)),
+        V2_LEN => 4,
+        V1_LEN => 2,
+        _ => return None,
+    };
+    let mut whole = [0u8; FULL];
+    whole[..rec.len()].copy_from_slice(rec);
+    crate::read::<CallFailedEvent>(&whole).map(|e| (e, args))
 }

@@ -468,10 +468,14 @@ pub struct ProcEvent {
     /// signal_generate's result (0 delivered, 1 ignored, 2 already pending, …).
     pub result: i32,
     /// `task->exit_code` for Exit: status << 8, or the fatal signal (| 0x80 core).
+    /// For a SIGSYS from a seccomp filter (SignalGenerate, `code`
+    /// SYS_SECCOMP): the system call it refused (`si_syscall`).
     pub exit_code: i32,
     pub target_tgid: u32,
     pub target_tid: u32,
-    /// siginfo `si_pid` (the sender as the kernel recorded it).
+    /// siginfo `si_pid` (the sender as the kernel recorded it). For a
+    /// SIGSYS from a seccomp filter: the refused call's audit architecture
+    /// (`si_arch`, AUDIT_ARCH_*), which names its number's table.
     pub si_pid: u32,
     /// For Exit: the process's successful NVIDIA calls the kernel counted
     /// instead of sending (`--events failures|verdicts`,
@@ -653,6 +657,14 @@ pub struct Config {
     /// count ([`ioctl_flags::COARSE`]): the fine clock is the dearest read
     /// of a call that is counted, not sent. 0: the fine clock.
     pub coarse_tick_ns: u32,
+    /// `task_struct.mm` and `mm_struct`'s `map_count`, `total_vm` and
+    /// `data_vm`, for a failed call's record (0: not in this kernel's
+    /// BTF, the record's sizes stay 0), and the page size's shift.
+    pub task_mm: u32,
+    pub mm_map_count: u32,
+    pub mm_total_vm: u32,
+    pub mm_data_vm: u32,
+    pub page_shift: u32,
 }
 
 /// [`Config::bench_skip`] bits: where the ioctl programs stop.

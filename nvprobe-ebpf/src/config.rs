@@ -38,6 +38,11 @@ pub static CONFIG: Config = Config {
     rm_params: 0,
     bench_skip: 0,
     coarse_tick_ns: 0,
+    task_mm: 0,
+    mm_map_count: 0,
+    mm_total_vm: 0,
+    mm_data_vm: 0,
+    page_shift: 0,
 };
 
 #[inline(always)]

@@ -57,6 +57,37 @@ pub fn current_task_ptr() -> u64 {
     current_task()
 }
 
+/// The current process's address space as the kernel holds it
+/// (`mm_struct`): its mappings, and its size and private writable part in
+/// bytes. Zeros where the offsets are unknown or the task has no mm.
+#[inline(always)]
+pub fn mm_sizes() -> (u32, u64, u64) {
+    let (t_mm, count) = (config!(task_mm), config!(mm_map_count));
+    if t_mm == 0 || count == 0 {
+        return (0, 0, 0);
+    }
+    // SAFETY: probe reads of kernel memory; faults read as 0.
+    unsafe {
+        let mm: u64 = kread(current_task(), t_mm).unwrap_or(0);
+        if mm == 0 {
+            return (0, 0, 0);
+        }
+        let shift = config!(page_shift) & 31;
+        let pages = |off: u32| {
+            if off == 0 {
+                0
+            } else {
+                kread::<u64>(mm, off).unwrap_or(0) << shift
+            }
+        };
+        (
+            kread::<u32>(mm, count).unwrap_or(0),
+            pages(config!(mm_total_vm)),
+            pages(config!(mm_data_vm)),
+        )
+    }
+}
+
 #[inline(always)]
 pub fn wakeup_bytes() -> u32 {
     config!(wakeup_bytes)

@@ -235,6 +235,21 @@ pub fn nvprobe_signal_generate(ctx: RawTracePointContext) -> u32 {
     } else {
         (0, 0) // SI_USER
     };
+    // SIGSYS from a seccomp filter (SYS_SECCOMP): the refused call and
+    // its architecture, from siginfo's _sigsys (_call_addr @16, _syscall
+    // @24, _arch @28: the user ABI's layout), in place of si_pid and the
+    // exit code, which a signal has none of.
+    let (si_pid, syscall) = if sig == 31 && code == 1 && info > 1 {
+        // SAFETY: probe reads of the kernel siginfo.
+        unsafe {
+            (
+                bpf_probe_read_kernel((info + 28) as *const u32).unwrap_or(0),
+                bpf_probe_read_kernel((info + 24) as *const i32).unwrap_or(0),
+            )
+        }
+    } else {
+        (si_pid, 0)
+    };
     emit(|e| {
         e.op = ProcOp::SignalGenerate as u32;
         e.sig = sig as i32;
@@ -243,6 +258,7 @@ pub fn nvprobe_signal_generate(ctx: RawTracePointContext) -> u32 {
         e.target_tgid = tgid;
         e.target_tid = tid;
         e.si_pid = si_pid;
+        e.exit_code = syscall;
     });
     0
 }
@@ -445,6 +461,11 @@ fn start_call_failed(ctx: &RawTracePointContext, ret: i64) {
         (*p).sa_flags = 0;
         (*ev).args = [a0, a1];
         (*ev).args_more = [read_u64(r + regs::ARG2), read_u64(r + regs::ARG3)];
+        let (maps, vm, data) = crate::fdres::mm_sizes();
+        (*ev).map_count = maps;
+        (*ev)._pad = 0;
+        (*ev).vm_bytes = vm;
+        (*ev).data_bytes = data;
         (*ev).seq = sent + 1;
         (*ev).path_len = 0;
         (*ev).path[0] = 0;

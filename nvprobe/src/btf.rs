@@ -319,6 +319,15 @@ impl Btf {
     }
 }
 
+/// This machine's page size (4 KiB where it cannot be read).
+fn page_size() -> u32 {
+    // SAFETY: sysconf has no preconditions.
+    u32::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+        .ok()
+        .filter(|n| n.is_power_of_two())
+        .unwrap_or(4096)
+}
+
 /// The struct offsets the BPF programs need, from this kernel's BTF.
 pub fn kernel_offsets(btf: &Btf) -> Result<Config, BtfError> {
     Ok(Config {
@@ -341,6 +350,13 @@ pub fn kernel_offsets(btf: &Btf) -> Result<Config, BtfError> {
         task_tgid: btf.member_offset("task_struct", "tgid")?,
         task_pid: btf.member_offset("task_struct", "pid")?,
         task_exit_code: btf.member_offset("task_struct", "exit_code")?,
+        // A failed call's address space: optional (0 leaves the record's
+        // sizes 0), so that a kernel without them still traces.
+        task_mm: btf.member_offset("task_struct", "mm").unwrap_or(0),
+        mm_map_count: btf.member_offset("mm_struct", "map_count").unwrap_or(0),
+        mm_total_vm: btf.member_offset("mm_struct", "total_vm").unwrap_or(0),
+        mm_data_vm: btf.member_offset("mm_struct", "data_vm").unwrap_or(0),
+        page_shift: page_size().trailing_zeros(),
         ..Config::default()
     })
 }
@@ -439,5 +455,9 @@ mod tests {
         );
         assert_eq!(c.upid_nr, 0);
         assert!(c.inode_rdev > 0 && c.inode_sb > 0);
+        // mm_struct's fields sit behind its anonymous struct (5.x and later).
+        assert!(c.task_mm > 0 && c.mm_map_count > 0 && c.mm_total_vm > 0 && c.mm_data_vm > 0);
+        assert_ne!(c.mm_total_vm, c.mm_data_vm);
+        assert!((12..=16).contains(&c.page_shift), "{}", c.page_shift);
     }
 }

@@ -12,7 +12,10 @@
  * makes it start a thread (CUDA_ERROR_OPERATING_SYSTEM, 304, when that
  * is refused); =config makes it look for a configuration file and a
  * daemon's socket that are not there (CUDA_ERROR_UNKNOWN, 999: no call
- * on an NVIDIA file fails, only those two). Like the real libcuda, the
+ * on an NVIDIA file fails, only those two); =seccomp installs a seccomp
+ * filter whose action at uname(2) is SECCOMP_RET_KILL_PROCESS, then calls
+ * uname (SIGSYS, as a systemd unit's SystemCallFilter= does to a call it
+ * does not list). Like the real libcuda, the
  * calls after cuInit answer CUDA_ERROR_NOT_INITIALIZED (3) in a process
  * forked after it (cuMemGetInfo_v2, a start-up call, and cuLaunchKernel,
  * one of the calls only --libcuda-hooks all hooks). */
@@ -23,7 +26,12 @@
 #include <string.h>
 #include <time.h>
 #include <pthread.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -91,6 +99,20 @@ CUresult cuInit(unsigned int flags) {
         int r = s >= 0 ? connect(s, (struct sockaddr *)&a, sizeof a) : -1;
         if (s >= 0) close(s);
         return r == 0 ? 0 : 999;
+    }
+    if (mode && strcmp(mode, "seccomp") == 0) {
+        struct sock_filter f[] = {
+            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 0), /* seccomp_data.nr */
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_uname, 0, 1),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        };
+        struct sock_fprog prog = {sizeof f / sizeof f[0], f};
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return 304;
+        if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) != 0) return 304;
+        struct utsname u;
+        uname(&u);
+        return 304;
     }
     if (mode && strcmp(mode, "thread") == 0) {
         pthread_t t;

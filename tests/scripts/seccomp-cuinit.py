@@ -6,7 +6,8 @@ open/openat (`open`), to ioctls of type 'F', the NVIDIA escapes
 answers ENOSYS to clone3 alone, as container profiles older than the call
 do (glibc then uses clone); `escapes-eacces` answers EACCES to the
 escapes (what a security module's ioctl rule answers); `nr:N:ERRNO`
-answers ERRNO to system call N (x86_64 numbers), whatever it is, and
+answers ERRNO to system call N (x86_64 numbers; N,M,… for several),
+whatever it is, and
 `nr:N:kill` kills the process at it (SIGSYS, as a profile's
 SCMP_ACT_KILL_PROCESS); `escapes-kill` kills it at the first escape. Then
 the first context (cuCtxCreate_v2 on device 0) when cuInit succeeded.
@@ -48,9 +49,12 @@ def program(which):
         p += [ins(JEQ_K, 2, 0, 56), ins(JEQ_K, 1, 0, 435), ins(RET_K, 0, 0, RET_ALLOW),
               ins(RET_K, 0, 0, RET_EPERM)]
     elif which.startswith("nr:"):
-        _, nr, errno = which.split(":")
+        _, nrs, errno = which.split(":")
         ret = RET_KILL_PROCESS if errno == "kill" else 0x00050000 | int(errno)
-        p += [ins(JEQ_K, 1, 0, int(nr)), ins(RET_K, 0, 0, RET_ALLOW), ins(RET_K, 0, 0, ret)]
+        # Each listed number: to its answer when equal, else on to the next.
+        for nr in nrs.split(","):
+            p += [ins(JEQ_K, 0, 1, int(nr)), ins(RET_K, 0, 0, ret)]
+        p.append(ins(RET_K, 0, 0, RET_ALLOW))
     elif which == "clone3":
         # clone3 (435): ENOSYS.
         p += [ins(JEQ_K, 1, 0, 435), ins(RET_K, 0, 0, RET_ALLOW), ins(RET_K, 0, 0, RET_ENOSYS)]

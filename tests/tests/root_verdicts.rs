@@ -326,10 +326,103 @@ fn a_reservation_refused_by_the_address_space_limit_is_the_verdict() {
         serde_json::json!([0, 64u64 << 30, 0, 0x4022]),
         "{failed}"
     );
+    // The address space as the kernel held it at the failure: under the
+    // limit (a process cannot pass it), with the interpreter's mappings.
+    let mm = &failed["mm"];
+    let vm = mm["vm_bytes"].as_u64().expect("vm_bytes");
+    assert!(
+        mm["map_count"].as_u64().is_some_and(|n| n > 5) && vm > 1 << 20 && vm <= 2 << 30,
+        "{failed}"
+    );
+    assert!(
+        mm["data_bytes"].as_u64().is_some_and(|d| d > 0 && d < vm),
+        "{failed}"
+    );
     let (_, evidence) = out_of_memory(&f, pid, "address_space_limit");
     assert!(
         evidence.contains("mmap() failed with ENOMEM (mapping memory): the address-space limit (RLIMIT_AS, ulimit -v) of 2 GiB (2147483648 bytes)"),
         "{evidence}"
+    );
+    assert!(
+        evidence.contains(&format!(
+            "its address space was {} when the call failed",
+            mib_text(vm)
+        )),
+        "{evidence}"
+    );
+}
+
+/// Bytes as the verdicts write them: "1.5 MiB (1572864 bytes)".
+fn mib_text(v: u64) -> String {
+    let (n, unit) = if v >= 1 << 30 {
+        (v as f64 / (1u64 << 30) as f64, "GiB")
+    } else {
+        (v as f64 / (1u64 << 20) as f64, "MiB")
+    };
+    let t = if n.fract() == 0.0 {
+        format!("{n:.0}")
+    } else {
+        format!("{n:.1}")
+    };
+    format!("{t} {unit} ({v} bytes)")
+}
+
+/// A seccomp filter that kills at a call it does not list (a systemd
+/// unit's SystemCallFilter=): the stand-in's cuInit installs one killing
+/// at uname(2), then calls it. The signal record names the call the
+/// kernel said the filter refused, and the verdict names the filter and
+/// the call, with no harness or driver remedy.
+#[test]
+#[ignore = "needs root"]
+fn a_seccomp_kill_names_the_call_the_filter_refused() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("seccompkill");
+    let lib = stub_libcuda(&tmp);
+    let drv = FakeDrv::start(&tmp);
+    let t = watch(&tmp, &drv, &[]);
+    let (mut c, _out) = spawn_limited(&drv, &lib, "cuinit", "seccomp", None);
+    let pid = c.id();
+    wait_hooked(&t, pid);
+    c.stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"go\n")
+        .expect("go");
+    let status = c.wait().expect("wait");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(libc::SIGSYS), "{status:?}");
+    let pid = u64::from(pid);
+    t.wait_for("the verdict", |r| r["type"] == "cuinit" && r["pid"] == pid);
+    let f = t.stop();
+    check_schema(&f);
+    let sig = f
+        .of_type("proc")
+        .find(|r| r["target_pid"] == pid && r["op"] == "signal" && r["sig"] == libc::SIGSYS)
+        .unwrap_or_else(|| panic!("no SIGSYS record of pid {pid}"));
+    assert_eq!(
+        (sig["code"].as_i64(), sig["call"].as_str()),
+        (Some(1), Some("uname")),
+        "{sig}"
+    );
+    let v = f
+        .of_type("cuinit")
+        .find(|v| v["pid"] == pid)
+        .expect("verdict");
+    assert_eq!(v["result"], "killed", "{v}");
+    let d = v["diagnoses"]
+        .as_array()
+        .and_then(|d| d.iter().find(|d| d["id"] == "killed_by_signal"))
+        .unwrap_or_else(|| panic!("no killed_by_signal: {v}"));
+    let evidence = d["evidence"].as_str().expect("evidence");
+    assert!(
+        evidence.starts_with("SIGSYS from a seccomp filter (its kill or trap action, at uname())"),
+        "{evidence}"
+    );
+    let hint = d["hint"].as_str().expect("hint");
+    assert!(
+        hint.contains("seccomp") && !hint.contains("harness"),
+        "{hint}"
     );
 }
 
@@ -402,6 +495,11 @@ fn private_memory_refused_by_the_data_size_limit_is_the_verdict() {
             "; the call asked for 1 GiB (1073741824 bytes) (PROT_READ|PROT_WRITE, \
 MAP_PRIVATE|MAP_ANONYMOUS|MAP_NORESERVE)"
         ),
+        "{evidence}"
+    );
+    // Its private writable memory as the kernel counted it at the failure.
+    assert!(
+        evidence.contains("of it (VmData) when the call failed"),
         "{evidence}"
     );
     let hint = d["hint"].as_str().expect("hint");

@@ -173,9 +173,7 @@ impl Peers {
 /// A process's start time (clock ticks since boot, /proc/PID/stat field
 /// 22), read after the command name, which may hold spaces and parentheses.
 fn start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19)?.parse().ok()
+    super::seen::start_ticks(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
 }
 
 #[cfg(test)]

@@ -238,15 +238,20 @@ fn started_after(pid: u32, mono_ns: u64) -> bool {
         .is_ok_and(|stat| started_after_by(&stat, mono_ns))
 }
 
-/// [`started_after`], from the process's /proc/PID/stat as read.
-fn started_after_by(stat: &str, mono_ns: u64) -> bool {
-    use nix::time::{ClockId, clock_gettime};
-    let Some(ticks) = stat
-        .rfind(')')
+/// A process's start time in clock ticks since boot: field 22 of its
+/// /proc/PID/stat as read (after the command's closing parenthesis, which
+/// a hostile name cannot fake).
+pub(super) fn start_ticks(stat: &str) -> Option<u64> {
+    stat.rfind(')')
         .and_then(|i| stat.get(i + 1..))
         .and_then(|r| r.split_whitespace().nth(19))
         .and_then(|t| t.parse::<u64>().ok())
-    else {
+}
+
+/// [`started_after`], from the process's /proc/PID/stat as read.
+fn started_after_by(stat: &str, mono_ns: u64) -> bool {
+    use nix::time::{ClockId, clock_gettime};
+    let Some(ticks) = start_ticks(stat) else {
         return false;
     };
     let ns = |c| {

@@ -612,6 +612,7 @@ impl Correlator {
         {
             st.exit_sig = exit.signal();
             st.last_ns = st.last_ns.max(p.time_ns);
+            st.take_cut_short(exit);
             st.settle_context();
             let v = verdict(pid, st, Some(exit));
             st.done = true;
@@ -646,6 +647,7 @@ impl Correlator {
             && !st.done
             && st.has_activity()
         {
+            st.take_cut_short(Exit::Exec);
             st.settle_context();
             out.push(Record::Cuinit(Box::new(verdict(
                 p.target_pid,

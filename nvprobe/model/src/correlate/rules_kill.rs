@@ -20,6 +20,24 @@ cgroup's, or the host's), so the driver did not hang and waiting will not help: 
 container's or cgroup's memory limit, memory.max) or make it use less; `dmesg | grep -i 'killed process'` has the \
 kernel's account";
 
+/// A SIGKILL that found the process stopped.
+const HINT_STOPPED: &str = "the process was stopped (SIGSTOP: a debugger, a job control, a checkpointer or a \
+scheduler's suspend) when SIGKILL ended it: it did not hang in the driver and more time would not have helped while \
+it stayed stopped; find who stopped it and have it continued (SIGCONT) instead of killed";
+
+/// Whether the process was stopped at `at_ns`: a SIGSTOP (which no
+/// process can catch) with no SIGCONT after it.
+fn stopped_at(st: &ProcInit, at_ns: u64) -> bool {
+    st.signals
+        .iter()
+        .filter(|s| s.at_ns < at_ns)
+        .fold(false, |stopped, s| match s.sig {
+            libc::SIGSTOP => true,
+            libc::SIGCONT => false,
+            _ => stopped,
+        })
+}
+
 /// The hint of a kill whose source says more than "something killed it":
 /// the kernel's own kills (None: a task sent it, the table's hint says
 /// what to do about a harness or an orchestrator).
@@ -38,6 +56,29 @@ default of some profiles for calls they do not list; or its trap action with no 
 fail. The kernel names the call (`syscall=N`) in its audit record: `dmesg | grep type=1326` where no audit daemon \
 runs, `ausearch -m SECCOMP` where one does (a trap is logged only where the filter asks). Allow the call in the \
 container's or unit's profile (seccomp profile, SystemCallFilter=), or run with one that does"
+        }
+        (SigSource::Itself, libc::SIGABRT) => {
+            "the process aborted itself (abort(): a failed assertion, an uncaught C++ exception, a fatal error a \
+library reported, or the C library's heap check): nothing killed it from outside and the driver did not hang, so \
+more time will not help; its standard error says why, and its core dump where one is kept (`coredumpctl`)"
+        }
+        (SigSource::Itself, libc::SIGPIPE) => {
+            "the kernel sent SIGPIPE at one of the process's own writes, to a pipe or socket whose reader had gone \
+(`prog | head` after head ended, a closed connection): the driver did not fail; keep the reader open, write to a \
+file, or have the program ignore SIGPIPE"
+        }
+        (SigSource::Itself, libc::SIGXFSZ) => {
+            "a write of the process went past its file-size limit (RLIMIT_FSIZE, `ulimit -f`): the driver did not \
+fail; raise or remove the limit"
+        }
+        (SigSource::Itself, _) => {
+            "the process sent the signal to itself (raise, a kill of its own pid or of its process group): nothing \
+outside killed it and the driver did not hang; the program's own code, or a library in it, chose to end it"
+        }
+        (SigSource::Fault(4 | 5), libc::SIGBUS) => {
+            "a hardware memory error (a machine check in host RAM) hit a page the process used: the kernel log \
+names it (`dmesg | grep -i 'memory failure'`); the driver did not fail; run it again, and have the host's memory \
+checked if it recurs"
         }
         (SigSource::Kernel, libc::SIGXCPU) => {
             "the process used up its CPU-time limit (RLIMIT_CPU, `ulimit -t`): raise or remove the limit"
@@ -79,6 +120,28 @@ fn memory_facts(st: &ProcInit) -> String {
     }
 }
 
+/// The process ended itself (another thread's exit or exec) while a
+/// driver call of its start-up was in flight: the call its end cut short
+/// ([`ProcInit::take_cut_short`]) and how it ended. True when said.
+pub(super) fn ended_itself(f: &Facts<'_>, out: &mut Vec<Diagnosis>) -> bool {
+    let (Some(c), Some(exit)) = (f.st.cut, f.exit) else {
+        return false;
+    };
+    out.push(diag(
+        DiagId::EndedItself,
+        format!(
+            "{} returned {} as the kernel ended its thread: another thread of the process {}",
+            c.call,
+            c.result,
+            match exit {
+                super::facts::Exit::Exec => "exec'd a new program".to_owned(),
+                e => e.text(),
+            }
+        ),
+    ));
+    true
+}
+
 fn mib(b: u64) -> String {
     format!("{:.0} MiB", b as f64 / (1u64 << 20) as f64)
 }
@@ -95,7 +158,7 @@ pub(super) fn killed(f: &Facts<'_>, out: &mut Vec<Diagnosis>) -> bool {
         && sig.sender_pid.is_none()
     {
         out.push(Diagnosis {
-            hint: HINT_FAULT,
+            hint: kill_hint(sig.source, sig.sig).unwrap_or(HINT_FAULT),
             ..diag(
                 DiagId::KilledBySignal,
                 format!(
@@ -123,6 +186,9 @@ pub(super) fn killed(f: &Facts<'_>, out: &mut Vec<Diagnosis>) -> bool {
         );
         if let Some(hint) = kill_hint(sig.source, sig.sig) {
             d.hint = hint;
+        }
+        if sig.sig == libc::SIGKILL && stopped_at(f.st, sig.at_ns) {
+            d.hint = HINT_STOPPED;
         }
         if sig.source == SigSource::OomKiller {
             d.evidence.push_str(&memory_facts(f.st));

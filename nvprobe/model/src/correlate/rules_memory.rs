@@ -5,7 +5,7 @@
 use super::table::DiagId;
 use crate::{
     attribution::Limits,
-    decode::{MemAsk, map_flag_names, prot_names},
+    decode::{MemAsk, MmAt, map_flag_names, prot_names},
 };
 
 /// The addresses a process's mappings get without a hint above them:
@@ -74,6 +74,9 @@ pub(super) fn memory_cause(
             Some(HINT_HUGE),
         );
     }
+    if let (Some(l), Some(at)) = (l, ask.at) {
+        return exact_cause(l, at, ask, protect);
+    }
     let Some(l) = l else {
         return (
             DiagId::AddressSpaceLimit,
@@ -109,6 +112,144 @@ the map count refused it"
     }
     let (id, text) = limits_cause(l, &m, protect);
     (id, text, None)
+}
+
+/// When the kernel side read the address space: at the failure.
+const AT_FAILURE: &str = "when the call failed";
+
+/// [`memory_cause`] with the kernel's own map count and sizes at the
+/// failure (`at`, from the record): each check the kernel made before
+/// refusing is decided in its order, with the numbers it had; what no
+/// check explains is said by elimination, and a limit that could not be
+/// read stays a candidate.
+fn exact_cause(
+    l: &Limits,
+    at: MmAt,
+    ask: MemAsk,
+    protect: bool,
+) -> (DiagId, String, Option<&'static str>) {
+    let l = Limits {
+        map_count: Some(u64::from(at.map_count)),
+        vm_size: Some(at.vm_bytes),
+        vm_data: Some(at.data_bytes),
+        ..l.clone()
+    };
+    let m = Mapping::new(&l, AT_FAILURE, ask);
+    let flags = ask.flags.unwrap_or(0);
+    let n = u64::from(at.map_count);
+    // do_mmap refuses past the limit; a split at it (split_vma).
+    let splits = protect || flags & MAP_FIXED != 0;
+    if let Some(max) = l.max_map_count
+        && (n > max || (splits && n >= max))
+    {
+        return (
+            DiagId::MappingRefused,
+            format!(
+                "the map count: the process had {n} mappings {AT_FAILURE}, vm.max_map_count is {max}{}",
+                m.asked
+            ),
+            None,
+        );
+    }
+    if !protect && let Some(full) = m.no_room() {
+        return (DiagId::MappingRefused, full, Some(HINT_NO_ROOM));
+    }
+    let soft = |p: Option<(Option<u64>, Option<u64>)>| p.and_then(|(s, _)| s);
+    let counted = ask.private_writable() != Some(false);
+    let committed = ask.committed() != Some(false);
+    let as_refuses = soft(l.address_space).filter(|&s| m.exceeds(l.vm_size, s) == Some(true));
+    if !protect && let Some(s) = as_refuses {
+        let (id, text) = m.address_space(s, "");
+        return (id, text, None);
+    }
+    // A change of protection is refused for its data only where the
+    // address-space check lets the old flags through (mprotect_fixup).
+    if counted
+        && !(protect && as_refuses.is_some())
+        && let Some(s) = soft(l.data).filter(|&s| m.exceeds(l.vm_data, s) == Some(true))
+    {
+        let (id, text) = m.data(s, "");
+        return (id, text, None);
+    }
+    if l.overcommit == Some(2) && committed {
+        let (id, text) = m.strict();
+        return (id, text, None);
+    }
+    exact_rest(&m, n, protect, (counted, committed))
+}
+
+/// What is left once the kernel's counts at the failure passed every
+/// check nvprobe can decide: a range that was not mapped (a change of
+/// protection), the overcommit heuristic where it can refuse, or no free
+/// range of addresses; a check whose setting could not be read stays
+/// named.
+fn exact_rest(
+    m: &Mapping<'_>,
+    n: u64,
+    protect: bool,
+    (counted, committed): (bool, bool),
+) -> (DiagId, String, Option<&'static str>) {
+    const PLACED: u32 = MAP_FIXED | 0x10_0000 | 0x40;
+    let l = m.l;
+    let flags = m.ask.flags.unwrap_or(0);
+    let mut unread = Vec::new();
+    if l.max_map_count.is_none() {
+        unread.push("vm.max_map_count");
+    }
+    if l.address_space.is_none() && !protect {
+        unread.push("the address-space limit");
+    }
+    if l.data.is_none() && counted {
+        unread.push("the data-size limit");
+    }
+    if l.overcommit.is_none() && committed {
+        unread.push("the overcommit policy");
+    }
+    let counts = format!(
+        "the kernel's counts {AT_FAILURE} pass every limit that applies: {n} mappings{}, an address space of {}, {} of private writable memory{}",
+        l.max_map_count
+            .map_or(String::new(), |max| format!(" of vm.max_map_count {max}")),
+        bytes(l.vm_size.unwrap_or(0)),
+        bytes(l.vm_data.unwrap_or(0)),
+        if unread.is_empty() {
+            String::new()
+        } else {
+            format!(" ({} could not be read)", unread.join(", "))
+        }
+    );
+    let noreserve = flags & MAP_NORESERVE != 0;
+    let heuristic = committed && !noreserve && l.overcommit.is_none_or(|o| o == 0);
+    let (rest, hint) = if protect {
+        (
+            "the range was not all mapped (mprotect answers ENOMEM for a range with a hole in it)",
+            None,
+        )
+    } else if flags & PLACED != 0 {
+        (
+            "the call named its address (MAP_FIXED, MAP_FIXED_NOREPLACE or MAP_32BIT), so the range it named lay outside what it may map, or the kernel ran short of memory for the mapping itself",
+            None,
+        )
+    } else if heuristic {
+        (
+            "the kernel's overcommit heuristic (vm.overcommit_memory 0 refuses one mapping larger than the host's memory and swap together) or no free range of addresses as long as the call asked for",
+            None,
+        )
+    } else if unread.is_empty() {
+        (
+            "no free range of addresses as long as the call asked for",
+            Some(HINT_NO_ROOM),
+        )
+    } else {
+        (
+            "no free range of addresses as long as the call asked for, or a check whose setting could not be read",
+            None,
+        )
+    };
+    (
+        DiagId::MappingRefused,
+        format!("{counts}: {rest}{}", m.asked),
+        hint,
+    )
 }
 
 /// The limits and the overcommit accounting, in the kernel's order, for a

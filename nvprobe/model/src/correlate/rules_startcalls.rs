@@ -16,6 +16,13 @@ use crate::{attribution::Limits, decode::SysKind};
 /// ENOSYS). EINVAL, EEXIST and the like are a caller's own business
 /// (libcuda probes fixed addresses with MAP_FIXED_NOREPLACE).
 const REFUSALS: [i32; 8] = [1, 11, 12, 13, 23, 24, 28, 38];
+/// A hint of its own: a socket refused.
+const HINT_SOCKET: &str = "a socket of the start-up was refused without any file being looked at (libcuda 580 makes \
+local AF_UNIX sockets in cuInit, and fails it with 304 when it cannot): a seccomp profile that answers socket() with an \
+error (docker --security-opt seccomp=, systemd SystemCallFilter=; Seccomp_filters in /proc/PID/status) or a security \
+module's network rule for the process's label (SELinux, AppArmor `network unix`) did it: allow the process's sockets \
+(at least AF_UNIX). Not the driver, and not a file's permissions";
+
 /// For mappings and lookups of other files: the limits (EAGAIN, ENOMEM,
 /// ENFILE, EMFILE) and EPERM (a filter: a file's mode answers EACCES),
 /// not EACCES or ENOENT, which a search along a library path meets as a
@@ -30,9 +37,12 @@ const LIMITS: [i32; 5] = [1, 11, 12, 23, 24];
 /// when no rule explains the start-up.
 pub(crate) fn may_explain((kind, errno): (SysKind, i32)) -> bool {
     match kind {
-        SysKind::Thread | SysKind::Clone3 | SysKind::MemFile | SysKind::EventFd | SysKind::Pipe => {
-            REFUSALS.contains(&errno)
-        }
+        SysKind::Thread
+        | SysKind::Clone3
+        | SysKind::MemFile
+        | SysKind::EventFd
+        | SysKind::Pipe
+        | SysKind::Socket => REFUSALS.contains(&errno),
         SysKind::Map
         | SysKind::Protect
         | SysKind::Open
@@ -143,6 +153,22 @@ fn cause(st: &ProcInit, f: &StartCallFailure) -> (DiagId, String, Option<&'stati
             DiagId::FileLimit,
             "the system's file table is full (fs.file-max)".to_owned(),
         ),
+        libc::EACCES | libc::EPERM if f.kind == SysKind::Socket => {
+            hint = Some(HINT_SOCKET);
+            (
+                DiagId::StartCallRefused,
+                format!(
+                    "making a socket checks no file's mode{}, so a seccomp filter or a security module's socket \
+rule refused it{}",
+                    if f.errno == libc::EPERM {
+                        " (only a raw or packet socket needs a capability, CAP_NET_RAW)"
+                    } else {
+                        ""
+                    },
+                    seccomp_text(limits, when)
+                ),
+            )
+        }
         libc::EPERM => (
             DiagId::NotPermitted,
             super::rules_refused::eperm_cause(st, &f.call),
@@ -192,6 +218,7 @@ fn purpose(kind: SysKind) -> &'static str {
         SysKind::Mknod => "making a device node",
         SysKind::Lock => "locking memory",
         SysKind::Ioctl => "an ioctl",
+        SysKind::Socket => "a socket",
         SysKind::Unchecked => "",
         SysKind::Other => "",
     }

@@ -3,7 +3,7 @@
 //! process died in it).
 
 use super::{
-    facts::{CallRef, CallResult, ERESTARTNOINTR, ERESTARTSYS},
+    facts::{CallRef, CallResult, ERESTARTNOINTR, ERESTARTSYS, Exit},
     record::{Record, SigOutcome, SignalReport},
     state::{PendingSig, ProcInit, SigSource, SignalInfo, ms},
 };
@@ -59,6 +59,29 @@ impl ProcInit {
             }
         }
         self.pending = keep;
+    }
+
+    /// The process ended itself (`exit`: a status, or an exec) while a
+    /// driver call of its start-up was in flight in another thread: the
+    /// kernel's SIGKILL to that thread cut the call short, so its failure
+    /// (UVM answers NV_ERR_BUSY_RETRY to a dying caller) is the end's, not
+    /// the driver's. It moves from `last_failure` to `cut`. The call is the
+    /// last that failed, of the thread the SIGKILL took, ended at most
+    /// 5 ms before it (the thread returns from the call into the signal).
+    pub(crate) fn take_cut_short(&mut self, exit: Exit) {
+        const WINDOW_NS: u64 = 5_000_000;
+        if exit.signal() != 0 || self.curesult.is_some() {
+            return;
+        }
+        if let Some(f) = self.last_failure
+            && self
+                .zapped
+                .iter()
+                .any(|&(tid, at)| f.tid == tid && f.end <= at && at - f.end <= WINDOW_NS)
+        {
+            self.cut = Some(f);
+            self.last_failure = None;
+        }
     }
 
     /// The process is gone (or tracing stopped): settle what is left.
@@ -164,6 +187,13 @@ impl ProcInit {
 fn sender_text(source: SigSource, sig: i32, (comm, pid): (&str, u32)) -> String {
     let kernel = match (source, sig) {
         (SigSource::Task, _) => return format!("{comm}[{pid}]"),
+        (SigSource::Itself, _) => return format!("{comm}[{pid}] itself{}", own_why(sig)),
+        (SigSource::Fault(c), _) => {
+            return format!(
+                "the kernel (a fault at the process's own access: {})",
+                fault_text(sig, c)
+            );
+        }
         (SigSource::Other(c), _) => return format!("{comm}[{pid}] (si_code {c})"),
         (SigSource::PosixTimer, _) => "a POSIX timer (timer_create)",
         (SigSource::Seccomp, _) => {
@@ -183,6 +213,47 @@ fn sender_text(source: SigSource, sig: i32, (comm, pid): (&str, u32)) -> String 
         _ => "the kernel",
     };
     kernel.to_owned()
+}
+
+/// What a signal a process sent itself says by its number: abort(3)'s,
+/// and the two the kernel sends from the process's own system call as
+/// if the process had (fs/pipe.c and net/core for SIGPIPE, mm/filemap.c's
+/// write checks for SIGXFSZ).
+fn own_why(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGABRT => {
+            " (abort(): a failed assertion, an uncaught C++ exception or a fatal error a library reported)"
+        }
+        libc::SIGPIPE => " (a write to a pipe or socket that no one reads any more)",
+        libc::SIGXFSZ => " (a write past its file-size limit, RLIMIT_FSIZE)",
+        _ => "",
+    }
+}
+
+/// A fault's si_code in words (uapi asm-generic/siginfo.h).
+fn fault_text(sig: i32, code: i32) -> String {
+    let what = match (sig, code) {
+        (libc::SIGSEGV, 1) => "SEGV_MAPERR, an address with nothing mapped there",
+        (libc::SIGSEGV, 2) => "SEGV_ACCERR, a mapping that does not allow that access",
+        (libc::SIGSEGV, 3) => "SEGV_BNDERR, a bounds check",
+        (libc::SIGSEGV, 4) => "SEGV_PKUERR, a protection key",
+        (libc::SIGSEGV, 10) => "SEGV_CPERR, a control-protection (shadow stack) check",
+        (libc::SIGBUS, 1) => "BUS_ADRALN, a misaligned address",
+        (libc::SIGBUS, 2) => {
+            "BUS_ADRERR, an address with nothing behind it, such as past the end of a mapped file"
+        }
+        (libc::SIGBUS, 3) => "BUS_OBJERR, an error of the object mapped there",
+        (libc::SIGBUS, 4 | 5) => "BUS_MCEERR, a hardware memory error (machine check)",
+        (libc::SIGILL, 1) => "ILL_ILLOPC, an instruction this CPU does not have",
+        (libc::SIGILL, 5 | 6) => "a privileged instruction",
+        (libc::SIGILL, _) => "an illegal instruction",
+        (libc::SIGFPE, 1) => "FPE_INTDIV, an integer division by zero",
+        (libc::SIGFPE, 2) => "FPE_INTOVF, an integer overflow",
+        (libc::SIGFPE, _) => "a floating-point exception",
+        (libc::SIGTRAP, _) => "a breakpoint or trace trap",
+        _ => return format!("si_code {code}"),
+    };
+    what.to_owned()
 }
 
 impl ProcInit {
@@ -221,7 +292,7 @@ impl ProcInit {
     /// that sender, which is what ended it. The one caught last before it
     /// counts; one ignored, or one of its own, does not.
     pub(crate) fn origin_of(&self, pid: u32, s: SignalInfo) -> SignalInfo {
-        if s.source != SigSource::Task || s.sender_pid != Some(pid) {
+        if s.source != SigSource::Itself || s.sender_pid != Some(pid) {
             return s;
         }
         // The last catch of that signal before the process sent it itself.
@@ -237,14 +308,20 @@ impl ProcInit {
             o.sig == s.sig
                 && o.at_ns <= caught
                 && o.sender_pid != Some(pid)
-                && !matches!(o.source, SigSource::Other(_))
+                && !matches!(
+                    o.source,
+                    SigSource::Itself | SigSource::Fault(_) | SigSource::Other(_)
+                )
         }) else {
             return s;
         };
+        // "comm[pid] itself", without what the signal's number says when
+        // the process sends it first (it raised again what it caught).
+        let who = s.sender.strip_suffix(own_why(s.sig)).unwrap_or(&s.sender);
         SignalInfo {
             sender: format!(
-                "{} itself (raising again the {} that {} sent at {:.1} ms)",
-                s.sender, s.name, first.sender, first.at_ms
+                "{who} (raising again the {} that {} sent at {:.1} ms)",
+                s.name, first.sender, first.at_ms
             ),
             sender_pid: first.sender_pid,
             source: first.source,
@@ -277,15 +354,32 @@ impl ProcInit {
             return;
         }
         let source = match code {
+            // SI_USER, SI_QUEUE, SI_TKILL.
+            0 | -1 | -6 if p.proc.pid == p.target_pid => SigSource::Itself,
             0 | -1 | -6 => SigSource::Task,
             0x80 => SigSource::Kernel,
             -2 => SigSource::PosixTimer,
             // SYS_SECCOMP (uapi asm-generic/siginfo.h).
             1 if sig == libc::SIGSYS => SigSource::Seccomp,
+            c if c > 0
+                && matches!(
+                    sig,
+                    libc::SIGSEGV | libc::SIGBUS | libc::SIGILL | libc::SIGFPE | libc::SIGTRAP
+                ) =>
+            {
+                SigSource::Fault(c)
+            }
             c => SigSource::Other(c),
         };
-        let sender = sender_text(source, sig, (&p.proc.comm, p.proc.pid));
-        let sender_pid = (source == SigSource::Task).then_some(p.proc.pid);
+        let sender = match (source, p.call.as_deref()) {
+            // The kernel said which call the filter refused.
+            (SigSource::Seccomp, Some(call)) => {
+                format!("a seccomp filter (its kill or trap action, at {call}())")
+            }
+            _ => sender_text(source, sig, (&p.proc.comm, p.proc.pid)),
+        };
+        let sender_pid =
+            matches!(source, SigSource::Task | SigSource::Itself).then_some(p.proc.pid);
         if self.signals.len() == 16 {
             // The oldest that landed in no call goes first: one that did
             // explains a verdict given later (at the first context, or at
@@ -342,6 +436,15 @@ impl ProcInit {
         let (Some(sig), Some(action)) = (p.sig, p.action) else {
             return;
         };
+        // A SIGKILL no one sent: the kernel ending the thread because
+        // another thread of the process exited or exec'd (zap_other_threads
+        // and de_thread queue it without generating a signal).
+        if sig == libc::SIGKILL
+            && self.zapped.len() < 16
+            && !self.signals.iter().any(|s| s.sig == libc::SIGKILL)
+        {
+            self.zapped.push((p.proc.tid, p.time_ns));
+        }
         if action == SigAction::Handler {
             if self.handled.len() == 8 {
                 self.handled.remove(0);

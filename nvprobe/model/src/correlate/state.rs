@@ -13,6 +13,16 @@ use crate::decode::SigAction;
 #[derive(Default)]
 pub(crate) struct ProcInit {
     pub(crate) comm: String,
+    /// A SIGKILL the kernel delivered to one of its threads that no one
+    /// sent (no signal was generated for it): another of its threads ended
+    /// the process (exit_group, or an exec's de_thread), which kills every
+    /// other thread so. (Each thread, when; the first 16.)
+    pub(crate) zapped: Vec<(u32, u64)>,
+    /// The failed driver call that end cut short, taken out of
+    /// `last_failure` when the process ended itself (a status or an exec):
+    /// the call returned because its thread was being killed, not because
+    /// the driver failed ([`ProcInit::take_cut_short`]).
+    pub(crate) cut: Option<Failure>,
     pub(crate) first_ns: u64,
     pub(crate) last_ns: u64,
     pub(crate) reached: [bool; 9],
@@ -510,6 +520,8 @@ pub(crate) struct Failure {
     pub(crate) result: CallResult,
     pub(crate) start: u64,
     pub(crate) end: u64,
+    /// The thread that made it.
+    pub(crate) tid: u32,
 }
 
 impl Failure {
@@ -559,7 +571,7 @@ pub struct SignalInfo {
 /// what the kernel said after it (the OOM killer's choice).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) enum SigSource {
-    /// A task: kill(2), tgkill, sigqueue (`sender_pid` is it).
+    /// Another task: kill(2), tgkill, sigqueue (`sender_pid` is it).
     #[default]
     Task,
     /// SI_KERNEL: the kernel itself (a timer, a limit, the terminal, a
@@ -572,6 +584,16 @@ pub(crate) enum SigSource {
     /// SIGSYS with SYS_SECCOMP: a seccomp filter's kill action at one of
     /// its system calls (kernel/seccomp.c, force_sig_seccomp).
     Seccomp,
+    /// A task of the process itself (`sender_pid` is the process): raise,
+    /// abort, a kill of its own pid or process group; and the kernel at
+    /// one of its own system calls, which sends SIGPIPE (a write no one
+    /// reads) and SIGXFSZ (past RLIMIT_FSIZE) as SI_USER from the caller
+    /// (send_sig with no siginfo).
+    Itself,
+    /// A fault the kernel raised at the process's own instruction: the
+    /// positive si_code of SIGSEGV, SIGBUS, SIGILL, SIGFPE or SIGTRAP
+    /// (force_sig_fault), kept.
+    Fault(i32),
     /// Another si_code.
     Other(i32),
 }

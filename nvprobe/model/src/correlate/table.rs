@@ -186,6 +186,11 @@ and make them match (or use the forward-compatibility package for a newer CUDA o
 that the container or cgroup passes the /dev/nvidiaN nodes in";
     KilledBySignal => "killed_by_signal", reference: "",
         hint: "the process did not hang in the driver: something killed it (a test harness timeout, an orchestrator). Give cuInit more time or run it without the timeout to see its real result";
+    EndedItself => "ended_itself", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "the process ended itself while its start-up was in a driver call: another of its threads called exit \
+(or exec'd a new program), which kills every other thread, and the call in flight returned because its thread was \
+dying. The driver did not fail and more time will not help: find what in the program exits or execs during its \
+start-up (a watchdog thread, another library's fatal-error path, os._exit)";
     InterruptedBySignal => "interrupted_by_signal", reference: "",
         hint: "the call was interrupted; the failure is the signal's doing, not the driver's";
     UvmBusyRetry => "uvm_busy_retry", reference: "docs/NVIDIA-ABI.md §6.3",

@@ -320,6 +320,7 @@ pub(super) fn proc_call(
         path: None,
         seq: Some(1),
         args: None,
+        mm: None,
         failed: None,
         time_ns,
         raw: None,

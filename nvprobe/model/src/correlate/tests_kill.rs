@@ -236,11 +236,106 @@ fn a_signal_the_process_raised_again_names_who_sent_it_first() {
         &[own(300), exit_of(301, 7, libc::SIGINT)],
     );
     assert!(
-        d.evidence.starts_with("SIGINT from python3[7] at 300.0 ms"),
+        d.evidence
+            .starts_with("SIGINT from python3[7] itself at 300.0 ms"),
         "{}",
         d.evidence
     );
+    assert!(!d.hint.contains("harness"), "{}", d.hint);
     assert_eq!(v.signal.as_ref().and_then(|s| s.sender_pid), Some(7));
+}
+
+/// `sig` sent by pid 7 to itself (thread 8) at `t` ms, SI_USER or SI_TKILL.
+fn own_signal(t: u64, sig: i32, code: i32) -> Event {
+    Event::Proc(crate::decode::ProcCall {
+        target_tid: Some(7),
+        sig: Some(sig),
+        signal: Some(crate::decode::signal::name(sig)),
+        code: Some(code),
+        ..proc_call(ProcKind::Signal, 7, "python3", 7, t * 1_000_000)
+    })
+}
+
+/// A signal the process sent itself is its own end, not a harness's:
+/// abort() (SI_TKILL), and the kernel's SIGPIPE and SIGXFSZ, which come
+/// as SI_USER from the process at its own write. Each hint says so and
+/// offers no more time.
+#[test]
+fn a_signal_the_process_sent_itself_is_its_own_end() {
+    let cases = [
+        (
+            libc::SIGABRT,
+            -6,
+            "SIGABRT from python3[7] itself (abort(): a failed assertion",
+            "the process aborted itself",
+        ),
+        (
+            libc::SIGPIPE,
+            0,
+            "SIGPIPE from python3[7] itself (a write to a pipe or socket that no one reads any more) at 1.0 ms",
+            "whose reader had gone",
+        ),
+        (
+            libc::SIGXFSZ,
+            0,
+            "SIGXFSZ from python3[7] itself (a write past its file-size limit, RLIMIT_FSIZE) at 1.0 ms",
+            "RLIMIT_FSIZE",
+        ),
+        (
+            libc::SIGKILL,
+            0,
+            "SIGKILL from python3[7] itself at 1.0 ms",
+            "the process sent the signal to itself",
+        ),
+    ];
+    for (sig, code, evidence, hint) in cases {
+        let (v, d) = killed(
+            ProcessInfo::default(),
+            &[own_signal(1, sig, code), exit_of(2, 7, sig)],
+        );
+        assert_eq!(v.result, Outcome::Killed);
+        assert!(d.evidence.starts_with(evidence), "{}", d.evidence);
+        assert!(d.hint.contains(hint), "{}", d.hint);
+        assert!(
+            !d.hint.contains("harness") && !d.hint.contains("more time or"),
+            "{}",
+            d.hint
+        );
+        assert_eq!(v.signal.as_ref().and_then(|s| s.sender_pid), Some(7));
+    }
+}
+
+/// A fault's si_code is the kernel's account of the process's own access,
+/// not a sender: named in words; a machine check gets the hardware's
+/// hint, not a library's.
+#[test]
+fn a_fault_is_named_by_its_code() {
+    let (v, d) = killed(
+        ProcessInfo::default(),
+        &[signal(1, libc::SIGBUS, 2), exit_of(2, 7, libc::SIGBUS)],
+    );
+    assert_eq!(v.result, Outcome::Killed);
+    assert!(
+        d.evidence.starts_with(
+            "SIGBUS from the kernel (a fault at the process's own access: BUS_ADRERR, an address with nothing \
+behind it, such as past the end of a mapped file) at 1.0 ms: a fault, not a kill"
+        ),
+        "{}",
+        d.evidence
+    );
+    assert!(d.hint.starts_with("the process faulted"), "{}", d.hint);
+    assert_eq!(v.signal.as_ref().and_then(|s| s.sender_pid), None);
+    let (_, d) = killed(
+        ProcessInfo::default(),
+        &[signal(1, libc::SIGBUS, 4), exit_of(2, 7, libc::SIGBUS)],
+    );
+    assert!(d.evidence.contains("BUS_MCEERR"), "{}", d.evidence);
+    assert!(d.hint.starts_with("a hardware memory error"), "{}", d.hint);
+    let (_, d) = killed(
+        ProcessInfo::default(),
+        &[signal(1, libc::SIGSEGV, 1), exit_of(2, 7, libc::SIGSEGV)],
+    );
+    assert!(d.evidence.contains("SEGV_MAPERR"), "{}", d.evidence);
 }
 
 /// SIGSYS with si_code SYS_SECCOMP is a seccomp filter's kill action
@@ -272,4 +367,23 @@ fn a_seccomp_kill_is_named_as_the_filters() {
         &[signal(1, libc::SIGSYS, 0), exit_of(2, 7, libc::SIGSYS)],
     );
     assert!(!d.evidence.contains("seccomp"), "{}", d.evidence);
+    // The call the kernel said the filter refused (siginfo's si_syscall).
+    let Event::Proc(p) = signal(1, libc::SIGSYS, 1) else {
+        unreachable!("signal makes a proc record")
+    };
+    let at_ioctl = Event::Proc(crate::decode::ProcCall {
+        call: Some("ioctl".into()),
+        ..p
+    });
+    let (_, d) = killed(
+        ProcessInfo::default(),
+        &[at_ioctl, exit_of(2, 7, libc::SIGSYS)],
+    );
+    assert!(
+        d.evidence.starts_with(
+            "SIGSYS from a seccomp filter (its kill or trap action, at ioctl()) at 1.0 ms"
+        ),
+        "{}",
+        d.evidence
+    );
 }

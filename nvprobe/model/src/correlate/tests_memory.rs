@@ -28,6 +28,34 @@ fn refused_mmap(l: Limits, len: u64, prot: u64, flags: u64) -> Diagnosis {
     .clone()
 }
 
+/// [`refused_mmap`] with the kernel's own counts at the failure in the
+/// record: `maps` mappings, `vm` bytes of address space, `data` of them
+/// private writable.
+fn refused_mmap_at(
+    l: Limits,
+    (len, prot, flags): (u64, u64, u64),
+    (maps, vm, data): (u32, u64, u64),
+) -> Diagnosis {
+    let Event::Proc(p) = failed_len(1, "mmap", "ENOMEM", len) else {
+        unreachable!("failed_len makes a proc record")
+    };
+    let ev = Event::Proc(crate::decode::ProcCall {
+        args: Some(vec![0, len, prot, flags]),
+        mm: Some(crate::decode::MmAt {
+            map_count: maps,
+            vm_bytes: vm,
+            data_bytes: data,
+        }),
+        ..p
+    });
+    only(&failed_init(
+        with_limits(l),
+        &[ev],
+        (2, "CUDA_ERROR_OUT_OF_MEMORY"),
+    ))
+    .clone()
+}
+
 const PROT_NONE: u64 = 0;
 const PROT_RW: u64 = 3;
 /// MAP_PRIVATE|MAP_ANONYMOUS|MAP_NORESERVE: libcuda's reservations.
@@ -320,5 +348,132 @@ fn an_mremap_that_may_not_move_explains_nothing() {
             .any(|id| matches!(id, DiagId::MappingRefused | DiagId::AddressSpaceLimit)),
         "{:?}",
         ids(1)
+    );
+}
+
+/// With the kernel's own counts at the failure (the record's), each check
+/// is decided with the numbers the kernel had: the map count is blamed
+/// only past its maximum, a limit the counts stay under is not blamed,
+/// and what no check explains is named by elimination, without the
+/// hedges a count read later needs. A limit that could not be read stays
+/// a candidate.
+#[test]
+fn the_kernels_counts_at_the_failure_decide_each_check() {
+    let unlimited = Limits {
+        address_space: Some((None, None)),
+        data: Some((None, None)),
+        // Read later, after the reservations were given back: not used.
+        vm_size: Some(200 * MIB),
+        map_count: Some(108),
+        max_map_count: Some(65530),
+        overcommit: Some(0),
+        ..Limits::default()
+    };
+    // Past vm.max_map_count then, whatever was read later.
+    let d = refused_mmap_at(
+        unlimited.clone(),
+        (GIB, PROT_NONE, RESERVE),
+        (65531, 30 * GIB, MIB),
+    );
+    assert_eq!(d.id, DiagId::MappingRefused);
+    assert!(
+        d.evidence.contains(
+            "the map count: the process had 65531 mappings when the call failed, vm.max_map_count is 65530"
+        ),
+        "{}",
+        d.evidence
+    );
+    // Far from it, nothing counts a reservation: no free range, said
+    // without "unless".
+    let d = refused_mmap_at(
+        unlimited.clone(),
+        (64 * GIB, PROT_NONE, RESERVE),
+        (900, 30 * GIB, MIB),
+    );
+    assert!(
+        d.evidence.contains(
+            "the kernel's counts when the call failed pass every limit that applies: 900 mappings of \
+vm.max_map_count 65530, an address space of 30 GiB (32212254720 bytes), 1 MiB (1048576 bytes) of private writable \
+memory: no free range of addresses as long as the call asked for; the call asked for 64 GiB"
+        ) && !d.evidence.contains("unless"),
+        "{}",
+        d.evidence
+    );
+    assert!(
+        d.hint
+            .starts_with("the process's own mappings left no free range"),
+        "{}",
+        d.hint
+    );
+    #[cfg(not(target_arch = "aarch64"))]
+    {
+        // The reservations still held then: a full address space, at once.
+        let d = refused_mmap_at(
+            unlimited.clone(),
+            (64 << 40, PROT_NONE, RESERVE),
+            (900, (128u64 << 40) - 500 * MIB, MIB),
+        );
+        assert!(
+            d.evidence
+                .contains("no free range of addresses: the process's own mappings took")
+                && d.evidence
+                    .contains("when the call failed, so the call's length cannot fit"),
+            "{}",
+            d.evidence
+        );
+    }
+    // An address-space limit: blamed when the counts pass it, not when
+    // they stay under it (a reservation then is no limit's).
+    let as_4g = Limits {
+        address_space: Some((Some(4 * GIB), None)),
+        ..unlimited.clone()
+    };
+    let d = refused_mmap_at(
+        as_4g.clone(),
+        (GIB, PROT_NONE, RESERVE),
+        (900, 3 * GIB + GIB / 2, MIB),
+    );
+    assert_eq!(d.id, DiagId::AddressSpaceLimit, "{}", d.evidence);
+    assert!(
+        d.evidence
+            .contains("its address space was 3.5 GiB (3758096384 bytes) when the call failed"),
+        "{}",
+        d.evidence
+    );
+    let d = refused_mmap_at(as_4g, (GIB, PROT_NONE, RESERVE), (900, GIB, MIB));
+    assert_eq!(d.id, DiagId::MappingRefused, "{}", d.evidence);
+    assert!(!d.evidence.contains("RLIMIT_AS"), "{}", d.evidence);
+    // Private writable memory in mode 0: the heuristic or the addresses.
+    let d = refused_mmap_at(
+        unlimited.clone(),
+        (8 * GIB, PROT_RW, PRIVATE_ANON),
+        (900, GIB, MIB),
+    );
+    assert!(
+        d.evidence.contains("the kernel's overcommit heuristic")
+            && !d.evidence.contains("map count"),
+        "{}",
+        d.evidence
+    );
+    // The address-space limit unread: still a candidate, no hint of the
+    // addresses alone.
+    let unread = Limits {
+        address_space: None,
+        ..unlimited
+    };
+    let d = refused_mmap_at(unread, (64 * GIB, PROT_NONE, RESERVE), (900, 30 * GIB, MIB));
+    assert!(
+        d.evidence
+            .contains("(the address-space limit could not be read)")
+            && d.evidence
+                .contains("or a check whose setting could not be read"),
+        "{}",
+        d.evidence
+    );
+    assert!(
+        !d.hint
+            .starts_with("the process's own mappings left no free range"),
+        "{}",
+        d.hint
     );
 }

@@ -358,6 +358,7 @@ impl ProcInit {
             result,
             start,
             end,
+            tid: o.tid,
         };
         // What refused the first context: the first failure inside its call.
         if self.ctx_in_flight && self.after_init_failure.is_none() {

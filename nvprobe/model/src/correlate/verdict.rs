@@ -293,6 +293,20 @@ fn stopped(st: &ProcInit) -> Option<(f64, String)> {
             _ => {}
         }
     }
+    // Stopped to the end: a SIGKILL (the one signal that acts on a
+    // stopped process) ended it still stopped.
+    if let Some(a) = stop
+        && let Some(k) = st
+            .signals
+            .iter()
+            .find(|s| s.sig == libc::SIGKILL && s.at_ns > a.at_ns)
+    {
+        total += k.at_ns - a.at_ns;
+        who.push(format!(
+            "SIGSTOP from {}, and no SIGCONT before the SIGKILL",
+            a.sender
+        ));
+    }
     (total > 0).then(|| (total as f64 / 1e9, who.join("; ")))
 }
 
@@ -636,6 +650,28 @@ fn killed_after_s7(st: &ProcInit, e: Exit, signal: Option<&SignalInfo>) -> Strin
     format!("reached UVM GPU registration (S7), then killed by {by} {when}")
 }
 
+/// The text of a start-up whose process ended itself with a driver call
+/// in flight ([`ProcInit::take_cut_short`]).
+fn ended_itself(st: &ProcInit, e: Exit, named: &dyn Fn(&CallRef) -> String) -> String {
+    let how = match e {
+        Exit::Exec => "another of its threads exec'd a new program".to_owned(),
+        e => format!("{} (another of its threads ended it)", e.text()),
+    };
+    let when = if st.cuinit_entered {
+        "while cuInit was still running (it never returned)"
+    } else {
+        "in the middle of its start-up"
+    };
+    match st.cut {
+        Some(c) => format!(
+            "{how} {when}: the kernel's SIGKILL to the thread in {} cut it short (it returned {})",
+            named(&c.call),
+            c.result
+        ),
+        None => format!("{how} {when}"),
+    }
+}
+
 fn driver_only(
     st: &ProcInit,
     (exit, signal, last_stage): (Option<Exit>, Option<&SignalInfo>, Option<&str>),
@@ -645,11 +681,18 @@ fn driver_only(
     let reached_init = st.reached[7];
     // Stopped after a stage with no failed call: the first diagnosis is
     // the cause, said after the text.
-    let cause =
-        (!reached_init && exit.is_none_or(|e| e.signal() == 0) && st.last_failure.is_none())
-            .then(|| diagnoses.first().map(|d| d.evidence.clone()))
-            .flatten();
+    let cause = (!reached_init
+        && exit.is_none_or(|e| e.signal() == 0)
+        && st.last_failure.is_none()
+        && st.cut.is_none())
+    .then(|| diagnoses.first().map(|d| d.evidence.clone()))
+    .flatten();
     let (outcome, text) = match (exit, reached_init) {
+        // It ended itself with a driver call in flight (another thread's
+        // exit or exec): that call's answer is the end's.
+        (Some(e), _) if e.signal() == 0 && st.cut.is_some() => {
+            (Outcome::Exited, ended_itself(st, e, named))
+        }
         // Killed before a first context: not a start-up that ended well,
         // however far its driver side got.
         (Some(e), true) if e.signal() != 0 && killed_in_start_up(st, signal) => {

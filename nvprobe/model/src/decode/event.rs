@@ -405,7 +405,9 @@ pub struct ProcCall {
     /// Whether the handler was installed with SA_RESTART (signal_delivered).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sa_restart: Option<bool>,
-    /// The system call that failed (call_failed): its name, or "syscall N".
+    /// The system call that failed (call_failed): its name, or "syscall N";
+    /// for a SIGSYS from a seccomp filter (signal), the call it refused,
+    /// by the table of the architecture the kernel named.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub call: Option<String>,
     /// Its errno (call_failed).
@@ -428,6 +430,12 @@ pub struct ProcCall {
     /// fourth were sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub args: Option<Vec<u64>>,
+    /// The process's address space when the call failed, as the kernel
+    /// held it (call_failed): its mappings, size and private writable
+    /// memory. Absent in a recording made before it was sent, or where
+    /// the kernel's BTF does not name the fields.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mm: Option<super::failed_call::MmAt>,
     /// The failed call's kind and errno, as numbers (call_failed; `call`
     /// and `errno` name them).
     #[serde(skip)]
@@ -751,6 +759,9 @@ pub enum SysKind {
     /// ioctl: one on an NVIDIA file is its own record too, unless a
     /// filter answered it before the kernel traced its entry.
     Ioctl,
+    /// socket, socketpair: no file's mode is checked, so EACCES is a
+    /// filter's or a security module's answer.
+    Socket,
     /// A call the kernel checks no permission for (uname, sysinfo,
     /// readlink, getcwd, the NUMA policy queries, the ids and clocks): its
     /// EPERM can only be a filter's.
@@ -776,6 +787,7 @@ impl SysKind {
             "mknod" | "mknodat" => Self::Mknod,
             "mlock" | "mlock2" | "mlockall" => Self::Lock,
             "ioctl" => Self::Ioctl,
+            "socket" | "socketpair" => Self::Socket,
             "uname" | "sysinfo" | "readlink" | "readlinkat" | "getcwd" | "get_mempolicy"
             | "set_mempolicy" | "sched_getaffinity" | "getcpu" | "getrandom" | "gettid"
             | "getpid" | "getppid" | "getuid" | "geteuid" | "getgid" | "getegid" | "getresuid"

@@ -75,8 +75,24 @@ impl ProcCall {
                 .then(|| self.arg(3))
                 .flatten()
                 .map(|f| f as u32),
+            at: self.mm,
         }
     }
+}
+
+/// A process's address space when one of its calls failed, as the kernel
+/// held it (`mm_struct`, read by the kernel side at the failure).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+pub struct MmAt {
+    /// Its mappings (`map_count`: what vm.max_map_count bounds).
+    pub map_count: u32,
+    /// Its size in bytes (`total_vm`: VmSize, what RLIMIT_AS bounds).
+    pub vm_bytes: u64,
+    /// Its private writable memory in bytes (`data_vm`: VmData, what
+    /// RLIMIT_DATA bounds).
+    pub data_bytes: u64,
 }
 
 /// What a failed call that maps or protects memory asked for (each part
@@ -89,6 +105,9 @@ pub struct MemAsk {
     pub prot: Option<u32>,
     /// MAP_* bits (mmap's fourth argument).
     pub flags: Option<u32>,
+    /// The address space when the call failed (None: a recording made
+    /// before the kernel side sent it).
+    pub at: Option<MmAt>,
 }
 
 impl MemAsk {

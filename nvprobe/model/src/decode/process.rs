@@ -256,7 +256,13 @@ pub(super) fn decode_proc(ev: &ProcEvent, bytes: &[u8], raw: Option<String>) -> 
         }),
         // SA_RESTART (uapi asm-generic/signal-defs.h).
         sa_restart: (op == Some(ProcOp::SignalDeliver)).then_some(ev.sa_flags & 0x1000_0000 != 0),
-        call: (op == Some(ProcOp::CallFailed)).then(|| syscall_name(ev.code)),
+        call: match op {
+            Some(ProcOp::CallFailed) => Some(syscall_name(ev.code)),
+            Some(ProcOp::SignalGenerate) if ev.sig == 31 && ev.code == 1 => {
+                seccomp_call(ev.si_pid, ev.exit_code)
+            }
+            _ => None,
+        },
         failed: (op == Some(ProcOp::CallFailed))
             .then(|| (SysKind::of(&syscall_name(ev.code)), ev.errno)),
         errno: (op == Some(ProcOp::CallFailed))
@@ -274,9 +280,36 @@ pub(super) fn decode_proc(ev: &ProcEvent, bytes: &[u8], raw: Option<String>) -> 
             }
             a
         }),
+        mm: failed_rec
+            .filter(|(f, _)| f.map_count != 0)
+            .map(|(f, _)| super::failed_call::MmAt {
+                map_count: f.map_count,
+                vm_bytes: f.vm_bytes,
+                data_bytes: f.data_bytes,
+            }),
         time_ns: ev.hdr.ktime_ns,
         raw,
     })
+}
+
+/// The system call a seccomp filter refused with SIGSYS, by the table of
+/// the architecture the kernel named (`si_arch`): None for a record made
+/// before nvprobe sent it (its `si_pid` then holds part of an address,
+/// not an AUDIT_ARCH value).
+fn seccomp_call(arch: u32, nr: i32) -> Option<String> {
+    // AUDIT_ARCH_X86_64, AUDIT_ARCH_AARCH64, AUDIT_ARCH_I386 (uapi
+    // linux/audit.h).
+    let table = match arch {
+        0xC000_003E => super::syscalls::X86_64,
+        0xC000_00B7 => super::syscalls::GENERIC,
+        0x4000_0003 => return Some(format!("syscall {nr} (i386)")),
+        _ => return None,
+    };
+    Some(
+        table
+            .binary_search_by_key(&nr, |(n, _)| *n)
+            .map_or_else(|_| format!("syscall {nr}"), |i| table[i].1.to_owned()),
+    )
 }
 
 /// The name of system call `nr` by the tracing machine's numbers

@@ -1,10 +1,11 @@
 //! System call names by number, for the failed calls the kernel side
-//! reports (its `code` is the traced machine's number). Generated from the
+//! reports (its `code` is the traced machine's number), and the call a
+//! seccomp filter refused (by the architecture the kernel named: both
+//! tables are kept). Generated from the
 //! kernel's uapi headers (x86_64: arch/x86/entry/syscalls/syscall_64.tbl
 //! as asm/unistd_64.h; arm64: include/uapi/asm-generic/unistd.h).
 
 /// x86_64.
-#[cfg(not(target_arch = "aarch64"))]
 pub(super) const X86_64: &[(i32, &str)] = &[
     (0, "read"),
     (1, "write"),
@@ -371,7 +372,6 @@ pub(super) const X86_64: &[(i32, &str)] = &[
 ];
 
 /// arm64 (the generic table).
-#[cfg(target_arch = "aarch64")]
 pub(super) const GENERIC: &[(i32, &str)] = &[
     (0, "io_setup"),
     (1, "io_destroy"),

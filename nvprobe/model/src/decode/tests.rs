@@ -578,6 +578,35 @@ fn failed_proc(op: nvprobe_common::ProcOp, nr: i32, errno: i32) -> ProcEvent {
     }
 }
 
+/// A SIGSYS from a seccomp filter names the call the filter refused, by
+/// the table of the architecture the kernel named, whatever machine
+/// decodes it; a record made before the call was sent (its si_pid part of
+/// an address, no AUDIT_ARCH value) names none, and another signal never
+/// does.
+#[test]
+fn a_seccomp_sigsys_names_the_refused_call_by_its_architecture() {
+    let sig = |sig: i32, code: i32, arch: u32, nr: i32| {
+        let mut e = failed_proc(nvprobe_common::ProcOp::SignalGenerate, code, 0);
+        e.sig = sig;
+        e.si_pid = arch;
+        e.exit_code = nr;
+        let Ok(Event::Proc(p)) = decode(&bytes_of(&e), &ctx580()) else {
+            panic!("not a proc record")
+        };
+        p.call
+    };
+    // ioctl: 16 on x86_64, 29 in the generic table (arm64).
+    assert_eq!(sig(31, 1, 0xC000_003E, 16).as_deref(), Some("ioctl"));
+    assert_eq!(sig(31, 1, 0xC000_00B7, 29).as_deref(), Some("ioctl"));
+    assert_eq!(
+        sig(31, 1, 0x4000_0003, 54).as_deref(),
+        Some("syscall 54 (i386)")
+    );
+    assert_eq!(sig(31, 1, 0x7f3a_1234, 0), None);
+    assert_eq!(sig(31, 0, 0xC000_003E, 16), None);
+    assert_eq!(sig(11, 1, 0xC000_003E, 16), None);
+}
+
 /// The kernel side's record of a failed start-up call decodes to the
 /// call's name and errno; an unknown number stays a number.
 #[test]
@@ -616,6 +645,10 @@ fn a_failed_call_with_its_path_decodes_escaped_and_bounded() {
             seq: 3,
             path: [0; nvprobe_common::PATH_LEN],
             args_more: [0, 0],
+            map_count: 0,
+            _pad: 0,
+            vm_bytes: 0,
+            data_bytes: 0,
         };
         ev.path[..path.len()].copy_from_slice(path);
         bytes_of(&ev)
@@ -657,9 +690,11 @@ fn a_failed_call_with_its_path_decodes_escaped_and_bounded() {
     ));
 }
 
-/// A failed mmap carries its four arguments (shown as strace does); a
-/// record made before the third and fourth were sent (V1_LEN bytes) still
-/// decodes, with two; any other length is refused.
+/// A failed mmap carries its four arguments (shown as strace does) and
+/// the address space's counts at the failure; a record made before the
+/// counts were sent (V2_LEN bytes) decodes without them, one made before
+/// the third and fourth arguments (V1_LEN) with two; any other length is
+/// refused.
 #[test]
 fn a_failed_mapping_carries_its_protection_and_flags_and_an_older_record_decodes() {
     let ev = nvprobe_common::CallFailedEvent {
@@ -672,12 +707,25 @@ fn a_failed_mapping_carries_its_protection_and_flags_and_an_older_record_decodes
         path: [0; nvprobe_common::PATH_LEN],
         // PROT_NONE; MAP_PRIVATE|MAP_ANONYMOUS|MAP_NORESERVE.
         args_more: [0, 0x4022],
+        map_count: 108,
+        _pad: 0,
+        vm_bytes: 187 << 20,
+        data_bytes: 3 << 20,
     };
     let whole = bytes_of(&ev);
     let Ok(Event::Proc(p)) = decode(&whole, &ctx580()) else {
         panic!("not a proc record")
     };
     assert_eq!(p.args, Some(vec![0, 64 << 30, 0, 0x4022]));
+    assert_eq!(
+        p.mm,
+        Some(crate::decode::MmAt {
+            map_count: 108,
+            vm_bytes: 187 << 20,
+            data_bytes: 3 << 20
+        })
+    );
+    assert_eq!(p.mem_ask().at, p.mm);
     #[cfg(target_arch = "x86_64")]
     {
         let ask = p.mem_ask();
@@ -698,6 +746,15 @@ fn a_failed_mapping_carries_its_protection_and_flags_and_an_older_record_decodes
             "{text}"
         );
     }
+    // A record made before the sizes were sent: four arguments, no sizes.
+    let v2 = &whole[..nvprobe_common::call_failed::V2_LEN];
+    let Ok(Event::Proc(p)) = decode(v2, &ctx580()) else {
+        panic!("a record without the sizes is refused")
+    };
+    assert_eq!(
+        (p.args.clone(), p.mm),
+        (Some(vec![0, 64 << 30, 0, 0x4022]), None)
+    );
     let old = &whole[..nvprobe_common::call_failed::V1_LEN];
     let Ok(Event::Proc(p)) = decode(old, &ctx580()) else {
         panic!("an older record is refused")

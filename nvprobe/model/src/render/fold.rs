@@ -47,6 +47,22 @@ pub(crate) struct Run {
     dur_ns: Option<u64>,
     /// When the last call was seen (CLOCK_MONOTONIC).
     last_ns: u64,
+    /// The loader's look at a directory the run began with, when that was
+    /// its batch's first line (the batch before ended in the search):
+    /// the directory and the look's own line. The run before it takes it
+    /// in when it tried that directory last ([`Run::join`]); else its line
+    /// is written before the run's.
+    probe: Option<(String, String)>,
+}
+
+/// Whether a failed call is of the kind a loader makes to look at a
+/// directory it just failed to open a file in (glibc stats it, to skip
+/// it next time).
+fn is_probe_call(call: &str) -> bool {
+    matches!(
+        call,
+        "newfstatat" | "stat" | "lstat" | "statx" | "fstatat64"
+    )
 }
 
 /// A failed path call, as the fold needs it.
@@ -91,6 +107,39 @@ impl Run {
             first: Box::new((first.0, first.1.clone())),
             dur_ns: l.dur_ns,
             last_ns: l.at,
+            probe: None,
+        })
+    }
+
+    /// A run that begins with the loader's look at a directory (`l`, a
+    /// failed stat), the first line of its batch: the search it belongs to
+    /// may have begun in the batch before. None for another call.
+    pub(crate) fn start_probe(
+        l: &Lookup<'_>,
+        prefix: String,
+        line: String,
+        first: (u64, &Event),
+    ) -> Option<Run> {
+        if !is_probe_call(l.syscall) {
+            return None;
+        }
+        let dir = l.path.trim_end_matches('/');
+        Some(Run {
+            tid: l.tid,
+            syscall: String::new(),
+            name: String::new(),
+            prefix,
+            first_line: line.clone(),
+            dirs: Vec::new(),
+            last_dir: dir.to_owned(),
+            n: 0,
+            calls: 0,
+            repeated: false,
+            errnos: Vec::new(),
+            first: Box::new((first.0, first.1.clone())),
+            dur_ns: Some(0),
+            last_ns: l.at,
+            probe: Some((dir.to_owned(), line)),
         })
     }
 
@@ -102,6 +151,23 @@ impl Run {
         let Some((dir, name)) = split(l.path) else {
             return false;
         };
+        if self.calls == 0 {
+            // A look at a directory alone so far: the thread's next
+            // lookup is the search it was made in.
+            if l.tid != self.tid {
+                return false;
+            }
+            self.syscall = l.syscall.to_owned();
+            self.name = name.to_owned();
+            self.dirs = vec![dir.to_owned()];
+            dir.clone_into(&mut self.last_dir);
+            self.n = 1;
+            self.calls = 1;
+            self.count_errno(l.errno, 1);
+            self.dur_ns = l.dur_ns;
+            self.last_ns = self.last_ns.max(l.at);
+            return true;
+        }
         if l.tid != self.tid
             || l.syscall != self.syscall
             || name != self.name
@@ -142,7 +208,22 @@ impl Run {
     /// with this search (the same thread, system call and file name, in
     /// another directory than the last, or in the last once more as
     /// [`Run::extend`] takes it). Err gives it back.
-    pub(crate) fn join(&mut self, next: Box<Run>) -> Result<(), Box<Run>> {
+    pub(crate) fn join(&mut self, mut next: Box<Run>) -> Result<(), Box<Run>> {
+        if let Some((dir, _)) = &next.probe {
+            // The loader's look at the directory this search tried last:
+            // taken in; at another, the two stay apart.
+            if next.tid != self.tid || self.calls == 0 || *dir != self.last_dir {
+                return Err(next);
+            }
+            next.probe = None;
+            if next.calls == 0 {
+                self.last_ns = self.last_ns.max(next.last_ns);
+                return Ok(());
+            }
+        }
+        if self.calls == 0 {
+            return Err(next);
+        }
         // The place the batch ended in, tried again first in the next.
         let again = next.dirs.first() == Some(&self.last_dir);
         if next.tid != self.tid
@@ -186,20 +267,24 @@ impl Run {
     pub(crate) fn probes_last_dir(&self, tid: u32, call: &str, path: &str) -> bool {
         // glibc 2.39 names it with a trailing slash, 2.36 without.
         tid == self.tid
-            && matches!(
-                call,
-                "newfstatat" | "stat" | "lstat" | "statx" | "fstatat64"
-            )
+            && self.calls > 0
+            && is_probe_call(call)
             && path.trim_end_matches('/') == self.last_dir
     }
 
     /// The run's text: the first call's own line when it is alone, else
     /// `openat libcuda.so.1 in 41 places = -1 ENOENT: /a, /b, … /z <35.2µs>`.
     pub(crate) fn line(&self, dur: impl Fn(u64) -> String) -> String {
-        if self.calls == 1 {
+        if self.calls == 0 || (self.calls == 1 && self.probe.is_none()) {
             return self.first_line.clone();
         }
-        let mut s = format!(
+        let mut s = String::new();
+        if let Some((_, line)) = &self.probe {
+            s.push_str(line);
+            s.push('\n');
+        }
+        let _ = write!(
+            s,
             "{}{} {} in {} place{}",
             self.prefix,
             self.syscall,
@@ -350,6 +435,60 @@ mod tests {
         assert_eq!(
             a.line(|n| format!("{n}")),
             "t openat libcuda.so.1 in 5 places = -1 ENOENT ×4, ENOTDIR ×1: /a, /b, … /e <5000>"
+        );
+    }
+
+    /// A batch that begins with the loader's look at a directory (the
+    /// batch before ended in the search): the run before takes the look
+    /// in when it tried that directory last, and the search goes on as
+    /// one line; at another directory, or with no lookup before it, the
+    /// look stays a line of its own, written before its run's.
+    #[test]
+    fn a_batch_that_begins_with_the_loaders_look_at_the_last_directory_joins_the_search() {
+        let start = |path: &str| {
+            Run::start(&l(path, "ENOENT"), "t ".into(), "x".into(), (0, &ev())).expect("run")
+        };
+        let probe = |dir: &str| {
+            let mut p = l(dir, "ENOENT");
+            p.syscall = "newfstatat";
+            p.dur_ns = None;
+            Run::start_probe(&p, "t ".into(), format!("stat {dir}"), (0, &ev())).expect("a look")
+        };
+        let mut a = start("/a/libcuda.so.1");
+        assert!(a.extend(&l("/b/libcuda.so.1", "ENOENT")));
+        let mut b = probe("/b/");
+        assert!(b.extend(&l("/c/libcuda.so.1", "ENOENT")));
+        assert!(b.extend(&l("/d/libcuda.so.1", "ENOENT")));
+        // The look alone, unjoined, then its search.
+        assert_eq!(
+            b.line(|n| format!("{n}")),
+            "stat /b/\nt openat libcuda.so.1 in 2 places = -1 ENOENT: /c, /d <2000>"
+        );
+        let mut joined = a.clone();
+        joined.join(Box::new(b.clone())).expect("the same search");
+        assert_eq!(
+            joined.line(|n| format!("{n}")),
+            "t openat libcuda.so.1 in 4 places = -1 ENOENT: /a, /b, … /d <4000>"
+        );
+        // A look at another directory: apart.
+        let c = probe("/z");
+        assert!(a.clone().join(Box::new(c)).is_err());
+        // A look alone, then nothing: its own line; taken in by the run
+        // before when it is at its last directory.
+        let alone = probe("/b");
+        assert_eq!(alone.line(|n| format!("{n}")), "stat /b");
+        a.join(Box::new(alone)).expect("the look at /b");
+        assert_eq!(
+            a.line(|n| format!("{n}")),
+            "t openat libcuda.so.1 in 2 places = -1 ENOENT: /a, /b <2000>"
+        );
+        // A look that joined nothing takes no run after it as a held run.
+        let mut held = probe("/b");
+        assert!(held.join(Box::new(start("/c/libcuda.so.1"))).is_err());
+        // Only a stat is a look.
+        assert!(
+            Run::start_probe(&l("/b", "ENOENT"), String::new(), String::new(), (0, &ev()))
+                .is_none()
         );
     }
 

@@ -687,6 +687,29 @@ impl super::encode::Encoder for Text {
                     p.last_failed_path = last;
                     return Ok(());
                 }
+                // The batch's first line, and the loader's kind of look at
+                // a directory: the batch before may have ended in its
+                // search, which its writer then joins (`OpenRun`).
+                if p.run.is_none()
+                    && buf.is_empty()
+                    && let (Some(call), Some(cp)) = (&c.call, &c.path)
+                    && let Some(run) = super::fold::Run::start_probe(
+                        &super::fold::Lookup {
+                            tid: c.proc.tid,
+                            syscall: call,
+                            path: cp,
+                            errno: c.errno.as_deref().unwrap_or("?"),
+                            dur_ns: None,
+                            at: mono_ns,
+                        },
+                        format!("{} {} ", time_of(&p.clock, mono_ns), who(&c.proc)),
+                        event_line(&p.clock, mono_ns, ev),
+                        (mono_ns, ev),
+                    )
+                {
+                    p.run = Some(run);
+                    return Ok(());
+                }
                 // A failed call of a start-up on a path nvprobe does not
                 // trace otherwise (a loader's search for another library,
                 // an interpreter's for a folder): a lookup too.
