@@ -14,7 +14,7 @@ fn layouts_have_no_hidden_padding() {
     assert_eq!(size_of::<PathEvent>(), 56 + 24 + 24 + 24 + 16 + 128);
     assert_eq!(size_of::<FdEvent>(), 56 + 24 + 24 + 8 + 8);
     assert_eq!(size_of::<MmapEvent>(), 56 + 24 + 24 + 24 + 16);
-    assert_eq!(size_of::<Config>(), 30 * 4);
+    assert_eq!(size_of::<Config>(), 35 * 4);
     assert_eq!(size_of::<ProcEvent>(), 56 + 40 + 16);
 }
 

@@ -63,7 +63,9 @@ pub fn current_task_ptr() -> u64 {
 #[inline(always)]
 pub fn mm_sizes() -> (u32, u64, u64) {
     let (t_mm, count) = (config!(task_mm), config!(mm_map_count));
-    if t_mm == 0 || count == 0 {
+    let (total, data) = (config!(mm_total_vm), config!(mm_data_vm));
+    // All four or none: a size read at offset 0 would be a wrong fact.
+    if t_mm == 0 || count == 0 || total == 0 || data == 0 {
         return (0, 0, 0);
     }
     // SAFETY: probe reads of kernel memory; faults read as 0.
@@ -73,17 +75,11 @@ pub fn mm_sizes() -> (u32, u64, u64) {
             return (0, 0, 0);
         }
         let shift = config!(page_shift) & 31;
-        let pages = |off: u32| {
-            if off == 0 {
-                0
-            } else {
-                kread::<u64>(mm, off).unwrap_or(0) << shift
-            }
-        };
+        let pages = |off: u32| kread::<u64>(mm, off).unwrap_or(0) << shift;
         (
             kread::<u32>(mm, count).unwrap_or(0),
-            pages(config!(mm_total_vm)),
-            pages(config!(mm_data_vm)),
+            pages(total),
+            pages(data),
         )
     }
 }

@@ -221,8 +221,8 @@ fn what_refused_the_start_up_is_named() {
     assert_eq!(id, DiagId::StartCallRefused);
     assert!(
         e.ends_with(
-            "socket() failed with EACCES, 2 times (a socket): making a socket checks no file's mode, so a seccomp \
-filter or a security module's socket rule refused it (the process ran under 1 seccomp filter)"
+            "socket() failed with EACCES, 2 times (a socket): making a local (AF_UNIX) socket checks no permission, \
+so a seccomp filter or a security module's socket rule refused it (the process ran under 1 seccomp filter)"
         ),
         "{e}"
     );

@@ -169,6 +169,7 @@ fn render_batch(
     let mut runs = runs::Runs::default();
     // Whether the first kept event began a run (known after it).
     let mut leads = None;
+    r.begin_batch();
     for (t, origin, rec) in b.records() {
         let s = match decode::decode(rec, ctx) {
             Ok(ev) if filters.keep(&ev) => {

@@ -202,7 +202,7 @@ impl Correlator {
                 if let Some(st) = self.procs.get_mut(&pid)
                     && !st.done
                 {
-                    st.on_call_failed(call, (kind, errno), Default::default());
+                    st.on_call_failed(call, (kind, errno), Default::default(), None);
                 }
                 return;
             }
@@ -548,7 +548,7 @@ impl Correlator {
                     st.on_failed_syscall(p);
                     let call = p.call.as_deref().unwrap_or("?");
                     if rules_startcalls::may_explain(failed) && !p.remap_in_place() {
-                        st.on_call_failed(call.to_owned(), failed, p.mem_ask());
+                        st.on_call_failed(call.to_owned(), failed, p.mem_ask(), p.arg(0));
                     }
                 }
             }
@@ -599,8 +599,11 @@ impl Correlator {
             // made; not for a start-up begun by a process that held its
             // descriptor when nvprobe started, whose count holds the calls
             // made on that descriptor before (its verdict counts the calls
-            // of its start-up that reached nvprobe, at every level).
-            if !st.began {
+            // of its start-up that reached nvprobe, at every level). Nor for
+            // a program that made no NVIDIA call of its own after an exec:
+            // the kernel's count is the process's, so those calls were the
+            // program's before it (whose verdict was given at the exec).
+            if !st.began && st.has_activity() {
                 st.calls = st.calls.saturating_add(p.unsent.unwrap_or(0));
             }
             st.settle_all(pid, SigOutcome::DiedInCall, out);

@@ -626,7 +626,10 @@ fn ioctl_refused(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
 }
 
 fn signal_or_uvm_step(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
-    if super::rules_kill::killed(f, out) || super::rules_kill::ended_itself(f, out) {
+    if super::rules_kill::killed(f, out)
+        || super::rules_kill::ended_itself(f, out)
+        || super::rules_kill::caught_then_exited(f, out)
+    {
         return;
     }
     let Some(fc) = &f.st.last_failure else { return };

@@ -142,6 +142,44 @@ pub(super) fn ended_itself(f: &Facts<'_>, out: &mut Vec<Diagnosis>) -> bool {
     true
 }
 
+/// The hint of a start-up its own handler for a signal ended.
+const HINT_HANDLED: &str = "the process's own handler for the signal ended it (a harness's timeout that raises, \
+such as pytest-timeout's signal method; a launcher's graceful stop): cuInit had succeeded and the driver did not \
+fail; give the start-up more time, or find who sent the signal and why";
+
+/// A process whose cuInit succeeded and that exited with an error before
+/// a first context, after its handler caught a signal that came in the
+/// start-up ([`ProcInit::caught_ender`]): the signal, and whose it was.
+pub(super) fn caught_then_exited(f: &Facts<'_>, out: &mut Vec<Diagnosis>) -> bool {
+    let st = f.st;
+    let Some(super::facts::Exit::Status(n)) = f.exit else {
+        return false;
+    };
+    if n == 0 || st.context.is_some() || !matches!(st.curesult, Some((0, _))) {
+        return false;
+    }
+    let Some(s) = st.caught_ender() else {
+        return false;
+    };
+    out.push(Diagnosis {
+        hint: kill_hint(s.source, s.sig).unwrap_or(HINT_HANDLED),
+        ..diag(
+            DiagId::InterruptedBySignal,
+            format!(
+                "{} from {} at {:.1} ms{}: the process's handler caught it, and the process exited with status {n} \
+before a first context",
+                s.name,
+                s.sender,
+                s.at_ms,
+                s.during
+                    .as_ref()
+                    .map_or(String::new(), |c| format!(", during {c}"))
+            ),
+        )
+    });
+    true
+}
+
 fn mib(b: u64) -> String {
     format!("{:.0} MiB", b as f64 / (1u64 << 20) as f64)
 }
@@ -154,7 +192,7 @@ pub(super) fn killed(f: &Facts<'_>, out: &mut Vec<Diagnosis>) -> bool {
     }
     if let Some(sig) = f.signal
         && f.fatal_sig != 0
-        && matches!(f.fatal_sig, 4 | 7 | 8 | 11)
+        && matches!(f.fatal_sig, 4 | 5 | 7 | 8 | 11)
         && sig.sender_pid.is_none()
     {
         out.push(Diagnosis {
@@ -187,7 +225,10 @@ pub(super) fn killed(f: &Facts<'_>, out: &mut Vec<Diagnosis>) -> bool {
         if let Some(hint) = kill_hint(sig.source, sig.sig) {
             d.hint = hint;
         }
-        if sig.sig == libc::SIGKILL && stopped_at(f.st, sig.at_ns) {
+        if sig.sig == libc::SIGKILL
+            && matches!(sig.source, SigSource::Task | SigSource::Itself)
+            && stopped_at(f.st, sig.at_ns)
+        {
             d.hint = HINT_STOPPED;
         }
         if sig.source == SigSource::OomKiller {

@@ -39,6 +39,9 @@ ordinary pages. No ulimit and not the GPU's memory";
 
 /// MAP_FIXED, MAP_HUGETLB, MAP_NORESERVE (uapi asm-generic/mman*.h).
 const MAP_FIXED: u32 = 0x10;
+/// A call that names its address or its range: MAP_FIXED,
+/// MAP_FIXED_NOREPLACE, MAP_32BIT.
+const PLACED: u32 = MAP_FIXED | 0x10_0000 | 0x40;
 const MAP_HUGETLB: u32 = 0x40000;
 const MAP_NORESERVE: u32 = 0x4000;
 
@@ -74,7 +77,14 @@ pub(super) fn memory_cause(
             Some(HINT_HUGE),
         );
     }
-    if let (Some(l), Some(at)) = (l, ask.at) {
+    // The kernel's counts decide a new mapping the kernel places itself,
+    // of a known length; a placed one (its overlap with what it replaces
+    // is not known here), an mremap and a change of protection keep the
+    // checks below.
+    if let (Some(l), Some(at), Some(_), Some(f)) = (l, ask.at, ask.len, ask.flags)
+        && !protect
+        && f & PLACED == 0
+    {
         return exact_cause(l, at, ask, protect);
     }
     let Some(l) = l else {
@@ -164,9 +174,15 @@ fn exact_cause(
     }
     // A change of protection is refused for its data only where the
     // address-space check lets the old flags through (mprotect_fixup).
+    // A soft data limit of 0 lets through what the hard one does (the
+    // kernel's workaround for Valgrind, may_expand_vm).
+    let data = l.data.and_then(|(s, h)| match (s, h) {
+        (Some(0), Some(h)) => Some(h),
+        (s, _) => s,
+    });
     if counted
         && !(protect && as_refuses.is_some())
-        && let Some(s) = soft(l.data).filter(|&s| m.exceeds(l.vm_data, s) == Some(true))
+        && let Some(s) = data.filter(|&s| m.exceeds(l.vm_data, s) == Some(true))
     {
         let (id, text) = m.data(s, "");
         return (id, text, None);
@@ -175,28 +191,25 @@ fn exact_cause(
         let (id, text) = m.strict();
         return (id, text, None);
     }
-    exact_rest(&m, n, protect, (counted, committed))
+    exact_rest(&m, n, (counted, committed))
 }
 
 /// What is left once the kernel's counts at the failure passed every
-/// check nvprobe can decide: a range that was not mapped (a change of
-/// protection), the overcommit heuristic where it can refuse, or no free
-/// range of addresses; a check whose setting could not be read stays
-/// named.
+/// check nvprobe can decide, for a new mapping the kernel places: the
+/// overcommit heuristic where it can refuse, or no free range of
+/// addresses; a check whose setting could not be read stays named.
 fn exact_rest(
     m: &Mapping<'_>,
     n: u64,
-    protect: bool,
     (counted, committed): (bool, bool),
 ) -> (DiagId, String, Option<&'static str>) {
-    const PLACED: u32 = MAP_FIXED | 0x10_0000 | 0x40;
     let l = m.l;
     let flags = m.ask.flags.unwrap_or(0);
     let mut unread = Vec::new();
     if l.max_map_count.is_none() {
         unread.push("vm.max_map_count");
     }
-    if l.address_space.is_none() && !protect {
+    if l.address_space.is_none() {
         unread.push("the address-space limit");
     }
     if l.data.is_none() && counted {
@@ -219,17 +232,7 @@ fn exact_rest(
     );
     let noreserve = flags & MAP_NORESERVE != 0;
     let heuristic = committed && !noreserve && l.overcommit.is_none_or(|o| o == 0);
-    let (rest, hint) = if protect {
-        (
-            "the range was not all mapped (mprotect answers ENOMEM for a range with a hole in it)",
-            None,
-        )
-    } else if flags & PLACED != 0 {
-        (
-            "the call named its address (MAP_FIXED, MAP_FIXED_NOREPLACE or MAP_32BIT), so the range it named lay outside what it may map, or the kernel ran short of memory for the mapping itself",
-            None,
-        )
-    } else if heuristic {
+    let (rest, hint) = if heuristic {
         (
             "the kernel's overcommit heuristic (vm.overcommit_memory 0 refuses one mapping larger than the host's memory and swap together) or no free range of addresses as long as the call asked for",
             None,
@@ -380,7 +383,6 @@ impl<'a> Mapping<'a> {
     /// MAP_FIXED_NOREPLACE) or asks for the low 2 GiB (MAP_32BIT): no
     /// free range is looked for there, or another one.
     fn nothing_else(&self) -> Option<String> {
-        const PLACED: u32 = MAP_FIXED | 0x10_0000 | 0x40;
         let l = self.l;
         let unlimited = |p: Option<(Option<u64>, Option<u64>)>| matches!(p, Some((None, _)));
         let counted = self.ask.private_writable() != Some(false);

@@ -153,22 +153,28 @@ fn cause(st: &ProcInit, f: &StartCallFailure) -> (DiagId, String, Option<&'stati
             DiagId::FileLimit,
             "the system's file table is full (fs.file-max)".to_owned(),
         ),
-        libc::EACCES | libc::EPERM if f.kind == SysKind::Socket => {
+        // AF_UNIX: no permission is checked to make one.
+        libc::EACCES | libc::EPERM if f.kind == SysKind::Socket && f.arg0 == Some(1) => {
             hint = Some(HINT_SOCKET);
             (
                 DiagId::StartCallRefused,
                 format!(
-                    "making a socket checks no file's mode{}, so a seccomp filter or a security module's socket \
-rule refused it{}",
-                    if f.errno == libc::EPERM {
-                        " (only a raw or packet socket needs a capability, CAP_NET_RAW)"
-                    } else {
-                        ""
-                    },
+                    "making a local (AF_UNIX) socket checks no permission, so a seccomp filter or a security \
+module's socket rule refused it{}",
                     seccomp_text(limits, when)
                 ),
             )
         }
+        libc::EACCES | libc::EPERM if f.kind == SysKind::Socket => (
+            DiagId::StartCallRefused,
+            format!(
+                "a socket of family {}: a missing capability (a raw or packet socket needs CAP_NET_RAW), the \
+ping group (an ICMP socket, net.ipv4.ping_group_range), a seccomp filter or a security module's socket rule \
+refused it{}",
+                f.arg0.map_or_else(|| "?".to_owned(), |a| a.to_string()),
+                seccomp_text(limits, when)
+            ),
+        ),
         libc::EPERM => (
             DiagId::NotPermitted,
             super::rules_refused::eperm_cause(st, &f.call),

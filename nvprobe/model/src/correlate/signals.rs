@@ -66,14 +66,24 @@ impl ProcInit {
     /// kernel's SIGKILL to that thread cut the call short, so its failure
     /// (UVM answers NV_ERR_BUSY_RETRY to a dying caller) is the end's, not
     /// the driver's. It moves from `last_failure` to `cut`. The call is the
-    /// last that failed, of the thread the SIGKILL took, ended at most
-    /// 5 ms before it (the thread returns from the call into the signal).
+    /// last that failed, with what a dying caller gets (UVM's
+    /// NV_ERR_BUSY_RETRY, EINTR, a restart code), of the thread the SIGKILL
+    /// took, ended at most 1 ms before it (the thread returns from the call
+    /// into the signal, no user code between).
     pub(crate) fn take_cut_short(&mut self, exit: Exit) {
-        const WINDOW_NS: u64 = 5_000_000;
+        const WINDOW_NS: u64 = 1_000_000;
         if exit.signal() != 0 || self.curesult.is_some() {
             return;
         }
+        let dying = |r: CallResult| match r {
+            CallResult::Status(s) => s == crate::decode::status::NV_ERR_BUSY_RETRY,
+            r => matches!(
+                r.errno(),
+                Some(libc::EINTR | ERESTARTSYS | ERESTARTNOINTR | super::facts::ERESTARTNOHAND)
+            ),
+        };
         if let Some(f) = self.last_failure
+            && dying(f.result)
             && self
                 .zapped
                 .iter()
@@ -82,6 +92,32 @@ impl ProcInit {
             self.cut = Some(f);
             self.last_failure = None;
         }
+    }
+
+    /// A signal whose default action ends a process, sent during the
+    /// start-up and caught by a handler of the process's: what ended a
+    /// process that exited with an error before a first context after it
+    /// (a harness's timer whose handler raises, such as pytest-timeout's; a
+    /// launcher's graceful stop). The last such.
+    pub(crate) fn caught_ender(&self) -> Option<&SignalInfo> {
+        self.signals.iter().rev().find(|s| {
+            s.at_ns >= self.first_ns
+                && !matches!(
+                    s.sig,
+                    libc::SIGCHLD
+                        | libc::SIGCONT
+                        | libc::SIGWINCH
+                        | libc::SIGURG
+                        | libc::SIGSTOP
+                        | libc::SIGTSTP
+                        | libc::SIGTTIN
+                        | libc::SIGTTOU
+                )
+                && self
+                    .handled
+                    .iter()
+                    .any(|&(n, at)| n == s.sig && at >= s.at_ns)
+        })
     }
 
     /// The process is gone (or tracing stopped): settle what is left.

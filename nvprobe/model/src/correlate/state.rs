@@ -215,6 +215,8 @@ pub(crate) struct StartCallFailure {
     /// What its first failure asked for (mmap, mprotect: the length,
     /// protection and flags; mlock, mlock2: the length).
     pub(crate) ask: crate::decode::MemAsk,
+    /// Its first failure's first argument (a socket's family).
+    pub(crate) arg0: Option<u64>,
 }
 
 impl ProcInit {
@@ -316,6 +318,7 @@ impl ProcInit {
         call: String,
         (kind, errno): (crate::decode::SysKind, i32),
         ask: crate::decode::MemAsk,
+        arg0: Option<u64>,
     ) {
         let after_init = matches!(self.curesult, Some((0, _)));
         if let Some(f) = self
@@ -332,6 +335,7 @@ impl ProcInit {
                 count: 1,
                 after_init,
                 ask,
+                arg0,
             });
         }
     }

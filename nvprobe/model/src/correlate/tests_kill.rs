@@ -387,3 +387,161 @@ fn a_seccomp_kill_is_named_as_the_filters() {
         d.evidence
     );
 }
+
+/// Another thread's exit cut the driver call in flight short: a SIGKILL
+/// delivered to that thread that no one sent, right after the call
+/// returned what a dying caller gets. A real driver error, a zap of
+/// another thread, or a kill someone sent is not it.
+#[test]
+fn a_call_the_process_s_own_end_cut_short_is_not_the_driver_s_failure() {
+    use super::tests::{io, open};
+    use crate::decode::SigAction;
+    let register = |code: u32, name: &'static str| {
+        let mut e = io(4, "UVM_REGISTER_GPU", None, "uvm");
+        if let Event::Ioctl(i) = &mut e {
+            i.ok = false;
+            i.proc.pid = 7;
+            i.proc.tid = 7;
+            i.status = Some(crate::decode::Status {
+                code,
+                name: Some(name),
+                offset: 36,
+                layout: crate::decode::version::LayoutBasis::Stable,
+            });
+        }
+        e
+    };
+    // SIGKILL taken by thread `tid` at `t_us` µs, with no signal sent.
+    let zap = |t_us: u64, tid: u32| {
+        let mut p = crate::decode::ProcCall {
+            sig: Some(libc::SIGKILL),
+            signal: Some("SIGKILL".into()),
+            action: Some(SigAction::Default),
+            sa_restart: Some(false),
+            ..proc_call(ProcKind::SignalDelivered, 7, "python3", 7, t_us * 1000)
+        };
+        p.proc.tid = tid;
+        Event::Proc(p)
+    };
+    let run = |result: (u32, &'static str), tail: Vec<Event>| {
+        let mut ev = vec![cuda(0, "cuInit", None), open(1, "/dev/nvidiactl", "ctl")];
+        ev.push(register(result.0, result.1));
+        ev.extend(tail);
+        let v = verdicts_of(vec![ProcessInfo::default()], Vec::new(), &ev);
+        assert_eq!(v.len(), 1, "{v:#?}");
+        v[0].clone()
+    };
+    // The call ended at 4.001 ms; the zap 20 µs later, then exit 3.
+    let v = run(
+        (0x3, "NV_ERR_BUSY_RETRY"),
+        vec![zap(4021, 7), exit_of(5, 7, 3 << 8)],
+    );
+    assert_eq!(v.result, Outcome::Exited, "{}", v.text);
+    assert_eq!(v.diagnoses[0].id, DiagId::EndedItself);
+    assert!(
+        v.text.starts_with(
+            "exited with status 3 (another of its threads ended it) while cuInit was still running"
+        ),
+        "{}",
+        v.text
+    );
+    // A real error of the driver's: the failure stands.
+    let v = run(
+        (0x40, "NV_ERR_INVALID_STATE"),
+        vec![zap(4021, 7), exit_of(5, 7, 3 << 8)],
+    );
+    assert!(
+        v.diagnoses.iter().all(|d| d.id != DiagId::EndedItself),
+        "{:#?}",
+        v.diagnoses
+    );
+    // Another thread zapped (a helper, at the process's ordinary exit).
+    let v = run(
+        (0x3, "NV_ERR_BUSY_RETRY"),
+        vec![zap(4021, 9), exit_of(5, 7, 3 << 8)],
+    );
+    assert!(
+        v.diagnoses.iter().all(|d| d.id != DiagId::EndedItself),
+        "{:#?}",
+        v.diagnoses
+    );
+    // Long after the call: the thread ran on in user space.
+    let v = run(
+        (0x3, "NV_ERR_BUSY_RETRY"),
+        vec![zap(9000, 7), exit_of(10, 7, 3 << 8)],
+    );
+    assert!(
+        v.diagnoses.iter().all(|d| d.id != DiagId::EndedItself),
+        "{:#?}",
+        v.diagnoses
+    );
+}
+
+/// A handler caught a signal in the start-up and the process exited with
+/// an error before a first context (pytest-timeout's SIGALRM that raises):
+/// the signal is named, with its source's hint. An exit 0, or a caught
+/// signal whose default ends nothing (SIGCHLD), names none.
+#[test]
+fn a_start_up_its_handler_ended_names_the_signal() {
+    use crate::decode::SigAction;
+    let delivered = |t: u64, sig: i32| {
+        Event::Proc(crate::decode::ProcCall {
+            sig: Some(sig),
+            signal: Some(crate::decode::signal::name(sig)),
+            action: Some(SigAction::Handler),
+            sa_restart: Some(true),
+            ..proc_call(ProcKind::SignalDelivered, 7, "python3", 7, t * 1_000_000)
+        })
+    };
+    let run = |sig: i32, code: i32, status: i32| {
+        let v = verdicts_of(
+            vec![ProcessInfo::default()],
+            Vec::new(),
+            &[
+                cuda(1, "cuInit", None),
+                signal(50, sig, code),
+                cuda(100, "cuInit", Some((0, "CUDA_SUCCESS"))),
+                delivered(101, sig),
+                exit_of(102, 7, status << 8),
+            ],
+        );
+        assert_eq!(v.len(), 1, "{v:#?}");
+        v[0].clone()
+    };
+    let v = run(libc::SIGALRM, 0x80, 1);
+    assert_eq!(v.result, Outcome::Exited, "{}", v.text);
+    assert!(
+        v.text.ends_with(
+            "then exited with status 1 before a first context: its handler caught SIGALRM from the kernel (a \
+timer the process set: alarm, setitimer) at 49.0 ms"
+        ),
+        "{}",
+        v.text
+    );
+    assert_eq!(v.diagnoses[0].id, DiagId::InterruptedBySignal);
+    assert!(
+        v.diagnoses[0]
+            .hint
+            .starts_with("a timer the process itself set fired"),
+        "{}",
+        v.diagnoses[0].hint
+    );
+    let v = run(libc::SIGTERM, 0, 143);
+    assert!(
+        v.diagnoses[0]
+            .hint
+            .starts_with("the process's own handler for the signal ended it"),
+        "{}",
+        v.diagnoses[0].hint
+    );
+    for (sig, code, status) in [(libc::SIGALRM, 0x80, 0), (libc::SIGCHLD, 1, 1)] {
+        let v = run(sig, code, status);
+        assert!(
+            v.diagnoses
+                .iter()
+                .all(|d| d.id != DiagId::InterruptedBySignal),
+            "{sig} {status}: {:#?}",
+            v.diagnoses
+        );
+    }
+}

@@ -432,6 +432,7 @@ impl ProcInit {
                     format!("open of {}", pr.0),
                     (SysKind::NodeOpen, *e),
                     Default::default(),
+                    None,
                 );
             } else {
                 self.path_problems.push(pr);

@@ -360,6 +360,27 @@ fn after_cuinit(
             )),
         );
     }
+    // Its handler for a signal that came in the start-up ran, and it
+    // exited with an error before a first context: the signal's doing.
+    if st.context.is_none()
+        && let Some(Exit::Status(n)) = exit
+        && n != 0
+        && let Some(s) = st.caught_ender()
+    {
+        return (
+            Outcome::Exited,
+            Said::caused(
+                format!("{init}, then exited with status {n} before a first context"),
+                Some(format!(
+                    "its handler caught {} from {} at {:.1} ms{}",
+                    s.name,
+                    s.sender,
+                    s.at_ms,
+                    during_named(s, st).map_or(String::new(), |c| format!(" (during {c})"))
+                )),
+            ),
+        );
+    }
     let Some(c) = &st.context else {
         let why = if st.context_waited {
             format!(
@@ -650,9 +671,9 @@ fn killed_after_s7(st: &ProcInit, e: Exit, signal: Option<&SignalInfo>) -> Strin
     format!("reached UVM GPU registration (S7), then killed by {by} {when}")
 }
 
-/// The text of a start-up whose process ended itself with a driver call
-/// in flight ([`ProcInit::take_cut_short`]).
-fn ended_itself(st: &ProcInit, e: Exit, named: &dyn Fn(&CallRef) -> String) -> String {
+/// The first line of a start-up whose process ended itself with a driver
+/// call in flight ([`ProcInit::take_cut_short`]; the call follows it).
+fn ended_itself(st: &ProcInit, e: Exit) -> String {
     let how = match e {
         Exit::Exec => "another of its threads exec'd a new program".to_owned(),
         e => format!("{} (another of its threads ended it)", e.text()),
@@ -662,13 +683,33 @@ fn ended_itself(st: &ProcInit, e: Exit, named: &dyn Fn(&CallRef) -> String) -> S
     } else {
         "in the middle of its start-up"
     };
+    format!("{how} {when}")
+}
+
+/// What follows the first line of a verdict made from the driver calls:
+/// the call the process's own end cut short, or, for a start-up that
+/// stopped with no failed call and no kill before GPU registration, its
+/// first diagnosis.
+fn driver_cause(
+    st: &ProcInit,
+    exit: Option<Exit>,
+    diagnoses: &[Diagnosis],
+    named: &dyn Fn(&CallRef) -> String,
+) -> Option<String> {
+    let reached_init = st.reached[7];
     match st.cut {
-        Some(c) => format!(
-            "{how} {when}: the kernel's SIGKILL to the thread in {} cut it short (it returned {})",
+        // The call its own end cut short, after the text's first line.
+        Some(c) if exit.is_some_and(|e| e.signal() == 0) => Some(format!(
+            "the kernel's SIGKILL to the thread in {} cut it short (it returned {})",
             named(&c.call),
             c.result
-        ),
-        None => format!("{how} {when}"),
+        )),
+        Some(_) => None,
+        None => {
+            (!reached_init && exit.is_none_or(|e| e.signal() == 0) && st.last_failure.is_none())
+                .then(|| diagnoses.first().map(|d| d.evidence.clone()))
+                .flatten()
+        }
     }
 }
 
@@ -681,17 +722,12 @@ fn driver_only(
     let reached_init = st.reached[7];
     // Stopped after a stage with no failed call: the first diagnosis is
     // the cause, said after the text.
-    let cause = (!reached_init
-        && exit.is_none_or(|e| e.signal() == 0)
-        && st.last_failure.is_none()
-        && st.cut.is_none())
-    .then(|| diagnoses.first().map(|d| d.evidence.clone()))
-    .flatten();
+    let cause = driver_cause(st, exit, diagnoses, named);
     let (outcome, text) = match (exit, reached_init) {
         // It ended itself with a driver call in flight (another thread's
         // exit or exec): that call's answer is the end's.
         (Some(e), _) if e.signal() == 0 && st.cut.is_some() => {
-            (Outcome::Exited, ended_itself(st, e, named))
+            (Outcome::Exited, ended_itself(st, e))
         }
         // Killed before a first context: not a start-up that ended well,
         // however far its driver side got.

@@ -435,7 +435,7 @@ pub struct ProcCall {
     /// memory. Absent in a recording made before it was sent, or where
     /// the kernel's BTF does not name the fields.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mm: Option<super::failed_call::MmAt>,
+    pub mm: Option<MmAt>,
     /// The failed call's kind and errno, as numbers (call_failed; `call`
     /// and `errno` name them).
     #[serde(skip)]
@@ -443,6 +443,19 @@ pub struct ProcCall {
     pub time_ns: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub raw: Option<String>,
+}
+
+/// A process's address space when one of its calls failed, as the kernel
+/// held it (`mm_struct`, read by the kernel side at the failure).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct MmAt {
+    /// Its mappings (`map_count`: what vm.max_map_count bounds).
+    pub map_count: u32,
+    /// Its size in bytes (`total_vm`: VmSize, what RLIMIT_AS bounds).
+    pub vm_bytes: u64,
+    /// Its private writable memory in bytes (`data_vm`: VmData, what
+    /// RLIMIT_DATA bounds).
+    pub data_bytes: u64,
 }
 
 /// A libcuda call seen by its uprobe.

@@ -2,7 +2,7 @@
 //! mapping asked for, and the arguments as strace writes them.
 
 use super::{
-    event::{ProcCall, SysKind},
+    event::{MmAt, ProcCall, SysKind},
     files::{map_flag_names, prot_names},
 };
 
@@ -78,21 +78,6 @@ impl ProcCall {
             at: self.mm,
         }
     }
-}
-
-/// A process's address space when one of its calls failed, as the kernel
-/// held it (`mm_struct`, read by the kernel side at the failure).
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
-)]
-pub struct MmAt {
-    /// Its mappings (`map_count`: what vm.max_map_count bounds).
-    pub map_count: u32,
-    /// Its size in bytes (`total_vm`: VmSize, what RLIMIT_AS bounds).
-    pub vm_bytes: u64,
-    /// Its private writable memory in bytes (`data_vm`: VmData, what
-    /// RLIMIT_DATA bounds).
-    pub data_bytes: u64,
 }
 
 /// What a failed call that maps or protects memory asked for (each part

@@ -43,7 +43,7 @@ pub use self::{
         record_size,
     },
     event::*,
-    failed_call::{MemAsk, MmAt},
+    failed_call::MemAsk,
     files::{
         absence_is_normal, is_device_path, is_libcuda_path, is_nccl_path, is_stub_path,
         lookup_missed, map_flag_names, node_kind, prot_names,

@@ -282,7 +282,7 @@ pub(super) fn decode_proc(ev: &ProcEvent, bytes: &[u8], raw: Option<String>) -> 
         }),
         mm: failed_rec
             .filter(|(f, _)| f.map_count != 0)
-            .map(|(f, _)| super::failed_call::MmAt {
+            .map(|(f, _)| super::event::MmAt {
                 map_count: f.map_count,
                 vm_bytes: f.vm_bytes,
                 data_bytes: f.data_bytes,

@@ -57,4 +57,8 @@ pub struct Parts {
     /// Text: the run just written (the writer files the line as its first
     /// call's).
     pub(crate) flushed: Option<super::fold::Flushed>,
+    /// Text: nothing of a live batch has been written yet
+    /// ([`super::Renderer::begin_batch`]; never in a replay, which renders
+    /// every event in order).
+    pub(crate) batch_start: bool,
 }

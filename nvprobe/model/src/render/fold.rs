@@ -152,21 +152,8 @@ impl Run {
             return false;
         };
         if self.calls == 0 {
-            // A look at a directory alone so far: the thread's next
-            // lookup is the search it was made in.
-            if l.tid != self.tid {
-                return false;
-            }
-            self.syscall = l.syscall.to_owned();
-            self.name = name.to_owned();
-            self.dirs = vec![dir.to_owned()];
-            dir.clone_into(&mut self.last_dir);
-            self.n = 1;
-            self.calls = 1;
-            self.count_errno(l.errno, 1);
-            self.dur_ns = l.dur_ns;
-            self.last_ns = self.last_ns.max(l.at);
-            return true;
+            // A look alone: its lookup comes through `adopt`.
+            return false;
         }
         if l.tid != self.tid
             || l.syscall != self.syscall
@@ -190,6 +177,36 @@ impl Run {
         true
     }
 
+    /// Whether the run is a loader's look at a directory alone so far
+    /// ([`Run::start_probe`]).
+    pub(crate) fn is_probe_only(&self) -> bool {
+        self.calls == 0
+    }
+
+    /// The first lookup of a run that began with a loader's look at a
+    /// directory: the thread's next failed lookup, with its own line and
+    /// time. False for another thread's, or a path with no file name.
+    pub(crate) fn adopt(&mut self, l: &Lookup<'_>, prefix: String, line: String) -> bool {
+        let Some((dir, name)) = split(l.path) else {
+            return false;
+        };
+        if self.calls != 0 || l.tid != self.tid {
+            return false;
+        }
+        self.syscall = l.syscall.to_owned();
+        self.name = name.to_owned();
+        self.prefix = prefix;
+        self.first_line = line;
+        self.dirs = vec![dir.to_owned()];
+        dir.clone_into(&mut self.last_dir);
+        self.n = 1;
+        self.calls = 1;
+        self.count_errno(l.errno, 1);
+        self.dur_ns = l.dur_ns;
+        self.last_ns = self.last_ns.max(l.at);
+        true
+    }
+
     /// Whether the last directory tried again is still this search: once,
     /// in a search past its first place.
     fn may_repeat(&self) -> bool {
@@ -208,32 +225,28 @@ impl Run {
     /// with this search (the same thread, system call and file name, in
     /// another directory than the last, or in the last once more as
     /// [`Run::extend`] takes it). Err gives it back.
-    pub(crate) fn join(&mut self, mut next: Box<Run>) -> Result<(), Box<Run>> {
+    pub(crate) fn join(&mut self, next: Box<Run>) -> Result<(), Box<Run>> {
+        if self.calls == 0 || next.tid != self.tid {
+            return Err(next);
+        }
         if let Some((dir, _)) = &next.probe {
             // The loader's look at the directory this search tried last:
             // taken in; at another, the two stay apart.
-            if next.tid != self.tid || self.calls == 0 || *dir != self.last_dir {
+            if *dir != self.last_dir {
                 return Err(next);
             }
-            next.probe = None;
             if next.calls == 0 {
                 self.last_ns = self.last_ns.max(next.last_ns);
                 return Ok(());
             }
         }
-        if self.calls == 0 {
-            return Err(next);
-        }
         // The place the batch ended in, tried again first in the next.
         let again = next.dirs.first() == Some(&self.last_dir);
-        if next.tid != self.tid
-            || next.syscall != self.syscall
-            || next.name != self.name
-            || (again && !self.may_repeat())
-        {
+        if next.syscall != self.syscall || next.name != self.name || (again && !self.may_repeat()) {
             return Err(next);
         }
-        let next = *next;
+        let mut next = *next;
+        next.probe = None;
         self.repeated = next.repeated || (again && next.calls == 1);
         self.n += next.n - u32::from(again);
         self.calls += next.calls;
@@ -275,13 +288,17 @@ impl Run {
     /// The run's text: the first call's own line when it is alone, else
     /// `openat libcuda.so.1 in 41 places = -1 ENOENT: /a, /b, … /z <35.2µs>`.
     pub(crate) fn line(&self, dur: impl Fn(u64) -> String) -> String {
-        if self.calls == 0 || (self.calls == 1 && self.probe.is_none()) {
+        if self.calls == 0 {
             return self.first_line.clone();
         }
         let mut s = String::new();
         if let Some((_, line)) = &self.probe {
             s.push_str(line);
             s.push('\n');
+        }
+        if self.calls == 1 {
+            s.push_str(&self.first_line);
+            return s;
         }
         let _ = write!(
             s,
@@ -457,13 +474,26 @@ mod tests {
         let mut a = start("/a/libcuda.so.1");
         assert!(a.extend(&l("/b/libcuda.so.1", "ENOENT")));
         let mut b = probe("/b/");
-        assert!(b.extend(&l("/c/libcuda.so.1", "ENOENT")));
+        // Its lookup comes through `adopt`, with its own line and time.
+        assert!(!b.extend(&l("/c/libcuda.so.1", "ENOENT")));
+        let mut other = l("/c/libcuda.so.1", "ENOENT");
+        other.tid = 8;
+        assert!(!b.clone().adopt(&other, "u ".into(), "own".into()));
+        assert!(b.adopt(&l("/c/libcuda.so.1", "ENOENT"), "u ".into(), "own".into()));
+        let one = b.clone();
         assert!(b.extend(&l("/d/libcuda.so.1", "ENOENT")));
         // The look alone, unjoined, then its search.
+        assert_eq!(one.line(|n| format!("{n}")), "stat /b/\nown");
         assert_eq!(
             b.line(|n| format!("{n}")),
-            "stat /b/\nt openat libcuda.so.1 in 2 places = -1 ENOENT: /c, /d <2000>"
+            "stat /b/\nu openat libcuda.so.1 in 2 places = -1 ENOENT: /c, /d <2000>"
         );
+        // At the last directory but another file: apart, and the look's
+        // line kept.
+        let mut name = probe("/b");
+        assert!(name.adopt(&l("/c/libcuda.so", "ENOENT"), "u ".into(), "own".into()));
+        let back = a.clone().join(Box::new(name)).expect_err("another file");
+        assert_eq!(back.line(|n| format!("{n}")), "stat /b\nown");
         let mut joined = a.clone();
         joined.join(Box::new(b.clone())).expect("the same search");
         assert_eq!(

@@ -89,6 +89,7 @@ impl Renderer {
                 last_failed_path: None,
                 run: None,
                 flushed: None,
+                batch_start: false,
             },
         }
     }
@@ -140,6 +141,13 @@ impl Renderer {
     /// process, its kind, its level).
     pub fn take_flushed(&mut self) -> Option<Flushed> {
         self.parts.flushed.take()
+    }
+
+    /// A live batch begins (the pipeline's workers render batches apart):
+    /// text may begin it with a loader's look at a directory that the
+    /// batch before ended its search in ([`OpenRun`]).
+    pub fn begin_batch(&mut self) {
+        self.parts.batch_start = true;
     }
 
     /// Whether a run of lookups is held (text).

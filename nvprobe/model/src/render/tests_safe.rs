@@ -48,19 +48,21 @@ fn hostile_verdict() -> CuInit {
 #[test]
 fn a_verdict_with_hostile_fields_stays_on_its_own_lines() {
     let text = super::text::record_text(&Record::Cuinit(Box::new(hostile_verdict())));
-    // The header, how long it took, the process line, the diagnosis and
-    // its hint: five lines, each begun by nvprobe.
+    // The header (its first line too long: broken at a space, the rest
+    // indented), how long it took, the process line, the diagnosis and
+    // its hint: six lines, each begun by nvprobe.
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 5, "{text}");
+    assert_eq!(lines.len(), 6, "{text}");
     assert!(
         lines[0].starts_with("== 0\\x0a== python3[1] cuInit ok: forged\\x0d\\x1b[2J"),
         "{}",
         lines[0]
     );
-    assert!(lines[1].starts_with("   took 1.0 ms, 0 driver calls; seen by "));
-    assert!(lines[2].starts_with("   process: "));
-    assert!(lines[3].starts_with("   ! libcuda_unloadable: "));
-    assert!(lines[4].starts_with("     hint: "));
+    assert!(lines[1].starts_with("     forged\\x0d"), "{}", lines[1]);
+    assert!(lines[2].starts_with("   took 1.0 ms, 0 driver calls; seen by "));
+    assert!(lines[3].starts_with("   process: "));
+    assert!(lines[4].starts_with("   ! libcuda_unloadable: "));
+    assert!(lines[5].starts_with("     hint: "));
     for c in text.chars() {
         assert!(
             c == '\n' || !(c.is_control() || c == '\u{202e}'),

@@ -471,8 +471,8 @@ fn verdict_text(v: &crate::correlate::CuInit) -> String {
 pub const FIRST_LINE_MAX: usize = 200;
 
 /// A verdict's first line and its newline: one longer than
-/// [`FIRST_LINE_MAX`] goes on, from its last "; " or ", " that fits, on
-/// indented lines of its own.
+/// [`FIRST_LINE_MAX`] goes on, from its last "; " or ", " that fits (else
+/// its last space), on indented lines of its own.
 fn first_line(line: &str) -> String {
     let mut out = String::new();
     let mut rest = line;
@@ -484,17 +484,20 @@ fn first_line(line: &str) -> String {
             cut -= 1;
         }
         let head = &rest[..cut];
-        let Some(at) = head
+        // (Where the line breaks, and how much of the separator it keeps.)
+        let Some((at, keep)) = head
             .rfind("; ")
             .or_else(|| head.rfind(", "))
             .filter(|&i| i > room / 3)
+            .map(|i| (i, 1))
+            .or_else(|| head.rfind(' ').filter(|&i| i > room / 3).map(|i| (i, 0)))
         else {
             break;
         };
         out.push_str(indent);
-        out.push_str(&rest[..=at]);
+        out.push_str(&rest[..at + keep]);
         out.push('\n');
-        rest = &rest[at + 2..];
+        rest = &rest[at + keep + 1..];
         indent = "     ";
     }
     out.push_str(indent);
@@ -628,6 +631,13 @@ fn fold_lookup(
         return true;
     }
     let prefix = format!("{} {} ", time_of(&p.clock, mono_ns), who(proc));
+    // A look at a directory alone so far: the thread's next lookup is the
+    // search it was made in, its own line kept.
+    if let Some(r) = p.run.as_mut().filter(|r| r.is_probe_only())
+        && r.adopt(&l, prefix.clone(), event_line(&p.clock, mono_ns, ev))
+    {
+        return true;
+    }
     let Some(run) = Run::start(&l, prefix, event_line(&p.clock, mono_ns, ev), (mono_ns, ev)) else {
         return false;
     };
@@ -652,6 +662,7 @@ impl super::encode::Encoder for Text {
         // A failed start-up call that is the path call just written (the
         // loader's lookups: every one is both) is one line, not two.
         let last = p.last_failed_path.take();
+        let batch_start = std::mem::take(&mut p.batch_start);
         match ev {
             Event::Open(c) | Event::Stat(c) | Event::Access(c) if c.ret < 0 => {
                 p.last_failed_path = Some((c.proc.tid, c.syscall, c.path.clone(), c.errno.clone()));
@@ -691,7 +702,8 @@ impl super::encode::Encoder for Text {
                 // a directory: the batch before may have ended in its
                 // search, which its writer then joins (`OpenRun`).
                 if p.run.is_none()
-                    && buf.is_empty()
+                    && batch_start
+                    && c.errno.as_deref() == Some("ENOENT")
                     && let (Some(call), Some(cp)) = (&c.call, &c.path)
                     && let Some(run) = super::fold::Run::start_probe(
                         &super::fold::Lookup {
