@@ -9,11 +9,12 @@ escapes (what a security module's ioctl rule answers); `nr:N:ERRNO`
 answers ERRNO to system call N (x86_64 numbers; N,M,… for several),
 whatever it is, and
 `nr:N:kill` kills the process at it (SIGSYS, as a profile's
-SCMP_ACT_KILL_PROCESS); `escapes-kill` kills it at the first escape. Then
+SCMP_ACT_KILL_PROCESS); `ioctl:CMD:ERRNO` answers ERRNO to the ioctls
+whose request is CMD (a UVM command's number, say); `escapes-kill` kills it at the first escape. Then
 the first context (cuCtxCreate_v2 on device 0) when cuInit succeeded.
 Prints one JSON line: the CUresults and the device count.
 
-  seccomp-cuinit.py open|escapes|escapes-eacces|escapes-kill|threads|clone3|nr:N:ERRNO|nr:N:kill
+  seccomp-cuinit.py open|escapes|escapes-eacces|escapes-kill|threads|clone3|nr:N:ERRNO|nr:N:kill|ioctl:CMD:ERRNO
                     [--case NAME]"""
 import ctypes
 import json
@@ -55,6 +56,13 @@ def program(which):
         for nr in nrs.split(","):
             p += [ins(JEQ_K, 0, 1, int(nr)), ins(RET_K, 0, 0, ret)]
         p.append(ins(RET_K, 0, 0, RET_ALLOW))
+    elif which.startswith("ioctl:"):
+        # ioctl (16) whose request (its second argument's low 32 bits) is
+        # CMD: ERRNO.
+        _, cmd, errno = which.split(":")
+        p += [ins(JEQ_K, 1, 0, 16), ins(RET_K, 0, 0, RET_ALLOW),
+              ins(LD_W_ABS, 0, 0, 24), ins(JEQ_K, 1, 0, int(cmd, 0)), ins(RET_K, 0, 0, RET_ALLOW),
+              ins(RET_K, 0, 0, 0x00050000 | int(errno))]
     elif which == "clone3":
         # clone3 (435): ENOSYS.
         p += [ins(JEQ_K, 1, 0, 435), ins(RET_K, 0, 0, RET_ALLOW), ins(RET_K, 0, 0, RET_ENOSYS)]

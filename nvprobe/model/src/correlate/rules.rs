@@ -609,6 +609,7 @@ fn calls_blocked(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     let unseen = unseen_stop(f).is_some();
     if (failed || unseen)
         && let Some(mut d) = super::rules_refused::ioctls_unseen(f.st)
+            .or_else(|| super::rules_refused::command_blocked(f.st))
     {
         if unseen {
             d.evidence.push_str(INFERRED);

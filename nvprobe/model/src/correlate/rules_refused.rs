@@ -220,6 +220,76 @@ module's ioctl rule refused it{lsm}",
     ))
 }
 
+/// An NVIDIA command refused with EPERM or EACCES at the system call's
+/// exit with no ioctl record of it failing so (its entry was never
+/// traced), while the process's other ioctls were: a seccomp filter on
+/// that command (an argument filter: seccomp runs before the entry
+/// tracepoint). [`ioctls_unseen`] says it when no ioctl was traced.
+pub(crate) fn command_blocked(st: &ProcInit) -> Option<Diagnosis> {
+    let e = st.command_refused?;
+    if st.calls == 0 {
+        return None;
+    }
+    let uvm = (e.request >> 8) & 0xff != u64::from(b'F');
+    let call = if uvm {
+        Call::Uvm(e.request as u32)
+    } else {
+        Call::Escape((e.request & 0xff) as u32)
+    };
+    // Traced and refused: the driver's or a security module's answer.
+    if st
+        .last_failure
+        .is_some_and(|f| f.call.is(call) && f.result == CallResult::Errno(e.errno))
+    {
+        return None;
+    }
+    let name = if uvm {
+        crate::decode::uvm::lookup(e.request as u32).map(|c| c.name)
+    } else {
+        crate::decode::escape::lookup((e.request & 0xff) as u32).map(|c| c.name)
+    }
+    .unwrap_or("an NVIDIA command");
+    let node = if uvm {
+        "/dev/nvidia-uvm"
+    } else {
+        "/dev/nvidiactl"
+    };
+    let filters = st
+        .info
+        .as_ref()
+        .and_then(|i| i.limits.as_ref())
+        .and_then(|l| l.seccomp_filters);
+    let mut d = diag_at(
+        DiagId::CallsBlocked,
+        node,
+        format!(
+            "{name} (ioctl {:#x}) failed with {}{} at the system call's exit and never reached the kernel's syscall \
+tracing, while the process's other NVIDIA ioctls did: a seccomp filter refused that command before the driver saw \
+it{}",
+            e.request,
+            CallResult::Errno(e.errno).text(),
+            if e.count > 1 {
+                format!(", {} times", e.count)
+            } else {
+                String::new()
+            },
+            match filters {
+                Some(n) if n > 0 =>
+                    format!("; the process ran under {n} seccomp filter{}", plural(n)),
+                _ => String::new(),
+            }
+        ),
+    );
+    d.hint = HINT_COMMAND_BLOCKED;
+    Some(d)
+}
+
+/// The hint of one NVIDIA command a seccomp filter refused.
+const HINT_COMMAND_BLOCKED: &str = "a seccomp profile refuses this NVIDIA ioctl command (a rule on ioctl's request \
+argument) before it reaches the driver, while it lets the others through: allow that request in the profile (docker \
+--security-opt seccomp=, systemd SystemCallFilter=, a sandbox library's or a runtime's own filter; grep Seccomp \
+/proc/PID/status). Not the driver and not the device's permissions";
+
 /// The process opened /dev/nvidiactl and not one ioctl of it reached the
 /// kernel's syscall tracepoints: a seccomp filter refuses a system call
 /// before the kernel traces its entry (seccomp runs first), so every

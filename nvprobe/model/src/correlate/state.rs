@@ -155,6 +155,12 @@ pub(crate) struct ProcInit {
     /// and request. When no ioctl of the process reached the
     /// tracing, these were answered before they ran (a seccomp filter).
     pub(crate) escapes_failed: Option<EscapesFailed>,
+    /// The first NVIDIA command (an escape, or a UVM command by its
+    /// number) the kernel side saw fail with EPERM or EACCES at the system
+    /// call's exit: when no ioctl record of it failed so, it was answered
+    /// before the kernel traced its entry (a seccomp filter on that
+    /// command), though other ioctls of the process were traced.
+    pub(crate) command_refused: Option<EscapesFailed>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -248,6 +254,22 @@ impl ProcInit {
         }
         if self.failed_syscalls.len() >= FAILED_KEPT {
             self.failed_syscalls.remove(0);
+        }
+        if let (
+            Some((crate::decode::SysKind::Ioctl, errno @ (libc::EPERM | libc::EACCES))),
+            Some(request),
+        ) = (p.failed, p.arg(1))
+            && ((request >> 8) & 0xff == u64::from(b'F')
+                || crate::decode::uvm::lookup(request as u32).is_some())
+        {
+            let e = self.command_refused.get_or_insert(EscapesFailed {
+                count: 0,
+                errno,
+                request,
+            });
+            if e.request == request {
+                e.count = e.count.saturating_add(1);
+            }
         }
         if let (Some((crate::decode::SysKind::Ioctl, errno)), Some(request)) = (p.failed, p.arg(1))
             && (request >> 8) & 0xff == u64::from(b'F')

@@ -536,6 +536,15 @@ fn an_escape_refused_with_eacces_after_it_was_traced_is_a_security_modules_rule(
         open(1, "/dev/nvidiactl", "ctl"),
         failed(io(2, "NV_ESC_CARD_INFO", None, "ctl"), "EPERM"),
     ];
+    // Its twin, the kernel side's failed-call record of the same ioctl:
+    // traced, so not a command a filter refused before the tracing.
+    let Event::Proc(twin) = super::tests_startcalls::failed_call(2, "ioctl", "EPERM") else {
+        unreachable!("failed_call makes a proc record")
+    };
+    all.push(Event::Proc(crate::decode::ProcCall {
+        args: Some(vec![3, (u64::from(b'F') << 8) | 0xC8, 0, 0]),
+        ..twin
+    }));
     all.push(cuda(3, "cuInit", Some((100, "CUDA_ERROR_NO_DEVICE"))));
     let v = verdicts_of(vec![with_limits(Limits::default())], Vec::new(), &all);
     let ids: Vec<_> = v[0].diagnoses.iter().map(|d| d.id).collect();
