@@ -380,6 +380,9 @@ impl Correlator {
         if c.enter && c.end.interposer {
             st.on_interposer_entry(c.func);
         } else {
+            if c.enter && c.func == crate::decode::cudafn::CU_INIT {
+                st.cuinit_at.get_or_insert(start);
+            }
             st.on_cuda(pid, c.func, (!c.enter).then_some(c.end), out);
         }
         if let Some(due) = self.procs.get(&pid).and_then(|s| s.context_due) {

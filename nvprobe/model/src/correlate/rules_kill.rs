@@ -158,7 +158,7 @@ pub(super) fn caught_then_exited(f: &Facts<'_>, out: &mut Vec<Diagnosis>) -> boo
     if n == 0 || st.context.is_some() || !matches!(st.curesult, Some((0, _))) {
         return false;
     }
-    let Some(s) = st.caught_ender() else {
+    let Some(s) = st.caught_ender(st.last_ns) else {
         return false;
     };
     out.push(Diagnosis {

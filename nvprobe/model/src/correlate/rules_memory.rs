@@ -85,7 +85,7 @@ pub(super) fn memory_cause(
         && !protect
         && f & PLACED == 0
     {
-        return exact_cause(l, at, ask, protect);
+        return exact_cause(l, at, ask);
     }
     let Some(l) = l else {
         return (
@@ -132,12 +132,7 @@ const AT_FAILURE: &str = "when the call failed";
 /// refusing is decided in its order, with the numbers it had; what no
 /// check explains is said by elimination, and a limit that could not be
 /// read stays a candidate.
-fn exact_cause(
-    l: &Limits,
-    at: MmAt,
-    ask: MemAsk,
-    protect: bool,
-) -> (DiagId, String, Option<&'static str>) {
+fn exact_cause(l: &Limits, at: MmAt, ask: MemAsk) -> (DiagId, String, Option<&'static str>) {
     let l = Limits {
         map_count: Some(u64::from(at.map_count)),
         vm_size: Some(at.vm_bytes),
@@ -145,12 +140,11 @@ fn exact_cause(
         ..l.clone()
     };
     let m = Mapping::new(&l, AT_FAILURE, ask);
-    let flags = ask.flags.unwrap_or(0);
     let n = u64::from(at.map_count);
-    // do_mmap refuses past the limit; a split at it (split_vma).
-    let splits = protect || flags & MAP_FIXED != 0;
+    // do_mmap refuses past the limit (a new mapping the kernel places
+    // splits nothing).
     if let Some(max) = l.max_map_count
-        && (n > max || (splits && n >= max))
+        && n > max
     {
         return (
             DiagId::MappingRefused,
@@ -161,29 +155,23 @@ fn exact_cause(
             None,
         );
     }
-    if !protect && let Some(full) = m.no_room() {
+    if let Some(full) = m.no_room() {
         return (DiagId::MappingRefused, full, Some(HINT_NO_ROOM));
     }
     let soft = |p: Option<(Option<u64>, Option<u64>)>| p.and_then(|(s, _)| s);
     let counted = ask.private_writable() != Some(false);
     let committed = ask.committed() != Some(false);
-    let as_refuses = soft(l.address_space).filter(|&s| m.exceeds(l.vm_size, s) == Some(true));
-    if !protect && let Some(s) = as_refuses {
+    if let Some(s) = soft(l.address_space).filter(|&s| m.exceeds(l.vm_size, s) == Some(true)) {
         let (id, text) = m.address_space(s, "");
         return (id, text, None);
     }
-    // A change of protection is refused for its data only where the
-    // address-space check lets the old flags through (mprotect_fixup).
     // A soft data limit of 0 lets through what the hard one does (the
     // kernel's workaround for Valgrind, may_expand_vm).
-    let data = l.data.and_then(|(s, h)| match (s, h) {
-        (Some(0), Some(h)) => Some(h),
-        (s, _) => s,
+    let data = l.data.and_then(|(s, h)| match s {
+        Some(0) => h,
+        s => s,
     });
-    if counted
-        && !(protect && as_refuses.is_some())
-        && let Some(s) = data.filter(|&s| m.exceeds(l.vm_data, s) == Some(true))
-    {
+    if counted && let Some(s) = data.filter(|&s| m.exceeds(l.vm_data, s) == Some(true)) {
         let (id, text) = m.data(s, "");
         return (id, text, None);
     }

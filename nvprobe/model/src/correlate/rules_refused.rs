@@ -237,10 +237,7 @@ pub(crate) fn command_blocked(st: &ProcInit) -> Option<Diagnosis> {
         Call::Escape((e.request & 0xff) as u32)
     };
     // Traced and refused: the driver's or a security module's answer.
-    if st
-        .last_failure
-        .is_some_and(|f| f.call.is(call) && f.result == CallResult::Errno(e.errno))
-    {
+    if st.traced_refusals.contains(&call) {
         return None;
     }
     let name = if uvm {
@@ -259,13 +256,26 @@ pub(crate) fn command_blocked(st: &ProcInit) -> Option<Diagnosis> {
         .as_ref()
         .and_then(|i| i.limits.as_ref())
         .and_then(|l| l.seccomp_filters);
+    let ran = filters.filter(|&n| n > 0).map_or(String::new(), |n| {
+        format!("; the process ran under {n} seccomp filter{}", plural(n))
+    });
+    let who = match (filters, st.ioctls_in_driver) {
+        (Some(0), _) => "no seccomp filter was in place, so a security module's ioctl rule refused that command \
+before the driver saw it"
+            .to_owned(),
+        // The driver layer traces inside the driver: a security module's
+        // refusal comes before it too.
+        (_, true) => format!(
+            "a seccomp filter or a security module's ioctl rule refused that command before the driver saw it{ran}"
+        ),
+        (_, false) => format!("a seccomp filter refused that command before the kernel traced it{ran}"),
+    };
     let mut d = diag_at(
         DiagId::CallsBlocked,
         node,
         format!(
-            "{name} (ioctl {:#x}) failed with {}{} at the system call's exit and never reached the kernel's syscall \
-tracing, while the process's other NVIDIA ioctls did: a seccomp filter refused that command before the driver saw \
-it{}",
+            "{name} (ioctl {:#x}) failed with {}{} at the system call's exit and never reached {}, while the \
+process's other NVIDIA ioctls did: {who}",
             e.request,
             CallResult::Errno(e.errno).text(),
             if e.count > 1 {
@@ -273,22 +283,23 @@ it{}",
             } else {
                 String::new()
             },
-            match filters {
-                Some(n) if n > 0 =>
-                    format!("; the process ran under {n} seccomp filter{}", plural(n)),
-                _ => String::new(),
-            }
+            if st.ioctls_in_driver {
+                "the driver"
+            } else {
+                "the kernel's syscall tracing"
+            },
         ),
     );
     d.hint = HINT_COMMAND_BLOCKED;
     Some(d)
 }
 
-/// The hint of one NVIDIA command a seccomp filter refused.
-const HINT_COMMAND_BLOCKED: &str = "a seccomp profile refuses this NVIDIA ioctl command (a rule on ioctl's request \
-argument) before it reaches the driver, while it lets the others through: allow that request in the profile (docker \
---security-opt seccomp=, systemd SystemCallFilter=, a sandbox library's or a runtime's own filter; grep Seccomp \
-/proc/PID/status). Not the driver and not the device's permissions";
+/// The hint of one NVIDIA command refused before the driver.
+const HINT_COMMAND_BLOCKED: &str = "a seccomp profile (a rule on ioctl's request argument) or a security module's \
+ioctl rule refuses this NVIDIA command before it reaches the driver, while it lets the others through: allow that \
+request in the profile (docker --security-opt seccomp=, systemd SystemCallFilter=, a sandbox library's or a \
+runtime's own filter; grep Seccomp /proc/PID/status) or in the module's policy (SELinux allowxperm, Landlock's \
+IOCTL_DEV right). Not the driver and not the device's permissions";
 
 /// The process opened /dev/nvidiactl and not one ioctl of it reached the
 /// kernel's syscall tracepoints: a seccomp filter refuses a system call

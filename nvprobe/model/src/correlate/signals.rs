@@ -5,7 +5,7 @@
 use super::{
     facts::{CallRef, CallResult, ERESTARTNOINTR, ERESTARTSYS, Exit},
     record::{Record, SigOutcome, SignalReport},
-    state::{PendingSig, ProcInit, SigSource, SignalInfo, ms},
+    state::{CONTEXT_WAIT_NS, PendingSig, ProcInit, SigSource, SignalInfo, ms},
 };
 use crate::decode::{ProcCall, SigAction, signal::name as signal_name};
 
@@ -68,10 +68,12 @@ impl ProcInit {
     /// the driver's. It moves from `last_failure` to `cut`. The call is the
     /// last that failed, with what a dying caller gets (UVM's
     /// NV_ERR_BUSY_RETRY, EINTR, a restart code), of the thread the SIGKILL
-    /// took, ended at most 1 ms before it (the thread returns from the call
-    /// into the signal, no user code between).
+    /// took, and the process's last NVIDIA call (a genuine failure is
+    /// followed by libcuda's clean-up calls), ended at most 50 ms before it
+    /// (the thread returns from the call into the signal, no user code
+    /// between; a busy or throttled CPU delays it).
     pub(crate) fn take_cut_short(&mut self, exit: Exit) {
-        const WINDOW_NS: u64 = 1_000_000;
+        const WINDOW_NS: u64 = 50_000_000;
         if exit.signal() != 0 || self.curesult.is_some() {
             return;
         }
@@ -84,6 +86,7 @@ impl ProcInit {
         };
         if let Some(f) = self.last_failure
             && dying(f.result)
+            && self.last_call.is_some_and(|(_, end, _)| end == f.end)
             && self
                 .zapped
                 .iter()
@@ -99,24 +102,28 @@ impl ProcInit {
     /// process that exited with an error before a first context after it
     /// (a harness's timer whose handler raises, such as pytest-timeout's; a
     /// launcher's graceful stop). The last such.
-    pub(crate) fn caught_ender(&self) -> Option<&SignalInfo> {
+    /// Only the signals a harness or a launcher ends a process with
+    /// (SIGALRM, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2; not a
+    /// profiler's timer, a fault, the C library's real-time ones), sent
+    /// after cuInit was entered, and caught at most 10 s before the end.
+    pub(crate) fn caught_ender(&self, end_ns: u64) -> Option<&SignalInfo> {
+        let cuinit = self.cuinit_at?;
         self.signals.iter().rev().find(|s| {
-            s.at_ns >= self.first_ns
-                && !matches!(
+            s.at_ns >= cuinit
+                && matches!(
                     s.sig,
-                    libc::SIGCHLD
-                        | libc::SIGCONT
-                        | libc::SIGWINCH
-                        | libc::SIGURG
-                        | libc::SIGSTOP
-                        | libc::SIGTSTP
-                        | libc::SIGTTIN
-                        | libc::SIGTTOU
+                    libc::SIGALRM
+                        | libc::SIGTERM
+                        | libc::SIGINT
+                        | libc::SIGHUP
+                        | libc::SIGQUIT
+                        | libc::SIGUSR1
+                        | libc::SIGUSR2
                 )
-                && self
-                    .handled
-                    .iter()
-                    .any(|&(n, at)| n == s.sig && at >= s.at_ns)
+                && !matches!(s.source, SigSource::Fault(_) | SigSource::Other(_))
+                && self.handled.iter().any(|&(n, at)| {
+                    n == s.sig && at >= s.at_ns && end_ns.saturating_sub(at) <= CONTEXT_WAIT_NS
+                })
         })
     }
 

@@ -161,6 +161,14 @@ pub(crate) struct ProcInit {
     /// before the kernel traced its entry (a seccomp filter on that
     /// command), though other ioctls of the process were traced.
     pub(crate) command_refused: Option<EscapesFailed>,
+    /// NVIDIA commands whose ioctl record failed with EPERM or EACCES
+    /// (traced: the driver's or a security module's answer; 8 at most).
+    pub(crate) traced_refusals: Vec<crate::decode::Call>,
+    /// An ioctl record came from the driver layer (fd -1): refusals
+    /// before the driver (a security module's too) are not traced there.
+    pub(crate) ioctls_in_driver: bool,
+    /// When cuInit was entered (its uprobe), the first time.
+    pub(crate) cuinit_at: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug)]

@@ -468,7 +468,21 @@ fn a_call_the_process_s_own_end_cut_short_is_not_the_driver_s_failure() {
     // Long after the call: the thread ran on in user space.
     let v = run(
         (0x3, "NV_ERR_BUSY_RETRY"),
-        vec![zap(9000, 7), exit_of(10, 7, 3 << 8)],
+        vec![zap(70_000, 7), exit_of(71, 7, 3 << 8)],
+    );
+    assert!(
+        v.diagnoses.iter().all(|d| d.id != DiagId::EndedItself),
+        "{:#?}",
+        v.diagnoses
+    );
+    // libcuda's clean-up after the failure: the call was not cut short.
+    let v = run(
+        (0x3, "NV_ERR_BUSY_RETRY"),
+        vec![
+            io(5, "NV_ESC_RM_FREE", None, "ctl"),
+            zap(5021, 7),
+            exit_of(6, 7, 3 << 8),
+        ],
     );
     assert!(
         v.diagnoses.iter().all(|d| d.id != DiagId::EndedItself),
@@ -534,7 +548,14 @@ timer the process set: alarm, setitimer) at 49.0 ms"
         "{}",
         v.diagnoses[0].hint
     );
-    for (sig, code, status) in [(libc::SIGALRM, 0x80, 0), (libc::SIGCHLD, 1, 1)] {
+    // An exit 0; a signal whose default ends nothing; a profiler's timer;
+    // a fault a runtime handles: none is named.
+    for (sig, code, status) in [
+        (libc::SIGALRM, 0x80, 0),
+        (libc::SIGCHLD, 1, 1),
+        (libc::SIGPROF, 0x80, 1),
+        (libc::SIGSEGV, 1, 1),
+    ] {
         let v = run(sig, code, status);
         assert!(
             v.diagnoses
@@ -544,4 +565,23 @@ timer the process set: alarm, setitimer) at 49.0 ms"
             v.diagnoses
         );
     }
+    // A signal caught before cuInit was entered is not the start-up's.
+    let v = verdicts_of(
+        vec![ProcessInfo::default()],
+        Vec::new(),
+        &[
+            signal(1, libc::SIGTERM, 0),
+            delivered(2, libc::SIGTERM),
+            cuda(3, "cuInit", None),
+            cuda(100, "cuInit", Some((0, "CUDA_SUCCESS"))),
+            exit_of(102, 7, 1 << 8),
+        ],
+    );
+    assert!(
+        v[0].diagnoses
+            .iter()
+            .all(|d| d.id != DiagId::InterruptedBySignal),
+        "{:#?}",
+        v[0].diagnoses
+    );
 }

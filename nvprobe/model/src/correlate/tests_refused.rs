@@ -570,3 +570,60 @@ fn an_escape_refused_with_eacces_after_it_was_traced_is_a_security_modules_rule(
         );
     }
 }
+
+/// One NVIDIA command refused at the system call's exit, never traced,
+/// while other ioctls were: a seccomp filter where the process ran under
+/// one; a security module where it ran under none; nothing where a record
+/// of that command failed so (the driver's or a module's answer, traced).
+#[test]
+fn one_command_refused_before_the_driver_names_who_could_have() {
+    use super::tests::{failed, io};
+    let twin = |request: u64| {
+        let Event::Proc(p) = super::tests_startcalls::failed_call(3, "ioctl", "EPERM") else {
+            unreachable!("failed_call makes a proc record")
+        };
+        Event::Proc(crate::decode::ProcCall {
+            args: Some(vec![5, request, 0, 0]),
+            ..p
+        })
+    };
+    let run = |filters: u32, traced: bool| {
+        let mut all = vec![
+            cuda(0, "cuInit", None),
+            open(1, "/dev/nvidiactl", "ctl"),
+            io(2, "NV_ESC_CARD_INFO", None, "ctl"),
+        ];
+        if traced {
+            all.push(failed(io(3, "UVM_INITIALIZE", None, "uvm"), "EPERM"));
+        }
+        all.push(twin(0x3000_0001));
+        all.push(cuda(4, "cuInit", Some((999, "CUDA_ERROR_UNKNOWN"))));
+        let l = Limits {
+            seccomp_filters: Some(filters),
+            ..Limits::default()
+        };
+        let v = verdicts_of(vec![with_limits(l)], Vec::new(), &all);
+        v[0].diagnoses.clone()
+    };
+    let d = run(1, false);
+    assert_eq!(d[0].id, DiagId::CallsBlocked, "{d:#?}");
+    assert!(
+        d[0].evidence.ends_with(
+            "UVM_INITIALIZE (ioctl 0x30000001) failed with EPERM at the system call's exit and never reached the \
+kernel's syscall tracing, while the process's other NVIDIA ioctls did: a seccomp filter refused that command before \
+the kernel traced it; the process ran under 1 seccomp filter"
+        ),
+        "{}",
+        d[0].evidence
+    );
+    let d = run(0, false);
+    assert!(
+        d[0].evidence.contains(
+            "no seccomp filter was in place, so a security module's ioctl rule refused that command"
+        ),
+        "{}",
+        d[0].evidence
+    );
+    let d = run(1, true);
+    assert!(d.iter().all(|x| x.id != DiagId::CallsBlocked), "{d:#?}");
+}

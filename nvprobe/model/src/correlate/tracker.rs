@@ -285,6 +285,7 @@ impl ProcInit {
         }
         self.note_gpu(&o);
         self.calls += 1;
+        self.ioctls_in_driver |= o.fd < 0;
         // A call that failed with EINTR (or a restart code, or EAGAIN) and
         // was then made again successfully is not what explains the end.
         if o.ok
@@ -352,6 +353,11 @@ impl ProcInit {
             || o.call.control == Some(NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION)
         {
             self.version_check = Some((o.call, result));
+        }
+        if matches!(result, CallResult::Errno(libc::EPERM | libc::EACCES))
+            && self.traced_refusals.len() < 8
+        {
+            self.traced_refusals.push(o.call.call);
         }
         let failed = Failure {
             call: o.call,

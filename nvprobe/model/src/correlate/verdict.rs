@@ -365,7 +365,7 @@ fn after_cuinit(
     if st.context.is_none()
         && let Some(Exit::Status(n)) = exit
         && n != 0
-        && let Some(s) = st.caught_ender()
+        && let Some(s) = st.caught_ender(st.last_ns)
     {
         return (
             Outcome::Exited,

@@ -749,6 +749,9 @@ impl super::encode::Encoder for Text {
 
     fn flush(&self, p: &mut super::encode::Parts, buf: &mut bytes::BytesMut) {
         use bytes::BufMut as _;
+        // Something else of the batch came first (a record, a note, an
+        // event the level does not write).
+        p.batch_start = false;
         if let Some(run) = p.run.take() {
             // First in its buffer (a batch's): what a run the batch before
             // ended in may go on with (`OpenRun`).
