@@ -28,6 +28,7 @@ mod state;
 pub mod table;
 mod tracker;
 mod verdict;
+mod verdict_driver;
 
 use std::collections::HashMap;
 

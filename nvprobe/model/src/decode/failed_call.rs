@@ -2,7 +2,8 @@
 //! mapping asked for, and the arguments as strace writes them.
 
 use super::{
-    event::{MmAt, ProcCall, SysKind},
+    callkind::{MmAt, SysKind},
+    event::ProcCall,
     files::{map_flag_names, prot_names},
 };
 

@@ -4,7 +4,7 @@
 
 use nvprobe_common::{DevKind, FdEvent, FdOp, MmapEvent, PathEvent, PathOp};
 
-use super::{bytes::*, context::*, event::*};
+use super::{bytes::*, callkind::SysKind, context::*, event::*};
 
 /// open(2)'s O_CREAT (include/uapi/asm-generic/fcntl.h).
 const O_CREAT: u32 = 0o100;

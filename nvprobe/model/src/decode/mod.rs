@@ -7,6 +7,7 @@
 
 pub mod args;
 mod bytes;
+mod callkind;
 pub mod class;
 mod context;
 pub mod control;
@@ -38,6 +39,7 @@ pub use self::{
         Bytes, CMDLINE_FIELD, PATH_FIELD, VALUE_FIELD, escape_bytes, escape_capped, hex_decode,
         hex_encode, terminal_safe, terminal_unsafe,
     },
+    callkind::{MmAt, SysKind},
     context::{
         Context, DecodeError, StatusLoc, check_shape, dev_kind_name, errno_name, record_ktime,
         record_size,

@@ -4,7 +4,10 @@ use nvprobe_common::{
     CUDA_RETURN, CudaEvent, DevKind, DriverEvent, ProcEvent, ProcOp, kdev_major, kdev_minor,
 };
 
-use super::{bytes::*, context::*, cudafn, curesult, escape, event::*, ioctl, signal, status};
+use super::{
+    bytes::*, callkind::SysKind, context::*, cudafn, curesult, escape, event::*, ioctl, signal,
+    status,
+};
 
 /// The helper libcuda runs (setuid) to load the modules and make the
 /// nodes, by its task name.
@@ -282,7 +285,7 @@ pub(super) fn decode_proc(ev: &ProcEvent, bytes: &[u8], raw: Option<String>) -> 
         }),
         mm: failed_rec
             .filter(|(f, _)| f.map_count != 0)
-            .map(|(f, _)| super::event::MmAt {
+            .map(|(f, _)| super::callkind::MmAt {
                 map_count: f.map_count,
                 vm_bytes: f.vm_bytes,
                 data_bytes: f.data_bytes,

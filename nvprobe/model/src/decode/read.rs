@@ -12,8 +12,9 @@ use serde_json::Value;
 
 use super::{
     args::{Arg, Args, Named},
+    callkind::SysKind,
     context::errno_name,
-    event::{Call, Event, Family, ProcKind, SysKind},
+    event::{Call, Event, Family, ProcKind},
     intern::{intern, parse_hex},
 };
 

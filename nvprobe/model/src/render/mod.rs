@@ -17,6 +17,7 @@ mod tests_safe;
 #[cfg(test)]
 mod tests_text;
 pub mod text;
+mod wrap;
 
 use std::io;
 

@@ -5,7 +5,8 @@
 
 use std::fmt::Write as _;
 
-use super::{clock::Clock, fold::dur, note::Note};
+pub use super::wrap::FIRST_LINE_MAX;
+use super::{clock::Clock, fold::dur, note::Note, wrap::first_line};
 use crate::correlate::{Class, DiagSeverity};
 use crate::decode::{
     CudaCall, CudaPhase, Device, DriverCall, Event, FdCall, Ioctl, MmapCall, PathCall, Proc,
@@ -464,46 +465,6 @@ fn verdict_text(v: &crate::correlate::CuInit) -> String {
     }
     diagnosis_lines(&mut s, &v.diagnoses);
     s
-}
-
-/// Longest first line of a verdict or fault in text: what a person reads
-/// first, and what a log viewer shows without wrapping.
-pub const FIRST_LINE_MAX: usize = 200;
-
-/// A verdict's first line and its newline: one longer than
-/// [`FIRST_LINE_MAX`] goes on, from its last "; " or ", " that fits (else
-/// its last space), on indented lines of its own.
-fn first_line(line: &str) -> String {
-    let mut out = String::new();
-    let mut rest = line;
-    let mut indent = "";
-    while rest.len() + indent.len() > FIRST_LINE_MAX {
-        let room = FIRST_LINE_MAX - indent.len();
-        let mut cut = room;
-        while !rest.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        let head = &rest[..cut];
-        // (Where the line breaks, and how much of the separator it keeps.)
-        let Some((at, keep)) = head
-            .rfind("; ")
-            .or_else(|| head.rfind(", "))
-            .filter(|&i| i > room / 3)
-            .map(|i| (i, 1))
-            .or_else(|| head.rfind(' ').filter(|&i| i > room / 3).map(|i| (i, 0)))
-        else {
-            break;
-        };
-        out.push_str(indent);
-        out.push_str(&rest[..at + keep]);
-        out.push('\n');
-        rest = &rest[at + keep + 1..];
-        indent = "     ";
-    }
-    out.push_str(indent);
-    out.push_str(rest);
-    out.push('\n');
-    out
 }
 
 /// "   ! id: evidence" and its hint, for each diagnosis.
