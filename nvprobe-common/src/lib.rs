@@ -477,9 +477,10 @@ pub struct ProcEvent {
     /// SIGSYS from a seccomp filter: the refused call's audit architecture
     /// (`si_arch`, AUDIT_ARCH_*), which names its number's table.
     pub si_pid: u32,
-    /// For Exit: the process's successful NVIDIA calls the kernel counted
-    /// instead of sending (`--events failures|verdicts`,
-    /// `nvprobe_common::fastpath`), saturating; 0 otherwise.
+    /// For Exit and Exec: the program's successful NVIDIA calls the kernel
+    /// counted instead of sending (`--events failures|verdicts`,
+    /// `nvprobe_common::fastpath`), saturating; at an exec the old
+    /// program's, and the new one counts afresh; 0 otherwise.
     pub unsent: u32,
     pub sa_handler: u64,
     pub sa_flags: u64,

@@ -131,6 +131,11 @@ pub fn nvprobe_proc_exec(ctx: TracePointContext) -> u32 {
     // tid; its old one's answer goes (old_pid @16).
     // SAFETY: offset from the tracepoint format.
     let old: i32 = unsafe { ctx.read_at(16) }.unwrap_or(0);
+    // The calls the old program's threads counted instead of sending are
+    // the old program's: the exec'ing thread's (its cache slot is its old
+    // tid's; the other threads' were added as they ended in the exec) go
+    // with the exec record, and the new program counts afresh.
+    flush_unsent(((tgid as u64) << 32) | (old as u32 as u64));
     if old as u32 != tgid {
         crate::maps::clean_forget(old as u32);
     }
@@ -141,9 +146,19 @@ pub fn nvprobe_proc_exec(ctx: TracePointContext) -> u32 {
         // own verdict, and its failed calls counted afresh.
         let _ = NV_PROCS.insert(&tgid, &nvprobe_common::nv_procs::FOLLOWED, 0);
         let _ = crate::maps::FAILS.remove(&tgid);
+        // SAFETY: plain lookup of a u64.
+        let unsent = unsafe { crate::maps::UNSENT_PROCS.get(&tgid) }
+            .copied()
+            .unwrap_or(0);
+        let _ = crate::maps::UNSENT_PROCS.remove(&tgid);
         emit(|e| {
             e.op = ProcOp::Exec as u32;
             e.target_tgid = tgid;
+            e.unsent = if unsent > u32::MAX as u64 {
+                u32::MAX
+            } else {
+                unsent as u32
+            };
         });
     }
     0

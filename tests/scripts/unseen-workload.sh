@@ -12,12 +12,7 @@ set -u
 PY=${PY:-python3}
 D=$(cd "$(dirname "$0")" && pwd)
 W=$D/cudawork.py
-run() {
-  local n=$1; shift
-  local out rc
-  out=$("$@" 2>&1); rc=$?
-  echo "== $n: $(printf '%s\n' "$out" | tail -1) (exit $rc)"
-}
+. "$D/case-run.sh"
 run ok $PY $W ctx 1 --case ok
 for m in 64 256 1024 4096; do
   run data_${m}m prlimit --data=$((m << 20)) $PY $W ctx 1 --case data_${m}m

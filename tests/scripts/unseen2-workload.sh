@@ -13,18 +13,13 @@
 # (the legacy mmap layout), and a cgroup that allows 5 % of a CPU (with
 # and without a harness's 2 s timeout). Each case is tagged `--case NAME`
 # and prints "== NAME: {…}" (its last line of output, or why it ended).
-# Recorded by record-unseen2.sh.
+# Recorded by record-unseen.sh 2.
 set -u
 PY=${PY:-python3}
 D=$(cd "$(dirname "$0")" && pwd)
 W=$D/cudawork.py
 U2=$D/unseenwork.py
-run() {
-  local n=$1; shift
-  local out rc
-  out=$(timeout 60 "$@" 2>&1); rc=$?
-  echo "== $n: $(printf '%s\n' "$out" | tail -1) (exit $rc)"
-}
+. "$D/case-run.sh"
 run ok $PY $W ctx 1 --case ok
 # (nvidia-smi may be off PATH: /usr/local/nvidia/bin on the GPU host.)
 SMI=$(command -v nvidia-smi || echo /usr/local/nvidia/bin/nvidia-smi)

@@ -15,19 +15,14 @@
 # whole again (its counts now read by the kernel at the failure); CUDA_VISIBLE_DEVICES idioms (a leading space, a trailing comma,
 # the same UUID twice, a UUID's prefix, a UUID in upper case).
 # Each case is tagged `--case NAME` and prints "== NAME: {…}" (its last
-# line of output, or why it ended). Recorded by record-unseen3.sh.
+# line of output, or why it ended). Recorded by record-unseen.sh 3.
 set -u
 PY=${PY:-python3}
 D=$(cd "$(dirname "$0")" && pwd)
 W=$D/cudawork.py
 U3=$D/unseenwork3.py
 SC=$D/seccomp-cuinit.py
-run() {
-  local n=$1; shift
-  local out rc
-  out=$(timeout 60 "$@" 2>&1); rc=$?
-  echo "== $n: $(printf '%s\n' "$out" | tail -1) (exit $rc)"
-}
+. "$D/case-run.sh"
 run ok $PY $W ctx 1 --case ok
 for m in abort exit3 sigpipe xfsz xcpu forkinit threads8 execthread; do
   run $m $PY $U3 $m --case $m

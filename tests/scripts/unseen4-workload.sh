@@ -8,18 +8,13 @@
 # when the parent exits, a harness whose SIGTERM the process ignores and
 # whose SIGKILL follows (timeout -k), and eight start-ups at once. Each
 # case is tagged `--case NAME` and prints "== NAME: {…}" (its last line of
-# output, or why it ended). Recorded by record-unseen4.sh.
+# output, or why it ended). Recorded by record-unseen.sh 4.
 set -u
 PY=${PY:-python3}
 D=$(cd "$(dirname "$0")" && pwd)
 W=$D/cudawork.py
 U4=$D/unseenwork4.py
-run() {
-  local n=$1; shift
-  local out rc
-  out=$(timeout 60 "$@" 2>&1); rc=$?
-  echo "== $n: $(printf '%s\n' "$out" | tail -1) (exit $rc)"
-}
+. "$D/case-run.sh"
 run ok $PY $W ctx 1 --case ok
 for m in alarm_raise term_exit main_exits segv_thread bus_thread pdeath; do
   run $m $PY $U4 $m --case $m

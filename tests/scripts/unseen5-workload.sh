@@ -6,18 +6,13 @@
 # link or a directory; a HOME that cannot be written; the start-up under
 # strace -f (ptrace); a SIGINT to the whole process group (Ctrl-C in a
 # terminal). Each case is tagged `--case NAME` and prints "== NAME: {…}".
-# Recorded by record-unseen5.sh.
+# Recorded by record-unseen.sh 5.
 set -u
 PY=${PY:-python3}
 D=$(cd "$(dirname "$0")" && pwd)
 W=$D/cudawork.py
 SC=$D/seccomp-cuinit.py
-run() {
-  local n=$1; shift
-  local out rc
-  out=$(timeout 60 "$@" 2>&1); rc=$?
-  echo "== $n: $(printf '%s\n' "$out" | tail -1) (exit $rc)"
-}
+. "$D/case-run.sh"
 run ok $PY $W ctx 1 --case ok
 run uvm_init_eperm $PY $SC ioctl:0x30000001:1 --case uvm_init_eperm
 run uvm_register_eperm $PY $SC ioctl:37:1 --case uvm_register_eperm

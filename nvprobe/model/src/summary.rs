@@ -345,6 +345,13 @@ impl Stats {
     /// ends the process, so that its pid, if reused, is another process.
     pub fn process(&mut self, ev: &Event, t: u64) {
         if let Event::Proc(p) = ev
+            && p.op == crate::decode::ProcKind::Exec
+            && let Some(n) = p.unsent
+        {
+            // The program before the exec: the last name listed for it.
+            self.add_unsent_process(p.target_pid, "", n, t);
+        }
+        if let Event::Proc(p) = ev
             && p.op == crate::decode::ProcKind::Exit
         {
             // An exit with nothing before it here still ends the process

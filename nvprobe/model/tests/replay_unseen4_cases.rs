@@ -1,5 +1,5 @@
 //! The fourth batch of start-ups under conditions no rule had been
-//! written for, on the real driver: tests/scripts/record-unseen4.sh ran
+//! written for, on the real driver: tests/scripts/record-unseen.sh 4 ran
 //! each case of unseen4-workload.sh on an H100 host (open module
 //! 580.159.04, kernel 6.18.44) untraced and under `nvprobe watch --json
 //! --raw`, with the same results (tests/fixtures/gpu-host/h100-unseen4.txt).

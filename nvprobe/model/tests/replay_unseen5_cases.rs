@@ -1,5 +1,5 @@
 //! The fifth batch of start-ups under conditions no rule had been written
-//! for, on the real driver: tests/scripts/record-unseen5.sh ran each case
+//! for, on the real driver: tests/scripts/record-unseen.sh 5 ran each case
 //! of unseen5-workload.sh on an H100 host (open module 580.159.04, kernel
 //! 6.18.44) untraced and under `nvprobe watch --json --raw`, with the same
 //! results (tests/fixtures/gpu-host/h100-unseen5.txt; strace was not on

@@ -605,8 +605,9 @@ impl Correlator {
             // made on that descriptor before (its verdict counts the calls
             // of its start-up that reached nvprobe, at every level). Nor for
             // a program that made no NVIDIA call of its own after an exec:
-            // the kernel's count is the process's, so those calls were the
-            // program's before it (whose verdict was given at the exec).
+            // in a recording made before exec records carried the old
+            // program's count, the kernel's count is the process's, so
+            // those calls were the program's before it.
             if !st.began && st.has_activity() {
                 st.calls = st.calls.saturating_add(p.unsent.unwrap_or(0));
             }
@@ -641,6 +642,10 @@ impl Correlator {
         let mut parent = None;
         let mut late_info = None;
         if let Some(st) = self.procs.get_mut(&p.target_pid) {
+            // The old program's calls the kernel counted (as at an exit).
+            if !st.began && st.has_activity() {
+                st.calls = st.calls.saturating_add(p.unsent.unwrap_or(0));
+            }
             st.settle_all(p.target_pid, SigOutcome::Eintr, out);
             parent = st.parent;
             // An identity read after the exec (the collector reads it when

@@ -250,6 +250,10 @@ impl KernelLevel {
                     }
                     ProcKind::Exec => {
                         let st = self.procs.entry(p.target_pid).or_default();
+                        // The old program's count goes with the exec, as
+                        // the kernel's does.
+                        p.unsent = (st.unsent > 0).then_some(st.unsent);
+                        st.unsent = 0;
                         st.quiet = false;
                         st.held = false;
                         st.ship_next = false;

@@ -135,17 +135,19 @@ fn node_access<'a>(
     Some((a, a.nodes.iter().find(|n| n.path == path && n.chr)?))
 }
 
-/// Which check refused an open with EACCES, in the kernel's order: the
-/// mode and owner against the process's ids, groups and CAP_DAC_OVERRIDE
-/// (generic_permission), then a nodev mount (may_open), then a security
-/// module. Without the facts, the mode is the first suspect.
+/// Which check refused an open with EACCES, in the kernel's order
+/// (fs/namei.c `may_open`): a nodev mount first (`may_open_dev`, before
+/// any permission), then the mode and owner against the process's ids,
+/// groups and CAP_DAC_OVERRIDE (`inode_permission`), then a security
+/// module (its inode or file hook). Without the facts, the mode is the
+/// first suspect.
 fn eacces_id(st: &ProcInit, path: &str) -> DiagId {
     let Some((a, n)) = node_access(st, path) else {
         return DiagId::NodePermission;
     };
-    match (a.mode_allows_rw(n), a.dev_nodev) {
-        (Some(true), Some(true)) => DiagId::NodeNodev,
-        (Some(true), Some(false)) => DiagId::SecurityModuleDenied,
+    match (a.dev_nodev, a.mode_allows_rw(n)) {
+        (Some(true), _) => DiagId::NodeNodev,
+        (Some(false), Some(true)) => DiagId::SecurityModuleDenied,
         _ => DiagId::NodePermission,
     }
 }
@@ -157,6 +159,11 @@ fn mode_facts(st: &ProcInit, path: &str, id: DiagId) -> String {
     };
     let node = format!("the node is {:04o} {}:{}", n.mode, n.uid, n.gid);
     match id {
+        DiagId::NodeNodev if a.mode_allows_rw(n) == Some(false) => format!(
+            ": the /dev it is in is mounted nodev, which the kernel checks before the mode (the mode would refuse it \
+too: {node}; the process runs as {})",
+            a.who()
+        ),
         DiagId::NodeNodev => format!(
             ": the mode allows it ({node}; the process runs as {}), but the /dev it is in is mounted nodev",
             a.who()

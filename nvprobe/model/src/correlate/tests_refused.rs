@@ -253,9 +253,9 @@ fn with_node(mode: u32, nodev: bool, fsuid: u32, cap_eff: &str) -> ProcessInfo {
     }
 }
 
-/// EACCES walks the kernel's checks: the mode against the ids and
-/// CAP_DAC_OVERRIDE, then nodev, then a security module; each gets the
-/// remedy that fits it.
+/// EACCES walks the kernel's checks (`may_open`): nodev, then the mode
+/// against the ids and CAP_DAC_OVERRIDE, then a security module; each
+/// gets the remedy that fits it.
 #[test]
 fn eacces_names_the_mode_a_nodev_mount_or_a_security_module() {
     let refusal = |info| {
@@ -283,6 +283,15 @@ fn eacces_names_the_mode_a_nodev_mount_or_a_security_module() {
     // Root's CAP_DAC_OVERRIDE passes the mode of a 0000 node.
     let (id, _, _) = refusal(with_node(0o000, false, 0, "000001ffffffffff"));
     assert_eq!(id, DiagId::SecurityModuleDenied);
+    // nodev is checked before the mode: a node the mode refuses too is
+    // still refused by the mount, and a chmod alone would not help.
+    let (id, e, h) = refusal(with_node(0o000, true, 65534, "0000000000000000"));
+    assert_eq!(id, DiagId::NodeNodev);
+    assert!(
+        e.contains("mounted nodev, which the kernel checks before the mode (the mode would refuse it too: the node is 0000 0:0"),
+        "{e}"
+    );
+    assert!(!h.contains("chmod"), "{h}");
 }
 
 /// EPERM on a device node: the device cgroup when the process's cgroup has

@@ -398,8 +398,9 @@ pub struct ProcCall {
     /// "exited with status N" / "killed by SIGX" (exit).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit: Option<String>,
-    /// The process's successful NVIDIA calls the kernel counted instead of
-    /// sending (exit, at `--events failures|verdicts`; absent when none).
+    /// The program's successful NVIDIA calls the kernel counted instead of
+    /// sending (exit, and exec for the program before it, at `--events
+    /// failures|verdicts`; absent when none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unsent: Option<u64>,
     /// The receiver's disposition (signal_delivered): default, ignored or

@@ -251,7 +251,8 @@ pub(super) fn decode_proc(ev: &ProcEvent, bytes: &[u8], raw: Option<String>) -> 
         code: is_sig.then_some(ev.code),
         exit_code: (op == Some(ProcOp::Exit)).then_some(ev.exit_code),
         exit,
-        unsent: (op == Some(ProcOp::Exit) && ev.unsent != 0).then_some(u64::from(ev.unsent)),
+        unsent: (matches!(op, Some(ProcOp::Exit | ProcOp::Exec)) && ev.unsent != 0)
+            .then_some(u64::from(ev.unsent)),
         action: (op == Some(ProcOp::SignalDeliver)).then_some(match ev.sa_handler {
             0 => SigAction::Default,
             1 => SigAction::Ignored,
