@@ -139,7 +139,8 @@ pub static SHIP_CONTROLS: Array<u8> = Array::with_max_entries(CONTROL_BUCKETS, 0
 pub static UNSENT_CALLS: PerCpuArray<u64> = PerCpuArray::with_max_entries(CALL_SLOTS, 0);
 
 /// The same per process (threads' counts, added when a thread ends or its
-/// cache slot starts afresh; the process's exit record carries the sum).
+/// cache slot starts afresh; the exec record carries the sum of the
+/// program before it, the exit record the sum of the last).
 #[map]
 pub static UNSENT_PROCS: aya_ebpf::maps::LruHashMap<u32, u64> =
     aya_ebpf::maps::LruHashMap::with_max_entries(16384, 0);

@@ -34,6 +34,22 @@ const FDS_COUNTED: u64 = 4096;
 const NODES_READ: usize = 64;
 const MOUNTINFO_CAP: u64 = 256 << 10;
 
+/// The per-mount options of the mount holding `path` in a mountinfo
+/// text: the one whose point is `path` itself or the longest folder above
+/// it.
+fn mount_options<'a>(mountinfo: &'a str, path: &str) -> Option<Vec<&'a str>> {
+    mountinfo
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let (point, opts) = (*f.get(4)?, *f.get(5)?);
+            let under = point == "/" || point == path || path.starts_with(&format!("{point}/"));
+            under.then_some((point.len(), opts))
+        })
+        .max_by_key(|(len, _)| *len)
+        .map(|(_, o)| o.split(',').collect())
+}
+
 /// The process's filesystem ids, groups and effective capabilities, its
 /// NVIDIA nodes (through `/proc/PID/root`: its own mount namespace, no
 /// link followed) and whether its /dev is mounted nodev.
@@ -82,26 +98,21 @@ pub fn access_of(base: &Path, cgroup: Option<&str>, devices_v1: Option<&str>) ->
                     let r = m.rdev();
                     format!("{}:{}", nix::sys::stat::major(r), nix::sys::stat::minor(r))
                 }),
+                nodev: None,
             });
         }
     }
     if let Some(mi) = read_capped(&base.join("mountinfo"), MOUNTINFO_CAP) {
-        // The mount whose point is the longest prefix of /dev/nvidiactl:
-        // its per-mount options (nodev, ro).
         let text = String::from_utf8_lossy(&mi);
-        let opts = text
-            .lines()
-            .filter_map(|l| {
-                let f: Vec<&str> = l.split_whitespace().collect();
-                let (point, opts) = (*f.get(4)?, *f.get(5)?);
-                let under = point == "/" || "/dev/nvidiactl".starts_with(&format!("{point}/"));
-                under.then_some((point.len(), opts))
-            })
-            .max_by_key(|(len, _)| *len)
-            .map(|(_, o)| o.split(',').map(str::to_owned).collect::<Vec<_>>());
-        if let Some(o) = opts {
-            a.dev_nodev = Some(o.iter().any(|x| x == "nodev"));
-            a.dev_readonly = Some(o.iter().any(|x| x == "ro"));
+        // The mount holding /dev/nvidiactl: its per-mount options (nodev,
+        // ro); and each node's own (a node bind-mounted from another
+        // filesystem has that mount's).
+        if let Some(o) = mount_options(&text, "/dev/nvidiactl") {
+            a.dev_nodev = Some(o.iter().any(|x| *x == "nodev"));
+            a.dev_readonly = Some(o.iter().any(|x| *x == "ro"));
+        }
+        for n in &mut a.nodes {
+            n.nodev = mount_options(&text, &n.path).map(|o| o.contains(&"nodev"));
         }
     }
     // A user namespace: uid_map other than the initial one's identity map.
@@ -320,6 +331,23 @@ mod tests {
             cgroup_dir("/sys/fs/cgroup", "/a/./b"),
             Some("/sys/fs/cgroup/a/b".into())
         );
+    }
+
+    /// A node's mount is the node itself when bind-mounted (bubblewrap's
+    /// --dev-bind into a nodev /dev), else the longest folder above it;
+    /// a point that only shares a prefix of the name is not above it.
+    #[test]
+    fn each_node_gets_the_options_of_the_mount_holding_it() {
+        let mi = "22 1 0:21 / / rw,relatime - ext4 /dev/sda1 rw\n\
+                  30 22 0:5 / /dev rw,nosuid,nodev - tmpfs tmpfs rw\n\
+                  31 30 0:6 /nvidia0 /dev/nvidia0 rw,nosuid - devtmpfs udev rw\n\
+                  32 30 0:7 / /dev/nvidia rw,nosuid - tmpfs x rw\n";
+        let nodev = |p: &str| mount_options(mi, p).map(|o| o.contains(&"nodev"));
+        assert_eq!(nodev("/dev/nvidia0"), Some(false));
+        assert_eq!(nodev("/dev/nvidiactl"), Some(true));
+        assert_eq!(nodev("/dev/nvidia-uvm"), Some(true));
+        assert_eq!(nodev("/usr/lib/x"), Some(false));
+        assert_eq!(mount_options("", "/dev/nvidiactl"), None);
     }
 
     /// The tightest quota of the cgroup and those above it, with the one

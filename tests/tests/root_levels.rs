@@ -264,8 +264,6 @@ fn an_exec_makes_a_quiet_process_followed_in_full_again() {
     // cuInit's 2, the 3 failures, and the new program's 1 arrived; the
     // loop was counted in the kernel.
     assert_eq!((all - unsent, unsent), (2 + 3 + 1, STEADY), "{s}");
-    // The loop was the old program's: its count goes with the exec record,
-    // and the new program's exit counts none of it.
     // The loop was the old program's: the kernel's count of it goes with
     // the exec, so the new program's verdict counts its own call alone.
     let after = r

@@ -342,6 +342,10 @@ pub struct NodeFact {
     pub chr: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rdev: Option<String>,
+    /// Whether the mount holding the node (the node itself when it is
+    /// bind-mounted, else its folder's) is nodev.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nodev: Option<bool>,
 }
 
 /// CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH: capabilities that pass the mode.

@@ -167,6 +167,12 @@ struct Life {
     /// A row per name its main thread had (an exec changes it); its
     /// other threads' events count in the row of the name it has then.
     rows: Vec<ProcSummary>,
+    /// The row of its main thread's latest event: the program running.
+    current: Option<usize>,
+    /// Calls the kernel counted for the program before an exec whose row
+    /// is in an earlier part (this part saw no event of it before the
+    /// exec): added to that row when the parts are merged.
+    exec_unsent: u64,
 }
 
 impl Life {
@@ -182,6 +188,13 @@ impl Life {
     /// the main thread's name replaces a thread's; else a new row (an
     /// exec, or the process's first event).
     fn row_for(&mut self, pid: u32, comm: &str, main: bool) -> usize {
+        let i = self.find_row(pid, comm, main);
+        if main {
+            self.current = Some(i);
+        }
+        i
+    }
+    fn find_row(&mut self, pid: u32, comm: &str, main: bool) -> usize {
         if let Some(i) = self.rows.iter().position(|r| r.comm == comm) {
             return i;
         }
@@ -206,6 +219,7 @@ impl Life {
     /// Another part of the same process's counts (a later batch).
     fn absorb(&mut self, o: Life) {
         self.ended |= o.ended;
+        self.add_exec_unsent(o.exec_unsent);
         for r in o.rows {
             let i = self.row_for(r.pid, &r.comm, !r.by_thread);
             let m = &mut self.rows[i];
@@ -216,6 +230,20 @@ impl Life {
             if r.last_failure.is_some() {
                 m.last_failure = r.last_failure;
             }
+        }
+    }
+    /// `n` calls the kernel counted for the program running before an
+    /// exec: its row, or kept for the part that has it.
+    fn add_exec_unsent(&mut self, n: u64) {
+        if n == 0 {
+            return;
+        }
+        match self.current.and_then(|i| self.rows.get_mut(i)) {
+            Some(r) => {
+                r.ioctls += n;
+                r.unsent += n;
+            }
+            None => self.exec_unsent += n,
         }
     }
     /// Which lives are listed first: those with failures (most first, up
@@ -348,8 +376,8 @@ impl Stats {
             && p.op == crate::decode::ProcKind::Exec
             && let Some(n) = p.unsent
         {
-            // The program before the exec: the last name listed for it.
-            self.add_unsent_process(p.target_pid, "", n, t);
+            // The program running until the exec.
+            self.life(p.target_pid, t).add_exec_unsent(n);
         }
         if let Event::Proc(p) = ev
             && p.op == crate::decode::ProcKind::Exit

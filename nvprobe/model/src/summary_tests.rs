@@ -170,6 +170,41 @@ fn an_exec_is_its_own_row() {
     assert_eq!((r[1].comm.as_str(), r[1].events), ("sh", 1));
 }
 
+/// The calls the kernel counted for a program, carried by its exec record,
+/// are that program's: in the same batch, or in a batch that saw nothing
+/// of it before the exec (at `--events verdicts` a quiet program sends
+/// nothing), and the program that came back to a name is the one running.
+#[test]
+fn the_count_an_exec_carries_is_the_program_before_it() {
+    let m = Make::new();
+    let exec = |n: u64, t: u64| {
+        let mut e = m.exit(7, t);
+        if let Event::Proc(p) = &mut e {
+            p.op = ProcKind::Exec;
+            p.unsent = Some(n);
+            p.proc.comm = "next".into();
+        }
+        e
+    };
+    let mut s = Stats::default();
+    feed(&mut s, &[m.ioctl(7, "sh", 1, true)]);
+    feed(&mut s, &[exec(5, 2), m.ioctl(7, "python3", 3, true)]);
+    feed(
+        &mut s,
+        &[
+            m.ioctl(7, "sh", 4, true),
+            exec(3, 5),
+            m.ioctl(7, "python3", 6, true),
+        ],
+    );
+    let s = s.finish(0.0, LostSummary::default());
+    let r = rows(&s, 7);
+    let by = |c: &str| r.iter().find(|x| x.comm == c).map(|x| (x.ioctls, x.unsent));
+    assert_eq!(r.len(), 2, "{r:?}");
+    assert_eq!(by("sh"), Some((2 + 5 + 3, 8)));
+    assert_eq!(by("python3"), Some((2, 0)));
+}
+
 /// A process's other threads (libcuda's `cuda-EvtHandlr`, a thread named
 /// by its program) count in its row, under its main thread's name, in
 /// whichever order and batch they come; an exec still makes its own row.

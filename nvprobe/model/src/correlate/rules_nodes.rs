@@ -145,7 +145,9 @@ fn eacces_id(st: &ProcInit, path: &str) -> DiagId {
     let Some((a, n)) = node_access(st, path) else {
         return DiagId::NodePermission;
     };
-    match (a.dev_nodev, a.mode_allows_rw(n)) {
+    // The node's own mount (a recording made before nodes carried it:
+    // the one holding /dev/nvidiactl).
+    match (n.nodev.or(a.dev_nodev), a.mode_allows_rw(n)) {
         (Some(true), _) => DiagId::NodeNodev,
         (Some(false), Some(true)) => DiagId::SecurityModuleDenied,
         _ => DiagId::NodePermission,
@@ -160,14 +162,15 @@ fn mode_facts(st: &ProcInit, path: &str, id: DiagId) -> String {
     let node = format!("the node is {:04o} {}:{}", n.mode, n.uid, n.gid);
     match id {
         DiagId::NodeNodev if a.mode_allows_rw(n) == Some(false) => format!(
-            ": the /dev it is in is mounted nodev, which the kernel checks before the mode (the mode would refuse it \
+            ": the mount holding it is nodev, which the kernel checks before the mode (the mode would refuse it \
 too: {node}; the process runs as {})",
             a.who()
         ),
-        DiagId::NodeNodev => format!(
+        DiagId::NodeNodev if a.mode_allows_rw(n) == Some(true) => format!(
             ": the mode allows it ({node}; the process runs as {}), but the /dev it is in is mounted nodev",
             a.who()
         ),
+        DiagId::NodeNodev => format!(": the mount holding it is nodev ({node})"),
         DiagId::SecurityModuleDenied => format!(
             ": the mode allows it ({node}; the process runs as {}) and /dev is not nodev: a security module refused it{}",
             a.who(),

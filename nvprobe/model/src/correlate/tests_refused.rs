@@ -245,6 +245,7 @@ fn with_node(mode: u32, nodev: bool, fsuid: u32, cap_eff: &str) -> ProcessInfo {
                 gid: 0,
                 chr: true,
                 rdev: Some("238:0".into()),
+                nodev: None,
             }],
             dev_nodev: Some(nodev),
             ..crate::attribution::Access::default()
@@ -288,10 +289,19 @@ fn eacces_names_the_mode_a_nodev_mount_or_a_security_module() {
     let (id, e, h) = refusal(with_node(0o000, true, 65534, "0000000000000000"));
     assert_eq!(id, DiagId::NodeNodev);
     assert!(
-        e.contains("mounted nodev, which the kernel checks before the mode (the mode would refuse it too: the node is 0000 0:0"),
+        e.contains("the mount holding it is nodev, which the kernel checks before the mode (the mode would refuse it too: the node is 0000 0:0"),
         "{e}"
     );
     assert!(!h.contains("chmod"), "{h}");
+    // A node bind-mounted from a mount that is not nodev into a nodev /dev
+    // (bubblewrap's --dev-bind): its own mount decides, and the mode is
+    // the one that refused.
+    let mut bound = with_node(0o000, true, 65534, "0000000000000000");
+    if let Some(a) = bound.access.as_mut() {
+        a.nodes[0].nodev = Some(false);
+    }
+    let (id, _, _) = refusal(bound);
+    assert_eq!(id, DiagId::NodePermission);
 }
 
 /// EPERM on a device node: the device cgroup when the process's cgroup has
