@@ -108,8 +108,8 @@ pub fn access_of(base: &Path, cgroup: Option<&str>, devices_v1: Option<&str>) ->
         // ro); and each node's own (a node bind-mounted from another
         // filesystem has that mount's).
         if let Some(o) = mount_options(&text, "/dev/nvidiactl") {
-            a.dev_nodev = Some(o.iter().any(|x| *x == "nodev"));
-            a.dev_readonly = Some(o.iter().any(|x| *x == "ro"));
+            a.dev_nodev = Some(o.contains(&"nodev"));
+            a.dev_readonly = Some(o.contains(&"ro"));
         }
         for n in &mut a.nodes {
             n.nodev = mount_options(&text, &n.path).map(|o| o.contains(&"nodev"));

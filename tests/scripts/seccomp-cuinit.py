@@ -9,12 +9,14 @@ escapes (what a security module's ioctl rule answers); `nr:N:ERRNO`
 answers ERRNO to system call N (x86_64 numbers; N,M,… for several),
 whatever it is, and
 `nr:N:kill` kills the process at it (SIGSYS, as a profile's
-SCMP_ACT_KILL_PROCESS); `ioctl:CMD:ERRNO` answers ERRNO to the ioctls
+SCMP_ACT_KILL_PROCESS), `nr:N:killthread` the calling thread alone
+(SCMP_ACT_KILL_THREAD), `nr:N:trap` sends it SIGSYS (SCMP_ACT_TRAP: the
+signal is generated, and without a handler it ends the process); `ioctl:CMD:ERRNO` answers ERRNO to the ioctls
 whose request is CMD (a UVM command's number, say); `escapes-kill` kills it at the first escape. Then
 the first context (cuCtxCreate_v2 on device 0) when cuInit succeeded.
 Prints one JSON line: the CUresults and the device count.
 
-  seccomp-cuinit.py open|escapes|escapes-eacces|escapes-kill|threads|clone3|nr:N:ERRNO|nr:N:kill|ioctl:CMD:ERRNO
+  seccomp-cuinit.py open|escapes|escapes-eacces|escapes-kill|threads|clone3|nr:N:ERRNO|nr:N:kill|nr:N:killthread|nr:N:trap|ioctl:CMD:ERRNO
                     [--case NAME]"""
 import ctypes
 import json
@@ -30,6 +32,8 @@ RET_EPERM = 0x00050000 | 1
 RET_ENOSYS = 0x00050000 | 38
 RET_EACCES = 0x00050000 | 13
 RET_KILL_PROCESS = 0x80000000
+RET_KILL_THREAD = 0x00000000
+RET_TRAP = 0x00030000
 LD_W_ABS, JEQ_K, RET_K, ALU_AND_K = 0x20, 0x15, 0x06, 0x54
 
 
@@ -51,7 +55,9 @@ def program(which):
               ins(RET_K, 0, 0, RET_EPERM)]
     elif which.startswith("nr:"):
         _, nrs, errno = which.split(":")
-        ret = RET_KILL_PROCESS if errno == "kill" else 0x00050000 | int(errno)
+        ret = {"kill": RET_KILL_PROCESS, "killthread": RET_KILL_THREAD, "trap": RET_TRAP}.get(errno)
+        if ret is None:
+            ret = 0x00050000 | int(errno)
         # Each listed number: to its answer when equal, else on to the next.
         for nr in nrs.split(","):
             p += [ins(JEQ_K, 0, 1, int(nr)), ins(RET_K, 0, 0, ret)]
