@@ -213,6 +213,12 @@ wire_enum! {
         /// right after it sent the SIGKILL): `target_*` the victim, the
         /// header the task whose allocation ran out.
         OomVictim = 7,
+        /// A thread (`target_tid`) ended alone, its process living on,
+        /// while it was in cuInit: `exit_code` is the thread's (a signal
+        /// number for a thread the kernel ended alone, as a seccomp
+        /// filter's kill-thread action does with SIGSYS; status << 8 for
+        /// one that called exit(2)). Sent for that thread only.
+        ThreadExit = 8,
     }
 }
 

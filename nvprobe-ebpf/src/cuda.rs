@@ -279,6 +279,14 @@ pub fn process_ended(tgid: u32) {
     let _ = RT_FAILS.remove(&tgid);
 }
 
+/// Whether the thread `pid_tgid` is in cuInit (entered, not returned).
+#[inline(always)]
+pub fn in_cuinit(pid_tgid: u64) -> bool {
+    let key = ((pid_tgid as u32 as u64) << 32) | nvprobe_common::CUDA_CUINIT as u64;
+    // SAFETY: plain lookup.
+    unsafe { CUDA_INFLIGHT.get(&key) }.is_some()
+}
+
 /// At a thread's end: the fault-only call it was still in (a thread killed
 /// while it waited in a synchronisation that never returned).
 #[inline(always)]

@@ -74,6 +74,17 @@ pub fn nvprobe_proc_exit(ctx: TracePointContext) -> u32 {
     // SAFETY: offset from the tracepoint format.
     let group_dead: u8 = unsafe { ctx.read_at(32) }.unwrap_or(0);
     if group_dead == 0 {
+        // A thread ending alone in cuInit (its process lives on, waiting
+        // for a call that will never return): which, and how.
+        if crate::cuda::in_cuinit(pid_tgid) && is_nv(tgid) {
+            let code = task_field(current_task_ptr(), off_task_exit_code()).unwrap_or(0) as i32;
+            emit(|e| {
+                e.op = ProcOp::ThreadExit as u32;
+                e.exit_code = code;
+                e.target_tgid = tgid;
+                e.target_tid = pid_tgid as u32;
+            });
+        }
         return 0;
     }
     if !is_nv(tgid) {

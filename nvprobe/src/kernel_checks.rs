@@ -22,6 +22,34 @@ fn cgroup_dir(root: &str, cg: &str) -> Option<std::path::PathBuf> {
         .then(|| Path::new(root).join(rel))
 }
 
+/// The cgroup path of task `tid` when the cgroup freezer holds it: v2's
+/// `cgroup.events` says `frozen 1` (its `cgroup.freeze`, or an
+/// ancestor's, as `docker pause` and a pod's freeze write it), or v1's
+/// `freezer.state` says FROZEN or FREEZING.
+pub fn frozen_cgroup(tid: u32) -> Option<String> {
+    frozen_cgroup_at(Path::new("/proc"), Path::new("/sys/fs/cgroup"), tid)
+}
+
+fn frozen_cgroup_at(proc_root: &Path, cg_root: &Path, tid: u32) -> Option<String> {
+    let cg = read_text(&proc_root.join(format!("{tid}/cgroup")))?;
+    let root = cg_root.to_str()?;
+    cg.lines().find_map(|l| {
+        let mut f = l.splitn(3, ':');
+        let (_, controllers, path) = (f.next()?, f.next()?, f.next()?);
+        let frozen = if controllers.is_empty() {
+            let events = read_text(&cgroup_dir(root, path)?.join("cgroup.events"))?;
+            events.lines().any(|l| l.trim() == "frozen 1")
+        } else if controllers.split(',').any(|c| c == "freezer") {
+            let state =
+                read_text(&cgroup_dir(&format!("{root}/freezer"), path)?.join("freezer.state"))?;
+            matches!(state.as_str(), "FROZEN" | "FREEZING")
+        } else {
+            false
+        };
+        frozen.then(|| path.to_owned())
+    })
+}
+
 fn read_text(p: &Path) -> Option<String> {
     read_capped(p, SMALL_CAP).map(|b| String::from_utf8_lossy(&b).trim().to_owned())
 }
@@ -348,6 +376,34 @@ mod tests {
         assert_eq!(nodev("/dev/nvidia-uvm"), Some(true));
         assert_eq!(nodev("/usr/lib/x"), Some(false));
         assert_eq!(mount_options("", "/dev/nvidiactl"), None);
+    }
+
+    /// A frozen cgroup, v2 (`cgroup.events`) or v1 (`freezer.state`), is
+    /// found from the task's own /proc/TID/cgroup; a thawed one is not.
+    #[test]
+    fn a_task_the_freezer_holds_is_found_by_its_cgroup() {
+        let root = std::path::PathBuf::from(tempfile_dir());
+        let (proc_root, cg) = (root.join("proc"), root.join("cg"));
+        let put = |p: &std::path::Path, text: &str| {
+            std::fs::create_dir_all(p.parent().expect("dir")).expect("mkdir");
+            std::fs::write(p, text).expect("write");
+        };
+        put(&proc_root.join("7/cgroup"), "0::/pod/a\n");
+        put(&cg.join("pod/a/cgroup.events"), "populated 1\nfrozen 1\n");
+        put(
+            &proc_root.join("8/cgroup"),
+            "6:freezer:/job\n4:memory:/job\n0::/\n",
+        );
+        put(&cg.join("freezer/job/freezer.state"), "FROZEN\n");
+        put(&proc_root.join("9/cgroup"), "0::/pod/b\n");
+        put(&cg.join("pod/b/cgroup.events"), "populated 1\nfrozen 0\n");
+        put(&proc_root.join("10/cgroup"), "0::/../../etc\n");
+        let f = |tid| frozen_cgroup_at(&proc_root, &cg, tid);
+        assert_eq!(f(7).as_deref(), Some("/pod/a"));
+        assert_eq!(f(8).as_deref(), Some("/job"));
+        assert_eq!(f(9), None);
+        assert_eq!(f(10), None);
+        assert_eq!(f(11), None);
     }
 
     /// The tightest quota of the cgroup and those above it, with the one

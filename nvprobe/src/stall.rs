@@ -165,7 +165,23 @@ impl Detector {
                 Some(st) => format!("{} (after {st})", c.call),
                 None => format!("{} (before the first stage)", c.call),
             };
+            // A task the cgroup freezer holds sleeps in get_signal (its
+            // freezer trap): only the cgroup's events tell it apart.
+            let frozen = matches!(state.as_str(), "S" | "I" | "D")
+                .then(|| crate::kernel_checks::frozen_cgroup(c.tid))
+                .flatten();
             let text = match state.as_str() {
+                _ if frozen.is_some() => format!(
+                    "{} has run {secs:.1} s: frozen with its cgroup ({}: the cgroup freezer, as docker pause or a \
+checkpointer uses it), not stuck in the driver",
+                    call,
+                    frozen.as_deref().unwrap_or("?")
+                ),
+                "Z" | "X" => format!(
+                    "{} has run {secs:.1} s: the thread has ended (task state {state}), so the call will never \
+return; the process lives on without it",
+                    call
+                ),
                 "D" => format!(
                     "{} has run {secs:.1} s: blocked in the kernel (D) in {w}{inside}{}",
                     call,
@@ -201,6 +217,7 @@ impl Detector {
                 wchan,
                 stack,
                 stopped_by,
+                frozen_cgroup: frozen,
                 stage,
                 driver_function,
             });

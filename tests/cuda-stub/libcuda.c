@@ -15,7 +15,9 @@
  * on an NVIDIA file fails, only those two); =seccomp installs a seccomp
  * filter whose action at uname(2) is SECCOMP_RET_KILL_PROCESS, then calls
  * uname (SIGSYS, as a systemd unit's SystemCallFilter= does to a call it
- * does not list). Like the real libcuda, the
+ * does not list); =killthread starts a thread that exits the process
+ * with status 7 600 ms later, then ends cuInit's thread alone the same way
+ * (SECCOMP_RET_KILL_THREAD). Like the real libcuda, the
  * calls after cuInit answer CUDA_ERROR_NOT_INITIALIZED (3) in a process
  * forked after it (cuMemGetInfo_v2, a start-up call, and cuLaunchKernel,
  * one of the calls only --libcuda-hooks all hooks). */
@@ -51,6 +53,13 @@ static uint32_t client;
 static pid_t init_pid;
 
 static void *idle_thread(void *arg) { return arg; }
+
+static void *exit_later(void *arg) {
+    struct timespec ts = {0, 600000000};
+    while (nanosleep(&ts, &ts) != 0) {}
+    _exit(7);
+    return arg;
+}
 
 static uint32_t rm_control(uint32_t h, uint32_t cmd) {
     uint32_t p[8] = {h, h, cmd, 0, 0, 0, 0, 0};
@@ -105,6 +114,25 @@ CUresult cuInit(unsigned int flags) {
             BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 0), /* seccomp_data.nr */
             BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_uname, 0, 1),
             BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        };
+        struct sock_fprog prog = {sizeof f / sizeof f[0], f};
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return 304;
+        if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) != 0) return 304;
+        struct utsname u;
+        uname(&u);
+        return 304;
+    }
+    if (mode && strcmp(mode, "killthread") == 0) {
+        /* The thread in cuInit is ended alone by a filter's kill-thread
+         * action at uname(2); the rest of the process lives on and exits
+         * with status 7 600 ms later. */
+        pthread_t t;
+        if (pthread_create(&t, NULL, exit_later, NULL) != 0) return 304;
+        struct sock_filter f[] = {
+            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 0), /* seccomp_data.nr */
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_uname, 0, 1),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_THREAD),
             BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
         };
         struct sock_fprog prog = {sizeof f / sizeof f[0], f};

@@ -132,3 +132,81 @@ fn stalls_say_which_call_and_what_the_thread_is_doing() {
         "{ci}"
     );
 }
+
+/// The cgroup freezer of this machine (v2's `cgroup.freeze`, else v1's
+/// freezer controller): a new cgroup's folder and how to freeze and thaw
+/// it.
+fn freezer(
+    name: &str,
+) -> (
+    std::path::PathBuf,
+    &'static str,
+    (&'static str, &'static str),
+) {
+    let v2 = std::path::Path::new("/sys/fs/cgroup");
+    if v2.join("cgroup.controllers").exists() {
+        return (v2.join(name), "cgroup.freeze", ("1", "0"));
+    }
+    let v1 = std::path::Path::new("/sys/fs/cgroup/freezer");
+    assert!(
+        v1.join("freezer.state").exists() || v1.join("tasks").exists(),
+        "this test needs the cgroup freezer (cgroup v2, or v1's freezer controller mounted at {}): a kernel \
+with CONFIG_CGROUP_FREEZER",
+        v1.display()
+    );
+    (v1.join(name), "freezer.state", ("FROZEN", "THAWED"))
+}
+
+/// A cuInit whose cgroup is frozen (docker pause): the stall report says
+/// the freezer holds it, with the cgroup, not that it sleeps in the
+/// kernel.
+#[test]
+#[ignore = "needs root"]
+fn a_frozen_cuinit_is_reported_as_frozen_not_stuck() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("frozen");
+    let lib = stub_libcuda(&tmp);
+    let drv = FakeDrv::start(&tmp);
+    let (dir, file, (freeze, thaw)) =
+        freezer(&format!("nvprobe-test-frozen-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a cgroup for the test");
+    let (mut c, mut out) = spawn_cuinit(&drv, &lib, "hang");
+    let t = watch(&tmp, &drv, &["--stall-after", "1"]);
+    let procs = if file == "cgroup.freeze" {
+        "cgroup.procs"
+    } else {
+        "tasks"
+    };
+    std::fs::write(dir.join(procs), c.id().to_string()).expect("move the process into the cgroup");
+    c.stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"go\n")
+        .expect("go");
+    let cpid = u64::from(c.id());
+    t.wait_for("cuInit's entry", |r| {
+        r["type"] == "cuda" && r["pid"] == cpid && r["func"] == "cuInit" && r["phase"] == "enter"
+    });
+    std::fs::write(dir.join(file), freeze).expect("freeze");
+    let stall = t.wait_for("a stall report of the frozen cuInit", |r| {
+        r["type"] == "stall" && r["pid"] == cpid
+    });
+    std::fs::write(dir.join(file), thaw).expect("thaw");
+    let mut line = String::new();
+    out.read_line(&mut line).expect("result");
+    assert!(c.wait().expect("wait").success());
+    let f = t.stop();
+    check_schema(&f);
+    let _ = std::fs::remove_dir(&dir);
+    let name = dir.file_name().and_then(|n| n.to_str()).expect("name");
+    assert_eq!(stall["frozen_cgroup"], format!("/{name}"), "{stall}");
+    let text = stall["text"].as_str().expect("text");
+    assert!(
+        text.starts_with("cuInit (")
+            && text.contains(&format!(
+                "s: frozen with its cgroup (/{name}: the cgroup freezer"
+            )),
+        "{text}"
+    );
+}

@@ -426,6 +426,72 @@ fn a_seccomp_kill_names_the_call_the_filter_refused() {
     );
 }
 
+/// A seccomp filter's kill-thread action ends the thread in cuInit alone
+/// (no signal is generated: the kernel calls do_exit(SIGSYS)); the process
+/// lives on and exits 600 ms later. The kernel's thread_exit record says
+/// so, and the verdict puts the start-up's end there, not at the exit.
+#[test]
+#[ignore = "needs root"]
+fn a_thread_ended_alone_in_cuinit_is_the_start_ups_end() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("killthread");
+    let lib = stub_libcuda(&tmp);
+    let drv = FakeDrv::start(&tmp);
+    let t = watch(&tmp, &drv, &[]);
+    let (mut c, _out) = spawn_limited(&drv, &lib, "cuinit", "killthread", None);
+    let pid = c.id();
+    wait_hooked(&t, pid);
+    c.stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"go\n")
+        .expect("go");
+    let status = c.wait().expect("wait");
+    assert_eq!(status.code(), Some(7), "{status:?}");
+    let pid = u64::from(pid);
+    t.wait_for("the verdict", |r| r["type"] == "cuinit" && r["pid"] == pid);
+    let f = t.stop();
+    check_schema(&f);
+    let end = f
+        .of_type("proc")
+        .find(|r| r["target_pid"] == pid && r["op"] == "thread_exit")
+        .unwrap_or_else(|| panic!("no thread_exit record of pid {pid}"));
+    assert_eq!(
+        (end["target_tid"].as_u64(), end["exit_code"].as_i64()),
+        (Some(pid), Some(i64::from(libc::SIGSYS))),
+        "{end}"
+    );
+    let v = f
+        .of_type("cuinit")
+        .find(|v| v["pid"] == pid)
+        .expect("verdict");
+    // The start-up failed: its thread was ended in cuInit.
+    assert_eq!(v["result"], "failed", "{v}");
+    let d = &v["diagnoses"][0];
+    assert_eq!(d["id"], "cuinit_thread_ended", "{v}");
+    let evidence = d["evidence"].as_str().expect("evidence");
+    assert!(
+        evidence.starts_with(&format!("its thread in cuInit (tid {pid}) ended at "))
+            && evidence.contains("(killed alone by SIGSYS: a seccomp filter's kill-thread action); cuInit never returned")
+            && evidence.ends_with("until it exited with status 7"),
+        "{evidence}"
+    );
+    let text = v["text"].as_str().expect("text");
+    assert!(
+        text.ends_with(evidence) && text.matches("its thread in cuInit").count() == 1,
+        "{text}"
+    );
+    assert!(
+        !v["diagnoses"]
+            .as_array()
+            .expect("diagnoses")
+            .iter()
+            .any(|d| d["id"] == "killed_by_signal"),
+        "{v}"
+    );
+}
+
 /// The verdict of `pid`, a cuInit that returned CUDA_ERROR_OUT_OF_MEMORY,
 /// whose first diagnosis is `id`: the verdict and that diagnosis's
 /// evidence.

@@ -115,6 +115,8 @@ impl Step {
                 ProcKind::CallFailed => Step::Life(Life::Failed(p.proc.pid)),
                 // The OOM killer's choice: as much the victim's as a call.
                 ProcKind::OomVictim => Step::Call(p.target_pid),
+                // The thread in cuInit ended alone: part of the start-up.
+                ProcKind::ThreadExit => Step::Call(p.target_pid),
                 ProcKind::Unknown => Step::Other,
             },
             Event::Stat(_) | Event::Access(_) => Step::Other,

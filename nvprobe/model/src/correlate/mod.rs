@@ -563,6 +563,18 @@ impl Correlator {
                     st.on_oom_victim();
                 }
             }
+            ProcKind::ThreadExit => {
+                if let Some(st) = self.procs.get_mut(&p.target_pid)
+                    && st.cuinit_running()
+                    && st.cuinit_thread_ended.is_none()
+                {
+                    st.cuinit_thread_ended = Some((
+                        p.time_ns,
+                        p.target_tid.unwrap_or(p.target_pid),
+                        p.exit_code.unwrap_or(0),
+                    ));
+                }
+            }
             ProcKind::Unknown => {}
         }
     }

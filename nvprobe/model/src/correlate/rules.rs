@@ -97,6 +97,8 @@ const CHECKS: &[Check] = &[
     known_curesults,
     os_call_failed,
     signal_or_uvm_step,
+    super::rules_kill::cuinit_thread_ended,
+    super::rules_library::answered_in_process,
 ];
 
 pub(crate) fn diagnose(f: &Facts<'_>) -> Vec<Diagnosis> {

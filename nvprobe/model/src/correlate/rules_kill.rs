@@ -250,3 +250,49 @@ pub(super) fn killed(f: &Facts<'_>, out: &mut Vec<Diagnosis>) -> bool {
     }
     false
 }
+
+/// How a thread's exit code reads: a thread the kernel ended alone with a
+/// signal (SIGSYS: a seccomp filter's kill-thread action), or one that
+/// called exit(2).
+pub(super) fn thread_end_text(code: i32) -> String {
+    match code & 0x7f {
+        0 => format!("it exited alone, with status {}", (code >> 8) & 0xff),
+        libc::SIGSYS => "killed alone by SIGSYS: a seccomp filter's kill-thread action".to_owned(),
+        sig => format!("killed alone by {}", crate::decode::signal::name(sig)),
+    }
+}
+
+/// The thread in cuInit ended alone at least 100 ms before the process's
+/// end (or tracing's): cuInit never returned, and whatever ended the
+/// process later (a harness's timeout, a kill) came to a process waiting
+/// for a thread that was gone. The start-up's end is that thread's: this
+/// replaces the signal's diagnoses, whose remedy (more time) it rules out.
+pub(super) fn cuinit_thread_ended(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
+    let st = f.st;
+    let Some((at, tid, code)) = st.cuinit_thread_ended else {
+        return;
+    };
+    let lived = st.last_ns.saturating_sub(at);
+    if st.curesult.is_some() || lived < 100_000_000 {
+        return;
+    }
+    let until = match (f.signal.filter(|_| f.fatal_sig != 0), f.exit) {
+        (Some(s), _) => format!(", until {} from {}", s.name, s.sender),
+        (None, Some(e)) => format!(", until it {}", e.text()),
+        (None, None) => ", until tracing stopped".to_owned(),
+    };
+    out.retain(|d| !matches!(d.id, DiagId::KilledBySignal | DiagId::InterruptedBySignal));
+    out.insert(
+        0,
+        diag(
+            DiagId::CuinitThreadEnded,
+            format!(
+                "its thread in cuInit (tid {tid}) ended at {:.1} ms ({}); cuInit never returned, and the process \
+went on without it for {:.1} s{until}",
+                super::state::ms(at, st.first_ns),
+                thread_end_text(code),
+                lived as f64 / 1e9
+            ),
+        ),
+    );
+}

@@ -4,7 +4,7 @@
 
 use super::{
     facts::Exit,
-    table::{DiagId, DiagSeverity, Diagnosis, Facts, diag},
+    table::{DiagId, DiagSeverity, Diagnosis, Facts, diag, diag_after},
 };
 
 /// Each libcuda file the loader opened that it cannot load. An error
@@ -169,4 +169,64 @@ or any driver call: a preloaded library that exports the driver API answers call
             }
         }
     }
+}
+
+/// cuInit failed with nothing the kernel saw to explain it (no diagnosis
+/// but the generic ones: a visibility list that is not set, the failed
+/// calls listed, a call of libcuda's own), in a process that preloads a
+/// library that is not an interposer of the driver API: a wrapper of
+/// libc's in it can fail a call with no system call (the open of a node
+/// libcuda then tries to make again, an escape the driver never got).
+/// Replaces the generic diagnoses, naming what the kernel did see.
+pub(super) fn answered_in_process(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
+    let st = f.st;
+    let Some((code, name)) = st.curesult.filter(|(c, _)| *c != 0) else {
+        return;
+    };
+    let Some(preload) = st
+        .info
+        .as_ref()
+        .filter(|i| i.cuda_preloads.is_empty())
+        .and_then(|i| i.env.get("LD_PRELOAD"))
+        .filter(|v| !v.trim().is_empty())
+    else {
+        return;
+    };
+    let visible_set = st
+        .info
+        .as_ref()
+        .is_some_and(|i| i.env.contains_key("CUDA_VISIBLE_DEVICES"));
+    let generic = |d: &Diagnosis| match d.id {
+        DiagId::NoVisibleDevices => !visible_set,
+        DiagId::FailedSyscalls | DiagId::OsCallFailed => true,
+        _ => false,
+    };
+    if st.interposed.is_some() || st.last_failure.is_some() || !out.iter().all(generic) {
+        return;
+    }
+    out.clear();
+    // (Not how many: at --events verdicts the kernel counts some of them
+    // later, at the exit.)
+    let seen = if st.calls == 0 {
+        "no driver call reached the kernel"
+    } else {
+        "every driver call it made succeeded"
+    };
+    let mut e = format!(
+        "{seen}, with no failed call the kernel saw that explains it; the process preloads {preload}"
+    );
+    // A descriptor libcuda used that no open returned: what an open that
+    // failed without a system call gave it.
+    if let Some(fd) = st.failed_syscalls.iter().rev().find_map(|c| c.bad_fd) {
+        let what = match crate::decode::errno_name(i64::from(fd)) {
+            Some(errno) if fd < -1 => format!("-{errno}, the result"),
+            _ => "the result".to_owned(),
+        };
+        e.push_str(&format!(
+            "; libcuda then made an ioctl on descriptor {fd} (EBADF): {what} of an open that failed without \
+reaching the kernel"
+        ));
+    }
+    let outcome = format!("cuInit returned {} ({code})", name.unwrap_or("CUresult"));
+    out.push(diag_after(DiagId::AnsweredInProcess, &outcome, " and ", &e));
 }

@@ -38,6 +38,9 @@ pub(crate) struct ProcInit {
     pub(crate) handled: Vec<(i32, u64)>,
     /// The kernel's OOM killer chose it (oom/mark_victim).
     pub(crate) oom_victim: bool,
+    /// The thread in cuInit ended alone, the process living on:
+    /// (when, its tid, its exit code as the kernel keeps it).
+    pub(crate) cuinit_thread_ended: Option<(u64, u32, i32)>,
     pub(crate) path_problems: Vec<(String, PathWhy)>,
     /// The first NVIDIA call was an ioctl on an fd this process was never
     /// seen opening: (call, fd).
@@ -198,6 +201,10 @@ pub struct FailedSyscall {
     pub at_ms: f64,
     #[serde(skip)]
     pub(crate) at_ns: u64,
+    /// An ioctl's EBADF on a negative descriptor: that descriptor (what a
+    /// failed open returned, kept by a caller that did not check it).
+    #[serde(skip)]
+    pub(crate) bad_fd: Option<i32>,
 }
 
 fn errno_name_of<S: serde::Serializer>(e: &i32, s: S) -> Result<S::Ok, S::Error> {
@@ -295,6 +302,12 @@ impl ProcInit {
             path: p.path.clone(),
             at_ms: 0.0,
             at_ns: p.time_ns,
+            bad_fd: match (p.failed, p.arg(0)) {
+                (Some((crate::decode::SysKind::Ioctl, libc::EBADF)), Some(fd)) => {
+                    Some(fd as u32 as i32).filter(|fd| *fd < 0)
+                }
+                _ => None,
+            },
         });
     }
 

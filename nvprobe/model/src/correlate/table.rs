@@ -205,6 +205,17 @@ modprobe nvidia_uvm uvm_disable_hmm=1";
 (an empty placeholder, a copy cut short, another architecture's library, a text file): remove or replace that file, \
 or put the driver's own libcuda first (LD_LIBRARY_PATH, /etc/ld.so.conf.d then ldconfig, the container's library \
 mounts; `ldconfig -p | grep libcuda` lists what the loader knows)";
+    CuinitThreadEnded => "cuinit_thread_ended", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "the thread that was in cuInit ended on its own while the rest of the process lived on, so cuInit \
+never returned and never will: more time will not help. A thread killed alone by SIGSYS is a seccomp profile's \
+kill-thread action (SCMP_ACT_KILL_THREAD) at a call libcuda makes: the kernel log's audit line names the call \
+(dmesg | grep type=1326); allow it, or use an action that returns an error. Otherwise find what ends the thread \
+(pthread_exit, a signal to that thread alone)";
+    AnsweredInProcess => "answered_in_process", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "no call the kernel saw failed in a way that explains the failure, and the process preloads a library \
+(LD_PRELOAD): a preloaded library's open, ioctl or other wrapper runs before libc's and can fail a call without a \
+system call, which no kernel tracer sees. Run the program once without the preload (unset LD_PRELOAD, or check \
+/etc/ld.so.preload) to tell; if it still fails, compare with a start-up that works (nvprobe diff)";
     CudaInterposer => "cuda_interposer", reference: "docs/FAILURE-CATALOGUE.md",
         hint: "a library the process preloads (LD_PRELOAD, /etc/ld.so.preload) exports the CUDA driver API, so the \
 program's calls reach it before libcuda: it answered cuInit (a GPU-sharing or virtual-GPU shim such as HAMi's \

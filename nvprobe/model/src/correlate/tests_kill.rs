@@ -585,3 +585,55 @@ timer the process set: alarm, setitimer) at 49.0 ms"
         v[0].diagnoses
     );
 }
+
+/// The thread in cuInit ended alone (the kernel's thread_exit record: a
+/// seccomp filter's kill-thread action), and a harness's SIGTERM came 30
+/// s later to a process waiting for it: the start-up's end is the
+/// thread's, the timeout's "more time" is ruled out. Within 100 ms of the
+/// process's end, the thread's end is part of that end.
+#[test]
+fn a_thread_ended_alone_in_cuinit_is_the_end_not_the_later_kill() {
+    let thread_exit = |t: u64| {
+        Event::Proc(crate::decode::ProcCall {
+            target_tid: Some(8),
+            exit_code: Some(libc::SIGSYS),
+            ..proc_call(ProcKind::ThreadExit, 8, "python3", 7, t * 1_000_000)
+        })
+    };
+    let all = [
+        cuda(0, "cuInit", None),
+        thread_exit(3),
+        signal(30_000, 15, 0),
+        exit_of(30_001, 7, 15),
+    ];
+    let v = verdicts_of(vec![in_cgroup(None)], Vec::new(), &all);
+    assert_eq!(v[0].result, Outcome::Killed, "{:#?}", v[0]);
+    let ids: Vec<DiagId> = v[0].diagnoses.iter().map(|d| d.id).collect();
+    assert_eq!(ids, [DiagId::CuinitThreadEnded], "{:#?}", v[0].diagnoses);
+    let d = &v[0].diagnoses[0];
+    assert_eq!(
+        d.evidence,
+        "its thread in cuInit (tid 8) ended at 3.0 ms (killed alone by SIGSYS: a seccomp filter's kill-thread \
+action); cuInit never returned, and the process went on without it for 30.0 s, until SIGTERM from python3[5]"
+    );
+    assert!(d.hint.contains("more time will not help"), "{}", d.hint);
+    assert!(
+        v[0].text.starts_with("killed by SIGTERM from python3[5]")
+            && v[0]
+                .text
+                .ends_with("; its thread in cuInit had ended at 3.0 ms (killed alone by SIGSYS: a seccomp filter's kill-thread action)"),
+        "{}",
+        v[0].text
+    );
+    // Ended with the process (a group exit's last threads): the kill is
+    // the end.
+    let all = [
+        cuda(0, "cuInit", None),
+        signal(30_000, 15, 0),
+        thread_exit(30_000),
+        exit_of(30_001, 7, 15),
+    ];
+    let v = verdicts_of(vec![in_cgroup(None)], Vec::new(), &all);
+    let ids: Vec<DiagId> = v[0].diagnoses.iter().map(|d| d.id).collect();
+    assert_eq!(ids, [DiagId::KilledBySignal], "{:#?}", v[0].diagnoses);
+}

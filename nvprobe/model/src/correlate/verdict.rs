@@ -193,10 +193,22 @@ impl Said {
         diagnoses: &[Diagnosis],
     ) -> (String, Option<String>, Vec<String>) {
         let stop = stopped(st);
-        let text = match &stop {
+        let mut text = match &stop {
             Some((secs, who)) => format!("{}; stopped for {secs:.1} s of it ({who})", self.text),
             None => self.text.clone(),
         };
+        // The thread in cuInit had ended long before (its diagnosis says
+        // how): the end above came to a process waiting for nothing.
+        if let Some((at, _, code)) = st.cuinit_thread_ended
+            && let Some(d) = diagnoses.iter().find(|d| d.id == DiagId::CuinitThreadEnded)
+            && !text.contains(&d.evidence)
+        {
+            text.push_str(&format!(
+                "; its thread in cuInit had ended at {:.1} ms ({})",
+                ms(at, st.first_ns),
+                super::rules_kill::thread_end_text(code)
+            ));
+        }
         // The text view: the first line short, what explains it below.
         let headline = match &stop {
             Some((secs, _)) => Some(format!(

@@ -113,6 +113,9 @@ named_enum!(
         /// The kernel's OOM killer chose the target (its SIGKILL came
         /// just before).
         OomVictim => "oom_victim",
+        /// A thread of the target (`target_tid`) ended alone while it was
+        /// in cuInit; the process lives on.
+        ThreadExit => "thread_exit",
         Unknown => "unknown",
     }
 );

@@ -213,7 +213,7 @@ fn dev_text(rdev: u32) -> String {
 pub(super) fn decode_proc(ev: &ProcEvent, bytes: &[u8], raw: Option<String>) -> Event {
     let op = ProcOp::from_repr(ev.op);
     let is_sig = matches!(op, Some(ProcOp::SignalGenerate | ProcOp::SignalDeliver));
-    let exit = (op == Some(ProcOp::Exit)).then(|| {
+    let exit = matches!(op, Some(ProcOp::Exit | ProcOp::ThreadExit)).then(|| {
         if ev.exit_code & 0x7f != 0 {
             format!(
                 "killed by {}{}",
@@ -242,14 +242,15 @@ pub(super) fn decode_proc(ev: &ProcEvent, bytes: &[u8], raw: Option<String>) -> 
             Some(ProcOp::Fork) => ProcKind::Fork,
             Some(ProcOp::CallFailed) => ProcKind::CallFailed,
             Some(ProcOp::OomVictim) => ProcKind::OomVictim,
+            Some(ProcOp::ThreadExit) => ProcKind::ThreadExit,
             None => ProcKind::Unknown,
         },
         target_pid: ev.target_tgid,
-        target_tid: is_sig.then_some(ev.target_tid),
+        target_tid: (is_sig || op == Some(ProcOp::ThreadExit)).then_some(ev.target_tid),
         sig: is_sig.then_some(ev.sig),
         signal: is_sig.then(|| signal::name(ev.sig)),
         code: is_sig.then_some(ev.code),
-        exit_code: (op == Some(ProcOp::Exit)).then_some(ev.exit_code),
+        exit_code: matches!(op, Some(ProcOp::Exit | ProcOp::ThreadExit)).then_some(ev.exit_code),
         exit,
         unsent: (matches!(op, Some(ProcOp::Exit | ProcOp::Exec)) && ev.unsent != 0)
             .then_some(u64::from(ev.unsent)),

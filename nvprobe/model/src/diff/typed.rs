@@ -54,9 +54,11 @@ pub fn call_name(ev: &Event) -> Option<String> {
             ProcKind::Signal | ProcKind::SignalDelivered => {
                 format!("{} {}", p.op, p.signal.as_deref().unwrap_or("?"))
             }
-            ProcKind::Fork | ProcKind::Exec | ProcKind::Exit | ProcKind::OomVictim => {
-                p.op.to_string()
-            }
+            ProcKind::Fork
+            | ProcKind::Exec
+            | ProcKind::Exit
+            | ProcKind::OomVictim
+            | ProcKind::ThreadExit => p.op.to_string(),
             ProcKind::CallFailed => format!("{} {}", p.op, p.call.as_deref().unwrap_or("?")),
             ProcKind::Unknown => return None,
         },
