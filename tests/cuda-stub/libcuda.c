@@ -54,6 +54,23 @@ static pid_t init_pid;
 
 static void *idle_thread(void *arg) { return arg; }
 
+/* A seccomp filter whose action at uname(2) is `action`, then uname:
+ * the calling thread (or process) ends there; 304 if it does not. */
+static CUresult killed_at_uname(uint32_t action) {
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 0), /* seccomp_data.nr */
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_uname, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, action),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {sizeof f / sizeof f[0], f};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return 304;
+    if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) != 0) return 304;
+    struct utsname u;
+    uname(&u);
+    return 304;
+}
+
 static void *exit_later(void *arg) {
     struct timespec ts = {0, 600000000};
     while (nanosleep(&ts, &ts) != 0) {}
@@ -109,38 +126,14 @@ CUresult cuInit(unsigned int flags) {
         if (s >= 0) close(s);
         return r == 0 ? 0 : 999;
     }
-    if (mode && strcmp(mode, "seccomp") == 0) {
-        struct sock_filter f[] = {
-            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 0), /* seccomp_data.nr */
-            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_uname, 0, 1),
-            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
-            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-        };
-        struct sock_fprog prog = {sizeof f / sizeof f[0], f};
-        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return 304;
-        if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) != 0) return 304;
-        struct utsname u;
-        uname(&u);
-        return 304;
-    }
+    if (mode && strcmp(mode, "seccomp") == 0) return killed_at_uname(SECCOMP_RET_KILL_PROCESS);
     if (mode && strcmp(mode, "killthread") == 0) {
         /* The thread in cuInit is ended alone by a filter's kill-thread
          * action at uname(2); the rest of the process lives on and exits
          * with status 7 600 ms later. */
         pthread_t t;
         if (pthread_create(&t, NULL, exit_later, NULL) != 0) return 304;
-        struct sock_filter f[] = {
-            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 0), /* seccomp_data.nr */
-            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_uname, 0, 1),
-            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_THREAD),
-            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-        };
-        struct sock_fprog prog = {sizeof f / sizeof f[0], f};
-        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return 304;
-        if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) != 0) return 304;
-        struct utsname u;
-        uname(&u);
-        return 304;
+        return killed_at_uname(SECCOMP_RET_KILL_THREAD);
     }
     if (mode && strcmp(mode, "thread") == 0) {
         pthread_t t;

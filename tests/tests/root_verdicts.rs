@@ -367,6 +367,36 @@ fn mib_text(v: u64) -> String {
     format!("{t} {unit} ({v} bytes)")
 }
 
+/// The stand-in's cuInit in `mode`, traced from before it starts to its
+/// verdict: the recording, the pid and how the process ended.
+fn stub_mode_run(
+    name: &str,
+    mode: &str,
+) -> (
+    nvprobe_tests::harness::Finished,
+    u64,
+    std::process::ExitStatus,
+) {
+    let tmp = tmpdir(name);
+    let lib = stub_libcuda(&tmp);
+    let drv = FakeDrv::start(&tmp);
+    let t = watch(&tmp, &drv, &[]);
+    let (mut c, _out) = spawn_limited(&drv, &lib, "cuinit", mode, None);
+    let pid = c.id();
+    wait_hooked(&t, pid);
+    c.stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"go\n")
+        .expect("go");
+    let status = c.wait().expect("wait");
+    let pid = u64::from(pid);
+    t.wait_for("the verdict", |r| r["type"] == "cuinit" && r["pid"] == pid);
+    let f = t.stop();
+    check_schema(&f);
+    (f, pid, status)
+}
+
 /// A seccomp filter that kills at a call it does not list (a systemd
 /// unit's SystemCallFilter=): the stand-in's cuInit installs one killing
 /// at uname(2), then calls it. The signal record names the call the
@@ -377,25 +407,9 @@ fn mib_text(v: u64) -> String {
 fn a_seccomp_kill_names_the_call_the_filter_refused() {
     need_root!();
     let _g = lock();
-    let tmp = tmpdir("seccompkill");
-    let lib = stub_libcuda(&tmp);
-    let drv = FakeDrv::start(&tmp);
-    let t = watch(&tmp, &drv, &[]);
-    let (mut c, _out) = spawn_limited(&drv, &lib, "cuinit", "seccomp", None);
-    let pid = c.id();
-    wait_hooked(&t, pid);
-    c.stdin
-        .take()
-        .expect("stdin")
-        .write_all(b"go\n")
-        .expect("go");
-    let status = c.wait().expect("wait");
+    let (f, pid, status) = stub_mode_run("seccompkill", "seccomp");
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(status.signal(), Some(libc::SIGSYS), "{status:?}");
-    let pid = u64::from(pid);
-    t.wait_for("the verdict", |r| r["type"] == "cuinit" && r["pid"] == pid);
-    let f = t.stop();
-    check_schema(&f);
     let sig = f
         .of_type("proc")
         .find(|r| r["target_pid"] == pid && r["op"] == "signal" && r["sig"] == libc::SIGSYS)
@@ -435,24 +449,8 @@ fn a_seccomp_kill_names_the_call_the_filter_refused() {
 fn a_thread_ended_alone_in_cuinit_is_the_start_ups_end() {
     need_root!();
     let _g = lock();
-    let tmp = tmpdir("killthread");
-    let lib = stub_libcuda(&tmp);
-    let drv = FakeDrv::start(&tmp);
-    let t = watch(&tmp, &drv, &[]);
-    let (mut c, _out) = spawn_limited(&drv, &lib, "cuinit", "killthread", None);
-    let pid = c.id();
-    wait_hooked(&t, pid);
-    c.stdin
-        .take()
-        .expect("stdin")
-        .write_all(b"go\n")
-        .expect("go");
-    let status = c.wait().expect("wait");
+    let (f, pid, status) = stub_mode_run("killthread", "killthread");
     assert_eq!(status.code(), Some(7), "{status:?}");
-    let pid = u64::from(pid);
-    t.wait_for("the verdict", |r| r["type"] == "cuinit" && r["pid"] == pid);
-    let f = t.stop();
-    check_schema(&f);
     let end = f
         .of_type("proc")
         .find(|r| r["target_pid"] == pid && r["op"] == "thread_exit")
