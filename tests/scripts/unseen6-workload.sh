@@ -21,7 +21,7 @@ D=$(cd "$(dirname "$0")" && pwd)
 W=$D/cudawork.py
 U6=$D/unseenwork6.py
 SC=$D/seccomp-cuinit.py
-CASE_TIMEOUT=30
+CASE_TIMEOUT=8
 . "$D/case-run.sh"
 run ok $PY $W ctx 1 --case ok
 run socket_kill $PY $SC nr:41:kill --case socket_kill
