@@ -672,6 +672,13 @@ pub struct Config {
     pub mm_total_vm: u32,
     pub mm_data_vm: u32,
     pub page_shift: u32,
+    /// `task_struct.signal`, `signal_struct.flags` and
+    /// `signal_struct.group_exec_task` (0: not in this kernel's BTF): a
+    /// thread that ends in cuInit while its whole process ends (a group
+    /// exit, an exec) is part of that end, not a [`ProcOp::ThreadExit`].
+    pub task_signal: u32,
+    pub signal_flags: u32,
+    pub signal_group_exec_task: u32,
 }
 
 /// [`Config::bench_skip`] bits: where the ioctl programs stop.

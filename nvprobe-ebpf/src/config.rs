@@ -43,6 +43,9 @@ pub static CONFIG: Config = Config {
     mm_total_vm: 0,
     mm_data_vm: 0,
     page_shift: 0,
+    task_signal: 0,
+    signal_flags: 0,
+    signal_group_exec_task: 0,
 };
 
 #[inline(always)]

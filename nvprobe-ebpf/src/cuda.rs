@@ -279,12 +279,13 @@ pub fn process_ended(tgid: u32) {
     let _ = RT_FAILS.remove(&tgid);
 }
 
-/// Whether the thread `pid_tgid` is in cuInit (entered, not returned).
+/// At the end of thread `pid_tgid`: whether it was in libcuda's cuInit
+/// (entered, not returned); its entry goes, so that a thread that gets
+/// the tid later is not taken for it.
 #[inline(always)]
-pub fn in_cuinit(pid_tgid: u64) -> bool {
+pub fn ended_in_cuinit(pid_tgid: u64) -> bool {
     let key = ((pid_tgid as u32 as u64) << 32) | nvprobe_common::CUDA_CUINIT as u64;
-    // SAFETY: plain lookup.
-    unsafe { CUDA_INFLIGHT.get(&key) }.is_some()
+    CUDA_INFLIGHT.remove(&key).is_ok()
 }
 
 /// At a thread's end: the fault-only call it was still in (a thread killed

@@ -53,6 +53,28 @@ pub fn off_task_pid() -> u32 {
 pub fn off_task_exit_code() -> u32 {
     config!(task_exit_code)
 }
+/// Whether the current task's whole process is ending (`SIGNAL_GROUP_EXIT`
+/// in `signal_struct.flags`: an exit_group or a fatal signal; or an
+/// exec's `group_exec_task`): false where the offsets are not known.
+pub fn group_ending() -> bool {
+    /// include/linux/sched/signal.h.
+    const SIGNAL_GROUP_EXIT: u32 = 0x4;
+    let (off_sig, off_flags) = (config!(task_signal), config!(signal_flags));
+    if off_sig == 0 || off_flags == 0 {
+        return false;
+    }
+    // SAFETY: probe reads of kernel memory.
+    let Some(sig) = (unsafe { kread::<u64>(current_task(), off_sig) }).filter(|p| *p != 0) else {
+        return false;
+    };
+    // SAFETY: as above.
+    if unsafe { kread::<u32>(sig, off_flags) }.is_some_and(|f| f & SIGNAL_GROUP_EXIT != 0) {
+        return true;
+    }
+    let off_exec = config!(signal_group_exec_task);
+    // SAFETY: as above.
+    off_exec != 0 && unsafe { kread::<u64>(sig, off_exec) }.is_some_and(|p| p != 0)
+}
 pub fn current_task_ptr() -> u64 {
     current_task()
 }

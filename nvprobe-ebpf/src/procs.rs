@@ -73,10 +73,12 @@ pub fn nvprobe_proc_exit(ctx: TracePointContext) -> u32 {
     crate::cuda::thread_ended(pid_tgid);
     // SAFETY: offset from the tracepoint format.
     let group_dead: u8 = unsafe { ctx.read_at(32) }.unwrap_or(0);
+    let in_cuinit = crate::cuda::ended_in_cuinit(pid_tgid);
     if group_dead == 0 {
         // A thread ending alone in cuInit (its process lives on, waiting
-        // for a call that will never return): which, and how.
-        if crate::cuda::in_cuinit(pid_tgid) && is_nv(tgid) {
+        // for a call that will never return): which, and how. Not one
+        // ending with its whole process (that end has its own record).
+        if in_cuinit && is_nv(tgid) && !crate::fdres::group_ending() {
             let code = task_field(current_task_ptr(), off_task_exit_code()).unwrap_or(0) as i32;
             emit(|e| {
                 e.op = ProcOp::ThreadExit as u32;

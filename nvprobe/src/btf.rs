@@ -357,6 +357,14 @@ pub fn kernel_offsets(btf: &Btf) -> Result<Config, BtfError> {
         mm_total_vm: btf.member_offset("mm_struct", "total_vm").unwrap_or(0),
         mm_data_vm: btf.member_offset("mm_struct", "data_vm").unwrap_or(0),
         page_shift: page_size().trailing_zeros(),
+        // Whether a whole process is ending: optional (0 sends a thread's
+        // end in cuInit whatever the process does; user space then tells
+        // by the times).
+        task_signal: btf.member_offset("task_struct", "signal").unwrap_or(0),
+        signal_flags: btf.member_offset("signal_struct", "flags").unwrap_or(0),
+        signal_group_exec_task: btf
+            .member_offset("signal_struct", "group_exec_task")
+            .unwrap_or(0),
         ..Config::default()
     })
 }

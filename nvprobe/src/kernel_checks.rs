@@ -25,7 +25,8 @@ fn cgroup_dir(root: &str, cg: &str) -> Option<std::path::PathBuf> {
 /// The cgroup path of task `tid` when the cgroup freezer holds it: v2's
 /// `cgroup.events` says `frozen 1` (its `cgroup.freeze`, or an
 /// ancestor's, as `docker pause` and a pod's freeze write it), or v1's
-/// `freezer.state` says FROZEN or FREEZING.
+/// `freezer.state` says FROZEN (not FREEZING, which a task that cannot
+/// freeze, such as one blocked in the driver, holds back).
 pub fn frozen_cgroup(tid: u32) -> Option<String> {
     frozen_cgroup_at(Path::new("/proc"), Path::new("/sys/fs/cgroup"), tid)
 }
@@ -42,7 +43,9 @@ fn frozen_cgroup_at(proc_root: &Path, cg_root: &Path, tid: u32) -> Option<String
         } else if controllers.split(',').any(|c| c == "freezer") {
             let state =
                 read_text(&cgroup_dir(&format!("{root}/freezer"), path)?.join("freezer.state"))?;
-            matches!(state.as_str(), "FROZEN" | "FREEZING")
+            // (FREEZING: a task of it has not frozen yet, such as one in
+            // the driver: not this one's answer.)
+            state == "FROZEN"
         } else {
             false
         };
@@ -382,7 +385,7 @@ mod tests {
     /// found from the task's own /proc/TID/cgroup; a thawed one is not.
     #[test]
     fn a_task_the_freezer_holds_is_found_by_its_cgroup() {
-        let root = std::path::PathBuf::from(tempfile_dir());
+        let root = std::path::PathBuf::from(tempfile_dir_for("frozen"));
         let (proc_root, cg) = (root.join("proc"), root.join("cg"));
         let put = |p: &std::path::Path, text: &str| {
             std::fs::create_dir_all(p.parent().expect("dir")).expect("mkdir");
@@ -404,13 +407,14 @@ mod tests {
         assert_eq!(f(9), None);
         assert_eq!(f(10), None);
         assert_eq!(f(11), None);
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     /// The tightest quota of the cgroup and those above it, with the one
     /// that sets it; none where no level has one.
     #[test]
     fn the_tightest_cpu_quota_above_a_process_is_found() {
-        let root = tempfile_dir();
+        let root = tempfile_dir_for("cpuq");
         let mk = |rel: &str, max: Option<&str>| {
             let d = std::path::Path::new(&root).join(rel);
             std::fs::create_dir_all(&d).expect("mkdir");
@@ -437,8 +441,9 @@ mod tests {
         let _ = std::fs::remove_dir_all(&root);
     }
 
-    fn tempfile_dir() -> String {
-        let d = std::env::temp_dir().join(format!("nvprobe-cpuq-{}", std::process::id()));
+    /// A fresh folder for test `name` (tests run at once: one each).
+    fn tempfile_dir_for(name: &str) -> String {
+        let d = std::env::temp_dir().join(format!("nvprobe-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).expect("mkdir");
         d.to_string_lossy().into_owned()

@@ -23,8 +23,8 @@ pub struct StallReport {
     pub stack: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped_by: Option<String>,
-    /// The cgroup (v2 path) that holds the task frozen, when its
-    /// `cgroup.events` says `frozen 1`.
+    /// The cgroup that holds the task frozen: v2's `cgroup.events` says
+    /// `frozen 1`, or v1's `freezer.state` FROZEN.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub frozen_cgroup: Option<String>,
     /// The cuInit milestone the process reached last ("uvm_initialized").

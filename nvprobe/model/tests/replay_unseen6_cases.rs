@@ -1,20 +1,22 @@
 //! The sixth batch of start-ups under conditions no rule had been written
 //! for, on the real driver: tests/scripts/record-unseen.sh 6 ran each case
-//! of unseen6-workload.sh on an H200 host (open module 580.159.04, kernel
+//! of unseen6-workload.sh on an H100 host (open module 580.159.04, kernel
 //! 6.18.44, Landlock enabled) untraced and under `nvprobe watch --json
-//! --raw`, with the same results (tests/fixtures/gpu-host/h200-unseen6.txt).
-//! The build that recorded it got these wrong or said too little: a
+//! --raw`, with the same results (tests/fixtures/gpu-host/h100-unseen6.txt),
+//! with the build that mended what a first run on the H200 got wrong: a
 //! preloaded library failing libcuda's open or escape with no system call
 //! was "no_visible_devices" (no visibility list was set) or the list of
-//! failed calls.
+//! failed calls, and a thread that a seccomp filter ended alone in cuInit
+//! was the harness's SIGTERM 30 s later. This recording has the kernel's
+//! thread_exit record, and the stall reports' frozen cgroups.
 
 mod common;
 
 use common::{case, only};
 
-use nvprobe_model::correlate::{DiagId, Outcome};
+use nvprobe_model::correlate::{DiagId, DiagSeverity, Outcome};
 
-const REC: &str = "h200-580.159.04-unseen6.ndjson.gz";
+const REC: &str = "h100-580.159.04-unseen6.ndjson.gz";
 
 #[test]
 fn what_libcuda_got_past_is_ok() {
@@ -37,11 +39,9 @@ fn what_libcuda_got_past_is_ok() {
 #[test]
 fn a_seccomp_kill_names_the_call() {
     let (_, v) = common::verdicts(REC);
-    for (c, call) in [
-        ("socket_kill", "socket()"),
-        ("socket_trap", "socket()"),
-        ("ioctl_kill", "ioctl()"),
-    ] {
+    // (socket_kill ended before its command line could be read: its
+    // verdict, the same, has no case name.)
+    for (c, call) in [("socket_trap", "socket()"), ("ioctl_kill", "ioctl()")] {
         let x = case(&v, c);
         assert_eq!(x.result, Outcome::Killed, "{c}");
         let (id, e) = only(x);
@@ -76,7 +76,9 @@ fn a_sandbox_or_a_nodev_mount_is_named_by_the_check_that_refused() {
 
 /// A preloaded library whose libc wrappers fail libcuda's open of a node
 /// or one of its escapes, with no system call: nothing the kernel saw
-/// failed, so the preload is named, and what the kernel did see.
+/// failed. Where the kernel saw its mark (a descriptor no open returned,
+/// no driver call at all) the preload is the diagnosis; where it did not
+/// (an escape failed in the preload), a warning beside the generic one.
 #[test]
 fn a_failure_no_kernel_call_explains_names_the_preload() {
     let (_, v) = common::verdicts(REC);
@@ -85,11 +87,6 @@ fn a_failure_no_kernel_call_explains_names_the_preload() {
             "preload_ctl_open",
             "CUDA_ERROR_NO_DEVICE (100)",
             "no driver call reached the kernel",
-        ),
-        (
-            "preload_escape",
-            "CUDA_ERROR_NO_DEVICE (100)",
-            "every driver call it made succeeded",
         ),
         (
             "preload_uvm_open",
@@ -125,5 +122,70 @@ fn a_failure_no_kernel_call_explains_names_the_preload() {
     assert!(
         e.ends_with("libcuda then made an ioctl on descriptor -1 (EBADF): the result of an open that failed without reaching the kernel"),
         "{e}"
+    );
+    let x = case(&v, "preload_escape");
+    let d: Vec<(DiagId, DiagSeverity)> = x.diagnoses.iter().map(|d| (d.id, d.severity)).collect();
+    assert_eq!(
+        d,
+        [
+            (DiagId::NoVisibleDevices, DiagSeverity::Error),
+            (DiagId::AnsweredInProcess, DiagSeverity::Warning)
+        ],
+        "{:#?}",
+        x.diagnoses
+    );
+}
+
+/// A seccomp filter's kill-thread action ended the thread in cuInit
+/// alone at 3.5 ms; libcuda's other thread kept the process alive until
+/// the harness's SIGTERM at 7.9 s. The kernel's thread_exit record says
+/// so, and the verdict's end is the thread's, with no more-time hint.
+#[test]
+fn a_thread_ended_alone_in_cuinit_is_the_end() {
+    let (_, v) = common::verdicts(REC);
+    let x = case(&v, "ioctl_killthread");
+    assert_eq!(x.result, Outcome::Killed);
+    let (id, e) = only(x);
+    assert_eq!(id, DiagId::CuinitThreadEnded);
+    assert!(
+        e.contains(") ended at 3.5 ms (killed alone by SIGSYS: a seccomp filter's kill-thread action); cuInit never returned, and the process went on without it for 7.9 s, until SIGTERM from timeout["),
+        "{e}"
+    );
+    assert!(
+        x.text.starts_with("killed by SIGTERM from timeout[")
+            && x.text.ends_with("; its thread in cuInit had ended at 3.5 ms (killed alone by SIGSYS: a seccomp filter's kill-thread action)"),
+        "{}",
+        x.text
+    );
+}
+
+/// The stall reports written live: a frozen cgroup is named as the
+/// freezer's (v2, on that host), and the thread a filter ended is said
+/// to have ended.
+#[test]
+fn stall_reports_say_frozen_and_ended() {
+    let text = common::read_fixture(REC);
+    let stalls: Vec<serde_json::Value> = text
+        .lines()
+        .filter(|l| l.contains(r#""type":"stall""#))
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    for c in ["freeze_thaw", "freeze_kill"] {
+        let s = stalls
+            .iter()
+            .find(|s| s["frozen_cgroup"] == format!("/nvprobe-u6-{c}"))
+            .unwrap_or_else(|| panic!("no frozen stall report for {c}: {stalls:#?}"));
+        assert!(
+            s["text"].as_str().is_some_and(|t| t.contains(&format!(
+                "s: frozen with its cgroup (/nvprobe-u6-{c}: the cgroup freezer, as docker pause or a checkpointer uses it), not stuck in the driver"
+            ))),
+            "{s}"
+        );
+    }
+    assert!(
+        stalls.iter().any(|s| s["state"] == "Z"
+            && s["text"].as_str().is_some_and(|t| t
+                .contains("the thread has ended (task state Z), so the call will never return"))),
+        "{stalls:#?}"
     );
 }

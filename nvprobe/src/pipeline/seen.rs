@@ -158,6 +158,12 @@ impl Seen {
             // The kernel forgot it too (NV_PROCS): a process that
             // reuses the pid is followed again when first seen.
             self.known.remove(&target);
+        } else if p.op == ProcOp::ThreadExit as u32 && p.target_tid != target {
+            // A thread other than the main one ended in cuInit: its tid
+            // may be another task's next (the main thread's stays, a
+            // zombie while the process lives, and its stall report says
+            // it ended).
+            self.cuinit.remove(&p.target_tid);
         } else if p.op == ProcOp::Exec as u32 {
             // A new program in the same pid: its next record reads
             // who it is (its executable, command line, limits), as

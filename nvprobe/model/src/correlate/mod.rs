@@ -383,6 +383,7 @@ impl Correlator {
         } else {
             if c.enter && c.func == crate::decode::cudafn::CU_INIT {
                 st.cuinit_at.get_or_insert(start);
+                st.cuinit_tid = Some(at.tid);
             }
             st.on_cuda(pid, c.func, (!c.enter).then_some(c.end), out);
         }
@@ -564,9 +565,13 @@ impl Correlator {
                 }
             }
             ProcKind::ThreadExit => {
+                // The thread that entered cuInit (one whose return was
+                // missed and that ends later is not it: a tid seen entering
+                // is compared).
                 if let Some(st) = self.procs.get_mut(&p.target_pid)
                     && st.cuinit_running()
                     && st.cuinit_thread_ended.is_none()
+                    && st.cuinit_tid.is_none_or(|t| Some(t) == p.target_tid)
                 {
                     st.cuinit_thread_ended = Some((
                         p.time_ns,

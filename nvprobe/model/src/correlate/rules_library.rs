@@ -171,16 +171,19 @@ or any driver call: a preloaded library that exports the driver API answers call
     }
 }
 
-/// cuInit failed with nothing the kernel saw to explain it (no diagnosis
-/// but the generic ones: a visibility list that is not set, the failed
-/// calls listed, a call of libcuda's own), in a process that preloads a
-/// library that is not an interposer of the driver API: a wrapper of
-/// libc's in it can fail a call with no system call (the open of a node
-/// libcuda then tries to make again, an escape the driver never got).
-/// Replaces the generic diagnoses, naming what the kernel did see.
+/// cuInit failed (100, 999 or 304) with nothing the kernel saw to explain
+/// it (no diagnosis but the generic ones: a visibility list that is not
+/// set, a call of libcuda's own), in a process that preloads a library
+/// that is not an interposer of the driver API: a wrapper of libc's in it
+/// can fail a call with no system call. Where the kernel saw the mark of
+/// such a call (libcuda used a descriptor no open returned: an ioctl's
+/// EBADF on a negative one after cuInit began; or cuInit made no driver
+/// call at all) it replaces the generic diagnoses; otherwise it is a
+/// warning beside them (a preload such as jemalloc is common, and a cause
+/// the kernel saw but no rule names stays possible).
 pub(super) fn answered_in_process(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     let st = f.st;
-    let Some((code, name)) = st.curesult.filter(|(c, _)| *c != 0) else {
+    let Some((code, name)) = st.curesult.filter(|(c, _)| matches!(c, 100 | 999 | 304)) else {
         return;
     };
     let Some(preload) = st
@@ -198,13 +201,22 @@ pub(super) fn answered_in_process(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
         .is_some_and(|i| i.env.contains_key("CUDA_VISIBLE_DEVICES"));
     let generic = |d: &Diagnosis| match d.id {
         DiagId::NoVisibleDevices => !visible_set,
-        DiagId::FailedSyscalls | DiagId::OsCallFailed => true,
+        DiagId::OsCallFailed => true,
         _ => false,
     };
     if st.interposed.is_some() || st.last_failure.is_some() || !out.iter().all(generic) {
         return;
     }
-    out.clear();
+    // A descriptor libcuda used that no open returned: what an open that
+    // failed without a system call gave it.
+    let began = st.cuinit_at.unwrap_or(u64::MAX);
+    let bad_fd = st
+        .failed_syscalls
+        .iter()
+        .rev()
+        .filter(|c| c.at_ns >= began)
+        .find_map(|c| c.bad_fd);
+    let marked = bad_fd.is_some() || (st.calls == 0 && st.cuinit_entered);
     // (Not how many: at --events verdicts the kernel counts some of them
     // later, at the exit.)
     let seen = if st.calls == 0 {
@@ -215,9 +227,7 @@ pub(super) fn answered_in_process(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     let mut e = format!(
         "{seen}, with no failed call the kernel saw that explains it; the process preloads {preload}"
     );
-    // A descriptor libcuda used that no open returned: what an open that
-    // failed without a system call gave it.
-    if let Some(fd) = st.failed_syscalls.iter().rev().find_map(|c| c.bad_fd) {
+    if let Some(fd) = bad_fd {
         let what = match crate::decode::errno_name(i64::from(fd)) {
             Some(errno) if fd < -1 => format!("-{errno}, the result"),
             _ => "the result".to_owned(),
@@ -228,5 +238,11 @@ reaching the kernel"
         ));
     }
     let outcome = format!("cuInit returned {} ({code})", name.unwrap_or("CUresult"));
-    out.push(diag_after(DiagId::AnsweredInProcess, &outcome, " and ", &e));
+    let mut d = diag_after(DiagId::AnsweredInProcess, &outcome, " and ", &e);
+    if marked {
+        out.clear();
+    } else {
+        d.severity = DiagSeverity::Warning;
+    }
+    out.push(d);
 }

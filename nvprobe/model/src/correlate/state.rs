@@ -41,6 +41,8 @@ pub(crate) struct ProcInit {
     /// The thread in cuInit ended alone, the process living on:
     /// (when, its tid, its exit code as the kernel keeps it).
     pub(crate) cuinit_thread_ended: Option<(u64, u32, i32)>,
+    /// The thread that entered cuInit last.
+    pub(crate) cuinit_tid: Option<u32>,
     pub(crate) path_problems: Vec<(String, PathWhy)>,
     /// The first NVIDIA call was an ioctl on an fd this process was never
     /// seen opening: (call, fd).

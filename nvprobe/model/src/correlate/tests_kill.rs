@@ -593,13 +593,14 @@ timer the process set: alarm, setitimer) at 49.0 ms"
 /// process's end, the thread's end is part of that end.
 #[test]
 fn a_thread_ended_alone_in_cuinit_is_the_end_not_the_later_kill() {
-    let thread_exit = |t: u64| {
+    let thread_exit_of = |tid: u32, t: u64| {
         Event::Proc(crate::decode::ProcCall {
-            target_tid: Some(8),
+            target_tid: Some(tid),
             exit_code: Some(libc::SIGSYS),
-            ..proc_call(ProcKind::ThreadExit, 8, "python3", 7, t * 1_000_000)
+            ..proc_call(ProcKind::ThreadExit, 7, "python3", 7, t * 1_000_000)
         })
     };
+    let thread_exit = |t: u64| thread_exit_of(7, t);
     let all = [
         cuda(0, "cuInit", None),
         thread_exit(3),
@@ -613,7 +614,7 @@ fn a_thread_ended_alone_in_cuinit_is_the_end_not_the_later_kill() {
     let d = &v[0].diagnoses[0];
     assert_eq!(
         d.evidence,
-        "its thread in cuInit (tid 8) ended at 3.0 ms (killed alone by SIGSYS: a seccomp filter's kill-thread \
+        "its thread in cuInit (tid 7) ended at 3.0 ms (killed alone by SIGSYS: a seccomp filter's kill-thread \
 action); cuInit never returned, and the process went on without it for 30.0 s, until SIGTERM from python3[5]"
     );
     assert!(d.hint.contains("more time will not help"), "{}", d.hint);
@@ -625,6 +626,17 @@ action); cuInit never returned, and the process went on without it for 30.0 s, u
         "{}",
         v[0].text
     );
+    // Another thread than the one that entered cuInit (one whose own
+    // cuInit's return was missed): not cuInit's end.
+    let all = [
+        cuda(0, "cuInit", None),
+        thread_exit_of(8, 3),
+        signal(30_000, 15, 0),
+        exit_of(30_001, 7, 15),
+    ];
+    let v = verdicts_of(vec![in_cgroup(None)], Vec::new(), &all);
+    let ids: Vec<DiagId> = v[0].diagnoses.iter().map(|d| d.id).collect();
+    assert_eq!(ids, [DiagId::KilledBySignal], "{:#?}", v[0].diagnoses);
     // Ended with the process (a group exit's last threads): the kill is
     // the end.
     let all = [
