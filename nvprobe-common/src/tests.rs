@@ -14,7 +14,7 @@ fn layouts_have_no_hidden_padding() {
     assert_eq!(size_of::<PathEvent>(), 56 + 24 + 24 + 24 + 16 + 128);
     assert_eq!(size_of::<FdEvent>(), 56 + 24 + 24 + 8 + 8);
     assert_eq!(size_of::<MmapEvent>(), 56 + 24 + 24 + 24 + 16);
-    assert_eq!(size_of::<Config>(), 35 * 4);
+    assert_eq!(size_of::<Config>(), 38 * 4);
     assert_eq!(size_of::<ProcEvent>(), 56 + 40 + 16);
 }
 
@@ -34,7 +34,8 @@ fn wire_numbers_round_trip_and_unknown_ones_are_none() {
     assert_eq!(EventKind::from_repr(10), None);
     assert_eq!(ProcOp::from_repr(6), Some(ProcOp::CallFailed));
     assert_eq!(ProcOp::from_repr(7), Some(ProcOp::OomVictim));
-    assert_eq!(ProcOp::from_repr(8), None);
+    assert_eq!(ProcOp::from_repr(8), Some(ProcOp::ThreadExit));
+    assert_eq!(ProcOp::from_repr(9), None);
     assert_eq!(FdOp::from_repr(7), None);
     assert_eq!(DevKind::from_u8(200), DevKind::None);
     assert_eq!(lost_slot_name(EventKind::RmControl as u32), "rm_control");
