@@ -35,18 +35,10 @@ fn stalls_say_which_call_and_what_the_thread_is_doing() {
     let hang = scenario(&drv, "hang", &[]);
     assert_eq!(hang["ret"], 0);
     // 2. The 3 s cuInit, stopped by us half-way.
-    c.stdin
-        .take()
-        .expect("stdin")
-        .write_all(b"go\n")
-        .expect("go");
     // Stopped once its cuInit has begun (the uprobe's entry record), and
     // let go once the stall report of the stopped thread is written: the
     // test waits for nvprobe, not for a window of time.
-    let cpid = u64::from(c.id());
-    t.wait_for("cuInit's entry", |r| {
-        r["type"] == "cuda" && r["pid"] == cpid && r["func"] == "cuInit" && r["phase"] == "enter"
-    });
+    let cpid = go_until_cuinit(&mut c, &t);
     let pid = nix::unistd::Pid::from_raw(c.id() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).expect("SIGSTOP");
     t.wait_for("a stall report of the stopped cuInit", |r| {
@@ -179,15 +171,7 @@ fn a_frozen_cuinit_is_reported_as_frozen_not_stuck() {
         "tasks"
     };
     std::fs::write(dir.join(procs), c.id().to_string()).expect("move the process into the cgroup");
-    c.stdin
-        .take()
-        .expect("stdin")
-        .write_all(b"go\n")
-        .expect("go");
-    let cpid = u64::from(c.id());
-    t.wait_for("cuInit's entry", |r| {
-        r["type"] == "cuda" && r["pid"] == cpid && r["func"] == "cuInit" && r["phase"] == "enter"
-    });
+    let cpid = go_until_cuinit(&mut c, &t);
     std::fs::write(dir.join(file), freeze).expect("freeze");
     let stall = t.wait_for("a stall report of the frozen cuInit", |r| {
         r["type"] == "stall" && r["pid"] == cpid
@@ -209,4 +193,19 @@ fn a_frozen_cuinit_is_reported_as_frozen_not_stuck() {
             )),
         "{text}"
     );
+}
+
+/// Lets the stand-in's cuInit start and waits for its entry record: the
+/// process's pid.
+fn go_until_cuinit(c: &mut std::process::Child, t: &nvprobe_tests::harness::Trace) -> u64 {
+    c.stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"go\n")
+        .expect("go");
+    let cpid = u64::from(c.id());
+    t.wait_for("cuInit's entry", |r| {
+        r["type"] == "cuda" && r["pid"] == cpid && r["func"] == "cuInit" && r["phase"] == "enter"
+    });
+    cpid
 }
