@@ -359,6 +359,28 @@ pub fn gpu_holders(skip: u32) -> Vec<nvprobe_model::attribution::GpuHolder> {
     out
 }
 
+/// The ptrace tracer of the process at `base` (`TracerPid`, 0: none),
+/// named by its task name.
+fn tracer_of(base: &Path) -> Option<nvprobe_model::attribution::Tracer> {
+    let status = read_capped(&base.join("status"), SMALL_CAP)?;
+    let pid: u32 = String::from_utf8_lossy(&status)
+        .lines()
+        .find_map(|l| l.strip_prefix("TracerPid:"))?
+        .trim()
+        .parse()
+        .ok()
+        .filter(|&p| p != 0)?;
+    let comm = base
+        .parent()
+        .and_then(|proc_dir| read_capped(&proc_dir.join(format!("{pid}/comm")), SMALL_CAP))
+        .map(|c| {
+            let c = c.strip_suffix(b"\n").unwrap_or(&c);
+            nvprobe_model::decode::escape_capped(c, nvprobe_model::decode::VALUE_FIELD)
+        })
+        .unwrap_or_default();
+    Some(nvprobe_model::attribution::Tracer { pid, comm })
+}
+
 /// The identity of `pid`; `cmdline` false leaves the command line out.
 pub fn read(pid: u32, cmdline: bool, libs: &mut LibCache) -> ProcessInfo {
     let base = PathBuf::from(format!("/proc/{pid}"));
@@ -406,7 +428,16 @@ pub fn read(pid: u32, cmdline: bool, libs: &mut LibCache) -> ProcessInfo {
             }
         }
     }
-    if info.env.contains_key("LD_PRELOAD") || base.join("root/etc/ld.so.preload").exists() {
+    // The loader's file, read inside the process's own root (no link out).
+    if let Ok(b) = crate::safefs::read_capped(&base.join("root"), "etc/ld.so.preload", SMALL_CAP) {
+        info.system_preloads = String::from_utf8_lossy(&b)
+            .split_whitespace()
+            .filter(|n| !n.starts_with('#'))
+            .take(8)
+            .map(|n| escape_capped(n.as_bytes(), PATH_FIELD))
+            .collect();
+    }
+    if info.env.contains_key("LD_PRELOAD") || !info.system_preloads.is_empty() {
         info.cuda_preloads = libs.cuda_preloads(pid);
     }
     if let Some(stat) = read_capped(&base.join("stat"), SMALL_CAP) {
@@ -417,6 +448,7 @@ pub fn read(pid: u32, cmdline: bool, libs: &mut LibCache) -> ProcessInfo {
             .and_then(|(_, rest)| rest.split_whitespace().nth(1))
             .and_then(|p| p.parse().ok());
     }
+    info.tracer = tracer_of(&base);
     // The cgroup path as the kernel wrote it, to read its files by.
     let mut cg_raw: Option<String> = None;
     if let Some(cg) = read_capped(&base.join("cgroup"), SMALL_CAP) {

@@ -666,3 +666,104 @@ fn a_failure_no_rule_names_shows_the_failed_system_calls_newest_first() {
         "{evidence}"
     );
 }
+
+/// strace attached to a start-up and answering libcuda's open of
+/// nvidiactl itself (`-e inject=openat:error=EACCES`): the kernel never
+/// runs that open, so no call it saw failed and no driver call reached
+/// it. The process's record names its tracer (TracerPid), and the
+/// verdict names the tracer as what answered, with no node or driver
+/// remedy.
+#[test]
+#[ignore = "needs root"]
+fn a_call_a_tracer_answered_is_named_as_the_tracers() {
+    need_root!();
+    if !nvprobe_tests::harness::require_tool("strace", "-V", "apt-get install strace") {
+        return;
+    }
+    let _g = lock();
+    let tmp = tmpdir("tracerinject");
+    let lib = stub_libcuda(&tmp);
+    let drv = FakeDrv::start(&tmp);
+    let t = watch(&tmp, &drv, &[]);
+    let (mut c, mut out) = nvprobe_tests::scenario::spawn_env(
+        &drv,
+        &lib,
+        "cuinit",
+        "ok",
+        None,
+        &[("NVFIXTURE_HOLD", "1".to_owned())],
+    );
+    let pid = c.id();
+    wait_hooked(&t, pid);
+    let ctl = drv.dir.join("nvidiactl");
+    let mut strace = std::process::Command::new("strace")
+        .args(["-f", "-qq", "-o", "/dev/null", "-e", "trace=openat"])
+        .arg("-P")
+        .arg(&ctl)
+        .args(["-e", "inject=openat:error=EACCES", "-p", &pid.to_string()])
+        .spawn()
+        .expect("strace");
+    let tracer = |p: u32| {
+        std::fs::read_to_string(format!("/proc/{p}/status"))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("TracerPid:"))
+                    .and_then(|v| v.trim().parse::<u32>().ok())
+            })
+            .unwrap_or(0)
+    };
+    let t0 = std::time::Instant::now();
+    while tracer(pid) != strace.id() {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(20),
+            "strace did not attach to {pid}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let mut stdin = c.stdin.take().expect("stdin");
+    stdin.write_all(b"go\n").expect("go");
+    let mut line = String::new();
+    out.read_line(&mut line).expect("result");
+    let result: Value = serde_json::from_str(&line).expect("the scenario's result");
+    assert_eq!(result["cuInit"], 999, "the stand-in's open failed: {line}");
+    t.wait_for("the verdict", |r| {
+        r["type"] == "cuinit" && r["pid"] == u64::from(pid)
+    });
+    drop(stdin);
+    assert!(c.wait().expect("wait").success(), "{line}");
+    assert!(strace.wait().expect("strace").success());
+    let f = t.stop();
+    check_schema(&f);
+    let v = f
+        .of_type("cuinit")
+        .find(|v| v["pid"] == u64::from(pid))
+        .expect("verdict");
+    assert_eq!(
+        (v["result"].as_str(), v["curesult"].as_str()),
+        (Some("failed"), Some("CUDA_ERROR_UNKNOWN (999)")),
+        "{v}"
+    );
+    assert_eq!(
+        v["process"]["tracer"],
+        serde_json::json!({"pid": strace.id(), "comm": "strace"}),
+        "{v}"
+    );
+    let ids: Vec<&str> = v["diagnoses"]
+        .as_array()
+        .expect("diagnoses")
+        .iter()
+        .filter_map(|d| d["id"].as_str())
+        .collect();
+    assert_eq!(ids, ["answered_by_tracer"], "{v}");
+    assert_eq!(
+        v["diagnoses"][0]["evidence"],
+        format!(
+            "cuInit returned CUDA_ERROR_UNKNOWN (999) and no driver call reached the kernel, with no failed call \
+the kernel saw that explains it; the process is traced by strace[{}] (ptrace), which can skip a call and answer \
+it itself, as strace's -e inject does",
+            strace.id()
+        ),
+        "{v}"
+    );
+}

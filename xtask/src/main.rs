@@ -328,7 +328,8 @@ fn run(args: Vec<String>) -> anyhow::Result<()> {
 /// The real components the test tiers check nvprobe against: Prometheus
 /// (the metrics test), Python's venv (the OTLP and manifest validators,
 /// whose packages come from PyPI), systemd-analyze (the unit), logrotate
-/// (its configuration), tmux (a real terminal for `nvprobe top`).
+/// (its configuration), tmux (a real terminal for `nvprobe top`), strace
+/// (a tracer that answers a call itself, for the verdict that names it).
 /// Prometheus, when the machine has none, is Debian's package unpacked
 /// under `target/tools/` (never installed: installing it would start a
 /// Prometheus server on a machine that runs systemd) and reaches the tests
@@ -354,6 +355,9 @@ fn test_tools() -> anyhow::Result<()> {
     }
     if !have("tmux", "-V") {
         missing.push("tmux");
+    }
+    if !have("strace", "-V") {
+        missing.push("strace");
     }
     if !missing.is_empty() {
         if is_root() {

@@ -197,10 +197,28 @@ pub struct ProcessInfo {
     /// libcuda (at most 8).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub cuda_preloads: Vec<String>,
+    /// The libraries the process's `/etc/ld.so.preload` lists (read in its
+    /// own root; at most 8): the loader preloads them into every program.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub system_preloads: Vec<String>,
     /// It already held an NVIDIA descriptor when nvprobe started (the
     /// start's scan of /proc found it): its start-up was not seen.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub held_at_start: bool,
+    /// The process that traces it with ptrace (`TracerPid` of
+    /// /proc/PID/status: strace, a debugger, a sandbox's supervisor), which
+    /// can skip any of its system calls and answer them itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracer: Option<Tracer>,
+}
+
+/// A ptrace tracer of a process.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default)]
+pub struct Tracer {
+    pub pid: u32,
+    /// Its task name (`/proc/PID/comm`), empty where it could not be read.
+    pub comm: String,
 }
 
 /// A process with GPU nodes (/dev/nvidiaN) open.

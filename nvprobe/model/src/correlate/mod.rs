@@ -318,21 +318,23 @@ impl Correlator {
 
     /// Who the process is. A later read that found the process gone does
     /// not replace what an earlier one learned; the libcuda files the
-    /// loader opened add up over the reads.
+    /// loader opened add up over the reads, and a tracer seen once stays.
     fn on_identity(&mut self, pid: u32, at: u64, info: crate::attribution::ProcessInfo) {
         let st = self.state(pid);
         let opened = info.libcuda_opened.clone();
         if info.exe.is_some() || st.info.as_ref().is_none_or(|i| i.exe.is_none()) {
             // Only a read that is adopted dates the identity.
             st.info_ns = st.info_ns.max(at);
-            let (before, held) = st
+            let (before, held, tracer) = st
                 .info
                 .take()
-                .map(|i| (i.libcuda_opened, i.held_at_start))
+                .map(|i| (i.libcuda_opened, i.held_at_start, i.tracer))
                 .unwrap_or_default();
             let mut info = info;
-            // A later read (at a failure) does not know the start's scan.
+            // A later read (at a failure) does not know the start's scan,
+            // nor a tracer that has let go of the process since.
             info.held_at_start |= held;
+            info.tracer = info.tracer.or(tracer);
             st.info = Some(info);
             merge_opened(st.info.as_mut(), before);
         }

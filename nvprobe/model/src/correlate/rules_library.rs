@@ -173,32 +173,54 @@ or any driver call: a preloaded library that exports the driver API answers call
 
 /// cuInit failed (100, 999 or 304) with nothing the kernel saw to explain
 /// it (no diagnosis but the generic ones: a visibility list that is not
-/// set, a call of libcuda's own), in a process that preloads a library
-/// that is not an interposer of the driver API: a wrapper of libc's in it
-/// can fail a call with no system call. Where the kernel saw the mark of
-/// such a call (libcuda used a descriptor no open returned: an ioctl's
-/// EBADF on a negative one after cuInit began; or cuInit made no driver
-/// call at all) it replaces the generic diagnoses; otherwise it is a
-/// warning beside them (a preload such as jemalloc is common, and a cause
-/// the kernel saw but no rule names stays possible).
+/// set, a call of libcuda's own), in a process where something other than
+/// the kernel can answer a system call: a preloaded library that is not an
+/// interposer of the driver API (a wrapper of libc's in it can fail a call
+/// with no system call), or a ptrace tracer (it can skip a call and give
+/// it a result of its own, as strace's -e inject does). Where the kernel
+/// saw the mark of such a call (libcuda used a descriptor no open
+/// returned: an ioctl's EBADF on a negative one after cuInit began; or
+/// cuInit made no driver call at all) they replace the generic diagnoses;
+/// otherwise each is a warning beside them (a preload such as jemalloc is
+/// common, a debugger answers nothing, and a cause the kernel saw but no
+/// rule names stays possible).
 pub(super) fn answered_in_process(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     let st = f.st;
     let Some((code, name)) = st.curesult.filter(|(c, _)| matches!(c, 100 | 999 | 304)) else {
         return;
     };
-    let Some(preload) = st
-        .info
-        .as_ref()
-        .filter(|i| i.cuda_preloads.is_empty())
-        .and_then(|i| i.env.get("LD_PRELOAD"))
-        .filter(|v| !v.trim().is_empty())
-    else {
+    let Some(info) = st.info.as_ref().filter(|i| i.cuda_preloads.is_empty()) else {
         return;
     };
-    let visible_set = st
-        .info
-        .as_ref()
-        .is_some_and(|i| i.env.contains_key("CUDA_VISIBLE_DEVICES"));
+    let preload = info
+        .env
+        .get("LD_PRELOAD")
+        .map(|v| v.trim())
+        .filter(|v| !v.is_empty())
+        .map(|v| format!("the process preloads {v}"))
+        .or_else(|| {
+            (!info.system_preloads.is_empty()).then(|| {
+                format!(
+                    "the process preloads {} (its /etc/ld.so.preload)",
+                    info.system_preloads.join(" ")
+                )
+            })
+        });
+    let tracer = info.tracer.as_ref().map(|t| {
+        let who = if t.comm.is_empty() {
+            format!("process {}", t.pid)
+        } else {
+            format!("{}[{}]", t.comm, t.pid)
+        };
+        format!(
+            "the process is traced by {who} (ptrace), which can skip a call and answer it itself, as strace's \
+-e inject does"
+        )
+    });
+    if preload.is_none() && tracer.is_none() {
+        return;
+    }
+    let visible_set = info.env.contains_key("CUDA_VISIBLE_DEVICES");
     let generic = |d: &Diagnosis| match d.id {
         DiagId::NoVisibleDevices => !visible_set,
         DiagId::OsCallFailed => true,
@@ -224,25 +246,37 @@ pub(super) fn answered_in_process(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     } else {
         "every driver call it made succeeded"
     };
-    let mut e = format!(
-        "{seen}, with no failed call the kernel saw that explains it; the process preloads {preload}"
-    );
-    if let Some(fd) = bad_fd {
+    let mark = bad_fd.map(|fd| {
         let what = match crate::decode::errno_name(i64::from(fd)) {
             Some(errno) if fd < -1 => format!("-{errno}, the result"),
             _ => "the result".to_owned(),
         };
-        e.push_str(&format!(
+        format!(
             "; libcuda then made an ioctl on descriptor {fd} (EBADF): {what} of an open that failed without \
 reaching the kernel"
-        ));
-    }
+        )
+    });
     let outcome = format!("cuInit returned {} ({code})", name.unwrap_or("CUresult"));
-    let mut d = diag_after(DiagId::AnsweredInProcess, &outcome, " and ", &e);
+    let found: Vec<Diagnosis> = [
+        (DiagId::AnsweredInProcess, preload),
+        (DiagId::AnsweredByTracer, tracer),
+    ]
+    .into_iter()
+    .filter_map(|(id, who)| {
+        let e = format!(
+            "{seen}, with no failed call the kernel saw that explains it; {}{}",
+            who?,
+            mark.as_deref().unwrap_or("")
+        );
+        let mut d = diag_after(id, &outcome, " and ", &e);
+        if !marked {
+            d.severity = DiagSeverity::Warning;
+        }
+        Some(d)
+    })
+    .collect();
     if marked {
         out.clear();
-    } else {
-        d.severity = DiagSeverity::Warning;
     }
-    out.push(d);
+    out.extend(found);
 }

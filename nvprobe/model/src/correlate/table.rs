@@ -216,6 +216,12 @@ kill-thread action (SCMP_ACT_KILL_THREAD) at a call libcuda makes: the kernel lo
 (LD_PRELOAD): a preloaded library's open, ioctl or other wrapper runs before libc's and can fail a call without a \
 system call, which no kernel tracer sees. Run the program once without the preload (unset LD_PRELOAD, or check \
 /etc/ld.so.preload) to tell; if it still fails, compare with a start-up that works (nvprobe diff)";
+    AnsweredByTracer => "answered_by_tracer", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "no call the kernel saw failed in a way that explains the failure, and the process runs under a \
+ptrace tracer (strace, a debugger, a sandbox's supervisor): a tracer can skip a system call and give it a result \
+of its own (strace -e inject=CALL:error=ERRNO, -e fault), and the kernel never runs that call. Run the program once \
+without the tracer, or without its inject and fault options, to tell; if it still fails, compare with a start-up \
+that works (nvprobe diff)";
     CudaInterposer => "cuda_interposer", reference: "docs/FAILURE-CATALOGUE.md",
         hint: "a library the process preloads (LD_PRELOAD, /etc/ld.so.preload) exports the CUDA driver API, so the \
 program's calls reach it before libcuda: it answered cuInit (a GPU-sharing or virtual-GPU shim such as HAMi's \

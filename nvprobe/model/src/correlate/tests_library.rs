@@ -240,3 +240,112 @@ fn a_wrapper_that_turns_success_into_failure_explains_the_failure() {
 the program CUDA_ERROR_NO_DEVICE (100)"
     );
 }
+
+/// cuInit failed with no driver call reaching the kernel, in a process
+/// traced by strace: the tracer can answer a call the kernel never ran
+/// (strace -e inject), and no call made at all is the kernel's mark of
+/// it, so it is the diagnosis; with none of those (no tracer, no
+/// preload) it is never given.
+#[test]
+fn a_tracer_that_answered_libcudas_open_is_the_diagnosis_when_the_kernel_saw_nothing() {
+    let run = |tracer: Option<(u32, &str)>| {
+        let mut i = info(&[], vec![]);
+        i.tracer = tracer.map(|(pid, comm)| crate::attribution::Tracer {
+            pid,
+            comm: comm.into(),
+        });
+        let v = verdicts_of(
+            vec![i],
+            vec![],
+            &[
+                cuda(1, "cuInit", None),
+                cuda(2, "cuInit", Some((999, "CUDA_ERROR_UNKNOWN"))),
+                exit_of(3, 7, 1 << 8),
+            ],
+        );
+        v.into_iter().next().expect("a verdict")
+    };
+    let v = run(Some((42, "strace")));
+    assert_eq!(v.result, Outcome::Failed, "{}", v.text);
+    let ids: Vec<(DiagId, DiagSeverity)> = v.diagnoses.iter().map(|d| (d.id, d.severity)).collect();
+    assert_eq!(
+        ids,
+        [(DiagId::AnsweredByTracer, DiagSeverity::Error)],
+        "{:#?}",
+        v.diagnoses
+    );
+    assert_eq!(
+        v.diagnoses[0].evidence,
+        "cuInit returned CUDA_ERROR_UNKNOWN (999) and no driver call reached the kernel, with no failed call the \
+kernel saw that explains it; the process is traced by strace[42] (ptrace), which can skip a call and answer it \
+itself, as strace's -e inject does"
+    );
+    // A tracer whose name could not be read is named by its pid.
+    let v = run(Some((42, "")));
+    assert!(
+        v.diagnoses[0]
+            .evidence
+            .contains("traced by process 42 (ptrace)"),
+        "{}",
+        v.diagnoses[0].evidence
+    );
+    let v = run(None);
+    assert!(
+        v.diagnoses
+            .iter()
+            .all(|d| !matches!(d.id, DiagId::AnsweredByTracer | DiagId::AnsweredInProcess)),
+        "{:#?}",
+        v.diagnoses
+    );
+}
+
+/// Where the kernel saw driver calls succeed and no mark of a call
+/// answered elsewhere, a tracer (a debugger answers nothing) or a preload
+/// named by /etc/ld.so.preload is a warning beside what the rules found.
+#[test]
+fn a_tracer_or_a_system_preload_with_no_mark_is_a_warning_beside_the_rules() {
+    let mut i = info(&[], vec![]);
+    i.tracer = Some(crate::attribution::Tracer {
+        pid: 42,
+        comm: "gdb".into(),
+    });
+    i.system_preloads = vec!["/usr/lib/libjemalloc.so.2".into()];
+    let v = verdicts_of(
+        vec![i],
+        vec![],
+        &[
+            cuda(1, "cuInit", None),
+            open(2, "/dev/nvidiactl", "ctl"),
+            io(3, "NV_ESC_CARD_INFO", None, "ctl"),
+            cuda(4, "cuInit", Some((100, "CUDA_ERROR_NO_DEVICE"))),
+            exit_of(5, 7, 1 << 8),
+        ],
+    );
+    let v = &v[0];
+    let ids: Vec<(DiagId, DiagSeverity)> = v.diagnoses.iter().map(|d| (d.id, d.severity)).collect();
+    assert_eq!(
+        ids,
+        [
+            (DiagId::NoVisibleDevices, DiagSeverity::Error),
+            (DiagId::AnsweredInProcess, DiagSeverity::Warning),
+            (DiagId::AnsweredByTracer, DiagSeverity::Warning),
+        ],
+        "{:#?}",
+        v.diagnoses
+    );
+    assert!(
+        v.diagnoses[1].evidence.ends_with(
+            "every driver call it made succeeded, with no failed call the kernel saw that explains it; the \
+process preloads /usr/lib/libjemalloc.so.2 (its /etc/ld.so.preload)"
+        ),
+        "{}",
+        v.diagnoses[1].evidence
+    );
+    assert!(
+        v.diagnoses[2]
+            .evidence
+            .contains("traced by gdb[42] (ptrace)"),
+        "{}",
+        v.diagnoses[2].evidence
+    );
+}
