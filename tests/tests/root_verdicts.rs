@@ -667,21 +667,12 @@ fn a_failure_no_rule_names_shows_the_failed_system_calls_newest_first() {
     );
 }
 
-/// strace attached to a start-up and answering libcuda's open of
-/// nvidiactl itself (`-e inject=openat:error=EACCES`): the kernel never
-/// runs that open, so no call it saw failed and no driver call reached
-/// it. The process's record names its tracer (TracerPid), and the
-/// verdict names the tracer as what answered, with no node or driver
-/// remedy.
-#[test]
-#[ignore = "needs root"]
-fn a_call_a_tracer_answered_is_named_as_the_tracers() {
-    need_root!();
-    if !nvprobe_tests::harness::require_tool("strace", "-V", "apt-get install strace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tmpdir("tracerinject");
+/// The stand-in's start-up (held alive after its result) with strace
+/// attached once it is hooked, injecting as `inject` says into the calls
+/// that touch the stand-in's nvidiactl; its cuInit's result. Returns the
+/// recording, the verdict, strace's pid and the result.
+fn under_strace(name: &str, trace: &str, inject: &str) -> (Value, u32, Value) {
+    let tmp = tmpdir(name);
     let lib = stub_libcuda(&tmp);
     let drv = FakeDrv::start(&tmp);
     let t = watch(&tmp, &drv, &[]);
@@ -695,12 +686,10 @@ fn a_call_a_tracer_answered_is_named_as_the_tracers() {
     );
     let pid = c.id();
     wait_hooked(&t, pid);
-    let ctl = drv.dir.join("nvidiactl");
     let mut strace = std::process::Command::new("strace")
-        .args(["-f", "-qq", "-o", "/dev/null", "-e", "trace=openat"])
-        .arg("-P")
-        .arg(&ctl)
-        .args(["-e", "inject=openat:error=EACCES", "-p", &pid.to_string()])
+        .args(["-f", "-qq", "-o", "/dev/null", "-e", trace, "-P"])
+        .arg(drv.dir.join("nvidiactl"))
+        .args(["-e", inject, "-p", &pid.to_string()])
         .spawn()
         .expect("strace");
     let tracer = |p: u32| {
@@ -726,7 +715,6 @@ fn a_call_a_tracer_answered_is_named_as_the_tracers() {
     let mut line = String::new();
     out.read_line(&mut line).expect("result");
     let result: Value = serde_json::from_str(&line).expect("the scenario's result");
-    assert_eq!(result["cuInit"], 999, "the stand-in's open failed: {line}");
     t.wait_for("the verdict", |r| {
         r["type"] == "cuinit" && r["pid"] == u64::from(pid)
     });
@@ -738,32 +726,88 @@ fn a_call_a_tracer_answered_is_named_as_the_tracers() {
     let v = f
         .of_type("cuinit")
         .find(|v| v["pid"] == u64::from(pid))
-        .expect("verdict");
-    assert_eq!(
-        (v["result"].as_str(), v["curesult"].as_str()),
-        (Some("failed"), Some("CUDA_ERROR_UNKNOWN (999)")),
-        "{v}"
-    );
+        .expect("verdict")
+        .clone();
     assert_eq!(
         v["process"]["tracer"],
         serde_json::json!({"pid": strace.id(), "comm": "strace"}),
         "{v}"
     );
-    let ids: Vec<&str> = v["diagnoses"]
-        .as_array()
-        .expect("diagnoses")
-        .iter()
-        .filter_map(|d| d["id"].as_str())
-        .collect();
-    assert_eq!(ids, ["answered_by_tracer"], "{v}");
+    (v, strace.id(), result)
+}
+
+/// strace attached to a start-up and answering libcuda's calls itself
+/// (`-e inject`): the kernel never runs them. Where it answered the open
+/// of nvidiactl, no driver call reached the kernel; where it answered the
+/// first escape, the kernel saw that call skipped (number -1, ENOSYS,
+/// with the escape's arguments). Each verdict names the tracer as what
+/// answered, with no node or driver remedy.
+#[test]
+#[ignore = "needs root"]
+fn a_call_a_tracer_answered_is_named_as_the_tracers() {
+    need_root!();
+    if !nvprobe_tests::harness::require_tool("strace", "-V", "apt-get install strace") {
+        return;
+    }
+    let _g = lock();
+    let ids = |v: &Value| -> Vec<String> {
+        v["diagnoses"]
+            .as_array()
+            .expect("diagnoses")
+            .iter()
+            .filter_map(|d| d["id"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let tracer = |pid: u32| {
+        format!(
+            "the process is traced by strace[{pid}] (ptrace), which can skip a call and answer it itself, as \
+strace's -e inject does"
+        )
+    };
+    let (v, strace, result) =
+        under_strace("tracer-open", "trace=openat", "inject=openat:error=EACCES");
+    assert_eq!(
+        result["cuInit"], 999,
+        "the stand-in's open failed: {result}"
+    );
+    assert_eq!(
+        (v["result"].as_str(), v["curesult"].as_str()),
+        (Some("failed"), Some("CUDA_ERROR_UNKNOWN (999)")),
+        "{v}"
+    );
+    assert_eq!(ids(&v), ["answered_by_tracer"], "{v}");
     assert_eq!(
         v["diagnoses"][0]["evidence"],
         format!(
             "cuInit returned CUDA_ERROR_UNKNOWN (999) and no driver call reached the kernel, with no failed call \
-the kernel saw that explains it; the process is traced by strace[{}] (ptrace), which can skip a call and answer \
-it itself, as strace's -e inject does",
-            strace.id()
+the kernel saw that explains it; {}; the kernel saw 1 call skipped after cuInit began (number -1, which a \
+tracer sets for a call it answers itself)",
+            tracer(strace)
         ),
         "{v}"
     );
+    // The first escape (NV_ESC_RM_ALLOC of the client) answered EIO.
+    let (v, strace, result) = under_strace(
+        "tracer-ioctl",
+        "trace=ioctl",
+        "inject=ioctl:error=EIO:when=1",
+    );
+    assert_eq!(
+        result["cuInit"], 999,
+        "the stand-in's escape failed: {result}"
+    );
+    assert_eq!(ids(&v), ["answered_by_tracer"], "{v}");
+    let e = v["diagnoses"][0]["evidence"].as_str().expect("evidence");
+    let head = format!(
+        "cuInit returned CUDA_ERROR_UNKNOWN (999) and no driver call reached the kernel, with no failed call \
+the kernel saw that explains it; {}; the kernel saw 1 call skipped after cuInit began (number -1, which a tracer \
+sets for a call it answers itself), it with the arguments of NV_ESC_RM_ALLOC (descriptor ",
+        tracer(strace)
+    );
+    // (The descriptor is whatever the stand-in's open got.)
+    let fd = e
+        .strip_prefix(&head)
+        .and_then(|rest| rest.strip_suffix(", request 0xc020462b)"))
+        .unwrap_or_else(|| panic!("{e}"));
+    assert!(fd.parse::<u32>().is_ok(), "{e}");
 }

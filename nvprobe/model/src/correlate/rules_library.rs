@@ -206,15 +206,24 @@ pub(super) fn answered_in_process(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
                 )
             })
         });
-    let tracer = info.tracer.as_ref().map(|t| {
-        let who = if t.comm.is_empty() {
-            format!("process {}", t.pid)
-        } else {
-            format!("{}[{}]", t.comm, t.pid)
-        };
+    let began = st.cuinit_at.unwrap_or(u64::MAX);
+    // Calls a tracer skipped (number -1) after cuInit began: its own mark,
+    // and proof of a tracer where none was read (it attached after the
+    // process was read, or let go before).
+    let skipped: Vec<(u64, u64)> = st
+        .failed_syscalls
+        .iter()
+        .filter(|c| c.at_ns >= began)
+        .filter_map(|c| c.skipped)
+        .collect();
+    let tracer = match &info.tracer {
+        Some(t) if t.comm.is_empty() => Some(format!("traced by process {}", t.pid)),
+        Some(t) => Some(format!("traced by {}[{}]", t.comm, t.pid)),
+        None => (!skipped.is_empty()).then(|| "traced by a tracer nvprobe did not see".to_owned()),
+    }
+    .map(|who| {
         format!(
-            "the process is traced by {who} (ptrace), which can skip a call and answer it itself, as strace's \
--e inject does"
+            "the process is {who} (ptrace), which can skip a call and answer it itself, as strace's -e inject does"
         )
     });
     if preload.is_none() && tracer.is_none() {
@@ -231,7 +240,6 @@ pub(super) fn answered_in_process(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     }
     // A descriptor libcuda used that no open returned: what an open that
     // failed without a system call gave it.
-    let began = st.cuinit_at.unwrap_or(u64::MAX);
     let bad_fd = st
         .failed_syscalls
         .iter()
@@ -257,12 +265,17 @@ reaching the kernel"
         )
     });
     let outcome = format!("cuInit returned {} ({code})", name.unwrap_or("CUresult"));
+    let tracer = tracer.map(|t| format!("{t}{}", skipped_calls(&skipped)));
     let found: Vec<Diagnosis> = [
-        (DiagId::AnsweredInProcess, preload),
-        (DiagId::AnsweredByTracer, tracer),
+        (DiagId::AnsweredInProcess, preload, marked),
+        (
+            DiagId::AnsweredByTracer,
+            tracer,
+            marked || !skipped.is_empty(),
+        ),
     ]
     .into_iter()
-    .filter_map(|(id, who)| {
+    .filter_map(|(id, who, marked)| {
         let e = format!(
             "{seen}, with no failed call the kernel saw that explains it; {}{}",
             who?,
@@ -275,8 +288,42 @@ reaching the kernel"
         Some(d)
     })
     .collect();
-    if marked {
+    if found.iter().any(|d| d.severity == DiagSeverity::Error) {
         out.clear();
     }
     out.extend(found);
+}
+
+/// "; the kernel saw N calls skipped …" for the calls a tracer skipped
+/// (their first two arguments), naming an NVIDIA ioctl's by its request.
+fn skipped_calls(skipped: &[(u64, u64)]) -> String {
+    let Some(&(fd, request)) = skipped.last() else {
+        return String::new();
+    };
+    let n = skipped.len();
+    let what = if n == 1 {
+        "1 call skipped".to_owned()
+    } else {
+        format!("{n} calls skipped")
+    };
+    // An escape's request is _IOWR('F', nr, size): a number nothing else
+    // passes as a second argument by chance. (UVM's commands are small
+    // plain numbers, which other calls' arguments are too: not named.)
+    let escape = (request >> 32 == 0
+        && request >> 30 != 0
+        && (request >> 16) & 0x3fff != 0
+        && (request >> 8) & 0xff == u64::from(b'F'))
+    .then(|| crate::decode::escape::lookup((request & 0xff) as u32))
+    .flatten()
+    .map(|e| e.name);
+    let last = escape.map_or(String::new(), |name| {
+        format!(
+            ", {} with the arguments of {name} (descriptor {}, request {request:#x})",
+            if n == 1 { "it" } else { "the last" },
+            fd as u32 as i32
+        )
+    });
+    format!(
+        "; the kernel saw {what} after cuInit began (number -1, which a tracer sets for a call it answers itself){last}"
+    )
 }

@@ -54,7 +54,8 @@ pub(crate) fn may_explain((kind, errno): (SysKind, i32)) -> bool {
         // filter's answer (a seccomp profile's default action). Calls that
         // do check (setpriority, mount, ptrace, kill) are left out.
         SysKind::Unchecked => errno == libc::EPERM,
-        SysKind::Other => false,
+        // A tracer's answer is answered_by_tracer's.
+        SysKind::Other | SysKind::Skipped => false,
         // An escape refused is the ioctl records' (or, when none reached
         // the tracing, calls_blocked's); other ioctls fail as a matter of
         // course (TCGETS on a pipe).
@@ -225,8 +226,7 @@ fn purpose(kind: SysKind) -> &'static str {
         SysKind::Lock => "locking memory",
         SysKind::Ioctl => "an ioctl",
         SysKind::Socket => "a socket",
-        SysKind::Unchecked => "",
-        SysKind::Other => "",
+        SysKind::Unchecked | SysKind::Skipped | SysKind::Other => "",
     }
 }
 

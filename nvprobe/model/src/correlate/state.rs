@@ -207,6 +207,9 @@ pub struct FailedSyscall {
     /// failed open returned, kept by a caller that did not check it).
     #[serde(skip)]
     pub(crate) bad_fd: Option<i32>,
+    /// A call a tracer skipped (number -1): its first two arguments.
+    #[serde(skip)]
+    pub(crate) skipped: Option<(u64, u64)>,
 }
 
 fn errno_name_of<S: serde::Serializer>(e: &i32, s: S) -> Result<S::Ok, S::Error> {
@@ -307,6 +310,12 @@ impl ProcInit {
             bad_fd: match (p.failed, p.arg(0)) {
                 (Some((crate::decode::SysKind::Ioctl, libc::EBADF)), Some(fd)) => {
                     Some(fd as u32 as i32).filter(|fd| *fd < 0)
+                }
+                _ => None,
+            },
+            skipped: match p.failed {
+                Some((crate::decode::SysKind::Skipped, _)) => {
+                    Some((p.arg(0).unwrap_or(0), p.arg(1).unwrap_or(0)))
                 }
                 _ => None,
             },

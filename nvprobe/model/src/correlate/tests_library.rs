@@ -349,3 +349,83 @@ process preloads /usr/lib/libjemalloc.so.2 (its /etc/ld.so.preload)"
         v.diagnoses[2].evidence
     );
 }
+
+/// A tracer skipped two calls after driver calls had succeeded (the
+/// kernel's number -1, ENOSYS, with the skipped calls' arguments): that
+/// is the kernel's mark of calls the tracer answered, so it is the
+/// diagnosis, naming the escape whose arguments the last one had.
+#[test]
+fn calls_a_tracer_skipped_are_its_mark_and_the_last_escape_is_named() {
+    let skipped = |t: u64, args: Vec<u64>| {
+        Event::Proc(crate::decode::ProcCall {
+            call: Some("syscall -1".into()),
+            errno: Some("ENOSYS".into()),
+            failed: Some((crate::decode::SysKind::Skipped, libc::ENOSYS)),
+            args: Some(args),
+            ..super::tests::proc_call(
+                crate::decode::ProcKind::CallFailed,
+                7,
+                "app",
+                7,
+                t * 1_000_000,
+            )
+        })
+    };
+    let mut i = info(&[], vec![]);
+    i.tracer = Some(crate::attribution::Tracer {
+        pid: 42,
+        comm: "strace".into(),
+    });
+    let v = verdicts_of(
+        vec![i],
+        vec![],
+        &[
+            cuda(1, "cuInit", None),
+            open(2, "/dev/nvidiactl", "ctl"),
+            io(3, "NV_ESC_CARD_INFO", None, "ctl"),
+            skipped(4, vec![0xffff_ff9c, 0x7ffd_0000_1000]),
+            skipped(5, vec![3, 0xc020_462a, 0x7ffd_0000_2000]),
+            cuda(6, "cuInit", Some((999, "CUDA_ERROR_UNKNOWN"))),
+            exit_of(7, 7, 1 << 8),
+        ],
+    );
+    let v = &v[0];
+    let ids: Vec<(DiagId, DiagSeverity)> = v.diagnoses.iter().map(|d| (d.id, d.severity)).collect();
+    assert_eq!(
+        ids,
+        [(DiagId::AnsweredByTracer, DiagSeverity::Error)],
+        "{:#?}",
+        v.diagnoses
+    );
+    assert!(
+        v.diagnoses[0].evidence.ends_with(
+            "traced by strace[42] (ptrace), which can skip a call and answer it itself, as strace's -e inject \
+does; the kernel saw 2 calls skipped after cuInit began (number -1, which a tracer sets for a call it answers \
+itself), the last with the arguments of NV_ESC_RM_CONTROL (descriptor 3, request 0xc020462a)"
+        ),
+        "{}",
+        v.diagnoses[0].evidence
+    );
+    // With no tracer read, the skipped call is the proof of one.
+    let v = verdicts_of(
+        vec![info(&[], vec![])],
+        vec![],
+        &[
+            cuda(1, "cuInit", None),
+            open(2, "/dev/nvidiactl", "ctl"),
+            skipped(3, vec![3, 0xc020_462a]),
+            cuda(4, "cuInit", Some((999, "CUDA_ERROR_UNKNOWN"))),
+            exit_of(5, 7, 1 << 8),
+        ],
+    );
+    assert_eq!(v[0].diagnoses.len(), 1, "{:#?}", v[0].diagnoses);
+    assert_eq!(v[0].diagnoses[0].id, DiagId::AnsweredByTracer);
+    assert!(
+        v[0].diagnoses[0].evidence.contains(
+            "the process is traced by a tracer nvprobe did not see (ptrace), which can skip a call and answer it \
+itself, as strace's -e inject does; the kernel saw 1 call skipped after cuInit began"
+        ),
+        "{}",
+        v[0].diagnoses[0].evidence
+    );
+}

@@ -57,6 +57,11 @@ pub enum SysKind {
     /// readlink, getcwd, the NUMA policy queries, the ids and clocks): its
     /// EPERM can only be a filter's.
     Unchecked,
+    /// No call: number -1, what a ptrace tracer sets to skip a call it
+    /// answers itself (strace's -e inject), the kernel's ENOSYS then
+    /// replaced by the tracer's result. Its arguments are the skipped
+    /// call's.
+    Skipped,
     Other,
 }
 
