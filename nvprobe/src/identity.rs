@@ -361,7 +361,7 @@ pub fn gpu_holders(skip: u32) -> Vec<nvprobe_model::attribution::GpuHolder> {
 
 /// The ptrace tracer of the process at `base` (`TracerPid`, 0: none),
 /// named by its task name.
-fn tracer_of(base: &Path) -> Option<nvprobe_model::attribution::Tracer> {
+pub(crate) fn tracer_of(base: &Path) -> Option<nvprobe_model::attribution::Tracer> {
     let status = read_capped(&base.join("status"), SMALL_CAP)?;
     let pid: u32 = String::from_utf8_lossy(&status)
         .lines()

@@ -196,7 +196,16 @@ return; the process lives on without it",
                     "{} has run {secs:.1} s: running (R), in user space or in the kernel",
                     call
                 ),
-                "T" | "t" => format!(
+                // A ptrace stop (a tracer holding the thread at a call, as
+                // strace's -e inject=…:delay_enter does).
+                "t" => format!(
+                    "{} has run {secs:.1} s: the thread is held in a ptrace stop (t) by its tracer{}, not stuck in \
+the driver",
+                    call,
+                    crate::identity::tracer_of(std::path::Path::new(&format!("/proc/{}", c.tid)))
+                        .map_or(String::new(), |t| format!(" {}[{}]", t.comm, t.pid))
+                ),
+                "T" => format!(
                     "{} has run {secs:.1} s: the process is stopped (T){}, not stuck in the driver",
                     call,
                     stopped_by

@@ -366,3 +366,33 @@ pub fn go(c: &mut Child, out: &mut BufReader<ChildStdout>) -> String {
     assert!(c.wait().expect("wait").success());
     line
 }
+
+/// strace (`strace -f -qq -o /dev/null ARGS… -p PID`) attached to `pid`,
+/// returned once the kernel shows it as the process's tracer.
+pub fn attach_strace(pid: u32, args: &[&std::ffi::OsStr]) -> Child {
+    let strace = Command::new("strace")
+        .args(["-f", "-qq", "-o", "/dev/null"])
+        .args(args)
+        .args(["-p", &pid.to_string()])
+        .spawn()
+        .expect("strace");
+    let tracer = || {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("TracerPid:"))
+                    .and_then(|v| v.trim().parse::<u32>().ok())
+            })
+            .unwrap_or(0)
+    };
+    let t0 = std::time::Instant::now();
+    while tracer() != strace.id() {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(20),
+            "strace did not attach to {pid}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    strace
+}

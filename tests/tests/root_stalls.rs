@@ -195,6 +195,56 @@ fn a_frozen_cuinit_is_reported_as_frozen_not_stuck() {
     );
 }
 
+/// A cuInit whose thread strace holds at an escape's entry for 3 s
+/// (`-e inject=ioctl:delay_enter=…`): the stall report says a ptrace stop
+/// by which tracer holds it, not the driver.
+#[test]
+#[ignore = "needs root"]
+fn a_cuinit_held_by_its_tracer_is_reported_as_such() {
+    need_root!();
+    if !nvprobe_tests::harness::require_tool("strace", "-V", "apt-get install strace") {
+        return;
+    }
+    let _g = lock();
+    let tmp = tmpdir("ptracestop");
+    let lib = stub_libcuda(&tmp);
+    let drv = FakeDrv::start(&tmp);
+    let (mut c, mut out) = spawn_cuinit(&drv, &lib, "ok");
+    let t = watch(&tmp, &drv, &["--stall-after", "1"]);
+    let ctl = drv.dir.join("nvidiactl");
+    let mut strace = nvprobe_tests::scenario::attach_strace(
+        c.id(),
+        &[
+            "-e".as_ref(),
+            "trace=ioctl".as_ref(),
+            "-P".as_ref(),
+            ctl.as_os_str(),
+            "-e".as_ref(),
+            "inject=ioctl:delay_enter=3000000:when=1".as_ref(),
+        ],
+    );
+    let cpid = go_until_cuinit(&mut c, &t);
+    let stall = t.wait_for("a stall report of the held cuInit", |r| {
+        r["type"] == "stall" && r["pid"] == cpid
+    });
+    let mut line = String::new();
+    out.read_line(&mut line).expect("result");
+    assert!(c.wait().expect("wait").success());
+    assert!(strace.wait().expect("strace").success());
+    let f = t.stop();
+    check_schema(&f);
+    assert_eq!(stall["state"], "t", "{stall}");
+    let text = stall["text"].as_str().expect("text");
+    assert!(
+        text.starts_with("cuInit (")
+            && text.ends_with(&format!(
+                "s: the thread is held in a ptrace stop (t) by its tracer strace[{}], not stuck in the driver",
+                strace.id()
+            )),
+        "{text}"
+    );
+}
+
 /// Lets the stand-in's cuInit start and waits for its entry record: the
 /// process's pid.
 fn go_until_cuinit(c: &mut std::process::Child, t: &nvprobe_tests::harness::Trace) -> u64 {

@@ -686,30 +686,18 @@ fn under_strace(name: &str, trace: &str, inject: &str) -> (Value, u32, Value) {
     );
     let pid = c.id();
     wait_hooked(&t, pid);
-    let mut strace = std::process::Command::new("strace")
-        .args(["-f", "-qq", "-o", "/dev/null", "-e", trace, "-P"])
-        .arg(drv.dir.join("nvidiactl"))
-        .args(["-e", inject, "-p", &pid.to_string()])
-        .spawn()
-        .expect("strace");
-    let tracer = |p: u32| {
-        std::fs::read_to_string(format!("/proc/{p}/status"))
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("TracerPid:"))
-                    .and_then(|v| v.trim().parse::<u32>().ok())
-            })
-            .unwrap_or(0)
-    };
-    let t0 = std::time::Instant::now();
-    while tracer(pid) != strace.id() {
-        assert!(
-            t0.elapsed() < std::time::Duration::from_secs(20),
-            "strace did not attach to {pid}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let ctl = drv.dir.join("nvidiactl");
+    let mut strace = nvprobe_tests::scenario::attach_strace(
+        pid,
+        &[
+            "-e".as_ref(),
+            trace.as_ref(),
+            "-P".as_ref(),
+            ctl.as_os_str(),
+            "-e".as_ref(),
+            inject.as_ref(),
+        ],
+    );
     let mut stdin = c.stdin.take().expect("stdin");
     stdin.write_all(b"go\n").expect("go");
     let mut line = String::new();

@@ -438,7 +438,8 @@ impl Hangs {
         }
         let t = crate::stall::task_now(pid)?;
         Some(match t.state.as_str() {
-            "T" | "t" => "stopped (T)".into(),
+            "T" => "stopped (T)".into(),
+            "t" => "held in a ptrace stop (t) by its tracer".into(),
             "D" => format!(
                 "blocked in the kernel (D) in {}",
                 t.wchan.as_deref().unwrap_or("?")
