@@ -80,12 +80,21 @@ outside killed it and the driver did not hang; the program's own code, or a libr
 names it (`dmesg | grep -i 'memory failure'`); the driver did not fail; run it again, and have the host's memory \
 checked if it recurs"
         }
+        (SigSource::Tracer, _) => {
+            "the process's ptrace tracer (strace, a debugger, a supervisor) gave it this signal as it resumed it \
+from a stop (strace -e inject=CALL:signal=SIG does so): nothing else sent it and the driver did not fail; run it \
+without the tracer, or without the tracer's signal injection"
+        }
         (SigSource::Kernel, libc::SIGXCPU) => {
             "the process used up its CPU-time limit (RLIMIT_CPU, `ulimit -t`): raise or remove the limit"
         }
         (SigSource::Kernel, libc::SIGHUP | libc::SIGTTIN | libc::SIGTTOU | libc::SIGTSTP) => {
             "its terminal sent it (a hangup, or job control of a background job): run it detached from the \
 terminal (nohup, setsid, a service) or in the foreground"
+        }
+        (SigSource::Kernel, libc::SIGINT | libc::SIGQUIT) => {
+            "Ctrl-C (SIGINT) or Ctrl-\\ (SIGQUIT) was typed at its terminal, which signals every process of the \
+foreground job: nothing else killed it and the driver did not hang; let it run to its end to see the real result"
         }
         (SigSource::Kernel, libc::SIGKILL) => {
             "the kernel killed it, not another process, and no OOM kill of it was seen: look for the OOM killer \

@@ -249,6 +249,9 @@ fn sender_text(source: SigSource, sig: i32, (comm, pid): (&str, u32)) -> String 
         (_, libc::SIGHUP | libc::SIGTTIN | libc::SIGTTOU | libc::SIGTSTP) => {
             "the kernel (its terminal: a hangup or job control)"
         }
+        (_, libc::SIGINT | libc::SIGQUIT) => {
+            "the kernel (its terminal: Ctrl-C or Ctrl-\\ typed there)"
+        }
         (_, libc::SIGSEGV | libc::SIGBUS | libc::SIGILL | libc::SIGFPE | libc::SIGTRAP) => {
             "the kernel (a fault)"
         }
@@ -256,6 +259,42 @@ fn sender_text(source: SigSource, sig: i32, (comm, pid): (&str, u32)) -> String 
         _ => "the kernel",
     };
     kernel.to_owned()
+}
+
+/// The signals the kernel sends of its own accord (SI_KERNEL): timers and
+/// limits, the terminal's (kill_pgrp from the tty: Ctrl-C, Ctrl-\\,
+/// hangups, job control, a resize), faults, I/O readiness and urgent
+/// data, a child's end, the kills it does not name. Another with SI_KERNEL
+/// comes from a ptrace tracer resuming the process with it.
+fn kernel_sends(sig: i32) -> bool {
+    matches!(
+        sig,
+        libc::SIGALRM
+            | libc::SIGVTALRM
+            | libc::SIGPROF
+            | libc::SIGXCPU
+            | libc::SIGXFSZ
+            | libc::SIGHUP
+            | libc::SIGINT
+            | libc::SIGQUIT
+            | libc::SIGTTIN
+            | libc::SIGTTOU
+            | libc::SIGTSTP
+            | libc::SIGWINCH
+            | libc::SIGCONT
+            | libc::SIGSTOP
+            | libc::SIGSEGV
+            | libc::SIGBUS
+            | libc::SIGILL
+            | libc::SIGFPE
+            | libc::SIGTRAP
+            | libc::SIGSYS
+            | libc::SIGIO
+            | libc::SIGURG
+            | libc::SIGCHLD
+            | libc::SIGPIPE
+            | libc::SIGKILL
+    )
 }
 
 /// What a signal a process sent itself says by its number: abort(3)'s,
@@ -400,6 +439,12 @@ impl ProcInit {
             // SI_USER, SI_QUEUE, SI_TKILL.
             0 | -1 | -6 if p.proc.pid == p.target_pid => SigSource::Itself,
             0 | -1 | -6 => SigSource::Task,
+            0x80 if p.proc.pid == p.target_pid
+                && !kernel_sends(sig)
+                && self.info.as_ref().is_some_and(|i| i.tracer.is_some()) =>
+            {
+                SigSource::Tracer
+            }
             0x80 => SigSource::Kernel,
             -2 => SigSource::PosixTimer,
             // SYS_SECCOMP (uapi asm-generic/siginfo.h).
@@ -418,6 +463,15 @@ impl ProcInit {
             // The kernel said which call the filter refused.
             (SigSource::Seccomp, Some(call)) => {
                 format!("a seccomp filter (its kill or trap action, at {call}())")
+            }
+            (SigSource::Tracer, _) => {
+                let t = self.info.as_ref().and_then(|i| i.tracer.as_ref());
+                format!(
+                    "its tracer {}[{}] (it gave the signal as it resumed the process from a ptrace stop, as \
+strace's -e inject=…:signal= does)",
+                    t.map_or("?", |t| t.comm.as_str()),
+                    t.map_or(0, |t| t.pid)
+                )
             }
             _ => sender_text(source, sig, (&p.proc.comm, p.proc.pid)),
         };

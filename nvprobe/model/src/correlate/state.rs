@@ -652,6 +652,12 @@ pub(crate) enum SigSource {
     /// positive si_code of SIGSEGV, SIGBUS, SIGILL, SIGFPE or SIGTRAP
     /// (force_sig_fault), kept.
     Fault(i32),
+    /// SI_KERNEL from the process's own context, with a signal the kernel
+    /// never sends of its own accord (SIGUSR1, SIGTERM, …), in a process
+    /// with a ptrace tracer: the tracer resumed it from a stop with that
+    /// signal (ptrace_report_syscall's send_sig), as strace's
+    /// -e inject=…:signal= does.
+    Tracer,
     /// Another si_code.
     Other(i32),
 }

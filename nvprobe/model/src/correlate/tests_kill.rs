@@ -649,3 +649,66 @@ action); cuInit never returned, and the process went on without it for 30.0 s, u
     let ids: Vec<DiagId> = v[0].diagnoses.iter().map(|d| d.id).collect();
     assert_eq!(ids, [DiagId::KilledBySignal], "{:#?}", v[0].diagnoses);
 }
+
+/// A signal the kernel never sends of its own accord (SIGUSR1), given
+/// with SI_KERNEL in the process's own context while a ptrace tracer
+/// holds it: the tracer resumed it with that signal (strace's
+/// -e inject=…:signal=). Named as the tracer's, with a hint that offers
+/// no harness remedy; without a tracer it stays the kernel's.
+#[test]
+fn a_signal_a_tracer_gave_is_named_as_the_tracers() {
+    let mut info = in_cgroup(None);
+    info.tracer = Some(crate::attribution::Tracer {
+        pid: 40,
+        comm: "strace".into(),
+    });
+    let (v, d) = killed(
+        info,
+        &[
+            own_signal(1, libc::SIGUSR1, 0x80),
+            exit_of(2, 7, libc::SIGUSR1),
+        ],
+    );
+    assert!(
+        v.text.contains(
+            "SIGUSR1 from its tracer strace[40] (it gave the signal as it resumed the process from a ptrace \
+stop, as strace's -e inject=…:signal= does)"
+        ),
+        "{}",
+        v.text
+    );
+    assert!(
+        d.hint.starts_with("the process's ptrace tracer"),
+        "{}",
+        d.hint
+    );
+    assert!(!d.hint.contains("harness"), "{}", d.hint);
+    let (v, _) = killed(
+        in_cgroup(None),
+        &[
+            own_signal(1, libc::SIGUSR1, 0x80),
+            exit_of(2, 7, libc::SIGUSR1),
+        ],
+    );
+    assert!(!v.text.contains("tracer"), "{}", v.text);
+    // SIGINT with SI_KERNEL is the terminal's (Ctrl-C), tracer or not.
+    let mut info = in_cgroup(None);
+    info.tracer = Some(crate::attribution::Tracer {
+        pid: 40,
+        comm: "strace".into(),
+    });
+    let (v, d) = killed(
+        info,
+        &[
+            own_signal(1, libc::SIGINT, 0x80),
+            exit_of(2, 7, libc::SIGINT),
+        ],
+    );
+    assert!(
+        v.text
+            .contains("SIGINT from the kernel (its terminal: Ctrl-C or Ctrl-\\ typed there)"),
+        "{}",
+        v.text
+    );
+    assert!(d.hint.starts_with("Ctrl-C (SIGINT)"), "{}", d.hint);
+}
