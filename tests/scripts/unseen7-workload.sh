@@ -6,7 +6,7 @@
 # mapping of nvidiactl refused; a signal injected at an escape; a 6 s
 # delay before an escape, past the 5 s stall report); a user namespace
 # mapping root; CUDA_VISIBLE_DEVICES as a UUID prefix and with a leading
-# space. Each case is tagged `--case NAME` and prints "== NAME: {…}" (its
+# space; an MPS control socket that never answers, or closes at once. Each case is tagged `--case NAME` and prints "== NAME: {…}" (its
 # last line of output, or why it ended). Recorded by record-unseen.sh 7.
 # $STRACE names a strace binary (its libraries in $STRACE_LIB): the cases
 # that need one are left out without it.
@@ -43,4 +43,35 @@ if [ -n "$U" ]; then
   run visible_prefix env CUDA_VISIBLE_DEVICES="${U:0:12}" $PY $W ctx 1 --case visible_prefix
 fi
 run visible_space env CUDA_VISIBLE_DEVICES=" 0" $PY $W ctx 1 --case visible_space
+# An MPS pipe directory whose control socket a process listens on but
+# never answers (a hung daemon), or accepts and closes (one that crashed
+# mid-handshake); the first under a harness's 6 s timeout.
+mps() { # mps NAME MODE: MODE mute or close
+  local n=$1 mode=$2 T l
+  T=$(mktemp -d)
+  $PY -c '
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1] + "/control")
+s.listen(16)
+end = time.time() + 20
+while time.time() < end:
+    if sys.argv[2] == "close":
+        s.settimeout(1)
+        try:
+            c, _ = s.accept()
+            c.close()
+        except OSError:
+            pass
+    else:
+        time.sleep(0.5)
+' "$T" "$mode" &
+  l=$!
+  for _ in $(seq 50); do [ -S "$T/control" ] && break; sleep 0.05; done
+  run "$n" timeout -s TERM 6 env CUDA_MPS_PIPE_DIRECTORY="$T" $PY $W ctx 1 --case "$n"
+  kill $l 2>/dev/null; wait $l 2>/dev/null
+  rm -rf "$T"
+}
+mps mps_mute mute
+mps mps_closed close
 exit 0
