@@ -567,6 +567,12 @@ pub fn replay_until(
             Line::Report { mono_ns, report } => {
                 m.begin(None, &mut done);
                 going = on(mono_ns, report.item());
+                // What a stall report found goes into its process's verdict.
+                if let Report::Stall(r) = report {
+                    last_ns = last_ns.max(mono_ns);
+                    m.corr.observe_obs(Obs::stall(*r, mono_ns), &mut recs);
+                    going &= emit(mono_ns, &mut recs, &mut on);
+                }
             }
             Line::KernelLog { mono_ns, line } => {
                 m.begin(None, &mut done);

@@ -641,11 +641,22 @@ impl Pipeline {
         if self.level.note(note) {
             self.notes.note(&mut buf, mono_ns, note)?;
         }
+        // A stall goes to the correlator too (what the thread was doing
+        // goes into its verdict), in order with the batches around it.
+        let steps = match note {
+            Note::Stall(r) => vec![Step {
+                end: buf.len(),
+                mono_ns,
+                obs: Some(Obs::stall((*r).clone(), mono_ns)),
+                life: lifelines::Step::Other,
+            }],
+            _ => Vec::new(),
+        };
         let item = Rendered {
             seq: self.seq,
             bytes: buf.freeze(),
             stats: None,
-            steps: Vec::new(),
+            steps,
             runs: None,
         };
         self.hand(item)

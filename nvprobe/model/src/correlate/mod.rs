@@ -208,6 +208,14 @@ impl Correlator {
                 return;
             }
             ObsKind::KernelLog(line) => return self.on_kernel_log(*line, start, out),
+            ObsKind::Stall(r) => {
+                if let Some(st) = self.procs.get_mut(&pid)
+                    && !st.done
+                {
+                    st.on_stall(start, *r);
+                }
+                return;
+            }
             kind => self.on_call(&at, o.stage.is_some(), kind, out),
         };
         if let Some(s) = o.stage {

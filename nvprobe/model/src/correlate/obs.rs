@@ -93,6 +93,10 @@ pub(crate) enum ObsKind {
     },
     /// An NVIDIA line of the kernel log.
     KernelLog(Box<super::faults::LogLine>),
+    /// The stall check found a call still running: what the thread was
+    /// doing then (its state, where it slept, a freezer or tracer holding
+    /// it).
+    Stall(Box<crate::records::StallReport>),
     /// The collector's clock moved on (no event): start-ups waiting for
     /// their first context may have waited long enough.
     Tick,
@@ -243,6 +247,20 @@ impl Obs {
             end: mono_ns,
             stage: None,
             kind: ObsKind::Identity(Box::new(info)),
+        }
+    }
+
+    /// A stall report made at `mono_ns` (live by the stall check, or from a
+    /// recording's `stall` record).
+    pub fn stall(report: crate::records::StallReport, mono_ns: u64) -> Obs {
+        Obs {
+            pid: report.pid,
+            tid: report.tid,
+            comm: Comm::new(""),
+            start: mono_ns,
+            end: mono_ns,
+            stage: None,
+            kind: ObsKind::Stall(Box::new(report)),
         }
     }
 

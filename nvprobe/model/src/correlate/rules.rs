@@ -98,6 +98,7 @@ const CHECKS: &[Check] = &[
     os_call_failed,
     signal_or_uvm_step,
     super::rules_kill::cuinit_thread_ended,
+    super::rules_library::answered_by_tracer,
     super::rules_library::answered_in_process,
 ];
 

@@ -38,6 +38,51 @@ fn stopped_at(st: &ProcInit, at_ns: u64) -> bool {
         })
 }
 
+const HINT_FROZEN: &str = "its cgroup was frozen (docker pause, a checkpointing tool, a systemd or Kubernetes \
+freeze) while it waited: the process could not run at all, so neither the driver nor more time is the answer; thaw \
+the cgroup (docker unpause, echo 0 > cgroup.freeze) and find what froze it";
+const HINT_IN_DRIVER: &str = "when it was killed its thread had been inside the NVIDIA driver for seconds (the stall \
+record's stack says where): either the driver was slow to bring the GPU up (no persistence mode: nvidia-smi -pm 1 or \
+nvidia-persistenced; many GPUs at once) or it was stuck there (dmesg | grep -E 'NVRM|Xid'). Run it once without the \
+timeout: a start-up that ends was slow, one that never does is a driver or GPU problem";
+const HINT_TRACER_HOLD: &str = "its ptrace tracer held the thread in a stop (a debugger at a breakpoint, strace's \
+delay injection) while the time ran: the driver did not hang; let the tracer go on, or run without it";
+
+/// What nvprobe's stall check last found the start-up's call doing, at or
+/// before `by_ns`: the phrase for the evidence and the verdict, and the
+/// hint it calls for (None: the kill's own). A stopped process (T) has its
+/// stop's own words, a thread that had ended its own diagnosis.
+pub(super) fn stall_seen(st: &ProcInit, by_ns: u64) -> Option<(String, Option<&'static str>)> {
+    let (_, r) = st.stall.as_ref().filter(|(at, _)| *at <= by_ns)?;
+    let head = format!(
+        "when nvprobe's stall check looked, {} had run {:.1} s",
+        r.call, r.elapsed_s
+    );
+    let wchan = r.wchan.as_deref().unwrap_or("?");
+    let inside = r
+        .driver_function
+        .as_ref()
+        .map_or(String::new(), |d| format!(", inside the driver in {d}"));
+    let driver = r.driver_function.is_some().then_some(HINT_IN_DRIVER);
+    Some(match (r.state.as_str(), &r.frozen_cgroup) {
+        (_, Some(cg)) => (
+            format!("{head}, frozen with its cgroup ({cg}: the cgroup freezer)"),
+            Some(HINT_FROZEN),
+        ),
+        ("D", _) => (
+            format!("{head}, blocked in the kernel (D) in {wchan}{inside}"),
+            driver,
+        ),
+        ("S" | "I", _) => (format!("{head}, sleeping (S) in {wchan}{inside}"), driver),
+        ("R", _) => (format!("{head}, running (R)"), None),
+        ("t", _) => (
+            format!("{head}, held in a ptrace stop by its tracer"),
+            Some(HINT_TRACER_HOLD),
+        ),
+        _ => return None,
+    })
+}
+
 /// The hint of a kill whose source says more than "something killed it":
 /// the kernel's own kills (None: a task sent it, the table's hint says
 /// what to do about a harness or an orchestrator).
@@ -242,6 +287,13 @@ pub(super) fn killed(f: &Facts<'_>, out: &mut Vec<Diagnosis>) -> bool {
         }
         if sig.source == SigSource::OomKiller {
             d.evidence.push_str(&memory_facts(f.st));
+        } else if let Some((seen, hint)) = stall_seen(f.st, sig.at_ns) {
+            // What the thread was doing while the time ran out says more
+            // than who ended it.
+            d.evidence.push_str(&format!("; {seen}"));
+            if let Some(h) = hint {
+                d.hint = h;
+            }
         }
         out.push(d);
         return true;

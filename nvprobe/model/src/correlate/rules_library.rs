@@ -173,17 +173,15 @@ or any driver call: a preloaded library that exports the driver API answers call
 
 /// cuInit failed (100, 999 or 304) with nothing the kernel saw to explain
 /// it (no diagnosis but the generic ones: a visibility list that is not
-/// set, a call of libcuda's own), in a process where something other than
-/// the kernel can answer a system call: a preloaded library that is not an
-/// interposer of the driver API (a wrapper of libc's in it can fail a call
-/// with no system call), or a ptrace tracer (it can skip a call and give
-/// it a result of its own, as strace's -e inject does). Where the kernel
-/// saw the mark of such a call (libcuda used a descriptor no open
-/// returned: an ioctl's EBADF on a negative one after cuInit began; or
-/// cuInit made no driver call at all) they replace the generic diagnoses;
-/// otherwise each is a warning beside them (a preload such as jemalloc is
-/// common, a debugger answers nothing, and a cause the kernel saw but no
-/// rule names stays possible).
+/// set, a call of libcuda's own), in a process that preloads a library
+/// that is not an interposer of the driver API (`LD_PRELOAD`, or its
+/// /etc/ld.so.preload): a wrapper of libc's in it can fail a call with no
+/// system call. Where the kernel saw the mark of such a call (libcuda
+/// used a descriptor no open returned: an ioctl's EBADF on a negative one
+/// after cuInit began; or cuInit made no driver call at all) it replaces
+/// the generic diagnoses; otherwise it is a warning beside them (a preload
+/// such as jemalloc is common, and a cause the kernel saw but no rule
+/// names stays possible).
 pub(super) fn answered_in_process(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     let st = f.st;
     let Some((code, name)) = st.curesult.filter(|(c, _)| matches!(c, 100 | 999 | 304)) else {
@@ -192,43 +190,23 @@ pub(super) fn answered_in_process(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     let Some(info) = st.info.as_ref().filter(|i| i.cuda_preloads.is_empty()) else {
         return;
     };
-    let preload = info
+    let Some(preload) = info
         .env
         .get("LD_PRELOAD")
         .map(|v| v.trim())
         .filter(|v| !v.is_empty())
-        .map(|v| format!("the process preloads {v}"))
+        .map(str::to_owned)
         .or_else(|| {
             (!info.system_preloads.is_empty()).then(|| {
                 format!(
-                    "the process preloads {} (its /etc/ld.so.preload)",
+                    "{} (its /etc/ld.so.preload)",
                     info.system_preloads.join(" ")
                 )
             })
-        });
-    let began = st.cuinit_at.unwrap_or(u64::MAX);
-    // Calls a tracer skipped (number -1) after cuInit began: its own mark,
-    // and proof of a tracer where none was read (it attached after the
-    // process was read, or let go before).
-    let skipped: Vec<(u64, u64)> = st
-        .failed_syscalls
-        .iter()
-        .filter(|c| c.at_ns >= began)
-        .filter_map(|c| c.skipped)
-        .collect();
-    let tracer = match &info.tracer {
-        Some(t) if t.comm.is_empty() => Some(format!("traced by process {}", t.pid)),
-        Some(t) => Some(format!("traced by {}[{}]", t.comm, t.pid)),
-        None => (!skipped.is_empty()).then(|| "traced by a tracer nvprobe did not see".to_owned()),
-    }
-    .map(|who| {
-        format!(
-            "the process is {who} (ptrace), which can skip a call and answer it itself, as strace's -e inject does"
-        )
-    });
-    if preload.is_none() && tracer.is_none() {
+        })
+    else {
         return;
-    }
+    };
     let visible_set = info.env.contains_key("CUDA_VISIBLE_DEVICES");
     let generic = |d: &Diagnosis| match d.id {
         DiagId::NoVisibleDevices => !visible_set,
@@ -240,6 +218,7 @@ pub(super) fn answered_in_process(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     }
     // A descriptor libcuda used that no open returned: what an open that
     // failed without a system call gave it.
+    let began = st.cuinit_at.unwrap_or(u64::MAX);
     let bad_fd = st
         .failed_syscalls
         .iter()
@@ -247,83 +226,118 @@ pub(super) fn answered_in_process(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
         .filter(|c| c.at_ns >= began)
         .find_map(|c| c.bad_fd);
     let marked = bad_fd.is_some() || (st.calls == 0 && st.cuinit_entered);
-    // (Not how many: at --events verdicts the kernel counts some of them
-    // later, at the exit.)
-    let seen = if st.calls == 0 {
-        "no driver call reached the kernel"
-    } else {
-        "every driver call it made succeeded"
-    };
-    let mark = bad_fd.map(|fd| {
+    let mut e = format!(
+        "{}, with no failed call the kernel saw that explains it; the process preloads {preload}",
+        seen_calls(st)
+    );
+    if let Some(fd) = bad_fd {
         let what = match crate::decode::errno_name(i64::from(fd)) {
             Some(errno) if fd < -1 => format!("-{errno}, the result"),
             _ => "the result".to_owned(),
         };
-        format!(
+        e.push_str(&format!(
             "; libcuda then made an ioctl on descriptor {fd} (EBADF): {what} of an open that failed without \
 reaching the kernel"
-        )
-    });
-    let outcome = format!("cuInit returned {} ({code})", name.unwrap_or("CUresult"));
-    let tracer = tracer.map(|t| format!("{t}{}", skipped_calls(&skipped)));
-    let found: Vec<Diagnosis> = [
-        (DiagId::AnsweredInProcess, preload, marked),
-        (
-            DiagId::AnsweredByTracer,
-            tracer,
-            marked || !skipped.is_empty(),
-        ),
-    ]
-    .into_iter()
-    .filter_map(|(id, who, marked)| {
-        let e = format!(
-            "{seen}, with no failed call the kernel saw that explains it; {}{}",
-            who?,
-            mark.as_deref().unwrap_or("")
-        );
-        let mut d = diag_after(id, &outcome, " and ", &e);
-        if !marked {
-            d.severity = DiagSeverity::Warning;
-        }
-        Some(d)
-    })
-    .collect();
-    if found.iter().any(|d| d.severity == DiagSeverity::Error) {
-        out.clear();
+        ));
     }
-    out.extend(found);
+    let outcome = format!("cuInit returned {} ({code})", name.unwrap_or("CUresult"));
+    let mut d = diag_after(DiagId::AnsweredInProcess, &outcome, " and ", &e);
+    if marked {
+        out.clear();
+    } else {
+        d.severity = DiagSeverity::Warning;
+    }
+    out.push(d);
 }
 
-/// "; the kernel saw N calls skipped …" for the calls a tracer skipped
-/// (their first two arguments), naming an NVIDIA ioctl's by its request.
-fn skipped_calls(skipped: &[(u64, u64)]) -> String {
-    let Some(&(fd, request)) = skipped.last() else {
-        return String::new();
-    };
-    let n = skipped.len();
-    let what = if n == 1 {
-        "1 call skipped".to_owned()
+/// What the kernel saw of the start-up's driver calls. (Not how many: at
+/// --events verdicts the kernel counts some of them later, at the exit.)
+fn seen_calls(st: &super::state::ProcInit) -> &'static str {
+    if st.calls == 0 {
+        "no driver call reached the kernel"
     } else {
-        format!("{n} calls skipped")
+        "every driver call it made succeeded"
+    }
+}
+
+/// cuInit failed, and the kernel saw calls of the start-up skipped: their
+/// number was -1 at the system call's exit, which is what a ptrace tracer
+/// sets to skip a call it answers itself (strace -e inject, a sandbox's
+/// supervisor). With nothing else the kernel saw to explain the failure
+/// (only the generic diagnoses, a visibility list that selects a GPU, no
+/// driver call that failed) the tracer's answer is the diagnosis;
+/// otherwise a warning beside what was found. A tracer that skipped
+/// nothing answered nothing (a debugger, a plain strace): not named,
+/// unless the kernel side stopped sending failed calls (capped), when it
+/// may have.
+pub(super) fn answered_by_tracer(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
+    let st = f.st;
+    let Some((code, name)) = st.curesult.filter(|(c, _)| *c != 0) else {
+        return;
     };
-    // An escape's request is _IOWR('F', nr, size): a number nothing else
-    // passes as a second argument by chance. (UVM's commands are small
-    // plain numbers, which other calls' arguments are too: not named.)
-    let escape = (request >> 32 == 0
-        && request >> 30 != 0
-        && (request >> 16) & 0x3fff != 0
-        && (request >> 8) & 0xff == u64::from(b'F'))
-    .then(|| crate::decode::escape::lookup((request & 0xff) as u32))
-    .flatten()
-    .map(|e| e.name);
-    let last = escape.map_or(String::new(), |name| {
+    let info = st.info.as_ref();
+    let known = info.and_then(|i| i.tracer.as_ref());
+    let skipped = st.skipped;
+    if skipped.is_none() && !(st.failed_capped && known.is_some()) {
+        return;
+    }
+    let who = match known {
+        Some(t) if t.comm.is_empty() => format!("process {}", t.pid),
+        Some(t) => format!("{}[{}]", t.comm, t.pid),
+        None => "a ptrace tracer nvprobe did not see (it attached after nvprobe read the process)"
+            .to_owned(),
+    };
+    let outcome = format!("cuInit returned {} ({code})", name.unwrap_or("CUresult"));
+    let Some(s) = skipped else {
+        let mut d = diag_after(
+            DiagId::AnsweredByTracer,
+            &outcome,
+            "; ",
+            &format!(
+                "the process is traced by {who} (ptrace), which can skip a call and answer it itself, as strace's \
+-e inject does; the kernel stopped sending the start-up's failed calls at {}, so whether it did is not known",
+                nvprobe_common::call_failed::SENT_MAX
+            ),
+        );
+        d.severity = DiagSeverity::Warning;
+        out.push(d);
+        return;
+    };
+    let (fd, request) = s.last;
+    let what = if s.count == 1 {
+        "1 call".to_owned()
+    } else {
+        format!("{} calls", s.count)
+    };
+    let last = super::state::Skipped::escape(request).map_or(String::new(), |escape| {
         format!(
-            ", {} with the arguments of {name} (descriptor {}, request {request:#x})",
-            if n == 1 { "it" } else { "the last" },
+            ", {} with the arguments of {escape} (descriptor {}, request {request:#x})",
+            if s.count == 1 { "it" } else { "the last" },
             fd as u32 as i32
         )
     });
-    format!(
-        "; the kernel saw {what} after cuInit began (number -1, which a tracer sets for a call it answers itself){last}"
-    )
+    let e = format!(
+        "the kernel saw {what} of its start-up skipped (number -1 at the call's exit, which a ptrace tracer sets \
+for a call it answers itself){last}; {}: the process is traced by {who}, which answered {} itself, as strace's \
+-e inject does",
+        seen_calls(st),
+        if s.count == 1 { "it" } else { "them" }
+    );
+    let mut d = diag_after(DiagId::AnsweredByTracer, &outcome, " and ", &e);
+    // What else was found: the generic diagnoses, and a visibility list
+    // that selects a GPU (its "no device" is the tracer's doing).
+    let lists_a_gpu = info
+        .and_then(|i| i.env.get("CUDA_VISIBLE_DEVICES"))
+        .is_none_or(|v| crate::attribution::resolve_visible(v, &st.host_gpus).is_ok());
+    let generic = |d: &Diagnosis| match d.id {
+        DiagId::NoVisibleDevices => lists_a_gpu,
+        DiagId::OsCallFailed | DiagId::FailedSyscalls => true,
+        _ => false,
+    };
+    if st.interposed.is_none() && st.last_failure.is_none() && out.iter().all(generic) {
+        out.clear();
+    } else {
+        d.severity = DiagSeverity::Warning;
+    }
+    out.push(d);
 }

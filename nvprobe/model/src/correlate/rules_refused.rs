@@ -305,10 +305,10 @@ IOCTL_DEV right). Not the driver and not the device's permissions";
 /// kernel's syscall tracepoints: a seccomp filter refuses a system call
 /// before the kernel traces its entry (seccomp runs first), so every
 /// escape libcuda makes after the open was refused there. Not where a
-/// ptrace tracer skipped calls (their number -1 at the exit): those are
-/// its answers (`answered_by_tracer`), not a filter's.
+/// ptrace tracer skipped a call with an escape's arguments (number -1 at
+/// the exit): that is its answer (`answered_by_tracer`), not a filter's.
 pub(crate) fn ioctls_unseen(st: &ProcInit) -> Option<Diagnosis> {
-    if st.calls > 0 || st.ctl_opens == 0 || st.failed_syscalls.iter().any(|c| c.skipped.is_some()) {
+    if st.calls > 0 || st.ctl_opens == 0 || st.skipped.is_some_and(|s| s.escape) {
         return None;
     }
     let filters = st

@@ -261,12 +261,15 @@ fn sender_text(source: SigSource, sig: i32, (comm, pid): (&str, u32)) -> String 
     kernel.to_owned()
 }
 
-/// The signals the kernel sends of its own accord (SI_KERNEL): timers and
-/// limits, the terminal's (kill_pgrp from the tty: Ctrl-C, Ctrl-\\,
-/// hangups, job control, a resize), faults, I/O readiness and urgent
-/// data, a child's end, the kills it does not name. Another with SI_KERNEL
-/// comes from a ptrace tracer resuming the process with it.
-fn kernel_sends(sig: i32) -> bool {
+/// The signals the kernel raises with SI_KERNEL in the receiving task's
+/// own context: its faults, its timers and limits (a timer's interrupt may
+/// land while it runs), job control at its own terminal read or write,
+/// I/O readiness and urgent data, a write no one reads, a seccomp
+/// filter's, a kill. Another with SI_KERNEL from the task's own context
+/// (SIGUSR1, SIGTERM, SIGINT) is ptrace_report_syscall's send_sig: a
+/// tracer resuming it with that signal. (The terminal's Ctrl-C comes from
+/// the tty's worker, not the task.)
+fn raised_in_own_context(sig: i32) -> bool {
     matches!(
         sig,
         libc::SIGALRM
@@ -274,15 +277,8 @@ fn kernel_sends(sig: i32) -> bool {
             | libc::SIGPROF
             | libc::SIGXCPU
             | libc::SIGXFSZ
-            | libc::SIGHUP
-            | libc::SIGINT
-            | libc::SIGQUIT
             | libc::SIGTTIN
             | libc::SIGTTOU
-            | libc::SIGTSTP
-            | libc::SIGWINCH
-            | libc::SIGCONT
-            | libc::SIGSTOP
             | libc::SIGSEGV
             | libc::SIGBUS
             | libc::SIGILL
@@ -291,7 +287,6 @@ fn kernel_sends(sig: i32) -> bool {
             | libc::SIGSYS
             | libc::SIGIO
             | libc::SIGURG
-            | libc::SIGCHLD
             | libc::SIGPIPE
             | libc::SIGKILL
     )
@@ -439,12 +434,7 @@ impl ProcInit {
             // SI_USER, SI_QUEUE, SI_TKILL.
             0 | -1 | -6 if p.proc.pid == p.target_pid => SigSource::Itself,
             0 | -1 | -6 => SigSource::Task,
-            0x80 if p.proc.pid == p.target_pid
-                && !kernel_sends(sig)
-                && self.info.as_ref().is_some_and(|i| i.tracer.is_some()) =>
-            {
-                SigSource::Tracer
-            }
+            0x80 if p.proc.pid == p.target_pid && !raised_in_own_context(sig) => SigSource::Tracer,
             0x80 => SigSource::Kernel,
             -2 => SigSource::PosixTimer,
             // SYS_SECCOMP (uapi asm-generic/siginfo.h).
@@ -465,12 +455,14 @@ impl ProcInit {
                 format!("a seccomp filter (its kill or trap action, at {call}())")
             }
             (SigSource::Tracer, _) => {
-                let t = self.info.as_ref().and_then(|i| i.tracer.as_ref());
+                let who = match self.info.as_ref().and_then(|i| i.tracer.as_ref()) {
+                    Some(t) if t.comm.is_empty() => format!("its tracer, process {}", t.pid),
+                    Some(t) => format!("its tracer {}[{}]", t.comm, t.pid),
+                    None => "a ptrace tracer nvprobe did not see".to_owned(),
+                };
                 format!(
-                    "its tracer {}[{}] (it gave the signal as it resumed the process from a ptrace stop, as \
-strace's -e inject=…:signal= does)",
-                    t.map_or("?", |t| t.comm.as_str()),
-                    t.map_or(0, |t| t.pid)
+                    "{who} (it gave the signal as it resumed the process from a ptrace stop, as strace's \
+-e inject=…:signal= does)"
                 )
             }
             _ => sender_text(source, sig, (&p.proc.comm, p.proc.pid)),

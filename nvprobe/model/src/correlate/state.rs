@@ -38,6 +38,12 @@ pub(crate) struct ProcInit {
     pub(crate) handled: Vec<(i32, u64)>,
     /// The kernel's OOM killer chose it (oom/mark_victim).
     pub(crate) oom_victim: bool,
+    /// The calls a ptrace tracer skipped, kept apart from the newest failed
+    /// calls (which push older ones out).
+    pub(crate) skipped: Option<Skipped>,
+    /// The stall check's latest report of a call of its start-up still
+    /// running, and when it was made.
+    pub(crate) stall: Option<(u64, crate::records::StallReport)>,
     /// The thread in cuInit ended alone, the process living on:
     /// (when, its tid, its exit code as the kernel keeps it).
     pub(crate) cuinit_thread_ended: Option<(u64, u32, i32)>,
@@ -207,9 +213,32 @@ pub struct FailedSyscall {
     /// failed open returned, kept by a caller that did not check it).
     #[serde(skip)]
     pub(crate) bad_fd: Option<i32>,
-    /// A call a tracer skipped (number -1): its first two arguments.
-    #[serde(skip)]
-    pub(crate) skipped: Option<(u64, u64)>,
+}
+
+/// The calls of a start-up a ptrace tracer skipped (number -1 at the
+/// system call's exit: it answered them itself): how many, the first two
+/// arguments of the last, and whether one had an escape's.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Skipped {
+    pub(crate) count: u32,
+    pub(crate) last: (u64, u64),
+    pub(crate) escape: bool,
+}
+
+impl Skipped {
+    /// The escape whose request a skipped call's second argument is:
+    /// _IOWR('F', nr, size), a number nothing else passes there by chance
+    /// (UVM's commands are small plain numbers, which other calls'
+    /// arguments are too: not named).
+    pub(crate) fn escape(request: u64) -> Option<&'static str> {
+        (request >> 32 == 0
+            && request >> 30 != 0
+            && (request >> 16) & 0x3fff != 0
+            && (request >> 8) & 0xff == u64::from(b'F'))
+        .then(|| crate::decode::escape::lookup((request & 0xff) as u32))
+        .flatten()
+        .map(|e| e.name)
+    }
 }
 
 fn errno_name_of<S: serde::Serializer>(e: &i32, s: S) -> Result<S::Ok, S::Error> {
@@ -255,6 +284,11 @@ impl ProcInit {
     pub(crate) fn startup_failed(&self) -> bool {
         self.curesult.is_some_and(|(r, _)| r != 0)
             || self.context.as_ref().is_some_and(|c| c.code != 0)
+    }
+
+    /// A stall report of one of its calls: the latest is kept.
+    pub(crate) fn on_stall(&mut self, at_ns: u64, r: crate::records::StallReport) {
+        self.stall = Some((at_ns, r));
     }
 
     pub(crate) fn cuinit_running(&self) -> bool {
@@ -313,13 +347,14 @@ impl ProcInit {
                 }
                 _ => None,
             },
-            skipped: match p.failed {
-                Some((crate::decode::SysKind::Skipped, _)) => {
-                    Some((p.arg(0).unwrap_or(0), p.arg(1).unwrap_or(0)))
-                }
-                _ => None,
-            },
         });
+        if let Some((crate::decode::SysKind::Skipped, _)) = p.failed {
+            let last = (p.arg(0).unwrap_or(0), p.arg(1).unwrap_or(0));
+            let s = self.skipped.get_or_insert_default();
+            s.count = s.count.saturating_add(1);
+            s.last = last;
+            s.escape |= Skipped::escape(last.1).is_some();
+        }
     }
 
     /// The failed system calls, the newest first, with their times from
@@ -653,10 +688,9 @@ pub(crate) enum SigSource {
     /// (force_sig_fault), kept.
     Fault(i32),
     /// SI_KERNEL from the process's own context, with a signal the kernel
-    /// never sends of its own accord (SIGUSR1, SIGTERM, …), in a process
-    /// with a ptrace tracer: the tracer resumed it from a stop with that
-    /// signal (ptrace_report_syscall's send_sig), as strace's
-    /// -e inject=…:signal= does.
+    /// never raises there (SIGUSR1, SIGTERM, SIGINT, …): a ptrace tracer
+    /// resumed it from a stop with that signal (ptrace_report_syscall's
+    /// send_sig), as strace's -e inject=…:signal= does.
     Tracer,
     /// Another si_code.
     Other(i32),

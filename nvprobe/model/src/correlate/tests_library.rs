@@ -241,31 +241,55 @@ the program CUDA_ERROR_NO_DEVICE (100)"
     );
 }
 
-/// cuInit failed with no driver call reaching the kernel, in a process
-/// traced by strace: the tracer can answer a call the kernel never ran
-/// (strace -e inject), and no call made at all is the kernel's mark of
-/// it, so it is the diagnosis; with none of those (no tracer, no
-/// preload) it is never given.
+/// A call a ptrace tracer skipped, as the kernel side records it: number
+/// -1 with ENOSYS, the skipped call's first arguments.
+fn skipped(t: u64, args: Vec<u64>) -> Event {
+    Event::Proc(crate::decode::ProcCall {
+        call: Some("syscall -1".into()),
+        errno: Some("ENOSYS".into()),
+        failed: Some((crate::decode::SysKind::Skipped, libc::ENOSYS)),
+        args: Some(args),
+        ..super::tests::proc_call(
+            crate::decode::ProcKind::CallFailed,
+            7,
+            "app",
+            7,
+            t * 1_000_000,
+        )
+    })
+}
+
+fn traced_by(pid: u32, comm: &str) -> ProcessInfo {
+    let mut i = info(&[], vec![]);
+    i.tracer = Some(crate::attribution::Tracer {
+        pid,
+        comm: comm.into(),
+    });
+    i
+}
+
+/// strace answered libcuda's open of nvidiactl itself: the kernel saw the
+/// open skipped (number -1) and no driver call, so the tracer is the
+/// diagnosis, named by what nvprobe read of it; with no tracer read, by
+/// the skip alone. A tracer that skipped nothing (a debugger, a plain
+/// strace) answered nothing: not named.
 #[test]
-fn a_tracer_that_answered_libcudas_open_is_the_diagnosis_when_the_kernel_saw_nothing() {
-    let run = |tracer: Option<(u32, &str)>| {
-        let mut i = info(&[], vec![]);
-        i.tracer = tracer.map(|(pid, comm)| crate::attribution::Tracer {
-            pid,
-            comm: comm.into(),
-        });
-        let v = verdicts_of(
-            vec![i],
-            vec![],
-            &[
-                cuda(1, "cuInit", None),
-                cuda(2, "cuInit", Some((999, "CUDA_ERROR_UNKNOWN"))),
-                exit_of(3, 7, 1 << 8),
-            ],
-        );
-        v.into_iter().next().expect("a verdict")
+fn a_call_a_tracer_skipped_is_the_diagnosis_and_a_tracer_that_skipped_none_is_not() {
+    let run = |i: ProcessInfo, skip: bool| {
+        let mut events = vec![cuda(1, "cuInit", None)];
+        if skip {
+            events.push(skipped(2, vec![0xffff_ff9c, 0x7ffd_0000_1000]));
+        }
+        events.push(cuda(3, "cuInit", Some((999, "CUDA_ERROR_UNKNOWN"))));
+        events.push(exit_of(4, 7, 1 << 8));
+        verdicts_of(vec![i], vec![], &events)
+            .into_iter()
+            .next()
+            .expect("a verdict")
     };
-    let v = run(Some((42, "strace")));
+    let tail = "the kernel saw 1 call of its start-up skipped (number -1 at the call's exit, which a ptrace tracer \
+sets for a call it answers itself); no driver call reached the kernel: the process is traced by ";
+    let v = run(traced_by(42, "strace"), true);
     assert_eq!(v.result, Outcome::Failed, "{}", v.text);
     let ids: Vec<(DiagId, DiagSeverity)> = v.diagnoses.iter().map(|d| (d.id, d.severity)).collect();
     assert_eq!(
@@ -276,39 +300,43 @@ fn a_tracer_that_answered_libcudas_open_is_the_diagnosis_when_the_kernel_saw_not
     );
     assert_eq!(
         v.diagnoses[0].evidence,
-        "cuInit returned CUDA_ERROR_UNKNOWN (999) and no driver call reached the kernel, with no failed call the \
-kernel saw that explains it; the process is traced by strace[42] (ptrace), which can skip a call and answer it \
-itself, as strace's -e inject does"
+        format!(
+            "cuInit returned CUDA_ERROR_UNKNOWN (999) and {tail}strace[42], which answered it itself, as strace's \
+-e inject does"
+        )
     );
-    // A tracer whose name could not be read is named by its pid.
-    let v = run(Some((42, "")));
+    let v = run(traced_by(42, ""), true);
     assert!(
         v.diagnoses[0]
             .evidence
-            .contains("traced by process 42 (ptrace)"),
+            .contains("traced by process 42, which"),
         "{}",
         v.diagnoses[0].evidence
     );
-    let v = run(None);
+    let v = run(info(&[], vec![]), true);
     assert!(
-        v.diagnoses
-            .iter()
-            .all(|d| !matches!(d.id, DiagId::AnsweredByTracer | DiagId::AnsweredInProcess)),
-        "{:#?}",
-        v.diagnoses
+        v.diagnoses[0].evidence.contains(&format!(
+            "{tail}a ptrace tracer nvprobe did not see (it attached after nvprobe read the process), which"
+        )),
+        "{}",
+        v.diagnoses[0].evidence
     );
+    for i in [traced_by(42, "gdb"), info(&[], vec![])] {
+        let v = run(i, false);
+        assert!(
+            v.diagnoses.iter().all(|d| d.id != DiagId::AnsweredByTracer),
+            "{:#?}",
+            v.diagnoses
+        );
+    }
 }
 
-/// Where the kernel saw driver calls succeed and no mark of a call
-/// answered elsewhere, a tracer (a debugger answers nothing) or a preload
-/// named by /etc/ld.so.preload is a warning beside what the rules found.
+/// A library in /etc/ld.so.preload counts as a preload: with no mark the
+/// kernel saw, a warning beside what the rules found; a debugger that
+/// skipped nothing beside it is not named.
 #[test]
-fn a_tracer_or_a_system_preload_with_no_mark_is_a_warning_beside_the_rules() {
-    let mut i = info(&[], vec![]);
-    i.tracer = Some(crate::attribution::Tracer {
-        pid: 42,
-        comm: "gdb".into(),
-    });
+fn a_system_preload_with_no_mark_is_a_warning_beside_the_rules() {
+    let mut i = traced_by(42, "gdb");
     i.system_preloads = vec!["/usr/lib/libjemalloc.so.2".into()];
     let v = verdicts_of(
         vec![i],
@@ -328,7 +356,6 @@ fn a_tracer_or_a_system_preload_with_no_mark_is_a_warning_beside_the_rules() {
         [
             (DiagId::NoVisibleDevices, DiagSeverity::Error),
             (DiagId::AnsweredInProcess, DiagSeverity::Warning),
-            (DiagId::AnsweredByTracer, DiagSeverity::Warning),
         ],
         "{:#?}",
         v.diagnoses
@@ -341,91 +368,55 @@ process preloads /usr/lib/libjemalloc.so.2 (its /etc/ld.so.preload)"
         "{}",
         v.diagnoses[1].evidence
     );
-    assert!(
-        v.diagnoses[2]
-            .evidence
-            .contains("traced by gdb[42] (ptrace)"),
-        "{}",
-        v.diagnoses[2].evidence
-    );
 }
 
-/// A tracer skipped two calls after driver calls had succeeded (the
-/// kernel's number -1, ENOSYS, with the skipped calls' arguments): that
-/// is the kernel's mark of calls the tracer answered, so it is the
-/// diagnosis, naming the escape whose arguments the last one had.
+/// Two calls skipped after driver calls had succeeded, the last with an
+/// escape's arguments: the diagnosis names that escape. A visibility list
+/// that selects a GPU does not stand in its way, and a cuInit failure of
+/// another code (out of memory) is the tracer's as well.
 #[test]
-fn calls_a_tracer_skipped_are_its_mark_and_the_last_escape_is_named() {
-    let skipped = |t: u64, args: Vec<u64>| {
-        Event::Proc(crate::decode::ProcCall {
-            call: Some("syscall -1".into()),
-            errno: Some("ENOSYS".into()),
-            failed: Some((crate::decode::SysKind::Skipped, libc::ENOSYS)),
-            args: Some(args),
-            ..super::tests::proc_call(
-                crate::decode::ProcKind::CallFailed,
-                7,
-                "app",
-                7,
-                t * 1_000_000,
-            )
-        })
+fn calls_a_tracer_skipped_name_the_last_escape_whatever_the_code() {
+    let mut i = traced_by(42, "strace");
+    i.env.insert("CUDA_VISIBLE_DEVICES".into(), "0".into());
+    let gpu = crate::attribution::HostGpu {
+        minor: 0,
+        uuid: Some("GPU-0b1c".into()),
+        ..Default::default()
     };
-    let mut i = info(&[], vec![]);
-    i.tracer = Some(crate::attribution::Tracer {
-        pid: 42,
-        comm: "strace".into(),
-    });
-    let v = verdicts_of(
-        vec![i],
-        vec![],
-        &[
-            cuda(1, "cuInit", None),
-            open(2, "/dev/nvidiactl", "ctl"),
-            io(3, "NV_ESC_CARD_INFO", None, "ctl"),
-            skipped(4, vec![0xffff_ff9c, 0x7ffd_0000_1000]),
-            skipped(5, vec![3, 0xc020_462a, 0x7ffd_0000_2000]),
-            cuda(6, "cuInit", Some((999, "CUDA_ERROR_UNKNOWN"))),
-            exit_of(7, 7, 1 << 8),
-        ],
-    );
-    let v = &v[0];
-    let ids: Vec<(DiagId, DiagSeverity)> = v.diagnoses.iter().map(|d| (d.id, d.severity)).collect();
-    assert_eq!(
-        ids,
-        [(DiagId::AnsweredByTracer, DiagSeverity::Error)],
-        "{:#?}",
-        v.diagnoses
-    );
-    assert!(
-        v.diagnoses[0].evidence.ends_with(
-            "traced by strace[42] (ptrace), which can skip a call and answer it itself, as strace's -e inject \
-does; the kernel saw 2 calls skipped after cuInit began (number -1, which a tracer sets for a call it answers \
-itself), the last with the arguments of NV_ESC_RM_CONTROL (descriptor 3, request 0xc020462a)"
-        ),
-        "{}",
-        v.diagnoses[0].evidence
-    );
-    // With no tracer read, the skipped call is the proof of one.
-    let v = verdicts_of(
-        vec![info(&[], vec![])],
-        vec![],
-        &[
-            cuda(1, "cuInit", None),
-            open(2, "/dev/nvidiactl", "ctl"),
-            skipped(3, vec![3, 0xc020_462a]),
-            cuda(4, "cuInit", Some((999, "CUDA_ERROR_UNKNOWN"))),
-            exit_of(5, 7, 1 << 8),
-        ],
-    );
-    assert_eq!(v[0].diagnoses.len(), 1, "{:#?}", v[0].diagnoses);
-    assert_eq!(v[0].diagnoses[0].id, DiagId::AnsweredByTracer);
-    assert!(
-        v[0].diagnoses[0].evidence.contains(
-            "the process is traced by a tracer nvprobe did not see (ptrace), which can skip a call and answer it \
-itself, as strace's -e inject does; the kernel saw 1 call skipped after cuInit began"
-        ),
-        "{}",
-        v[0].diagnoses[0].evidence
-    );
+    for (code, name) in [
+        (100, "CUDA_ERROR_NO_DEVICE"),
+        (2, "CUDA_ERROR_OUT_OF_MEMORY"),
+    ] {
+        let v = verdicts_of(
+            vec![i.clone()],
+            vec![gpu.clone()],
+            &[
+                cuda(1, "cuInit", None),
+                open(2, "/dev/nvidiactl", "ctl"),
+                io(3, "NV_ESC_CARD_INFO", None, "ctl"),
+                skipped(4, vec![0xffff_ff9c, 0x7ffd_0000_1000]),
+                skipped(5, vec![3, 0xc020_462a, 0x7ffd_0000_2000]),
+                cuda(6, "cuInit", Some((code, name))),
+                exit_of(7, 7, 1 << 8),
+            ],
+        );
+        let v = &v[0];
+        let ids: Vec<(DiagId, DiagSeverity)> =
+            v.diagnoses.iter().map(|d| (d.id, d.severity)).collect();
+        assert_eq!(
+            ids,
+            [(DiagId::AnsweredByTracer, DiagSeverity::Error)],
+            "{:#?}",
+            v.diagnoses
+        );
+        assert_eq!(
+            v.diagnoses[0].evidence,
+            format!(
+                "cuInit returned {name} ({code}) and the kernel saw 2 calls of its start-up skipped (number -1 at \
+the call's exit, which a ptrace tracer sets for a call it answers itself), the last with the arguments of \
+NV_ESC_RM_CONTROL (descriptor 3, request 0xc020462a); every driver call it made succeeded: the process is traced \
+by strace[42], which answered them itself, as strace's -e inject does"
+            )
+        );
+    }
 }

@@ -209,6 +209,14 @@ impl Said {
                 super::rules_kill::thread_end_text(code)
             ));
         }
+        // A kill: what the stall check found the thread doing before it.
+        if let Some(d) = diagnoses.iter().find(|d| d.id == DiagId::KilledBySignal)
+            && let Some((seen, _)) = super::rules_kill::stall_seen(st, u64::MAX)
+            && d.evidence.ends_with(&seen)
+            && !text.contains(&seen)
+        {
+            text.push_str(&format!("; {seen}"));
+        }
         // The text view: the first line short, what explains it below.
         let headline = match &stop {
             Some((secs, _)) => Some(format!(
