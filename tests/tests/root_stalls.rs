@@ -195,6 +195,72 @@ fn a_frozen_cuinit_is_reported_as_frozen_not_stuck() {
     );
 }
 
+/// A cuInit frozen with its cgroup, then killed (SIGKILL, taken once the
+/// cgroup is thawed): the live verdict says what the stall check found,
+/// and its hint is the freezer's, not more time.
+#[test]
+#[ignore = "needs root"]
+fn a_kill_of_a_frozen_cuinit_says_it_was_frozen() {
+    need_root!();
+    let _g = lock();
+    let tmp = tmpdir("frozenkill");
+    let lib = stub_libcuda(&tmp);
+    let drv = FakeDrv::start(&tmp);
+    let (dir, file, (freeze, thaw)) =
+        freezer(&format!("nvprobe-test-frozenkill-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a cgroup for the test");
+    let (mut c, _out) = spawn_cuinit(&drv, &lib, "hang");
+    let t = watch(&tmp, &drv, &["--stall-after", "1"]);
+    let procs = if file == "cgroup.freeze" {
+        "cgroup.procs"
+    } else {
+        "tasks"
+    };
+    std::fs::write(dir.join(procs), c.id().to_string()).expect("move the process into the cgroup");
+    let cpid = go_until_cuinit(&mut c, &t);
+    std::fs::write(dir.join(file), freeze).expect("freeze");
+    t.wait_for("a stall report of the frozen cuInit", |r| {
+        r["type"] == "stall" && r["pid"] == cpid && r["frozen_cgroup"].is_string()
+    });
+    c.kill().expect("SIGKILL");
+    // (cgroup v1's freezer keeps a frozen task, a fatal signal pending,
+    // until it is thawed.)
+    std::fs::write(dir.join(file), thaw).expect("thaw");
+    let _ = c.wait();
+    t.wait_for("the verdict", |r| r["type"] == "cuinit" && r["pid"] == cpid);
+    let f = t.stop();
+    check_schema(&f);
+    let _ = std::fs::remove_dir(&dir);
+    let name = dir.file_name().and_then(|n| n.to_str()).expect("name");
+    let v = f
+        .of_type("cuinit")
+        .find(|v| v["pid"] == cpid)
+        .expect("verdict");
+    assert_eq!(v["result"], "killed", "{v}");
+    let d = &v["diagnoses"][0];
+    assert_eq!(d["id"], "killed_by_signal", "{v}");
+    let seen = format!(", frozen with its cgroup (/{name}: the cgroup freezer)");
+    let e = d["evidence"].as_str().expect("evidence");
+    assert!(
+        e.starts_with("SIGKILL from ") && e.contains(&format!("[{}]", std::process::id())),
+        "{e}"
+    );
+    assert!(
+        e.contains("; when nvprobe's stall check looked, cuInit had run ") && e.ends_with(&seen),
+        "{e}"
+    );
+    assert!(
+        v["text"].as_str().is_some_and(|t| t.ends_with(&seen)),
+        "{v}"
+    );
+    assert!(
+        d["hint"]
+            .as_str()
+            .is_some_and(|h| h.starts_with("its cgroup was frozen")),
+        "{v}"
+    );
+}
+
 /// A cuInit whose thread strace holds at an escape's entry for 3 s
 /// (`-e inject=ioctl:delay_enter=…`): the stall report says a ptrace stop
 /// by which tracer holds it, not the driver.

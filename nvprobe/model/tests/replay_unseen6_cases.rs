@@ -189,3 +189,28 @@ fn stall_reports_say_frozen_and_ended() {
         "{stalls:#?}"
     );
 }
+
+/// The cgroup frozen 0.15 s in and killed 6 s later: the stall report's
+/// frozen cgroup goes into the kill's verdict, and its hint is the
+/// freezer's, not more time for the driver.
+#[test]
+fn a_kill_of_a_frozen_start_up_says_it_was_frozen() {
+    let (_, v) = common::verdicts(REC);
+    let x = case(&v, "freeze_kill");
+    assert_eq!(x.result, Outcome::Killed, "{}", x.text);
+    let (id, e) = only(x);
+    assert_eq!(id, DiagId::KilledBySignal);
+    let seen = "s, frozen with its cgroup (/nvprobe-u6-freeze_kill: the cgroup freezer)";
+    assert!(
+        e.starts_with("SIGKILL from bash[")
+            && e.contains("; when nvprobe's stall check looked, cuInit had run ")
+            && e.ends_with(seen),
+        "{e}"
+    );
+    assert!(x.text.ends_with(seen), "{}", x.text);
+    let hint = x.diagnoses[0].hint;
+    assert!(
+        hint.starts_with("its cgroup was frozen") && !hint.contains("Give cuInit more time"),
+        "{hint}"
+    );
+}
