@@ -246,7 +246,9 @@ fn a_kill_of_a_frozen_cuinit_says_it_was_frozen() {
         "{e}"
     );
     assert!(
-        e.contains("; when nvprobe's stall check looked, cuInit had run ") && e.ends_with(&seen),
+        e.contains("; when nvprobe's stall check looked, ")
+            && e.contains(" s before the signal, cuInit had run ")
+            && e.ends_with(&seen),
         "{e}"
     );
     assert!(

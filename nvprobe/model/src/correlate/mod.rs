@@ -163,6 +163,19 @@ impl Correlator {
             start,
             end,
         };
+        // A call of the thread's own that ended after a stall report of it:
+        // the thread went on (a signal's records, the identity, the reports
+        // themselves are not its calls).
+        let own_call = match &o.kind {
+            ObsKind::Proc(p) => p.op == crate::decode::ProcKind::CallFailed,
+            ObsKind::Identity(_) | ObsKind::Stall(_) | ObsKind::KernelLog(_) | ObsKind::Tick => {
+                false
+            }
+            _ => true,
+        };
+        if own_call && let Some(st) = self.procs.get_mut(&pid) {
+            st.moved_on(o.tid, end);
+        }
         let via = match o.kind {
             ObsKind::Proc(p) => return self.on_proc(&p, out),
             ObsKind::Driver {

@@ -53,10 +53,12 @@ delay injection) while the time ran: the driver did not hang; let the tracer go 
 /// hint it calls for (None: the kill's own). A stopped process (T) has its
 /// stop's own words, a thread that had ended its own diagnosis.
 pub(super) fn stall_seen(st: &ProcInit, by_ns: u64) -> Option<(String, Option<&'static str>)> {
-    let (_, r) = st.stall.as_ref().filter(|(at, _)| *at <= by_ns)?;
+    let (at, r) = st.stalls.iter().rev().find(|(at, _)| *at <= by_ns)?;
     let head = format!(
-        "when nvprobe's stall check looked, {} had run {:.1} s",
-        r.call, r.elapsed_s
+        "when nvprobe's stall check looked, {:.1} s before the signal, {} had run {:.1} s",
+        by_ns.saturating_sub(*at) as f64 / 1e9,
+        r.call,
+        r.elapsed_s
     );
     let wchan = r.wchan.as_deref().unwrap_or("?");
     let inside = r
@@ -279,19 +281,24 @@ pub(super) fn killed(f: &Facts<'_>, out: &mut Vec<Diagnosis>) -> bool {
         if let Some(hint) = kill_hint(sig.source, sig.sig) {
             d.hint = hint;
         }
-        if sig.sig == libc::SIGKILL
+        let stopped = sig.sig == libc::SIGKILL
             && matches!(sig.source, SigSource::Task | SigSource::Itself)
-            && stopped_at(f.st, sig.at_ns)
-        {
+            && stopped_at(f.st, sig.at_ns);
+        if stopped {
             d.hint = HINT_STOPPED;
         }
         if sig.source == SigSource::OomKiller {
             d.evidence.push_str(&memory_facts(f.st));
         } else if let Some((seen, hint)) = stall_seen(f.st, sig.at_ns) {
-            // What the thread was doing while the time ran out says more
-            // than who ended it.
+            // What the thread was doing while the time ran out; where the
+            // kill's source says nothing more certain (a task sent it, the
+            // process was not stopped), it decides the hint.
             d.evidence.push_str(&format!("; {seen}"));
-            if let Some(h) = hint {
+            d.about.stall_by = Some(sig.at_ns);
+            if let Some(h) = hint
+                && kill_hint(sig.source, sig.sig).is_none()
+                && !stopped
+            {
                 d.hint = h;
             }
         }

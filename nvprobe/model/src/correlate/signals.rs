@@ -449,6 +449,9 @@ impl ProcInit {
             }
             c => SigSource::Other(c),
         };
+        // A tracer gives its signal at a stop, at a call's entry or after
+        // its exit: never in a call.
+        let during = during.filter(|_| source != SigSource::Tracer);
         let sender = match (source, p.call.as_deref()) {
             // The kernel said which call the filter refused.
             (SigSource::Seccomp, Some(call)) => {

@@ -41,9 +41,10 @@ pub(crate) struct ProcInit {
     /// The calls a ptrace tracer skipped, kept apart from the newest failed
     /// calls (which push older ones out).
     pub(crate) skipped: Option<Skipped>,
-    /// The stall check's latest report of a call of its start-up still
-    /// running, and when it was made.
-    pub(crate) stall: Option<(u64, crate::records::StallReport)>,
+    /// The stall check's reports of calls of its start-up still running,
+    /// and when each was made (the newest 4); one goes once its thread is
+    /// seen to move on (a record of it that ends later).
+    pub(crate) stalls: Vec<(u64, crate::records::StallReport)>,
     /// The thread in cuInit ended alone, the process living on:
     /// (when, its tid, its exit code as the kernel keeps it).
     pub(crate) cuinit_thread_ended: Option<(u64, u32, i32)>,
@@ -286,9 +287,25 @@ impl ProcInit {
             || self.context.as_ref().is_some_and(|c| c.code != 0)
     }
 
-    /// A stall report of one of its calls: the latest is kept.
+    /// A stall report of one of its calls (one made at time 0, from a
+    /// recording that lacks its time, cannot be placed: left out).
     pub(crate) fn on_stall(&mut self, at_ns: u64, r: crate::records::StallReport) {
-        self.stall = Some((at_ns, r));
+        if at_ns == 0 {
+            return;
+        }
+        if self.stalls.len() == 4 {
+            self.stalls.remove(0);
+        }
+        self.stalls.push((at_ns, r));
+    }
+
+    /// Thread `tid` did something that ended at `end_ns`: a stall report of
+    /// it made before is past (its call returned or it went on).
+    pub(crate) fn moved_on(&mut self, tid: u32, end_ns: u64) {
+        if !self.stalls.is_empty() {
+            self.stalls
+                .retain(|(at, r)| !(r.tid == tid && end_ns > *at));
+        }
     }
 
     pub(crate) fn cuinit_running(&self) -> bool {

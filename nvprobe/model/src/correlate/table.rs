@@ -40,6 +40,9 @@ pub(crate) struct About {
     /// Where the evidence goes on after the outcome it begins with
     /// ("cuInit returned …"): the verdict's line says the outcome once.
     pub(crate) detail_at: Option<usize>,
+    /// Its evidence ends with what the stall check found before this time
+    /// (`rules_kill::stall_seen`).
+    pub(crate) stall_by: Option<u64>,
 }
 
 /// One row of the rule table.

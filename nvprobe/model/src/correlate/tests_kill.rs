@@ -727,6 +727,16 @@ stop, as strace's -e inject=…:signal= does)",
 /// with `cgroup`, inside `driver`), then SIGTERM from a task (pid 5) at
 /// 6 s and the end: the verdict.
 fn killed_after_stall(state: &str, cgroup: Option<&str>, driver: Option<&str>) -> CuInit {
+    killed_after_stall_then(state, cgroup, driver, &[])
+}
+
+/// [`killed_after_stall`] with `between` after the stall report.
+fn killed_after_stall_then(
+    state: &str,
+    cgroup: Option<&str>,
+    driver: Option<&str>,
+    between: &[Event],
+) -> CuInit {
     let mut c = Correlator::default();
     let mut out = Vec::new();
     c.observe_obs(Obs::identity(in_cgroup(None), 0), &mut out);
@@ -748,6 +758,9 @@ fn killed_after_stall(state: &str, cgroup: Option<&str>, driver: Option<&str>) -
         driver_function: driver.map(Into::into),
     };
     c.observe_obs(Obs::stall(report, 5_000_000_000), &mut out);
+    for e in between {
+        c.observe(e, &mut out);
+    }
     c.observe(&signal(6000, libc::SIGTERM, 0), &mut out);
     c.observe(&exit_of(6001, 7, libc::SIGTERM), &mut out);
     c.finish(&mut out);
@@ -776,8 +789,8 @@ fn what_the_stall_check_found_goes_into_the_kills_verdict() {
     };
     let v = killed_after_stall("S", Some("/docker/abc"), None);
     let d = kill_of(&v);
-    let seen = "when nvprobe's stall check looked, cuInit had run 5.0 s, frozen with its cgroup (/docker/abc: the \
-cgroup freezer)";
+    let seen = "when nvprobe's stall check looked, 1.0 s before the signal, cuInit had run 5.0 s, frozen with its \
+cgroup (/docker/abc: the cgroup freezer)";
     assert!(d.evidence.ends_with(seen), "{}", d.evidence);
     assert!(
         v.text.ends_with(seen) && v.text.matches(seen).count() == 1,
@@ -790,8 +803,8 @@ cgroup freezer)";
     let d = kill_of(&v);
     assert!(
         d.evidence.ends_with(
-            "cuInit had run 5.0 s, blocked in the kernel (D) in do_freezer_trap, inside the driver in \
-uvm_gpu_retain_by_uuid (nvidia_uvm)"
+            "before the signal, cuInit had run 5.0 s, blocked in the kernel (D) in do_freezer_trap, inside the \
+driver in uvm_gpu_retain_by_uuid (nvidia_uvm)"
         ),
         "{}",
         d.evidence
@@ -819,4 +832,18 @@ uvm_gpu_retain_by_uuid (nvidia_uvm)"
     // A stopped process's stop has its own words.
     let v = killed_after_stall("T", None, None);
     assert!(!kill_of(&v).evidence.contains("stall check"), "{v:#?}");
+    // The thread went on after the look (a call of its own ended later):
+    // the look is past, and the harness's hint stays.
+    let v = killed_after_stall_then(
+        "D",
+        None,
+        Some("uvm_gpu_retain_by_uuid (nvidia_uvm)"),
+        &[super::tests_startcalls::failed_call(5500, "mmap", "ENOMEM")],
+    );
+    let d = kill_of(&v);
+    assert!(
+        !d.evidence.contains("stall check") && !v.text.contains("stall check"),
+        "{v:#?}"
+    );
+    assert!(d.hint.contains("harness"), "{}", d.hint);
 }

@@ -209,11 +209,10 @@ impl Said {
                 super::rules_kill::thread_end_text(code)
             ));
         }
-        // A kill: what the stall check found the thread doing before it.
-        if let Some(d) = diagnoses.iter().find(|d| d.id == DiagId::KilledBySignal)
-            && let Some((seen, _)) = super::rules_kill::stall_seen(st, u64::MAX)
-            && d.evidence.ends_with(&seen)
-            && !text.contains(&seen)
+        // A kill: what the stall check found the thread doing before it,
+        // as the kill's diagnosis says.
+        if let Some(by) = diagnoses.iter().find_map(|d| d.about.stall_by)
+            && let Some((seen, _)) = super::rules_kill::stall_seen(st, by)
         {
             text.push_str(&format!("; {seen}"));
         }
