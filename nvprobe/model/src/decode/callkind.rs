@@ -90,6 +90,8 @@ impl SysKind {
             | "getresgid" | "getrlimit" | "clock_gettime" | "clock_getres" | "gettimeofday"
             | "time" | "sched_yield" | "statfs" | "fstatfs" | "getdents64" | "fstat" | "lseek"
             | "read" | "pread64" | "close" => Self::Unchecked,
+            // syscall_name(-1), in a record or read back from one.
+            "syscall -1" => Self::Skipped,
             _ => Self::Other,
         }
     }

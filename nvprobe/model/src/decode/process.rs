@@ -268,14 +268,8 @@ pub(super) fn decode_proc(ev: &ProcEvent, bytes: &[u8], raw: Option<String>) -> 
             }
             _ => None,
         },
-        failed: (op == Some(ProcOp::CallFailed)).then(|| {
-            let kind = if ev.code == -1 {
-                SysKind::Skipped
-            } else {
-                SysKind::of(&syscall_name(ev.code))
-            };
-            (kind, ev.errno)
-        }),
+        failed: (op == Some(ProcOp::CallFailed))
+            .then(|| (SysKind::of(&syscall_name(ev.code)), ev.errno)),
         errno: (op == Some(ProcOp::CallFailed))
             .then(|| errno_name(-i64::from(ev.errno)))
             .flatten(),
