@@ -395,6 +395,22 @@ struct Model {
 }
 
 impl Model {
+    /// A record beside the kernel's (an identity, a stall report, a kernel
+    /// log line) given to the correlator at `mono_ns`, and what it made
+    /// handed on; false once `on` said stop.
+    fn observe(
+        &mut self,
+        obs: Obs,
+        mono_ns: u64,
+        last_ns: &mut u64,
+        recs: &mut Vec<Record>,
+        on: &mut impl FnMut(u64, Item<'_>) -> bool,
+    ) -> bool {
+        *last_ns = (*last_ns).max(mono_ns);
+        self.corr.observe_obs(obs, recs);
+        emit(mono_ns, recs, on)
+    }
+
     /// The context, begun with `start`'s (or the default layouts when the
     /// first record is not a start record).
     fn begin(&mut self, start: Option<&StartRecord>, done: &mut Replayed) -> &Context {
@@ -512,19 +528,8 @@ pub fn replay_until(
     let mut going = true;
     while going {
         lineno += 1;
-        let line = match read_line(&mut r, &mut buf)? {
-            Read::End => break,
-            Read::TooLong(n) => {
-                done.bad(
-                    lineno,
-                    format!("a line of {n} bytes, longer than {MAX_LINE}: skipped"),
-                );
-                continue;
-            }
-            Read::Text => match std::str::from_utf8(&buf) {
-                Ok(l) => Line::parse(l),
-                Err(_) => Line::Bad("not UTF-8 text".into()),
-            },
+        let Some(line) = next_line(&mut r, &mut buf, lineno, &mut done)? else {
+            break;
         };
         match line {
             Line::Blank | Line::Made => {}
@@ -559,27 +564,23 @@ pub fn replay_until(
             }
             Line::Process { mono_ns, info } => {
                 m.begin(None, &mut done);
-                last_ns = last_ns.max(mono_ns);
                 going = on(mono_ns, Item::Process(&info));
-                m.corr.observe_obs(Obs::identity(*info, mono_ns), &mut recs);
-                going &= emit(mono_ns, &mut recs, &mut on);
+                let obs = Obs::identity(*info, mono_ns);
+                going &= m.observe(obs, mono_ns, &mut last_ns, &mut recs, &mut on);
             }
             Line::Report { mono_ns, report } => {
                 m.begin(None, &mut done);
                 going = on(mono_ns, report.item());
                 // What a stall report found goes into its process's verdict.
                 if let Report::Stall(r) = report {
-                    last_ns = last_ns.max(mono_ns);
-                    m.corr.observe_obs(Obs::stall(*r, mono_ns), &mut recs);
-                    going &= emit(mono_ns, &mut recs, &mut on);
+                    let obs = Obs::stall(*r, mono_ns);
+                    going &= m.observe(obs, mono_ns, &mut last_ns, &mut recs, &mut on);
                 }
             }
             Line::KernelLog { mono_ns, line } => {
                 m.begin(None, &mut done);
-                last_ns = last_ns.max(mono_ns);
-                m.corr
-                    .observe_obs(Obs::kernel_log(*line, mono_ns), &mut recs);
-                going &= emit(mono_ns, &mut recs, &mut on);
+                let obs = Obs::kernel_log(*line, mono_ns);
+                going &= m.observe(obs, mono_ns, &mut last_ns, &mut recs, &mut on);
             }
             Line::Kernel { mono_ns, bytes } => {
                 going = m.kernel(
@@ -598,6 +599,30 @@ pub fn replay_until(
         emit(last_ns, &mut recs, &mut on);
     }
     Ok(done)
+}
+
+/// The next line, parsed (None: the input ended); one too long is
+/// counted as bad and read as a blank one.
+fn next_line(
+    r: &mut impl BufRead,
+    buf: &mut Vec<u8>,
+    lineno: u64,
+    done: &mut Replayed,
+) -> std::io::Result<Option<Line>> {
+    Ok(Some(match read_line(r, buf)? {
+        Read::End => return Ok(None),
+        Read::TooLong(n) => {
+            done.bad(
+                lineno,
+                format!("a line of {n} bytes, longer than {MAX_LINE}: skipped"),
+            );
+            Line::Blank
+        }
+        Read::Text => match std::str::from_utf8(buf) {
+            Ok(l) => Line::parse(l),
+            Err(_) => Line::Bad("not UTF-8 text".into()),
+        },
+    }))
 }
 
 /// Hand on the records made, in order; false once `on` said stop.

@@ -261,6 +261,30 @@ fn sender_text(source: SigSource, sig: i32, (comm, pid): (&str, u32)) -> String 
     kernel.to_owned()
 }
 
+/// Where a signal came from, by its si_code, its number and whether the
+/// process's own context generated it.
+fn source_of(p: &ProcCall, sig: i32, code: i32) -> SigSource {
+    match code {
+        // SI_USER, SI_QUEUE, SI_TKILL.
+        0 | -1 | -6 if p.proc.pid == p.target_pid => SigSource::Itself,
+        0 | -1 | -6 => SigSource::Task,
+        0x80 if p.proc.pid == p.target_pid && !raised_in_own_context(sig) => SigSource::Tracer,
+        0x80 => SigSource::Kernel,
+        -2 => SigSource::PosixTimer,
+        // SYS_SECCOMP (uapi asm-generic/siginfo.h).
+        1 if sig == libc::SIGSYS => SigSource::Seccomp,
+        c if c > 0
+            && matches!(
+                sig,
+                libc::SIGSEGV | libc::SIGBUS | libc::SIGILL | libc::SIGFPE | libc::SIGTRAP
+            ) =>
+        {
+            SigSource::Fault(c)
+        }
+        c => SigSource::Other(c),
+    }
+}
+
 /// The signals the kernel raises with SI_KERNEL in the receiving task's
 /// own context: its faults, its timers and limits (a timer's interrupt may
 /// land while it runs), job control at its own terminal read or write,
@@ -406,6 +430,28 @@ impl ProcInit {
         }
     }
 
+    /// Who sent a signal, in words, for `source`.
+    fn sender_of(&self, source: SigSource, p: &ProcCall, sig: i32) -> String {
+        match (source, p.call.as_deref()) {
+            // The kernel said which call the filter refused.
+            (SigSource::Seccomp, Some(call)) => {
+                format!("a seccomp filter (its kill or trap action, at {call}())")
+            }
+            (SigSource::Tracer, _) => {
+                let who = match self.info.as_ref().and_then(|i| i.tracer.as_ref()) {
+                    Some(t) if t.comm.is_empty() => format!("its tracer, process {}", t.pid),
+                    Some(t) => format!("its tracer {}[{}]", t.comm, t.pid),
+                    None => "a ptrace tracer nvprobe did not see".to_owned(),
+                };
+                format!(
+                    "{who} (it gave the signal as it resumed the process from a ptrace stop, as strace's \
+-e inject=…:signal= does)"
+                )
+            }
+            _ => sender_text(source, sig, (&p.proc.comm, p.proc.pid)),
+        }
+    }
+
     /// A signal generated for this process: who sent it, the call it
     /// landed in (settled when that call returns).
     pub(crate) fn on_signal(&mut self, p: &ProcCall) {
@@ -430,46 +476,11 @@ impl ProcInit {
         {
             return;
         }
-        let source = match code {
-            // SI_USER, SI_QUEUE, SI_TKILL.
-            0 | -1 | -6 if p.proc.pid == p.target_pid => SigSource::Itself,
-            0 | -1 | -6 => SigSource::Task,
-            0x80 if p.proc.pid == p.target_pid && !raised_in_own_context(sig) => SigSource::Tracer,
-            0x80 => SigSource::Kernel,
-            -2 => SigSource::PosixTimer,
-            // SYS_SECCOMP (uapi asm-generic/siginfo.h).
-            1 if sig == libc::SIGSYS => SigSource::Seccomp,
-            c if c > 0
-                && matches!(
-                    sig,
-                    libc::SIGSEGV | libc::SIGBUS | libc::SIGILL | libc::SIGFPE | libc::SIGTRAP
-                ) =>
-            {
-                SigSource::Fault(c)
-            }
-            c => SigSource::Other(c),
-        };
+        let source = source_of(p, sig, code);
         // A tracer gives its signal at a stop, at a call's entry or after
         // its exit: never in a call.
         let during = during.filter(|_| source != SigSource::Tracer);
-        let sender = match (source, p.call.as_deref()) {
-            // The kernel said which call the filter refused.
-            (SigSource::Seccomp, Some(call)) => {
-                format!("a seccomp filter (its kill or trap action, at {call}())")
-            }
-            (SigSource::Tracer, _) => {
-                let who = match self.info.as_ref().and_then(|i| i.tracer.as_ref()) {
-                    Some(t) if t.comm.is_empty() => format!("its tracer, process {}", t.pid),
-                    Some(t) => format!("its tracer {}[{}]", t.comm, t.pid),
-                    None => "a ptrace tracer nvprobe did not see".to_owned(),
-                };
-                format!(
-                    "{who} (it gave the signal as it resumed the process from a ptrace stop, as strace's \
--e inject=…:signal= does)"
-                )
-            }
-            _ => sender_text(source, sig, (&p.proc.comm, p.proc.pid)),
-        };
+        let sender = self.sender_of(source, p, sig);
         let sender_pid =
             matches!(source, SigSource::Task | SigSource::Itself).then_some(p.proc.pid);
         if self.signals.len() == 16 {
