@@ -430,7 +430,7 @@ pub fn read(pid: u32, cmdline: bool, libs: &mut LibCache) -> ProcessInfo {
     }
     // The loader's file, read inside the process's own root (no link out).
     if let Ok(b) = crate::safefs::read_capped(&base.join("root"), "etc/ld.so.preload", SMALL_CAP) {
-        info.system_preloads = nvprobe_model::attribution::preload_names(&b)
+        info.system_preloads = crate::libcheck::preload_names(&b)
             .into_iter()
             .take(8)
             .map(|n| escape_capped(n.as_bytes(), PATH_FIELD))

@@ -147,8 +147,32 @@ fn shown(b: &[u8]) -> String {
     }
 }
 
+/// The libraries an `/etc/ld.so.preload` lists, as glibc's loader reads it
+/// (elf/rtld.c): a `#` blanks the rest of its line, and names are
+/// separated by spaces, tabs, newlines and colons.
+pub fn preload_names(file: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(file)
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or(""))
+        .flat_map(|l| l.split([' ', '\t', ':']))
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_preload_file_is_read_as_the_loader_reads_it() {
+        assert_eq!(
+            super::preload_names(
+                b"# off: /usr/lib/x.so\n/usr/lib/a.so:/usr/lib/b.so\t/c.so # d.so\n\n  e.so"
+            ),
+            ["/usr/lib/a.so", "/usr/lib/b.so", "/c.so", "e.so"]
+        );
+        assert!(super::preload_names(b"#only a comment").is_empty());
+    }
+
     use super::*;
 
     /// A 64-bit little-endian shared object of `size` bytes for this host

@@ -125,28 +125,71 @@ fn stalls_say_which_call_and_what_the_thread_is_doing() {
     );
 }
 
-/// The cgroup freezer of this machine (v2's `cgroup.freeze`, else v1's
-/// freezer controller): a new cgroup's folder and how to freeze and thaw
-/// it.
-fn freezer(
-    name: &str,
-) -> (
-    std::path::PathBuf,
-    &'static str,
-    (&'static str, &'static str),
-) {
-    let v2 = std::path::Path::new("/sys/fs/cgroup");
-    if v2.join("cgroup.controllers").exists() {
-        return (v2.join(name), "cgroup.freeze", ("1", "0"));
+/// A cgroup of the test's own under this machine's freezer (v2's
+/// `cgroup.freeze`, else v1's freezer controller), removed at the end.
+struct Freezer {
+    dir: std::path::PathBuf,
+    file: &'static str,
+    states: (&'static str, &'static str),
+}
+
+impl Freezer {
+    fn new(tag: &str) -> Freezer {
+        let name = format!("nvprobe-test-{tag}-{}", std::process::id());
+        let v2 = std::path::Path::new("/sys/fs/cgroup");
+        let f = if v2.join("cgroup.controllers").exists() {
+            Freezer {
+                dir: v2.join(name),
+                file: "cgroup.freeze",
+                states: ("1", "0"),
+            }
+        } else {
+            let v1 = std::path::Path::new("/sys/fs/cgroup/freezer");
+            assert!(
+                v1.join("freezer.state").exists() || v1.join("tasks").exists(),
+                "this test needs the cgroup freezer (cgroup v2, or v1's freezer controller mounted at {}): a \
+kernel with CONFIG_CGROUP_FREEZER",
+                v1.display()
+            );
+            Freezer {
+                dir: v1.join(name),
+                file: "freezer.state",
+                states: ("FROZEN", "THAWED"),
+            }
+        };
+        std::fs::create_dir_all(&f.dir).expect("a cgroup for the test");
+        f
     }
-    let v1 = std::path::Path::new("/sys/fs/cgroup/freezer");
-    assert!(
-        v1.join("freezer.state").exists() || v1.join("tasks").exists(),
-        "this test needs the cgroup freezer (cgroup v2, or v1's freezer controller mounted at {}): a kernel \
-with CONFIG_CGROUP_FREEZER",
-        v1.display()
-    );
-    (v1.join(name), "freezer.state", ("FROZEN", "THAWED"))
+
+    /// Moves process `pid` into the cgroup.
+    fn enter(&self, pid: u32) {
+        let procs = if self.file == "cgroup.freeze" {
+            "cgroup.procs"
+        } else {
+            "tasks"
+        };
+        std::fs::write(self.dir.join(procs), pid.to_string())
+            .expect("move the process into the cgroup");
+    }
+
+    fn freeze(&self, on: bool) {
+        let state = if on { self.states.0 } else { self.states.1 };
+        std::fs::write(self.dir.join(self.file), state).expect("freeze or thaw");
+    }
+
+    /// The cgroup's path as /proc/PID/cgroup says it.
+    fn path(&self) -> String {
+        format!(
+            "/{}",
+            self.dir.file_name().and_then(|n| n.to_str()).expect("name")
+        )
+    }
+}
+
+impl Drop for Freezer {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.dir);
+    }
 }
 
 /// A cuInit whose cgroup is frozen (docker pause): the stall report says
@@ -160,36 +203,28 @@ fn a_frozen_cuinit_is_reported_as_frozen_not_stuck() {
     let tmp = tmpdir("frozen");
     let lib = stub_libcuda(&tmp);
     let drv = FakeDrv::start(&tmp);
-    let (dir, file, (freeze, thaw)) =
-        freezer(&format!("nvprobe-test-frozen-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("a cgroup for the test");
+    let cg = Freezer::new("frozen");
     let (mut c, mut out) = spawn_cuinit(&drv, &lib, "hang");
     let t = watch(&tmp, &drv, &["--stall-after", "1"]);
-    let procs = if file == "cgroup.freeze" {
-        "cgroup.procs"
-    } else {
-        "tasks"
-    };
-    std::fs::write(dir.join(procs), c.id().to_string()).expect("move the process into the cgroup");
+    cg.enter(c.id());
     let cpid = go_until_cuinit(&mut c, &t);
-    std::fs::write(dir.join(file), freeze).expect("freeze");
+    cg.freeze(true);
     let stall = t.wait_for("a stall report of the frozen cuInit", |r| {
         r["type"] == "stall" && r["pid"] == cpid
     });
-    std::fs::write(dir.join(file), thaw).expect("thaw");
+    cg.freeze(false);
     let mut line = String::new();
     out.read_line(&mut line).expect("result");
     assert!(c.wait().expect("wait").success());
     let f = t.stop();
     check_schema(&f);
-    let _ = std::fs::remove_dir(&dir);
-    let name = dir.file_name().and_then(|n| n.to_str()).expect("name");
-    assert_eq!(stall["frozen_cgroup"], format!("/{name}"), "{stall}");
+    let name = cg.path();
+    assert_eq!(stall["frozen_cgroup"], name, "{stall}");
     let text = stall["text"].as_str().expect("text");
     assert!(
         text.starts_with("cuInit (")
             && text.contains(&format!(
-                "s: frozen with its cgroup (/{name}: the cgroup freezer"
+                "s: frozen with its cgroup ({name}: the cgroup freezer"
             )),
         "{text}"
     );
@@ -206,32 +241,24 @@ fn a_kill_of_a_frozen_cuinit_says_it_was_frozen() {
     let tmp = tmpdir("frozenkill");
     let lib = stub_libcuda(&tmp);
     let drv = FakeDrv::start(&tmp);
-    let (dir, file, (freeze, thaw)) =
-        freezer(&format!("nvprobe-test-frozenkill-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("a cgroup for the test");
+    let cg = Freezer::new("frozenkill");
     let (mut c, _out) = spawn_cuinit(&drv, &lib, "hang");
     let t = watch(&tmp, &drv, &["--stall-after", "1"]);
-    let procs = if file == "cgroup.freeze" {
-        "cgroup.procs"
-    } else {
-        "tasks"
-    };
-    std::fs::write(dir.join(procs), c.id().to_string()).expect("move the process into the cgroup");
+    cg.enter(c.id());
     let cpid = go_until_cuinit(&mut c, &t);
-    std::fs::write(dir.join(file), freeze).expect("freeze");
+    cg.freeze(true);
     t.wait_for("a stall report of the frozen cuInit", |r| {
         r["type"] == "stall" && r["pid"] == cpid && r["frozen_cgroup"].is_string()
     });
     c.kill().expect("SIGKILL");
     // (cgroup v1's freezer keeps a frozen task, a fatal signal pending,
     // until it is thawed.)
-    std::fs::write(dir.join(file), thaw).expect("thaw");
+    cg.freeze(false);
     let _ = c.wait();
     t.wait_for("the verdict", |r| r["type"] == "cuinit" && r["pid"] == cpid);
     let f = t.stop();
     check_schema(&f);
-    let _ = std::fs::remove_dir(&dir);
-    let name = dir.file_name().and_then(|n| n.to_str()).expect("name");
+    let name = cg.path();
     let v = f
         .of_type("cuinit")
         .find(|v| v["pid"] == cpid)
@@ -239,7 +266,7 @@ fn a_kill_of_a_frozen_cuinit_says_it_was_frozen() {
     assert_eq!(v["result"], "killed", "{v}");
     let d = &v["diagnoses"][0];
     assert_eq!(d["id"], "killed_by_signal", "{v}");
-    let seen = format!(", frozen with its cgroup (/{name}: the cgroup freezer)");
+    let seen = format!(", frozen with its cgroup ({name}: the cgroup freezer)");
     let e = d["evidence"].as_str().expect("evidence");
     assert!(
         e.starts_with("SIGKILL from ") && e.contains(&format!("[{}]", std::process::id())),

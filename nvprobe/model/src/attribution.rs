@@ -688,19 +688,6 @@ pub struct HostGpu {
     pub model: Option<String>,
 }
 
-/// The libraries an `/etc/ld.so.preload` lists, as glibc's loader reads it
-/// (elf/rtld.c): a `#` blanks the rest of its line, and names are
-/// separated by spaces, tabs, newlines and colons.
-pub fn preload_names(file: &[u8]) -> Vec<String> {
-    String::from_utf8_lossy(file)
-        .lines()
-        .map(|l| l.split('#').next().unwrap_or(""))
-        .flat_map(|l| l.split([' ', '\t', ':']))
-        .filter(|n| !n.is_empty())
-        .map(str::to_owned)
-        .collect()
-}
-
 /// What a CUDA_VISIBLE_DEVICES value selects among the host's GPUs, in
 /// CUDA's order (PCI bus order, which is also CUDA's default order for
 /// identical GPUs). Err says why it selects nothing.

@@ -204,14 +204,3 @@ fn command_lines_read_like_a_shell() {
     );
     assert_eq!(p.cmdline_text(10).as_deref(), Some("python3 -c…"));
 }
-
-#[test]
-fn a_preload_file_is_read_as_the_loader_reads_it() {
-    assert_eq!(
-        super::preload_names(
-            b"# off: /usr/lib/x.so\n/usr/lib/a.so:/usr/lib/b.so\t/c.so # d.so\n\n  e.so"
-        ),
-        ["/usr/lib/a.so", "/usr/lib/b.so", "/c.so", "e.so"]
-    );
-    assert!(super::preload_names(b"#only a comment").is_empty());
-}

@@ -122,7 +122,7 @@ pub fn preloads_of(pid: u32) -> Vec<PathBuf> {
         }
     }
     if let Ok(b) = crate::safefs::read_capped(&base.join("root"), "etc/ld.so.preload", 64 << 10) {
-        names.extend(nvprobe_model::attribution::preload_names(&b));
+        names.extend(crate::libcheck::preload_names(&b));
     }
     if names.is_empty() {
         return Vec::new();

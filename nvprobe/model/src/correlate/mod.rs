@@ -786,4 +786,6 @@ mod tests_memory;
 #[cfg(test)]
 mod tests_refused;
 #[cfg(test)]
+mod tests_stall;
+#[cfg(test)]
 mod tests_startcalls;
