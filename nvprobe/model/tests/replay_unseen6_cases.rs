@@ -216,3 +216,20 @@ fn a_kill_of_a_frozen_start_up_says_it_was_frozen() {
         "{hint}"
     );
 }
+
+/// The cgroup frozen for 6 s and thawed: the start-up got past it, and its
+/// verdict says what held it.
+#[test]
+fn a_start_up_frozen_then_thawed_says_it_was_frozen() {
+    let (_, v) = common::verdicts(REC);
+    let x = case(&v, "freeze_thaw");
+    assert_eq!(x.result, Outcome::Ok, "{}", x.text);
+    assert!(
+        x.text.ends_with(
+            "; when nvprobe's stall check looked, cuInit had run 5.3 s, frozen with its cgroup \
+(/nvprobe-u6-freeze_thaw: the cgroup freezer)"
+        ),
+        "{}",
+        x.text
+    );
+}

@@ -159,3 +159,19 @@ fn a_thread_strace_held_is_reported_as_held() {
         "{t}"
     );
 }
+
+/// The start-up strace held for 6 s at an escape's entry got past it: its
+/// verdict says what held it, from the stall check's look.
+#[test]
+fn a_start_up_strace_held_says_what_held_it() {
+    let (_, v) = common::verdicts(REC);
+    let x = case(&v, "strace_delay");
+    assert_eq!(x.result, Outcome::Ok, "{}", x.text);
+    assert!(
+        x.text.ends_with(
+            "; when nvprobe's stall check looked, cuInit had run 5.4 s, held in a ptrace stop by its tracer"
+        ),
+        "{}",
+        x.text
+    );
+}

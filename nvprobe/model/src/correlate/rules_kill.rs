@@ -60,6 +60,32 @@ pub(super) fn stall_seen(st: &ProcInit, by_ns: u64) -> Option<(String, Option<&'
         r.call,
         r.elapsed_s
     );
+    look_text(head, r)
+}
+
+/// What held a start-up that was not killed: the stall check's newest
+/// look at it, whether its thread went on from it or not ("; when nvprobe's
+/// stall check looked, cuInit had run 5.4 s, held in a ptrace stop by its
+/// tracer").
+pub(super) fn stall_survived(st: &ProcInit) -> Option<String> {
+    let newest = st
+        .stalls
+        .iter()
+        .chain(st.past_stall.as_ref())
+        .max_by_key(|(at, _)| *at)?;
+    let r = &newest.1;
+    let head = format!(
+        "when nvprobe's stall check looked, {} had run {:.1} s",
+        r.call, r.elapsed_s
+    );
+    look_text(head, r).map(|(t, _)| t)
+}
+
+/// A stall look in words after `head`, and the hint it calls for.
+fn look_text(
+    head: String,
+    r: &crate::records::StallReport,
+) -> Option<(String, Option<&'static str>)> {
     let wchan = r.wchan.as_deref().unwrap_or("?");
     let inside = r
         .driver_function

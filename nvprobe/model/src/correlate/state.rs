@@ -45,6 +45,9 @@ pub(crate) struct ProcInit {
     /// and when each was made (the newest 4); one goes once its thread is
     /// seen to move on (a record of it that ends later).
     pub(crate) stalls: Vec<(u64, crate::records::StallReport)>,
+    /// The newest of those its thread went on from: a start-up that got
+    /// past it says what held it.
+    pub(crate) past_stall: Option<(u64, crate::records::StallReport)>,
     /// The thread in cuInit ended alone, the process living on:
     /// (when, its tid, its exit code as the kernel keeps it).
     pub(crate) cuinit_thread_ended: Option<(u64, u32, i32)>,
@@ -302,9 +305,15 @@ impl ProcInit {
     /// Thread `tid` did something that ended at `end_ns`: a stall report of
     /// it made before is past (its call returned or it went on).
     pub(crate) fn moved_on(&mut self, tid: u32, end_ns: u64) {
-        if !self.stalls.is_empty() {
-            self.stalls
-                .retain(|(at, r)| !(r.tid == tid && end_ns > *at));
+        while let Some(i) = self
+            .stalls
+            .iter()
+            .position(|(at, r)| r.tid == tid && end_ns > *at)
+        {
+            let past = self.stalls.remove(i);
+            if self.past_stall.as_ref().is_none_or(|(at, _)| *at <= past.0) {
+                self.past_stall = Some(past);
+            }
         }
     }
 

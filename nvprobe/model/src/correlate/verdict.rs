@@ -119,7 +119,7 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<Exit>) -> CuInit {
     } else {
         st.failed_newest_first()
     };
-    let (text, headline, detail) = said.shown(st, &diagnoses);
+    let (text, headline, detail) = said.shown(st, &diagnoses, result == Outcome::Killed);
     CuInit {
         pid,
         comm: st.comm.clone(),
@@ -191,6 +191,7 @@ impl Said {
         self,
         st: &ProcInit,
         diagnoses: &[Diagnosis],
+        killed: bool,
     ) -> (String, Option<String>, Vec<String>) {
         let stop = stopped(st);
         let mut text = match &stop {
@@ -211,10 +212,20 @@ impl Said {
         }
         // A kill: what the stall check found the thread doing before it,
         // as the kill's diagnosis says.
-        if let Some(by) = diagnoses.iter().find_map(|d| d.about.stall_by)
-            && let Some((seen, _)) = super::rules_kill::stall_seen(st, by)
-        {
-            text.push_str(&format!("; {seen}"));
+        match diagnoses.iter().find_map(|d| d.about.stall_by) {
+            Some(by) => {
+                if let Some((seen, _)) = super::rules_kill::stall_seen(st, by) {
+                    text.push_str(&format!("; {seen}"));
+                }
+            }
+            // Not killed (or killed with no look before it): what held a
+            // start-up that got past it, or failed after it.
+            None if !killed => {
+                if let Some(seen) = super::rules_kill::stall_survived(st) {
+                    text.push_str(&format!("; {seen}"));
+                }
+            }
+            None => {}
         }
         // The text view: the first line short, what explains it below.
         let headline = match &stop {
