@@ -241,6 +241,11 @@ the program CUDA_ERROR_NO_DEVICE (100)"
     );
 }
 
+/// A verdict's diagnoses as (id, severity).
+fn ids_of(v: &crate::correlate::CuInit) -> Vec<(DiagId, DiagSeverity)> {
+    v.diagnoses.iter().map(|d| (d.id, d.severity)).collect()
+}
+
 /// A call a ptrace tracer skipped, as the kernel side records it: number
 /// -1 with ENOSYS, the skipped call's first arguments.
 fn skipped(t: u64, args: Vec<u64>) -> Event {
@@ -291,7 +296,7 @@ fn a_call_a_tracer_skipped_is_the_diagnosis_and_a_tracer_that_skipped_none_is_no
 sets for a call it answers itself); no driver call reached the kernel: the process is traced by ";
     let v = run(traced_by(42, "strace"), true);
     assert_eq!(v.result, Outcome::Failed, "{}", v.text);
-    let ids: Vec<(DiagId, DiagSeverity)> = v.diagnoses.iter().map(|d| (d.id, d.severity)).collect();
+    let ids = ids_of(&v);
     assert_eq!(
         ids,
         [(DiagId::AnsweredByTracer, DiagSeverity::Error)],
@@ -350,7 +355,7 @@ fn a_system_preload_with_no_mark_is_a_warning_beside_the_rules() {
         ],
     );
     let v = &v[0];
-    let ids: Vec<(DiagId, DiagSeverity)> = v.diagnoses.iter().map(|d| (d.id, d.severity)).collect();
+    let ids = ids_of(v);
     assert_eq!(
         ids,
         [
@@ -401,8 +406,7 @@ fn calls_a_tracer_skipped_name_the_last_escape_whatever_the_code() {
             ],
         );
         let v = &v[0];
-        let ids: Vec<(DiagId, DiagSeverity)> =
-            v.diagnoses.iter().map(|d| (d.id, d.severity)).collect();
+        let ids = ids_of(v);
         assert_eq!(
             ids,
             [(DiagId::AnsweredByTracer, DiagSeverity::Error)],
