@@ -190,7 +190,7 @@ pub fn findings(lines: &[String]) -> Vec<(&'static str, &String)> {
                 LogKind::GpuInitFailed => "gpu_init_failed",
                 LogKind::UvmError => "uvm_error",
                 LogKind::VersionMismatch => "version_mismatch",
-                LogKind::GpuIdentity | LogKind::Other => return None,
+                LogKind::GpuIdentity | LogKind::Other | LogKind::Seccomp => return None,
             };
             Some((kind, l))
         })

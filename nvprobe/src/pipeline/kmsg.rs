@@ -375,7 +375,7 @@ fn deliver(
     tx: &SyncSender<(u64, LogLine)>,
     lost: &AtomicU64,
 ) -> bool {
-    if rec.facility != 0 || nvprobe_model::kmsg::kind_of(&rec.msg).is_none() {
+    if rec.facility != 0 || nvprobe_model::kmsg::line_kind(&rec.msg).is_none() {
         return true;
     }
     let at = (stamp_ns(&rec) + offset).clamp(0, i128::from(read_at)) as u64;

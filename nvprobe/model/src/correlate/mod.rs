@@ -426,6 +426,11 @@ impl Correlator {
                 .filter(|c| !c.is_empty())
         };
         if let Some(k) = self.faults.log_line(line, at, comm_of) {
+            if let Some(a) = &k.seccomp
+                && let Some(st) = self.procs.get_mut(&a.pid)
+            {
+                st.on_seccomp_audit(a, at);
+            }
             out.push(Record::KernelLog(Box::new(k)));
         }
     }

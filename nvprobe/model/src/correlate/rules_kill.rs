@@ -346,14 +346,30 @@ pub(super) fn killed(f: &Facts<'_>, out: &mut Vec<Diagnosis>) -> bool {
 }
 
 /// How a thread's exit code reads: a thread the kernel ended alone with a
-/// signal (SIGSYS: a seccomp filter's kill-thread action), or one that
-/// called exit(2).
-pub(super) fn thread_end_text(code: i32) -> String {
+/// signal (SIGSYS: a seccomp filter's kill-thread action, at the call the
+/// kernel's audit line names when nvprobe read it), or one that called
+/// exit(2). `at` is when the thread ended.
+pub(super) fn thread_end_text(code: i32, at: u64, st: &ProcInit) -> String {
     match code & 0x7f {
         0 => format!("it exited alone, with status {}", (code >> 8) & 0xff),
-        libc::SIGSYS => "killed alone by SIGSYS: a seccomp filter's kill-thread action".to_owned(),
+        libc::SIGSYS => {
+            let call = seccomp_killed_at(st, at)
+                .map(|c| format!(" at {c}() (the kernel's audit line names it)"))
+                .unwrap_or_default();
+            format!("killed alone by SIGSYS: a seccomp filter's kill-thread action{call}")
+        }
         sig => format!("killed alone by {}", crate::decode::signal::name(sig)),
     }
+}
+
+/// The call of a seccomp kill-thread action logged within 1 s of `at`
+/// (the audit line is printed just before the thread ends; the kernel
+/// log's stamps are mapped onto nvprobe's clock, to a few ms).
+fn seccomp_killed_at(st: &ProcInit, at: u64) -> Option<&str> {
+    let (logged, a) = st.seccomp_kill.as_ref()?;
+    (a.action == crate::kmsg::audit::SeccompAction::KillThread
+        && logged.abs_diff(at) <= 1_000_000_000)
+        .then_some(a.call.as_str())
 }
 
 /// The thread in cuInit ended alone at least 100 ms before the process's
@@ -384,7 +400,7 @@ pub(super) fn cuinit_thread_ended(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
                 "its thread in cuInit (tid {tid}) ended at {:.1} ms ({}); cuInit never returned, and the process \
 went on without it for {:.1} s{until}",
                 super::state::ms(at, st.first_ns),
-                thread_end_text(code),
+                thread_end_text(code, at, st),
                 lived as f64 / 1e9
             ),
         ),

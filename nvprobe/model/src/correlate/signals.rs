@@ -358,6 +358,19 @@ fn fault_text(sig: i32, code: i32) -> String {
 }
 
 impl ProcInit {
+    /// The kernel's seccomp audit line of one of its calls: a kill
+    /// action's is kept (the newest), to name the call a thread killed
+    /// alone was making.
+    pub(crate) fn on_seccomp_audit(&mut self, a: &crate::kmsg::audit::SeccompAudit, at: u64) {
+        use crate::kmsg::audit::SeccompAction;
+        if matches!(
+            a.action,
+            SeccompAction::KillThread | SeccompAction::KillProcess
+        ) {
+            self.seccomp_kill = Some((at, a.clone()));
+        }
+    }
+
     /// The OOM killer chose this process: the kernel's SIGKILL just
     /// before was its.
     pub(crate) fn on_oom_victim(&mut self) {
@@ -441,7 +454,16 @@ impl ProcInit {
                 let who = match self.info.as_ref().and_then(|i| i.tracer.as_ref()) {
                     Some(t) if t.comm.is_empty() => format!("its tracer, process {}", t.pid),
                     Some(t) => format!("its tracer {}[{}]", t.comm, t.pid),
-                    None => "a ptrace tracer nvprobe did not see".to_owned(),
+                    // (No tracer at any read: the kernel's stamp may also
+                    // be the process's own, queued to itself with
+                    // rt_sigqueueinfo, which lets a process give itself
+                    // any si_code.)
+                    None => {
+                        return "a ptrace tracer nvprobe did not see (it gives a signal as it resumes the \
+process from a ptrace stop, as strace's -e inject=…:signal= does), or the process itself, queueing the signal \
+with the kernel's mark (rt_sigqueueinfo)"
+                            .to_owned();
+                    }
                 };
                 format!(
                     "{who} (it gave the signal as it resumed the process from a ptrace stop, as strace's \

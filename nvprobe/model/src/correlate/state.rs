@@ -51,6 +51,9 @@ pub(crate) struct ProcInit {
     /// The thread in cuInit ended alone, the process living on:
     /// (when, its tid, its exit code as the kernel keeps it).
     pub(crate) cuinit_thread_ended: Option<(u64, u32, i32)>,
+    /// The kernel's newest seccomp audit line of a kill action at one of
+    /// its calls, and when it was logged.
+    pub(crate) seccomp_kill: Option<(u64, crate::kmsg::audit::SeccompAudit)>,
     /// The thread that entered cuInit last.
     pub(crate) cuinit_tid: Option<u32>,
     pub(crate) path_problems: Vec<(String, PathWhy)>,

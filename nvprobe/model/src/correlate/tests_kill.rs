@@ -649,3 +649,100 @@ action); cuInit never returned, and the process went on without it for 30.0 s, u
     let ids: Vec<DiagId> = v[0].diagnoses.iter().map(|d| d.id).collect();
     assert_eq!(ids, [DiagId::KilledBySignal], "{:#?}", v[0].diagnoses);
 }
+
+/// The kernel's seccomp audit line (kernel 6.18's shape) names the call at
+/// which the kill-thread action ended the thread in cuInit: its verdict
+/// says which. A line of a process nvprobe does not follow makes no
+/// record, and one logged long before the thread's end names nothing.
+#[test]
+fn the_audit_line_names_the_call_a_kill_thread_action_ended_cuinit_at() {
+    let audit = |pid: u32, code: &str| {
+        format!(
+            "audit: type=1326 audit(1796629076.915:1): auid=4294967295 uid=0 gid=0 ses=4294967295 pid={pid} \
+comm=\"python3\" exe=\"/usr/bin/python3.12\" sig=31 arch=c000003e syscall=16 compat=0 ip=0x7fa748b250bd code={code}"
+        )
+    };
+    let run = |lines: &[(u64, String)]| {
+        let mut c = Correlator::default();
+        let mut out = Vec::new();
+        c.observe_obs(Obs::identity(in_cgroup(None), 0), &mut out);
+        c.observe(&cuda(0, "cuInit", None), &mut out);
+        for (t, msg) in lines {
+            let line = super::faults::LogLine {
+                seq: *t,
+                kernel_ts_us: t * 1000,
+                level: 5,
+                message: msg.clone(),
+            };
+            c.observe_obs(Obs::kernel_log(line, t * 1_000_000), &mut out);
+        }
+        c.observe(
+            &Event::Proc(crate::decode::ProcCall {
+                target_tid: Some(7),
+                exit_code: Some(libc::SIGSYS),
+                ..proc_call(ProcKind::ThreadExit, 7, "python3", 7, 3_000_000)
+            }),
+            &mut out,
+        );
+        c.observe(&signal(30_000, 15, 0), &mut out);
+        c.observe(&exit_of(30_001, 7, 15), &mut out);
+        c.finish(&mut out);
+        out
+    };
+    let out = run(&[(3, audit(7, "0x0")), (4, audit(9, "0x0"))]);
+    let logs: Vec<_> = out
+        .iter()
+        .filter_map(|r| match r {
+            Record::KernelLog(k) => Some(&**k),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(logs.len(), 1, "{logs:#?}");
+    let a = logs[0].seccomp.as_ref().unwrap();
+    assert_eq!(
+        (
+            logs[0].pid,
+            logs[0].comm.as_deref(),
+            a.call.as_str(),
+            a.action
+        ),
+        (
+            Some(7),
+            Some("app"),
+            "ioctl",
+            crate::kmsg::audit::SeccompAction::KillThread
+        )
+    );
+    let verdict = |out: &[Record]| {
+        out.iter()
+            .find_map(|r| match r {
+                Record::Cuinit(v) => Some((**v).clone()),
+                _ => None,
+            })
+            .unwrap()
+    };
+    let v = verdict(&out);
+    assert!(
+        v.text.ends_with(
+            "; its thread in cuInit had ended at 3.0 ms (killed alone by SIGSYS: a seccomp filter's kill-thread \
+action at ioctl() (the kernel's audit line names it))"
+        ),
+        "{}",
+        v.text
+    );
+    assert_eq!(v.diagnoses[0].id, DiagId::CuinitThreadEnded);
+    // A kill-process line, or a kill-thread line 1.5 s after the end:
+    // not this end's.
+    for lines in [
+        vec![(3, audit(7, "0x80000000"))],
+        vec![(1500, audit(7, "0x0"))],
+    ] {
+        let v = verdict(&run(&lines));
+        assert!(
+            v.text
+                .ends_with("(killed alone by SIGSYS: a seccomp filter's kill-thread action)"),
+            "{}",
+            v.text
+        );
+    }
+}

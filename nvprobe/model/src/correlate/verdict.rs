@@ -207,7 +207,7 @@ impl Said {
             text.push_str(&format!(
                 "; its thread in cuInit had ended at {:.1} ms ({})",
                 ms(at, st.first_ns),
-                super::rules_kill::thread_end_text(code)
+                super::rules_kill::thread_end_text(code, at, st)
             ));
         }
         // A kill: what the stall check found the thread doing before it,

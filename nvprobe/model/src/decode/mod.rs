@@ -52,7 +52,7 @@ pub use self::{
     },
     intern::intern,
     ioctl::raw_call_name,
-    process::{Program, is_nvidia_modprobe, is_nvprobe},
+    process::{Program, is_nvidia_modprobe, is_nvprobe, seccomp_call},
     read::recorded,
 };
 

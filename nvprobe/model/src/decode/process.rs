@@ -301,7 +301,7 @@ pub(super) fn decode_proc(ev: &ProcEvent, bytes: &[u8], raw: Option<String>) -> 
 /// the architecture the kernel named (`si_arch`): None for a record made
 /// before nvprobe sent it (its `si_pid` then holds part of an address,
 /// not an AUDIT_ARCH value).
-fn seccomp_call(arch: u32, nr: i32) -> Option<String> {
+pub fn seccomp_call(arch: u32, nr: i32) -> Option<String> {
     // AUDIT_ARCH_X86_64, AUDIT_ARCH_AARCH64, AUDIT_ARCH_I386 (uapi
     // linux/audit.h).
     let table = match arch {

@@ -12,6 +12,7 @@
 //! name (an Xid's `name=`), what follows the name is read only where a
 //! name (15 bytes) cannot have written it.
 
+pub mod audit;
 pub mod syslog;
 pub mod xid;
 
@@ -194,6 +195,16 @@ pub enum LogKind {
     GpuIdentity,
     /// Another line of the driver's.
     Other,
+    /// Not the driver's: the kernel's seccomp audit line (`type=1326`),
+    /// the only record of the call a filter's kill-thread action ended a
+    /// thread at ([`audit`]).
+    Seccomp,
+}
+
+/// What kind of line of the kernel's nvprobe reads `msg` is: a driver line
+/// ([`kind_of`]) or a seccomp audit line.
+pub fn line_kind(msg: &str) -> Option<LogKind> {
+    kind_of(msg).or_else(|| audit::seccomp_audit(msg).map(|_| LogKind::Seccomp))
 }
 
 /// What kind of driver line `msg` is; None when the driver did not write

@@ -508,6 +508,13 @@ pub fn record_text(rec: &crate::correlate::Record) -> String {
                 _ => String::new(),
             };
             let mut s = format!("== kernel log{who}: {}", safe(&k.line.message));
+            if let Some(a) = &k.seccomp {
+                s.push_str(&format!(
+                    " [seccomp: {} at {}()]",
+                    a.action.as_str().replace('_', " "),
+                    safe(&a.call)
+                ));
+            }
             if let Some(m) = &k.meaning {
                 s.push_str(&format!(" [Xid: {}]", m.meaning));
             }

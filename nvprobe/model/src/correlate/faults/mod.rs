@@ -258,7 +258,15 @@ impl Faults {
         at: u64,
         comm_of: impl Fn(u32) -> Option<String>,
     ) -> Option<KernelLog> {
-        let kind = kmsg::kind_of(&line.message)?;
+        let kind = kmsg::line_kind(&line.message)?;
+        // A seccomp audit line is kept only for a process nvprobe follows
+        // (its verdict reads it); the host's others are not nvprobe's.
+        let seccomp = kmsg::audit::seccomp_audit(&line.message);
+        if let Some(a) = &seccomp
+            && comm_of(a.pid).is_none()
+        {
+            return None;
+        }
         if let Some((slot, uuid)) = kmsg::gpu_identity(&line.message)
             && (self.uuids.len() < 64 || self.uuids.contains_key(&slot))
         {
@@ -270,7 +278,10 @@ impl Faults {
             .map(|x| x.pci.clone())
             .or_else(|| kmsg::line_gpu(&line.message));
         let gpu = pci.as_deref().map(|s| self.gpu_of(s));
-        let pid = xid.as_ref().and_then(|x| x.pid);
+        let pid = xid
+            .as_ref()
+            .and_then(|x| x.pid)
+            .or(seccomp.as_ref().map(|a| a.pid));
         let mut call = None;
         if let Some(x) = &xid {
             let seen = Seen {
@@ -335,6 +346,7 @@ impl Faults {
             gpu,
             pid,
             call,
+            seccomp,
         })
     }
 

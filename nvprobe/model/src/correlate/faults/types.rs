@@ -80,6 +80,10 @@ pub struct KernelLog {
     /// function 76 (GSP_RM_CONTROL) (0x20800a4c 0x4)").
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rm_control: Option<RmControlRef>,
+    /// A seccomp audit line's parts (kind `seccomp`): the call a filter
+    /// judged, and its action.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seccomp: Option<kmsg::audit::SeccompAudit>,
 }
 
 /// An RM control by number, with its name from the tables.
