@@ -11,6 +11,8 @@ use nvprobe_model::attribution::{Access, CgroupCount, Limits, NodeFact};
 
 const STATUS_CAP: u64 = 16 << 10;
 const SMALL_CAP: u64 = 4 << 10;
+/// /proc/PID/cgroup: one line per hierarchy, each path up to 4095 bytes.
+const CGROUP_CAP: u64 = 64 << 10;
 
 /// The cgroup v2 directory of a cgroup path (as /proc/PID/cgroup writes
 /// it for nvprobe's own cgroup namespace, under `root`); none for a path
@@ -32,9 +34,14 @@ pub fn frozen_cgroup(tid: u32) -> Option<String> {
 }
 
 fn frozen_cgroup_at(proc_root: &Path, cg_root: &Path, tid: u32) -> Option<String> {
-    let cg = read_text(&proc_root.join(format!("{tid}/cgroup")))?;
+    // A v2 path may be 4095 bytes, after a hybrid host's v1 lines: 64 KiB,
+    // and a last line cut short (no newline) is not read as a shorter,
+    // other cgroup's path.
+    let cg = read_capped(&proc_root.join(format!("{tid}/cgroup")), CGROUP_CAP)?;
+    let cg = String::from_utf8_lossy(&cg);
+    let whole = cg.rfind('\n').map_or("", |end| &cg[..end]);
     let root = cg_root.to_str()?;
-    cg.lines().find_map(|l| {
+    whole.lines().find_map(|l| {
         let mut f = l.splitn(3, ':');
         let (_, controllers, path) = (f.next()?, f.next()?, f.next()?);
         let frozen = if controllers.is_empty() {
@@ -49,7 +56,11 @@ fn frozen_cgroup_at(proc_root: &Path, cg_root: &Path, tid: u32) -> Option<String
         } else {
             false
         };
-        frozen.then(|| path.to_owned())
+        // (The name is the cgroup's creator's: escaped as any text a
+        // process controls.)
+        frozen.then(|| {
+            nvprobe_model::decode::escape_capped(path.as_bytes(), nvprobe_model::decode::PATH_FIELD)
+        })
     })
 }
 
@@ -401,12 +412,26 @@ mod tests {
         put(&proc_root.join("9/cgroup"), "0::/pod/b\n");
         put(&cg.join("pod/b/cgroup.events"), "populated 1\nfrozen 0\n");
         put(&proc_root.join("10/cgroup"), "0::/../../etc\n");
+        // A path cut short by the read (no newline after it) is not the
+        // shorter path of a frozen sibling; a name with an escape byte and
+        // a right-to-left mark is written escaped.
+        put(&proc_root.join("12/cgroup"), "0::/pod/a");
+        put(&proc_root.join("13/cgroup"), "0::/pod/\u{1b}\u{202e}x\n");
+        put(&cg.join("pod/\u{1b}\u{202e}x/cgroup.events"), "frozen 1\n");
         let f = |tid| frozen_cgroup_at(&proc_root, &cg, tid);
         assert_eq!(f(7).as_deref(), Some("/pod/a"));
         assert_eq!(f(8).as_deref(), Some("/job"));
         assert_eq!(f(9), None);
         assert_eq!(f(10), None);
         assert_eq!(f(11), None);
+        assert_eq!(f(12), None);
+        let hostile = f(13).expect("frozen");
+        assert!(
+            hostile.starts_with("/pod/")
+                && !hostile.contains('\u{1b}')
+                && !hostile.contains('\u{202e}'),
+            "{hostile:?}"
+        );
         let _ = std::fs::remove_dir_all(&root);
     }
 

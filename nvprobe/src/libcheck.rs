@@ -151,14 +151,27 @@ fn shown(b: &[u8]) -> String {
 /// (elf/rtld.c): a `#` blanks the rest of its line, and names are
 /// separated by spaces, tabs, newlines and colons.
 pub fn preload_names(file: &[u8]) -> Vec<String> {
-    String::from_utf8_lossy(file)
+    let mut out: Vec<String> = Vec::new();
+    for n in String::from_utf8_lossy(file)
         .lines()
         .map(|l| l.split('#').next().unwrap_or(""))
         .flat_map(|l| l.split([' ', '\t', ':']))
         .filter(|n| !n.is_empty())
-        .map(str::to_owned)
-        .collect()
+    {
+        if out.len() >= PRELOADS_KEPT {
+            break;
+        }
+        if !out.iter().any(|o| o == n) {
+            out.push(n.to_owned());
+        }
+    }
+    out
 }
+
+/// Distinct preloaded names kept of one list (a hostile list of thousands
+/// of names costs no more; the loader would load at most that many
+/// distinct libraries that anyone uses).
+pub const PRELOADS_KEPT: usize = 64;
 
 #[cfg(test)]
 mod tests {
@@ -171,6 +184,18 @@ mod tests {
             ["/usr/lib/a.so", "/usr/lib/b.so", "/c.so", "e.so"]
         );
         assert!(super::preload_names(b"#only a comment").is_empty());
+        // Repeats once; a list of thousands of names, the first 64.
+        let many: String = (0..5000).map(|i| format!("a{i}.so:a0.so:")).collect();
+        let names = super::preload_names(many.as_bytes());
+        assert_eq!(
+            (
+                names.len(),
+                names[0].as_str(),
+                names[1].as_str(),
+                names[63].as_str()
+            ),
+            (64, "a0.so", "a1.so", "a63.so")
+        );
     }
 
     use super::*;

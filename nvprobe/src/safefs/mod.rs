@@ -303,6 +303,38 @@ pub fn read_capped(root: &Path, rel: impl AsRef<Path>, cap: u64) -> Result<Vec<u
     read_to_cap(f, cap)
 }
 
+/// ROOT/REL as a process whose root directory is ROOT (`/proc/PID/root`)
+/// sees it: an absolute link, or `..`, resolves inside ROOT, as the
+/// kernel resolves it for that process (`RESOLVE_IN_ROOT`, magic links
+/// refused), so a container's `/etc/ld.so.preload -> /etc/real` is read
+/// as its loader reads it. A regular file of at most CAP bytes. Where the
+/// kernel has no `openat2`, as [`read_capped`] (no link out followed).
+pub fn read_seen_in(root: &Path, rel: &str, cap: u64) -> Result<Vec<u8>> {
+    let r = open_root(root)?;
+    let comps = components(Path::new(rel))?;
+    let joined: PathBuf = comps.iter().collect();
+    let fd = match openat2(
+        r.as_fd(),
+        joined.as_os_str(),
+        libc::O_PATH,
+        libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS,
+    ) {
+        Ok(fd) => fd,
+        Err(libc::ENOENT | libc::ENOTDIR) => return Err(SafeReadError::NotFound),
+        Err(libc::EACCES) => return Err(SafeReadError::PermissionDenied),
+        Err(_) => walk(r.as_fd(), comps, false)?,
+    };
+    let st = fstat(fd.as_fd())?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return Err(SafeReadError::NotRegular(file_kind(st.st_mode)));
+    }
+    let f = reopen(fd.as_fd())?;
+    if fstat(f.as_fd())?.st_size as u64 > cap {
+        return Err(SafeReadError::TooLarge(cap));
+    }
+    read_to_cap(f, cap)
+}
+
 /// [`read_capped`], and a problem noted for the root (see [`note`]).
 pub fn read_noted(root: &Path, rel: &str, cap: u64) -> Result<Vec<u8>> {
     let r = read_capped(root, rel, cap);

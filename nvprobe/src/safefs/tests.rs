@@ -81,6 +81,51 @@ fn links_inside_are_followed_links_out_are_not() {
     );
 }
 
+/// A file as the process whose root it is sees it: an absolute link (a
+/// container's `/etc/ld.so.preload -> /etc/real.preload`) and `..` above
+/// the root resolve inside it, never to the host's file of that name; a
+/// FIFO or a folder is refused, a file over the cap is TooLarge.
+#[test]
+fn a_file_is_read_as_the_process_in_its_root_sees_it() {
+    let t = tmp("seen");
+    let (root, outside) = (t.0.join("root"), t.0.join("outside"));
+    std::fs::create_dir_all(root.join("etc")).expect("mkdir");
+    std::fs::create_dir_all(&outside).expect("mkdir");
+    std::fs::write(root.join("etc/real.preload"), "/lib/libshim.so\n").expect("write");
+    std::fs::write(outside.join("secret"), "secret").expect("write");
+    symlink("/etc/real.preload", root.join("etc/ld.so.preload")).expect("ln");
+    symlink("../../../etc/real.preload", root.join("etc/up")).expect("ln");
+    symlink(outside.join("secret"), root.join("etc/abs-out")).expect("ln");
+    let fifo = CString::new(root.join("etc/fifo").into_os_string().into_vec()).expect("path");
+    // SAFETY: NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0, "mkfifo");
+    assert_eq!(
+        read_seen_in(&root, "etc/ld.so.preload", CAP).as_deref(),
+        Ok(&b"/lib/libshim.so\n"[..])
+    );
+    assert_eq!(
+        read_seen_in(&root, "etc/up", CAP).as_deref(),
+        Ok(&b"/lib/libshim.so\n"[..])
+    );
+    // The host path the link names does not exist inside the root.
+    assert_eq!(
+        read_seen_in(&root, "etc/abs-out", CAP),
+        Err(SafeReadError::NotFound)
+    );
+    assert!(matches!(
+        read_seen_in(&root, "etc/fifo", CAP),
+        Err(SafeReadError::NotRegular(_))
+    ));
+    assert!(matches!(
+        read_seen_in(&root, "etc", CAP),
+        Err(SafeReadError::NotRegular(_))
+    ));
+    assert_eq!(
+        read_seen_in(&root, "etc/ld.so.preload", 4),
+        Err(SafeReadError::TooLarge(4))
+    );
+}
+
 /// A FIFO is refused at once (no wait for a writer); a file over the
 /// cap is TooLarge; a gzip bomb stops at its cap.
 #[test]

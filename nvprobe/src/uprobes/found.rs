@@ -104,7 +104,10 @@ pub fn mapped_by(pid: u32) -> Vec<PathBuf> {
 /// process's root.
 pub fn preloads_of(pid: u32) -> Vec<PathBuf> {
     let base = PathBuf::from(format!("/proc/{pid}"));
-    let mut names: Vec<String> = Vec::new();
+    // Distinct names, at most 64 of each list, looked up by path and by
+    // file name: each of the process's mappings costs one lookup, whatever
+    // the lists hold.
+    let mut names: std::collections::HashSet<String> = std::collections::HashSet::new();
     let mut env = Vec::new();
     if std::fs::File::open(base.join("environ"))
         .and_then(|f| std::io::Read::read_to_end(&mut std::io::Read::take(f, 256 << 10), &mut env))
@@ -112,34 +115,42 @@ pub fn preloads_of(pid: u32) -> Vec<PathBuf> {
     {
         for kv in env.split(|&b| b == 0) {
             if let Some(v) = kv.strip_prefix(b"LD_PRELOAD=") {
+                // (The loader splits LD_PRELOAD on spaces and colons.)
                 names.extend(
                     String::from_utf8_lossy(v)
                         .split([' ', ':'])
                         .filter(|n| !n.is_empty())
+                        .take(crate::libcheck::PRELOADS_KEPT)
                         .map(str::to_owned),
                 );
             }
         }
     }
-    if let Ok(b) = crate::safefs::read_capped(&base.join("root"), "etc/ld.so.preload", 64 << 10) {
+    if let Ok(b) = crate::safefs::read_seen_in(
+        &base.join("root"),
+        "etc/ld.so.preload",
+        crate::identity::PRELOAD_CAP,
+    ) {
         names.extend(crate::libcheck::preload_names(&b));
     }
     if names.is_empty() {
         return Vec::new();
     }
-    let Ok(maps) = procfs::process::Process::new(pid as i32).and_then(|p| p.maps()) else {
+    let Ok(f) = std::fs::File::open(base.join("maps")) else {
         return Vec::new();
     };
     let mut out: Vec<PathBuf> = Vec::new();
-    for m in maps {
-        let procfs::process::MMapPath::Path(p) = m.pathname else {
+    // /proc/PID/maps, a line at a time (a process may have 65,530
+    // mappings with 4 KiB paths: not read whole).
+    for line in std::io::BufRead::split(std::io::BufReader::new(f), b'\n')
+        .take(MAPS_READ)
+        .map_while(Result::ok)
+    {
+        let Some(text) = map_path(&line) else {
             continue;
         };
-        let Some(text) = p.to_str() else { continue };
-        let base_name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-        let named = names
-            .iter()
-            .any(|n| n == text || (!n.contains('/') && n == base_name));
+        let base_name = text.rsplit('/').next().unwrap_or_default();
+        let named = names.contains(text) || names.contains(base_name);
         let full = PathBuf::from(format!("/proc/{pid}/root{text}"));
         if named && !is_libcuda(text) && !out.contains(&full) {
             out.push(full);
@@ -149,6 +160,23 @@ pub fn preloads_of(pid: u32) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// Mappings of a process read at most for its preloads.
+const MAPS_READ: usize = 65_536;
+
+/// The file a /proc/PID/maps line maps ("addr perms offset dev inode
+/// /path"): the sixth field, which holds spaces of its own; none for an
+/// anonymous or special mapping, a deleted file or a name not UTF-8.
+fn map_path(line: &[u8]) -> Option<&str> {
+    let text = std::str::from_utf8(line).ok()?;
+    let mut rest = text;
+    for _ in 0..5 {
+        rest = rest.trim_start_matches(' ');
+        rest = rest.split_once(' ')?.1;
+    }
+    let path = rest.trim_start_matches(' ');
+    (path.starts_with('/') && !path.ends_with(" (deleted)")).then_some(path)
 }
 
 /// Every running process's libcuda.
@@ -161,4 +189,30 @@ pub fn mapped_by_all() -> Vec<PathBuf> {
         out.extend(mapped_by(p.pid as u32));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    /// A maps line's file: after the five fields, spaces kept; none for
+    /// anonymous, special or deleted mappings.
+    #[test]
+    fn a_maps_line_names_its_file() {
+        fn p(l: &str) -> Option<&str> {
+            super::map_path(l.as_bytes())
+        }
+        assert_eq!(
+            p("7f00-7f10 r-xp 00000000 08:01 1234                       /usr/lib/a b.so"),
+            Some("/usr/lib/a b.so")
+        );
+        assert_eq!(p("7f00-7f10 rw-p 00000000 00:00 0 "), None);
+        assert_eq!(
+            p("7fff-8000 rw-p 00000000 00:00 0                          [stack]"),
+            None
+        );
+        assert_eq!(
+            p("7f00-7f10 r-xp 00000000 08:01 1234 /tmp/x.so (deleted)"),
+            None
+        );
+        assert_eq!(p("garbage"), None);
+    }
 }
