@@ -243,9 +243,9 @@ so a seccomp filter or a security module's socket rule refused it (the process r
     let (id, e) = only(x);
     assert_eq!(id, DiagId::InvalidDevice);
     assert!(e.contains("names /dev/nvidia0 twice"), "{e}");
-    // /proc hidden: as in the first batch.
+    // /proc hidden: as in the first batch (replay_evidence_hints.rs).
     let (id, _) = only(case(&v, "proc_hidden"));
-    assert_eq!(id, DiagId::OsCallFailed);
+    assert_eq!(id, DiagId::ProcUnavailable);
     // The forked child's cuInit (the parent's is "forkinit" too: the
     // child has its command line).
     let child = v

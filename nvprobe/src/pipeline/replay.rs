@@ -47,6 +47,8 @@ struct Feed {
     sinks: observe::Sinks,
     /// A process that exited: its OTLP identity goes after its verdict.
     forget: Option<(u32, u64)>,
+    /// The newest time of an item: the summary's, written after them all.
+    last_t: u64,
 }
 
 impl Feed {
@@ -96,6 +98,7 @@ impl Feed {
 
     /// One item of the model's replay; false once the output failed.
     fn item(&mut self, t: u64, item: Item<'_>) -> bool {
+        self.last_t = self.last_t.max(t);
         if !matches!(item, Item::Event(_)) {
             self.flush_held();
         }
@@ -177,6 +180,7 @@ pub fn run(
         },
         sinks: observe::Sinks::of(&opts.observers),
         forget: None,
+        last_t: 0,
     };
     let done = replay::replay_until(reader, version, |_| true, |t, item| feed.item(t, item))
         .map_err(|e| anyhow::anyhow!("reading {name}: {e}"))?;
@@ -188,6 +192,7 @@ pub fn run(
         return Err(e.into());
     }
     say_bad_lines(name, &done, BAD_LINES_SAID);
+    let last_t = feed.last_t;
     let (mut out, stats, res) = feed.w.finish();
     res?;
     let mut summary = stats.finish(
@@ -198,7 +203,9 @@ pub fn run(
     // written) and the lines that were no record at all (named on
     // stderr), the count `decode` ends with.
     summary.decode_errors += done.bad_count;
-    out.note(0, &Note::Summary(&summary))?;
+    // (At the recording's newest time: a pipeline sorting by time keeps
+    // it last.)
+    out.note(last_t, &Note::Summary(&summary))?;
     if let Err(e) = out.finish() {
         return Err(match health.error() {
             Some(w) => w.into(),

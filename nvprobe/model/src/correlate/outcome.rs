@@ -62,8 +62,9 @@ pub struct CuInit {
     /// process.
     #[serde(skip)]
     pub detail: Vec<String>,
-    /// The process was seen calling cuInit (its entry or its return):
-    /// the text view says "cuInit", else "CUDA start-up".
+    /// The process was seen calling cuInit (its entry or its return), and
+    /// the outcome is cuInit's (not a failure after cuInit returned
+    /// CUDA_SUCCESS): the text view says "cuInit", else "CUDA start-up".
     #[serde(skip)]
     pub cuinit_seen: bool,
     pub total_ms: f64,

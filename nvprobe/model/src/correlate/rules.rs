@@ -20,6 +20,11 @@ use crate::{hmm_issues, hmm_reload, records::HmmFacts};
 const HINT_FORK_NO_CALLS: &str = "libcuda refuses in a process forked after its parent initialised CUDA: start workers with spawn \
 (multiprocessing.set_start_method('spawn')) or fork before the parent's first CUDA call";
 
+/// The hint of a node libcuda created itself.
+const HINT_NODE_MADE: &str = "libcuda created the missing node itself, with the major number the loaded module \
+registered (/proc/devices), which it can as root: nothing to fix for this process. One that is not root cannot: \
+create the nodes at boot (nvidia-modprobe -c0 -u, or udev) or pass them into the container";
+
 /// Whether `d` is a problem the process got past: a node that was missing
 /// or refused and then opened (or created) successfully.
 pub(crate) fn is_recovered(d: &Diagnosis, st: &ProcInit) -> bool {
@@ -61,6 +66,12 @@ pub(crate) fn settle_severity(ds: &mut [Diagnosis], st: &ProcInit, succeeded: bo
                 let dev = dev.map_or_else(String::new, |d| d.to_string());
                 format!("; libcuda created it (mknod {dev})")
             });
+        if made.is_some() {
+            // The module is loaded (libcuda read the node's major from
+            // /proc/devices): no hint to load it or to make the node for
+            // this process.
+            d.hint = HINT_NODE_MADE;
+        }
         d.evidence = format!(
             "{}{}{}",
             d.evidence,
@@ -308,6 +319,10 @@ fn os_call_failed(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
         }
         return;
     }
+    if let Some(d) = super::rules_startcalls::proc_unavailable(st, &outcome) {
+        out.push(d);
+        return;
+    }
     if !matches!(code, 304 | 2) {
         return;
     }
@@ -343,8 +358,24 @@ fn os_call_failed(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     if let Some(failed) = st.failed_text() {
         d.evidence.push_str(&format!("; {failed}"));
     }
+    // The open-file limit is no suspect where it was far from reached.
+    if let Some(l) = st.info.as_ref().and_then(|i| i.limits.as_ref())
+        && let (Some((Some(soft), _)), Some(fds)) = (l.nofile, l.fds)
+        && fds.saturating_mul(2) < soft
+    {
+        d.hint = HINT_OS_CALL_NOT_FILES;
+    }
     out.push(d);
 }
+
+/// [`DiagId::OsCallFailed`]'s hint where the open-file limit was far from
+/// reached when nvprobe read the process.
+const HINT_OS_CALL_NOT_FILES: &str = "a system call of libcuda's own failed: where the kernel side saw the \
+start-up's failed system calls (the raw sys_exit tracepoint), the evidence lists them, newest first; where it names \
+none, no system call of the start-up failed as far as nvprobe saw (find it with strace -f). The open-file limit was far \
+from reached; the other common causes are a seccomp profile that refuses open, mmap or ioctl (a filter the process \
+installed after nvprobe read it is not in the evidence), and memory or thread limits (ulimit -v, the cgroup's \
+pids.max)";
 
 /// cuInit results whose cause is outside the driver calls.
 fn known_curesults(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
@@ -589,12 +620,30 @@ fn no_visible_devices(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
             ));
         }
         out.push(if st.curesult.is_some() {
-            diag_after(
+            let mut d = diag_after(
                 DiagId::NoVisibleDevices,
                 "cuInit returned CUDA_ERROR_NO_DEVICE (100)",
                 sep,
                 &visible,
-            )
+            );
+            // No list was set and a GPU node was opened: neither the
+            // variable nor the container's nodes hid it.
+            let set = st
+                .info
+                .as_ref()
+                .is_none_or(|i| i.env.contains_key("CUDA_VISIBLE_DEVICES"));
+            if let Some(g) = st.gpus.iter().find(|g| g.opened_ms.is_some())
+                && !set
+            {
+                d.evidence.push_str(&format!(
+                    "; no CUDA_VISIBLE_DEVICES was set, and /dev/nvidia{} was opened at {:.1} ms: what came \
+after that open decided it",
+                    g.minor.map_or_else(|| "N".to_owned(), |m| m.to_string()),
+                    g.opened_ms.unwrap_or_default()
+                ));
+                d.hint = HINT_GPU_OPENED_NONE_SEEN;
+            }
+            d
         } else {
             diag(
                 DiagId::NoVisibleDevices,
@@ -605,6 +654,12 @@ fn no_visible_devices(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
         });
     }
 }
+
+/// No device, no visibility list, and a GPU node opened.
+const HINT_GPU_OPENED_NONE_SEEN: &str = "the GPU's node was passed in and opened, and no CUDA_VISIBLE_DEVICES hides \
+it: libcuda decided from what came after the open: the GPU's state (nvidia-smi -q: a GPU in error, or one the driver \
+will not use), the kernel log (dmesg | grep NVRM), or a preloaded library answering calls in the driver's place (see \
+the warnings below)";
 
 /// A failed cuInit whose escapes never reached the kernel ([`ioctls_unseen`]).
 fn calls_blocked(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {

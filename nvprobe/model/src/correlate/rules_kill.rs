@@ -224,6 +224,33 @@ pub(super) fn ended_itself(f: &Facts<'_>, out: &mut Vec<Diagnosis>) -> bool {
     true
 }
 
+/// The hint of a task's kill that says no more than who sent it: its
+/// parent's (a launcher stopping its workers, or the parent-death signal
+/// the kernel sends in a dying parent's name), or a harness's; once cuInit
+/// had returned CUDA_SUCCESS, the time it needs is not cuInit's.
+fn task_kill_hint(st: &ProcInit, sig: &super::state::SignalInfo) -> &'static str {
+    let parent = sig.sender_pid.is_some()
+        && sig.sender_pid == st.info.as_ref().and_then(|i| i.ppid)
+        && sig.source == SigSource::Task;
+    let init_ok = matches!(st.curesult, Some((0, _)));
+    match (parent, init_ok) {
+        (true, _) => HINT_PARENT_KILL,
+        (false, true) => HINT_KILLED_AFTER_INIT,
+        (false, false) => DiagId::KilledBySignal.rule().hint,
+    }
+}
+
+/// A kill by the process's parent.
+const HINT_PARENT_KILL: &str = "the process did not hang in the driver: its parent ended it: a harness's \
+timeout (give the start-up more time, or run it without the timeout to see its real result), a launcher stopping \
+its workers, or the parent-death signal (PR_SET_PDEATHSIG, which launchers such as torchrun and multiprocessing \
+pools set) that the kernel sends in the parent's name as the parent exits: then find why the parent exited";
+
+/// A task's kill after cuInit had succeeded, before a first context.
+const HINT_KILLED_AFTER_INIT: &str = "the process did not hang in the driver: cuInit had succeeded, and something \
+killed it after (a test harness timeout, an orchestrator, a stop): give the start-up, its first context included, \
+more time or run it without the timeout to see its real result";
+
 /// The hint of a start-up its own handler for a signal ended.
 const HINT_HANDLED: &str = "the process's own handler for the signal ended it (a harness's timeout that raises, \
 such as pytest-timeout's signal method; a launcher's graceful stop): cuInit had succeeded and the driver did not \
@@ -304,14 +331,17 @@ pub(super) fn killed(f: &Facts<'_>, out: &mut Vec<Diagnosis>) -> bool {
                     .map_or(String::new(), |c| format!(", during {c}"))
             ),
         );
+        let mut chosen = false;
         if let Some(hint) = kill_hint(sig.source, sig.sig) {
             d.hint = hint;
+            chosen = true;
         }
         let stopped = sig.sig == libc::SIGKILL
             && matches!(sig.source, SigSource::Task | SigSource::Itself)
             && stopped_at(f.st, sig.at_ns);
         if stopped {
             d.hint = HINT_STOPPED;
+            chosen = true;
         }
         if sig.source == SigSource::OomKiller {
             d.evidence.push_str(&memory_facts(f.st));
@@ -322,11 +352,14 @@ pub(super) fn killed(f: &Facts<'_>, out: &mut Vec<Diagnosis>) -> bool {
             d.evidence.push_str(&format!("; {seen}"));
             d.about.stall_by = Some(sig.at_ns);
             if let Some(h) = hint
-                && kill_hint(sig.source, sig.sig).is_none()
-                && !stopped
+                && !chosen
             {
                 d.hint = h;
+                chosen = true;
             }
+        }
+        if !chosen {
+            d.hint = task_kill_hint(f.st, sig);
         }
         out.push(d);
         return true;

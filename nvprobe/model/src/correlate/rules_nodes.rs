@@ -62,10 +62,27 @@ pub(super) fn node_problems(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
             _ => format!("{path}: {why}"),
         };
         if !out.iter().any(|d| d.evidence == evidence) {
-            out.push(diag_at(id, path, evidence));
+            let mut d = diag_at(id, path, evidence);
+            if !crate::decode::is_device_path(path) {
+                // A file of the driver's in /sys or /proc, not a node: no
+                // node to create, no device cgroup that decides it.
+                match id {
+                    DiagId::NodeMissing => d.hint = HINT_DRIVER_FILE_MISSING,
+                    DiagId::NotPermitted => d.hint = super::rules_refused::HINT_EPERM_NOT_DEVICE,
+                    _ => {}
+                }
+            }
+            out.push(d);
         }
     }
 }
+
+/// A missing driver file that is not a device node (/sys/module/…,
+/// /proc/driver/nvidia/…), with the module in use.
+const HINT_DRIVER_FILE_MISSING: &str = "the path is the driver's own file in /sys or /proc, not a device node, and \
+the process does not see it: its /sys or /proc is not this host's (a container or sandbox that mounts neither, or \
+masks the path), or the module is not loaded (lsmod | grep nvidia). Mount sysfs and procfs into the container, as \
+container runtimes do by default, or unmask the path";
 
 /// Which rule a failed NVIDIA path call is, in the kernel's order of
 /// checks (`errno`: the call's own, not a mknod's).

@@ -12,6 +12,13 @@ use super::{
 use crate::attribution::{Access, CgroupCount, DevRule, Limits};
 use crate::decode::Call;
 
+/// [`DiagId::NotPermitted`]'s hint for a call that is not on a device (the
+/// device cgroup decides device opens only).
+pub(crate) const HINT_EPERM_NOT_DEVICE: &str = "EPERM for a call on no device is a seccomp profile or sandbox \
+that returns EPERM (Seccomp and Seccomp_filters in /proc/PID/status; docker --security-opt seccomp=, systemd \
+SystemCallFilter=, a language runtime's or sandbox library's own filter): allow the call, or run without the filter \
+to tell";
+
 /// Who answered EPERM to a call on `path`: a seccomp filter (any path) or
 /// the device cgroup (a device node), with the facts that decide between
 /// them (the process's filters, the device programs of its cgroup, cgroup

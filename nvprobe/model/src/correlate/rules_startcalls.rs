@@ -176,10 +176,14 @@ refused it{}",
                 seccomp_text(limits, when)
             ),
         ),
-        libc::EPERM => (
-            DiagId::NotPermitted,
-            super::rules_refused::eperm_cause(st, &f.call),
-        ),
+        libc::EPERM => {
+            // Not a device: the device cgroup's fix is ruled out.
+            hint = Some(super::rules_refused::HINT_EPERM_NOT_DEVICE);
+            (
+                DiagId::NotPermitted,
+                super::rules_refused::eperm_cause(st, &f.call),
+            )
+        }
         libc::ENOSYS => (
             DiagId::StartCallRefused,
             format!(
@@ -291,4 +295,63 @@ fn seccomp_text(l: Option<&Limits>, when: &str) -> String {
         Some(n) => format!(" (the process ran under {n} seccomp filter{})", plural(n)),
         None => String::new(),
     }
+}
+
+/// cuInit failed, no call on an NVIDIA file failed, and opens of procfs
+/// files that exist wherever a procfs of the process's own PID namespace
+/// is mounted failed with ENOENT: /proc is missing, or another
+/// namespace's (its /proc/self names no process).
+pub(super) fn proc_unavailable(st: &ProcInit, outcome: &str) -> Option<Diagnosis> {
+    let missing: Vec<super::state::FailedSyscall> = st
+        .failed_newest_first()
+        .into_iter()
+        .filter(|c| {
+            c.errno == libc::ENOENT
+                && c.path
+                    .as_deref()
+                    .is_some_and(crate::decode::is_procfs_own_path)
+        })
+        .collect();
+    let first = missing.last()?;
+    // Files of any procfs (/proc/cpuinfo, /proc/sys/…) missing: none is
+    // there; only the process's own (/proc/self/…): another namespace's.
+    let any_procfs = missing.iter().any(|c| {
+        !c.path
+            .as_deref()
+            .is_some_and(crate::decode::is_procfs_self_path)
+    });
+    let d = diag_after(
+        DiagId::ProcUnavailable,
+        outcome,
+        " and ",
+        &format!(
+            "no call on an NVIDIA file failed: {} open{} of procfs files failed with ENOENT ({} at {:.1} ms{}), \
+files that exist wherever a procfs of the process's own PID namespace is mounted: {}",
+            missing.len(),
+            plural(missing.len() as u32),
+            first.path.as_deref().unwrap_or_default(),
+            first.at_ms,
+            {
+                // The others, oldest first (at most three more).
+                let rest: Vec<&str> = missing
+                    .iter()
+                    .rev()
+                    .skip(1)
+                    .take(3)
+                    .filter_map(|c| c.path.as_deref())
+                    .collect();
+                if rest.is_empty() {
+                    String::new()
+                } else {
+                    format!(", then {}", rest.join(", "))
+                }
+            },
+            if any_procfs {
+                "its /proc is no procfs (not mounted, or covered by another file system)"
+            } else {
+                "its /proc is another PID namespace's procfs (its /proc/self names no process)"
+            }
+        ),
+    );
+    Some(d)
 }

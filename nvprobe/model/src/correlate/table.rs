@@ -122,6 +122,10 @@ grep Seccomp /proc/PID/status)";
 failed as far as nvprobe saw (a kernel without that tracepoint: find it with strace -f); the common causes are the open-file limit (libcuda opens several \
 descriptors at start-up: raise ulimit -n), a seccomp profile that refuses open, mmap or ioctl (a filter the process \
 installed after nvprobe read it is not in the evidence), and memory or thread limits (ulimit -v, the cgroup's pids.max)";
+    ProcUnavailable => "proc_unavailable", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "libcuda reads its own /proc files at start-up (/proc/self/maps, its threads' names, /proc/cpuinfo): \
+mount a procfs of the process's own PID namespace at /proc (container runtimes do; a chroot, `unshare -p` \
+without --mount-proc seen from inside, or a sandbox may not: `mount -t proc proc /proc`, bubblewrap --proc /proc)";
     ThreadLimit => "thread_limit", reference: "docs/FAILURE-CATALOGUE.md",
         hint: "the process could not start a thread (libcuda starts several while it initialises): raise the limit the \
 evidence names: the cgroup's pids.max (docker --pids-limit, Kubernetes podPidsLimit, systemd TasksMax=), the user's \

@@ -36,7 +36,13 @@ fn unexplained(
         return None;
     }
     let text = st.failed_text()?;
-    Some(super::table::diag(DiagId::FailedSyscalls, text))
+    let mut d = super::table::diag(DiagId::FailedSyscalls, text);
+    if matches!(exit, Some(Exit::Status(0))) {
+        // The program ended content (status 0): its failed calls are no
+        // failure's cause, only what it met.
+        d.severity = super::table::DiagSeverity::Warning;
+    }
+    Some(d)
 }
 
 /// A CPU quota that stretched the start-up: said, never its cause, where
@@ -128,7 +134,7 @@ pub(crate) fn verdict(pid: u32, st: &ProcInit, exit: Option<Exit>) -> CuInit {
         text,
         headline,
         detail,
-        cuinit_seen: st.cuinit_entered || st.curesult.is_some(),
+        cuinit_seen: names_cuinit(st, result),
         total_ms: ms(st.last_ns, st.first_ns),
         stages: st.stages.clone(),
         calls: st.calls,
@@ -658,7 +664,7 @@ fn other_class(
         text,
         headline: None,
         detail: Vec::new(),
-        cuinit_seen: st.cuinit_entered || st.curesult.is_some(),
+        cuinit_seen: names_cuinit(st, result),
         total_ms: ms(st.last_ns, st.first_ns),
         stages: st.stages.clone(),
         calls: st.calls,
@@ -673,4 +679,12 @@ fn other_class(
         gpus: st.gpus.clone(),
         failed_syscalls: Vec::new(),
     }
+}
+
+/// Whether the text's first line names cuInit: the process was seen in
+/// cuInit, and the outcome is cuInit's (not a start-up that failed, or
+/// was killed, after cuInit returned CUDA_SUCCESS: "CUDA start-up").
+fn names_cuinit(st: &ProcInit, result: Outcome) -> bool {
+    let init_ok = st.curesult.is_some_and(|(c, _)| c == 0);
+    (st.cuinit_entered || st.curesult.is_some()) && (result == Outcome::Ok || !init_ok)
 }

@@ -91,6 +91,24 @@ pub fn is_device_path(path: &str) -> bool {
     path.starts_with("/dev/")
 }
 
+/// A file of procfs's that exists wherever a procfs of the process's own
+/// PID namespace is mounted at /proc: its own entries (/proc/self/…,
+/// /proc/thread-self/…) and the host-wide ones libcuda reads
+/// (/proc/cpuinfo, /proc/meminfo, /proc/sys/…). Not the driver's
+/// /proc/driver/nvidia/… (the module adds those).
+pub fn is_procfs_own_path(path: &str) -> bool {
+    ["/proc/self/", "/proc/thread-self/", "/proc/sys/"]
+        .iter()
+        .any(|p| path.starts_with(p))
+        || matches!(path, "/proc/cpuinfo" | "/proc/meminfo" | "/proc/stat")
+}
+
+/// The process's own procfs entries (/proc/self/…, /proc/thread-self/…):
+/// missing where /proc is another PID namespace's procfs.
+pub fn is_procfs_self_path(path: &str) -> bool {
+    path.starts_with("/proc/self/") || path.starts_with("/proc/thread-self/")
+}
+
 /// A file under a `stubs` directory: the CUDA toolkit's stub libraries.
 pub fn is_stub_path(path: &str) -> bool {
     path.contains("/stubs/")
