@@ -158,6 +158,14 @@ checked if it recurs"
 from a stop (strace -e inject=CALL:signal=SIG does so): nothing else sent it and the driver did not fail; run it \
 without the tracer, or without the tracer's signal injection"
         }
+        (SigSource::Kernel, libc::SIGSEGV) => {
+            "SIGSEGV with the kernel's own si_code (SI_KERNEL) is a general protection fault: an instruction the \
+CPU refused in this process, not an access to a bad address: rdtsc or cpuid where the process or its launcher made \
+them fault (prctl PR_SET_TSC, arch_prctl ARCH_SET_CPUID: record-replay tools such as rr and some sandboxes set them), \
+a privileged instruction, or a non-canonical address; or the kernel could not write a signal handler's frame (a \
+full or unusable stack). The kernel log's `traps: COMM[PID] general protection fault ip:…` line names the \
+instruction's address; run it once without the sandbox or launcher that sets such faults"
+        }
         (SigSource::Kernel, libc::SIGXCPU) => {
             "the process used up its CPU-time limit (RLIMIT_CPU, `ulimit -t`): raise or remove the limit"
         }

@@ -252,6 +252,14 @@ fn sender_text(source: SigSource, sig: i32, (comm, pid): (&str, u32)) -> String 
         (_, libc::SIGINT | libc::SIGQUIT) => {
             "the kernel (its terminal: Ctrl-C or Ctrl-\\ typed there)"
         }
+        // x86's #GP in user mode (arch/x86/kernel/traps.c: force_sig,
+        // SI_KERNEL): an instruction refused; or force_sigsegv, a signal
+        // frame the kernel could not write. Not a bad address (those carry
+        // SEGV_MAPERR or SEGV_ACCERR).
+        (SigSource::Kernel, libc::SIGSEGV) => {
+            "the kernel (a general protection fault, an instruction the CPU refused, or a signal frame it could \
+not write: not a bad address)"
+        }
         (_, libc::SIGSEGV | libc::SIGBUS | libc::SIGILL | libc::SIGFPE | libc::SIGTRAP) => {
             "the kernel (a fault)"
         }
