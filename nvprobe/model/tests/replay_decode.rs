@@ -276,7 +276,9 @@ fn a_masked_uvm_node_is_flagged_on_the_real_machine() {
         assert_eq!((d.major, d.minor, d.kind.as_str()), (1, 3, "none"));
         assert_eq!(
             o.mismatch.as_deref(),
-            Some("/dev/nvidia-uvm is device 1:3 (none), not the NVIDIA uvm node (minor 0)")
+            Some(
+                "/dev/nvidia-uvm is device 1:3 (/dev/null, no NVIDIA device), not the NVIDIA uvm node"
+            )
         );
         assert!(!o.ok);
     }

@@ -62,15 +62,15 @@ fn a_node_of_the_wrong_device_that_libcuda_made_again_is_recovered() {
     for (c, says) in [
         (
             "uvm_stale_major",
-            "/dev/nvidia-uvm is device 200:0 (none), not the NVIDIA uvm node (minor 0); libcuda created it (mknod 238:0)",
+            "/dev/nvidia-uvm is device 200:0 (no NVIDIA module's device number), not the NVIDIA uvm node; libcuda created it (mknod 238:0)",
         ),
         (
             "ctl_is_modeset",
-            "/dev/nvidiactl is device 195:254 (modeset), not the NVIDIA ctl node (minor 255); libcuda created it (mknod 195:255)",
+            "/dev/nvidiactl is device 195:254 (an NVIDIA modeset node), not the NVIDIA ctl node; libcuda created it (mknod 195:255)",
         ),
         (
             "gpu_minor_wrong",
-            "/dev/nvidia0 is device 195:7 (gpu), not the NVIDIA gpu node (minor 0); libcuda created it (mknod 195:0)",
+            "/dev/nvidia0 is device 195:7 (another NVIDIA gpu node), not the NVIDIA gpu node (minor 0); libcuda created it (mknod 195:0)",
         ),
     ] {
         let x = case(&v, c);

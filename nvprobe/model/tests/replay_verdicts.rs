@@ -240,7 +240,7 @@ fn real_uprobes_fire_for_ctypes_and_torch_and_name_the_curesult() {
     assert_eq!(failed[0].diagnoses[0].id, DiagId::NodeWrongDevice);
     assert_eq!(
         failed[0].diagnoses[0].evidence,
-        "/dev/nvidia-uvm is device 1:3 (none), not the NVIDIA uvm node (minor 0)"
+        "/dev/nvidia-uvm is device 1:3 (/dev/null, no NVIDIA device), not the NVIDIA uvm node"
     );
     // torch's short-lived helper processes (comm ld-linux-x86-64) open the
     // GPU and exit cleanly: not failures.

@@ -67,7 +67,7 @@ fn masked_uvm_is_a_failed_row_with_the_node_it_found() {
     assert_eq!((r.state.as_str(), r.rank), ("failed", Rank::Failed));
     assert_eq!(
         r.last_failure,
-        "openat /dev/nvidia-uvm = device 1:3 (none), not the NVIDIA uvm node (minor 0)"
+        "openat /dev/nvidia-uvm = device 1:3 (/dev/null, no NVIDIA device), not the NVIDIA uvm node"
     );
     assert!(
         r.why.starts_with("stopped after version_handshake"),

@@ -121,7 +121,7 @@ impl std::fmt::Display for DevNo {
 pub(crate) enum PathWhy {
     Errno(i32),
     /// The path names an NVIDIA node and the file is something else (the
-    /// decoder's words: "… is device 1:3 (none), not the NVIDIA uvm node").
+    /// decoder's words: "… is device 1:3 (/dev/null, no NVIDIA device), not the NVIDIA uvm node").
     Mismatch(String),
     /// A mknod of the node (the device it would make) failed.
     Mknod(Option<DevNo>, Box<PathWhy>),

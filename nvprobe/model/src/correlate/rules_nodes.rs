@@ -57,7 +57,7 @@ pub(super) fn node_problems(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
                 }
             ),
             // The decoder's words name the path already ("/dev/nvidia-uvm
-            // is device 1:3 (none), not the NVIDIA uvm node").
+            // is device 1:3 (/dev/null, no NVIDIA device), not the NVIDIA uvm node").
             _ if matches!(why, PathWhy::Mismatch(m) if m.starts_with(path.as_str())) => why.text(),
             _ => format!("{path}: {why}"),
         };

@@ -188,16 +188,45 @@ fn check_mismatch(path: &str, dev: Option<&Device>, is_chr: bool) -> Option<Stri
         ));
     }
     let got = d.kind;
-    if got != DeviceKind::from(want) || minor.is_some_and(|m| m != d.minor) {
+    let kind_wrong = got != DeviceKind::from(want);
+    if kind_wrong || minor.is_some_and(|m| m != d.minor) {
+        // What the number is: another NVIDIA node, a well-known device
+        // (/dev/null bind-mounted over the node), or no NVIDIA module's.
+        let what = match got {
+            DeviceKind::None => match well_known_device(d.major, d.minor) {
+                Some(n) => format!("{n}, no NVIDIA device"),
+                None => "no NVIDIA module's device number".to_owned(),
+            },
+            k if kind_wrong => format!("an NVIDIA {k} node"),
+            k => format!("another NVIDIA {k} node"),
+        };
         return Some(format!(
-            "{path} is device {}:{} ({got}), not the NVIDIA {} node{}",
+            "{path} is device {}:{} ({what}), not the NVIDIA {} node{}",
             d.major,
             d.minor,
             dev_kind_name(want),
-            minor.map(|m| format!(" (minor {m})")).unwrap_or_default()
+            // (The minor it should have, where the kind is right.)
+            minor
+                .filter(|_| !kind_wrong)
+                .map(|m| format!(" (minor {m})"))
+                .unwrap_or_default()
         ));
     }
     None
+}
+
+/// The memory devices' fixed numbers (Documentation/admin-guide/devices.txt,
+/// major 1): what a container binds over a node it has no device for.
+fn well_known_device(major: u32, minor: u32) -> Option<&'static str> {
+    (major == 1).then_some(())?;
+    Some(match minor {
+        3 => "/dev/null",
+        5 => "/dev/zero",
+        7 => "/dev/full",
+        8 => "/dev/random",
+        9 => "/dev/urandom",
+        _ => return None,
+    })
 }
 
 /// mknod's mode: the file type and the permission bits.
