@@ -362,10 +362,15 @@ impl HangFacts {
         if let Some(n) = &self.nccl {
             let here: std::collections::BTreeSet<i32> = n.ranks.iter().map(|r| r.rank).collect();
             if n.nranks > 0 && here.len() >= n.nranks as usize {
-                return format!(
-                    "All {} rank(s) of this communicator are on this node and have entered the same call: no rank is behind. {gpu}",
-                    n.nranks
-                );
+                return match n.nranks {
+                    1 => format!(
+                        "The communicator's one rank is on this node and has entered the call: no rank is behind. {gpu}"
+                    ),
+                    k => format!(
+                        "All {k} ranks of this communicator are on this node and have entered the same call: no rank \
+is behind. {gpu}"
+                    ),
+                };
             }
             if n.nranks <= 0 {
                 return format!(
@@ -568,7 +573,7 @@ mod tests {
         };
         let one = hint(1);
         assert!(
-            one.starts_with("All 1 rank(s) of this communicator are on this node and have entered the same call: no rank is behind. The work this call waits for has not finished on the GPU"),
+            one.starts_with("The communicator's one rank is on this node and has entered the call: no rank is behind. The work this call waits for has not finished on the GPU"),
             "{one}"
         );
         assert!(!one.contains("another node"), "{one}");

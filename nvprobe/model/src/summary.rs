@@ -603,8 +603,12 @@ impl Summary {
             n => format!(" (and {n} lookups of paths that do not exist)"),
         };
         let mut s = format!(
-            "--- nvprobe summary: {total} events in {:.1} s, {} failed{missed}, {} lost, {} undecodable ---\n",
-            self.duration_s, self.failed, self.lost.total, self.decode_errors
+            "--- nvprobe summary: {total} event{} in {:.1} s, {} failed{missed}, {} lost, {} undecodable ---\n",
+            if total == 1 { "" } else { "s" },
+            self.duration_s,
+            self.failed,
+            self.lost.total,
+            self.decode_errors
         );
         if self.lost.total > 0 {
             let per_cpu: Vec<String> = self

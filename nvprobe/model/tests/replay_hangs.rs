@@ -143,6 +143,8 @@ fn an_nccl_rank_is_numbered_and_hashed_as_nccl_prints_it() {
     );
     assert_eq!(n.ranks.len(), 1);
     assert_eq!(n.ranks[0].op.as_deref(), Some("ncclAllReduce"));
+    // (The hint as the recording's build wrote it; this build says "The
+    // communicator's one rank is on this node …".)
     assert!(
         h[3].hint.starts_with(
             "All 1 rank(s) of this communicator are on this node and have entered the same call: no rank is behind."

@@ -365,9 +365,10 @@ pub fn note_text(clock: &Clock, mono_ns: u64, note: &Note<'_>) -> String {
                     })
                     .collect();
                 s.push_str(&format!(
-                    "\n   communicator {} ({} ranks): {}",
+                    "\n   communicator {} ({} rank{}): {}",
                     n.comm_hash,
                     n.nranks,
+                    if n.nranks == 1 { "" } else { "s" },
                     ranks.join(", ")
                 ));
             }
