@@ -23,9 +23,6 @@ use crate::kernel_checks::read_capped;
 const CMDLINE_CAP: u64 = 16 << 10;
 const ENVIRON_CAP: u64 = 256 << 10;
 const SMALL_CAP: u64 = 64 << 10;
-/// /etc/ld.so.preload: glibc reads any size; 1 MiB holds any real one and
-/// one padded with comments to hide from a smaller read.
-pub(crate) const PRELOAD_CAP: u64 = 1 << 20;
 /// Containers whose Kubernetes names are cached.
 const NAMES_KEPT: usize = 1024;
 
@@ -432,8 +429,11 @@ pub fn read(pid: u32, cmdline: bool, libs: &mut LibCache) -> ProcessInfo {
         }
     }
     // The loader's file, read as the process sees it in its own root.
-    if let Ok(b) = crate::safefs::read_seen_in(&base.join("root"), "etc/ld.so.preload", PRELOAD_CAP)
-    {
+    if let Ok(b) = crate::safefs::read_seen_in(
+        &base.join("root"),
+        "etc/ld.so.preload",
+        crate::libcheck::PRELOAD_CAP,
+    ) {
         info.system_preloads = crate::libcheck::preload_names(&b)
             .into_iter()
             .take(8)

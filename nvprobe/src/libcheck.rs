@@ -168,6 +168,10 @@ pub fn preload_names(file: &[u8]) -> Vec<String> {
     out
 }
 
+/// /etc/ld.so.preload: glibc reads any size; 1 MiB holds any real one and
+/// one padded with comments to hide from a smaller read.
+pub const PRELOAD_CAP: u64 = 1 << 20;
+
 /// Distinct preloaded names kept of one list (a hostile list of thousands
 /// of names costs no more; the loader would load at most that many
 /// distinct libraries that anyone uses).

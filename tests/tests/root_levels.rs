@@ -203,6 +203,40 @@ fn verdicts_level_ships_failures_and_the_kernel_drops_quiet_successes() {
         .expect("the RM control row");
     assert_eq!(control["unsent"], unsent, "{control}");
     assert_eq!(row["failed"], 3, "{row}");
+    // The recording says its level, and `decode` shows the verdict the
+    // live run made (its successful calls were counted, not written: one
+    // made again from the rest would not be it).
+    let start = quiet
+        .records
+        .iter()
+        .find(|x| x["type"] == "start")
+        .expect("start");
+    assert_eq!(start["events"], "verdicts", "{start}");
+    let tmp = tmpdir("levels-decode");
+    let file = tmp.join("verdicts.ndjson");
+    let text: String = quiet.records.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(&file, text).expect("write");
+    let out = Command::new(bin("nvprobe"))
+        .arg("decode")
+        .arg("--json")
+        .arg(&file)
+        .output()
+        .expect("decode");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("recorded with `--events verdicts`: the kernel events its start-up verdicts rest on were counted"),
+        "{err}"
+    );
+    let again: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("JSON"))
+        .filter(|r| r["type"] == "cuinit" && r["pid"] == quiet.pid)
+        .collect();
+    assert_eq!(again.len(), 1, "{again:?}");
+    for k in ["result", "text", "source", "calls", "diagnoses", "stages"] {
+        assert_eq!(again[0][k], v[k], "{k}");
+    }
 }
 
 /// A quiet process's call is not timed in the kernel, and still gets its

@@ -111,6 +111,12 @@ pub struct StartRecord {
     /// why; absent in older recordings.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub probe_removal: String,
+    /// What the run wrote (`--events`: "all", "failures" or "verdicts");
+    /// absent in recordings before the field. Below "all" the kernel
+    /// events the verdicts rest on are not all in the recording, so
+    /// `decode` shows its verdicts as recorded.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub events: String,
     /// Whether the driver layer's ioctl entry points make the ioctl records.
     pub ioctls_in_driver: bool,
     pub driver_layer: Option<DriverLayerStart>,

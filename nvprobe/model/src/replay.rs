@@ -69,10 +69,50 @@ pub enum Line {
     /// A kernel event recorded without `--raw`: its decoded fields, read
     /// back into the event decoding made.
     Recorded { mono_ns: u64, event: Box<Event> },
+    /// A start-up's verdict (`cuinit`, `first_context`) as the live run
+    /// made it: shown as recorded where the recording does not hold the
+    /// events it rests on (written at an `--events` level below all).
+    /// One that does not read back (a newer nvprobe's diagnosis id): why.
+    Verdict {
+        mono_ns: u64,
+        record: Result<Box<Record>, String>,
+    },
     /// A record nvprobe makes again (a stage, a verdict, a note).
     Made,
     /// A record of a newer nvprobe (its envelope, a type unknown here).
     Newer,
+}
+
+/// A stall report, a hang or a hang's end read back (`t` its type).
+fn report_line(t: &'static str, v: Value, mono_ns: u64) -> Line {
+    let report = |report| Line::Report { mono_ns, report };
+    match t {
+        "stall" => typed(v, t, |r| report(Report::Stall(Box::new(r)))),
+        "hang" => typed(v, t, |r| report(Report::Hang(Box::new(r)))),
+        _ => typed(v, t, |r| report(Report::HangEnd(Box::new(r)))),
+    }
+}
+
+/// A `cuinit` (else `first_context`) record read back.
+fn verdict_line(cuinit: bool, v: Value, mono_ns: u64) -> Line {
+    let (t, record) = if cuinit {
+        (
+            "cuinit",
+            serde_json::from_value::<crate::correlate::CuInit>(v)
+                .map(|c| Box::new(Record::Cuinit(Box::new(c)))),
+        )
+    } else {
+        (
+            "first_context",
+            serde_json::from_value::<crate::correlate::FirstContext>(v)
+                .map(|c| Box::new(Record::FirstContext(Box::new(c)))),
+        )
+    };
+    Line::Verdict {
+        mono_ns,
+        record: record
+            .map_err(|e| format!("a {t} record this nvprobe cannot read back ({e}): not shown")),
+    }
 }
 
 /// What only the live run could read while a call was in flight.
@@ -138,23 +178,13 @@ impl Line {
                     lost: serde_json::from_value(v["lost"].clone()).ok(),
                 };
             }
-            Some("stall") => {
-                return typed(v, "stall", |r| Line::Report {
-                    mono_ns: mono.unwrap_or(0),
-                    report: Report::Stall(Box::new(r)),
-                });
-            }
-            Some("hang") => {
-                return typed(v, "hang", |r| Line::Report {
-                    mono_ns: mono.unwrap_or(0),
-                    report: Report::Hang(Box::new(r)),
-                });
-            }
-            Some("hang_end") => {
-                return typed(v, "hang_end", |r| Line::Report {
-                    mono_ns: mono.unwrap_or(0),
-                    report: Report::HangEnd(Box::new(r)),
-                });
+            Some(t @ ("stall" | "hang" | "hang_end")) => {
+                let t: &'static str = match t {
+                    "stall" => "stall",
+                    "hang" => "hang",
+                    _ => "hang_end",
+                };
+                return report_line(t, v, mono.unwrap_or(0));
             }
             Some("process") => {
                 return typed(v, "process", |info| Line::Process {
@@ -167,6 +197,11 @@ impl Line {
                     mono_ns: mono.unwrap_or(0),
                     line: Box::new(line),
                 });
+            }
+            // (One this nvprobe cannot read back, such as a newer one's
+            // with a diagnosis id it does not know, is made again.)
+            Some(t @ ("cuinit" | "first_context")) => {
+                return verdict_line(t == "cuinit", v, mono.unwrap_or(0));
             }
             Some(t) if !crate::render::schema::record_types().contains(t) => {
                 return if v["v"].as_u64().is_some() {
@@ -392,6 +427,10 @@ struct Model {
     ctx: Option<Context>,
     corr: Correlator,
     force: Option<DriverVersion>,
+    /// The recording was written at an `--events` level below all: its
+    /// start-up verdicts are handed on as recorded, the correlator's made
+    /// again from what is left are not.
+    as_recorded: bool,
 }
 
 impl Model {
@@ -408,7 +447,7 @@ impl Model {
     ) -> bool {
         *last_ns = (*last_ns).max(mono_ns);
         self.corr.observe_obs(obs, recs);
-        emit(mono_ns, recs, on)
+        emit(mono_ns, recs, self.as_recorded, on)
     }
 
     /// The context, begun with `start`'s (or the default layouts when the
@@ -472,7 +511,7 @@ impl Model {
         let mut going = on(mono_ns, Item::Event(&ev));
         let mut recs = Vec::new();
         self.corr.observe(&ev, &mut recs);
-        going &= emit(mono_ns, &mut recs, on);
+        going &= emit(mono_ns, &mut recs, self.as_recorded, on);
         going
     }
 }
@@ -520,6 +559,7 @@ pub fn replay_until(
         ctx: None,
         corr: Correlator::default(),
         force,
+        as_recorded: false,
     };
     let mut recs = Vec::new();
     let mut last_ns = 0u64;
@@ -533,6 +573,11 @@ pub fn replay_until(
         };
         match line {
             Line::Blank | Line::Made => {}
+            Line::Verdict { mono_ns, record } if m.as_recorded => match record {
+                Ok(r) => going = emit_as_recorded(mono_ns, &r, &mut last_ns, &mut on),
+                Err(why) => done.bad(lineno, why),
+            },
+            Line::Verdict { .. } => {}
             Line::Summary { duration_s, lost } => {
                 done.duration_s = duration_s;
                 done.lost = lost;
@@ -553,6 +598,7 @@ pub fn replay_until(
                     None
                 });
                 m.begin(Some(&record), &mut done);
+                m.as_recorded = !record.events.is_empty() && record.events != "all";
                 going = on(0, Item::Start(&record, clock));
                 done.start = Some(*record);
             }
@@ -596,7 +642,7 @@ pub fn replay_until(
     }
     if going {
         m.corr.finish(&mut recs);
-        emit(last_ns, &mut recs, &mut on);
+        emit(last_ns, &mut recs, m.as_recorded, &mut on);
     }
     Ok(done)
 }
@@ -625,10 +671,31 @@ fn next_line(
     }))
 }
 
-/// Hand on the records made, in order; false once `on` said stop.
-fn emit(mono_ns: u64, recs: &mut Vec<Record>, on: &mut impl FnMut(u64, Item<'_>) -> bool) -> bool {
+/// A start-up's verdict as the recording holds it, handed on at its time.
+fn emit_as_recorded(
+    mono_ns: u64,
+    r: &Record,
+    last_ns: &mut u64,
+    on: &mut impl FnMut(u64, Item<'_>) -> bool,
+) -> bool {
+    *last_ns = (*last_ns).max(mono_ns);
+    on(mono_ns, Item::Record(r))
+}
+
+/// Hand on the records made, in order (a start-up's verdicts left out
+/// where the recording's are handed on as recorded); false once `on` said
+/// stop.
+fn emit(
+    mono_ns: u64,
+    recs: &mut Vec<Record>,
+    as_recorded: bool,
+    on: &mut impl FnMut(u64, Item<'_>) -> bool,
+) -> bool {
     let mut going = true;
     for r in recs.drain(..) {
+        if as_recorded && matches!(r, Record::Cuinit(_) | Record::FirstContext(_)) {
+            continue;
+        }
         going = going && on(mono_ns, Item::Record(&r));
     }
     going

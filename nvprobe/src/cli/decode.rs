@@ -140,6 +140,12 @@ pub fn run(a: DecodeArgs) -> Result<(), Fail> {
             r.without_raw
         );
     }
+    if let Some(level) = &r.as_recorded {
+        let _ = writeln!(
+            io::stderr(),
+            "nvprobe: note: recorded with `--events {level}`: the kernel events its start-up verdicts rest on were counted, not written, so the verdicts are shown as the live run made them, not made again"
+        );
+    }
     if r.unknown_types > 0 {
         let _ = writeln!(
             io::stderr(),

@@ -32,6 +32,10 @@ pub struct Replayed {
     /// nvprobe records (with the envelope's `v`) of a type this nvprobe
     /// does not know: a newer nvprobe's, skipped.
     pub unknown_types: u64,
+    /// The `--events` level the recording was written at, where its start
+    /// record says one below all: its start-up verdicts were shown as
+    /// recorded.
+    pub as_recorded: Option<String>,
 }
 
 /// Bad lines said one by one on stderr; the rest are counted.
@@ -217,6 +221,11 @@ pub fn run(
         summary,
         without_raw: done.without_raw,
         unknown_types: done.newer,
+        as_recorded: done
+            .start
+            .as_ref()
+            .map(|s| s.events.clone())
+            .filter(|l| !l.is_empty() && l != "all"),
     })
 }
 

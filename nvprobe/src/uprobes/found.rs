@@ -129,7 +129,7 @@ pub fn preloads_of(pid: u32) -> Vec<PathBuf> {
     if let Ok(b) = crate::safefs::read_seen_in(
         &base.join("root"),
         "etc/ld.so.preload",
-        crate::identity::PRELOAD_CAP,
+        crate::libcheck::PRELOAD_CAP,
     ) {
         names.extend(crate::libcheck::preload_names(&b));
     }

@@ -44,13 +44,14 @@ impl Default for Class {
 }
 
 /// The verdict on one process's CUDA start-up.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema, PartialEq)]
 pub struct CuInit {
     pub pid: u32,
     pub comm: String,
     pub result: Outcome,
     /// How the verdict was reached.
-    pub source: &'static str,
+    #[serde(deserialize_with = "crate::decode::intern::static_str")]
+    pub source: crate::decode::Name,
     pub text: String,
     /// The text without the diagnosis evidence it cites at its end (None:
     /// it cites none): what the text view's first line says, the
@@ -68,6 +69,7 @@ pub struct CuInit {
     #[serde(skip)]
     pub cuinit_seen: bool,
     pub total_ms: f64,
+    #[serde(default)]
     pub stages: Vec<StageHit>,
     pub calls: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -84,6 +86,7 @@ pub struct CuInit {
     /// ends there).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<super::state::ContextStep>,
+    #[serde(default)]
     pub diagnoses: Vec<Diagnosis>,
     /// cuda (called cuInit or another CUDA driver API, or set up UVM),
     /// nvml (a driver client that never starts CUDA: nvidia-smi, DCGM,

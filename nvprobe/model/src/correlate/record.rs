@@ -52,7 +52,7 @@ crate::decode::named_enum!(
 /// the start-up came to after all. A program that asks whether CUDA is
 /// there (torch.cuda.is_available()) and loads its model before its
 /// first tensor reaches the GPU makes its context this late.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema, PartialEq)]
 pub struct FirstContext {
     pub pid: u32,
     pub comm: String,
@@ -69,6 +69,7 @@ pub struct FirstContext {
     pub headline: Option<String>,
     /// Why it failed (the diagnoses a failed first context gets in a
     /// verdict); empty when it worked.
+    #[serde(default)]
     pub diagnoses: Vec<Diagnosis>,
 }
 

@@ -90,10 +90,12 @@ fn ioctl_stage(i: &Ioctl) -> Option<usize> {
     }
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema, PartialEq)]
 pub struct StageHit {
-    pub stage: &'static str,
-    pub name: &'static str,
+    #[serde(deserialize_with = "crate::decode::intern::static_str")]
+    pub stage: crate::decode::Name,
+    #[serde(deserialize_with = "crate::decode::intern::static_str")]
+    pub name: crate::decode::Name,
     /// Milliseconds since the process's first NVIDIA call.
     pub at_ms: f64,
     pub via: String,

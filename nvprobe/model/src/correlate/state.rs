@@ -201,12 +201,12 @@ pub(crate) const FAILED_KEPT: usize = 16;
 
 /// A failed system call of a start-up, as a verdict shows it (what strace
 /// would show failing, without ptrace).
-#[derive(Clone, Debug, serde::Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize, schemars::JsonSchema, PartialEq)]
 pub struct FailedSyscall {
     /// The call's name ("syscall N" for a number nvprobe has no name for).
     pub call: String,
     /// Its errno, written as its name ("EN" for a number without one).
-    #[serde(serialize_with = "errno_name_of")]
+    #[serde(serialize_with = "errno_name_of", deserialize_with = "errno_of_name")]
     #[schemars(with = "String")]
     pub errno: i32,
     /// The path it named (its path argument; an AF_UNIX socket's for connect).
@@ -246,6 +246,18 @@ impl Skipped {
         .flatten()
         .map(|e| e.name)
     }
+}
+
+/// An errno's name read back ("EACCES"; "E123" for a number without
+/// one); 0 for a name this nvprobe does not know.
+fn errno_of_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i32, D::Error> {
+    let name = <std::borrow::Cow<'de, str> as serde::Deserialize>::deserialize(d)?;
+    if let Some(n) = name.strip_prefix('E').and_then(|n| n.parse::<i32>().ok()) {
+        return Ok(n);
+    }
+    Ok((1..4096)
+        .find(|&e| super::facts::CallResult::Errno(e).text() == name)
+        .unwrap_or(0))
 }
 
 fn errno_name_of<S: serde::Serializer>(e: &i32, s: S) -> Result<S::Ok, S::Error> {
@@ -591,7 +603,9 @@ pub(crate) enum GpuKey {
 }
 
 /// One GPU's start-up in one process.
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, schemars::JsonSchema)]
+#[derive(
+    Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 pub struct GpuProgress {
     /// The /dev/nvidiaN minor.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -618,7 +632,7 @@ pub const CONTEXT_WAIT_NS: u64 = 10_000_000_000;
 
 /// The step after cuInit: the first context made, or the device lookup or
 /// context call that failed before one was.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema, PartialEq)]
 pub struct ContextStep {
     /// The libcuda function (cuDevicePrimaryCtxRetain, cuCtxCreate_v2,
     /// cuDeviceGet, …).
@@ -659,7 +673,7 @@ impl Failure {
     }
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema, PartialEq)]
 pub struct FailedCall {
     pub call: String,
     /// The NV_STATUS name or errno.
@@ -668,7 +682,7 @@ pub struct FailedCall {
     pub duration_ms: f64,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema, PartialEq)]
 pub struct SignalInfo {
     #[serde(skip)]
     pub at_ns: u64,

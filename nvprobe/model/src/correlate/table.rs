@@ -11,11 +11,12 @@ use super::{
 };
 use crate::{hmm_issues, hmm_reload};
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema, PartialEq)]
 pub struct Diagnosis {
     pub id: DiagId,
     pub evidence: String,
-    pub hint: &'static str,
+    #[serde(deserialize_with = "crate::decode::intern::static_str")]
+    pub hint: crate::decode::Name,
     /// error (explains the outcome), warning, recovered (a problem the
     /// start-up got past: it never explains a failure) or info.
     #[serde(default)]
@@ -274,6 +275,22 @@ impl DiagId {
 impl Serialize for DiagId {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self.as_str())
+    }
+}
+
+/// An id read back; an id of a newer nvprobe is not one of this one's.
+impl<'de> serde::Deserialize<'de> for DiagId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        DiagId::ALL
+            .iter()
+            .copied()
+            .find(|i| i.as_str() == s)
+            .ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "a diagnosis id this nvprobe does not know: {s:?}"
+                ))
+            })
     }
 }
 

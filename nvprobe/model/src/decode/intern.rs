@@ -37,7 +37,7 @@ pub fn intern(s: &str) -> &'static str {
     n
 }
 
-pub(super) fn static_str<'de, D: Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
+pub(crate) fn static_str<'de, D: Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
     Ok(intern(&String::deserialize(d)?))
 }
 

@@ -18,7 +18,7 @@ mod escape_args;
 mod event;
 mod failed_call;
 mod files;
-mod intern;
+pub(crate) mod intern;
 mod ioctl;
 mod nccl;
 mod process;

@@ -86,6 +86,7 @@ pub(super) fn start_record(
         },
         libcuda_attach: libcuda.via(),
         probe_removal: String::new(),
+        events: a.out.events.as_str().to_owned(),
         ioctls_in_driver: loaded.ioctls_in_driver,
         gpus: ctx.host_gpus.clone(),
         driver_layer: Some(nvprobe::hooks::start_state(
