@@ -35,7 +35,7 @@ pub struct DecodeArgs {
     /// OTLP export, a compressed or binary file) is refused at once, saying
     /// what it looks like (exit 2).
     pub file: PathBuf,
-    /// Print only each process's cuInit verdict and the summary.
+    /// Print only each process's start-up verdict (its cuInit, and a first context that came after it) and the summary.
     #[arg(long)]
     pub summary_only: bool,
     #[command(flatten)]

@@ -358,7 +358,9 @@ impl Writer {
                 o.record(mono_ns, &r);
             }
             if self.res.is_ok()
-                && (!self.summary_only || matches!(r, Record::Cuinit(_)))
+                // (A start-up's verdicts: the first context that came
+                // after the verdict is the start-up's end too.)
+                && (!self.summary_only || matches!(r, Record::Cuinit(_) | Record::FirstContext(_)))
                 && self.level.record(&r)
             {
                 self.res = self.out.record(mono_ns, &r);

@@ -62,7 +62,7 @@ pub struct WatchArgs {
     /// Ring buffer size in bytes (a power of two, at least one page).
     #[arg(long, value_name = "BYTES", default_value_t = 16 * 1024 * 1024, value_parser = parse_ringbuf)]
     pub ringbuf_size: u32,
-    /// Print only each process's cuInit verdict and the summary.
+    /// Print only each process's start-up verdict (its cuInit, and a first context that came after it) and the summary.
     #[arg(long)]
     pub summary_only: bool,
     /// Report an NVIDIA ioctl or a cuInit still running after this many
