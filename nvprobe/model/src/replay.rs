@@ -72,11 +72,8 @@ pub enum Line {
     /// A start-up's verdict (`cuinit`, `first_context`) as the live run
     /// made it: shown as recorded where the recording does not hold the
     /// events it rests on (written at an `--events` level below all).
-    /// One that does not read back (a newer nvprobe's diagnosis id): why.
-    Verdict {
-        mono_ns: u64,
-        record: Result<Box<Record>, String>,
-    },
+    /// It is read back only then ([`verdict_of`]).
+    Verdict(Box<VerdictLine>),
     /// A record nvprobe makes again (a stage, a verdict, a note).
     Made,
     /// A record of a newer nvprobe (its envelope, a type unknown here).
@@ -93,26 +90,40 @@ fn report_line(t: &'static str, v: Value, mono_ns: u64) -> Line {
     }
 }
 
-/// A `cuinit` (else `first_context`) record read back.
-fn verdict_line(cuinit: bool, v: Value, mono_ns: u64) -> Line {
+/// A `cuinit` (else `first_context`) record read back; one that does not
+/// read back (a newer nvprobe's diagnosis id, a field of the wrong type)
+/// says why.
+pub fn verdict_of(cuinit: bool, v: Value) -> Result<Record, String> {
     let (t, record) = if cuinit {
         (
             "cuinit",
-            serde_json::from_value::<crate::correlate::CuInit>(v)
-                .map(|c| Box::new(Record::Cuinit(Box::new(c)))),
+            serde_json::from_value::<crate::correlate::CuInit>(v).map(|mut c| {
+                // The text view names cuInit where the outcome is its own
+                // (as `verdict.rs` decides): cuInit's result was seen, and
+                // it failed or the start-up ended well.
+                c.cuinit_seen = c.curesult.as_deref().is_some_and(|r| {
+                    c.result == crate::correlate::Outcome::Ok || !r.starts_with("CUDA_SUCCESS ")
+                });
+                Record::Cuinit(Box::new(c))
+            }),
         )
     } else {
         (
             "first_context",
             serde_json::from_value::<crate::correlate::FirstContext>(v)
-                .map(|c| Box::new(Record::FirstContext(Box::new(c)))),
+                .map(|c| Record::FirstContext(Box::new(c))),
         )
     };
-    Line::Verdict {
-        mono_ns,
-        record: record
-            .map_err(|e| format!("a {t} record this nvprobe cannot read back ({e}): not shown")),
-    }
+    record.map_err(|e| format!("a {t} record this nvprobe cannot read back ({e}): not shown"))
+}
+
+/// A verdict line as read: its time, its kind, its fields.
+#[derive(Debug)]
+pub struct VerdictLine {
+    pub mono_ns: u64,
+    /// `cuinit`, else `first_context`.
+    pub cuinit: bool,
+    pub value: Value,
 }
 
 /// What only the live run could read while a call was in flight.
@@ -198,10 +209,12 @@ impl Line {
                     line: Box::new(line),
                 });
             }
-            // (One this nvprobe cannot read back, such as a newer one's
-            // with a diagnosis id it does not know, is made again.)
             Some(t @ ("cuinit" | "first_context")) => {
-                return verdict_line(t == "cuinit", v, mono.unwrap_or(0));
+                return Line::Verdict(Box::new(VerdictLine {
+                    mono_ns: mono.unwrap_or(0),
+                    cuinit: t == "cuinit",
+                    value: v,
+                }));
             }
             Some(t) if !crate::render::schema::record_types().contains(t) => {
                 return if v["v"].as_u64().is_some() {
@@ -572,12 +585,10 @@ pub fn replay_until(
             break;
         };
         match line {
-            Line::Blank | Line::Made => {}
-            Line::Verdict { mono_ns, record } if m.as_recorded => match record {
-                Ok(r) => going = emit_as_recorded(mono_ns, &r, &mut last_ns, &mut on),
-                Err(why) => done.bad(lineno, why),
-            },
-            Line::Verdict { .. } => {}
+            Line::Verdict(v) if m.as_recorded => {
+                going = as_recorded(*v, lineno, &mut done, &mut last_ns, &mut on);
+            }
+            Line::Blank | Line::Made | Line::Verdict(_) => {}
             Line::Summary { duration_s, lost } => {
                 done.duration_s = duration_s;
                 done.lost = lost;
@@ -598,7 +609,7 @@ pub fn replay_until(
                     None
                 });
                 m.begin(Some(&record), &mut done);
-                m.as_recorded = !record.events.is_empty() && record.events != "all";
+                m.as_recorded = matches!(record.events.as_str(), "failures" | "verdicts");
                 going = on(0, Item::Start(&record, clock));
                 done.start = Some(*record);
             }
@@ -671,15 +682,30 @@ fn next_line(
     }))
 }
 
-/// A start-up's verdict as the recording holds it, handed on at its time.
-fn emit_as_recorded(
-    mono_ns: u64,
-    r: &Record,
+/// A start-up's verdict as the recording holds it, read back and handed
+/// on at its time (one that does not read back is a bad line); false once
+/// `on` said stop.
+fn as_recorded(
+    VerdictLine {
+        mono_ns,
+        cuinit,
+        value,
+    }: VerdictLine,
+    lineno: u64,
+    done: &mut Replayed,
     last_ns: &mut u64,
     on: &mut impl FnMut(u64, Item<'_>) -> bool,
 ) -> bool {
-    *last_ns = (*last_ns).max(mono_ns);
-    on(mono_ns, Item::Record(r))
+    match verdict_of(cuinit, value) {
+        Ok(r) => {
+            *last_ns = (*last_ns).max(mono_ns);
+            on(mono_ns, Item::Record(&r))
+        }
+        Err(why) => {
+            done.bad(lineno, why);
+            true
+        }
+    }
 }
 
 /// Hand on the records made, in order (a start-up's verdicts left out

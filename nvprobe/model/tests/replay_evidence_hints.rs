@@ -118,8 +118,8 @@ fn no_device_with_the_gpu_opened_and_no_list_does_not_blame_the_list() {
     let d = diag(v, DiagId::NoVisibleDevices);
     assert_eq!(
         d.evidence,
-        "cuInit returned CUDA_ERROR_NO_DEVICE (100); no CUDA_VISIBLE_DEVICES was set, and /dev/nvidia0 was opened at \
-4.0 ms: what came after that open decided it"
+        "cuInit returned CUDA_ERROR_NO_DEVICE (100); its environment (/proc/PID/environ) held no CUDA_VISIBLE_DEVICES, \
+and /dev/nvidia0 was opened at 4.0 ms: what came after that open decided it"
     );
     assert!(
         d.hint

@@ -225,7 +225,7 @@ pub fn run(
             .start
             .as_ref()
             .map(|s| s.events.clone())
-            .filter(|l| !l.is_empty() && l != "all"),
+            .filter(|l| matches!(l.as_str(), "failures" | "verdicts")),
     })
 }
 

@@ -22,6 +22,7 @@ mod rules_memory;
 mod rules_nodes;
 mod rules_refused;
 mod rules_startcalls;
+mod rules_visible;
 mod signals;
 pub mod stages;
 mod state;

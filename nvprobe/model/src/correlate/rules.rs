@@ -6,10 +6,13 @@
 use super::facts::CallResult;
 use super::{
     state::ProcInit,
-    table::{Check, DiagId, DiagSeverity, Diagnosis, Facts, HMM_HINT, diag, diag_after, plural},
+    table::{
+        Check, DiagId, DiagSeverity, Diagnosis, Facts, HMM_HINT, INFERRED, diag, diag_after,
+        plural, unseen_stop,
+    },
 };
 use crate::decode::{
-    Call, node_kind,
+    Call,
     status::NV_ERR_BUSY_RETRY,
     uvm::{UVM_INITIALIZE, UVM_REGISTER_GPU, UVM_REGISTER_GPU_VASPACE},
 };
@@ -103,8 +106,8 @@ const CHECKS: &[Check] = &[
     fork_after_init,
     calls_blocked,
     ioctl_refused,
-    visible_repeat,
-    no_visible_devices,
+    super::rules_visible::visible_repeat,
+    super::rules_visible::no_visible_devices,
     known_curesults,
     os_call_failed,
     signal_or_uvm_step,
@@ -127,28 +130,6 @@ pub(crate) fn diagnose(f: &Facts<'_>) -> Vec<Diagnosis> {
         c(f, &mut v);
     }
     v
-}
-
-/// Where a start-up stopped when cuInit's return was not seen (a libcuda
-/// copy hooked after its start-up, or driver calls alone) and the process
-/// ended on its own before any GPU was registered with UVM: what the
-/// inferred diagnoses say instead of "cuInit returned …". None when
-/// cuInit's return was seen, the start-up got that far, or a signal ended
-/// it (its own rules say who).
-fn unseen_stop(f: &Facts<'_>) -> Option<String> {
-    let st = f.st;
-    if st.curesult.is_some() || st.reached[7] || !f.exited_ok || st.context.is_some() {
-        return None;
-    }
-    Some(match st.last_stage() {
-        Some(s) => {
-            format!("the start-up stopped after {s}, before any GPU was registered with UVM")
-        }
-        None if st.calls > 0 => {
-            "the start-up stopped before any GPU was registered with UVM".to_owned()
-        }
-        None => "the start-up made no driver call".to_owned(),
-    })
 }
 
 /// A start-up that took a second or more in a cgroup allowed less than one
@@ -198,9 +179,6 @@ fn percent(share: f64) -> String {
     let t = format!("{:.1}", share * 100.0);
     format!("{} %", t.strip_suffix(".0").unwrap_or(&t))
 }
-
-/// What an inferred diagnosis ends with.
-pub(crate) const INFERRED: &str = " (inferred: cuInit's return was not seen)";
 
 /// The loader looked for libcuda and found none: no libcuda opened or
 /// mapped, no CUDA call, no driver call.
@@ -319,7 +297,10 @@ fn os_call_failed(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
         }
         return;
     }
-    if let Some(d) = super::rules_startcalls::proc_unavailable(st, &outcome) {
+    // (Only where nothing else explains it.)
+    if out.is_empty()
+        && let Some(d) = super::rules_startcalls::proc_unavailable(st, &outcome)
+    {
         out.push(d);
         return;
     }
@@ -383,6 +364,9 @@ fn known_curesults(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
         return;
     };
     let id = match code {
+        // No escape reached the driver: its version was never asked, so
+        // the refused calls explain the 803, not two drivers.
+        803 if out.iter().any(|d| d.id == DiagId::CallsBlocked) => return,
         803 => DiagId::SystemDriverMismatch,
         802 => DiagId::SystemNotReady,
         46 => DiagId::DevicesUnavailable,
@@ -513,154 +497,6 @@ fn fork_after_init(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     }
 }
 
-const HINT_VISIBLE_REPEAT: &str = "CUDA refuses a CUDA_VISIBLE_DEVICES that names one GPU twice (by index, by UUID \
-or both) with CUDA_ERROR_INVALID_DEVICE: list each GPU once (a launcher or scheduler that builds the list for each rank \
-can repeat one; nvidia-smi -L gives the indices and UUIDs)";
-
-/// CUDA_VISIBLE_DEVICES names a GPU twice: cuInit returns
-/// CUDA_ERROR_INVALID_DEVICE (101), or, its return not seen, the
-/// start-up stops before any GPU is registered with UVM.
-fn visible_repeat(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
-    let st = f.st;
-    let Some(why) = st
-        .info
-        .as_ref()
-        .and_then(|i| i.env.get("CUDA_VISIBLE_DEVICES"))
-        .and_then(|v| crate::attribution::visible_repeat(v, &st.host_gpus))
-    else {
-        return;
-    };
-    let d = if matches!(st.curesult, Some((101, _))) {
-        diag_after(
-            DiagId::InvalidDevice,
-            "cuInit returned CUDA_ERROR_INVALID_DEVICE (101)",
-            "; ",
-            &format!("{why}, which CUDA refuses"),
-        )
-    } else if let Some(stop) = unseen_stop(f).filter(|_| st.calls > 0 && !st.host_gpus.is_empty()) {
-        // Inferred only where the host's GPUs say the list's indices are
-        // real ones (an index past them stops CUDA's reading first).
-        diag_after(
-            DiagId::InvalidDevice,
-            &stop,
-            "; ",
-            &format!("{why}, which CUDA refuses{INFERRED}"),
-        )
-    } else {
-        return;
-    };
-    out.push(Diagnosis {
-        hint: HINT_VISIBLE_REPEAT,
-        ..d
-    });
-}
-
-fn no_visible_devices(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
-    let st = f.st;
-    // A repeat is told by its own check.
-    if out.iter().any(|d| d.id == DiagId::InvalidDevice) {
-        return;
-    }
-    // What the process's CUDA_VISIBLE_DEVICES selects (None: unset or
-    // unknown; Err: none of this host's GPUs).
-    let selects = st
-        .info
-        .as_ref()
-        .and_then(|i| i.env.get("CUDA_VISIBLE_DEVICES"))
-        .map(|v| (v, crate::attribution::resolve_visible(v, &st.host_gpus)));
-    // cuInit's return not seen: the driver calls stopped before a GPU was
-    // registered, and the variable hides every GPU.
-    let inferred = unseen_stop(f).filter(|_| st.calls > 0 && matches!(selects, Some((_, Err(_)))));
-    let no_device = matches!(st.curesult, Some((100, _)))
-        || inferred.is_some()
-        || (st.curesult.is_none()
-            && st.reached[4]
-            && !st.reached[3]
-            && !st.reached[5]
-            && f.exited_ok);
-    // A GPU node refused by a mechanism already named explains the missing
-    // device: the visibility list is not what hid it.
-    let refused_node = out.iter().any(|d| {
-        matches!(
-            d.id,
-            DiagId::FileLimit
-                | DiagId::NotPermitted
-                | DiagId::NodePermission
-                | DiagId::NodeStale
-                | DiagId::NodeWrongDevice
-                | DiagId::NodeNodev
-                | DiagId::SecurityModuleDenied
-                | DiagId::NodeMissing
-                | DiagId::NodeCreateFailed
-        ) && d.about.path.as_deref().and_then(node_kind).is_some()
-    });
-    if no_device && refused_node {
-        return;
-    }
-    // Escapes refused before or by a security module explain it too.
-    if no_device
-        && out
-            .iter()
-            .any(|d| matches!(d.id, DiagId::CallsBlocked | DiagId::IoctlRefused))
-    {
-        return;
-    }
-    if no_device {
-        let visible = selects.map_or_else(String::new, |(v, m)| match m {
-            Err(why) => why,
-            Ok(m) => format!("CUDA_VISIBLE_DEVICES={v} selects /dev/nvidia{m:?}"),
-        });
-        let sep = if visible.is_empty() { "" } else { "; " };
-        if let Some(stop) = inferred {
-            return out.push(diag_after(
-                DiagId::NoVisibleDevices,
-                &stop,
-                sep,
-                &format!("{visible}{INFERRED}"),
-            ));
-        }
-        out.push(if st.curesult.is_some() {
-            let mut d = diag_after(
-                DiagId::NoVisibleDevices,
-                "cuInit returned CUDA_ERROR_NO_DEVICE (100)",
-                sep,
-                &visible,
-            );
-            // No list was set and a GPU node was opened: neither the
-            // variable nor the container's nodes hid it.
-            let set = st
-                .info
-                .as_ref()
-                .is_none_or(|i| i.env.contains_key("CUDA_VISIBLE_DEVICES"));
-            if let Some(g) = st.gpus.iter().find(|g| g.opened_ms.is_some())
-                && !set
-            {
-                d.evidence.push_str(&format!(
-                    "; no CUDA_VISIBLE_DEVICES was set, and /dev/nvidia{} was opened at {:.1} ms: what came \
-after that open decided it",
-                    g.minor.map_or_else(|| "N".to_owned(), |m| m.to_string()),
-                    g.opened_ms.unwrap_or_default()
-                ));
-                d.hint = HINT_GPU_OPENED_NONE_SEEN;
-            }
-            d
-        } else {
-            diag(
-                DiagId::NoVisibleDevices,
-                format!(
-                    "UVM was initialised but no GPU was attached or opened before the process ended{sep}{visible}"
-                ),
-            )
-        });
-    }
-}
-
-/// No device, no visibility list, and a GPU node opened.
-const HINT_GPU_OPENED_NONE_SEEN: &str = "the GPU's node was passed in and opened, and no CUDA_VISIBLE_DEVICES hides \
-it: libcuda decided from what came after the open: the GPU's state (nvidia-smi -q: a GPU in error, or one the driver \
-will not use), the kernel log (dmesg | grep NVRM), or a preloaded library answering calls in the driver's place (see \
-the warnings below)";
-
 /// A failed cuInit whose escapes never reached the kernel ([`ioctls_unseen`]).
 fn calls_blocked(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     let failed = matches!(f.st.curesult, Some((code, _)) if code != 0);
@@ -669,6 +505,21 @@ fn calls_blocked(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
         && let Some(mut d) = super::rules_refused::ioctls_unseen(f.st)
             .or_else(|| super::rules_refused::command_blocked(f.st))
     {
+        // A filter's trap action the process handled: the call returned
+        // what the handler left in its registers.
+        let trapped =
+            f.st.signals
+                .iter()
+                .filter(|s| s.sig == libc::SIGSYS && s.source == super::state::SigSource::Seccomp)
+                .count();
+        if trapped > 0 && f.fatal_sig != libc::SIGSYS {
+            d.evidence.push_str(&format!(
+                "; the filter's trap action sent SIGSYS {trapped} time{} and the process's handler took it, so \
+the refused call returned what the handler left (on x86 the call's own number), which libcuda read as the driver's \
+answer",
+                plural(trapped as u32)
+            ));
+        }
         if unseen {
             d.evidence.push_str(INFERRED);
         }

@@ -237,7 +237,8 @@ pub(super) fn ended_itself(f: &Facts<'_>, out: &mut Vec<Diagnosis>) -> bool {
 /// the kernel sends in a dying parent's name), or a harness's; once cuInit
 /// had returned CUDA_SUCCESS, the time it needs is not cuInit's.
 fn task_kill_hint(st: &ProcInit, sig: &super::state::SignalInfo) -> &'static str {
-    let parent = sig.sender_pid.is_some()
+    // (Not init: a service manager's stop, whose parent never exits.)
+    let parent = sig.sender_pid.is_some_and(|p| p > 1)
         && sig.sender_pid == st.info.as_ref().and_then(|i| i.ppid)
         && sig.source == SigSource::Task;
     let init_ok = matches!(st.curesult, Some((0, _)));
@@ -403,14 +404,19 @@ pub(super) fn thread_end_text(code: i32, at: u64, st: &ProcInit) -> String {
     }
 }
 
-/// The call of a seccomp kill-thread action logged within 1 s of `at`
-/// (the audit line is printed just before the thread ends; the kernel
-/// log's stamps are mapped onto nvprobe's clock, to a few ms).
+/// The call of a seccomp kill-thread action logged in the second before
+/// `at` (the audit line is printed just before the thread ends; the kernel
+/// log's stamps are mapped onto nvprobe's clock, to a few ms, hence 100 ms
+/// after it too): named only where every such line kept names the same
+/// call (the line names the process, not the thread).
 fn seccomp_killed_at(st: &ProcInit, at: u64) -> Option<&str> {
-    let (logged, a) = st.seccomp_kill.as_ref()?;
-    (a.action == crate::kmsg::audit::SeccompAction::KillThread
-        && logged.abs_diff(at) <= 1_000_000_000)
-        .then_some(a.call.as_str())
+    let mut calls = st.seccomp_kills.iter().filter(|(logged, a)| {
+        a.action == crate::kmsg::audit::SeccompAction::KillThread
+            && *logged <= at.saturating_add(100_000_000)
+            && at.saturating_sub(*logged) <= 1_000_000_000
+    });
+    let first = calls.next()?.1.call.as_str();
+    calls.all(|(_, a)| a.call == first).then_some(first)
 }
 
 /// The thread in cuInit ended alone at least 100 ms before the process's

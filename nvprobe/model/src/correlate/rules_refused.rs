@@ -19,6 +19,14 @@ that returns EPERM (Seccomp and Seccomp_filters in /proc/PID/status; docker --se
 SystemCallFilter=, a language runtime's or sandbox library's own filter): allow the call, or run without the filter \
 to tell";
 
+/// [`HINT_EPERM_NOT_DEVICE`] where no seccomp filter was in place when
+/// nvprobe read the process.
+pub(crate) const HINT_EPERM_NO_FILTER: &str = "EPERM for a call on no device, with no seccomp filter in place when \
+nvprobe read the process: a filter installed after that (a sandbox library's, a language runtime's), or a \
+permission the call checks: a capability (mlock and MAP_LOCKED without CAP_IPC_LOCK past RLIMIT_MEMLOCK, MAP_HUGETLB \
+outside the hugetlb group), a noexec mount (an executable mapping of a file there), a sealed memory file; the \
+failed call's arguments say which";
+
 /// Who answered EPERM to a call on `path`: a seccomp filter (any path) or
 /// the device cgroup (a device node), with the facts that decide between
 /// them (the process's filters, the device programs of its cgroup, cgroup

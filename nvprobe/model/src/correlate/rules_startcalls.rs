@@ -177,8 +177,12 @@ refused it{}",
             ),
         ),
         libc::EPERM => {
-            // Not a device: the device cgroup's fix is ruled out.
-            hint = Some(super::rules_refused::HINT_EPERM_NOT_DEVICE);
+            // Not a device: the device cgroup's fix is ruled out; with no
+            // filter in place when nvprobe read it, a filter is less sure.
+            hint = Some(match limits.and_then(|l| l.seccomp_filters) {
+                Some(0) => super::rules_refused::HINT_EPERM_NO_FILTER,
+                _ => super::rules_refused::HINT_EPERM_NOT_DEVICE,
+            });
             (
                 DiagId::NotPermitted,
                 super::rules_refused::eperm_cause(st, &f.call),
@@ -312,6 +316,16 @@ pub(super) fn proc_unavailable(st: &ProcInit, outcome: &str) -> Option<Diagnosis
                     .is_some_and(crate::decode::is_procfs_own_path)
         })
         .collect();
+    // One that every procfs of the process's namespace has: its own maps
+    // and status, /proc/cpuinfo (a thread's entry, a descriptor's, a
+    // /proc/sys entry some kernels do not build can be missing alone).
+    if !missing.iter().any(|c| {
+        c.path
+            .as_deref()
+            .is_some_and(crate::decode::is_procfs_core_path)
+    }) {
+        return None;
+    }
     let first = missing.last()?;
     // Files of any procfs (/proc/cpuinfo, /proc/sys/…) missing: none is
     // there; only the process's own (/proc/self/…): another namespace's.

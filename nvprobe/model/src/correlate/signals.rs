@@ -367,7 +367,7 @@ fn fault_text(sig: i32, code: i32) -> String {
 
 impl ProcInit {
     /// The kernel's seccomp audit line of one of its calls: a kill
-    /// action's is kept (the newest), to name the call a thread killed
+    /// action's is kept (the newest 4), to name the call a thread killed
     /// alone was making.
     pub(crate) fn on_seccomp_audit(&mut self, a: &crate::kmsg::audit::SeccompAudit, at: u64) {
         use crate::kmsg::audit::SeccompAction;
@@ -375,7 +375,10 @@ impl ProcInit {
             a.action,
             SeccompAction::KillThread | SeccompAction::KillProcess
         ) {
-            self.seccomp_kill = Some((at, a.clone()));
+            if self.seccomp_kills.len() >= 4 {
+                self.seccomp_kills.remove(0);
+            }
+            self.seccomp_kills.push((at, a.clone()));
         }
     }
 

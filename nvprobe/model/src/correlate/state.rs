@@ -51,9 +51,9 @@ pub(crate) struct ProcInit {
     /// The thread in cuInit ended alone, the process living on:
     /// (when, its tid, its exit code as the kernel keeps it).
     pub(crate) cuinit_thread_ended: Option<(u64, u32, i32)>,
-    /// The kernel's newest seccomp audit line of a kill action at one of
-    /// its calls, and when it was logged.
-    pub(crate) seccomp_kill: Option<(u64, crate::kmsg::audit::SeccompAudit)>,
+    /// The kernel's seccomp audit lines of a kill action at one of its
+    /// calls (the newest 4), and when each was logged.
+    pub(crate) seccomp_kills: Vec<(u64, crate::kmsg::audit::SeccompAudit)>,
     /// The thread that entered cuInit last.
     pub(crate) cuinit_tid: Option<u32>,
     pub(crate) path_problems: Vec<(String, PathWhy)>,
@@ -255,9 +255,14 @@ fn errno_of_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i32, D::Error
     if let Some(n) = name.strip_prefix('E').and_then(|n| n.parse::<i32>().ok()) {
         return Ok(n);
     }
-    Ok((1..4096)
-        .find(|&e| super::facts::CallResult::Errno(e).text() == name)
-        .unwrap_or(0))
+    static NAMES: std::sync::OnceLock<std::collections::HashMap<String, i32>> =
+        std::sync::OnceLock::new();
+    let names = NAMES.get_or_init(|| {
+        (1..4096)
+            .map(|e| (super::facts::CallResult::Errno(e).text(), e))
+            .collect()
+    });
+    Ok(names.get(name.as_ref()).copied().unwrap_or(0))
 }
 
 fn errno_name_of<S: serde::Serializer>(e: &i32, s: S) -> Result<S::Ok, S::Error> {

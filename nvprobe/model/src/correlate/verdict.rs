@@ -37,7 +37,7 @@ fn unexplained(
     }
     let text = st.failed_text()?;
     let mut d = super::table::diag(DiagId::FailedSyscalls, text);
-    if matches!(exit, Some(Exit::Status(0))) {
+    if result == Outcome::Exited && matches!(exit, Some(Exit::Status(0))) {
         // The program ended content (status 0): its failed calls are no
         // failure's cause, only what it met.
         d.severity = super::table::DiagSeverity::Warning;

@@ -103,6 +103,15 @@ pub fn is_procfs_own_path(path: &str) -> bool {
         || matches!(path, "/proc/cpuinfo" | "/proc/meminfo" | "/proc/stat")
 }
 
+/// A file every procfs of the process's PID namespace has: its own maps
+/// and status, and /proc/cpuinfo (what libcuda reads first).
+pub fn is_procfs_core_path(path: &str) -> bool {
+    matches!(
+        path,
+        "/proc/self/maps" | "/proc/self/status" | "/proc/cpuinfo" | "/proc/self/stat"
+    )
+}
+
 /// The process's own procfs entries (/proc/self/…, /proc/thread-self/…):
 /// missing where /proc is another PID namespace's procfs.
 pub fn is_procfs_self_path(path: &str) -> bool {

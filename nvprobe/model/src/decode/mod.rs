@@ -47,8 +47,9 @@ pub use self::{
     event::*,
     failed_call::MemAsk,
     files::{
-        absence_is_normal, is_device_path, is_libcuda_path, is_nccl_path, is_procfs_own_path,
-        is_procfs_self_path, is_stub_path, lookup_missed, map_flag_names, node_kind, prot_names,
+        absence_is_normal, is_device_path, is_libcuda_path, is_nccl_path, is_procfs_core_path,
+        is_procfs_own_path, is_procfs_self_path, is_stub_path, lookup_missed, map_flag_names,
+        node_kind, prot_names,
     },
     intern::intern,
     ioctl::raw_call_name,

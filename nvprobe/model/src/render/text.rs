@@ -432,7 +432,9 @@ fn verdict_text(v: &crate::correlate::CuInit) -> String {
     let _ = writeln!(
         s,
         "   took {:.1} ms, {} driver calls; seen by {}",
-        v.total_ms, v.calls, v.source
+        v.total_ms,
+        v.calls,
+        safe(v.source)
     );
     for d in &v.detail {
         let _ = writeln!(s, "   {}", safe(d));
@@ -449,7 +451,10 @@ fn verdict_text(v: &crate::correlate::CuInit) -> String {
             who.push(format!(
                 "in {} {}{}",
                 c.runtime,
-                c.id.as_deref().map_or("", |i| &i[..i.len().min(12)]),
+                // (Its first 12 characters: an id read back from a
+                // recording may be anything.)
+                c.id.as_deref().map_or("", |i| &i
+                    [..i.char_indices().nth(12).map_or(i.len(), |(at, _)| at)]),
                 match (&c.pod_namespace, &c.pod_name, &c.pod_uid) {
                     (Some(ns), Some(n), _) => format!(
                         " (pod {ns}/{n}{})",
@@ -485,7 +490,7 @@ fn verdict_text(v: &crate::correlate::CuInit) -> String {
             (Some(r), None) => what.push(format!("UVM registration returned {r}")),
             (None, None) => {}
         }
-        let _ = writeln!(s, "   gpu {}: {}", safe(&name), what.join(", "));
+        let _ = writeln!(s, "   gpu {}: {}", safe(&name), safe(&what.join(", ")));
     }
     diagnosis_lines(&mut s, &v.diagnoses);
     s
@@ -508,7 +513,7 @@ fn diagnosis_lines(s: &mut String, diagnoses: &[crate::correlate::Diagnosis]) {
             "   {mark} {}{sev}: {}\n     hint: {}",
             d.id,
             safe(&d.evidence),
-            d.hint
+            safe(d.hint)
         );
     }
 }
@@ -520,7 +525,7 @@ pub fn record_text(rec: &crate::correlate::Record) -> String {
         Record::Stage { pid, comm, hit } => format!(
             "== {}[{pid}] reached {} at {:.2} ms ({})\n",
             safe(comm),
-            hit.name,
+            safe(hit.name),
             hit.at_ms,
             safe(&hit.via)
         ),
