@@ -379,6 +379,31 @@ pub(crate) fn plural(n: u32) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
+/// What an inferred diagnosis ends with.
+pub(crate) const INFERRED: &str = " (inferred: cuInit's return was not seen)";
+
+/// Where a start-up stopped when cuInit's return was not seen (a libcuda
+/// copy hooked after its start-up, or driver calls alone) and the process
+/// ended on its own before any GPU was registered with UVM: what the
+/// inferred diagnoses say instead of "cuInit returned …". None when
+/// cuInit's return was seen, the start-up got that far, or a signal ended
+/// it (its own rules say who).
+pub(crate) fn unseen_stop(f: &Facts<'_>) -> Option<String> {
+    let st = f.st;
+    if st.curesult.is_some() || st.reached[7] || !f.exited_ok || st.context.is_some() {
+        return None;
+    }
+    Some(match st.last_stage() {
+        Some(s) => {
+            format!("the start-up stopped after {s}, before any GPU was registered with UVM")
+        }
+        None if st.calls > 0 => {
+            "the start-up stopped before any GPU was registered with UVM".to_owned()
+        }
+        None => "the start-up made no driver call".to_owned(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -424,29 +449,4 @@ mod tests {
             );
         }
     }
-}
-
-/// What an inferred diagnosis ends with.
-pub(crate) const INFERRED: &str = " (inferred: cuInit's return was not seen)";
-
-/// Where a start-up stopped when cuInit's return was not seen (a libcuda
-/// copy hooked after its start-up, or driver calls alone) and the process
-/// ended on its own before any GPU was registered with UVM: what the
-/// inferred diagnoses say instead of "cuInit returned …". None when
-/// cuInit's return was seen, the start-up got that far, or a signal ended
-/// it (its own rules say who).
-pub(crate) fn unseen_stop(f: &Facts<'_>) -> Option<String> {
-    let st = f.st;
-    if st.curesult.is_some() || st.reached[7] || !f.exited_ok || st.context.is_some() {
-        return None;
-    }
-    Some(match st.last_stage() {
-        Some(s) => {
-            format!("the start-up stopped after {s}, before any GPU was registered with UVM")
-        }
-        None if st.calls > 0 => {
-            "the start-up stopped before any GPU was registered with UVM".to_owned()
-        }
-        None => "the start-up made no driver call".to_owned(),
-    })
 }
