@@ -511,8 +511,16 @@ with the kernel's mark (rt_sigqueueinfo)"
         }
         let source = source_of(p, sig, code);
         // A tracer gives its signal at a stop, at a call's entry or after
-        // its exit: never in a call.
-        let during = during.filter(|_| source != SigSource::Tracer);
+        // its exit, and a fault is the faulting thread's own instruction in
+        // user space (another thread's call in flight then is not where it
+        // landed): never in a call.
+        let fault = matches!(source, SigSource::Fault(_))
+            || (source == SigSource::Kernel
+                && matches!(
+                    sig,
+                    libc::SIGSEGV | libc::SIGBUS | libc::SIGILL | libc::SIGFPE | libc::SIGTRAP
+                ));
+        let during = during.filter(|_| source != SigSource::Tracer && !fault);
         let sender = self.sender_of(source, p, sig);
         let sender_pid =
             matches!(source, SigSource::Task | SigSource::Itself).then_some(p.proc.pid);
