@@ -19,21 +19,11 @@ import json
 import os
 import sys
 
+from unseenstart import start
+
 PR_SET_TSC, PR_TSC_SIGSEGV = 26, 2
 PR_SET_THP_DISABLE = 41
 PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN = 65, 1
-
-
-def start(cu, out):
-    out["cuInit"] = cu.cuInit(0)
-    if out["cuInit"] != 0:
-        return
-    dev = ctypes.c_int(0)
-    out["cuDeviceGet"] = cu.cuDeviceGet(ctypes.byref(dev), 0)
-    if out["cuDeviceGet"] != 0:
-        return
-    ctx = ctypes.c_void_p()
-    out["cuCtxCreate"] = cu.cuCtxCreate_v2(ctypes.byref(ctx), 0, dev)
 
 
 def main():

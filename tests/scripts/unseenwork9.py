@@ -26,23 +26,13 @@ import struct
 import sys
 import threading
 
+from unseenstart import start
+
 ARCH_SET_CPUID = 0x1012
 PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
 AUDIT_ARCH_X86_64 = 0xC000003E
 RET_ALLOW, RET_TRAP = 0x7FFF0000, 0x00030000
 LD_W_ABS, JEQ_K, RET_K, ALU_AND_K, ALU_RSH_K = 0x20, 0x15, 0x06, 0x54, 0x74
-
-
-def start(cu, out):
-    out["cuInit"] = cu.cuInit(0)
-    if out["cuInit"] != 0:
-        return
-    dev = ctypes.c_int(0)
-    out["cuDeviceGet"] = cu.cuDeviceGet(ctypes.byref(dev), 0)
-    if out["cuDeviceGet"] != 0:
-        return
-    ctx = ctypes.c_void_p()
-    out["cuCtxCreate"] = cu.cuCtxCreate_v2(ctypes.byref(ctx), 0, dev)
 
 
 def ins(code, jt, jf, k):

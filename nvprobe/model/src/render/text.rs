@@ -250,36 +250,13 @@ fn driver_text(s: &mut String, d: &DriverCall) {
     let _ = write!(s, " <{}>", dur(d.duration_ns));
 }
 
-/// A signal's si_code by its name (uapi asm-generic/siginfo.h): who made
-/// it, as the kernel records it. The task named before "sends" is the one
-/// in whose context the signal was made; with SI_KERNEL that is the
-/// kernel's own work (a timer, a fault, a limit), not the task's kill.
-fn si_code_text(sig: i32, code: i32) -> String {
-    let name = match (sig, code) {
-        (_, 0) => "SI_USER: kill(2)",
-        (_, 0x80) => "SI_KERNEL: the kernel's own, not this task's kill",
-        (_, -1) => "SI_QUEUE: sigqueue",
-        (_, -2) => "SI_TIMER: a POSIX timer",
-        (_, -6) => "SI_TKILL: tgkill",
-        (libc::SIGCHLD, 1) => "CLD_EXITED",
-        (libc::SIGCHLD, 2) => "CLD_KILLED",
-        (libc::SIGCHLD, 3) => "CLD_DUMPED",
-        (libc::SIGCHLD, 4) => "CLD_TRAPPED",
-        (libc::SIGCHLD, 5) => "CLD_STOPPED",
-        (libc::SIGCHLD, 6) => "CLD_CONTINUED",
-        (libc::SIGSYS, 1) => "SYS_SECCOMP: a seccomp filter",
-        _ => return format!("si_code {code}"),
-    };
-    format!("si_code {code}, {name}")
-}
-
 fn proc_text(s: &mut String, p: &ProcCall) {
     let _ = match p.op {
         ProcKind::Signal => write!(
             s,
             "sends {} ({}) to pid {}",
             p.signal.as_deref().unwrap_or("?"),
-            si_code_text(p.sig.unwrap_or(0), p.code.unwrap_or(0)),
+            crate::decode::signal::si_code_text(p.sig.unwrap_or(0), p.code.unwrap_or(0)),
             p.target_pid
         ),
         ProcKind::SignalDelivered => {
