@@ -1,5 +1,5 @@
 """The start-up the unseen workloads' Python helpers make after their
-condition (unseenwork8.py, unseenwork9.py): cuInit(0), then a context on
+condition (unseenwork6.py, unseenwork8.py, unseenwork9.py): cuInit(0), then a context on
 device 0 (cuCtxCreate_v2), each CUresult put in `out`."""
 import ctypes
 

@@ -22,22 +22,12 @@ import os
 import struct
 import sys
 
+from unseenstart import start
+
 SYS_CREATE, SYS_ADD_RULE, SYS_RESTRICT = 444, 445, 446
 WRITE_FILE, READ_FILE, IOCTL_DEV = 1 << 1, 1 << 2, 1 << 15
 RULE_PATH_BENEATH = 1
 PR_SET_NO_NEW_PRIVS = 38
-
-
-def start(cu, out):
-    out["cuInit"] = cu.cuInit(0)
-    if out["cuInit"] != 0:
-        return
-    dev = ctypes.c_int(0)
-    out["cuDeviceGet"] = cu.cuDeviceGet(ctypes.byref(dev), 0)
-    if out["cuDeviceGet"] != 0:
-        return
-    ctx = ctypes.c_void_p()
-    out["cuCtxCreate"] = cu.cuCtxCreate_v2(ctypes.byref(ctx), 0, dev)
 
 
 def restrict(libc, mode, out):

@@ -258,10 +258,12 @@ impl Faults {
         at: u64,
         comm_of: impl Fn(u32) -> Option<String>,
     ) -> Option<KernelLog> {
-        let kind = kmsg::line_kind(&line.message)?;
+        // (The line read once: a driver's, else a seccomp audit line.)
+        let seccomp = kmsg::audit::seccomp_audit(&line.message);
+        let kind = kmsg::kind_of(&line.message)
+            .or_else(|| seccomp.as_ref().map(|_| kmsg::LogKind::Seccomp))?;
         // A seccomp audit line is kept only for a process nvprobe follows
         // (its verdict reads it); the host's others are not nvprobe's.
-        let seccomp = kmsg::audit::seccomp_audit(&line.message);
         if let Some(a) = &seccomp
             && comm_of(a.pid).is_none()
         {
