@@ -292,6 +292,16 @@ wire_enum! {
         Dup3 = 4,
         FcntlDupfd = 5,
         FcntlDupfdCloexec = 6,
+        /// close_range(first, last, flags) by a process that may hold an
+        /// NVIDIA file: `fd` is `first`, `arg` is `last | flags << 32`,
+        /// and `file` is empty (the range is not resolved in the kernel).
+        CloseRange = 7,
+        /// dup2 onto a descriptor that held an NVIDIA file, from a file
+        /// that is not one: `file` is the file replaced (`arg`'s), not
+        /// `fd`'s.
+        Dup2Replaced = 8,
+        /// dup3 likewise.
+        Dup3Replaced = 9,
     }
 }
 

@@ -36,7 +36,9 @@ fn wire_numbers_round_trip_and_unknown_ones_are_none() {
     assert_eq!(ProcOp::from_repr(7), Some(ProcOp::OomVictim));
     assert_eq!(ProcOp::from_repr(8), Some(ProcOp::ThreadExit));
     assert_eq!(ProcOp::from_repr(9), None);
-    assert_eq!(FdOp::from_repr(7), None);
+    assert_eq!(FdOp::from_repr(7), Some(FdOp::CloseRange));
+    assert_eq!(FdOp::from_repr(9), Some(FdOp::Dup3Replaced));
+    assert_eq!(FdOp::from_repr(10), None);
     assert_eq!(DevKind::from_u8(200), DevKind::None);
     assert_eq!(lost_slot_name(EventKind::RmControl as u32), "rm_control");
     assert_eq!(lost_slot_name(EventKind::Nccl as u32), "nccl");

@@ -367,16 +367,26 @@ fn fd_enter(op: FdOp, fd: i32, extra: u64, kind: EventKind) -> Result<(), i64> {
     }
     // dup2/dup3 replace `extra` (newfd): when that is an NVIDIA file, the
     // threads' cached answers for it go, at this entry and at the exit.
-    let replaces = matches!(op, FdOp::Dup2 | FdOp::Dup3)
-        && (extra as i32) >= 0
-        && resolve_fd(extra as i32).is_some_and(|f| f.kind != DevKind::None as u8);
+    let replaced = if matches!(op, FdOp::Dup2 | FdOp::Dup3) && (extra as i32) >= 0 {
+        resolve_fd(extra as i32).filter(|f| f.kind != DevKind::None as u8)
+    } else {
+        None
+    };
+    let replaces = replaced.is_some();
+    let mut op = op;
     let mut file = resolve_fd(fd).ok_or(0i64)?;
     if file.kind == DevKind::None as u8 {
-        if !replaces {
+        let Some(r) = replaced else {
             return Ok(());
-        }
-        // Not a record (the old fd is no NVIDIA file): the exit only bumps.
-        file = nvprobe_common::FileId::default();
+        };
+        // The old fd is no NVIDIA file: the record is of the NVIDIA file
+        // the call replaced (a start-up's descriptor taken from under it).
+        file = r;
+        op = if op == FdOp::Dup2 {
+            FdOp::Dup2Replaced
+        } else {
+            FdOp::Dup3Replaced
+        };
     }
     if op == FdOp::Close || replaces {
         maps::bump_fd_gen();
@@ -406,24 +416,44 @@ syscall_entry! {
 
 syscall_entry! {
     /// long close_range(unsigned int fd, unsigned int max_fd, unsigned int flags):
-    /// any descriptor may go, NVIDIA ones included; no record (close(2)'s
-    /// record is of one NVIDIA fd), only the cache generation moves, for a
-    /// process that may hold one.
-    nvprobe_close_range_enter(_ctx) {
-        if maps::may_hold_nv(aya_ebpf::helpers::bpf_get_current_pid_tgid()) {
-            maps::bump_fd_gen();
+    /// any descriptor may go, NVIDIA ones included. For a process that may
+    /// hold one the cache generation moves, and the call is a record of
+    /// its range (not resolved here: user space knows which of its
+    /// descriptors were NVIDIA files).
+    nvprobe_close_range_enter(ctx) {
+        let pid_tgid = aya_ebpf::helpers::bpf_get_current_pid_tgid();
+        if !maps::may_hold_nv(pid_tgid) {
+            return Ok(());
         }
-        Ok(())
+        maps::bump_fd_gen();
+        if !fdres::pid_allowed_for(pid_tgid) {
+            return Ok(());
+        }
+        let first: u64 = arg(&ctx, ARG0)?;
+        let last: u64 = arg(&ctx, ARG1)?;
+        let flags: u64 = arg(&ctx, ARG2)?;
+        let mut inf = zeroed_inflight();
+        inf.kind = EventKind::Fd as u32;
+        inf.op = FdOp::CloseRange as u32;
+        inf.start_ns = now();
+        inf.fd = first as u32 as i32;
+        inf.a0 = (last & 0xffff_ffff) | (flags << 32);
+        store(inf)
     }
 }
 
 syscall_entry! {
-    /// The exit of close_range: answers cached while it ran go too.
-    nvprobe_close_range_exit(_ctx) {
+    /// The exit of close_range: answers cached while it ran go too, and
+    /// the entry's record is made.
+    nvprobe_close_range_exit(ctx) {
         if maps::may_hold_nv(aya_ebpf::helpers::bpf_get_current_pid_tgid()) {
             maps::bump_fd_gen();
         }
-        Ok(())
+        let ret = arg::<i64>(&ctx, RET)?;
+        match take_slot(tid(), Some(EventKind::Fd as u32)) {
+            Some(inf) if inf.op == FdOp::CloseRange as u32 => exit_fd(&inf, ret, now()),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -643,12 +673,13 @@ fn exit_path(inf: &Inflight, ret: i64, end: u64) -> Result<bool, i64> {
     Ok(true)
 }
 
+#[inline(always)]
 fn exit_fd(inf: &Inflight, ret: i64, end: u64) -> Result<(), i64> {
     if inf.op == FdOp::Close as u32 || inf.flags != 0 {
         // Answers cached while the close or the replacing dup ran.
         maps::bump_fd_gen();
     }
-    if inf.file.kind == DevKind::None as u8 {
+    if inf.file.kind == DevKind::None as u8 && inf.op != FdOp::CloseRange as u32 {
         return Ok(());
     }
     let Some(mut entry) = EVENTS.reserve::<FdEvent>(0) else {

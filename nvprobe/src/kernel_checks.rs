@@ -233,6 +233,7 @@ pub fn limits_of(base: &Path, cgroup: Option<&str>) -> Limits {
         l.address_space = pair("Max address space");
         l.data = pair("Max data size");
         l.nproc = pair("Max processes");
+        l.memlock = pair("Max locked memory");
     }
     if let Ok(d) = fs::read_dir(base.join("fd")) {
         l.fds = Some(d.take(FDS_COUNTED as usize).count() as u64);
@@ -504,6 +505,7 @@ mod tests {
         };
         assert_eq!(l.data, Some(want("Max data size")));
         assert_eq!(l.address_space, Some(want("Max address space")));
+        assert_eq!(l.memlock, Some(want("Max locked memory")));
         let max: u64 = std::fs::read_to_string("/proc/sys/vm/max_map_count")
             .expect("max_map_count")
             .trim()

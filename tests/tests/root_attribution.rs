@@ -54,6 +54,52 @@ fn an_fd_number_reused_for_another_file_is_named_after_the_new_one() {
         .map(|s| (n, s.as_str().expect("step").to_owned()))
         .collect();
     assert_eq!(got, want, "calls on fd {n}, in order: {run}");
+    // What took an NVIDIA file from fd n is a record of its own: the dup2
+    // of /dev/null onto it (the file replaced), and the close_range of it
+    // (its range; the kernel does not resolve it).
+    let pid = run["pid"].as_u64().expect("pid") as u32;
+    // (syscall, device kind, replaced, newfd, last_fd)
+    type FdRecord = (String, String, bool, Option<i64>, Option<i64>);
+    let fd_records: Vec<FdRecord> = f
+        .for_pid(pid)
+        .into_iter()
+        .filter(|r| r["type"] == "dup" || r["type"] == "close")
+        .map(|r| {
+            (
+                r["syscall"].as_str().expect("syscall").to_owned(),
+                r["device"]["kind"].as_str().expect("kind").to_owned(),
+                r["replaced"] == true,
+                r["newfd"].as_i64(),
+                r["last_fd"].as_i64(),
+            )
+        })
+        .collect();
+    let replaced = ("dup2".to_owned(), "ctl".to_owned(), true, Some(n), None);
+    let range = (
+        "close_range".to_owned(),
+        "none".to_owned(),
+        false,
+        None,
+        Some(n),
+    );
+    assert!(
+        fd_records.contains(&replaced) && fd_records.contains(&range),
+        "a dup2 onto fd {n} replacing the ctl file and a close_range of {n}..={n}: {fd_records:?} in {:?}",
+        f.for_pid(pid)
+            .iter()
+            .map(|r| format!("{} {} {}", r["type"], r["syscall"], r["fd"]))
+            .collect::<Vec<_>>()
+    );
+    let ranges: Vec<&serde_json::Value> = f
+        .for_pid(pid)
+        .into_iter()
+        .filter(|r| r["syscall"] == "close_range")
+        .collect();
+    assert_eq!(ranges.len(), 1, "{ranges:?}");
+    assert_eq!(
+        (ranges[0]["fd"].as_i64(), ranges[0]["range_flags"].as_str()),
+        (Some(n), Some("0"))
+    );
 }
 
 #[test]

@@ -231,6 +231,17 @@ pub struct GpuHolder {
     pub minors: Vec<u32>,
 }
 
+/// Add the libcuda files of `more` that `info` does not list yet (at most
+/// 8 in all).
+pub(crate) fn merge_opened(info: Option<&mut ProcessInfo>, more: Vec<LibcudaOpened>) {
+    let Some(i) = info else { return };
+    for f in more {
+        if i.libcuda_opened.len() < 8 && !i.libcuda_opened.iter().any(|x| x.path == f.path) {
+            i.libcuda_opened.push(f);
+        }
+    }
+}
+
 impl ProcessInfo {
     /// When the facts were read, in words.
     pub fn read_when(&self) -> &'static str {
@@ -444,6 +455,10 @@ pub struct Limits {
     /// RLIMIT_NPROC, soft and hard ("Max processes").
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nproc: Option<(Option<u64>, Option<u64>)>,
+    /// RLIMIT_MEMLOCK, soft and hard ("Max locked memory"; None:
+    /// unlimited): what a process without CAP_IPC_LOCK may lock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memlock: Option<(Option<u64>, Option<u64>)>,
     /// The cgroup's tasks against `pids.max` (cgroup v2).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pids: Option<CgroupCount>,

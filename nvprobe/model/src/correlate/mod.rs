@@ -9,6 +9,7 @@
 mod breakdown;
 mod facts;
 pub mod faults;
+mod fds;
 mod named;
 pub mod needs;
 mod obs;
@@ -16,6 +17,7 @@ mod outcome;
 mod record;
 pub mod rules;
 mod rules_context;
+mod rules_fds;
 mod rules_kill;
 mod rules_library;
 mod rules_memory;
@@ -222,6 +224,14 @@ impl Correlator {
                 return;
             }
             ObsKind::KernelLog(line) => return self.on_kernel_log(*line, start, out),
+            ObsKind::FdGone { range, by } => {
+                let comm = o.comm.text();
+                let who = (o.tid, comm.as_str(), end);
+                if let Some(st) = self.procs.get_mut(&pid) {
+                    st.fds.went(range, by, who);
+                }
+                return;
+            }
             ObsKind::Stall(r) => {
                 if let Some(st) = self.procs.get_mut(&pid)
                     && !st.done
@@ -295,6 +305,7 @@ impl Correlator {
                 open,
                 gpu_minor,
                 mknod,
+                fd,
             } => {
                 let st = self.state(pid);
                 if opened_device || (open && node_path(&path)) {
@@ -312,6 +323,7 @@ impl Correlator {
                     gpu_minor,
                     mknod_ok: mknod.is_some() && ok,
                     mknod,
+                    fd,
                 };
                 st.on_path(p, end)
             }
@@ -358,9 +370,9 @@ impl Correlator {
             info.held_at_start |= held;
             info.tracer = info.tracer.or(tracer);
             st.info = Some(info);
-            merge_opened(st.info.as_mut(), before);
+            crate::attribution::merge_opened(st.info.as_mut(), before);
         }
-        merge_opened(st.info.as_mut(), opened);
+        crate::attribution::merge_opened(st.info.as_mut(), opened);
     }
 
     /// A libcuda call's entry or return: a run-time fault's, and the
@@ -759,20 +771,6 @@ pub(crate) fn node_path(path: &str) -> bool {
         .any(|p| path.as_bytes().starts_with(p))
 }
 
-/// Add the libcuda files of `more` that `info` does not list yet (at most
-/// 8 in all).
-fn merge_opened(
-    info: Option<&mut crate::attribution::ProcessInfo>,
-    more: Vec<crate::attribution::LibcudaOpened>,
-) {
-    let Some(i) = info else { return };
-    for f in more {
-        if i.libcuda_opened.len() < 8 && !i.libcuda_opened.iter().any(|x| x.path == f.path) {
-            i.libcuda_opened.push(f);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -781,6 +779,8 @@ mod tests_classes;
 mod tests_context;
 #[cfg(test)]
 mod tests_faults;
+#[cfg(test)]
+mod tests_fds;
 #[cfg(test)]
 mod tests_hmm;
 #[cfg(test)]

@@ -62,6 +62,15 @@ pub(crate) enum ObsKind {
         gpu_minor: Option<u32>,
         /// A mknod: the node it creates (when the record says).
         mknod: Option<Option<DevNo>>,
+        /// The descriptor a successful open gave (`opened_device`: of an
+        /// NVIDIA node).
+        fd: Option<i64>,
+    },
+    /// NVIDIA descriptors taken from the process (`first..=last`): a close,
+    /// a close_range, a dup2/dup3 onto one from another file.
+    FdGone {
+        range: (i64, i64),
+        by: super::fds::GoneBy,
     },
     /// The dynamic loader opened (or failed to open) a libcuda.
     LibLoad {
@@ -158,6 +167,21 @@ impl Obs {
             Event::Dup(f) if !f.ok => {
                 ObsKind::CallFailed(f.syscall.to_owned(), SysKind::Dup, errno_of(f.ret))
             }
+            Event::Close(f) | Event::Dup(f) => {
+                let range = f.closes(matches!(ev, Event::Close(_)))?;
+                let by = match (f.last_fd, f.replaced) {
+                    (Some(last), _) => super::fds::GoneBy::CloseRange {
+                        first: f.fd as u32,
+                        last,
+                    },
+                    (None, true) => super::fds::GoneBy::Replaced {
+                        call: f.syscall,
+                        from: f.fd,
+                    },
+                    (None, false) => super::fds::GoneBy::Close,
+                };
+                ObsKind::FdGone { range, by }
+            }
             Event::Driver(d) => ObsKind::Driver {
                 function: d.function,
                 ok: d.ok,
@@ -218,6 +242,10 @@ fn path_kind(ev: &Event, p: &PathCall, stage: Option<usize>) -> ObsKind {
             )
         }),
         open_path: stage.map(|_| p.path.clone()),
+        fd: p
+            .fd
+            .filter(|_| matches!(ev, Event::Open(_)) && p.ok)
+            .map(i64::from),
     }
 }
 

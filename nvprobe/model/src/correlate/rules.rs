@@ -104,6 +104,7 @@ const CHECKS: &[Check] = &[
     version_mismatch,
     modprobe_failed,
     fork_after_init,
+    super::rules_fds::descriptor_closed,
     calls_blocked,
     ioctl_refused,
     super::rules_visible::visible_repeat,
@@ -285,7 +286,9 @@ fn os_call_failed(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     if code == 0
         || st.last_failure.is_some()
         || !st.path_problems.is_empty()
-        || out.iter().any(|d| d.id == DiagId::CallsBlocked)
+        || out
+            .iter()
+            .any(|d| matches!(d.id, DiagId::CallsBlocked | DiagId::DescriptorClosed))
     {
         return;
     }
@@ -363,6 +366,11 @@ fn known_curesults(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     let Some((code, name)) = f.st.curesult else {
         return;
     };
+    // A descriptor taken from the start-up explains what libcuda made of
+    // the answers it then got.
+    if out.iter().any(|d| d.id == DiagId::DescriptorClosed) {
+        return;
+    }
     let id = match code {
         // No escape reached the driver: its version was never asked, so
         // the refused calls explain the 803, not two drivers.
@@ -501,7 +509,11 @@ fn fork_after_init(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
 fn calls_blocked(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     let failed = matches!(f.st.curesult, Some((code, _)) if code != 0);
     let unseen = unseen_stop(f).is_some();
+    // Escapes on a descriptor taken from the start-up fail at the system
+    // call's exit too (EBADF, ENOTTY), untraced: no filter's doing.
+    let taken = out.iter().any(|d| d.id == DiagId::DescriptorClosed);
     if (failed || unseen)
+        && !taken
         && let Some(mut d) = super::rules_refused::ioctls_unseen(f.st)
             .or_else(|| super::rules_refused::command_blocked(f.st))
     {

@@ -24,10 +24,18 @@ pub(crate) fn diagnose(st: &ProcInit) -> Vec<Diagnosis> {
         return Vec::new();
     };
     let step = step_text(c);
+    if let Some(d) = super::rules_fds::diagnose(st, &step, true) {
+        return vec![d];
+    }
     if st.after_init_failure.is_none()
         && let Some(d) = super::rules_startcalls::diagnose(st, true, &step)
     {
         // No driver call refused it: a thread or a mapping of its own did.
+        return vec![d];
+    }
+    if st.after_init_failure.is_none()
+        && let Some(d) = super::rules_fds::diagnose_after_recovery(st, &step)
+    {
         return vec![d];
     }
     let refused = st.after_init_failure.as_ref().map_or(String::new(), |f| {

@@ -552,6 +552,48 @@ fn fraction(part: u64, whole: u64) -> String {
     }
 }
 
+/// MAP_ANONYMOUS, MAP_LOCKED (uapi asm-generic/mman*.h).
+const MAP_ANONYMOUS: u32 = 0x20;
+const MAP_LOCKED: u32 = 0x2000;
+
+/// Why an mmap or mremap of anonymous memory failed with EAGAIN: the
+/// kernel's only such answer there is the memory-lock check
+/// (mlock_future_ok in do_mmap and mremap): the mapping is to be locked
+/// (MAP_LOCKED, or every new mapping after mlockall(MCL_FUTURE)) and the
+/// process's locked memory would pass RLIMIT_MEMLOCK without
+/// CAP_IPC_LOCK. None for a file's mapping, whose driver may answer
+/// EAGAIN itself.
+pub(super) fn lock_cause(l: Option<&Limits>, when: &str, ask: MemAsk) -> Option<String> {
+    let flags = ask.flags?;
+    if flags & MAP_ANONYMOUS == 0 {
+        return None;
+    }
+    let how = if flags & MAP_LOCKED != 0 {
+        "it asked MAP_LOCKED".to_owned()
+    } else {
+        "it did not ask MAP_LOCKED, so the process locks every new mapping (mlockall with MCL_FUTURE)".to_owned()
+    };
+    let limit = match l.and_then(|l| l.memlock) {
+        Some((soft, _)) => format!(
+            " ({} {when})",
+            soft.map_or_else(|| "unlimited".to_owned(), bytes)
+        ),
+        None => String::new(),
+    };
+    let asked = ask.len.map_or(String::new(), |n| {
+        format!(
+            "; the call asked for {} ({}, {})",
+            bytes(n),
+            prot_names(ask.prot.unwrap_or(0)),
+            map_flag_names(flags)
+        )
+    });
+    Some(format!(
+        "the memory-lock limit: mmap answers EAGAIN only for a mapping that is to be locked when the process's locked \
+memory would pass RLIMIT_MEMLOCK{limit} and it lacks CAP_IPC_LOCK; {how}{asked}"
+    ))
+}
+
 /// 1073741824 -> "1 GiB (1073741824 bytes)".
 pub(super) fn bytes(v: u64) -> String {
     const UNITS: [(u64, &str); 4] = [

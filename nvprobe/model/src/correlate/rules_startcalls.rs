@@ -139,6 +139,12 @@ fn cause(st: &ProcInit, f: &StartCallFailure) -> (DiagId, String, Option<&'stati
     let mut hint = None;
     let (id, cause) = match f.errno {
         libc::EAGAIN if thread => (DiagId::ThreadLimit, thread_cause(limits, when)),
+        libc::EAGAIN
+            if f.kind == SysKind::Map
+                && let Some(c) = super::rules_memory::lock_cause(limits, when, f.ask) =>
+        {
+            (DiagId::LockLimit, c)
+        }
         libc::ENOMEM if memory => {
             let (id, cause, own) = super::rules_memory::memory_cause(
                 limits,

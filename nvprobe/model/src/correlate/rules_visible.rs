@@ -85,6 +85,32 @@ fn device_order_refused(st: &ProcInit, out: &mut Vec<Diagnosis>) -> bool {
 const HINT_DEVICE_ORDER: &str = "CUDA_DEVICE_ORDER takes FASTEST_FIRST (the default) or PCI_BUS_ID (the order \
 nvidia-smi lists): set one of them, or unset it";
 
+/// Whether a diagnosis already made explains a missing device: a GPU node
+/// refused by a mechanism already named (the visibility list is not what
+/// hid it), escapes refused before or by a security module, a descriptor
+/// taken from the start-up.
+fn explained(out: &[Diagnosis]) -> bool {
+    out.iter().any(|d| {
+        let refused_node = matches!(
+            d.id,
+            DiagId::FileLimit
+                | DiagId::NotPermitted
+                | DiagId::NodePermission
+                | DiagId::NodeStale
+                | DiagId::NodeWrongDevice
+                | DiagId::NodeNodev
+                | DiagId::SecurityModuleDenied
+                | DiagId::NodeMissing
+                | DiagId::NodeCreateFailed
+        ) && d.about.path.as_deref().and_then(node_kind).is_some();
+        refused_node
+            || matches!(
+                d.id,
+                DiagId::CallsBlocked | DiagId::IoctlRefused | DiagId::DescriptorClosed
+            )
+    })
+}
+
 pub(super) fn no_visible_devices(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     let st = f.st;
     // A repeat is told by its own check.
@@ -108,34 +134,7 @@ pub(super) fn no_visible_devices(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
             && !st.reached[3]
             && !st.reached[5]
             && f.exited_ok);
-    // A GPU node refused by a mechanism already named explains the missing
-    // device: the visibility list is not what hid it.
-    let refused_node = out.iter().any(|d| {
-        matches!(
-            d.id,
-            DiagId::FileLimit
-                | DiagId::NotPermitted
-                | DiagId::NodePermission
-                | DiagId::NodeStale
-                | DiagId::NodeWrongDevice
-                | DiagId::NodeNodev
-                | DiagId::SecurityModuleDenied
-                | DiagId::NodeMissing
-                | DiagId::NodeCreateFailed
-        ) && d.about.path.as_deref().and_then(node_kind).is_some()
-    });
-    if no_device && refused_node {
-        return;
-    }
-    // Escapes refused before or by a security module explain it too.
-    if no_device
-        && out
-            .iter()
-            .any(|d| matches!(d.id, DiagId::CallsBlocked | DiagId::IoctlRefused))
-    {
-        return;
-    }
-    if no_device {
+    if no_device && !explained(out) {
         let visible = selects.map_or_else(String::new, |(v, m)| match m {
             Err(why) => why,
             Ok(m) => format!("CUDA_VISIBLE_DEVICES={v} selects /dev/nvidia{m:?}"),

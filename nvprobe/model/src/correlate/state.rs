@@ -159,6 +159,9 @@ pub(crate) struct ProcInit {
     /// Calls the start-up needs besides the NVIDIA ones that failed (the
     /// kernel side's `call_failed` records): at most 8 kinds.
     pub(crate) start_calls: Vec<StartCallFailure>,
+    /// Its NVIDIA descriptors, those taken from under it, and the first
+    /// call that then failed on one.
+    pub(crate) fds: super::fds::NvFds,
     /// Every failed system call of the start-up the kernel side sent, the
     /// newest last: at most [`FAILED_KEPT`].
     pub(crate) failed_syscalls: Vec<FailedSyscall>,
@@ -354,6 +357,23 @@ impl ProcInit {
         }
         if self.failed_syscalls.len() >= FAILED_KEPT {
             self.failed_syscalls.remove(0);
+        }
+        // A call on a descriptor: an ioctl's first argument, mmap's fifth.
+        let fd = match p.failed {
+            Some((crate::decode::SysKind::Ioctl, _)) => p.arg(0),
+            Some((crate::decode::SysKind::Map, libc::EBADF)) => p.arg(4),
+            _ => None,
+        };
+        if let (Some(fd), Some((_, errno))) = (fd, p.failed) {
+            self.fds.failed_on(
+                i64::from(fd as u32 as i32),
+                p.call.as_deref().unwrap_or("?"),
+                errno,
+                (p.proc.tid, p.time_ns),
+            );
+            if let Some(u) = self.fds.used.as_mut().filter(|u| u.at_ns == p.time_ns) {
+                u.after_init = matches!(self.curesult, Some((0, _)));
+            }
         }
         if let (
             Some((crate::decode::SysKind::Ioctl, errno @ (libc::EPERM | libc::EACCES))),

@@ -123,6 +123,17 @@ grep Seccomp /proc/PID/status)";
 failed as far as nvprobe saw (a kernel without that tracepoint: find it with strace -f); the common causes are the open-file limit (libcuda opens several \
 descriptors at start-up: raise ulimit -n), a seccomp profile that refuses open, mmap or ioctl (a filter the process \
 installed after nvprobe read it is not in the evidence), and memory or thread limits (ulimit -v, the cgroup's pids.max)";
+    DescriptorClosed => "descriptor_closed", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "a descriptor libcuda had opened was closed or replaced by another part of the program while CUDA started: \
+code that closes every descriptor it did not open itself (close_range or closefrom, a daemonising routine, a sandbox's \
+or a subprocess helper's clean-up run in the process itself), or a dup2 onto a number it took for its own (a logger \
+redirecting a stream). Close or redirect descriptors before CUDA is loaded, or only those the program opened: the \
+descriptors CUDA opens must stay open as long as it is in use. Not the driver, and not a limit";
+    LockLimit => "lock_limit", reference: "docs/FAILURE-CATALOGUE.md",
+        hint: "the process locks its new mappings (mlockall(MCL_FUTURE), as real-time and some hardened programs do \
+at start, or MAP_LOCKED) and libcuda maps far more than a memory-lock limit allows: lock memory after CUDA has started \
+(or lock only what is mapped, MCL_CURRENT alone), lift the limit (ulimit -l unlimited, systemd LimitMEMLOCK=infinity, \
+docker --ulimit memlock=-1) or give the process CAP_IPC_LOCK. Not the driver, and not a seccomp filter";
     ProcUnavailable => "proc_unavailable", reference: "docs/FAILURE-CATALOGUE.md",
         hint: "libcuda reads its own /proc files at start-up (/proc/self/maps, its threads' names, /proc/cpuinfo): \
 mount a procfs of the process's own PID namespace at /proc (container runtimes do; a chroot, `unshare -p` \

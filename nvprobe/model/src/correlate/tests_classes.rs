@@ -452,6 +452,7 @@ pub(super) fn errno_ret(name: &str) -> i64 {
         "ENFILE" => libc::ENFILE,
         "ENOSPC" => libc::ENOSPC,
         "ENOTTY" => libc::ENOTTY,
+        "EBADF" => libc::EBADF,
         "ERESTARTSYS" => 512,
         other => panic!("errno_ret: add {other}"),
     };

@@ -39,6 +39,9 @@ pub(crate) struct PathObs {
     pub(crate) gpu_minor: Option<u32>,
     pub(crate) mknod: Option<Option<DevNo>>,
     pub(crate) mknod_ok: bool,
+    /// The descriptor a successful open gave (`opened_device`: of an
+    /// NVIDIA node).
+    pub(crate) fd: Option<i64>,
 }
 
 /// An ioctl as the tracker needs it.
@@ -404,6 +407,13 @@ impl ProcInit {
     /// An open, stat or access of an NVIDIA path.
     pub(crate) fn on_path(&mut self, p: PathObs, at_ns: u64) -> Option<String> {
         self.lookups += 1;
+        match p.fd {
+            Some(fd) if p.opened_device => self.fds.opened(fd, &p.path, at_ns),
+            // The number is another file's now (an NVIDIA path that is no
+            // node: the driver's /proc files).
+            Some(fd) => self.fds.forget(fd),
+            None => {}
+        }
         if p.opened_device {
             self.opened_any = true;
             if node_kind(&p.path) == Some(DeviceKind::Ctl) {

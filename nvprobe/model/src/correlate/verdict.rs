@@ -285,7 +285,9 @@ fn cuinit_failed(
                     // Said once: the evidence that begins with
                     // this very outcome goes on after it.
                     d.evidence[d.about.detail_at.unwrap_or(0)..].to_owned()
-                }),
+                })
+                // Nothing past the outcome: no cause to add.
+                .filter(|c| !c.is_empty()),
         ),
     }
 }

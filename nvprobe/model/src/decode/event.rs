@@ -342,6 +342,19 @@ pub struct FdCall {
     pub device: Device,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub newfd: Option<i64>,
+    /// close_range: the range's last descriptor (`fd` is its first; the
+    /// range is not resolved in the kernel, and `device` is kind `none`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_fd: Option<u32>,
+    /// close_range's flags by name (`CLOSE_RANGE_UNSHARE`,
+    /// `CLOSE_RANGE_CLOEXEC`: then nothing is closed, only marked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range_flags: Option<String>,
+    /// dup2/dup3 onto a descriptor that held an NVIDIA file, from a file
+    /// that is not one: `device` is the file replaced (the one `newfd`
+    /// held), not `fd`'s.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub replaced: bool,
     pub start_ns: u64,
     pub duration_ns: u64,
     pub ret: i64,
@@ -350,6 +363,28 @@ pub struct FdCall {
     pub ok: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub raw: Option<String>,
+}
+
+impl FdCall {
+    /// The descriptors this call took from the process when it succeeded
+    /// (`close`: the record is a close's or close_range's): a close's fd,
+    /// a close_range's range (none with CLOSE_RANGE_CLOEXEC, which only
+    /// marks them), the NVIDIA descriptor a dup2/dup3 replaced.
+    pub fn closes(&self, close: bool) -> Option<(i64, i64)> {
+        if !self.ok {
+            return None;
+        }
+        match self.last_fd {
+            Some(last) if close => (!self
+                .range_flags
+                .as_deref()
+                .is_some_and(|f| f.split('|').any(|t| t == "CLOSE_RANGE_CLOEXEC")))
+            .then_some((i64::from(self.fd as u32), i64::from(last))),
+            None if close => Some((self.fd.into(), self.fd.into())),
+            _ if self.replaced => self.newfd.map(|n| (n, n)),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]

@@ -356,14 +356,22 @@ pub(super) fn decode_fd(ev: &FdEvent, ctx: &Context, raw: Option<String>) -> Eve
         Some(FdOp::Dup3) => "dup3",
         Some(FdOp::FcntlDupfd) => "fcntl(F_DUPFD)",
         Some(FdOp::FcntlDupfdCloexec) => "fcntl(F_DUPFD_CLOEXEC)",
+        Some(FdOp::CloseRange) => "close_range",
+        Some(FdOp::Dup2Replaced) => "dup2",
+        Some(FdOp::Dup3Replaced) => "dup3",
         None => "unknown",
     };
+    let closes = matches!(op, Some(FdOp::Close | FdOp::CloseRange));
+    let range = op == Some(FdOp::CloseRange);
     let call = FdCall {
         proc: proc_of(&ev.hdr),
         syscall,
         fd: ev.fd,
         device: device_of(&ev.file, ctx),
-        newfd: (op != Some(FdOp::Close) && ev.ret >= 0).then_some(ev.ret),
+        newfd: (!closes && ev.ret >= 0).then_some(ev.ret),
+        last_fd: range.then_some(ev.arg as u32),
+        range_flags: range.then(|| close_range_flags((ev.arg >> 32) as u32)),
+        replaced: matches!(op, Some(FdOp::Dup2Replaced | FdOp::Dup3Replaced)),
         start_ns: ev.start_ns,
         duration_ns: ev.duration_ns,
         ret: ev.ret,
@@ -371,10 +379,28 @@ pub(super) fn decode_fd(ev: &FdEvent, ctx: &Context, raw: Option<String>) -> Eve
         ok: ev.ret >= 0,
         raw,
     };
-    if op == Some(FdOp::Close) {
+    if closes {
         Event::Close(call)
     } else {
         Event::Dup(call)
+    }
+}
+
+/// close_range's flags by name ("0" for none).
+fn close_range_flags(f: u32) -> String {
+    let mut v = Vec::new();
+    for (bit, n) in [(2u32, "CLOSE_RANGE_UNSHARE"), (4, "CLOSE_RANGE_CLOEXEC")] {
+        if f & bit != 0 {
+            v.push(n.to_owned());
+        }
+    }
+    if f & !6 != 0 {
+        v.push(format!("{:#x}", f & !6));
+    }
+    if v.is_empty() {
+        "0".to_owned()
+    } else {
+        v.join("|")
     }
 }
 

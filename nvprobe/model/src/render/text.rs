@@ -197,14 +197,33 @@ fn path_text(s: &mut String, e: &PathCall) {
 }
 
 fn fd_text(s: &mut String, e: &FdCall) {
-    let _ = write!(
-        s,
-        "{}({}<{}>) = {}",
-        e.syscall,
-        e.fd,
-        dev(&e.device),
-        result(e.ret, &e.errno)
-    );
+    let _ = match (e.last_fd, e.replaced) {
+        (Some(last), _) => write!(
+            s,
+            "{}({}, {}, {}) = {}",
+            e.syscall,
+            e.fd as u32,
+            last,
+            e.range_flags.as_deref().unwrap_or("0"),
+            result(e.ret, &e.errno)
+        ),
+        (None, true) => write!(
+            s,
+            "{}({}, ...) = {} (replaced <{}>)",
+            e.syscall,
+            e.fd,
+            result(e.ret, &e.errno),
+            dev(&e.device)
+        ),
+        (None, false) => write!(
+            s,
+            "{}({}<{}>) = {}",
+            e.syscall,
+            e.fd,
+            dev(&e.device),
+            result(e.ret, &e.errno)
+        ),
+    };
 }
 
 fn cuda_text(s: &mut String, c: &CudaCall) {
