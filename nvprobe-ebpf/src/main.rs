@@ -446,9 +446,11 @@ syscall_entry! {
     /// The exit of close_range: answers cached while it ran go too, and
     /// the entry's record is made.
     nvprobe_close_range_exit(ctx) {
-        if maps::may_hold_nv(aya_ebpf::helpers::bpf_get_current_pid_tgid()) {
-            maps::bump_fd_gen();
+        // A process that holds no NVIDIA descriptor stops here, as before.
+        if !maps::may_hold_nv(aya_ebpf::helpers::bpf_get_current_pid_tgid()) {
+            return Ok(());
         }
+        maps::bump_fd_gen();
         let ret = arg::<i64>(&ctx, RET)?;
         match take_slot(tid(), Some(EventKind::Fd as u32)) {
             Some(inf) if inf.op == FdOp::CloseRange as u32 => exit_fd(&inf, ret, now()),

@@ -21,7 +21,11 @@ use crate::kernel_checks::read_capped;
 
 /// Caps on what is read of a process.
 const CMDLINE_CAP: u64 = 16 << 10;
-const ENVIRON_CAP: u64 = 256 << 10;
+/// The environment is read as a stream, keeping the steering variables
+/// alone: 4 MiB covers what execve takes under the default 8 MiB stack
+/// limit (a quarter of it), a Kubernetes pod's thousands of service
+/// variables included; past it, `env_cut` says the read stopped.
+const ENVIRON_CAP: u64 = 4 << 20;
 const SMALL_CAP: u64 = 64 << 10;
 /// Containers whose Kubernetes names are cached.
 const NAMES_KEPT: usize = 1024;
@@ -381,6 +385,49 @@ pub(crate) fn tracer_of(base: &Path) -> Option<nvprobe_model::attribution::Trace
     Some(nvprobe_model::attribution::Tracer { pid, comm })
 }
 
+/// The steering variables of an environment (NUL-separated `K=V`) read
+/// from `r` up to `cap` bytes, one entry at a time; true when the read
+/// stopped at the cap with more to come.
+fn steering_env(
+    r: impl std::io::Read,
+    cap: u64,
+    env: &mut std::collections::BTreeMap<String, String>,
+) -> bool {
+    use std::io::BufRead as _;
+    let mut r = std::io::BufReader::new(r.take(cap));
+    let mut kv = Vec::new();
+    let mut read = 0u64;
+    loop {
+        kv.clear();
+        match r.read_until(0, &mut kv) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => read += n as u64,
+        }
+        // An entry the cap cut short is not kept (its value would be
+        // wrong).
+        let Some(entry) = kv.strip_suffix(&[0]) else {
+            continue;
+        };
+        let Some(eq) = entry.iter().position(|&b| b == b'=') else {
+            continue;
+        };
+        let (k, v) = (&entry[..eq], &entry[eq + 1..]);
+        if let Some(k) = STEERING_ENV.iter().find(|s| s.as_bytes() == k) {
+            env.insert(
+                (*k).to_owned(),
+                nvprobe_model::decode::escape_capped(v, nvprobe_model::decode::VALUE_FIELD),
+            );
+        }
+    }
+    // At the cap, what follows is unread (a last entry cut short is one
+    // of them: it was not kept if it did not end).
+    read >= cap
+        && r.into_inner()
+            .into_inner()
+            .read(&mut [0u8])
+            .is_ok_and(|n| n > 0)
+}
+
 /// The identity of `pid`; `cmdline` false leaves the command line out.
 pub fn read(pid: u32, cmdline: bool, libs: &mut LibCache) -> ProcessInfo {
     let base = PathBuf::from(format!("/proc/{pid}"));
@@ -416,17 +463,8 @@ pub fn read(pid: u32, cmdline: bool, libs: &mut LibCache) -> ProcessInfo {
         }
         info.cmdline = Some(args);
     }
-    if let Some(env) = read_capped(&base.join("environ"), ENVIRON_CAP) {
-        for kv in env.split(|&b| b == 0) {
-            let Some(eq) = kv.iter().position(|&b| b == b'=') else {
-                continue;
-            };
-            let (k, v) = (&kv[..eq], &kv[eq + 1..]);
-            if let Some(k) = STEERING_ENV.iter().find(|s| s.as_bytes() == k) {
-                info.env
-                    .insert((*k).to_owned(), escape_capped(v, VALUE_FIELD));
-            }
-        }
+    if let Ok(f) = fs::File::open(base.join("environ")) {
+        info.env_cut = steering_env(f, ENVIRON_CAP, &mut info.env);
     }
     // The loader's file, read as the process sees it in its own root.
     if let Ok(b) = crate::safefs::read_seen_in(
@@ -440,7 +478,7 @@ pub fn read(pid: u32, cmdline: bool, libs: &mut LibCache) -> ProcessInfo {
             .map(|n| escape_capped(n.as_bytes(), PATH_FIELD))
             .collect();
     }
-    if info.env.contains_key("LD_PRELOAD") || !info.system_preloads.is_empty() {
+    if info.env.contains_key("LD_PRELOAD") || info.env_cut || !info.system_preloads.is_empty() {
         info.cuda_preloads = libs.cuda_preloads(pid);
     }
     if let Some(stat) = read_capped(&base.join("stat"), SMALL_CAP) {
@@ -532,6 +570,33 @@ mod tests {
         assert!(info.libcuda.is_empty());
         let gone = read(u32::MAX - 1, true, &mut LibCache::default());
         assert!(gone.note.is_some() && gone.exe.is_none());
+    }
+
+    /// An environment longer than the cap: the steering variables before
+    /// it are kept, one cut short at the cap is not (its value would be
+    /// wrong), and the read says it stopped; a whole one does not.
+    #[test]
+    fn a_long_environment_says_where_it_stopped_and_keeps_no_cut_value() {
+        let mut env = Vec::new();
+        for i in 0..3000 {
+            env.extend_from_slice(format!("SVC_{i}_SERVICE_HOST=10.0.0.1\0").as_bytes());
+        }
+        env.extend_from_slice(b"CUDA_VISIBLE_DEVICES=0,1\0");
+        let whole = env.len() as u64;
+        let mut got = std::collections::BTreeMap::new();
+        assert!(!steering_env(&env[..], whole, &mut got));
+        assert_eq!(
+            got.get("CUDA_VISIBLE_DEVICES").map(String::as_str),
+            Some("0,1")
+        );
+        // The cap falls inside the last entry ("…=0,"): not kept, and cut.
+        let mut got = std::collections::BTreeMap::new();
+        assert!(steering_env(&env[..], whole - 2, &mut got));
+        assert!(got.is_empty(), "{got:?}");
+        // Exactly at the end: whole.
+        let mut got = std::collections::BTreeMap::new();
+        assert!(!steering_env(&env[..], whole + 10, &mut got));
+        assert_eq!(got.len(), 1);
     }
 
     /// Issue 23, item 7: a 120 KB LD_LIBRARY_PATH and a 100 KB argument

@@ -158,6 +158,10 @@ pub struct ProcessInfo {
     /// The steering variables of [`STEERING_ENV`] that are set.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// The environment was longer than nvprobe reads of it: a variable
+    /// missing from `env` may be set past that point (absent: read whole).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub env_cut: bool,
     /// The cgroup v2 path (or the v1 path of the devices/pids controller).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cgroup: Option<String>,
@@ -381,6 +385,13 @@ pub struct NodeFact {
 const CAP_DAC_OVERRIDE: u64 = 1 << 1;
 
 impl Access {
+    /// Whether the effective capabilities hold capability `bit` (None:
+    /// not read).
+    pub fn has_cap(&self, bit: u32) -> Option<bool> {
+        let c = u64::from_str_radix(self.cap_eff.as_deref()?, 16).ok()?;
+        Some(c & (1u64 << (bit & 63)) != 0)
+    }
+
     /// The effective capabilities as bits (none when unknown).
     fn caps(&self) -> u64 {
         self.cap_eff

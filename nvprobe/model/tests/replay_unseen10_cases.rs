@@ -84,7 +84,7 @@ fn every_mapping_locked_is_the_memory_lock_limit() {
     assert_eq!(id, DiagId::LockLimit);
     assert!(
         evidence.ends_with(
-            "mmap() failed with EAGAIN (mapping memory): the memory-lock limit: mmap answers EAGAIN only for a \
+            "mmap() failed with EAGAIN (mapping memory): the memory-lock limit: the kernel's mmap answers EAGAIN only for a \
 mapping that is to be locked when the process's locked memory would pass RLIMIT_MEMLOCK and it lacks CAP_IPC_LOCK; it \
 did not ask MAP_LOCKED, so the process locks every new mapping (mlockall with MCL_FUTURE); the call asked for 8.0 MiB \
 (8392704 bytes) (PROT_NONE, MAP_PRIVATE|MAP_ANONYMOUS|MAP_STACK)"

@@ -17,6 +17,17 @@ pub(crate) enum GoneBy {
     Unseen,
 }
 
+/// What a close or dup record changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FdChange {
+    /// A new number for an NVIDIA file (a dup of one): whatever the
+    /// number was before is no longer.
+    New(i64),
+    /// NVIDIA descriptors taken from the process (`first..=last`): a
+    /// close, a close_range, a dup2/dup3 onto one from another file.
+    Gone { range: (i64, i64), by: GoneBy },
+}
+
 /// An NVIDIA node the process holds open at `fd`.
 #[derive(Clone, Debug)]
 struct Held {
@@ -66,7 +77,8 @@ const HELD_KEPT: usize = 64;
 const GONE_KEPT: usize = 8;
 
 /// Who took a descriptor, where a record says so: the thread, its name,
-/// and when.
+/// and when its call began (a call on the descriptor that failed while
+/// the taking call ran is its doing too).
 pub(crate) type Taker<'a> = (u32, &'a str, u64);
 
 impl NvFds {
@@ -84,6 +96,14 @@ impl NvFds {
         });
     }
 
+    /// A close or dup record of thread `who`.
+    pub(crate) fn change(&mut self, c: FdChange, who: Taker<'_>) {
+        match c {
+            FdChange::New(fd) => self.forget(fd),
+            FdChange::Gone { range, by } => self.went(range, by, who),
+        }
+    }
+
     /// `fd` is a file of another kind now: whatever it was is no longer.
     pub(crate) fn forget(&mut self, fd: i64) {
         self.held.retain(|h| h.fd != fd);
@@ -97,6 +117,19 @@ impl NvFds {
         by: GoneBy,
         (tid, comm, at_ns): Taker<'_>,
     ) {
+        // A failure on one of them already said as unseen, from a call
+        // that failed while this one ran (its record came first): this is
+        // what took it.
+        if let Some(u) = self.used.as_mut()
+            && u.gone.by == GoneBy::Unseen
+            && (first..=last).contains(&u.gone.fd)
+            && at_ns <= u.at_ns
+        {
+            u.gone.by = by;
+            u.gone.tid = tid;
+            u.gone.comm = comm.to_owned();
+            u.gone.at_ns = at_ns;
+        }
         let mut i = 0;
         while i < self.held.len() {
             let h = &self.held[i];
@@ -268,6 +301,27 @@ mod tests {
         assert!(f.used.is_none(), "held, and not EBADF");
         f.failed_on(8, "ioctl", libc::EBADF, (783, 30));
         assert_eq!(f.used.as_ref().map(|u| u.gone.by), Some(GoneBy::Unseen));
+    }
+
+    #[test]
+    fn a_close_whose_record_came_after_the_failure_it_caused_is_named() {
+        let mut f = NvFds::default();
+        f.opened(8, "/dev/nvidiactl", 10);
+        // The failure's record first (the close_range still ran), then
+        // the close_range's, which began before the failure.
+        f.failed_on(8, "ioctl", libc::EBADF, (783, 50));
+        assert_eq!(f.used.as_ref().map(|u| u.gone.by), Some(GoneBy::Unseen));
+        let range = GoneBy::CloseRange {
+            first: 3,
+            last: 199,
+        };
+        f.went((3, 199), range, who(784, 45));
+        assert_eq!(
+            f.used
+                .as_ref()
+                .map(|u| (u.gone.by, u.gone.tid, u.gone.at_ns)),
+            Some((range, 784, 45))
+        );
     }
 
     #[test]

@@ -224,11 +224,9 @@ impl Correlator {
                 return;
             }
             ObsKind::KernelLog(line) => return self.on_kernel_log(*line, start, out),
-            ObsKind::FdGone { range, by } => {
-                let comm = o.comm.text();
-                let who = (o.tid, comm.as_str(), end);
+            ObsKind::Fds(c) => {
                 if let Some(st) = self.procs.get_mut(&pid) {
-                    st.fds.went(range, by, who);
+                    st.fds.change(c, (o.tid, &o.comm.text(), start));
                 }
                 return;
             }

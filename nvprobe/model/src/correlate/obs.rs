@@ -66,12 +66,9 @@ pub(crate) enum ObsKind {
         /// NVIDIA node).
         fd: Option<i64>,
     },
-    /// NVIDIA descriptors taken from the process (`first..=last`): a close,
-    /// a close_range, a dup2/dup3 onto one from another file.
-    FdGone {
-        range: (i64, i64),
-        by: super::fds::GoneBy,
-    },
+    /// A descriptor's number given to an NVIDIA file again, or NVIDIA
+    /// descriptors taken from the process.
+    Fds(super::fds::FdChange),
     /// The dynamic loader opened (or failed to open) a libcuda.
     LibLoad {
         path: String,
@@ -167,6 +164,7 @@ impl Obs {
             Event::Dup(f) if !f.ok => {
                 ObsKind::CallFailed(f.syscall.to_owned(), SysKind::Dup, errno_of(f.ret))
             }
+            Event::Dup(f) if !f.replaced => ObsKind::Fds(super::fds::FdChange::New(f.newfd?)),
             Event::Close(f) | Event::Dup(f) => {
                 let range = f.closes(matches!(ev, Event::Close(_)))?;
                 let by = match (f.last_fd, f.replaced) {
@@ -180,7 +178,7 @@ impl Obs {
                     },
                     (None, false) => super::fds::GoneBy::Close,
                 };
-                ObsKind::FdGone { range, by }
+                ObsKind::Fds(super::fds::FdChange::Gone { range, by })
             }
             Event::Driver(d) => ObsKind::Driver {
                 function: d.function,

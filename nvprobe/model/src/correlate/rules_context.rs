@@ -24,7 +24,10 @@ pub(crate) fn diagnose(st: &ProcInit) -> Vec<Diagnosis> {
         return Vec::new();
     };
     let step = step_text(c);
-    if let Some(d) = super::rules_fds::diagnose(st, &step, true) {
+    // A driver call that refused the context explains it first.
+    if st.after_init_failure.is_none()
+        && let Some(d) = super::rules_fds::diagnose(st, &step, true)
+    {
         return vec![d];
     }
     if st.after_init_failure.is_none()

@@ -207,7 +207,8 @@ pub(super) fn answered_in_process(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
     else {
         return;
     };
-    let visible_set = info.env.contains_key("CUDA_VISIBLE_DEVICES");
+    // (Unknown past the part of the environment nvprobe read.)
+    let visible_set = info.env.contains_key("CUDA_VISIBLE_DEVICES") || info.env_cut;
     let generic = |d: &Diagnosis| match d.id {
         DiagId::NoVisibleDevices => !visible_set,
         DiagId::OsCallFailed => true,

@@ -556,16 +556,26 @@ fn fraction(part: u64, whole: u64) -> String {
 const MAP_ANONYMOUS: u32 = 0x20;
 const MAP_LOCKED: u32 = 0x2000;
 
-/// Why an mmap or mremap of anonymous memory failed with EAGAIN: the
-/// kernel's only such answer there is the memory-lock check
-/// (mlock_future_ok in do_mmap and mremap): the mapping is to be locked
-/// (MAP_LOCKED, or every new mapping after mlockall(MCL_FUTURE)) and the
-/// process's locked memory would pass RLIMIT_MEMLOCK without
-/// CAP_IPC_LOCK. None for a file's mapping, whose driver may answer
-/// EAGAIN itself.
-pub(super) fn lock_cause(l: Option<&Limits>, when: &str, ask: MemAsk) -> Option<String> {
+/// Why an mmap of anonymous memory failed with EAGAIN: the kernel's only
+/// such answer there is the memory-lock check (mlock_future_ok in
+/// do_mmap): the mapping is to be locked (MAP_LOCKED, or every new
+/// mapping after mlockall(MCL_FUTURE)) and the process's locked memory
+/// would pass RLIMIT_MEMLOCK without CAP_IPC_LOCK. None for a file's
+/// mapping (its driver may answer EAGAIN itself), and where the limit is
+/// known to be unlimited or the process holds CAP_IPC_LOCK (the check
+/// cannot fail then). `ipc_lock`: whether it holds it, where read.
+pub(super) fn lock_cause(
+    l: Option<&Limits>,
+    when: &str,
+    ask: MemAsk,
+    ipc_lock: Option<bool>,
+) -> Option<String> {
     let flags = ask.flags?;
-    if flags & MAP_ANONYMOUS == 0 {
+    if flags & MAP_ANONYMOUS == 0
+        || ipc_lock == Some(true)
+        || l.and_then(|l| l.memlock)
+            .is_some_and(|(soft, _)| soft.is_none())
+    {
         return None;
     }
     let how = if flags & MAP_LOCKED != 0 {
@@ -588,9 +598,17 @@ pub(super) fn lock_cause(l: Option<&Limits>, when: &str, ask: MemAsk) -> Option<
             map_flag_names(flags)
         )
     });
+    // A seccomp filter can answer EAGAIN itself.
+    let filters = match l.and_then(|l| l.seccomp_filters) {
+        Some(n) if n > 0 => format!(
+            " (the process ran under {n} seccomp filter{}, which could answer EAGAIN too)",
+            if n == 1 { "" } else { "s" }
+        ),
+        _ => String::new(),
+    };
     Some(format!(
-        "the memory-lock limit: mmap answers EAGAIN only for a mapping that is to be locked when the process's locked \
-memory would pass RLIMIT_MEMLOCK{limit} and it lacks CAP_IPC_LOCK; {how}{asked}"
+        "the memory-lock limit: the kernel's mmap answers EAGAIN only for a mapping that is to be locked when the \
+process's locked memory would pass RLIMIT_MEMLOCK{limit} and it lacks CAP_IPC_LOCK{filters}; {how}{asked}"
     ))
 }
 

@@ -141,7 +141,13 @@ fn cause(st: &ProcInit, f: &StartCallFailure) -> (DiagId, String, Option<&'stati
         libc::EAGAIN if thread => (DiagId::ThreadLimit, thread_cause(limits, when)),
         libc::EAGAIN
             if f.kind == SysKind::Map
-                && let Some(c) = super::rules_memory::lock_cause(limits, when, f.ask) =>
+                && let Some(c) = super::rules_memory::lock_cause(
+                    limits,
+                    when,
+                    f.ask,
+                    info.and_then(|i| i.access.as_ref())
+                        .and_then(|a| a.has_cap(14)),
+                ) =>
         {
             (DiagId::LockLimit, c)
         }

@@ -161,7 +161,9 @@ pub(super) fn no_visible_devices(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
             let set = st
                 .info
                 .as_ref()
-                .is_none_or(|i| i.note.is_some() || i.env.contains_key("CUDA_VISIBLE_DEVICES"));
+                .is_none_or(|i| {
+                    i.note.is_some() || i.env_cut || i.env.contains_key("CUDA_VISIBLE_DEVICES")
+                });
             if let Some(g) = st.gpus.iter().find(|g| g.opened_ms.is_some())
                 && !set
             {

@@ -358,10 +358,16 @@ impl ProcInit {
         if self.failed_syscalls.len() >= FAILED_KEPT {
             self.failed_syscalls.remove(0);
         }
-        // A call on a descriptor: an ioctl's first argument, mmap's fifth.
-        let fd = match p.failed {
-            Some((crate::decode::SysKind::Ioctl, _)) => p.arg(0),
-            Some((crate::decode::SysKind::Map, libc::EBADF)) => p.arg(4),
+        // An NVIDIA escape or UVM command on a descriptor (its first
+        // argument): what libcuda calls on its own descriptors. (A
+        // program's own ioctl on a number it redirected is not this.)
+        let fd = match (p.failed, p.arg(1)) {
+            (Some((crate::decode::SysKind::Ioctl, _)), Some(request))
+                if (request >> 8) & 0xff == u64::from(b'F')
+                    || crate::decode::uvm::lookup(request as u32).is_some() =>
+            {
+                p.arg(0)
+            }
             _ => None,
         };
         if let (Some(fd), Some((_, errno))) = (fd, p.failed) {

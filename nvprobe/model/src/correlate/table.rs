@@ -133,7 +133,7 @@ descriptors CUDA opens must stay open as long as it is in use. Not the driver, a
         hint: "the process locks its new mappings (mlockall(MCL_FUTURE), as real-time and some hardened programs do \
 at start, or MAP_LOCKED) and libcuda maps far more than a memory-lock limit allows: lock memory after CUDA has started \
 (or lock only what is mapped, MCL_CURRENT alone), lift the limit (ulimit -l unlimited, systemd LimitMEMLOCK=infinity, \
-docker --ulimit memlock=-1) or give the process CAP_IPC_LOCK. Not the driver, and not a seccomp filter";
+docker --ulimit memlock=-1) or give the process CAP_IPC_LOCK. Not the driver";
     ProcUnavailable => "proc_unavailable", reference: "docs/FAILURE-CATALOGUE.md",
         hint: "libcuda reads its own /proc files at start-up (/proc/self/maps, its threads' names, /proc/cpuinfo): \
 mount a procfs of the process's own PID namespace at /proc (container runtimes do; a chroot, `unshare -p` \

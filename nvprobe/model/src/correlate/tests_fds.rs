@@ -197,7 +197,7 @@ fn an_anonymous_mapping_refused_with_eagain_is_the_memory_lock_limit() {
     assert_eq!(d.id, DiagId::LockLimit);
     assert!(
         d.evidence.ends_with(
-            "mmap() failed with EAGAIN (mapping memory): the memory-lock limit: mmap answers EAGAIN only for a \
+            "mmap() failed with EAGAIN (mapping memory): the memory-lock limit: the kernel's mmap answers EAGAIN only for a \
 mapping that is to be locked when the process's locked memory would pass RLIMIT_MEMLOCK (8 MiB (8388608 bytes) when \
 cuInit had failed) and it lacks CAP_IPC_LOCK; it did not ask MAP_LOCKED, so the process locks every new mapping \
 (mlockall with MCL_FUTURE); the call asked for 8 MiB (8388608 bytes) (PROT_NONE, MAP_PRIVATE|MAP_ANONYMOUS)"
@@ -275,4 +275,62 @@ fn a_number_a_driver_file_took_again_is_forgotten() {
         "{:#?}",
         v[0].diagnoses
     );
+}
+
+#[test]
+fn a_programs_own_ioctl_on_a_number_it_redirected_is_not_libcudas() {
+    let dup = fd_call(1, "dup2", 9, false, |c| {
+        c.replaced = true;
+        c.newfd = Some(8);
+        c.ret = 8;
+    });
+    // TCGETS (isatty) on the number, answered ENOTTY: no NVIDIA request.
+    let Event::Proc(p) = failed_call(2, "ioctl", "ENOTTY") else {
+        unreachable!("failed_call makes a proc record")
+    };
+    let tcgets = Event::Proc(crate::decode::ProcCall {
+        args: Some(vec![8, 0x5401]),
+        ..p
+    });
+    let v = failed_init(
+        ProcessInfo::default(),
+        &[ctl_open(0), dup, tcgets],
+        NO_DEVICE,
+    );
+    assert!(
+        v[0].diagnoses
+            .iter()
+            .all(|d| d.id != DiagId::DescriptorClosed),
+        "{:#?}",
+        v[0].diagnoses
+    );
+}
+
+#[test]
+fn no_lock_limit_where_the_limit_cannot_refuse() {
+    // Unlimited, or CAP_IPC_LOCK held: the check cannot fail.
+    for (memlock, cap) in [(None, None), (Some(8 * MIB), Some("4000"))] {
+        let Event::Proc(p) = failed_call(1, "mmap", "EAGAIN") else {
+            unreachable!("failed_call makes a proc record")
+        };
+        let ev = Event::Proc(crate::decode::ProcCall {
+            args: Some(vec![0, 8 * MIB, 0, 0x22]),
+            ..p
+        });
+        let mut info = with_limits(Limits {
+            memlock: Some((memlock, memlock)),
+            ..Limits::default()
+        });
+        info.access = cap.map(|c| crate::attribution::Access {
+            cap_eff: Some(c.into()),
+            ..Default::default()
+        });
+        let d = only(&failed_init(
+            info,
+            &[ev],
+            (304, "CUDA_ERROR_OPERATING_SYSTEM"),
+        ))
+        .clone();
+        assert_eq!(d.id, DiagId::StartCallRefused, "{memlock:?} {cap:?}: {d:?}");
+    }
 }

@@ -369,16 +369,18 @@ impl FdCall {
     /// The descriptors this call took from the process when it succeeded
     /// (`close`: the record is a close's or close_range's): a close's fd,
     /// a close_range's range (none with CLOSE_RANGE_CLOEXEC, which only
-    /// marks them), the NVIDIA descriptor a dup2/dup3 replaced.
+    /// marks them, nor with CLOSE_RANGE_UNSHARE, which closes them in the
+    /// calling thread's own copy of the table), the NVIDIA descriptor a
+    /// dup2/dup3 replaced.
     pub fn closes(&self, close: bool) -> Option<(i64, i64)> {
         if !self.ok {
             return None;
         }
         match self.last_fd {
-            Some(last) if close => (!self
-                .range_flags
-                .as_deref()
-                .is_some_and(|f| f.split('|').any(|t| t == "CLOSE_RANGE_CLOEXEC")))
+            Some(last) if close => (!self.range_flags.as_deref().is_some_and(|f| {
+                f.split('|')
+                    .any(|t| t == "CLOSE_RANGE_CLOEXEC" || t == "CLOSE_RANGE_UNSHARE")
+            }))
             .then_some((i64::from(self.fd as u32), i64::from(last))),
             None if close => Some((self.fd.into(), self.fd.into())),
             _ if self.replaced => self.newfd.map(|n| (n, n)),

@@ -363,15 +363,21 @@ pub(super) fn decode_fd(ev: &FdEvent, ctx: &Context, raw: Option<String>) -> Eve
     };
     let closes = matches!(op, Some(FdOp::Close | FdOp::CloseRange));
     let range = op == Some(FdOp::CloseRange);
+    let replaced = matches!(op, Some(FdOp::Dup2Replaced | FdOp::Dup3Replaced));
     let call = FdCall {
         proc: proc_of(&ev.hdr),
         syscall,
         fd: ev.fd,
         device: device_of(&ev.file, ctx),
-        newfd: (!closes && ev.ret >= 0).then_some(ev.ret),
+        // A replacing dup's target, which it names even when it failed.
+        newfd: if replaced {
+            Some(i64::from(ev.arg as u32 as i32))
+        } else {
+            (!closes && ev.ret >= 0).then_some(ev.ret)
+        },
         last_fd: range.then_some(ev.arg as u32),
         range_flags: range.then(|| close_range_flags((ev.arg >> 32) as u32)),
-        replaced: matches!(op, Some(FdOp::Dup2Replaced | FdOp::Dup3Replaced)),
+        replaced,
         start_ns: ev.start_ns,
         duration_ns: ev.duration_ns,
         ret: ev.ret,

@@ -209,11 +209,16 @@ fn fd_text(s: &mut String, e: &FdCall) {
         ),
         (None, true) => write!(
             s,
-            "{}({}, ...) = {} (replaced <{}>)",
+            "{}({}, {}) = {}{}",
             e.syscall,
             e.fd,
+            e.newfd.unwrap_or(-1),
             result(e.ret, &e.errno),
-            dev(&e.device)
+            if e.ok {
+                format!(" (replaced <{}>)", dev(&e.device))
+            } else {
+                format!(" (it held <{}>)", dev(&e.device))
+            }
         ),
         (None, false) => write!(
             s,
