@@ -22,3 +22,4 @@ pub mod records;
 pub mod render;
 pub mod replay;
 pub mod summary;
+pub mod visible;

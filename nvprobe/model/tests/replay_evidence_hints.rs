@@ -134,6 +134,33 @@ and /dev/nvidia0 was opened at 4.0 ms: what came after that open decided it"
     );
 }
 
+/// The same start-up, where nvprobe read only part of the process's
+/// environment (`env_cut`: it went on past 4 MiB): CUDA_VISIBLE_DEVICES
+/// may be set past that point, so no verdict says it was not set.
+#[test]
+fn an_environment_read_in_part_says_nothing_of_a_variable_missing_from_it() {
+    let v = common::verdicts_edited("h100-580.159.04-unseen6.ndjson.gz", |l| {
+        l.replacen(
+            r#""type":"process","#,
+            r#""type":"process","env_cut":true,"#,
+            1,
+        )
+    });
+    let v = case(&v, "preload_escape");
+    let d = diag(v, DiagId::NoVisibleDevices);
+    assert_eq!(d.evidence, "cuInit returned CUDA_ERROR_NO_DEVICE (100)");
+    assert!(
+        !d.hint
+            .starts_with("the GPU's node was passed in and opened"),
+        "{}",
+        d.hint
+    );
+    assert!(
+        v.process.as_ref().is_some_and(|p| p.env_cut),
+        "the field was read back"
+    );
+}
+
 /// Killed after cuInit returned CUDA_SUCCESS, before a first context: the
 /// first line names the start-up, not cuInit, and no hint asks for more
 /// cuInit time. Where the sender was the process's parent (the workload's

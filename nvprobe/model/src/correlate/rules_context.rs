@@ -37,7 +37,7 @@ pub(crate) fn diagnose(st: &ProcInit) -> Vec<Diagnosis> {
         return vec![d];
     }
     if st.after_init_failure.is_none()
-        && let Some(d) = super::rules_fds::diagnose_after_recovery(st, &step)
+        && let Some(d) = super::rules_fds::diagnose_after_recovery(st, Some(&step))
     {
         return vec![d];
     }

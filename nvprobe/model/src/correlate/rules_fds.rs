@@ -12,9 +12,19 @@ use super::{
     table::{DiagId, Diagnosis, diag_after},
 };
 
-/// For a cuInit that returned an error (the CHECKS entry).
+/// For a cuInit that returned an error (the CHECKS entry); for one that
+/// got past a descriptor taken from it and a start-up that then went on
+/// well, the same, recovered (a race that other runs lose).
 pub(super) fn descriptor_closed(f: &super::table::Facts<'_>, out: &mut Vec<Diagnosis>) {
     let st = f.st;
+    let context_failed = st.context.as_ref().is_some_and(|c| c.code != 0);
+    if matches!(st.curesult, Some((0, _))) && !context_failed {
+        if let Some(mut d) = diagnose_after_recovery(st, None) {
+            d.severity = super::table::DiagSeverity::Recovered;
+            out.push(d);
+        }
+        return;
+    }
     let Some((code, name)) = st.curesult.filter(|(c, _)| *c != 0) else {
         return;
     };
@@ -46,11 +56,12 @@ pub(crate) fn diagnose(st: &ProcInit, outcome: &str, after_init: bool) -> Option
     ))
 }
 
-/// The first context failed with no call of its own explaining it, after
-/// cuInit had got past a descriptor taken from it (libcuda opened the node
-/// again): what took it took the start-up's other descriptors too (its
-/// threads' event descriptors, which are no NVIDIA files).
-pub(crate) fn diagnose_after_recovery(st: &ProcInit, outcome: &str) -> Option<Diagnosis> {
+/// cuInit got past a descriptor taken from it (libcuda opened the node
+/// again): said for the first context that then failed with no call of
+/// its own explaining it (what took it took the start-up's other
+/// descriptors too: its threads' event descriptors, no NVIDIA files), and
+/// for a start-up that went on well.
+pub(crate) fn diagnose_after_recovery(st: &ProcInit, outcome: Option<&str>) -> Option<Diagnosis> {
     let u = st.fds.used.as_ref().filter(|u| !u.after_init)?;
     if u.gone.by == GoneBy::Unseen {
         return None;
@@ -70,28 +81,32 @@ files"
         ),
         _ => String::new(),
     };
-    Some(diag_after(
-        DiagId::DescriptorClosed,
-        outcome,
-        ": ",
-        &format!(
-            "{}; {again}, and no driver call refused the context{rest}",
-            evidence(u, st.first_ns)
+    let e = evidence(u, st.first_ns);
+    Some(match outcome {
+        Some(outcome) => diag_after(
+            DiagId::DescriptorClosed,
+            outcome,
+            ": ",
+            &format!("{e}; {again}, and no driver call refused the context{rest}"),
         ),
-    ))
+        None => super::table::diag(
+            DiagId::DescriptorClosed,
+            format!("{e}; {again}: it got past it this time, in a race with the call that took it"),
+        ),
+    })
 }
 
 fn evidence(u: &UsedGone, first_ns: u64) -> String {
     let g = &u.gone;
     let held = format!(
-        "fd {} ({}, opened at {:.1} ms)",
+        "fd {} ({}, opened at {:.2} ms)",
         g.fd,
         g.path,
         ms(g.opened_ns, first_ns)
     );
     let by = |what: String| {
         format!(
-            "{what} at {:.1} ms by thread {} ({})",
+            "{what} at {:.2} ms by thread {} ({})",
             ms(g.at_ns, first_ns),
             g.tid,
             g.comm
@@ -108,7 +123,7 @@ fn evidence(u: &UsedGone, first_ns: u64) -> String {
         )),
         GoneBy::Unseen => {
             return format!(
-                "{held} was no longer open when the start-up's {}() used it at {:.1} ms (thread {}): it failed with \
+                "{held} was no longer open when the start-up's {} used it at {:.2} ms (thread {}): it failed with \
 {}, and nvprobe saw no close of it (close and close_range are recorded where the kernel has their tracepoints; a \
 recording of an older nvprobe has no close_range, and a record can be lost)",
                 u.call,
@@ -119,7 +134,7 @@ recording of an older nvprobe has no close_range, and a record can be lost)",
         }
     };
     format!(
-        "{held} {how}, and the start-up's next call on it, {}() at {:.1} ms (thread {}), failed with {}: the kernel \
+        "{held} {how}, and the start-up's next call on it, {} at {:.2} ms (thread {}), failed with {}: the kernel \
 answered it without reaching the driver",
         u.call,
         ms(u.at_ns, first_ns),

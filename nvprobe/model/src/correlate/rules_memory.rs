@@ -31,6 +31,13 @@ when it failed: look for what reserves so much address space in the process (a l
 own or of a library loaded before libcuda, an allocator's arenas) and start CUDA before it; count its mappings at the \
 failure (wc -l /proc/PID/maps) against sysctl vm.max_map_count, and raise that if they reach it";
 
+/// A hint of its own: the map count, which the evidence shows reached.
+const HINT_MAP_COUNT: &str = "the process had as many mappings as vm.max_map_count allows, and the kernel refuses a \
+new one past it (libcuda makes hundreds while it starts): raise the limit (sysctl vm.max_map_count=262144 or more, \
+as databases and JVMs on the host may already need), or find what makes so many mappings in the process (an \
+allocator's arenas, many small mmaps, memory-mapped files) and start CUDA before it. Not the host's memory, and not an \
+overcommit policy";
+
 /// A hint of its own: the huge-page pool.
 const HINT_HUGE: &str = "a mapping of huge pages (MAP_HUGETLB) is refused when the pool has too few free ones: \
 HugePages_Free in /proc/meminfo (or the page size's \
@@ -109,7 +116,7 @@ the map count refused it"
                 "the map count: the process had {n} mappings {when}, vm.max_map_count is {max}{}",
                 m.asked
             ),
-            None,
+            Some(HINT_MAP_COUNT),
         );
     }
     if !protect {
@@ -152,7 +159,7 @@ fn exact_cause(l: &Limits, at: MmAt, ask: MemAsk) -> (DiagId, String, Option<&'s
                 "the map count: the process had {n} mappings {AT_FAILURE}, vm.max_map_count is {max}{}",
                 m.asked
             ),
-            None,
+            Some(HINT_MAP_COUNT),
         );
     }
     if let Some(full) = m.no_room() {
@@ -585,7 +592,7 @@ pub(super) fn lock_cause(
     };
     let limit = match l.and_then(|l| l.memlock) {
         Some((soft, _)) => format!(
-            " ({} {when})",
+            ", {} {when},",
             soft.map_or_else(|| "unlimited".to_owned(), bytes)
         ),
         None => String::new(),

@@ -39,7 +39,10 @@ pub(super) fn node_problems(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
                         " (soft limit {soft}, hard {}{})",
                         hard.map_or_else(|| "unlimited".to_owned(), |h| h.to_string()),
                         fds.map_or_else(String::new, |n| format!(
-                            "; {n} descriptors were open when nvprobe first read it"
+                            "; {n} descriptors were open {}",
+                            f.st.info
+                                .as_ref()
+                                .map_or("when nvprobe read it", |i| i.read_when())
                         ))
                     ),
                     _ => String::new(),

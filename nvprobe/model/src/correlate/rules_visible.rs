@@ -124,6 +124,7 @@ pub(super) fn no_visible_devices(f: &Facts<'_>, out: &mut Vec<Diagnosis>) {
         .as_ref()
         .and_then(|i| i.env.get("CUDA_VISIBLE_DEVICES"))
         .map(|v| (v, crate::attribution::resolve_visible(v, &st.host_gpus)));
+    let list_hides = matches!(selects, Some((_, Err(_))));
     // cuInit's return not seen: the driver calls stopped before a GPU was
     // registered, and the variable hides every GPU.
     let inferred = unseen_stop(f).filter(|_| st.calls > 0 && matches!(selects, Some((_, Err(_)))));
@@ -174,6 +175,10 @@ opened at {:.1} ms: what came after that open decided it",
                     g.opened_ms.unwrap_or_default()
                 ));
                 d.hint = HINT_GPU_OPENED_NONE_SEEN;
+            } else if st.gpus.iter().any(|g| g.opened_ms.is_some()) && list_hides {
+                // The list matched no GPU, and the GPU's node was there
+                // and opened: the container passed it in.
+                d.hint = HINT_LIST_MATCHES_NONE;
             }
             d
         } else {
@@ -186,6 +191,12 @@ opened at {:.1} ms: what came after that open decided it",
         });
     }
 }
+
+/// No device, a list that names none of the host's GPUs, and a GPU node
+/// opened (so the node was passed in).
+const HINT_LIST_MATCHES_NONE: &str = "the GPU's node was passed in and opened, and CUDA_VISIBLE_DEVICES names none of \
+this host's GPUs, so the list hid them: name them as nvidia-smi -L lists them, by index (0, 1, …) or by UUID with its \
+GPU- prefix as printed (GPU-…; MIG-… for a MIG instance), or unset it to see them all";
 
 /// No device, no visibility list, and a GPU node opened.
 const HINT_GPU_OPENED_NONE_SEEN: &str = "the GPU's node was passed in and opened, and the environment the process \

@@ -371,9 +371,14 @@ impl ProcInit {
             _ => None,
         };
         if let (Some(fd), Some((_, errno))) = (fd, p.failed) {
+            // The escape or command by name, where the tables know it.
+            let request = p.arg(1).unwrap_or(0);
+            let name = Skipped::escape(request)
+                .or_else(|| crate::decode::uvm::lookup(request as u32).map(|c| c.name))
+                .unwrap_or("ioctl");
             self.fds.failed_on(
                 i64::from(fd as u32 as i32),
-                p.call.as_deref().unwrap_or("?"),
+                name,
                 errno,
                 (p.proc.tid, p.time_ns),
             );

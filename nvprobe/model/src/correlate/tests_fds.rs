@@ -98,8 +98,8 @@ fn a_close_range_of_another_thread_is_what_took_libcudas_descriptor() {
     assert_eq!(d.id, DiagId::DescriptorClosed);
     assert_eq!(
         d.evidence,
-        "cuInit returned CUDA_ERROR_NO_DEVICE (100): fd 8 (/dev/nvidiactl, opened at 0.0 ms) was closed \
-(close_range(3, 199)) at 0.0 ms by thread 9 (closer), and the start-up's next call on it, ioctl() at 1.0 ms \
+        "cuInit returned CUDA_ERROR_NO_DEVICE (100): fd 8 (/dev/nvidiactl, opened at 0.00 ms) was closed \
+(close_range(3, 199)) at 0.00 ms by thread 9 (closer), and the start-up's next call on it, NV_ESC_RM_CONTROL at 1.00 ms \
 (thread 7), failed with EBADF: the kernel answered it without reaching the driver"
     );
     assert!(
@@ -145,8 +145,8 @@ fn a_dup2_onto_libcudas_descriptor_is_named_for_the_error_the_new_file_gives() {
     assert_eq!(d.id, DiagId::DescriptorClosed);
     assert!(
         d.evidence.contains(
-            "was replaced (dup2(9, 8), from a file that is not an NVIDIA node) at 0.0 ms by thread 9 (closer), and the \
-start-up's next call on it, ioctl() at 1.0 ms (thread 7), failed with ENOTTY"
+            "was replaced (dup2(9, 8), from a file that is not an NVIDIA node) at 0.00 ms by thread 9 (closer), and the \
+start-up's next call on it, NV_ESC_RM_CONTROL at 1.00 ms (thread 7), failed with ENOTTY"
         ),
         "{}",
         d.evidence
@@ -198,8 +198,8 @@ fn an_anonymous_mapping_refused_with_eagain_is_the_memory_lock_limit() {
     assert!(
         d.evidence.ends_with(
             "mmap() failed with EAGAIN (mapping memory): the memory-lock limit: the kernel's mmap answers EAGAIN only for a \
-mapping that is to be locked when the process's locked memory would pass RLIMIT_MEMLOCK (8 MiB (8388608 bytes) when \
-cuInit had failed) and it lacks CAP_IPC_LOCK; it did not ask MAP_LOCKED, so the process locks every new mapping \
+mapping that is to be locked when the process's locked memory would pass RLIMIT_MEMLOCK, 8 MiB (8388608 bytes) when \
+cuInit had failed, and it lacks CAP_IPC_LOCK; it did not ask MAP_LOCKED, so the process locks every new mapping \
 (mlockall with MCL_FUTURE); the call asked for 8 MiB (8388608 bytes) (PROT_NONE, MAP_PRIVATE|MAP_ANONYMOUS)"
         ),
         "{}",
@@ -242,7 +242,7 @@ fn a_close_by_the_thread_that_then_used_the_number_is_its_own_clean_up() {
     assert!(
         only(&v)
             .evidence
-            .contains("was closed (close(8)) at 0.0 ms by thread 9 (closer)")
+            .contains("was closed (close(8)) at 0.00 ms by thread 9 (closer)")
     );
 }
 

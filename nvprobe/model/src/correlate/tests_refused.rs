@@ -113,7 +113,7 @@ fn emfile_is_the_open_file_limit_with_its_numbers() {
     assert_eq!(d.id, DiagId::FileLimit);
     assert_eq!(
         d.evidence,
-        "/proc/driver/nvidia/params: EMFILE: the process's open-file limit (RLIMIT_NOFILE) was reached (soft limit 8, hard 1024; 7 descriptors were open when nvprobe first read it)"
+        "/proc/driver/nvidia/params: EMFILE: the process's open-file limit (RLIMIT_NOFILE) was reached (soft limit 8, hard 1024; 7 descriptors were open at its first NVIDIA file)"
     );
     assert!(!d.hint.contains("check the node"), "{}", d.hint);
 }

@@ -136,6 +136,16 @@ pub fn verdicts_without_libcuda(name: &str) -> Vec<CuInit> {
     cuinits(replay_text(name, &text, None).made).1
 }
 
+/// The verdicts of a recording whose lines `edit` changed first.
+pub fn verdicts_edited(name: &str, edit: impl Fn(&str) -> String) -> Vec<CuInit> {
+    let text: String = read_fixture(name)
+        .lines()
+        .map(edit)
+        .flat_map(|l| [l, "\n".to_owned()])
+        .collect();
+    cuinits(replay_text(name, &text, None).made).1
+}
+
 fn cuinits(out: Vec<Record>) -> (Vec<Record>, Vec<CuInit>) {
     let v = out
         .iter()
