@@ -197,37 +197,18 @@ fn path_text(s: &mut String, e: &PathCall) {
 }
 
 fn fd_text(s: &mut String, e: &FdCall) {
+    let (call, r) = (e.syscall, result(e.ret, &e.errno));
     let _ = match (e.last_fd, e.replaced) {
-        (Some(last), _) => write!(
-            s,
-            "{}({}, {}, {}) = {}",
-            e.syscall,
-            e.fd as u32,
-            last,
-            e.range_flags.as_deref().unwrap_or("0"),
-            result(e.ret, &e.errno)
-        ),
-        (None, true) => write!(
-            s,
-            "{}({}, {}) = {}{}",
-            e.syscall,
-            e.fd,
-            e.newfd.unwrap_or(-1),
-            result(e.ret, &e.errno),
-            if e.ok {
-                format!(" (replaced <{}>)", dev(&e.device))
-            } else {
-                format!(" (it held <{}>)", dev(&e.device))
-            }
-        ),
-        (None, false) => write!(
-            s,
-            "{}({}<{}>) = {}",
-            e.syscall,
-            e.fd,
-            dev(&e.device),
-            result(e.ret, &e.errno)
-        ),
+        (Some(last), _) => {
+            let flags = e.range_flags.as_deref().unwrap_or("0");
+            write!(s, "{call}({}, {last}, {flags}) = {r}", e.fd as u32)
+        }
+        (None, true) => {
+            let held = if e.ok { "replaced" } else { "it held" };
+            let (fd, newfd, d) = (e.fd, e.newfd.unwrap_or(-1), dev(&e.device));
+            write!(s, "{call}({fd}, {newfd}) = {r} ({held} <{d}>)")
+        }
+        (None, false) => write!(s, "{call}({}<{}>) = {r}", e.fd, dev(&e.device)),
     };
 }
 
