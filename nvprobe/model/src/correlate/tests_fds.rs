@@ -66,15 +66,32 @@ fn fd_call(
     }
 }
 
-/// The kernel side's record of an ioctl on fd 8 that failed with `errno`.
+/// The kernel side's record of an RM control on fd 8 that failed with
+/// `errno`.
 fn ioctl_failed(t: u64, errno: &str) -> Event {
+    ioctl_failed_with(t, errno, 0xc020_462a)
+}
+
+/// The same for the ioctl `request`.
+fn ioctl_failed_with(t: u64, errno: &str, request: u64) -> Event {
     let Event::Proc(p) = failed_call(t, "ioctl", errno) else {
         unreachable!("failed_call makes a proc record")
     };
     Event::Proc(crate::decode::ProcCall {
-        args: Some(vec![8, 0xc020_462a]),
+        args: Some(vec![8, request]),
         ..p
     })
+}
+
+/// No verdict says a descriptor was taken.
+fn no_descriptor_closed(v: &[CuInit]) {
+    assert!(
+        v[0].diagnoses
+            .iter()
+            .all(|d| d.id != DiagId::DescriptorClosed),
+        "{:#?}",
+        v[0].diagnoses
+    );
 }
 
 const NO_DEVICE: (i64, &str) = (100, "CUDA_ERROR_NO_DEVICE");
@@ -161,13 +178,7 @@ fn a_close_then_a_new_open_at_the_same_number_is_not_the_cause() {
         &[ctl_open(0), close, ctl_open(1), ioctl_failed(2, "EINVAL")],
         NO_DEVICE,
     );
-    assert!(
-        v[0].diagnoses
-            .iter()
-            .all(|d| d.id != DiagId::DescriptorClosed),
-        "{:#?}",
-        v[0].diagnoses
-    );
+    no_descriptor_closed(&v);
 }
 
 /// One failed mmap of `len` bytes with `flags` in cuInit, under RLIMIT_MEMLOCK 8 MiB.
@@ -228,13 +239,7 @@ fn a_close_by_the_thread_that_then_used_the_number_is_its_own_clean_up() {
         c.proc.tid = 7;
     });
     let v = closed_by(own, "EBADF");
-    assert!(
-        v[0].diagnoses
-            .iter()
-            .all(|d| d.id != DiagId::DescriptorClosed),
-        "{:#?}",
-        v[0].diagnoses
-    );
+    no_descriptor_closed(&v);
     // Another thread's close of it is a taking.
     let other = fd_call(1, "close", 8, true, |_| {});
     let v = closed_by(other, "EBADF");
@@ -268,13 +273,7 @@ fn a_number_a_driver_file_took_again_is_forgotten() {
         ],
         NO_DEVICE,
     );
-    assert!(
-        v[0].diagnoses
-            .iter()
-            .all(|d| d.id != DiagId::DescriptorClosed),
-        "{:#?}",
-        v[0].diagnoses
-    );
+    no_descriptor_closed(&v);
 }
 
 #[test]
@@ -285,25 +284,13 @@ fn a_programs_own_ioctl_on_a_number_it_redirected_is_not_libcudas() {
         c.ret = 8;
     });
     // TCGETS (isatty) on the number, answered ENOTTY: no NVIDIA request.
-    let Event::Proc(p) = failed_call(2, "ioctl", "ENOTTY") else {
-        unreachable!("failed_call makes a proc record")
-    };
-    let tcgets = Event::Proc(crate::decode::ProcCall {
-        args: Some(vec![8, 0x5401]),
-        ..p
-    });
+    let tcgets = ioctl_failed_with(2, "ENOTTY", 0x5401);
     let v = failed_init(
         ProcessInfo::default(),
         &[ctl_open(0), dup, tcgets],
         NO_DEVICE,
     );
-    assert!(
-        v[0].diagnoses
-            .iter()
-            .all(|d| d.id != DiagId::DescriptorClosed),
-        "{:#?}",
-        v[0].diagnoses
-    );
+    no_descriptor_closed(&v);
 }
 
 #[test]
